@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/alecthomas/kong"
+
+	"peal/config"
+)
+
+// RunFlags are the flags shared by every command that resolves a run's
+// configuration. A field tagged `peal` sets that configuration key; its help
+// text, variable and default come from config.Keys. Non-bool values are taken
+// as text so that flags and variables go through the same parser.
+type RunFlags struct {
+	Config   string  `help:"TOML config file (no file is read without it)." placeholder:"PATH" type:"path"`
+	Task     *uint32 `help:"Run only task N." placeholder:"N" xor:"task-select"`
+	FromTask *uint32 `help:"Run task N and every later task." placeholder:"N" xor:"task-select"`
+
+	Plan                       string `peal:"plan_path" placeholder:"PATH"`
+	Repo                       string `peal:"repo_path" placeholder:"PATH"`
+	AgentCmd                   string `peal:"agent_cmd" placeholder:"CMD"`
+	Model                      string `peal:"model" placeholder:"MODEL"`
+	Sandbox                    string `peal:"sandbox" placeholder:"MODE"`
+	StateDir                   string `peal:"state_dir" placeholder:"PATH"`
+	PhaseTimeoutSec            string `peal:"phase_timeout_sec" placeholder:"SEC"`
+	PhaseRetryCount            string `peal:"phase_retry_count" placeholder:"N"`
+	Phase3RetryCount           string `peal:"phase_3_retry_count" name:"phase-3-retry-count" placeholder:"N"`
+	Parallel                   bool   `peal:"parallel" negatable:""`
+	MaxParallel                string `peal:"max_parallel" placeholder:"N"`
+	ContinueWithRemainingTasks bool   `peal:"continue_with_remaining_tasks" negatable:""`
+	MaxConsecutiveTaskFailures string `peal:"max_consecutive_task_failures" placeholder:"N"`
+	MaxAddressRounds           string `peal:"max_address_rounds" placeholder:"N"`
+	OnFindingsRemaining        string `peal:"on_findings_remaining" placeholder:"fail|warn"`
+	OnStetFail                 string `peal:"on_stet_fail" placeholder:"fail|retry_once|skip"`
+	StetPath                   string `peal:"stet_path" placeholder:"PATH"`
+	StetStartRef               string `peal:"stet_start_ref" placeholder:"REF"`
+	StetStartArgs              string `peal:"stet_start_extra_args" placeholder:"ARGS"`
+	StetRunArgs                string `peal:"stet_run_extra_args" placeholder:"ARGS"`
+	StetDisableLLMTriage       bool   `peal:"stet_disable_llm_triage" name:"stet-disable-llm-triage" negatable:""`
+	PostRunCommands            string `peal:"post_run_commands" placeholder:"CMDS"`
+	PostRunTimeoutSec          string `peal:"post_run_timeout_sec" placeholder:"SEC"`
+	Normalize                  bool   `peal:"normalize_plan" negatable:""`
+	NormalizeRetryCount        string `peal:"normalize_retry_count" placeholder:"N"`
+	ValidatePlanText           bool   `peal:"validate_plan_text" negatable:""`
+	MinPlanTextLen             string `peal:"min_plan_text_len" placeholder:"N"`
+	RunSummaryPath             string `peal:"run_summary_path" placeholder:"PATH"`
+	CommitAfterPhase2          bool   `peal:"commit_after_phase2" name:"commit-after-phase2" negatable:""`
+	LogLevel                   string `peal:"log_level" placeholder:"LEVEL"`
+	LogFile                    string `peal:"log_file" placeholder:"PATH"`
+	KillGraceSec               string `peal:"kill_grace_sec" placeholder:"SEC"`
+	IdleTimeoutSec             string `peal:"idle_timeout_sec" placeholder:"SEC"`
+}
+
+// flagValues collects the configuration flags actually given on the command
+// line, as text keyed by configuration key.
+func flagValues(kctx *kong.Context) map[string]string {
+	out := map[string]string{}
+	for _, f := range kctx.Flags() {
+		key := f.Tag.Get("peal")
+		if key == "" || !f.Set {
+			continue
+		}
+		out[key] = fmt.Sprint(f.Target.Interface())
+	}
+	return out
+}
+
+// load resolves and validates the configuration of a run command.
+func (f *RunFlags) load(kctx *kong.Context, environ []string) (*config.Config, error) {
+	cfg, err := config.Load(config.Inputs{Flags: flagValues(kctx), Env: environ, ConfigPath: f.Config})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Task, cfg.FromTask = f.Task, f.FromTask
+	return cfg, cfg.Validate()
+}
+
+// helpValue writes each configuration flag's help from config.Keys, with the
+// variable that also sets it and its default.
+func helpValue(v *kong.Value) string {
+	key := ""
+	if v.Tag != nil {
+		key = v.Tag.Get("peal")
+	}
+	k, ok := config.KeyByName(key)
+	if !ok {
+		return v.Help
+	}
+	return fmt.Sprintf("%s [%s; default: %s]", k.Help, k.Env(), defaultText(k))
+}
+
+func defaultText(k config.Key) string {
+	switch d := k.Default.(type) {
+	case nil:
+		if k.Name == "run_summary_path" {
+			return "{state_dir}/run_summary.json"
+		}
+		return "unset"
+	case []string:
+		return "none"
+	case []config.DismissPattern:
+		return "none"
+	case string:
+		return d
+	default:
+		return fmt.Sprint(d)
+	}
+}
+
+// checkFlagNames is used by tests: every configuration flag's name must be the
+// one config.Keys documents.
+func checkFlagNames() error {
+	t := reflect.TypeOf(RunFlags{})
+	seen := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		key := f.Tag.Get("peal")
+		if key == "" {
+			continue
+		}
+		k, ok := config.KeyByName(key)
+		if !ok {
+			return fmt.Errorf("flag field %s names unknown key %q", f.Name, key)
+		}
+		name := f.Tag.Get("name")
+		if name == "" {
+			name = kebab(f.Name)
+		}
+		if name != k.Flag {
+			return fmt.Errorf("flag field %s is --%s, config.Keys says --%s", f.Name, name, k.Flag)
+		}
+		seen[key] = true
+	}
+	for _, k := range config.Keys {
+		if k.Flag != "" && !seen[k.Name] {
+			return fmt.Errorf("key %s has flag --%s but no field in RunFlags", k.Name, k.Flag)
+		}
+	}
+	return nil
+}
+
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

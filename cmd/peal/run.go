@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"peal/config"
+	"peal/runner"
+)
+
+// RunCmd is `peal run`.
+type RunCmd struct {
+	RunFlags
+}
+
+// Run resolves the configuration, runs the plan and maps the result to an
+// exit code: 0 done, 1 hard failure, 2 finished with issues, 3 stopped by the
+// consecutive-failure cap, 130/143 interrupted.
+func (c *RunCmd) Run(e *env) error {
+	cfg, err := c.load(e.kctx, e.environ)
+	if err != nil {
+		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+	}
+	log, fileLog, closeLog, err := newLoggers(cfg, e.stderr)
+	if err != nil {
+		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+	}
+	defer closeLog()
+
+	out, err := runner.Run(e.ctx, cfg, log)
+	if err != nil {
+		code, msg := failure(e.ctx, cfg, err)
+		fileLog.Error(msg, "exit_code", code)
+		return &exitError{code: code, msg: msg}
+	}
+	if out.ExitCode == runner.ExitWithIssues {
+		msg := fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v (summary: %s)",
+			out.Failed, out.WithFindings, cfg.RunSummaryPath)
+		fileLog.Warn(msg, "exit_code", out.ExitCode)
+		return &exitError{code: out.ExitCode, msg: msg}
+	}
+	log.Info("run finished", "completed", out.Completed)
+	return nil
+}
+
+// failure maps a run error to its exit code and one-line message.
+func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
+	var sc *signalCause
+	if errors.As(context.Cause(ctx), &sc) && ctx.Err() != nil {
+		return 128 + int(sc.sig), fmt.Sprintf("interrupted by %s: running agents were stopped and the state was saved in %s",
+			signalName(sc.sig), filepath.Join(cfg.StateDir, "state.json"))
+	}
+	var stopped *runner.StoppedError
+	if errors.As(err, &stopped) {
+		return runner.ExitStoppedEarly, "error: " + err.Error()
+	}
+	return runner.ExitFailure, "error: " + err.Error()
+}
+
+// newLoggers builds the run's logger: text on stderr at log_level and, with
+// log_file, JSON lines appended to that file. fileLog writes to the file only
+// (or nowhere), for records that stderr already shows as a plain line.
+func newLoggers(cfg *config.Config, stderr io.Writer) (log, fileLog *slog.Logger, closeFn func(), err error) {
+	level := parseLevel(cfg.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	text := slog.NewTextHandler(stderr, opts)
+	if cfg.LogFile == "" {
+		return slog.New(text), slog.New(slog.DiscardHandler), func() {}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {
+		return nil, nil, nil, fmt.Errorf("log file %s: %w", cfg.LogFile, err)
+	}
+	f, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("log file %s cannot be opened: %w (check %s)", cfg.LogFile, err, "log_file")
+	}
+	jsonHandler := slog.NewJSONHandler(f, opts)
+	return slog.New(slog.NewMultiHandler(text, jsonHandler)), slog.New(jsonHandler), func() { f.Close() }, nil
+}
+
+func parseLevel(s string) slog.Level {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,95 @@
+package config
+
+import "strings"
+
+// Kind says how a key's raw value is parsed, whichever layer it comes from.
+type Kind int
+
+const (
+	KindString   Kind = iota
+	KindPath          // a file-system path; same parsing as KindString
+	KindEnum          // a string restricted to Key.Enum
+	KindBool          // true/false
+	KindU32           // non-negative integer below 2^32
+	KindU64           // non-negative integer
+	KindCommands      // list of command strings; env/flag text splits on commas
+	KindArgs          // list of arguments; env/flag text splits on commas and whitespace
+	KindPatterns      // list of {pattern, reason}; env text is "pattern|reason,..."
+)
+
+// Key describes one configuration key: its names in every layer and its default.
+// Env names are always "PEAL_" + upper-cased Name.
+type Key struct {
+	Name    string // TOML key, also the key of Config's `key` struct tag
+	Flag    string // flag name without dashes; "" when the key has no flag
+	Kind    Kind
+	Enum    []string
+	Default any    // nil means unset; otherwise a value of the parsed type
+	Type    string // type as documented
+	Help    string
+}
+
+// Env returns the environment variable that sets the key.
+func (k Key) Env() string { return "PEAL_" + strings.ToUpper(k.Name) }
+
+// FlagName returns "--flag" or "" when the key cannot be set by a flag.
+func (k Key) FlagName() string {
+	if k.Flag == "" {
+		return ""
+	}
+	return "--" + k.Flag
+}
+
+// DismissReasons are the reasons stet accepts for `stet dismiss`.
+var DismissReasons = []string{"false_positive", "already_correct", "wrong_suggestion", "out_of_scope"}
+
+// Keys is the single table of configuration keys; config loading, validation,
+// help text and the documentation checks all read it.
+var Keys = []Key{
+	{Name: "plan_path", Flag: "plan", Kind: KindPath, Type: "path", Help: "Markdown plan to execute (required)"},
+	{Name: "repo_path", Flag: "repo", Kind: KindPath, Type: "path", Help: "Git work tree the agent works in (required)"},
+	{Name: "agent_cmd", Flag: "agent-cmd", Kind: KindString, Default: "agent", Type: "string", Help: "Agent CLI: a name on PATH or a path to an executable"},
+	{Name: "model", Flag: "model", Kind: KindString, Type: "string", Help: "Model passed to the agent as --model (unset: none)"},
+	{Name: "sandbox", Flag: "sandbox", Kind: KindString, Default: "disabled", Type: "string", Help: "Value of --sandbox for execute, address and triage calls"},
+	{Name: "state_dir", Flag: "state-dir", Kind: KindPath, Default: ".peal", Type: "path", Help: "Folder for state.json and the run summary"},
+	{Name: "phase_timeout_sec", Flag: "phase-timeout-sec", Kind: KindU64, Default: uint64(1800), Type: "u64", Help: "Timeout of one agent or stet call, in seconds"},
+	{Name: "phase_retry_count", Flag: "phase-retry-count", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "Retries of plan and execute calls after a timeout or non-zero exit"},
+	{Name: "phase_3_retry_count", Flag: "phase-3-retry-count", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "Retries of address and triage calls (at most 2 are used)"},
+	{Name: "parallel", Flag: "parallel", Kind: KindBool, Default: false, Type: "bool", Help: "Run (parallel) task blocks concurrently"},
+	{Name: "max_parallel", Flag: "max-parallel", Kind: KindU32, Default: uint64(4), Type: "u32", Help: "Most agents running at once in a parallel block (0 turns parallel off)"},
+	{Name: "continue_with_remaining_tasks", Flag: "continue-with-remaining-tasks", Kind: KindBool, Default: false, Type: "bool", Help: "Record a failed task and go on with the next (exit 2)"},
+	{Name: "max_consecutive_task_failures", Flag: "max-consecutive-task-failures", Kind: KindU32, Type: "u32", Help: "Stop the run (exit 3) after this many task failures in a row (unset: no cap)"},
+	{Name: "max_address_rounds", Flag: "max-address-rounds", Kind: KindU32, Default: uint64(5), Type: "u32", Help: "Most address rounds per task in Phase 3"},
+	{Name: "on_findings_remaining", Flag: "on-findings-remaining", Kind: KindEnum, Enum: []string{"fail", "warn"}, Default: "fail", Type: "fail|warn", Help: "What a task left with findings after the last round does"},
+	{Name: "on_stet_fail", Flag: "on-stet-fail", Kind: KindEnum, Enum: []string{"fail", "retry_once", "skip"}, Default: "fail", Type: "fail|retry_once|skip", Help: "What a failed stet call does"},
+	{Name: "stet_path", Flag: "stet-path", Kind: KindPath, Type: "path", Help: "stet executable (unset: stet on PATH)"},
+	{Name: "stet_start_ref", Flag: "stet-start-ref", Kind: KindString, Type: "string", Help: "Ref passed to stet start"},
+	{Name: "stet_start_extra_args", Flag: "stet-start-args", Kind: KindArgs, Default: []string{}, Type: "list", Help: "Extra arguments of stet start (comma or space separated)"},
+	{Name: "stet_run_extra_args", Flag: "stet-run-args", Kind: KindArgs, Default: []string{}, Type: "list", Help: "Extra arguments of stet run (comma or space separated)"},
+	{Name: "stet_commands", Kind: KindCommands, Default: []string{}, Type: "list of command strings", Help: "Custom review commands replacing the built-in stet sequence"},
+	{Name: "stet_disable_llm_triage", Flag: "stet-disable-llm-triage", Kind: KindBool, Default: false, Type: "bool", Help: "Dismiss findings by stet_dismiss_patterns instead of asking the agent"},
+	{Name: "stet_dismiss_patterns", Kind: KindPatterns, Default: []DismissPattern{}, Type: "list of {pattern, reason}", Help: "Findings to dismiss when LLM triage is disabled"},
+	{Name: "post_run_commands", Flag: "post-run-commands", Kind: KindCommands, Default: []string{}, Type: "list of command strings", Help: "Commands run in the repo after a run that did not fail hard (comma separated)"},
+	{Name: "post_run_timeout_sec", Flag: "post-run-timeout-sec", Kind: KindU64, Type: "u64", Help: "Timeout of each post-run command (unset: phase_timeout_sec)"},
+	{Name: "normalize_plan", Flag: "normalize", Kind: KindBool, Default: false, Type: "bool", Help: "Let the agent convert a plan without task headings"},
+	{Name: "normalize_retry_count", Flag: "normalize-retry-count", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "Retries of the normalize call"},
+	{Name: "normalize_prompt_path", Kind: KindPath, Type: "path", Help: "File replacing the built-in normalize prompt ({{DOC}} is the document)"},
+	{Name: "validate_plan_text", Flag: "validate-plan-text", Kind: KindBool, Default: false, Type: "bool", Help: "Run the plan call once more when its text is empty or too short"},
+	{Name: "min_plan_text_len", Flag: "min-plan-text-len", Kind: KindU64, Type: "u64", Help: "Shortest plan text accepted by validate_plan_text"},
+	{Name: "run_summary_path", Flag: "run-summary-path", Kind: KindPath, Type: "path", Help: "Where the run summary is written (unset: {state_dir}/run_summary.json)"},
+	{Name: "commit_after_phase2", Flag: "commit-after-phase2", Kind: KindBool, Default: false, Type: "bool", Help: "git add -A and commit after each successful execute"},
+	{Name: "log_level", Flag: "log-level", Kind: KindEnum, Enum: []string{"debug", "info", "warn", "error"}, Default: "info", Type: "debug|info|warn|error", Help: "Level of the log on stderr and in log_file"},
+	{Name: "log_file", Flag: "log-file", Kind: KindPath, Type: "path", Help: "File that JSON log lines are appended to"},
+	{Name: "kill_grace_sec", Flag: "kill-grace-sec", Kind: KindU64, Default: uint64(5), Type: "u64", Help: "Seconds between SIGTERM and SIGKILL to a child's process group"},
+	{Name: "idle_timeout_sec", Flag: "idle-timeout-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "A call silent on stdout and stderr this long times out (0: off)"},
+}
+
+// KeyByName returns the key named name.
+func KeyByName(name string) (Key, bool) {
+	for _, k := range Keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}

@@ -1,0 +1,855 @@
+package fakes
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"peal/internal/testbin"
+)
+
+var agentBin, stetBin string
+
+// TestMain builds both fakes once for the whole package, since building per
+// test would dominate the run time.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fakes-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins, err := testbin.Build(dir, "peal/testdata/fakeagent", "peal/testdata/fakestet")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	agentBin, stetBin = bins["fakeagent"], bins["fakestet"]
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cleanEnv is the test's environment without PEAL_ and FAKE_ variables, so
+// the developer's shell cannot leak into the fakes, plus extra.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PEAL_") && !strings.HasPrefix(kv, "FAKE_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+type result struct {
+	stdout, stderr string
+	exit           int
+}
+
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if cmd.Stdout == nil {
+		cmd.Stdout = &stdout
+	}
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("run %v: %v", cmd.Args, err)
+	}
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
+}
+
+func agentCmd(dir string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(agentBin, args...)
+	cmd.Env = cleanEnv(append([]string{AgentDirEnv + "=" + dir}, env...)...)
+	return cmd
+}
+
+func runAgent(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	return runCmd(t, agentCmd(dir, env, args...))
+}
+
+func runStet(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(stetBin, args...)
+	cmd.Env = cleanEnv(StetDirEnv + "=" + dir)
+	return runCmd(t, cmd)
+}
+
+func mustCalls(t *testing.T, dir string) []Call {
+	t.Helper()
+	calls, err := ReadCalls(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return calls
+}
+
+func TestPick(t *testing.T) {
+	fail := Outcome{Exit: 1}
+	ok := Outcome{Stdout: "ok"}
+	def := Outcome{Stdout: "default"}
+	s := Scenario{
+		Default: def,
+		Rules: map[string][]Outcome{
+			"execute":   {fail, fail, ok},
+			"execute:2": {ok},
+			"plan:1":    {fail},
+			"review":    {},
+		},
+	}
+	tests := []struct {
+		phase, task string
+		n           int
+		want        Outcome
+	}{
+		{"execute", "1", 1, fail},
+		{"execute", "1", 2, fail},
+		{"execute", "1", 3, ok},
+		{"execute", "1", 99, ok},
+		{"execute", "1", 0, fail},
+		{"execute", "2", 1, ok}, // phase:task beats phase
+		{"plan", "1", 5, fail},  // a one-element list repeats forever
+		{"plan", "2", 1, def},
+		{"review", "1", 1, def}, // an empty list falls through
+		{"other", "", 1, def},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s:%s#%d", tt.phase, tt.task, tt.n), func(t *testing.T) {
+			got := s.Pick(tt.phase, tt.task, tt.n)
+			if got.Exit != tt.want.Exit || got.Stdout != tt.want.Stdout {
+				t.Errorf("Pick = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+
+	var zero Scenario
+	if got := zero.Pick("plan", "1", 1); got.Exit != 0 || got.Stdout != "" {
+		t.Errorf("zero scenario Pick = %+v", got)
+	}
+}
+
+func TestStetPick(t *testing.T) {
+	s := StetScenario{Rules: map[string][]Outcome{"run": {{Exit: 5}, {}}}}
+	if _, ok := s.Pick("start", 1); ok {
+		t.Error("start has no rules but Pick found one")
+	}
+	for n, want := range map[int]int{1: 5, 2: 0, 7: 0} {
+		if out, ok := s.Pick("run", n); !ok || out.Exit != want {
+			t.Errorf("Pick(run, %d) = %+v, %v; want exit %d", n, out, ok, want)
+		}
+	}
+}
+
+func TestCompareIDs(t *testing.T) {
+	ids := []string{"F10", "F2", "F1", "B3", "F02", "F", "F1a"}
+	slices.SortFunc(ids, compareIDs)
+	want := []string{"B3", "F", "F1", "F1a", "F02", "F2", "F10"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("sorted = %v, want %v", ids, want)
+	}
+}
+
+func TestProcStatDead(t *testing.T) {
+	tests := map[string]bool{
+		"12 (fakeagent) S 1 12 12 0":     false,
+		"12 (fakeagent) Z 1 12 12 0":     true,
+		"12 (weird) (name) R 1 12 12 0":  false,
+		"12 (weird) Z (name) S 1 12 0 0": false,
+		"12 (x) X 1":                     true,
+		"garbage":                        false,
+	}
+	for stat, want := range tests {
+		if got := procStatDead([]byte(stat)); got != want {
+			t.Errorf("procStatDead(%q) = %v, want %v", stat, got, want)
+		}
+	}
+}
+
+func TestProcessAlive(t *testing.T) {
+	if !ProcessAlive(os.Getpid()) {
+		t.Error("own process reported dead")
+	}
+	if ProcessAlive(0) || ProcessAlive(-1) {
+		t.Error("non-positive pid reported alive")
+	}
+	// A finished and reaped child is gone.
+	cmd := exec.Command(agentBin)
+	cmd.Env = cleanEnv()
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if ProcessAlive(cmd.Process.Pid) {
+		t.Errorf("reaped child %d reported alive", cmd.Process.Pid)
+	}
+}
+
+func TestAgentWithoutDir(t *testing.T) {
+	cmd := exec.Command(agentBin, "--plan")
+	cmd.Env = cleanEnv("PEAL_TASK_INDEX=4")
+	r := runCmd(t, cmd)
+	if r.exit != 0 || r.stdout != "fake plan output for task 4\n" {
+		t.Errorf("got %+v", r)
+	}
+}
+
+func TestAgentBadScenario(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ScenarioFile), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runAgent(t, dir, nil)
+	if r.exit != ExitBadScenario || r.stderr == "" {
+		t.Errorf("got %+v, want exit %d with a message", r, ExitBadScenario)
+	}
+	if calls := mustCalls(t, dir); len(calls) != 0 {
+		t.Errorf("recorded %d calls for a bad scenario", len(calls))
+	}
+}
+
+func TestAgentRecords(t *testing.T) {
+	dir := t.TempDir()
+	work := t.TempDir()
+
+	first := agentCmd(dir, []string{"PEAL_PHASE=plan", "PEAL_TASK_INDEX=1", "PEAL_RUN_ID=r1", "OTHER=x"}, "-p", "hello")
+	first.Dir = work
+	if r := runCmd(t, first); r.exit != 0 {
+		t.Fatalf("first call: %+v", r)
+	}
+
+	second := agentCmd(dir, []string{"PEAL_TASK_INDEX=1"}, "--plan")
+	second.Stdin = strings.NewReader("") // a pipe, not the null device
+	if r := runCmd(t, second); r.exit != 0 {
+		t.Fatalf("second call: %+v", r)
+	}
+
+	if r := runAgent(t, dir, []string{"PEAL_TASK_INDEX=2"}); r.exit != 0 {
+		t.Fatalf("third call: %+v", r)
+	}
+	if r := runAgent(t, dir, nil); r.exit != 0 {
+		t.Fatalf("fourth call: %+v", r)
+	}
+
+	calls := mustCalls(t, dir)
+	if got, want := Keys(calls), []string{"plan:1", "plan:1", "execute:2", "execute"}; !slices.Equal(got, want) {
+		t.Fatalf("Keys = %v, want %v", got, want)
+	}
+	starts, ends := Starts(calls), Ends(calls)
+	if len(starts) != 4 || len(ends) != 4 {
+		t.Fatalf("got %d starts and %d ends, want 4 each", len(starts), len(ends))
+	}
+	for i, c := range calls {
+		want := EventStart
+		if i%2 == 1 {
+			want = EventEnd
+		}
+		if c.Event != want {
+			t.Errorf("record %d event %q, want %q (start and end alternate for sequential calls)", i, c.Event, want)
+		}
+	}
+
+	s1, s2 := starts[0], starts[1]
+	if s1.N != 1 || s2.N != 2 || starts[2].N != 1 || starts[3].N != 1 {
+		t.Errorf("N = %d,%d,%d,%d; want 1,2,1,1", s1.N, s2.N, starts[2].N, starts[3].N)
+	}
+	if s1.Phase != "plan" || s1.Task != "1" || starts[3].Phase != "execute" || starts[3].Task != "" {
+		t.Errorf("phase/task wrong: %+v / %+v", s1, starts[3])
+	}
+	if !slices.Equal(s1.Argv, []string{"-p", "hello"}) || !slices.Equal(s2.Argv, []string{"--plan"}) {
+		t.Errorf("argv = %q, %q", s1.Argv, s2.Argv)
+	}
+	wantEnv := map[string]string{"PEAL_PHASE": "plan", "PEAL_TASK_INDEX": "1", "PEAL_RUN_ID": "r1"}
+	if len(s1.Env) != len(wantEnv) {
+		t.Errorf("env = %v, want %v", s1.Env, wantEnv)
+	}
+	for k, v := range wantEnv {
+		if s1.Env[k] != v {
+			t.Errorf("env[%s] = %q, want %q", k, s1.Env[k], v)
+		}
+	}
+	if s1.Cwd != work {
+		t.Errorf("cwd = %q, want %q", s1.Cwd, work)
+	}
+	if !s1.StdinNull || s2.StdinNull {
+		t.Errorf("stdin_null = %v, %v; want true, false", s1.StdinNull, s2.StdinNull)
+	}
+	if s1.PID <= 0 || s1.PID == s2.PID || s1.Time.IsZero() {
+		t.Errorf("pid/time not recorded: %+v", s1)
+	}
+	e1 := ends[0]
+	if e1.Key != "plan:1" || e1.N != 1 || e1.Exit != 0 || e1.StdoutBytes != int64(len("fake plan output for task 1\n")) {
+		t.Errorf("end record = %+v", e1)
+	}
+	if e1.Time.Before(s1.Time) {
+		t.Errorf("end time %v before start %v", e1.Time, s1.Time)
+	}
+}
+
+func TestAgentOutcomes(t *testing.T) {
+	tests := []struct {
+		name       string
+		out        Outcome
+		wantStdout string
+		wantStderr string
+		wantExit   int
+		wantFiles  map[string]string
+	}{
+		{name: "default", wantStdout: "fake execute output for task 3\n"},
+		{name: "stdout", out: Outcome{Stdout: "PLAN\nstep 1\n"}, wantStdout: "PLAN\nstep 1\n"},
+		{name: "no stdout", out: Outcome{NoStdout: true}},
+		{name: "stderr and exit", out: Outcome{Stderr: "boom\n", Exit: 3, NoStdout: true}, wantStderr: "boom\n", wantExit: 3},
+		{
+			name:       "write files",
+			out:        Outcome{WriteFiles: map[string]string{"a.txt": "A", "sub/dir/b.go": "package b\n"}, Stdout: "done\n"},
+			wantStdout: "done\n",
+			wantFiles:  map[string]string{"a.txt": "A", "sub/dir/b.go": "package b\n"},
+		},
+		{
+			name:       "chatter",
+			out:        Outcome{ChatterMS: 1, ChatterCount: 3, NoStdout: true},
+			wantStderr: "fake chatter 1/3\nfake chatter 2/3\nfake chatter 3/3\n",
+		},
+		{name: "sleep", out: Outcome{SleepMS: 20, Stdout: "late\n"}, wantStdout: "late\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, work := t.TempDir(), t.TempDir()
+			if err := WriteScenario(dir, Scenario{Default: tt.out}); err != nil {
+				t.Fatal(err)
+			}
+			cmd := agentCmd(dir, []string{"PEAL_TASK_INDEX=3"})
+			cmd.Dir = work
+			r := runCmd(t, cmd)
+			if r.stdout != tt.wantStdout || r.stderr != tt.wantStderr || r.exit != tt.wantExit {
+				t.Errorf("got stdout %q stderr %q exit %d; want %q %q %d",
+					r.stdout, r.stderr, r.exit, tt.wantStdout, tt.wantStderr, tt.wantExit)
+			}
+			for name, want := range tt.wantFiles {
+				got, err := os.ReadFile(filepath.Join(work, name))
+				if err != nil || string(got) != want {
+					t.Errorf("file %s = %q, %v; want %q", name, got, err, want)
+				}
+			}
+			ends := Ends(mustCalls(t, dir))
+			if len(ends) != 1 || ends[0].Exit != tt.wantExit || ends[0].StdoutBytes != int64(len(tt.wantStdout)) {
+				t.Errorf("end records = %+v", ends)
+			}
+		})
+	}
+}
+
+func TestAgentRuleSequence(t *testing.T) {
+	dir := t.TempDir()
+	fail := Outcome{Exit: 1, Stderr: "fail\n"}
+	err := WriteScenario(dir, Scenario{
+		Default: Outcome{Stdout: "other\n"},
+		Rules: map[string][]Outcome{
+			"execute:1": {fail, fail, {Stdout: "ok\n"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exits []int
+	for range 4 {
+		exits = append(exits, runAgent(t, dir, []string{"PEAL_TASK_INDEX=1"}).exit)
+	}
+	if r := runAgent(t, dir, []string{"PEAL_TASK_INDEX=2"}); r.stdout != "other\n" {
+		t.Errorf("task 2 stdout %q, want the default", r.stdout)
+	}
+	if !slices.Equal(exits, []int{1, 1, 0, 0}) {
+		t.Errorf("exits = %v, want [1 1 0 0]", exits)
+	}
+}
+
+func TestAgentStdoutMiB(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteScenario(dir, Scenario{Default: Outcome{StdoutMiB: 3, NoStdout: true}}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := agentCmd(dir, nil)
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	var bad bool
+	buf := make([]byte, 64<<10)
+	for {
+		m, err := pipe.Read(buf)
+		n += int64(m)
+		if len(bytes.Trim(buf[:m], "x\n")) > 0 {
+			bad = true
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3<<20 || bad {
+		t.Errorf("read %d bytes (only x and newline: %v), want exactly %d", n, !bad, 3<<20)
+	}
+	ends := Ends(mustCalls(t, dir))
+	if len(ends) != 1 || ends[0].StdoutBytes != 3<<20 {
+		t.Errorf("end records = %+v, want stdout_bytes %d", ends, 3<<20)
+	}
+}
+
+// sigIgnored reports whether pid ignores sig according to /proc.
+func sigIgnored(t *testing.T, pid int, sig syscall.Signal) bool {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	t.Fatalf("no SigIgn line for %d", pid)
+	return false
+}
+
+func TestAgentGrandchild(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignore_term=%v", ignore), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteScenario(dir, Scenario{Default: Outcome{Grandchild: true, GrandchildIgnoreTerm: ignore, Stdout: "parent done\n"}}); err != nil {
+				t.Fatal(err)
+			}
+			// A file rather than a pipe, because the grandchild keeps the
+			// inherited stdout open and a pipe would never reach EOF.
+			out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			cmd := agentCmd(dir, nil)
+			cmd.Stdout = out
+			r := runCmd(t, cmd)
+			// Kill whatever was recorded, even if the assertions below fail.
+			pids, err := GrandchildPIDs(dir)
+			t.Cleanup(func() {
+				for _, pid := range pids {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.exit != 0 {
+				t.Fatalf("agent: %+v", r)
+			}
+			if len(pids) != 1 {
+				t.Fatalf("grandchild pids = %v, want one", pids)
+			}
+			gc := pids[0]
+			if gc == cmd.Process.Pid || !ProcessAlive(gc) {
+				t.Errorf("grandchild %d not alive after agent %d exited", gc, cmd.Process.Pid)
+			}
+			if got := sigIgnored(t, gc, syscall.SIGTERM); got != ignore {
+				t.Errorf("grandchild ignores SIGTERM = %v, want %v", got, ignore)
+			}
+			gcPgid, err := syscall.Getpgid(gc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if testPgid := syscall.Getpgrp(); gcPgid != testPgid {
+				// The agent ran in the test's group, so the grandchild must too.
+				t.Errorf("grandchild pgid %d, want %d", gcPgid, testPgid)
+			}
+			data, err := os.ReadFile(out.Name())
+			if err != nil || string(data) != "parent done\n" {
+				t.Errorf("stdout file = %q, %v", data, err)
+			}
+		})
+	}
+}
+
+// startAndWaitLine starts cmd and returns once it has printed a first line
+// on stdout, which the agent does only after its signal setup.
+func startAndWaitLine(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(pipe).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading first line: %v", err)
+	}
+	return line
+}
+
+func TestAgentHang(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignore_term=%v", ignore), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteScenario(dir, Scenario{Default: Outcome{Hang: true, IgnoreTerm: ignore, Stdout: "hanging\n"}}); err != nil {
+				t.Fatal(err)
+			}
+			cmd := agentCmd(dir, nil)
+			if line := startAndWaitLine(t, cmd); line != "hanging\n" {
+				t.Fatalf("first line %q", line)
+			}
+			if got := sigIgnored(t, cmd.Process.Pid, syscall.SIGTERM); got != ignore {
+				t.Errorf("agent ignores SIGTERM = %v, want %v", got, ignore)
+			}
+			sig := syscall.SIGTERM
+			if ignore {
+				sig = syscall.SIGKILL
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Wait()
+			ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != sig {
+				t.Errorf("wait status %v, want killed by %v", ws, sig)
+			}
+			calls := mustCalls(t, dir)
+			if len(Starts(calls)) != 1 || len(Ends(calls)) != 0 {
+				t.Errorf("records = %+v, want one start and no end", calls)
+			}
+		})
+	}
+}
+
+func TestAgentConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	const n = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			cmd := agentCmd(dir, []string{"PEAL_PHASE=execute", "PEAL_TASK_INDEX=7"})
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("%v: %s", err, out)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	calls := mustCalls(t, dir)
+	var ns []int
+	for _, c := range Starts(calls) {
+		if c.Key != "execute:7" {
+			t.Errorf("key %q", c.Key)
+		}
+		ns = append(ns, c.N)
+	}
+	slices.Sort(ns)
+	if want := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(ns, want) {
+		t.Errorf("N values = %v, want %v", ns, want)
+	}
+	if len(Ends(calls)) != n {
+		t.Errorf("%d end records, want %d", len(Ends(calls)), n)
+	}
+}
+
+var testFindings = []Finding{
+	{ID: "F1", File: "a.go", Line: 3, Severity: "high", Category: "bug", Confidence: 0.9, Message: "nil deref", Suggestion: "check nil"},
+	{ID: "F2", File: "b.go", Line: 10, Severity: "low", Category: "style", Confidence: 0.5, Message: "long line"},
+}
+
+func TestStetFlow(t *testing.T) {
+	human := func(fs ...Finding) string {
+		var b strings.Builder
+		for _, f := range fs {
+			fmt.Fprintf(&b, "%s:%d [%s] %s (%s)\n", f.File, f.Line, f.Severity, f.Message, f.ID)
+		}
+		fmt.Fprintf(&b, "%d finding(s).\n", len(fs))
+		return b.String()
+	}
+	f1, f2 := testFindings[0], testFindings[1]
+	tests := []struct {
+		output string
+		// check asserts the run output shows exactly want.
+		check func(t *testing.T, stdout string, want []Finding)
+	}{
+		{"", checkJSON},
+		{OutputJSON, checkJSON},
+		{OutputHuman, func(t *testing.T, stdout string, want []Finding) {
+			if exp := human(want...); stdout != exp {
+				t.Errorf("human output %q, want %q", stdout, exp)
+			}
+		}},
+		{OutputText, func(t *testing.T, stdout string, want []Finding) {
+			if json.Valid([]byte(stdout)) {
+				t.Errorf("text output parses as JSON: %q", stdout)
+			}
+			if exp := "review: see findings below\n" + human(want...); stdout != exp {
+				t.Errorf("text output %q, want %q", stdout, exp)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run("output="+tt.output, func(t *testing.T) {
+			dir := t.TempDir()
+			err := WriteStetScenario(dir, StetScenario{Findings: testFindings, Output: tt.output, RunExitOnFindings: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := func(wantExit int, args ...string) string {
+				t.Helper()
+				r := runStet(t, dir, args...)
+				if r.exit != wantExit {
+					t.Fatalf("stet %v: exit %d, want %d (stderr %q)", args, r.exit, wantExit, r.stderr)
+				}
+				return r.stdout
+			}
+			step(0, "start", "main", "--verbose")
+			tt.check(t, step(1, "run", "--output=json"), []Finding{f1, f2})
+			step(0, "dismiss", "F2", "false_positive")
+			tt.check(t, step(1, "run", "--output=json"), []Finding{f1})
+			step(0, "dismiss", "F1", "out_of_scope")
+			tt.check(t, step(0, "run", "--output=json"), nil)
+			if got := step(0, "run"); got != human() {
+				t.Errorf("run without --output=json printed %q, want human output", got)
+			}
+			step(0, "finish")
+
+			s, err := LoadSession(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Started || len(s.Active) != 0 || s.Dismissed["F1"] != "out_of_scope" || s.Dismissed["F2"] != "false_positive" {
+				t.Errorf("session = %+v", s)
+			}
+			calls, err := ReadStetCalls(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{
+				"start main --verbose", "run --output=json", "dismiss F2 false_positive", "run --output=json",
+				"dismiss F1 out_of_scope", "run --output=json", "run", "finish",
+			}
+			if got := StetCmds(calls); !slices.Equal(got, want) {
+				t.Errorf("StetCmds = %q, want %q", got, want)
+			}
+			var runNs []int
+			for _, c := range calls {
+				if c.Event == EventStart && c.Cmd == "run" {
+					runNs = append(runNs, c.N)
+				}
+			}
+			if !slices.Equal(runNs, []int{1, 2, 3, 4}) {
+				t.Errorf("run N values = %v", runNs)
+			}
+			if ends := calls[len(calls)-1]; ends.Event != EventEnd || ends.Cmd != "finish" || ends.Exit != 0 {
+				t.Errorf("last record = %+v", ends)
+			}
+		})
+	}
+}
+
+func checkJSON(t *testing.T, stdout string, want []Finding) {
+	t.Helper()
+	var got struct {
+		Findings []json.RawMessage `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("run output is not JSON: %v\n%s", err, stdout)
+	}
+	if got.Findings == nil {
+		t.Errorf("findings is missing or null: %s", stdout)
+	}
+	if len(got.Findings) != len(want) {
+		t.Fatalf("got %d findings, want %d: %s", len(got.Findings), len(want), stdout)
+	}
+	for i, raw := range got.Findings {
+		var f Finding
+		if err := json.Unmarshal(raw, &f); err != nil {
+			t.Fatal(err)
+		}
+		if f != want[i] {
+			t.Errorf("finding %d = %+v, want %+v", i, f, want[i])
+		}
+		if hasSuggestion := bytes.Contains(raw, []byte(`"suggestion"`)); hasSuggestion != (want[i].Suggestion != "") {
+			t.Errorf("finding %d suggestion key present = %v: %s", i, hasSuggestion, raw)
+		}
+	}
+}
+
+func TestStetErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteStetScenario(dir, StetScenario{Findings: testFindings}); err != nil {
+		t.Fatal(err)
+	}
+	if r := runStet(t, dir, "start"); r.exit != 0 {
+		t.Fatalf("start: %+v", r)
+	}
+	tests := []struct {
+		args []string
+		exit int
+	}{
+		{[]string{"dismiss", "F1", "because"}, 1},
+		{[]string{"dismiss", "F9", "false_positive"}, 1},
+		{[]string{"dismiss", "F1"}, 1},
+		{[]string{"bogus"}, 2},
+		{nil, 2},
+	}
+	for _, tt := range tests {
+		r := runStet(t, dir, tt.args...)
+		if r.exit != tt.exit || r.stderr == "" {
+			t.Errorf("stet %q: exit %d stderr %q; want exit %d and a message", tt.args, r.exit, r.stderr, tt.exit)
+		}
+	}
+	s, err := LoadSession(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Active) != 2 || len(s.Dismissed) != 0 || !s.Started {
+		t.Errorf("failed commands changed the session: %+v", s)
+	}
+	calls, err := ReadStetCalls(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exits []int
+	for _, c := range calls {
+		if c.Event == EventEnd {
+			exits = append(exits, c.Exit)
+		}
+	}
+	if want := []int{0, 1, 1, 1, 2, 2}; !slices.Equal(exits, want) {
+		t.Errorf("recorded exits %v, want %v", exits, want)
+	}
+
+	cmd := exec.Command(stetBin, "start")
+	cmd.Env = cleanEnv()
+	if r := runCmd(t, cmd); r.exit != ExitNoStetDir {
+		t.Errorf("without %s: exit %d, want %d", StetDirEnv, r.exit, ExitNoStetDir)
+	}
+}
+
+func TestStetRules(t *testing.T) {
+	dir := t.TempDir()
+	err := WriteStetScenario(dir, StetScenario{
+		Findings: testFindings[:1],
+		Rules: map[string][]Outcome{
+			"run":   {{Exit: 5, Stderr: "boom\n"}, {Stdout: "not json\n"}, {}},
+			"start": {{Stderr: "warming up\n"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runStet(t, dir, "start"); r.exit != 0 || r.stderr != "warming up\n" {
+		t.Errorf("start: %+v", r)
+	}
+	if r := runStet(t, dir, "run", "--output=json"); r.exit != 5 || r.stdout != "" || r.stderr != "boom\n" {
+		t.Errorf("run 1: %+v", r)
+	}
+	if r := runStet(t, dir, "run", "--output=json"); r.exit != 0 || r.stdout != "not json\n" {
+		t.Errorf("run 2: %+v", r)
+	}
+	r := runStet(t, dir, "run", "--output=json")
+	if r.exit != 0 {
+		t.Errorf("run 3: %+v", r)
+	}
+	checkJSON(t, r.stdout, testFindings[:1])
+}
+
+func TestAgentStetFix(t *testing.T) {
+	stetDir, agentDir := t.TempDir(), t.TempDir()
+	findings := []Finding{
+		{ID: "F10", File: "c.go", Line: 1, Severity: "low", Message: "m10"},
+		{ID: "F2", File: "a.go", Line: 1, Severity: "low", Message: "m2"},
+		{ID: "F3", File: "b.go", Line: 1, Severity: "low", Message: "m3"},
+	}
+	if err := WriteStetScenario(stetDir, StetScenario{Findings: findings, RunExitOnFindings: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteScenario(agentDir, Scenario{Rules: map[string][]Outcome{
+		"execute": {{StetFix: 1}, {StetFix: -1}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	activeIDs := func() []string {
+		t.Helper()
+		r := runStet(t, stetDir, "run", "--output=json")
+		var out struct{ Findings []Finding }
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("run output: %v: %q", err, r.stdout)
+		}
+		var ids []string
+		for _, f := range out.Findings {
+			ids = append(ids, f.ID)
+		}
+		return ids
+	}
+	fix := func() {
+		t.Helper()
+		cmd := agentCmd(agentDir, nil)
+		cmd.Env = append(cmd.Env, StetDirEnv+"="+stetDir)
+		if r := runCmd(t, cmd); r.exit != 0 {
+			t.Fatalf("agent: %+v", r)
+		}
+	}
+
+	runStet(t, stetDir, "start")
+	if got := activeIDs(); !slices.Equal(got, []string{"F10", "F2", "F3"}) {
+		t.Fatalf("before fix: %v", got)
+	}
+	fix()
+	if got := activeIDs(); !slices.Equal(got, []string{"F10", "F3"}) {
+		t.Errorf("after stet_fix=1: %v, want F2 (lowest id) removed", got)
+	}
+	fix()
+	if got := activeIDs(); len(got) != 0 {
+		t.Errorf("after stet_fix=-1: %v, want none", got)
+	}
+	s, err := LoadSession(stetDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Fixed, []string{"F2", "F3", "F10"}) {
+		t.Errorf("fixed = %v", s.Fixed)
+	}
+
+	// Without FAKE_STET_DIR a stet_fix outcome is a fake error, not a silent no-op.
+	if r := runAgent(t, agentDir, nil); r.exit != ExitFakeError {
+		t.Errorf("stet_fix without %s: %+v", StetDirEnv, r)
+	}
+}

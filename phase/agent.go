@@ -1,0 +1,68 @@
+package phase
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// Agent describes how the agent CLI is invoked; the argv of every agent call
+// is built here.
+type Agent struct {
+	Path    string // resolved executable
+	Repo    string // --workspace and working folder
+	Sandbox string
+}
+
+// PlanArgv is the argv of plan and normalize calls: plan mode, text output.
+func (a Agent) PlanArgv(model, prompt string) []string {
+	argv := []string{a.Path, "--print", "--plan", "--workspace", a.Repo, "--output-format", "text"}
+	return appendModel(argv, model, prompt)
+}
+
+// ActArgv is the argv of execute, address and triage calls.
+func (a Agent) ActArgv(model, prompt string) []string {
+	argv := []string{a.Path, "--print", "--workspace", a.Repo, "--sandbox", a.Sandbox}
+	return appendModel(argv, model, prompt)
+}
+
+func appendModel(argv []string, model, prompt string) []string {
+	if model != "" {
+		argv = append(argv, "--model", model)
+	}
+	return append(argv, prompt)
+}
+
+// Limits are the time limits every call of a run shares.
+type Limits struct {
+	Timeout, Idle, KillGrace time.Duration
+}
+
+// CallEnv is the context a child sees in its environment (PEAL_PHASE,
+// PEAL_TASK_INDEX, PEAL_ATTEMPT). task 0 means the call belongs to no task.
+func CallEnv(phase string, task int, attempt int) []string {
+	env := []string{"PEAL_PHASE=" + phase, "PEAL_ATTEMPT=" + strconv.Itoa(attempt)}
+	if task > 0 {
+		env = append(env, "PEAL_TASK_INDEX="+strconv.Itoa(task))
+	}
+	return env
+}
+
+// Caller turns an argv into the Spec of one attempt, adding the working
+// folder, the limits and the environment of B6.
+type Caller struct {
+	Dir    string
+	Limits Limits
+	Log    *slog.Logger
+	Env    []string // added to every call (e.g. PEAL_TICKET_ID)
+}
+
+// Spec is the Spec of attempt a of a call of the given phase for task.
+func (c Caller) Spec(phase string, task int, a Attempt, argv []string, prompt bool) Spec {
+	env := append(CallEnv(phase, task, a.N), c.Env...)
+	return Spec{
+		Phase: phase, Argv: argv, Prompt: prompt, Dir: c.Dir, Env: env,
+		Timeout: c.Limits.Timeout, IdleTimeout: c.Limits.Idle, KillGrace: c.Limits.KillGrace,
+		Log: c.Log, Attempt: a,
+	}
+}

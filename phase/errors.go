@@ -1,0 +1,93 @@
+package phase
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// StartError: the process could not be started at all. It is never retried.
+type StartError struct {
+	Program string
+	Err     error
+}
+
+func (e *StartError) Error() string { return fmt.Sprintf("cannot start %s: %v", e.Program, e.Err) }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// InterruptedError: the run was cancelled (SIGINT/SIGTERM) while the call ran
+// or waited; the child's group has been stopped.
+type InterruptedError struct {
+	Phase string
+	Cause error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("%s call interrupted: %v", e.Phase, e.Cause)
+}
+func (e *InterruptedError) Unwrap() error { return e.Cause }
+
+// TimeoutError: one attempt hit the call timeout or the idle timeout.
+type TimeoutError struct {
+	Phase string
+	Limit time.Duration
+	Idle  bool
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Idle {
+		return fmt.Sprintf("%s call timed out: no output for %s", e.Phase, seconds(e.Limit))
+	}
+	return fmt.Sprintf("%s call timed out after %s", e.Phase, seconds(e.Limit))
+}
+
+// ExitError: one attempt exited with a non-zero status.
+type ExitError struct {
+	Phase  string
+	Code   int
+	Stderr string // the tail of stderr, for the message
+}
+
+func (e *ExitError) Error() string {
+	msg := fmt.Sprintf("%s call exited with status %d", e.Phase, e.Code)
+	if e.Code < 0 {
+		msg = fmt.Sprintf("%s call was killed by a signal", e.Phase)
+	}
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+// FailedError: every attempt of a call failed; Last is the last attempt's failure.
+type FailedError struct {
+	Phase    string
+	Attempts int
+	Last     error
+}
+
+func (e *FailedError) Error() string {
+	word := "attempts"
+	if e.Attempts == 1 {
+		word = "attempt"
+	}
+	return fmt.Sprintf("%s failed after %d %s: %v", e.Phase, e.Attempts, word, e.Last)
+}
+func (e *FailedError) Unwrap() error { return e.Last }
+
+func seconds(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d s", int64(d/time.Second))
+	}
+	return d.String()
+}
+
+// Tail is the last non-empty line of s cut to 200 characters, for one-line messages.
+func Tail(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if len(last) > 200 {
+		last = last[:200] + "…"
+	}
+	return last
+}

@@ -1,0 +1,74 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"peal/phase"
+)
+
+// command runs one non-agent child (git, a post-run command) once, under the
+// same supervision as an agent call.
+func (r *run) command(ctx context.Context, name string, argv []string, timeout time.Duration) (phase.Result, error) {
+	spec := r.caller.Spec(name, 0, phase.Attempt{N: 1, Of: 1}, argv, false)
+	spec.Env = nil
+	spec.Timeout = timeout
+	res, err := phase.Run(ctx, spec)
+	if err != nil {
+		return res, err
+	}
+	return res, phase.CheckExit(res)
+}
+
+// commit records the work of tasks after their execute: `git add -A` and one
+// commit. "nothing to commit" is not an error.
+func (r *run) commit(ctx context.Context, task int, planText string) error {
+	timeout := r.caller.Limits.Timeout
+	if _, err := r.command(ctx, "git", []string{"git", "add", "-A"}, timeout); err != nil {
+		return fmt.Errorf("git add -A failed: %w", err)
+	}
+	msg := fmt.Sprintf("peal: task %d - %s", task, firstLine(planText, 80))
+	res, err := r.command(ctx, "git", []string{"git", "commit", "-m", msg}, timeout)
+	if err != nil {
+		if out := res.Stdout + res.Stderr; strings.Contains(out, "nothing to commit") || strings.Contains(out, "nothing added to commit") {
+			r.log.Info("nothing to commit after execute", "task", task)
+			return nil
+		}
+		return fmt.Errorf("git commit failed (check git user.name/user.email and hooks in the repo): %w", err)
+	}
+	r.log.Info("committed after execute", "task", task, "message", msg)
+	return nil
+}
+
+// firstLine is the first non-blank line of s, cut to n characters.
+func firstLine(s string, n int) string {
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if rs := []rune(line); len(rs) > n {
+				return string(rs[:n])
+			}
+			return line
+		}
+	}
+	return ""
+}
+
+// postRun runs post_run_commands in the repo; each failure is a warning.
+func (r *run) postRun(ctx context.Context) {
+	timeout := r.caller.Limits.Timeout
+	if t := r.cfg.PostRunTimeoutSec; t != nil {
+		timeout = time.Duration(*t) * time.Second
+	}
+	for _, command := range r.cfg.PostRunCommands {
+		argv := strings.Fields(command)
+		if len(argv) == 0 {
+			continue
+		}
+		r.log.Info("post-run command", "command", command)
+		if _, err := r.command(ctx, "post-run", argv, timeout); err != nil {
+			r.log.Warn("post-run command failed", "command", command, "err", err)
+		}
+	}
+}

@@ -1,0 +1,327 @@
+// Package runner owns a peal run: reading and normalizing the plan, the
+// schedule of tasks, the phases of each task, what a failure does to the run,
+// state saves, the run summary and the post-run commands.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"peal/config"
+	"peal/phase"
+	"peal/state"
+)
+
+// Exit codes of `peal run`.
+const (
+	ExitOK           = 0
+	ExitFailure      = 1
+	ExitWithIssues   = 2
+	ExitStoppedEarly = 3
+)
+
+// Outcome is what a run that did not fail hard leaves behind.
+type Outcome struct {
+	ExitCode     int
+	Completed    []int
+	Failed       []int
+	WithFindings []int
+}
+
+// StoppedError: the run stopped because max_consecutive_task_failures was
+// reached (exit 3).
+type StoppedError struct {
+	Failures int
+	Last     error
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("stopped after %d consecutive task failures (max_consecutive_task_failures); last: %v", e.Failures, e.Last)
+}
+func (e *StoppedError) Unwrap() error { return e.Last }
+
+// TaskError: a task failed; the run stops (exit 1) unless
+// continue_with_remaining_tasks is set.
+type TaskError struct {
+	Index int
+	Err   error
+}
+
+func (e *TaskError) Error() string { return fmt.Sprintf("task %d: %v", e.Index, e.Err) }
+func (e *TaskError) Unwrap() error { return e.Err }
+
+// run is the state of one `peal run`.
+type run struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	agent  phase.Agent
+	caller phase.Caller
+	store  *state.Store
+	now    func() time.Time
+}
+
+// Run executes the plan of cfg (already validated) and returns the outcome of
+// a run that finished (exit 0 or 2), or an error for a hard failure, a stop
+// (*StoppedError) or an interruption (*phase.InterruptedError).
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, error) {
+	r := &run{
+		cfg:   cfg,
+		log:   log,
+		agent: phase.Agent{Path: cfg.AgentPath, Repo: cfg.RepoPath, Sandbox: cfg.Sandbox},
+		caller: phase.Caller{
+			Dir: cfg.RepoPath,
+			Limits: phase.Limits{
+				Timeout:   time.Duration(cfg.PhaseTimeoutSec) * time.Second,
+				Idle:      time.Duration(cfg.IdleTimeoutSec) * time.Second,
+				KillGrace: time.Duration(cfg.KillGraceSec) * time.Second,
+			},
+			Log: log,
+		},
+		now: time.Now,
+	}
+	tasks, err := r.loadPlan(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	store, warnings, err := state.Open(cfg.StateDir, cfg.PlanPath, cfg.RepoPath, r.now())
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	r.store = store
+
+	out, err := r.schedule(ctx, Segments(tasks))
+	if err != nil {
+		// Every error path of a run passes here: the state is on disk before
+		// the error reaches the caller.
+		if serr := r.store.Save(); serr != nil {
+			log.Error("could not save state", "err", serr)
+		}
+		return Outcome{}, err
+	}
+	if err := r.store.Save(); err != nil {
+		return Outcome{}, err
+	}
+	if len(out.Failed) > 0 || len(out.WithFindings) > 0 {
+		out.ExitCode = ExitWithIssues
+	}
+	r.writeSummary(out)
+	r.postRun(ctx)
+	return out, nil
+}
+
+// loadPlan reads, normalizes if needed and filters the plan.
+func (r *run) loadPlan(ctx context.Context) ([]Task, error) {
+	data, err := os.ReadFile(r.cfg.PlanPath)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
+	}
+	text := string(data)
+	if strings.TrimSpace(text) == "" {
+		return nil, fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", r.cfg.PlanPath)
+	}
+	tasks, err := ParsePlan(text)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
+	}
+	if len(tasks) == 0 {
+		if !r.cfg.NormalizePlan {
+			return nil, fmt.Errorf("plan %s has no `## Task N` heading: add task headings (see `peal prompt`) or enable normalize_plan (--normalize)", r.cfg.PlanPath)
+		}
+		if tasks, err = r.normalize(ctx, text); err != nil {
+			return nil, err
+		}
+	}
+	return SelectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
+}
+
+// schedule runs the segments in order and decides what each task outcome
+// does to the run.
+func (r *run) schedule(ctx context.Context, segs []Segment) (Outcome, error) {
+	var out Outcome
+	consecutive := 0
+	for _, seg := range segs {
+		for _, t := range seg.Tasks {
+			if r.store.Completed(t.Index) {
+				r.log.Info("task already completed, skipping", "task", t.Index)
+				continue
+			}
+			err := r.runTask(ctx, t)
+			if err == nil {
+				consecutive = 0
+				if err := r.store.Complete(t.Index); err != nil {
+					return out, err
+				}
+				out.Completed = append(out.Completed, t.Index)
+				r.log.Info("task completed", "task", t.Index)
+				continue
+			}
+			if ctx.Err() != nil {
+				return out, err
+			}
+			taskErr := &TaskError{Index: t.Index, Err: err}
+			if !r.cfg.ContinueWithRemainingTasks {
+				return out, taskErr
+			}
+			out.Failed = append(out.Failed, t.Index)
+			consecutive++
+			r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", err)
+			if max := r.cfg.MaxConsecutiveTaskFailures; max != nil && consecutive >= int(*max) {
+				return out, &StoppedError{Failures: consecutive, Last: taskErr}
+			}
+		}
+	}
+	return out, nil
+}
+
+// runTask runs the phases of one task.
+func (r *run) runTask(ctx context.Context, t Task) error {
+	log := r.log.With("task", t.Index)
+	log.Info("task started")
+	planText, err := r.planTask(ctx, t)
+	if err != nil {
+		return err
+	}
+	if err := r.execute(ctx, t, planText); err != nil {
+		return err
+	}
+	if r.cfg.CommitAfterPhase2 {
+		if err := r.commit(ctx, t.Index, planText); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// agentCall runs one agent call (with its retries) and returns its result.
+func (r *run) agentCall(ctx context.Context, name string, task int, policy phase.Policy, argv func(model, prompt string) []string, prompt string) (phase.Result, error) {
+	log := r.log.With("task", task)
+	res, _, err := phase.Do(ctx, log, policy, func(a phase.Attempt) phase.Spec {
+		return r.caller.Spec(name, task, a, argv(r.cfg.Model, prompt), true)
+	})
+	return res, err
+}
+
+// planTask runs Phase 1 and returns the plan text.
+func (r *run) planTask(ctx context.Context, t Task) (string, error) {
+	policy := phase.Policy{Attempts: 1 + int(r.cfg.PhaseRetryCount)}
+	prompt := phase.PlanPrompt(t.Body)
+	res, err := r.agentCall(ctx, "plan", t.Index, policy, r.agent.PlanArgv, prompt)
+	if err != nil {
+		return "", err
+	}
+	text := strings.TrimSpace(res.Stdout)
+	if !r.cfg.ValidatePlanText || r.planTextValid(text) {
+		return text, nil
+	}
+	r.log.Warn("plan text is empty or too short, running the plan call once more", "task", t.Index, "len", len(text))
+	if res, err = r.agentCall(ctx, "plan", t.Index, policy, r.agent.PlanArgv, prompt); err != nil {
+		return "", err
+	}
+	if text = strings.TrimSpace(res.Stdout); !r.planTextValid(text) {
+		return "", fmt.Errorf("plan text still empty or too short after a second plan call (%d characters; min_plan_text_len %s)", len(text), r.minPlanLen())
+	}
+	return text, nil
+}
+
+func (r *run) planTextValid(text string) bool {
+	if text == "" {
+		return false
+	}
+	min := r.cfg.MinPlanTextLen
+	return min == nil || uint64(len(text)) >= *min
+}
+
+func (r *run) minPlanLen() string {
+	if r.cfg.MinPlanTextLen == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*r.cfg.MinPlanTextLen)
+}
+
+// execute runs Phase 2.
+func (r *run) execute(ctx context.Context, t Task, planText string) error {
+	policy := phase.Policy{Attempts: 1 + int(r.cfg.PhaseRetryCount)}
+	_, err := r.agentCall(ctx, "execute", t.Index, policy, r.agent.ActArgv, phase.ExecutePrompt(planText))
+	return err
+}
+
+// normalize asks the agent to turn a document without task headings into a
+// plan; an output that still has no task counts as a failed attempt.
+func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
+	template := ""
+	if p := r.cfg.NormalizePromptPath; p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("normalize prompt %s: %w", p, err)
+		}
+		template = string(data)
+	}
+	var tasks []Task
+	policy := phase.Policy{
+		Attempts: 1 + int(r.cfg.NormalizeRetryCount),
+		Failure: func(res phase.Result) error {
+			if err := phase.CheckExit(res); err != nil {
+				return err
+			}
+			parsed, err := ParsePlan(res.Stdout)
+			if err != nil {
+				return fmt.Errorf("normalized plan: %w", err)
+			}
+			if len(parsed) == 0 {
+				return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", snippet(res.Stdout))
+			}
+			tasks = parsed
+			return nil
+		},
+	}
+	r.log.Info("plan has no task heading, normalizing it with the agent")
+	if _, err := r.agentCall(ctx, "normalize", 0, policy, r.agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
+		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
+	}
+	return tasks, nil
+}
+
+func snippet(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 80 {
+		return string(r[:80]) + "…"
+	}
+	return s
+}
+
+// writeSummary writes the run summary; a failure is only a warning.
+func (r *run) writeSummary(out Outcome) {
+	sum := state.RunSummary{
+		TasksCompleted:             nonNil(out.Completed),
+		TasksFailed:                nonNil(out.Failed),
+		TasksWithRemainingFindings: nonNil(out.WithFindings),
+		ExitCode:                   out.ExitCode,
+		PlanPath:                   r.cfg.PlanPath,
+		RepoPath:                   r.cfg.RepoPath,
+		CompletedAt:                r.now().UTC().Format(time.RFC3339),
+	}
+	if err := state.WriteJSONAtomic(r.cfg.RunSummaryPath, sum); err != nil {
+		r.log.Warn("could not write the run summary", "path", r.cfg.RunSummaryPath, "err", err)
+	}
+}
+
+func nonNil(xs []int) []int {
+	if xs == nil {
+		return []int{}
+	}
+	return xs
+}
+
+// IsInterrupted reports whether err ends a run that was interrupted by a signal.
+func IsInterrupted(err error) bool {
+	var ie *phase.InterruptedError
+	return errors.As(err, &ie)
+}

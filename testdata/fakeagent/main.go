@@ -1,0 +1,257 @@
+// Command fakeagent stands in for the coding-agent CLI in tests: it records
+// each call in $FAKE_AGENT_DIR/calls.jsonl and behaves as the scenario in
+// $FAKE_AGENT_DIR/scenario.json says (see package peal/internal/fakes).
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"peal/internal/fakes"
+)
+
+func main() {
+	if os.Getenv(fakes.GrandchildEnv) == "1" {
+		grandchild()
+		return
+	}
+
+	phase := os.Getenv("PEAL_PHASE")
+	if phase == "" {
+		phase = "execute"
+		if slices.Contains(os.Args[1:], "--plan") {
+			phase = "plan"
+		}
+	}
+	task := os.Getenv("PEAL_TASK_INDEX")
+
+	dir := os.Getenv(fakes.AgentDirEnv)
+	if dir == "" {
+		fmt.Print(fakes.DefaultStdout(phase, task))
+		return
+	}
+
+	scenario, err := fakes.ReadScenario(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fakeagent: bad scenario: %v\n", err)
+		os.Exit(fakes.ExitBadScenario)
+	}
+
+	call, err := fakes.RecordStart(dir, newCall(phase, task))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fakeagent: record start: %v\n", err)
+		os.Exit(fakes.ExitFakeError)
+	}
+
+	out := scenario.Pick(phase, task, call.N)
+	code, written := perform(dir, phase, task, out)
+
+	call.Time = time.Now()
+	call.Exit = code
+	call.StdoutBytes = written
+	if err := fakes.RecordEnd(dir, call); err != nil {
+		fmt.Fprintf(os.Stderr, "fakeagent: record end: %v\n", err)
+		os.Exit(fakes.ExitFakeError)
+	}
+	os.Exit(code)
+}
+
+func newCall(phase, task string) fakes.Call {
+	c := fakes.Call{
+		Key:   fakes.CallKey(phase, task),
+		Phase: phase,
+		Task:  task,
+		Argv:  os.Args[1:],
+		Env:   map[string]string{},
+		PID:   os.Getpid(),
+		Time:  time.Now(),
+	}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "PEAL_") {
+			c.Env[k] = v
+		}
+	}
+	c.Cwd, _ = os.Getwd()
+	c.StdinNull = stdinIsNull()
+	return c
+}
+
+func stdinIsNull() bool {
+	in, err := os.Stdin.Stat()
+	if err != nil {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	if err != nil {
+		return false
+	}
+	return os.SameFile(in, null)
+}
+
+// perform carries out out in the documented order and returns the exit code
+// and the number of bytes written to stdout.
+func perform(dir, phase, task string, out fakes.Outcome) (code int, written int64) {
+	fail := func(format string, args ...any) (int, int64) {
+		fmt.Fprintf(os.Stderr, "fakeagent: "+format+"\n", args...)
+		return fakes.ExitFakeError, written
+	}
+
+	if out.IgnoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if out.Grandchild {
+		if err := startGrandchild(out.GrandchildIgnoreTerm); err != nil {
+			return fail("grandchild: %v", err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(out.WriteFiles)) {
+		if err := writeFile(name, out.WriteFiles[name]); err != nil {
+			return fail("write_files: %v", err)
+		}
+	}
+	if out.StetFix != 0 {
+		stetDir := os.Getenv(fakes.StetDirEnv)
+		if stetDir == "" {
+			return fail("stet_fix needs %s", fakes.StetDirEnv)
+		}
+		err := fakes.UpdateSession(stetDir, func(s *fakes.Session) error {
+			s.Fix(out.StetFix)
+			return nil
+		})
+		if err != nil {
+			return fail("stet_fix: %v", err)
+		}
+	}
+	if out.StdoutMiB > 0 {
+		n, err := writeMiB(os.Stdout, out.StdoutMiB)
+		written += n
+		if err != nil {
+			return fail("stdout_mib: %v", err)
+		}
+	}
+	for i := range out.ChatterCount {
+		time.Sleep(time.Duration(out.ChatterMS) * time.Millisecond)
+		fmt.Fprintf(os.Stderr, "fake chatter %d/%d\n", i+1, out.ChatterCount)
+	}
+	if !out.NoStdout {
+		text := out.Stdout
+		if text == "" {
+			text = fakes.DefaultStdout(phase, task)
+		}
+		n, err := io.WriteString(os.Stdout, text)
+		written += int64(n)
+		if err != nil {
+			return fail("stdout: %v", err)
+		}
+	}
+	if out.Stderr != "" {
+		fmt.Fprint(os.Stderr, out.Stderr)
+	}
+	if out.SleepMS > 0 {
+		time.Sleep(time.Duration(out.SleepMS) * time.Millisecond)
+	}
+	if out.Hang {
+		forever()
+	}
+	return out.Exit, written
+}
+
+func writeFile(name, content string) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(name, []byte(content), 0o644)
+}
+
+// writeMiB writes n MiB of 'x' lines in 1 MiB chunks, each chunk being 1024
+// lines of 1023 'x' and a newline so the total is exactly n<<20 bytes.
+func writeMiB(w io.Writer, n int) (int64, error) {
+	line := strings.Repeat("x", 1023) + "\n"
+	chunk := []byte(strings.Repeat(line, 1024))
+	var total int64
+	for range n {
+		m, err := w.Write(chunk)
+		total += int64(m)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// startGrandchild re-executes this program as a grandchild that shares
+// stdout and stderr and the process group, and returns once the grandchild
+// has recorded its pid and said so on a private pipe.
+func startGrandchild(ignoreTerm bool) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(exe)
+	ign := "0"
+	if ignoreTerm {
+		ign = "1"
+	}
+	cmd.Env = append(os.Environ(), fakes.GrandchildEnv+"=1", fakes.GrandchildIgnoreTermEnv+"="+ign)
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+	cmd.ExtraFiles = []*os.File{w} // fd 3 in the grandchild
+	err = cmd.Start()
+	w.Close() // only the grandchild may hold the write end, so EOF means it died
+	if err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if line != "ready\n" {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("grandchild %d did not report ready (got %q)", cmd.Process.Pid, line)
+		}
+		return err
+	}
+	// The grandchild is deliberately left running and unwaited.
+	return cmd.Process.Release()
+}
+
+// grandchild records its pid, reports ready on fd 3 and then sleeps until
+// killed, holding the inherited stdout and stderr open.
+func grandchild() {
+	if os.Getenv(fakes.GrandchildIgnoreTermEnv) == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if dir := os.Getenv(fakes.AgentDirEnv); dir != "" {
+		if err := fakes.AppendGrandchildPID(dir, os.Getpid()); err != nil {
+			fmt.Fprintf(os.Stderr, "fakeagent grandchild: %v\n", err)
+			os.Exit(fakes.ExitFakeError)
+		}
+	}
+	ready := os.NewFile(3, "ready")
+	if ready != nil {
+		fmt.Fprint(ready, "ready\n")
+		ready.Close()
+	}
+	forever()
+}
+
+// forever blocks until the process is killed; a sleeping loop keeps the Go
+// runtime from declaring a deadlock.
+func forever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
