@@ -47,7 +47,7 @@ func firstLine(s string, n int) string {
 	for _, line := range strings.Split(s, "\n") {
 		if line = strings.TrimSpace(line); line != "" {
 			if rs := []rune(line); len(rs) > n {
-				return string(rs[:n])
+				return strings.TrimSpace(string(rs[:n]))
 			}
 			return line
 		}

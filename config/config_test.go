@@ -1,0 +1,309 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeTOML(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "peal.toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLayerPrecedence proves flag > env > file > default for every pair.
+func TestLayerPrecedence(t *testing.T) {
+	file := writeTOML(t, "phase_timeout_sec = 30\n")
+	cases := []struct {
+		name       string
+		flag, env  string
+		file       bool
+		want       uint64
+		wantSource Source
+	}{
+		{"flag over env", "10", "20", false, 10, SourceFlag},
+		{"flag over file", "10", "", true, 10, SourceFlag},
+		{"flag over default", "10", "", false, 10, SourceFlag},
+		{"env over file", "", "20", true, 20, SourceEnv},
+		{"env over default", "", "20", false, 20, SourceEnv},
+		{"file over default", "", "", true, 30, SourceFile},
+		{"default alone", "", "", false, 1800, SourceDefault},
+		{"all layers", "10", "20", true, 10, SourceFlag},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Inputs{Flags: map[string]string{}}
+			if tc.flag != "" {
+				in.Flags["phase_timeout_sec"] = tc.flag
+			}
+			if tc.env != "" {
+				in.Env = []string{"PEAL_PHASE_TIMEOUT_SEC=" + tc.env}
+			}
+			if tc.file {
+				in.ConfigPath = file
+			}
+			cfg, err := Load(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.PhaseTimeoutSec != tc.want || cfg.Sources["phase_timeout_sec"] != tc.wantSource {
+				t.Fatalf("got %d from %s, want %d from %s", cfg.PhaseTimeoutSec, cfg.Sources["phase_timeout_sec"], tc.want, tc.wantSource)
+			}
+		})
+	}
+}
+
+func TestEveryKeyFromEveryLayer(t *testing.T) {
+	// Each key set only by one layer reports that layer as its source.
+	values := map[Kind][2]string{ // text form, TOML form
+		KindString: {"x", `"x"`}, KindPath: {"p", `"p"`}, KindBool: {"true", "true"},
+		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindCommands: {"a b,c", `["a b", "c"]`},
+		KindArgs: {"a,b", `["a", "b"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
+	}
+	for _, k := range Keys {
+		text, tomlText := values[k.Kind][0], values[k.Kind][1]
+		if k.Kind == KindEnum {
+			text, tomlText = k.Enum[len(k.Enum)-1], `"`+k.Enum[len(k.Enum)-1]+`"`
+		}
+		layers := map[Source]Inputs{
+			SourceEnv:  {Env: []string{k.Env() + "=" + text}},
+			SourceFile: {ConfigPath: writeTOML(t, k.Name+" = "+tomlText+"\n")},
+		}
+		if k.Flag != "" {
+			layers[SourceFlag] = Inputs{Flags: map[string]string{k.Name: text}}
+		}
+		for src, in := range layers {
+			cfg, err := Load(in)
+			if err != nil {
+				t.Fatalf("%s from %s: %v", k.Name, src, err)
+			}
+			if cfg.Sources[k.Name] != src {
+				t.Errorf("%s: source %s, want %s", k.Name, cfg.Sources[k.Name], src)
+			}
+		}
+	}
+}
+
+func TestListParsing(t *testing.T) {
+	cfg, err := Load(Inputs{Env: []string{
+		"PEAL_STET_COMMANDS= stet run ,, other cmd ",
+		"PEAL_STET_START_EXTRA_ARGS=--a, --b  --c",
+		"PEAL_STET_DISMISS_PATTERNS=vendor/|out_of_scope,bad,x|not_a_reason,gen|false_positive",
+		"PEAL_POST_RUN_COMMANDS=make lint, make test",
+	}, Flags: map[string]string{"stet_run_extra_args": "--x,--y --z"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, got, want []string) {
+		t.Helper()
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	check("stet_commands", cfg.StetCommands, []string{"stet run", "other cmd"})
+	check("stet_start_extra_args", cfg.StetStartExtraArgs, []string{"--a", "--b", "--c"})
+	check("stet_run_extra_args", cfg.StetRunExtraArgs, []string{"--x", "--y", "--z"})
+	check("post_run_commands", cfg.PostRunCommands, []string{"make lint", "make test"})
+	want := []DismissPattern{{"vendor/", "out_of_scope"}, {"gen", "false_positive"}}
+	if len(cfg.StetDismissPatterns) != 2 || cfg.StetDismissPatterns[0] != want[0] || cfg.StetDismissPatterns[1] != want[1] {
+		t.Errorf("patterns = %v, want %v", cfg.StetDismissPatterns, want)
+	}
+}
+
+func TestEmptyEnvIsUnset(t *testing.T) {
+	cfg, err := Load(Inputs{Env: []string{"PEAL_AGENT_CMD=", "PEAL_PHASE_TIMEOUT_SEC="}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AgentCmd != "agent" || cfg.Sources["agent_cmd"] != SourceDefault || cfg.PhaseTimeoutSec != 1800 {
+		t.Fatalf("empty variables must count as unset: %q %d", cfg.AgentCmd, cfg.PhaseTimeoutSec)
+	}
+}
+
+func TestParallelResolution(t *testing.T) {
+	cases := []struct {
+		name string
+		in   Inputs
+		want bool
+	}{
+		{"default off", Inputs{}, false},
+		{"max_parallel set turns it on", Inputs{Env: []string{"PEAL_MAX_PARALLEL=3"}}, true},
+		{"explicit parallel=false wins", Inputs{Env: []string{"PEAL_MAX_PARALLEL=3", "PEAL_PARALLEL=false"}}, false},
+		{"explicit parallel=true", Inputs{Flags: map[string]string{"parallel": "true"}}, true},
+		{"max_parallel 0 forces off", Inputs{Flags: map[string]string{"parallel": "true", "max_parallel": "0"}}, false},
+	}
+	for _, tc := range cases {
+		cfg, err := Load(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Parallel != tc.want {
+			t.Errorf("%s: parallel = %v, want %v", tc.name, cfg.Parallel, tc.want)
+		}
+	}
+}
+
+func TestRunSummaryPathDefault(t *testing.T) {
+	cfg, err := Load(Inputs{Env: []string{"PEAL_STATE_DIR=/tmp/st"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RunSummaryPath != "/tmp/st/run_summary.json" {
+		t.Fatalf("run_summary_path = %q", cfg.RunSummaryPath)
+	}
+}
+
+// TestBadInput checks that each class of bad configuration fails with one line
+// naming what to fix.
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		in    Inputs
+		wants []string
+	}{
+		{"toml syntax", Inputs{ConfigPath: writeTOML(t, "model = \"x\"\nphase_timeout_sec = = 3\n")}, []string{"peal.toml", "line 2"}},
+		{"unknown key", Inputs{ConfigPath: writeTOML(t, "modle = \"x\"\n")}, []string{`unknown key "modle"`}},
+		{"unknown nested key", Inputs{ConfigPath: writeTOML(t, "[extra]\nx = 1\n")}, []string{`unknown key "extra"`}},
+		{"wrong type", Inputs{ConfigPath: writeTOML(t, "phase_timeout_sec = \"ten\"\n")}, []string{"phase_timeout_sec", "wrong type string"}},
+		{"negative number", Inputs{ConfigPath: writeTOML(t, "max_parallel = -1\n")}, []string{"max_parallel", "-1"}},
+		{"list of non-strings", Inputs{ConfigPath: writeTOML(t, "post_run_commands = [1]\n")}, []string{"post_run_commands"}},
+		{"bad dismiss reason", Inputs{ConfigPath: writeTOML(t, "stet_dismiss_patterns = [{pattern = \"x\", reason = \"meh\"}]\n")}, []string{"stet_dismiss_patterns", `"meh"`}},
+		{"missing config file", Inputs{ConfigPath: "/nonexistent/peal.toml"}, []string{"/nonexistent/peal.toml", "no such file"}},
+		{"env number", Inputs{Env: []string{"PEAL_PHASE_RETRY_COUNT=two"}}, []string{"PEAL_PHASE_RETRY_COUNT", `"two"`}},
+		{"env u32 overflow", Inputs{Env: []string{"PEAL_MAX_PARALLEL=99999999999"}}, []string{"PEAL_MAX_PARALLEL"}},
+		{"env bool", Inputs{Env: []string{"PEAL_PARALLEL=yes"}}, []string{"PEAL_PARALLEL", `"yes"`, "true or false"}},
+		{"env enum", Inputs{Env: []string{"PEAL_ON_STET_FAIL=explode"}}, []string{"PEAL_ON_STET_FAIL", `"explode"`, "retry_once"}},
+		{"flag enum", Inputs{Flags: map[string]string{"on_findings_remaining": "ignore"}}, []string{"--on-findings-remaining", `"ignore"`}},
+		{"toml enum", Inputs{ConfigPath: writeTOML(t, "log_level = \"loud\"\n")}, []string{"log_level", `"loud"`}},
+		{"flag number", Inputs{Flags: map[string]string{"phase_timeout_sec": "1.5"}}, []string{"--phase-timeout-sec", `"1.5"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.in)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("message spans lines: %q", msg)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not mention %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestValidate(t *testing.T) {
+	repo := gitRepo(t)
+	plan := filepath.Join(t.TempDir(), "plan.md")
+	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
+	notGit := t.TempDir()
+	agent := filepath.Join(t.TempDir(), "agent")
+	os.WriteFile(agent, []byte("#!/bin/sh\n"), 0o755)
+	notExec := filepath.Join(t.TempDir(), "agent")
+	os.WriteFile(notExec, []byte("x"), 0o644)
+
+	base := func() []string {
+		return []string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + repo, "PEAL_AGENT_CMD=" + agent}
+	}
+	with := func(extra ...string) []string { return append(base(), extra...) }
+	cases := []struct {
+		name  string
+		env   []string
+		flags map[string]string
+		wants []string
+	}{
+		{"ok", base(), nil, nil},
+		{"missing plan", []string{"PEAL_REPO_PATH=" + repo}, nil, []string{"plan_path is not set", "--plan", "PEAL_PLAN_PATH"}},
+		{"missing repo", []string{"PEAL_PLAN_PATH=" + plan}, nil, []string{"repo_path is not set", "--repo", "PEAL_REPO_PATH"}},
+		{"plan missing", with("PEAL_PLAN_PATH=/nonexistent/plan.md"), nil, []string{"/nonexistent/plan.md", "does not exist", "PEAL_PLAN_PATH"}},
+		{"plan is a folder", with("PEAL_PLAN_PATH=" + repo), nil, []string{"not a regular file"}},
+		{"repo missing", with("PEAL_REPO_PATH=/nonexistent/repo"), nil, []string{"/nonexistent/repo", "does not exist"}},
+		{"repo is a file", with("PEAL_REPO_PATH=" + plan), nil, []string{"not a folder"}},
+		{"repo not git", with("PEAL_REPO_PATH=" + notGit), nil, []string{"not inside a git work tree"}},
+		{"agent not on PATH", with("PEAL_AGENT_CMD=no-such-agent-cli"), nil, []string{`"no-such-agent-cli"`, "not on PATH", "PEAL_AGENT_CMD"}},
+		{"agent not executable", with("PEAL_AGENT_CMD=" + notExec), nil, []string{"not an executable file"}},
+		{"agent from flag", base(), map[string]string{"agent_cmd": "/nonexistent/agent"}, []string{"--agent-cmd"}},
+		{"zero timeout", with("PEAL_PHASE_TIMEOUT_SEC=0"), nil, []string{"phase_timeout_sec must be at least 1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load(Inputs{Env: tc.env, Flags: tc.flags})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.Validate()
+			if tc.wants == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.AgentPath != agent {
+					t.Fatalf("AgentPath = %q", cfg.AgentPath)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func FuzzLoadFile(f *testing.F) {
+	f.Add([]byte("phase_timeout_sec = 30\nmodel = \"m\"\n"))
+	f.Add([]byte("stet_dismiss_patterns = [{pattern = \"x\", reason = \"out_of_scope\"}]\n"))
+	f.Add([]byte("post_run_commands = [\"make\"]\nparallel = true\n"))
+	f.Add([]byte("[escalation]\nenabled = true\n"))
+	f.Add([]byte("= broken"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		values, err := parseFile("fuzz.toml", data)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error: %q", err)
+			}
+			return
+		}
+		for name, v := range values {
+			k, ok := KeyByName(name)
+			if !ok {
+				t.Fatalf("accepted unknown key %q", name)
+			}
+			switch k.Kind {
+			case KindU32:
+				if v.(uint64) > 1<<32-1 {
+					t.Fatalf("%s out of range: %v", name, v)
+				}
+			case KindEnum:
+				found := false
+				for _, e := range k.Enum {
+					found = found || e == v
+				}
+				if !found {
+					t.Fatalf("%s accepted %v", name, v)
+				}
+			}
+		}
+	})
+}

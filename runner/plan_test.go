@@ -1,0 +1,136 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParsePlan(t *testing.T) {
+	type want struct {
+		index    int
+		parallel bool
+		body     string
+	}
+	cases := []struct {
+		name string
+		text string
+		want []want
+	}{
+		{"basic", "## Task 1\nDo A\n\n## Task 2\nDo B\n", []want{{1, false, "Do A"}, {2, false, "Do B"}}},
+		{"crlf", "## Task 1\r\nline one\r\nline two\r\n## Task 2\r\nB\r\n", []want{{1, false, "line one\nline two"}, {2, false, "B"}}},
+		{"preamble ignored", "# Title\nintro text\n## Not a task\n## Task 3\nbody\n", []want{{3, false, "body"}}},
+		{"sub-headings stay in the body", "## Task 1\n### Context\nctx\n#### Steps\n- a\n", []want{{1, false, "### Context\nctx\n#### Steps\n- a"}}},
+		{"out of order", "## Task 3\nC\n## Task 1\nA\n## Task 2\nB\n", []want{{1, false, "A"}, {2, false, "B"}, {3, false, "C"}}},
+		{"parallel marker", "## Task 1 (parallel)\nA\n## Task   2   (parallel)  \nB\n## Task 3\nC\n", []want{{1, true, "A"}, {2, true, "B"}, {3, false, "C"}}},
+		{"heading must be the whole line", "## Task 1\nA\n## Task 2 extra\nstill A\n  ## Task 3\nalso A\n", []want{{1, false, "A\n## Task 2 extra\nstill A\n  ## Task 3\nalso A"}}},
+		{"tabs in heading", "## Task\t7\t(parallel)\nX\n", []want{{7, true, "X"}}},
+		{"empty body", "## Task 1\n## Task 2\nB", []want{{1, false, ""}, {2, false, "B"}}},
+		{"no tasks", "# Plan\nJust prose.\n", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParsePlan(tc.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d tasks %+v, want %d", len(got), got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got[i].Index != w.index || got[i].Parallel != w.parallel || got[i].Body != w.body {
+					t.Errorf("task %d = %+v, want %+v", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestParsePlanDuplicate(t *testing.T) {
+	_, err := ParsePlan("## Task 1\nA\n## Task 1\nB\n")
+	if err == nil || !strings.Contains(err.Error(), "task 1 appears more than once") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSegments(t *testing.T) {
+	tasks, _ := ParsePlan("## Task 1\n## Task 2 (parallel)\n## Task 3 (parallel)\n## Task 4\n## Task 5 (parallel)\n## Task 6\n")
+	segs := Segments(tasks)
+	var got []string
+	for _, s := range segs {
+		var idx []string
+		for _, t := range s.Tasks {
+			idx = append(idx, string(rune('0'+t.Index)))
+		}
+		kind := "seq"
+		if s.Parallel {
+			kind = "par"
+		}
+		got = append(got, kind+":"+strings.Join(idx, ","))
+	}
+	// A parallel block of one task runs sequentially.
+	want := "seq:1 par:2,3 seq:4 seq:5 seq:6"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("segments %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+func TestSelectTasks(t *testing.T) {
+	tasks, _ := ParsePlan("## Task 1\n## Task 2\n## Task 4\n")
+	u := func(n uint32) *uint32 { return &n }
+	indices := func(ts []Task) string {
+		var s []string
+		for _, t := range ts {
+			s = append(s, string(rune('0'+t.Index)))
+		}
+		return strings.Join(s, ",")
+	}
+	if got, _ := SelectTasks(tasks, u(2), nil); indices(got) != "2" {
+		t.Errorf("--task 2 = %s", indices(got))
+	}
+	if got, _ := SelectTasks(tasks, nil, u(2)); indices(got) != "2,4" {
+		t.Errorf("--from-task 2 = %s", indices(got))
+	}
+	if got, _ := SelectTasks(tasks, nil, nil); indices(got) != "1,2,4" {
+		t.Errorf("no selection = %s", indices(got))
+	}
+	if _, err := SelectTasks(tasks, u(3), nil); err == nil || !strings.Contains(err.Error(), "--task 3") || !strings.Contains(err.Error(), "1, 2, 4") {
+		t.Errorf("--task 3: %v", err)
+	}
+	if _, err := SelectTasks(tasks, nil, u(9)); err == nil || !strings.Contains(err.Error(), "--from-task 9") {
+		t.Errorf("--from-task 9: %v", err)
+	}
+}
+
+func FuzzParsePlan(f *testing.F) {
+	f.Add("## Task 1\nA\n## Task 2 (parallel)\nB\n")
+	f.Add("preamble\r\n## Task 10\r\nx\r\n")
+	f.Add("## Task 1\n## Task 1\n")
+	f.Add("## Task 99999999999999999999999\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		tasks, err := ParsePlan(text)
+		if err != nil {
+			return
+		}
+		for i, task := range tasks {
+			if i > 0 && tasks[i-1].Index >= task.Index {
+				t.Fatalf("tasks not in strictly ascending order: %+v", tasks)
+			}
+			if task.Body != strings.TrimSpace(task.Body) {
+				t.Fatalf("body not trimmed: %q", task.Body)
+			}
+			if strings.Contains(task.Body, "\r\n") {
+				t.Fatalf("CRLF left in body: %q", task.Body)
+			}
+		}
+		n := 0
+		for _, s := range Segments(tasks) {
+			n += len(s.Tasks)
+			if s.Parallel && len(s.Tasks) < 2 {
+				t.Fatalf("parallel segment of %d task", len(s.Tasks))
+			}
+		}
+		if n != len(tasks) {
+			t.Fatalf("segments hold %d tasks, plan has %d", n, len(tasks))
+		}
+	})
+}

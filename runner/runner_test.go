@@ -1,0 +1,672 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"peal/config"
+	"peal/internal/fakes"
+	"peal/internal/testbin"
+	"peal/state"
+)
+
+var fakeAgent string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "peal-runner-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins, err := testbin.Build(dir, "peal/testdata/fakeagent")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fakeAgent = bins["fakeagent"]
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// harness is one scratch git repository, plan, state folder and fake agent.
+type harness struct {
+	t                                  *testing.T
+	repo, plan, stateDir, agentDir, tmp string
+	log                                *strings.Builder
+}
+
+func newHarness(t *testing.T, plan string) *harness {
+	t.Helper()
+	tmp := t.TempDir()
+	h := &harness{t: t, tmp: tmp, repo: filepath.Join(tmp, "repo"), plan: filepath.Join(tmp, "plan.md"),
+		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &strings.Builder{}}
+	for _, d := range []string{h.repo, h.agentDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, h.repo, "init", "-q")
+	if err := os.WriteFile(h.plan, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_AGENT_DIR", h.agentDir)
+	for _, kv := range [][2]string{{"GIT_AUTHOR_NAME", "t"}, {"GIT_AUTHOR_EMAIL", "t@example.com"}, {"GIT_COMMITTER_NAME", "t"}, {"GIT_COMMITTER_EMAIL", "t@example.com"}} {
+		t.Setenv(kv[0], kv[1])
+	}
+	return h
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (h *harness) scenario(rules map[string][]fakes.Outcome) {
+	h.t.Helper()
+	if err := fakes.WriteScenario(h.agentDir, fakes.Scenario{Rules: rules}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) config(env ...string) *config.Config {
+	h.t.Helper()
+	base := []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
+		"PEAL_AGENT_CMD=" + fakeAgent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1"}
+	cfg, err := config.Load(config.Inputs{Env: append(base, env...)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		h.t.Fatal(err)
+	}
+	return cfg
+}
+
+func (h *harness) runCfg(cfg *config.Config) (Outcome, error) {
+	log := slog.New(slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return Run(context.Background(), cfg, log)
+}
+
+func (h *harness) run(env ...string) (Outcome, error) {
+	h.t.Helper()
+	return h.runCfg(h.config(env...))
+}
+
+func (h *harness) calls() []fakes.Call {
+	h.t.Helper()
+	c, err := fakes.ReadCalls(h.agentDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return fakes.Starts(c)
+}
+
+func (h *harness) keys() string { return strings.Join(fakes.Keys(h.calls()), " ") }
+
+func (h *harness) state() state.State {
+	h.t.Helper()
+	var st state.State
+	data, err := os.ReadFile(filepath.Join(h.stateDir, state.FileName))
+	if err != nil {
+		h.t.Fatalf("state file: %v", err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+func (h *harness) summary() (state.RunSummary, bool) {
+	var s state.RunSummary
+	data, err := os.ReadFile(filepath.Join(h.stateDir, "run_summary.json"))
+	if err != nil {
+		return s, false
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		h.t.Fatal(err)
+	}
+	return s, true
+}
+
+type syncWriter struct{ b *strings.Builder }
+
+func (w syncWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+var (
+	fail = fakes.Outcome{Exit: 1, Stderr: "agent broke"}
+	hang = fakes.Outcome{Hang: true}
+	ok   = fakes.Outcome{}
+)
+
+const twoTasks = "# Plan\n## Task 1\nDo A\n\n## Task 2\nDo B\n"
+const threeTasks = "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n"
+
+func TestSequentialRun(t *testing.T) {
+	h := newHarness(t, twoTasks)
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2" {
+		t.Fatalf("calls %q", got)
+	}
+	if out.ExitCode != ExitOK || !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2}) {
+		t.Fatalf("outcome %+v, state %+v", out, h.state())
+	}
+	sum, found := h.summary()
+	if !found || sum.ExitCode != 0 || !slices.Equal(sum.TasksCompleted, []int{1, 2}) || sum.PlanPath != h.plan || sum.CompletedAt == "" {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
+// TestAgentContract checks the argv of A5 and the environment of B6 as the
+// agent saw them, with and without a model.
+func TestAgentContract(t *testing.T) {
+	for _, model := range []string{"", "gpt-x"} {
+		h := newHarness(t, "## Task 3\nDo C\n")
+		h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "THE PLAN"}}})
+		env := []string{"PEAL_SANDBOX=enabled"}
+		if model != "" {
+			env = append(env, "PEAL_MODEL="+model)
+		}
+		if _, err := h.run(env...); err != nil {
+			t.Fatal(err)
+		}
+		c := h.calls()
+		if len(c) != 2 {
+			t.Fatalf("calls %v", fakes.Keys(c))
+		}
+		withModel := func(argv ...string) []string {
+			if model != "" {
+				argv = append(argv, "--model", model)
+			}
+			return argv
+		}
+		wantPlan := withModel("--print", "--plan", "--workspace", h.repo, "--output-format", "text")
+		wantExec := withModel("--print", "--workspace", h.repo, "--sandbox", "enabled")
+		if got := c[0].Argv[:len(c[0].Argv)-1]; !slices.Equal(got, wantPlan) {
+			t.Errorf("plan argv %q, want %q", got, wantPlan)
+		}
+		if got := c[1].Argv[:len(c[1].Argv)-1]; !slices.Equal(got, wantExec) {
+			t.Errorf("execute argv %q, want %q", got, wantExec)
+		}
+		planPrompt, execPrompt := c[0].Argv[len(c[0].Argv)-1], c[1].Argv[len(c[1].Argv)-1]
+		if !strings.Contains(planPrompt, "---TASK---\nDo C\n---TASK---") {
+			t.Errorf("plan prompt %q", planPrompt)
+		}
+		if !strings.Contains(execPrompt, "---PLAN---\nTHE PLAN\n---PLAN---") {
+			t.Errorf("execute prompt %q", execPrompt)
+		}
+		for i, phaseName := range []string{"plan", "execute"} {
+			e := c[i].Env
+			if e["PEAL_PHASE"] != phaseName || e["PEAL_TASK_INDEX"] != "3" || e["PEAL_ATTEMPT"] != "1" || !c[i].StdinNull || c[i].Cwd != h.repo {
+				t.Errorf("%s call env %v, stdin null %v, cwd %s", phaseName, e, c[i].StdinNull, c[i].Cwd)
+			}
+		}
+		if strings.Contains(h.log.String(), "Do C") || strings.Contains(h.log.String(), "THE PLAN") {
+			t.Error("the log contains prompt text")
+		}
+		if !strings.Contains(h.log.String(), "<prompt len=") {
+			t.Error("the log does not show argv with the prompt hidden")
+		}
+	}
+}
+
+// TestRetryRows checks each Phase 1–2 row of A6 with exact attempt counts.
+func TestRetryRows(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     []string
+		rules   map[string][]fakes.Outcome
+		want    string
+		wantErr bool
+	}{
+		{"no retries by default", nil, map[string][]fakes.Outcome{"plan": {fail, ok}}, "plan:1", true},
+		{"plan retried on exit", []string{"PEAL_PHASE_RETRY_COUNT=2"}, map[string][]fakes.Outcome{"plan": {fail, fail, ok}}, "plan:1 plan:1 plan:1 execute:1", false},
+		{"plan exhausted", []string{"PEAL_PHASE_RETRY_COUNT=2"}, map[string][]fakes.Outcome{"plan": {fail}}, "plan:1 plan:1 plan:1", true},
+		{"execute retried on timeout", []string{"PEAL_PHASE_RETRY_COUNT=1", "PEAL_PHASE_TIMEOUT_SEC=1"}, map[string][]fakes.Outcome{"execute": {hang, ok}}, "plan:1 execute:1 execute:1", false},
+		{"execute timeouts exhaust", []string{"PEAL_PHASE_RETRY_COUNT=1", "PEAL_PHASE_TIMEOUT_SEC=1"}, map[string][]fakes.Outcome{"execute": {hang}}, "plan:1 execute:1 execute:1", true},
+		{"phase 3 count leaves phases 1-2 alone", []string{"PEAL_PHASE_3_RETRY_COUNT=2"}, map[string][]fakes.Outcome{"execute": {fail, ok}}, "plan:1 execute:1", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, "## Task 1\nA\n")
+			h.scenario(tc.rules)
+			_, err := h.run(tc.env...)
+			if got := h.keys(); got != tc.want {
+				t.Fatalf("calls %q, want %q", got, tc.want)
+			}
+			var te *TaskError
+			if tc.wantErr != (err != nil) || (err != nil && !errors.As(err, &te)) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func TestValidatePlanText(t *testing.T) {
+	empty := fakes.Outcome{NoStdout: true}
+	short := fakes.Outcome{Stdout: "tiny"}
+	long := fakes.Outcome{Stdout: strings.Repeat("a real plan ", 5)}
+	cases := []struct {
+		name    string
+		env     []string
+		plan    []fakes.Outcome
+		want    string
+		wantErr bool
+	}{
+		{"off: empty plan text accepted", nil, []fakes.Outcome{empty}, "plan:1 execute:1", false},
+		{"empty then good", []string{"PEAL_VALIDATE_PLAN_TEXT=true"}, []fakes.Outcome{empty, long}, "plan:1 plan:1 execute:1", false},
+		{"empty twice fails", []string{"PEAL_VALIDATE_PLAN_TEXT=true"}, []fakes.Outcome{empty}, "plan:1 plan:1", true},
+		{"too short twice fails", []string{"PEAL_VALIDATE_PLAN_TEXT=true", "PEAL_MIN_PLAN_TEXT_LEN=20"}, []fakes.Outcome{short}, "plan:1 plan:1", true},
+		{"independent of retry count", []string{"PEAL_VALIDATE_PLAN_TEXT=true", "PEAL_PHASE_RETRY_COUNT=3"}, []fakes.Outcome{empty}, "plan:1 plan:1", true},
+		{"short then long", []string{"PEAL_VALIDATE_PLAN_TEXT=true", "PEAL_MIN_PLAN_TEXT_LEN=20"}, []fakes.Outcome{short, long}, "plan:1 plan:1 execute:1", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, "## Task 1\nA\n")
+			h.scenario(map[string][]fakes.Outcome{"plan": tc.plan})
+			_, err := h.run(tc.env...)
+			if got := h.keys(); got != tc.want || tc.wantErr != (err != nil) {
+				t.Fatalf("calls %q (want %q), err %v", got, tc.want, err)
+			}
+		})
+	}
+}
+
+func TestStopOnFailure(t *testing.T) {
+	h := newHarness(t, threeTasks)
+	h.scenario(map[string][]fakes.Outcome{"execute:2": {fail}})
+	out, err := h.run()
+	var te *TaskError
+	if !errors.As(err, &te) || te.Index != 2 || !strings.Contains(err.Error(), "agent broke") {
+		t.Fatalf("err = %v", err)
+	}
+	if h.keys() != "plan:1 execute:1 plan:2 execute:2" || out.ExitCode != 0 {
+		t.Fatalf("calls %q", h.keys())
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
+		t.Fatalf("state %+v", h.state())
+	}
+	if _, found := h.summary(); found {
+		t.Fatal("a hard failure must not write a run summary")
+	}
+}
+
+func TestContinueWithRemainingTasks(t *testing.T) {
+	h := newHarness(t, threeTasks)
+	h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}})
+	out, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:1 execute:1 plan:2 plan:3 execute:3" {
+		t.Fatalf("calls %q", h.keys())
+	}
+	if out.ExitCode != ExitWithIssues || !slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3}) {
+		t.Fatalf("outcome %+v", out)
+	}
+	sum, _ := h.summary()
+	if sum.ExitCode != 2 || !slices.Equal(sum.TasksFailed, []int{2}) || !slices.Equal(sum.TasksCompleted, []int{1, 3}) {
+		t.Fatalf("summary %+v", sum)
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 3}) {
+		t.Fatalf("state %+v", h.state())
+	}
+}
+
+func TestConsecutiveFailureCap(t *testing.T) {
+	plan := "## Task 1\n## Task 2\n## Task 3\n## Task 4\n## Task 5\n"
+	t.Run("stops at the cap", func(t *testing.T) {
+		h := newHarness(t, plan)
+		h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}, "plan:3": {fail}})
+		_, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2")
+		var se *StoppedError
+		if !errors.As(err, &se) || se.Failures != 2 {
+			t.Fatalf("err = %v", err)
+		}
+		if h.keys() != "plan:1 execute:1 plan:2 plan:3" {
+			t.Fatalf("calls %q", h.keys())
+		}
+		if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
+			t.Fatalf("state %+v", h.state())
+		}
+	})
+	t.Run("a success resets the count", func(t *testing.T) {
+		h := newHarness(t, plan)
+		h.scenario(map[string][]fakes.Outcome{"plan:1": {fail}, "plan:3": {fail}, "plan:5": {fail}})
+		out, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2")
+		if err != nil || !slices.Equal(out.Failed, []int{1, 3, 5}) || out.ExitCode != ExitWithIssues {
+			t.Fatalf("err %v, outcome %+v", err, out)
+		}
+	})
+	t.Run("already completed tasks change nothing", func(t *testing.T) {
+		h := newHarness(t, plan)
+		h.scenario(map[string][]fakes.Outcome{"plan:1": {fail}, "plan:3": {fail}})
+		writeState(t, h, []int{2})
+		_, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2")
+		var se *StoppedError
+		if !errors.As(err, &se) || h.keys() != "plan:1 plan:3" {
+			t.Fatalf("err %v, calls %q", err, h.keys())
+		}
+	})
+}
+
+func writeState(t *testing.T, h *harness, done []int) {
+	t.Helper()
+	st := state.State{PlanPath: h.plan, RepoPath: h.repo, CompletedTaskIndices: done}
+	if err := state.WriteJSONAtomic(filepath.Join(h.stateDir, state.FileName), st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResume(t *testing.T) {
+	h := newHarness(t, threeTasks)
+	writeState(t, h, []int{1, 2})
+	if _, err := h.run(); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:3 execute:3" || !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2, 3}) {
+		t.Fatalf("calls %q, state %+v", h.keys(), h.state())
+	}
+}
+
+func TestStateForAnotherRunStartsFresh(t *testing.T) {
+	h := newHarness(t, twoTasks)
+	st := state.State{PlanPath: "/elsewhere/plan.md", RepoPath: h.repo, CompletedTaskIndices: []int{1, 2}}
+	if err := state.WriteJSONAtomic(filepath.Join(h.stateDir, state.FileName), st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.run(); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:1 execute:1 plan:2 execute:2" || !strings.Contains(h.log.String(), "starting fresh") {
+		t.Fatalf("calls %q; log:\n%s", h.keys(), h.log)
+	}
+	if h.state().PlanPath != h.plan {
+		t.Fatalf("state %+v", h.state())
+	}
+}
+
+// B5: an unreadable state file is kept aside, never overwritten.
+func TestCorruptStateKeptAside(t *testing.T) {
+	h := newHarness(t, twoTasks)
+	os.MkdirAll(h.stateDir, 0o755)
+	garbage := []byte("{not json")
+	os.WriteFile(filepath.Join(h.stateDir, state.FileName), garbage, 0o644)
+	if _, err := h.run(); err != nil {
+		t.Fatal(err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(h.stateDir, "state.json.corrupt-*"))
+	if len(aside) != 1 {
+		t.Fatalf("kept aside: %v", aside)
+	}
+	if data, _ := os.ReadFile(aside[0]); string(data) != string(garbage) {
+		t.Fatalf("kept file holds %q", data)
+	}
+	if h.keys() != "plan:1 execute:1 plan:2 execute:2" || !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2}) {
+		t.Fatalf("calls %q", h.keys())
+	}
+}
+
+// TestStateSavedBeforeEveryError lists the error paths of a run after a first
+// completed task: each leaves state.json recording task 1.
+func TestStateSavedBeforeEveryError(t *testing.T) {
+	cases := []struct {
+		name  string
+		env   []string
+		rules map[string][]fakes.Outcome
+		setup func(h *harness)
+	}{
+		{"plan call fails", nil, map[string][]fakes.Outcome{"plan:2": {fail}}, nil},
+		{"execute call fails", nil, map[string][]fakes.Outcome{"execute:2": {fail}}, nil},
+		{"execute times out", []string{"PEAL_PHASE_TIMEOUT_SEC=1"}, map[string][]fakes.Outcome{"execute:2": {hang}}, nil},
+		{"plan text invalid twice", []string{"PEAL_VALIDATE_PLAN_TEXT=true"}, map[string][]fakes.Outcome{"plan:2": {{NoStdout: true}}}, nil},
+		{"commit fails", []string{"PEAL_COMMIT_AFTER_PHASE2=true"}, map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"b.txt": "b"}}}}, func(h *harness) {
+			hook := filepath.Join(h.repo, ".git", "hooks", "pre-commit")
+			os.MkdirAll(filepath.Dir(hook), 0o755)
+			// Only task 2's commit (which stages b.txt) is refused.
+			os.WriteFile(hook, []byte("#!/bin/sh\ngit diff --cached --name-only | grep -q b.txt || exit 0\necho refused by hook >&2\nexit 1\n"), 0o755)
+		}},
+		{"consecutive failure cap", []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=1"}, map[string][]fakes.Outcome{"plan:2": {fail}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, threeTasks)
+			h.scenario(tc.rules)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			_, err := h.run(tc.env...)
+			if err == nil {
+				t.Fatal("run succeeded")
+			}
+			if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
+				t.Fatalf("state %+v after %v", h.state(), err)
+			}
+			if strings.Contains(h.keys(), ":3") {
+				t.Fatalf("task 3 ran after the error: %q", h.keys())
+			}
+		})
+	}
+}
+
+func TestInterruptedRunSavesState(t *testing.T) {
+	h := newHarness(t, threeTasks)
+	ready := readyPipe(t)
+	h.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cfg := h.config()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
+		done <- err
+	}()
+	waitReady(t, ready)
+	cancel(errors.New("SIGTERM"))
+	err := <-done
+	if !IsInterrupted(err) {
+		t.Fatalf("err = %v", err)
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
+		t.Fatalf("state %+v", h.state())
+	}
+	if pid := h.calls()[3].PID; fakes.ProcessAlive(pid) {
+		t.Fatal("agent alive after interruption")
+	}
+}
+
+func TestCommitAfterPhase2(t *testing.T) {
+	h := newHarness(t, twoTasks)
+	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	h.scenario(map[string][]fakes.Outcome{
+		"plan:1":    {{Stdout: "\n  Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters\nsecond line"}},
+		"execute:1": {{WriteFiles: map[string]string{"widget.go": "package widget\n"}}},
+		// Task 2 changes nothing: "nothing to commit" is not an error.
+	})
+	out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=true")
+	if err != nil || out.ExitCode != 0 {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	subjects := strings.Split(strings.TrimSpace(git(t, h.repo, "log", "--format=%s")), "\n")
+	line := "Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters"
+	want := "peal: task 1 - " + strings.TrimSpace(line[:80])
+	if len(subjects) != 2 || subjects[0] != want {
+		t.Fatalf("commits %q, want %q on top of root", subjects, want)
+	}
+	if files := git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); strings.TrimSpace(files) != "widget.go" {
+		t.Fatalf("committed files %q", files)
+	}
+}
+
+func TestPostRunCommands(t *testing.T) {
+	h := newHarness(t, twoTasks)
+	marker := filepath.Join(h.tmp, "marker")
+	summaryCopy := filepath.Join(h.tmp, "summary-copy.json")
+	env := []string{"PEAL_POST_RUN_COMMANDS=false, touch " + marker + ", cp " + filepath.Join(h.stateDir, "run_summary.json") + " " + summaryCopy}
+	if _, err := h.run(env...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("post-run command did not run after a failing one")
+	}
+	if _, err := os.Stat(summaryCopy); err != nil {
+		t.Fatal("post-run commands run before the summary is written")
+	}
+	if !strings.Contains(h.log.String(), "post-run command failed") {
+		t.Fatal("a failing post-run command is not warned about")
+	}
+
+	// Not after a hard failure.
+	h2 := newHarness(t, twoTasks)
+	h2.scenario(map[string][]fakes.Outcome{"plan:1": {fail}})
+	marker2 := filepath.Join(h2.tmp, "marker")
+	if _, err := h2.run("PEAL_POST_RUN_COMMANDS=touch " + marker2); err == nil {
+		t.Fatal("run succeeded")
+	}
+	if _, err := os.Stat(marker2); err == nil {
+		t.Fatal("post-run command ran after a hard failure")
+	}
+}
+
+func TestTaskSelection(t *testing.T) {
+	h := newHarness(t, threeTasks)
+	cfg := h.config()
+	two := uint32(2)
+	cfg.Task = &two
+	if _, err := h.runCfg(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:2 execute:2" {
+		t.Fatalf("--task 2 ran %q", h.keys())
+	}
+	h = newHarness(t, threeTasks)
+	cfg = h.config()
+	cfg.FromTask = &two
+	if _, err := h.runCfg(cfg); err != nil || h.keys() != "plan:2 execute:2 plan:3 execute:3" {
+		t.Fatalf("--from-task 2 ran %q, err %v", h.keys(), err)
+	}
+}
+
+func TestPlanErrorsRunNothing(t *testing.T) {
+	cases := []struct {
+		name, plan string
+		env        []string
+		selectTask uint32
+		want       string
+	}{
+		{"no task heading", "# Plan\nJust prose.\n", nil, 0, "no `## Task N` heading"},
+		{"empty plan", "  \n\n", []string{"PEAL_NORMALIZE_PLAN=true"}, 0, "is empty"},
+		{"unknown --task", twoTasks, nil, 7, "--task 7"},
+		{"duplicate task", "## Task 1\n## Task 1\n", nil, 0, "more than once"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.plan)
+			cfg := h.config(tc.env...)
+			if tc.selectTask != 0 {
+				cfg.Task = &tc.selectTask
+			}
+			_, err := h.runCfg(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if len(h.calls()) != 0 {
+				t.Fatalf("agent called: %q", h.keys())
+			}
+			if _, err := os.Stat(h.stateDir); err == nil {
+				t.Fatal("state folder written for bad input")
+			}
+		})
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	prose := "# Ideas\nWe should add A and then B.\n"
+	good := fakes.Outcome{Stdout: "## Task 1\nAdd A\n## Task 2\nAdd B\n"}
+	bad := fakes.Outcome{Stdout: "Sure! Here are some thoughts about the document."}
+	cases := []struct {
+		name    string
+		env     []string
+		outs    []fakes.Outcome
+		want    string
+		wantErr string
+	}{
+		{"converted once", nil, []fakes.Outcome{good}, "normalize plan:1 execute:1 plan:2 execute:2", ""},
+		{"retried when no task", []string{"PEAL_NORMALIZE_RETRY_COUNT=1"}, []fakes.Outcome{bad, good}, "normalize normalize plan:1 execute:1 plan:2 execute:2", ""},
+		{"exhausted", []string{"PEAL_NORMALIZE_RETRY_COUNT=1"}, []fakes.Outcome{bad}, "normalize normalize", "Sure! Here are some thoughts"},
+		{"call failure", nil, []fakes.Outcome{fail}, "normalize", "could not be normalized"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, prose)
+			h.scenario(map[string][]fakes.Outcome{"normalize": tc.outs})
+			_, err := h.run(append([]string{"PEAL_NORMALIZE_PLAN=true"}, tc.env...)...)
+			if h.keys() != tc.want {
+				t.Fatalf("calls %q, want %q", h.keys(), tc.want)
+			}
+			if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+	t.Run("custom prompt", func(t *testing.T) {
+		h := newHarness(t, prose)
+		h.scenario(map[string][]fakes.Outcome{"normalize": {good}})
+		tmpl := filepath.Join(h.tmp, "norm.txt")
+		os.WriteFile(tmpl, []byte("CONVERT THIS: {{DOC}} END"), 0o644)
+		if _, err := h.run("PEAL_NORMALIZE_PLAN=true", "PEAL_NORMALIZE_PROMPT_PATH="+tmpl); err != nil {
+			t.Fatal(err)
+		}
+		c := h.calls()[0]
+		if got := c.Argv[len(c.Argv)-1]; got != "CONVERT THIS: "+prose+" END" || !slices.Contains(c.Argv, "--plan") {
+			t.Fatalf("normalize argv %q", c.Argv)
+		}
+	})
+}
+
+// readyPipe makes a named pipe: a fake writing to it (write_files) is the
+// event a test waits on, with no sleeping or polling.
+func readyPipe(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ready")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitReady blocks until a fake has written to the pipe; the deadline only
+// guards against a hang.
+func waitReady(t *testing.T, p string) {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() {
+		_, err := os.ReadFile(p)
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the fake never became ready")
+	}
+}
