@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"reflect"
-	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -108,50 +106,4 @@ func defaultText(k config.Key) string {
 	default:
 		return fmt.Sprint(d)
 	}
-}
-
-// checkFlagNames is used by tests: every configuration flag's name must be the
-// one config.Keys documents.
-func checkFlagNames() error {
-	t := reflect.TypeOf(RunFlags{})
-	seen := map[string]bool{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		key := f.Tag.Get("peal")
-		if key == "" {
-			continue
-		}
-		k, ok := config.KeyByName(key)
-		if !ok {
-			return fmt.Errorf("flag field %s names unknown key %q", f.Name, key)
-		}
-		name := f.Tag.Get("name")
-		if name == "" {
-			name = kebab(f.Name)
-		}
-		if name != k.Flag {
-			return fmt.Errorf("flag field %s is --%s, config.Keys says --%s", f.Name, name, k.Flag)
-		}
-		seen[key] = true
-	}
-	for _, k := range config.Keys {
-		if k.Flag != "" && !seen[k.Name] {
-			return fmt.Errorf("key %s has flag --%s but no field in RunFlags", k.Name, k.Flag)
-		}
-	}
-	return nil
-}
-
-func kebab(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 {
-				b.WriteByte('-')
-			}
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

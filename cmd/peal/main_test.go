@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"peal/config"
+	"peal/internal/fakes"
+	"peal/internal/testbin"
+)
+
+var bins map[string]string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "peal-cmd-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins, err = testbin.Build(dir, "peal/cmd/peal", "peal/testdata/fakeagent")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// sandbox is a scratch repo, plan, state folder and fake agent for one peal process.
+type sandbox struct {
+	t                                   *testing.T
+	dir, repo, plan, stateDir, agentDir string
+}
+
+func newSandbox(t *testing.T, plan string) *sandbox {
+	t.Helper()
+	dir := t.TempDir()
+	s := &sandbox{t: t, dir: dir, repo: filepath.Join(dir, "repo"), plan: filepath.Join(dir, "plan.md"),
+		stateDir: filepath.Join(dir, "state"), agentDir: filepath.Join(dir, "agent")}
+	for _, d := range []string{s.repo, s.agentDir} {
+		os.MkdirAll(d, 0o755)
+	}
+	if out, err := exec.Command("git", "init", "-q", s.repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	os.WriteFile(s.plan, []byte(plan), 0o644)
+	return s
+}
+
+func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {
+	if err := fakes.WriteScenario(s.agentDir, fakes.Scenario{Rules: rules}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// env is a CI-style environment: everything through PEAL_* variables.
+func (s *sandbox) env(extra ...string) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
+		"PEAL_PLAN_PATH=" + s.plan, "PEAL_REPO_PATH=" + s.repo, "PEAL_STATE_DIR=" + s.stateDir,
+		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1"}
+	return append(env, extra...)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (s *sandbox) peal(env []string, args ...string) result {
+	s.t.Helper()
+	cmd := exec.Command(bins["peal"], args...)
+	cmd.Dir = s.dir
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		s.t.Fatal(err)
+	}
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+func (s *sandbox) keys() string {
+	c, err := fakes.ReadCalls(s.agentDir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return strings.Join(fakes.Keys(fakes.Starts(c)), " ")
+}
+
+func (s *sandbox) completed() []int {
+	var st struct {
+		Completed []int `json:"completed_task_indices"`
+	}
+	data, err := os.ReadFile(filepath.Join(s.stateDir, "state.json"))
+	if err != nil {
+		s.t.Fatalf("state: %v", err)
+	}
+	json.Unmarshal(data, &st)
+	return st.Completed
+}
+
+// lastLine is the one line peal prints for a failure.
+func lastLine(stderr string) string {
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+var fail = fakes.Outcome{Exit: 1, Stderr: "agent broke"}
+
+const plan3 = "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n"
+
+func TestExitCodes(t *testing.T) {
+	cases := []struct {
+		name  string
+		rules map[string][]fakes.Outcome
+		env   []string
+		args  []string
+		code  int
+		line  string
+	}{
+		{"0: every task completed", nil, nil, nil, 0, ""},
+		{"1: phase failure", map[string][]fakes.Outcome{"plan:2": {fail}}, nil, nil, 1, "peal: error: task 2: plan failed after 1 attempt: plan call exited with status 1: agent broke"},
+		{"1: configuration", nil, []string{"PEAL_MAX_PARALLEL=lots"}, nil, 1, `peal: error: PEAL_MAX_PARALLEL: invalid value "lots"`},
+		{"1: usage", nil, nil, []string{"--task", "1", "--from-task", "2"}, 1, "peal: error: --task and --from-task can't be used together"},
+		{"1: unknown flag", nil, nil, []string{"--bogus"}, 1, "peal: error: unknown flag --bogus"},
+		{"2: a task failed, run continued", map[string][]fakes.Outcome{"plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, nil, 2, "peal: finished with issues: failed tasks [2]"},
+		{"3: consecutive failure cap", map[string][]fakes.Outcome{"plan:1": {fail}, "plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2"}, nil, 3, "peal: error: stopped after 2 consecutive task failures"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t, plan3)
+			s.scenario(tc.rules)
+			r := s.peal(s.env(tc.env...), append([]string{"run"}, tc.args...)...)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			if tc.line != "" && !strings.HasPrefix(lastLine(r.stderr), tc.line) {
+				t.Fatalf("last line %q, want prefix %q", lastLine(r.stderr), tc.line)
+			}
+		})
+	}
+}
+
+// TestBadInput: each class of bad input gets one line naming what to fix and
+// exit 1, before any child runs and without writing to the state folder.
+func TestBadInput(t *testing.T) {
+	notGit := t.TempDir()
+	cases := []struct {
+		name  string
+		plan  string
+		env   func(s *sandbox) []string
+		args  []string
+		wants []string
+	}{
+		{"missing plan path", plan3, func(s *sandbox) []string { return without(s.env(), "PEAL_PLAN_PATH") }, nil, []string{"plan_path is not set", "--plan", "PEAL_PLAN_PATH"}},
+		{"missing repo path", plan3, func(s *sandbox) []string { return without(s.env(), "PEAL_REPO_PATH") }, nil, []string{"repo_path is not set", "--repo"}},
+		{"plan missing", plan3, func(s *sandbox) []string { return s.env("PEAL_PLAN_PATH=/nonexistent/plan.md") }, nil, []string{"/nonexistent/plan.md", "does not exist"}},
+		{"plan not a file", plan3, func(s *sandbox) []string { return s.env("PEAL_PLAN_PATH=" + s.repo) }, nil, []string{"not a regular file"}},
+		{"plan without task", "# Notes\nnothing here\n", func(s *sandbox) []string { return s.env() }, nil, []string{"no `## Task N` heading"}},
+		{"repo missing", plan3, func(s *sandbox) []string { return s.env("PEAL_REPO_PATH=/nonexistent/repo") }, nil, []string{"/nonexistent/repo", "does not exist"}},
+		{"repo not a folder", plan3, func(s *sandbox) []string { return s.env("PEAL_REPO_PATH=" + s.plan) }, nil, []string{"not a folder"}},
+		{"repo not git", plan3, func(s *sandbox) []string { return s.env("PEAL_REPO_PATH=" + notGit) }, nil, []string{"not inside a git work tree"}},
+		{"agent not found", plan3, func(s *sandbox) []string { return s.env("PEAL_AGENT_CMD=cursor-agent-missing") }, nil, []string{`"cursor-agent-missing"`, "PEAL_AGENT_CMD"}},
+		{"toml syntax", plan3, func(s *sandbox) []string { return s.env() }, []string{"--config", "bad-syntax.toml"}, []string{"bad-syntax.toml", "line 2"}},
+		{"toml unknown key", plan3, func(s *sandbox) []string { return s.env() }, []string{"--config", "unknown.toml"}, []string{`unknown key "phase_timeout"`}},
+		{"toml wrong type", plan3, func(s *sandbox) []string { return s.env() }, []string{"--config", "type.toml"}, []string{"max_parallel", "wrong type"}},
+		{"toml dismiss reason", plan3, func(s *sandbox) []string { return s.env() }, []string{"--config", "reason.toml"}, []string{`"because"`, "stet_dismiss_patterns"}},
+		{"env value", plan3, func(s *sandbox) []string { return s.env("PEAL_PHASE_RETRY_COUNT=-1") }, nil, []string{"PEAL_PHASE_RETRY_COUNT", `"-1"`}},
+		{"enum value", plan3, func(s *sandbox) []string { return s.env() }, []string{"--on-stet-fail", "sometimes"}, []string{"--on-stet-fail", `"sometimes"`}},
+		{"unknown task", plan3, func(s *sandbox) []string { return s.env() }, []string{"--task", "9"}, []string{"--task 9", "1, 2, 3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t, tc.plan)
+			files := map[string]string{
+				"bad-syntax.toml": "model = \"m\"\nmax_parallel = [\n",
+				"unknown.toml":    "phase_timeout = 5\n",
+				"type.toml":       "max_parallel = \"four\"\n",
+				"reason.toml":     "stet_dismiss_patterns = [{pattern = \"x\", reason = \"because\"}]\n",
+			}
+			for name, body := range files {
+				os.WriteFile(filepath.Join(s.dir, name), []byte(body), 0o644)
+			}
+			r := s.peal(tc.env(s), append([]string{"run"}, tc.args...)...)
+			if r.code != 1 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			if strings.Count(strings.TrimRight(r.stderr, "\n"), "\n") != 0 || !strings.HasPrefix(r.stderr, "peal: error: ") {
+				t.Fatalf("want exactly one error line, got:\n%s", r.stderr)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("%q does not mention %q", r.stderr, w)
+				}
+			}
+			if s.keys() != "" {
+				t.Fatalf("agent called: %s", s.keys())
+			}
+			if _, err := os.Stat(s.stateDir); err == nil {
+				t.Fatal("state folder written for bad input")
+			}
+		})
+	}
+}
+
+func without(env []string, name string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+}
+
+func TestFlagsOverrideEnvAndFile(t *testing.T) {
+	s := newSandbox(t, "## Task 1\nA\n")
+	os.WriteFile(filepath.Join(s.dir, "peal.toml"), []byte("model = \"from-file\"\nsandbox = \"from-file\"\n"), 0o644)
+	r := s.peal(s.env("PEAL_MODEL=from-env"), "run", "--config", "peal.toml", "--model", "from-flag")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	c, _ := fakes.ReadCalls(s.agentDir)
+	argv := strings.Join(fakes.Starts(c)[1].Argv, " ")
+	if !strings.Contains(argv, "--model from-flag") || !strings.Contains(argv, "--sandbox from-file") {
+		t.Fatalf("execute argv %q", argv)
+	}
+}
+
+// B4: SIGINT and SIGTERM stop the running agent and its group, save state and
+// exit 130 / 143.
+func TestSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			s := newSandbox(t, plan3)
+			ready := filepath.Join(s.dir, "ready")
+			if err := syscall.Mkfifo(ready, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s.scenario(map[string][]fakes.Outcome{"execute:2": {{Grandchild: true, WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+			cmd := exec.Command(bins["peal"], "run")
+			cmd.Dir, cmd.Env = s.dir, s.env("PEAL_KILL_GRACE_SEC=2")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.ReadFile(ready); err != nil { // blocks until the agent of task 2 runs
+				t.Fatal(err)
+			}
+			cmd.Process.Signal(sig)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("peal did not exit after the signal")
+			}
+			want := 128 + int(sig)
+			if code := cmd.ProcessState.ExitCode(); code != want {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, want, stderr.String())
+			}
+			if !slices.Equal(s.completed(), []int{1}) {
+				t.Fatalf("state %v", s.completed())
+			}
+			if !strings.Contains(lastLine(stderr.String()), "interrupted by SIG") {
+				t.Fatalf("last line %q", lastLine(stderr.String()))
+			}
+			calls, _ := fakes.ReadCalls(s.agentDir)
+			starts := fakes.Starts(calls)
+			pids, _ := fakes.GrandchildPIDs(s.agentDir)
+			for _, pid := range append(pids, starts[len(starts)-1].PID) {
+				if fakes.ProcessAlive(pid) {
+					syscall.Kill(pid, syscall.SIGKILL)
+					t.Fatalf("process %d outlived peal", pid)
+				}
+			}
+		})
+	}
+}
+
+func TestLogFile(t *testing.T) {
+	s := newSandbox(t, "## Task 1\nSECRET TASK TEXT\n")
+	logFile := filepath.Join(s.dir, "logs", "peal.jsonl")
+	os.MkdirAll(filepath.Dir(logFile), 0o755)
+	os.WriteFile(logFile, []byte(`{"earlier":"record"}`+"\n"), 0o644)
+	r := s.peal(s.env("PEAL_LOG_FILE="+logFile, "PEAL_LOG_LEVEL=debug"), "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if lines[0] != `{"earlier":"record"}` {
+		t.Fatal("the log file was not appended to")
+	}
+	sawArgv := false
+	for _, line := range lines[1:] {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		if rec["msg"] == nil || rec["level"] == nil || rec["time"] == nil {
+			t.Fatalf("record lacks msg/level/time: %q", line)
+		}
+		if argv, ok := rec["argv"].([]any); ok {
+			sawArgv = true
+			if last := fmt.Sprint(argv[len(argv)-1]); !strings.HasPrefix(last, "<prompt len=") {
+				t.Fatalf("argv logged with its prompt: %q", line)
+			}
+		}
+	}
+	if !sawArgv || strings.Contains(string(data), "SECRET TASK TEXT") || strings.Contains(r.stderr, "SECRET TASK TEXT") {
+		t.Fatal("prompt text logged, or no argv logged")
+	}
+}
+
+func TestHelpShowsVariablesAndDefaults(t *testing.T) {
+	s := newSandbox(t, plan3)
+	r := s.peal(nil, "run", "--help")
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	help := strings.Join(strings.Fields(r.stdout), " ")
+	for _, k := range config.Keys {
+		if k.Flag == "" {
+			continue
+		}
+		named := strings.Contains(help, k.FlagName()) || strings.Contains(help, "--[no-]"+k.Flag)
+		if !named || !strings.Contains(help, k.Env()) {
+			t.Errorf("help lacks %s or %s", k.FlagName(), k.Env())
+		}
+	}
+	if !strings.Contains(help, "default: 1800") {
+		t.Error("help lacks the default of phase_timeout_sec")
+	}
+}
+
+func TestFlagNamesMatchKeys(t *testing.T) {
+	typ := reflect.TypeOf(RunFlags{})
+	seen := map[string]bool{}
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		key := f.Tag.Get("peal")
+		if key == "" {
+			continue
+		}
+		k, ok := config.KeyByName(key)
+		if !ok {
+			t.Fatalf("field %s names unknown key %q", f.Name, key)
+		}
+		seen[key] = true
+		if name := f.Tag.Get("name"); name == "" && kebab(f.Name) != k.Flag || name != "" && name != k.Flag {
+			t.Errorf("field %s: flag name differs from --%s", f.Name, k.Flag)
+		}
+	}
+	for _, k := range config.Keys {
+		if k.Flag != "" && !seen[k.Name] {
+			t.Errorf("key %s has flag --%s but no field", k.Name, k.Flag)
+		}
+	}
+}
+
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func TestPromptCommand(t *testing.T) {
+	s := newSandbox(t, plan3)
+	r := s.peal(nil, "prompt")
+	if r.code != 0 || !strings.Contains(r.stdout, "## Task N") || !strings.Contains(r.stdout, "(parallel)") {
+		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+	out := filepath.Join(s.dir, "a", "b", "prompt.md")
+	if r := s.peal(nil, "prompt", "--output", out); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if data, _ := os.ReadFile(out); !strings.Contains(string(data), "## Task N") {
+		t.Fatal("prompt not written")
+	}
+	blocker := filepath.Join(s.dir, "file")
+	os.WriteFile(blocker, nil, 0o644)
+	if r := s.peal(nil, "prompt", "--output", filepath.Join(blocker, "x.md")); r.code != 1 || !strings.HasPrefix(r.stderr, "peal: error:") {
+		t.Fatalf("write error: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	s := newSandbox(t, plan3)
+	if r := s.peal(nil, "--version"); r.code != 0 || strings.TrimSpace(r.stdout) == "" {
+		t.Fatalf("exit %d, %q", r.code, r.stdout)
+	}
+}
