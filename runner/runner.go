@@ -142,64 +142,6 @@ func (r *run) loadPlan(ctx context.Context) ([]Task, error) {
 	return SelectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
 }
 
-// schedule runs the segments in order and decides what each task outcome
-// does to the run.
-func (r *run) schedule(ctx context.Context, segs []Segment) (Outcome, error) {
-	var out Outcome
-	consecutive := 0
-	for _, seg := range segs {
-		for _, t := range seg.Tasks {
-			if r.store.Completed(t.Index) {
-				r.log.Info("task already completed, skipping", "task", t.Index)
-				continue
-			}
-			err := r.runTask(ctx, t)
-			if err == nil {
-				consecutive = 0
-				if err := r.store.Complete(t.Index); err != nil {
-					return out, err
-				}
-				out.Completed = append(out.Completed, t.Index)
-				r.log.Info("task completed", "task", t.Index)
-				continue
-			}
-			if ctx.Err() != nil {
-				return out, err
-			}
-			taskErr := &TaskError{Index: t.Index, Err: err}
-			if !r.cfg.ContinueWithRemainingTasks {
-				return out, taskErr
-			}
-			out.Failed = append(out.Failed, t.Index)
-			consecutive++
-			r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", err)
-			if max := r.cfg.MaxConsecutiveTaskFailures; max != nil && consecutive >= int(*max) {
-				return out, &StoppedError{Failures: consecutive, Last: taskErr}
-			}
-		}
-	}
-	return out, nil
-}
-
-// runTask runs the phases of one task.
-func (r *run) runTask(ctx context.Context, t Task) error {
-	log := r.log.With("task", t.Index)
-	log.Info("task started")
-	planText, err := r.planTask(ctx, t)
-	if err != nil {
-		return err
-	}
-	if err := r.execute(ctx, t, planText); err != nil {
-		return err
-	}
-	if r.cfg.CommitAfterPhase2 {
-		if err := r.commit(ctx, t.Index, planText); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // agentCall runs one agent call (with its retries) and returns its result.
 func (r *run) agentCall(ctx context.Context, name string, task int, policy phase.Policy, argv func(model, prompt string) []string, prompt string) (phase.Result, error) {
 	log := r.log.With("task", task)

@@ -42,9 +42,9 @@ func TestMain(m *testing.M) {
 
 // harness is one scratch git repository, plan, state folder and fake agent.
 type harness struct {
-	t                                  *testing.T
+	t                                   *testing.T
 	repo, plan, stateDir, agentDir, tmp string
-	log                                *strings.Builder
+	log                                 *strings.Builder
 }
 
 func newHarness(t *testing.T, plan string) *harness {

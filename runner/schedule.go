@@ -1,0 +1,102 @@
+package runner
+
+import (
+	"context"
+)
+
+// taskResult is how one task ended.
+type taskResult struct {
+	err          error // nil: the task completed
+	findingsLeft bool  // completed with review findings left (on_findings_remaining = warn)
+}
+
+// tally accumulates task outcomes, in index order, across the run.
+type tally struct {
+	out         Outcome
+	consecutive int
+}
+
+// schedule runs the segments in order and decides what each task outcome
+// does to the run.
+func (r *run) schedule(ctx context.Context, segs []Segment) (Outcome, error) {
+	var tl tally
+	for _, seg := range segs {
+		for _, t := range r.pending(seg.Tasks) {
+			if err := r.record(ctx, &tl, t, r.runTask(ctx, t)); err != nil {
+				return tl.out, err
+			}
+		}
+	}
+	return tl.out, nil
+}
+
+// pending drops the tasks a previous run completed.
+func (r *run) pending(tasks []Task) []Task {
+	var out []Task
+	for _, t := range tasks {
+		if r.store.Completed(t.Index) {
+			r.log.Info("task already completed, skipping", "task", t.Index)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// record applies one task's result to the run: a completion is saved at once;
+// a failure stops the run unless continue_with_remaining_tasks, and counts
+// toward max_consecutive_task_failures. A non-nil error ends the run.
+func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) error {
+	if res.err == nil {
+		tl.consecutive = 0
+		if err := r.store.Complete(t.Index); err != nil {
+			return err
+		}
+		if res.findingsLeft {
+			tl.out.WithFindings = append(tl.out.WithFindings, t.Index)
+			r.log.Warn("task completed with review findings left", "task", t.Index)
+		} else {
+			tl.out.Completed = append(tl.out.Completed, t.Index)
+			r.log.Info("task completed", "task", t.Index)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return res.err
+	}
+	taskErr := &TaskError{Index: t.Index, Err: res.err}
+	if !r.cfg.ContinueWithRemainingTasks {
+		return taskErr
+	}
+	tl.out.Failed = append(tl.out.Failed, t.Index)
+	tl.consecutive++
+	r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", res.err)
+	if max := r.cfg.MaxConsecutiveTaskFailures; max != nil && tl.consecutive >= int(*max) {
+		return &StoppedError{Failures: tl.consecutive, Last: taskErr}
+	}
+	return nil
+}
+
+// runTask runs every phase of one task, one after the other.
+func (r *run) runTask(ctx context.Context, t Task) taskResult {
+	planText, err := r.planAndExecute(ctx, t)
+	if err != nil {
+		return taskResult{err: err}
+	}
+	if r.cfg.CommitAfterPhase2 {
+		if err := r.commit(ctx, t.Index, planText); err != nil {
+			return taskResult{err: err}
+		}
+	}
+	return r.review(ctx, t)
+}
+
+// planAndExecute runs Phases 1 and 2 and returns the plan text.
+func (r *run) planAndExecute(ctx context.Context, t Task) (string, error) {
+	r.log.Info("task started", "task", t.Index)
+	planText, err := r.planTask(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	return planText, r.execute(ctx, t, planText)
+}
