@@ -46,3 +46,27 @@ func NormalizePrompt(template, doc string) string {
 	}
 	return strings.ReplaceAll(template, "{{DOC}}", doc)
 }
+
+const (
+	fenceStet        = "---STET---"
+	fenceSuggestions = "---SUGGESTIONS---"
+)
+
+// TriageQuestion ends the triage prompt; the answer decides what is dismissed.
+const TriageQuestion = "Anything to address from this review?"
+
+// AddressPrompt asks the agent to fix the findings of a review; suggestions
+// (one per line) get their own fenced block when there are any.
+func AddressPrompt(review string, suggestions []string) string {
+	p := "Fix the findings of the code review between the fence lines, then run the tests.\n\n" + fenced(fenceStet, review)
+	if len(suggestions) > 0 {
+		p += "\n\nThe reviewer suggested these changes, one per line:\n\n" + fenced(fenceSuggestions, strings.Join(suggestions, "\n"))
+	}
+	return p
+}
+
+// TriagePrompt asks whether a review has anything worth addressing.
+func TriagePrompt(review string) string {
+	return "Read the code review between the fence lines and say which findings, by id, really need a fix; " +
+		"say \"nothing to address\" if none do.\n\n" + fenced(fenceStet, review) + "\n\n" + TriageQuestion
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,7 @@ type run struct {
 	agent  phase.Agent
 	caller phase.Caller
 	store  *state.Store
+	stet   *stetClient // nil: no Phase 3 in this run
 	now    func() time.Time
 }
 
@@ -97,7 +99,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, er
 	}
 	r.store = store
 
-	out, err := r.schedule(ctx, Segments(tasks))
+	out, err := r.runSegments(ctx, tasks)
 	if err != nil {
 		// Every error path of a run passes here: the state is on disk before
 		// the error reaches the caller.
@@ -115,6 +117,41 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, er
 	r.writeSummary(out)
 	r.postRun(ctx)
 	return out, nil
+}
+
+// runSegments opens the review session when any task is pending, runs the
+// schedule and closes the session, whatever happened.
+func (r *run) runSegments(ctx context.Context, tasks []Task) (Outcome, error) {
+	if !slices.ContainsFunc(tasks, func(t Task) bool { return !r.store.Completed(t.Index) }) {
+		r.log.Info("every selected task is already completed")
+		return Outcome{}, nil
+	}
+	if err := r.startStet(ctx); err != nil {
+		return Outcome{}, err
+	}
+	if r.stet != nil {
+		defer r.stet.finish(ctx)
+	}
+	return r.schedule(ctx, Segments(tasks))
+}
+
+// startStet resolves stet and opens the review session; on_stet_fail decides
+// what a failed start does (fail and retry_once: exit 1 before any task;
+// skip: no Phase 3 in this run).
+func (r *run) startStet(ctx context.Context) error {
+	s := r.resolveStet()
+	if s == nil {
+		return nil
+	}
+	if err := s.start(ctx); err != nil {
+		if ctx.Err() == nil && r.cfg.OnStetFail == "skip" {
+			r.log.Warn("review session could not start: Phase 3 is skipped for this run (on_stet_fail = skip)", "err", err)
+			return nil
+		}
+		return err
+	}
+	r.stet = s
+	return nil
 }
 
 // loadPlan reads, normalizes if needed and filters the plan.

@@ -21,7 +21,7 @@ import (
 	"peal/state"
 )
 
-var fakeAgent string
+var fakeAgent, fakeStet string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "peal-runner-bin-")
@@ -29,12 +29,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins, err := testbin.Build(dir, "peal/testdata/fakeagent")
+	bins, err := testbin.Build(dir, "peal/testdata/fakeagent", "peal/testdata/fakestet")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fakeAgent = bins["fakeagent"]
+	fakeAgent, fakeStet = bins["fakeagent"], bins["fakestet"]
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 type harness struct {
 	t                                   *testing.T
 	repo, plan, stateDir, agentDir, tmp string
+	stetDir                             string
 	log                                 *strings.Builder
 }
 

@@ -58,7 +58,11 @@ const (
 	EventEnd   = "end"
 )
 
-// Outcome is what one invocation of a fake does.
+// Outcome is what one invocation of a fake does. The fake agent applies the
+// fields in this order: ignore_term, grandchild, write_files, stet_fix,
+// stdout_mib, chatter, stdout/stderr text, sleep_ms, hang, exit. An empty
+// Stdout without NoStdout prints DefaultStdout, so plan text is non-empty.
+// The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and IgnoreTerm.
 type Outcome struct {
 	Stdout               string            `json:"stdout"`
 	NoStdout             bool              `json:"no_stdout"`

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"peal/internal/testbin"
 )
@@ -65,7 +66,11 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	if cmd.Stdout == nil {
 		cmd.Stdout = &stdout
 	}
-	cmd.Stderr = &stderr
+	if cmd.Stderr == nil {
+		cmd.Stderr = &stderr
+	}
+	// A stray process holding a pipe must fail the test, not hang it.
+	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
@@ -446,15 +451,21 @@ func TestAgentGrandchild(t *testing.T) {
 			if err := WriteScenario(dir, Scenario{Default: Outcome{Grandchild: true, GrandchildIgnoreTerm: ignore, Stdout: "parent done\n"}}); err != nil {
 				t.Fatal(err)
 			}
-			// A file rather than a pipe, because the grandchild keeps the
-			// inherited stdout open and a pipe would never reach EOF.
+			// Files rather than pipes, because the grandchild keeps the
+			// inherited stdout and stderr open and a pipe would never reach EOF.
 			out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer out.Close()
+			errOut, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer errOut.Close()
 			cmd := agentCmd(dir, nil)
 			cmd.Stdout = out
+			cmd.Stderr = errOut
 			r := runCmd(t, cmd)
 			// Kill whatever was recorded, even if the assertions below fail.
 			pids, err := GrandchildPIDs(dir)

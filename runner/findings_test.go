@@ -1,0 +1,189 @@
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"peal/config"
+)
+
+func TestParseReview(t *testing.T) {
+	cases := []struct {
+		name       string
+		stdout     string
+		exit       int
+		present    bool
+		structured bool
+		count      int
+	}{
+		{"json findings", `{"findings":[{"id":"F1","message":"m"}]}`, 0, true, true, 1},
+		{"json findings, non-zero exit", `{"findings":[{"id":"F1"},{"id":"F2"}]}`, 1, true, true, 2},
+		{"json empty findings", `{"findings":[]}`, 0, false, true, 0},
+		{"json empty findings, exit 1", `{"findings":[]}`, 1, false, true, 0},
+		{"json issues", `{"issues":[{"id":"I1"}]}`, 0, true, true, 1},
+		{"json count", `{"count":3}`, 0, true, false, 1},
+		{"json count zero", `{"count":0}`, 0, false, false, 0},
+		{"json top-level array", `[{"id":"F1"}]`, 0, true, true, 1},
+		{"json empty array", `[]`, 1, false, true, 0},
+		{"json other object", `{"status":"ok"}`, 1, false, false, 0},
+		{"json odd field types", `{"findings":[{"id":7}], "count":"x"}`, 0, true, false, 1},
+		{"json array of strings", `["a","b"]`, 0, true, false, 1},
+		{"human zero", "reviewing...\n0 finding(s).\n", 0, false, false, 0},
+		{"human zero no dot", "0 finding(s)", 0, false, false, 0},
+		{"human zero with rate", "0 finding(s) at 1200 tokens/sec.", 0, false, false, 0},
+		{"human zero but non-zero exit", "0 finding(s).", 1, true, false, 1},
+		{"human findings", "a.go:3 [warning] unused (F1)\n1 finding(s).", 0, true, false, 1},
+		{"text, non-zero exit", "something odd", 2, true, false, 1},
+		{"blank, exit 0", "  \n", 0, false, false, 0},
+		{"blank, non-zero exit", "", 1, true, false, 1},
+		{"broken json", `{"findings":[`, 0, true, false, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rv := ParseReview(tc.stdout, tc.exit)
+			if rv.Present != tc.present || rv.Structured != tc.structured || rv.Count() != tc.count {
+				t.Fatalf("present %v structured %v count %d, want %v %v %d", rv.Present, rv.Structured, rv.Count(), tc.present, tc.structured, tc.count)
+			}
+		})
+	}
+}
+
+func TestReviewSuggestions(t *testing.T) {
+	rv := ParseReview(`{"findings":[{"id":"A","suggestion":"use x"},{"id":"B"},{"id":"C","suggestion":" use y "}]}`, 0)
+	if got := rv.Suggestions(); !slices.Equal(got, []string{"use x", "use y"}) {
+		t.Fatalf("%q", got)
+	}
+}
+
+func ids(ds []dismissal) string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.ID+"="+d.Reason)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestParseTriage(t *testing.T) {
+	findings := []Finding{{ID: "F1"}, {ID: "F2"}, {ID: "F10"}}
+	all := "F1=false_positive F2=false_positive F10=false_positive"
+	cases := []struct {
+		answer, want string
+	}{
+		{"Nothing to address.", all},
+		{"I checked: nothing to fix here", all},
+		{"These are all false positives", all},
+		{"All false positive.", all},
+		{"There are no findings to address.", all},
+		{"no issues to address", all},
+		{"No, nothing.", all},
+		{"no", all},
+		{"Nope!", all},
+		{"No. F1 needs a fix because the variable leaks into the public API.", "F2=false_positive F10=false_positive"},
+		{"We should fix F2.", "F1=false_positive F10=false_positive"},
+		{"F1 is noise. F2 and F10 need attention.", "F1=false_positive"},
+		{"Please address f10; F1 is fine", "F1=false_positive F2=false_positive"},
+		{"Fix F1, F2 and F10.", ""},
+		{"F1 looks wrong to me.", ""},
+		{"Let me think about it", ""},
+		{"", ""},
+		{"fix F100", ""},
+	}
+	for _, tc := range cases {
+		if got := ids(ParseTriage(tc.answer, findings)); got != tc.want {
+			t.Errorf("%q: dismiss %q, want %q", tc.answer, got, tc.want)
+		}
+	}
+}
+
+func TestTriageByPatterns(t *testing.T) {
+	findings := []Finding{
+		{ID: "A", File: "vendor/x.go", Message: "style"},
+		{ID: "B", Path: "gen/y.go", Message: "long line"},
+		{ID: "C", File: "main.go", Message: "TODO left in code"},
+		{ID: "", File: "vendor/z.go"},
+	}
+	patterns := []config.DismissPattern{{Pattern: "vendor/", Reason: "out_of_scope"}, {Pattern: "gen/", Reason: "already_correct"}, {Pattern: "line", Reason: "wrong_suggestion"}}
+	if got := ids(triageByPatterns(findings, patterns)); got != "A=out_of_scope B=already_correct" {
+		t.Fatalf("%q", got)
+	}
+}
+
+func FuzzParseReview(f *testing.F) {
+	f.Add(`{"findings":[{"id":"F1","file":"a.go","line":3,"severity":"error"}]}`, 0)
+	f.Add(`[{"id":"x"}]`, 1)
+	f.Add("0 finding(s).", 0)
+	f.Add(`{"count": 2.5}`, 0)
+	f.Add("garbage", 3)
+	f.Fuzz(func(t *testing.T, stdout string, exit int) {
+		rv := ParseReview(stdout, exit)
+		if rv.Count() < 0 || (rv.Present && rv.Count() == 0 && !rv.Structured) {
+			t.Fatalf("inconsistent review %+v", rv)
+		}
+		if rv.Structured && rv.Present != (len(rv.Findings) > 0) && !strings.Contains(stdout, "count") {
+			t.Fatalf("structured review disagrees with its findings: %+v", rv)
+		}
+		if !rv.Structured && len(rv.Findings) != 0 {
+			t.Fatal("findings without structure")
+		}
+		if strings.TrimSpace(stdout) == "" && rv.Present != (exit != 0) {
+			t.Fatalf("blank output, exit %d: present %v", exit, rv.Present)
+		}
+	})
+}
+
+func FuzzParseTriage(f *testing.F) {
+	f.Add("Nothing to address.", "F1,F2")
+	f.Add("We need to fix F2. F1 is fine", "F1,F2,F3")
+	f.Add("no", "x")
+	f.Add("fix a; address b", "a,b,c")
+	f.Fuzz(func(t *testing.T, answer, idList string) {
+		var findings []Finding
+		seen := map[string]bool{}
+		for _, id := range strings.Split(idList, ",") {
+			if !seen[id] {
+				seen[id] = true
+				findings = append(findings, Finding{ID: id})
+			}
+		}
+		ds := ParseTriage(answer, findings)
+		got := map[string]bool{}
+		for _, d := range ds {
+			if d.ID == "" || !seen[d.ID] || got[d.ID] || d.Reason != "false_positive" {
+				t.Fatalf("bad dismissal %+v of %q", d, idList)
+			}
+			got[d.ID] = true
+		}
+	})
+}
+
+// BenchmarkReviewAndTriage10k parses a review of 10 000 findings and decides
+// its triage (LLM answer and patterns): the whole must stay linear.
+func BenchmarkReviewAndTriage10k(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		findings := make([]Finding, n)
+		var answer strings.Builder
+		answer.WriteString("Most of these are noise. ")
+		for i := range findings {
+			findings[i] = Finding{ID: fmt.Sprintf("F%d", i), File: fmt.Sprintf("pkg%d/file.go", i%50), Line: i, Severity: "warning",
+				Category: "style", Confidence: 0.5, Message: fmt.Sprintf("finding number %d about naming", i), Suggestion: "rename it"}
+			if i%10 == 0 {
+				fmt.Fprintf(&answer, "We need to fix F%d. ", i)
+			}
+		}
+		data, _ := json.Marshal(map[string]any{"findings": findings})
+		patterns := []config.DismissPattern{{Pattern: "pkg7/", Reason: "out_of_scope"}, {Pattern: "number 99", Reason: "false_positive"}}
+		b.Run(fmt.Sprintf("findings=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				rv := ParseReview(string(data), 1)
+				if len(ParseTriage(answer.String(), rv.Findings)) != n-n/10 {
+					b.Fatal("wrong triage")
+				}
+				triageByPatterns(rv.Findings, patterns)
+			}
+		})
+	}
+}
