@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"encoding/json"
 	"strings"
 	"unicode"
 
@@ -65,14 +64,6 @@ func (rv Review) Suggestions() []string {
 	return out
 }
 
-// reviewJSON is the shape of stet's JSON output; findings may also come as
-// "issues" or as a top-level array.
-type reviewJSON struct {
-	Findings *[]Finding `json:"findings"`
-	Issues   *[]Finding `json:"issues"`
-	Count    *float64   `json:"count"`
-}
-
 // ParseReview applies the findings heuristic to a review's stdout and exit code.
 //
 // JSON: an object with a non-empty findings (or issues) array or count > 0, or
@@ -83,7 +74,7 @@ type reviewJSON struct {
 func ParseReview(stdout string, exitCode int) Review {
 	rv := Review{Output: stdout, ExitCode: exitCode}
 	trimmed := strings.TrimSpace(stdout)
-	if trimmed != "" && (trimmed[0] == '{' || trimmed[0] == '[') {
+	if trimmed != "" {
 		if parsed, ok := parseReviewJSON(trimmed); ok {
 			rv.Structured = parsed.structured
 			rv.Findings = parsed.findings
@@ -105,50 +96,6 @@ func ParseReview(stdout string, exitCode int) Review {
 type parsedJSON struct {
 	structured, present bool
 	findings            []Finding
-}
-
-func parseReviewJSON(text string) (parsedJSON, bool) {
-	if text[0] == '[' {
-		var list []Finding
-		if err := json.Unmarshal([]byte(text), &list); err != nil {
-			// A JSON array of something else still counts by its length.
-			var raw []json.RawMessage
-			if json.Unmarshal([]byte(text), &raw) != nil {
-				return parsedJSON{}, false
-			}
-			return parsedJSON{present: len(raw) > 0}, true
-		}
-		return parsedJSON{structured: true, present: len(list) > 0, findings: list}, true
-	}
-	var obj reviewJSON
-	if err := json.Unmarshal([]byte(text), &obj); err != nil {
-		// Valid JSON whose fields have other types: decide on what can be read.
-		var raw map[string]json.RawMessage
-		if json.Unmarshal([]byte(text), &raw) != nil {
-			return parsedJSON{}, false
-		}
-		p := parsedJSON{}
-		for _, key := range []string{"findings", "issues"} {
-			var items []json.RawMessage
-			if json.Unmarshal(raw[key], &items) == nil && len(items) > 0 {
-				p.present = true
-			}
-		}
-		var count float64
-		if json.Unmarshal(raw["count"], &count) == nil && count > 0 {
-			p.present = true
-		}
-		return p, true
-	}
-	p := parsedJSON{}
-	for _, list := range []*[]Finding{obj.Findings, obj.Issues} {
-		if list != nil {
-			p.structured = true
-			p.findings = append(p.findings, *list...)
-		}
-	}
-	p.present = len(p.findings) > 0 || (obj.Count != nil && *obj.Count > 0)
-	return p, true
 }
 
 // dismissal is one `stet dismiss ID REASON`.
