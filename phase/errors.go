@@ -1,8 +1,10 @@
 package phase
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -12,7 +14,12 @@ type StartError struct {
 	Err     error
 }
 
-func (e *StartError) Error() string { return fmt.Sprintf("cannot start %s: %v", e.Program, e.Err) }
+func (e *StartError) Error() string {
+	if errors.Is(e.Err, syscall.E2BIG) {
+		return fmt.Sprintf("cannot start %s: its arguments (the prompt is the last one) are longer than the system allows for one command", e.Program)
+	}
+	return fmt.Sprintf("cannot start %s: %v", e.Program, e.Err)
+}
 func (e *StartError) Unwrap() error { return e.Err }
 
 // InterruptedError: the run was cancelled (SIGINT/SIGTERM) while the call ran

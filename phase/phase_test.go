@@ -474,3 +474,13 @@ func killIfAlive(pid int) {
 		p.Kill()
 	}
 }
+
+func TestPromptTooLongForArgv(t *testing.T) {
+	spec := agentSpec(t.TempDir(), time.Second, time.Second)
+	spec.Argv = []string{fakeAgent, strings.Repeat("x", 256<<10)}
+	_, err := Run(context.Background(), spec)
+	var se *StartError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "longer than the system allows") {
+		t.Fatalf("err = %v", err)
+	}
+}

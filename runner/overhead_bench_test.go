@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"peal/config"
+)
+
+// BenchmarkPlan50TasksOverhead runs a 50-task plan whose agent is a no-op
+// binary: 100 supervised calls and 50 atomic state saves per op. The
+// baseline sub-benchmark is 100 bare execs of the same binary; the target is
+// at most 3x the baseline (Peal: 46x).
+func BenchmarkPlan50TasksOverhead(b *testing.B) {
+	bin, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("no `true` binary on PATH")
+	}
+	b.Run("bare-exec-100", func(b *testing.B) {
+		for b.Loop() {
+			for range 100 {
+				if err := exec.Command(bin).Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("peal-100-calls", func(b *testing.B) {
+		dir := b.TempDir()
+		repo := filepath.Join(dir, "repo")
+		os.MkdirAll(filepath.Join(repo, ".git"), 0o755)
+		var plan strings.Builder
+		for i := 1; i <= 50; i++ {
+			fmt.Fprintf(&plan, "## Task %d\nDo thing %d.\n", i, i)
+		}
+		planPath := filepath.Join(dir, "plan.md")
+		os.WriteFile(planPath, []byte(plan.String()), 0o644)
+		stateDir := filepath.Join(dir, "state")
+		for b.Loop() {
+			b.StopTimer()
+			os.RemoveAll(stateDir)
+			cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
+				"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + bin, "PEAL_STET_PATH=/nonexistent"}})
+			if err == nil {
+				err = cfg.Validate()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			out, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			if err != nil || len(out.Completed) != 50 {
+				b.Fatal(err, out)
+			}
+		}
+	})
+}

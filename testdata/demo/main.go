@@ -1,0 +1,169 @@
+// Command demo shows a real peal run on a fresh machine with only Go: it
+// builds peal, a simulated agent and a simulated stet, makes a scratch git
+// repository, and runs the plan in this folder. The simulated agent fails its
+// first execute of task 1 (so peal retries it), and the review of task 2
+// reports two findings: one dismissed by triage, one fixed in an address round.
+//
+// Run it from the repository root: go run ./testdata/demo
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"peal/internal/fakes"
+	"peal/internal/testbin"
+)
+
+func main() {
+	keep := len(os.Args) > 1 && os.Args[1] == "-keep"
+	if err := run(keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(keep bool) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "peal-demo-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(work)
+	}
+	step("building peal and the simulated agent and stet")
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	bins, err := testbin.Build(filepath.Join(work, "bin"), "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet")
+	if err != nil {
+		return err
+	}
+
+	repo, agentDir, stetDir := filepath.Join(work, "repo"), filepath.Join(work, "agent"), filepath.Join(work, "stet")
+	for _, d := range []string{repo, agentDir, stetDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	gitEnv := []string{"GIT_AUTHOR_NAME=peal demo", "GIT_AUTHOR_EMAIL=demo@example.com",
+		"GIT_COMMITTER_NAME=peal demo", "GIT_COMMITTER_EMAIL=demo@example.com"}
+	for _, args := range [][]string{{"init", "-q"}, {"commit", "-q", "--allow-empty", "-m", "start"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = repo, append(os.Environ(), gitEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v: %s", args[0], err, out)
+		}
+	}
+	if err := writeScenarios(agentDir, stetDir); err != nil {
+		return err
+	}
+
+	plan := filepath.Join(root, "testdata", "demo", "plan.md")
+	args := []string{"run", "--plan", plan, "--repo", repo, "--state-dir", filepath.Join(work, "state"),
+		"--agent-cmd", bins["fakeagent"], "--stet-path", bins["fakestet"],
+		"--phase-retry-count", "1", "--phase-timeout-sec", "60", "--commit-after-phase2"}
+	step("peal " + strings.Join(args, " "))
+	cmd := exec.Command(bins["peal"], args...)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), gitEnv...)
+	cmd.Env = append(cmd.Env, fakes.AgentDirEnv+"="+agentDir, fakes.StetDirEnv+"="+stetDir)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("peal run: %w", err)
+	}
+
+	calls, err := fakes.ReadCalls(agentDir)
+	if err != nil {
+		return err
+	}
+	step("agent calls, in order (phase:task)")
+	fmt.Println("  " + strings.Join(fakes.Keys(fakes.Starts(calls)), "  "))
+	stetCalls, err := fakes.ReadStetCalls(stetDir)
+	if err != nil {
+		return err
+	}
+	step("stet calls, in order")
+	fmt.Println("  " + strings.Join(fakes.StetCmds(stetCalls), " | "))
+	for _, f := range []string{"state/state.json", "state/run_summary.json"} {
+		data, err := os.ReadFile(filepath.Join(work, f))
+		if err != nil {
+			return err
+		}
+		step(f)
+		fmt.Print(string(data))
+	}
+	log := exec.Command("git", "log", "--oneline")
+	log.Dir = repo
+	out, err := log.Output()
+	if err != nil {
+		return err
+	}
+	step("git log of the scratch repository")
+	fmt.Print(string(out))
+	if keep {
+		step("kept the scratch folder: " + work)
+	}
+	return nil
+}
+
+// writeScenarios scripts the simulated agent and stet.
+func writeScenarios(agentDir, stetDir string) error {
+	agent := fakes.Scenario{Rules: map[string][]fakes.Outcome{
+		"plan:1": {{Stdout: "Add greet.go with a Greet function and a test.\n"}},
+		"execute:1": {
+			{Exit: 1, Stderr: "simulated agent: connection to the model dropped"},
+			{Stdout: "Wrote greet.go.\n", WriteFiles: map[string]string{"greet.go": "package greet\n\nfunc Greet(name string) string { return \"Hello, \" + name }\n"}},
+		},
+		"plan:2":    {{Stdout: "Add a README section on Greet.\n"}},
+		"execute:2": {{Stdout: "Wrote README.md.\n", WriteFiles: map[string]string{"README.md": "# greet\n\nGreet(name) says hello.\n"}}},
+		"triage:2":  {{Stdout: "S1 is a matter of taste. We need to fix S2.\n"}},
+		"address:2": {{Stdout: "Fixed the example.\n", StetFix: -1, WriteFiles: map[string]string{"README.md": "# greet\n\n`Greet(\"Ada\")` returns \"Hello, Ada\".\n"}}},
+	}}
+	if err := fakes.WriteScenario(agentDir, agent); err != nil {
+		return err
+	}
+	stet := fakes.StetScenario{
+		RunExitOnFindings: 1,
+		// The review sees nothing for task 1; task 2's review gets findings.
+		Rules: map[string][]fakes.Outcome{"run": {{Stdout: `{"findings":[]}`}, {}}},
+		Findings: []fakes.Finding{
+			{ID: "S1", File: "README.md", Line: 1, Severity: "nitpick", Category: "style", Confidence: 0.4, Message: "title could be capitalised"},
+			{ID: "S2", File: "README.md", Line: 3, Severity: "warning", Category: "docs", Confidence: 0.9, Message: "example does not show the result", Suggestion: "show what Greet returns"},
+		},
+	}
+	return fakes.WriteStetScenario(stetDir, stet)
+}
+
+func step(s string) { fmt.Printf("\n== %s\n", s) }
+
+// moduleRoot finds the folder holding go.mod, from this file's place or the
+// working folder.
+func moduleRoot() (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	for _, start := range []string{filepath.Dir(file), "."} {
+		dir, err := filepath.Abs(start)
+		if err != nil {
+			continue
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				return dir, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", fmt.Errorf("cannot find the peal module root: run the demo from the repository")
+}
