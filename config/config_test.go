@@ -307,3 +307,23 @@ func FuzzLoadFile(f *testing.F) {
 		}
 	})
 }
+
+// TestDocumented: docs/configuration.md has a row for every key with its
+// variable and flag, so the reference cannot fall behind the code.
+func TestDocumented(t *testing.T) {
+	data, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, k := range Keys {
+		flag := "—"
+		if k.Flag != "" {
+			flag = "`" + k.FlagName() + "`"
+		}
+		row := "| `" + k.Name + "` | `" + k.Env() + "` | " + flag + " |"
+		if !strings.Contains(doc, row) {
+			t.Errorf("docs/configuration.md lacks the row %q", row)
+		}
+	}
+}
