@@ -21,7 +21,14 @@ type tally struct {
 func (r *run) schedule(ctx context.Context, segs []Segment) (Outcome, error) {
 	var tl tally
 	for _, seg := range segs {
-		for _, t := range r.pending(seg.Tasks) {
+		pending := r.pending(seg.Tasks)
+		if r.runsAsBlock(seg, pending) {
+			if err := r.runBlock(ctx, &tl, pending); err != nil {
+				return tl.out, err
+			}
+			continue
+		}
+		for _, t := range pending {
 			if err := r.record(ctx, &tl, t, r.runTask(ctx, t)); err != nil {
 				return tl.out, err
 			}
@@ -84,7 +91,7 @@ func (r *run) runTask(ctx context.Context, t Task) taskResult {
 		return taskResult{err: err}
 	}
 	if r.cfg.CommitAfterPhase2 {
-		if err := r.commit(ctx, t.Index, planText); err != nil {
+		if err := r.commit(ctx, []int{t.Index}, planText); err != nil {
 			return taskResult{err: err}
 		}
 	}

@@ -1,0 +1,193 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sourcegraph/conc/panics"
+	"github.com/sourcegraph/conc/pool"
+)
+
+// blockTaskStart, when a test sets it, runs at the start of every task of a
+// parallel block; it is how a test makes a task panic (nil in production; a
+// package variable because the run struct is built inside Run).
+var blockTaskStart func(Task)
+
+// runsAsBlock reports whether a segment's pending tasks run concurrently (A8):
+// a parallel block, parallel on, more than one slot and more than one task.
+func (r *run) runsAsBlock(seg Segment, pending []Task) bool {
+	return seg.Parallel && r.cfg.Parallel && r.cfg.MaxParallel > 1 && len(pending) > 1
+}
+
+// blockTask is one task of a parallel block and how its Phases 1–2 ended.
+type blockTask struct {
+	task     Task
+	started  bool
+	done     bool
+	planText string
+	err      error
+}
+
+// block is what the tasks of a running parallel block share: which started,
+// which ended and how, so that a worker can tell whether it may start.
+type block struct {
+	mu        sync.Mutex
+	tasks     []blockTask
+	keepGoing bool // continue_with_remaining_tasks
+	maxFails  int  // max_consecutive_task_failures; 0: no cap
+	carried   int  // consecutive failures counted before the block
+}
+
+// start marks task i as started, unless the run is already certain to stop
+// at an earlier index, in which case the task stays pending for a later run.
+func (b *block) start(i int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopCertain() {
+		return false
+	}
+	b.tasks[i].started = true
+	return true
+}
+
+func (b *block) finish(i int, planText string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tasks[i].done, b.tasks[i].planText, b.tasks[i].err = true, planText, err
+}
+
+// stopCertain reports whether recording the outcomes in index order will stop
+// the run whatever the tasks still running do. Failures are final, while a
+// running task or a Phase-2 success (its review may still fail) could reset
+// the count, so the failure run below is a lower bound. Callers hold mu.
+func (b *block) stopCertain() bool {
+	failures := b.carried
+	for _, bt := range b.tasks {
+		if !bt.done || bt.err == nil {
+			failures = 0
+			continue
+		}
+		// record returns at once on an interruption, as on any failure
+		// without continue_with_remaining_tasks.
+		if !b.keepGoing || IsInterrupted(bt.err) {
+			return true
+		}
+		failures++
+		if b.maxFails > 0 && failures >= b.maxFails {
+			return true
+		}
+	}
+	return false
+}
+
+// runBlock runs a parallel block (A8, B8, B9): Phases 1–2 of its tasks on a
+// work-conserving pool of max_parallel, one commit for the block, then Phase 3
+// of the successes one at a time in index order, each outcome recorded in
+// index order as a sequential task's would be.
+func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
+	b := &block{tasks: make([]blockTask, len(tasks)), keepGoing: r.cfg.ContinueWithRemainingTasks, carried: tl.consecutive}
+	if limit := r.cfg.MaxConsecutiveTaskFailures; limit != nil {
+		b.maxFails = int(*limit)
+	}
+	for i, t := range tasks {
+		b.tasks[i].task = t
+	}
+	r.log.Info("parallel block started", "tasks", indexList(tasks), "max_parallel", r.cfg.MaxParallel)
+
+	// Go hands each task to the next free worker in index order, so a slot is
+	// refilled as soon as any task ends rather than when a chunk ends.
+	p := pool.New().WithMaxGoroutines(min(int(r.cfg.MaxParallel), len(tasks)))
+	for i, t := range tasks {
+		p.Go(func() {
+			if !b.start(i) {
+				r.log.Info("task not started: the run stops after this block", "task", t.Index)
+				return
+			}
+			planText, err := r.blockPhases(ctx, t)
+			b.finish(i, planText, err)
+		})
+	}
+	p.Wait()
+
+	// Every worker has returned: b is no longer shared.
+	r.commitBlock(ctx, b.tasks)
+	return r.finishBlock(ctx, tl, b.tasks)
+}
+
+// blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
+// task's failure, so that one broken task cannot take down the others' agents.
+func (r *run) blockPhases(ctx context.Context, t Task) (planText string, err error) {
+	if rec := panics.Try(func() {
+		if blockTaskStart != nil {
+			blockTaskStart(t)
+		}
+		planText, err = r.planAndExecute(ctx, t)
+	}); rec != nil {
+		r.log.Error("task panicked", "task", t.Index, "panic", fmt.Sprint(rec.Value), "stack", string(rec.Stack))
+		return "", fmt.Errorf("panic: %v", rec.Value)
+	}
+	return planText, err
+}
+
+// commitBlock makes the one commit of a block (commit_after_phase2) when an
+// execute succeeded; if it fails, every task whose work it held fails with it.
+func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
+	if !r.cfg.CommitAfterPhase2 {
+		return
+	}
+	var indices []int
+	planText := ""
+	for _, bt := range bts {
+		if bt.done && bt.err == nil {
+			if indices == nil {
+				planText = bt.planText
+			}
+			indices = append(indices, bt.task.Index)
+		}
+	}
+	if len(indices) == 0 {
+		return
+	}
+	if err := r.commit(ctx, indices, planText); err != nil {
+		for i := range bts {
+			if bts[i].done && bts[i].err == nil {
+				bts[i].err = err
+			}
+		}
+	}
+}
+
+// finishBlock runs Phase 3 of each success in index order and records every
+// started task's outcome in index order, each completion saved as soon as its
+// review ends. When a record stops the run (a failure without
+// continue_with_remaining_tasks, max_consecutive_task_failures, an
+// interruption), the successes at later indices are still reviewed and saved
+// as completed: their executes already changed the repository, and a later
+// run that redid them would work on top of their own changes. Their failures
+// are not recorded, as a sequential run would not have reached them.
+func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask) error {
+	var stop error
+	for _, bt := range bts {
+		if !bt.started {
+			continue
+		}
+		res := taskResult{err: bt.err}
+		if res.err == nil {
+			res = r.review(ctx, bt.task)
+		}
+		if stop == nil {
+			stop = r.record(ctx, tl, bt.task, res)
+			continue
+		}
+		if res.err != nil {
+			continue
+		}
+		if err := r.store.Complete(bt.task.Index); err != nil {
+			r.log.Error("could not save a completed task", "task", bt.task.Index, "err", err)
+			continue
+		}
+		r.log.Info("task completed; saved although the run stops at an earlier task", "task", bt.task.Index, "findings_left", res.findingsLeft)
+	}
+	return stop
+}

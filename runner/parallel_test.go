@@ -1,0 +1,566 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+)
+
+// parallelPlan builds a plan from a pattern: the i-th letter is task i+1,
+// 'p' a (parallel) task and 's' a sequential one.
+func parallelPlan(pattern string) string {
+	var b strings.Builder
+	for i, kind := range pattern {
+		mark := ""
+		if kind == 'p' {
+			mark = " (parallel)"
+		}
+		fmt.Fprintf(&b, "## Task %d%s\nDo step %d\n\n", i+1, mark, i+1)
+	}
+	return b.String()
+}
+
+// agentSpan is one agent process's life as the fake recorded it.
+type agentSpan struct {
+	key        string
+	pid        int
+	start, end time.Time // end is the far future for an agent that never recorded its end
+}
+
+// agentSpans pairs the start and end records of every agent call by pid.
+func agentSpans(h *harness) []agentSpan {
+	h.t.Helper()
+	records, err := fakes.ReadCalls(h.agentDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ends := map[int]time.Time{}
+	for _, c := range fakes.Ends(records) {
+		ends[c.PID] = c.Time
+	}
+	var spans []agentSpan
+	for _, c := range fakes.Starts(records) {
+		end, found := ends[c.PID]
+		if !found {
+			end = time.Unix(math.MaxInt32, 0)
+		}
+		spans = append(spans, agentSpan{key: c.Key, pid: c.PID, start: c.Time, end: end})
+	}
+	return spans
+}
+
+// span returns the span of the call with key, failing the test if there is
+// not exactly one.
+func span(t *testing.T, spans []agentSpan, key string) agentSpan {
+	t.Helper()
+	var found []agentSpan
+	for _, s := range spans {
+		if s.key == key {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d calls %s in %v", len(found), key, spans)
+	}
+	return found[0]
+}
+
+// maxAlive is the largest number of agents alive at once. An agent records
+// its end before it exits, and peal starts the next agent only after reaping
+// one, so a freed slot's end always sorts before the start that reuses it.
+func maxAlive(spans []agentSpan) int {
+	type event struct {
+		at    time.Time
+		delta int
+	}
+	var events []event
+	for _, s := range spans {
+		events = append(events, event{s.start, +1}, event{s.end, -1})
+	}
+	sort.Slice(events, func(i, j int) bool {
+		if !events[i].at.Equal(events[j].at) {
+			return events[i].at.Before(events[j].at)
+		}
+		return events[i].delta < events[j].delta
+	})
+	alive, most := 0, 0
+	for _, e := range events {
+		alive += e.delta
+		most = max(most, alive)
+	}
+	return most
+}
+
+// taskSpans keeps the spans of the given tasks' calls.
+func taskSpans(spans []agentSpan, tasks ...int) []agentSpan {
+	var out []agentSpan
+	for _, s := range spans {
+		for _, t := range tasks {
+			if strings.HasSuffix(s.key, fmt.Sprintf(":%d", t)) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// slowExecutes makes every execute last long enough that agents of one
+// block visibly overlap in the records.
+func slowExecutes(ms int) map[string][]fakes.Outcome {
+	return map[string][]fakes.Outcome{"execute": {{SleepMS: ms}}}
+}
+
+func sortedKeys(h *harness) []string {
+	keys := fakes.Keys(h.calls())
+	slices.Sort(keys)
+	return keys
+}
+
+func TestParallelBlockMaxAlive(t *testing.T) {
+	cases := []struct {
+		pattern     string
+		maxParallel int
+		want        int
+	}{
+		{"pppppp", 3, 3},
+		{"pppp", 2, 2},
+		{"ppp", 4, 3},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%d tasks on %d", len(tc.pattern), tc.maxParallel), func(t *testing.T) {
+			h := newHarness(t, parallelPlan(tc.pattern))
+			h.scenario(slowExecutes(400))
+			out, err := h.run(fmt.Sprintf("PEAL_MAX_PARALLEL=%d", tc.maxParallel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := maxAlive(agentSpans(h)); got != tc.want {
+				t.Fatalf("at most %d agents alive at once, want %d; calls %q", got, tc.want, h.keys())
+			}
+			var all []int
+			for i := range tc.pattern {
+				all = append(all, i+1)
+			}
+			if out.ExitCode != ExitOK || !slices.Equal(out.Completed, all) || !slices.Equal(h.state().CompletedTaskIndices, all) {
+				t.Fatalf("outcome %+v, state %+v", out, h.state())
+			}
+			if len(h.calls()) != 2*len(tc.pattern) {
+				t.Fatalf("calls %q", h.keys())
+			}
+		})
+	}
+}
+
+func TestBlockBetweenSequentialTasks(t *testing.T) {
+	h := newHarness(t, parallelPlan("sppps"))
+	h.scenario(slowExecutes(300))
+	if _, err := h.run("PEAL_MAX_PARALLEL=3"); err != nil {
+		t.Fatal(err)
+	}
+	spans := agentSpans(h)
+	before, block, after := taskSpans(spans, 1), taskSpans(spans, 2, 3, 4), taskSpans(spans, 5)
+	if got := maxAlive(block); got != 3 {
+		t.Fatalf("block: at most %d agents alive, want 3", got)
+	}
+	if maxAlive(before) != 1 || maxAlive(after) != 1 || len(before) != 2 || len(after) != 2 {
+		t.Fatalf("sequential tasks overlap or are missing: %v", spans)
+	}
+	for _, b := range block {
+		if !before[1].end.Before(b.start) || !b.end.Before(after[0].start) {
+			t.Fatalf("%s overlaps a sequential task: %v", b.key, spans)
+		}
+	}
+}
+
+// TestParallelOff: every way of turning parallel off (A3), or a single slot,
+// runs a block one task after the other.
+func TestParallelOff(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+	}{
+		{"default", nil},
+		{"max_parallel 0 forces off", []string{"PEAL_PARALLEL=true", "PEAL_MAX_PARALLEL=0"}},
+		{"explicit parallel false wins", []string{"PEAL_PARALLEL=false", "PEAL_MAX_PARALLEL=3"}},
+		{"one slot", []string{"PEAL_MAX_PARALLEL=1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, parallelPlan("ppp"))
+			h.scenario(slowExecutes(100))
+			if _, err := h.run(tc.env...); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2 plan:3 execute:3" {
+				t.Fatalf("calls %q", got)
+			}
+			if got := maxAlive(agentSpans(h)); got != 1 || strings.Contains(h.log.String(), "parallel block started") {
+				t.Fatalf("ran as a block: %d agents alive at once", got)
+			}
+		})
+	}
+}
+
+func TestBlockOfOnePendingTaskIsSequential(t *testing.T) {
+	h := newHarness(t, parallelPlan("ppp"))
+	writeState(t, h, []int{1, 3})
+	if _, err := h.run("PEAL_MAX_PARALLEL=3"); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:2 execute:2" || strings.Contains(h.log.String(), "parallel block started") {
+		t.Fatalf("calls %q; log:\n%s", h.keys(), h.log)
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2, 3}) {
+		t.Fatalf("state %+v", h.state())
+	}
+}
+
+// TestBlockFailureStopsNewStarts (B9): with two slots, task 1 ends at once and
+// task 3 takes its slot; task 2 fails while task 3 runs. Task 3 finishes and
+// is kept although it comes after the failure; tasks 4 to 6 never start.
+func TestBlockFailureStopsNewStarts(t *testing.T) {
+	h := newHarness(t, parallelPlan("pppppp"))
+	h.scenario(map[string][]fakes.Outcome{
+		"execute:2": {{Exit: 1, Stderr: "agent broke", SleepMS: 500}},
+		"execute:3": {{SleepMS: 1500}},
+	})
+	_, err := h.run("PEAL_MAX_PARALLEL=2")
+	var te *TaskError
+	if !errors.As(err, &te) || te.Index != 2 {
+		t.Fatalf("err = %v", err)
+	}
+	want := []string{"execute:1", "execute:2", "execute:3", "plan:1", "plan:2", "plan:3"}
+	if got := sortedKeys(h); !slices.Equal(got, want) {
+		t.Fatalf("calls %q, want %q", got, want)
+	}
+	spans := agentSpans(h)
+	failed, running := span(t, spans, "execute:2"), span(t, spans, "execute:3")
+	if !running.start.Before(failed.end) || !failed.end.Before(running.end) {
+		t.Fatalf("task 3 was not running when task 2 failed: %+v, %+v", failed, running)
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 3}) {
+		t.Fatalf("state %+v", h.state())
+	}
+	if _, found := h.summary(); found {
+		t.Fatal("a hard failure must not write a run summary")
+	}
+}
+
+func TestBlockContinueWithRemainingTasks(t *testing.T) {
+	h := newHarness(t, parallelPlan("pppp"))
+	h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}})
+	out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ExitCode != ExitWithIssues || !slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3, 4}) {
+		t.Fatalf("outcome %+v", out)
+	}
+	want := []string{"execute:1", "execute:3", "execute:4", "plan:1", "plan:2", "plan:3", "plan:4"}
+	if got := sortedKeys(h); !slices.Equal(got, want) {
+		t.Fatalf("calls %q", got)
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 3, 4}) {
+		t.Fatalf("state %+v", h.state())
+	}
+	if sum, _ := h.summary(); sum.ExitCode != ExitWithIssues || !slices.Equal(sum.TasksFailed, []int{2}) {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
+// TestBlockConsecutiveFailures: a block's outcomes count toward
+// max_consecutive_task_failures in index order, not in the order they end.
+func TestBlockConsecutiveFailures(t *testing.T) {
+	capped := []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2"}
+	slowFail := fakes.Outcome{Exit: 1, Stderr: "agent broke", SleepMS: 300}
+
+	t.Run("stops at the cap and keeps later successes", func(t *testing.T) {
+		h := newHarness(t, parallelPlan("ppppp"))
+		h.scenario(map[string][]fakes.Outcome{"plan:2": {slowFail}, "plan:3": {slowFail}})
+		_, err := h.run(append(capped, "PEAL_MAX_PARALLEL=5")...)
+		var se *StoppedError
+		var te *TaskError
+		if !errors.As(err, &se) || se.Failures != 2 || !errors.As(err, &te) || te.Index != 3 {
+			t.Fatalf("err = %v", err)
+		}
+		// Tasks 4 and 5 come after the stop but their work is done: kept.
+		if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 4, 5}) {
+			t.Fatalf("state %+v", h.state())
+		}
+	})
+
+	t.Run("failures that end one after the other are not consecutive", func(t *testing.T) {
+		h := newHarness(t, parallelPlan("ppppp"))
+		h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}, "plan:4": {fail}, "execute:3": {{SleepMS: 500}}})
+		out, err := h.run(append(capped, "PEAL_MAX_PARALLEL=5")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans := agentSpans(h)
+		if last := span(t, spans, "execute:3").end; !span(t, spans, "plan:2").end.Before(last) || !span(t, spans, "plan:4").end.Before(last) {
+			t.Fatal("tasks 2 and 4 did not both fail before task 3 ended")
+		}
+		if out.ExitCode != ExitWithIssues || !slices.Equal(out.Failed, []int{2, 4}) || !slices.Equal(out.Completed, []int{1, 3, 5}) {
+			t.Fatalf("outcome %+v", out)
+		}
+	})
+
+	t.Run("a certain stop starts no more tasks", func(t *testing.T) {
+		// Task 1 (sequential) fails; in the block, task 2's failure makes
+		// two in a row while task 3 still runs.
+		h := newHarness(t, parallelPlan("sppppp"))
+		h.scenario(map[string][]fakes.Outcome{"plan:1": {fail}, "plan:2": {fail}, "execute:3": {{SleepMS: 1000}}})
+		_, err := h.run(append(capped, "PEAL_MAX_PARALLEL=2")...)
+		var se *StoppedError
+		if !errors.As(err, &se) || se.Failures != 2 {
+			t.Fatalf("err = %v", err)
+		}
+		want := []string{"execute:3", "plan:1", "plan:2", "plan:3"}
+		if got := sortedKeys(h); !slices.Equal(got, want) {
+			t.Fatalf("calls %q, want %q", got, want)
+		}
+		if !slices.Equal(h.state().CompletedTaskIndices, []int{3}) {
+			t.Fatalf("state %+v", h.state())
+		}
+	})
+}
+
+func TestBlockCommit(t *testing.T) {
+	writes := func(task int) []fakes.Outcome {
+		return []fakes.Outcome{{WriteFiles: map[string]string{fmt.Sprintf("%d.txt", task): "x"}}}
+	}
+	cases := []struct {
+		name    string
+		env     []string
+		rules   map[string][]fakes.Outcome
+		subject string
+		files   string
+	}{
+		{"one commit for the block", nil,
+			map[string][]fakes.Outcome{"plan:2": {{Stdout: "\nBuild the second part\nin detail"}}},
+			"peal: tasks 2, 3, 4 - Build the second part", "2.txt 3.txt 4.txt"},
+		{"only the successes", []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"},
+			map[string][]fakes.Outcome{"plan:2": {fail}, "plan:3": {{Stdout: "Third part first"}}},
+			"peal: tasks 3, 4 - Third part first", "3.txt 4.txt"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, parallelPlan("sppp"))
+			git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+			rules := map[string][]fakes.Outcome{}
+			for task := 1; task <= 4; task++ {
+				rules[fmt.Sprintf("execute:%d", task)] = writes(task)
+			}
+			for k, v := range tc.rules {
+				rules[k] = v
+			}
+			h.scenario(rules)
+			if _, err := h.run(append(tc.env, "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_MAX_PARALLEL=3")...); err != nil {
+				t.Fatal(err)
+			}
+			subjects := strings.Split(strings.TrimSpace(git(t, h.repo, "log", "--format=%s")), "\n")
+			want := []string{tc.subject, "peal: task 1 - fake plan output for task 1", "root"}
+			if !slices.Equal(subjects, want) {
+				t.Fatalf("commits %q, want %q", subjects, want)
+			}
+			if files := strings.Fields(git(t, h.repo, "show", "--name-only", "--format=", "HEAD")); strings.Join(files, " ") != tc.files {
+				t.Fatalf("block commit holds %q, want %q", files, tc.files)
+			}
+		})
+	}
+}
+
+// TestBlockTaskPanic: task 2 panics once task 3 has started (a channel, so
+// that the stop cannot keep task 3 from starting); task 2 fails, the others
+// complete.
+func TestBlockTaskPanic(t *testing.T) {
+	panicAfterTask3 := func(t *testing.T) {
+		started3 := make(chan struct{})
+		blockTaskStart = func(task Task) {
+			switch task.Index {
+			case 3:
+				close(started3)
+			case 2:
+				<-started3
+				panic("boom")
+			}
+		}
+		t.Cleanup(func() { blockTaskStart = nil })
+	}
+
+	t.Run("continue", func(t *testing.T) {
+		h := newHarness(t, parallelPlan("ppp"))
+		panicAfterTask3(t)
+		out, err := h.run("PEAL_MAX_PARALLEL=3", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3}) || strings.Contains(h.keys(), ":2") {
+			t.Fatalf("outcome %+v, calls %q", out, h.keys())
+		}
+		if !strings.Contains(h.log.String(), "task panicked") {
+			t.Fatalf("the panic is not logged:\n%s", h.log)
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		h := newHarness(t, parallelPlan("ppp"))
+		panicAfterTask3(t)
+		_, err := h.run("PEAL_MAX_PARALLEL=3")
+		var te *TaskError
+		if !errors.As(err, &te) || te.Index != 2 || !strings.Contains(err.Error(), "panic: boom") {
+			t.Fatalf("err = %v", err)
+		}
+		if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 3}) {
+			t.Fatalf("state %+v", h.state())
+		}
+	})
+}
+
+// TestBlockInterrupted (B4): three agents hang in a block of four on three
+// slots; task 4 can only have started once task 1 was done. Cancelling
+// stops every agent and keeps task 1.
+func TestBlockInterrupted(t *testing.T) {
+	h := newHarness(t, parallelPlan("pppp"))
+	pipes := map[int]string{}
+	rules := map[string][]fakes.Outcome{}
+	for _, task := range []int{2, 3, 4} {
+		pipes[task] = readyPipe(t)
+		rules[fmt.Sprintf("execute:%d", task)] = []fakes.Outcome{{WriteFiles: map[string]string{pipes[task]: "x"}, Hang: true}}
+	}
+	h.scenario(rules)
+	cfg := h.config("PEAL_MAX_PARALLEL=3")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
+		done <- err
+	}()
+	for _, task := range []int{2, 3, 4} {
+		waitReady(t, pipes[task])
+	}
+	cancel(errors.New("SIGINT"))
+	err := <-done
+	if !IsInterrupted(err) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, c := range h.calls() {
+		if fakes.ProcessAlive(c.PID) {
+			t.Errorf("agent %s (pid %d) alive after the interruption", c.Key, c.PID)
+		}
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
+		t.Fatalf("state %+v", h.state())
+	}
+}
+
+// stetRunSpans pairs the fake stet's start and end records of `stet run` by pid.
+func stetRunSpans(h *harness) []agentSpan {
+	h.t.Helper()
+	records, err := fakes.ReadStetCalls(h.stetDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ends := map[int]time.Time{}
+	for _, c := range records {
+		if c.Event == fakes.EventEnd {
+			ends[c.PID] = c.Time
+		}
+	}
+	var spans []agentSpan
+	for _, c := range records {
+		if c.Event == fakes.EventStart && c.Cmd == "run" {
+			spans = append(spans, agentSpan{key: "stet run", pid: c.PID, start: c.Time, end: ends[c.PID]})
+		}
+	}
+	return spans
+}
+
+// TestBlockReviewAfterLastExecute (A8, B8): Phase 3 of a block starts only
+// once its last execute has ended, reviews one task at a time in index
+// order, and the block's tasks complete after their reviews.
+func TestBlockReviewAfterLastExecute(t *testing.T) {
+	h := newHarness(t, parallelPlan("pppp"))
+	env := h.withStet(fakes.StetScenario{Findings: twoFindings(), RunExitOnFindings: 1})
+	h.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{SleepMS: 600}},
+		"execute:3": {{SleepMS: 300}},
+		"address":   {{StetFix: -1}},
+	})
+	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=4")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := agentSpans(h)
+	var lastExecute time.Time
+	var phase3 []string
+	for _, s := range spans {
+		if strings.HasPrefix(s.key, "execute:") && s.end.After(lastExecute) {
+			lastExecute = s.end
+		}
+	}
+	for _, s := range spans {
+		if strings.HasPrefix(s.key, "triage:") || strings.HasPrefix(s.key, "address:") {
+			phase3 = append(phase3, s.key)
+			if !s.start.After(lastExecute) {
+				t.Errorf("%s started before the block's last execute ended", s.key)
+			}
+		}
+	}
+	// Task 1, the lowest index, is reviewed first and fixes the shared findings.
+	if !slices.Equal(phase3, []string{"triage:1", "address:1"}) {
+		t.Fatalf("Phase 3 agent calls %q", phase3)
+	}
+	runs := stetRunSpans(h)
+	if len(runs) != 5 || maxAlive(runs) != 1 {
+		t.Fatalf("stet runs %q (want 5, one at a time)", h.stetCmds())
+	}
+	for _, r := range runs {
+		if !r.start.After(lastExecute) {
+			t.Fatalf("a stet run started before the block's last execute ended: %v, last execute %v", r, lastExecute)
+		}
+	}
+	if !slices.Equal(out.Completed, []int{1, 2, 3, 4}) || !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2, 3, 4}) {
+		t.Fatalf("outcome %+v, state %+v", out, h.state())
+	}
+}
+
+// TestBlockReviewFailure (B8): a block task whose review fails is not
+// completed although its execute succeeded; the other tasks are, including
+// one reviewed after the failure that stops the run.
+func TestBlockReviewFailure(t *testing.T) {
+	cases := []struct {
+		name     string
+		env      []string
+		wantStop bool
+	}{
+		{"continue", []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, false},
+		{"stop", nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, parallelPlan("ppp"))
+			env := h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{}, {Hang: true}, {}}}})
+			// Reviews run in index order: the second `stet run` is task 2's.
+			out, err := h.run(append(append(env, tc.env...), "PEAL_MAX_PARALLEL=3", "PEAL_PHASE_TIMEOUT_SEC=1")...)
+			var te *TaskError
+			if tc.wantStop != (err != nil) || (err != nil && (!errors.As(err, &te) || te.Index != 2)) {
+				t.Fatalf("err = %v", err)
+			}
+			if !tc.wantStop && (!slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3})) {
+				t.Fatalf("outcome %+v", out)
+			}
+			if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 3}) {
+				t.Fatalf("state %+v", h.state())
+			}
+		})
+	}
+}
