@@ -9,9 +9,10 @@ import (
 	"github.com/sourcegraph/conc/pool"
 )
 
-// blockTaskStart, when a test sets it, runs at the start of every task of a
-// parallel block; it is how a test makes a task panic (nil in production; a
-// package variable because the run struct is built inside Run).
+// blockTaskStart, when a test sets it, runs at the start of every task
+// (sequential or in a parallel block); it is how a test makes a task panic
+// (nil in production; a package variable because the run struct is built
+// inside Run).
 var blockTaskStart func(Task)
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently (A8):
@@ -118,16 +119,19 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 // blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
 // task's failure, so that one broken task cannot take down the others' agents.
 func (r *run) blockPhases(ctx context.Context, t Task) (planText string, err error) {
-	if rec := panics.Try(func() {
-		if blockTaskStart != nil {
-			blockTaskStart(t)
-		}
-		planText, err = r.planAndExecute(ctx, t)
-	}); rec != nil {
-		r.log.Error("task panicked", "task", t.Index, "panic", fmt.Sprint(rec.Value), "stack", string(rec.Stack))
-		return "", fmt.Errorf("panic: %v", rec.Value)
+	if perr := r.recoverTask(t, func() { planText, err = r.planAndExecute(ctx, t) }); perr != nil {
+		return "", perr
 	}
 	return planText, err
+}
+
+// recoverTask runs fn and turns a panic in it into an error of task t.
+func (r *run) recoverTask(t Task, fn func()) error {
+	if rec := panics.Try(fn); rec != nil {
+		r.log.Error("task panicked", "task", t.Index, "panic", fmt.Sprint(rec.Value), "stack", string(rec.Stack))
+		return fmt.Errorf("panic: %v", rec.Value)
+	}
+	return nil
 }
 
 // commitBlock makes the one commit of a block (commit_after_phase2) when an

@@ -671,3 +671,30 @@ func waitReady(t *testing.T, p string) {
 		t.Fatal("the fake never became ready")
 	}
 }
+
+// TestSequentialTaskPanic: a panic inside a task is that task's failure, not
+// a crash: the state is saved and, under continue_with_remaining_tasks, the
+// run goes on.
+func TestSequentialTaskPanic(t *testing.T) {
+	blockTaskStart = func(task Task) {
+		if task.Index == 2 {
+			panic("boom")
+		}
+	}
+	t.Cleanup(func() { blockTaskStart = nil })
+	h := newHarness(t, threeTasks)
+	out, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+	if err != nil || !slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if !strings.Contains(h.log.String(), "task panicked") {
+		t.Fatal("the panic was not logged")
+	}
+	h2 := newHarness(t, threeTasks)
+	if _, err := h2.run(); err == nil || !strings.Contains(err.Error(), "panic: boom") {
+		t.Fatalf("err = %v", err)
+	}
+	if !slices.Equal(h2.state().CompletedTaskIndices, []int{1}) {
+		t.Fatalf("state %+v", h2.state())
+	}
+}

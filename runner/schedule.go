@@ -29,7 +29,11 @@ func (r *run) schedule(ctx context.Context, segs []Segment) (Outcome, error) {
 			continue
 		}
 		for _, t := range pending {
-			if err := r.record(ctx, &tl, t, r.runTask(ctx, t)); err != nil {
+			var res taskResult
+			if err := r.recoverTask(t, func() { res = r.runTask(ctx, t) }); err != nil {
+				res = taskResult{err: err}
+			}
+			if err := r.record(ctx, &tl, t, res); err != nil {
 				return tl.out, err
 			}
 		}
@@ -101,6 +105,9 @@ func (r *run) runTask(ctx context.Context, t Task) taskResult {
 // planAndExecute runs Phases 1 and 2 and returns the plan text.
 func (r *run) planAndExecute(ctx context.Context, t Task) (string, error) {
 	r.log.Info("task started", "task", t.Index)
+	if blockTaskStart != nil {
+		blockTaskStart(t)
+	}
 	planText, err := r.planTask(ctx, t)
 	if err != nil {
 		return "", err
