@@ -19,8 +19,9 @@ import (
 type Source string
 
 const (
-	SourceDefault Source = "default"
-	SourceFile    Source = "file"
+	SourceDefault    Source = "default"
+	SourceTFSettings Source = "tf-settings"
+	SourceFile       Source = "file"
 	SourceEnv     Source = "env"
 	SourceFlag    Source = "flag"
 )
@@ -64,15 +65,30 @@ type Config struct {
 	LogFile                    string           `key:"log_file"`
 	KillGraceSec               uint64           `key:"kill_grace_sec"`
 	IdleTimeoutSec             uint64           `key:"idle_timeout_sec"`
+	KnowledgeDir               string           `key:"knowledge_dir"`
+	TicketID                   string           `key:"ticket_id"`
+	TicketPrefix               string           `key:"ticket_prefix"`
+	FailOn                     []string         `key:"fail_on"`
+	EscalationEnabled          bool             `key:"escalation.enabled"`
+	EscalationMaxRetries       uint32           `key:"escalation.max_retries"`
+	EscalationFixer            string           `key:"escalation.fixer"`
+	EscalationSecondOpinion    string           `key:"escalation.reviewer_second_opinion"`
+	EscalationWorker           string           `key:"escalation.worker"`
 
 	// ConfigPath is the TOML file read, "" when none.
 	ConfigPath string
 	// Task and FromTask come from --task and --from-task only.
 	Task, FromTask *uint32
+	// RetryReset comes from --retry-reset only: back up the retry state of
+	// this run's tickets before it starts.
+	RetryReset bool
 	// AgentPath is agent_cmd resolved to an executable by Validate.
 	AgentPath string
 	// Sources tells, for every key, the layer its value came from.
 	Sources map[string]Source
+	// Warnings are problems that do not stop the run (an unreadable
+	// ticketflow settings file), for the caller to log.
+	Warnings []string
 }
 
 // Inputs are the raw layers handed to Load.
@@ -109,16 +125,18 @@ func Load(in Inputs) (*Config, error) {
 			return nil, err
 		}
 	}
+	tf, warnings := tfSettingsLayer(repoFrom(flags, env, file))
 	defaults := layer{source: SourceDefault, values: map[string]any{}}
 	for _, k := range Keys {
 		if k.Default != nil {
 			defaults.values[k.Name] = k.Default
 		}
 	}
-	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}}
+	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}, Warnings: warnings}
 	resolved := map[string]any{}
 	for _, k := range Keys {
-		for _, l := range []layer{flags, env, file, defaults} {
+		cfg.Sources[k.Name] = SourceDefault // unset keys are default too
+		for _, l := range []layer{flags, env, file, tf, defaults} {
 			if v, ok := l.values[k.Name]; ok {
 				resolved[k.Name] = v
 				cfg.Sources[k.Name] = l.source
@@ -133,6 +151,16 @@ func Load(in Inputs) (*Config, error) {
 		cfg.Sources["run_summary_path"] = SourceDefault
 	}
 	return cfg, nil
+}
+
+// repoFrom is repo_path as the layers above the ticketflow settings give it.
+func repoFrom(layers ...layer) string {
+	for _, l := range layers {
+		if v, ok := l.values["repo_path"].(string); ok && v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // resolveParallel applies the rules of A3: max_parallel = 0 forces parallel

@@ -63,7 +63,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 	values := map[Kind][2]string{ // text form, TOML form
 		KindString: {"x", `"x"`}, KindPath: {"p", `"p"`}, KindBool: {"true", "true"},
 		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindCommands: {"a b,c", `["a b", "c"]`},
-		KindArgs: {"a,b", `["a", "b"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
+		KindArgs: {"a,b", `["a", "b"]`}, KindSeverities: {"Minor", `["Minor"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
 	}
 	for _, k := range Keys {
 		text, tomlText := values[k.Kind][0], values[k.Kind][1]
@@ -324,6 +324,136 @@ func TestDocumented(t *testing.T) {
 		row := "| `" + k.Name + "` | `" + k.Env() + "` | " + flag + " |"
 		if !strings.Contains(doc, row) {
 			t.Errorf("docs/configuration.md lacks the row %q", row)
+		}
+	}
+}
+
+func writeSettings(t *testing.T, repo, body string) {
+	t.Helper()
+	p := filepath.Join(repo, TFSettingsPath)
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTFSettingsLayer: a ticketflow project's settings sit below peal's file
+// and above the defaults.
+func TestTFSettingsLayer(t *testing.T) {
+	repo := gitRepo(t)
+	writeSettings(t, repo, `{"workflow": {"failOn": ["critical"], "escalation": {"enabled": true, "maxRetries": 5,
+		"models": {"fixer": "fix-model", "reviewerSecondOpinion": null, "worker": "work-model"}}}}`)
+	cfg, err := Load(Inputs{Env: []string{"PEAL_REPO_PATH=" + repo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.EscalationEnabled || cfg.EscalationMaxRetries != 5 || cfg.EscalationFixer != "fix-model" || cfg.EscalationWorker != "work-model" {
+		t.Fatalf("settings not applied: %+v", cfg)
+	}
+	if cfg.EscalationSecondOpinion != "" || cfg.Sources["escalation.reviewer_second_opinion"] != SourceDefault {
+		t.Fatal("a null model must mean the base model")
+	}
+	if strings.Join(cfg.FailOn, ",") != "Critical" || cfg.Sources["fail_on"] != SourceTFSettings || cfg.Sources["escalation.enabled"] != SourceTFSettings {
+		t.Fatalf("fail_on %v from %s", cfg.FailOn, cfg.Sources["fail_on"])
+	}
+
+	file := writeTOML(t, "[escalation]\nmax_retries = 2\n")
+	cfg, err = Load(Inputs{Env: []string{"PEAL_REPO_PATH=" + repo, "PEAL_ESCALATION_FIXER=env-model"}, ConfigPath: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.EscalationMaxRetries != 2 || cfg.Sources["escalation.max_retries"] != SourceFile {
+		t.Fatal("peal's file must win over the ticketflow settings")
+	}
+	if cfg.EscalationFixer != "env-model" || cfg.Sources["escalation.fixer"] != SourceEnv {
+		t.Fatal("the environment must win over the ticketflow settings")
+	}
+}
+
+func TestTFSettingsInvalidIsAWarning(t *testing.T) {
+	for name, body := range map[string]string{
+		"not json":    "{workflow",
+		"wrong types": `{"workflow": {"escalation": {"enabled": "yes"}}}`,
+		"bad failOn":  `{"workflow": {"failOn": ["Blocker"]}}`,
+	} {
+		repo := gitRepo(t)
+		writeSettings(t, repo, body)
+		cfg, err := Load(Inputs{Flags: map[string]string{"repo_path": repo}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], TFSettingsPath) {
+			t.Fatalf("%s: warnings %q", name, cfg.Warnings)
+		}
+		if cfg.Sources["escalation.enabled"] != SourceDefault {
+			t.Fatalf("%s: a broken settings file was applied", name)
+		}
+	}
+}
+
+func TestFailOn(t *testing.T) {
+	cases := []struct {
+		in   Inputs
+		want string
+		err  string
+	}{
+		{Inputs{}, "Critical,Major", ""},
+		{Inputs{Env: []string{"PEAL_FAIL_ON=critical, minor"}}, "Critical,Minor", ""},
+		{Inputs{Flags: map[string]string{"fail_on": ""}}, "", ""},
+		{Inputs{ConfigPath: writeTOML(t, "fail_on = []\n")}, "", ""},
+		{Inputs{Env: []string{"PEAL_FAIL_ON="}}, "Critical,Major", ""},
+		{Inputs{Env: []string{"PEAL_FAIL_ON=Blocker"}}, "", `PEAL_FAIL_ON: unknown severity "Blocker"`},
+		{Inputs{ConfigPath: writeTOML(t, "fail_on = [\"Major\", \"Huge\"]\n")}, "", `unknown severity "Huge"`},
+	}
+	for _, tc := range cases {
+		cfg, err := Load(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("err = %v, want %q", err, tc.err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(cfg.FailOn, ",") != tc.want {
+			t.Errorf("fail_on %v (err %v), want %q", cfg.FailOn, err, tc.want)
+		}
+	}
+}
+
+func TestTickets(t *testing.T) {
+	repo := gitRepo(t)
+	planDir := t.TempDir()
+	agent := filepath.Join(t.TempDir(), "agent")
+	os.WriteFile(agent, []byte("#!/bin/sh\n"), 0o755)
+	load := func(plan string, env ...string) (*Config, error) {
+		p := filepath.Join(planDir, plan)
+		os.WriteFile(p, []byte("## Task 1\n"), 0o644)
+		cfg, err := Load(Inputs{Env: append([]string{"PEAL_PLAN_PATH=" + p, "PEAL_REPO_PATH=" + repo, "PEAL_AGENT_CMD=" + agent,
+			"PEAL_STATE_DIR=" + filepath.Join(planDir, "st")}, env...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, cfg.Validate()
+	}
+	for plan, want := range map[string]string{"plan.md": "plan", "My-Plan_2.md": "myplan", "123.md": "task", "ROADMAP": "roadmap"} {
+		cfg, err := load(plan)
+		if err != nil || cfg.TicketPrefix != want {
+			t.Errorf("%s: prefix %q (err %v), want %q", plan, cfg.TicketPrefix, err, want)
+		}
+	}
+	cfg, err := load("plan.md")
+	if err != nil || cfg.KnowledgeDir != filepath.Join(planDir, "st", "knowledge") {
+		t.Fatalf("knowledge dir %q outside a ticketflow project (err %v)", cfg.KnowledgeDir, err)
+	}
+	os.MkdirAll(filepath.Join(repo, ".tf"), 0o755)
+	if cfg, err = load("plan.md"); err != nil || cfg.KnowledgeDir != filepath.Join(repo, ".tf", "knowledge") {
+		t.Fatalf("knowledge dir %q in a ticketflow project (err %v)", cfg.KnowledgeDir, err)
+	}
+	if _, err := load("plan.md", "PEAL_TICKET_ID=pt-te9b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range []string{"PEAL_TICKET_ID=PT-1", "PEAL_TICKET_ID=pt_1", "PEAL_TICKET_ID=pt-", "PEAL_TICKET_PREFIX=my_plan"} {
+		if _, err := load("plan.md", env); err == nil || !strings.Contains(err.Error(), strings.SplitN(env, "=", 2)[1]) {
+			t.Errorf("%s: err = %v", env, err)
 		}
 	}
 }

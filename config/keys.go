@@ -15,10 +15,11 @@ const (
 	KindCommands      // list of command strings; env/flag text splits on commas
 	KindArgs          // list of arguments; env/flag text splits on commas and whitespace
 	KindPatterns      // list of {pattern, reason}; env text is "pattern|reason,..."
+	KindSeverities    // list of review severities; env/flag text splits on commas
 )
 
 // Key describes one configuration key: its names in every layer and its default.
-// Env names are always "PEAL_" + upper-cased Name.
+// Env names are always "PEAL_" + the upper-cased Name, dots becoming underscores.
 type Key struct {
 	Name    string // TOML key, also the key of Config's `key` struct tag
 	Flag    string // flag name without dashes; "" when the key has no flag
@@ -30,7 +31,9 @@ type Key struct {
 }
 
 // Env returns the environment variable that sets the key.
-func (k Key) Env() string { return "PEAL_" + strings.ToUpper(k.Name) }
+func (k Key) Env() string {
+	return "PEAL_" + strings.ToUpper(strings.ReplaceAll(k.Name, ".", "_"))
+}
 
 // FlagName returns "--flag" or "" when the key cannot be set by a flag.
 func (k Key) FlagName() string {
@@ -42,6 +45,10 @@ func (k Key) FlagName() string {
 
 // DismissReasons are the reasons stet accepts for `stet dismiss`.
 var DismissReasons = []string{"false_positive", "already_correct", "wrong_suggestion", "out_of_scope"}
+
+// Severities are the quality-gate severities of the retry-state store, in
+// ticketflow's order.
+var Severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}
 
 // Keys is the single table of configuration keys; config loading, validation,
 // help text and the documentation checks all read it.
@@ -82,6 +89,15 @@ var Keys = []Key{
 	{Name: "log_file", Flag: "log-file", Kind: KindPath, Type: "path", Help: "File that JSON log lines are appended to"},
 	{Name: "kill_grace_sec", Flag: "kill-grace-sec", Kind: KindU64, Default: uint64(5), Type: "u64", Help: "Seconds between SIGTERM and SIGKILL to a child's process group"},
 	{Name: "idle_timeout_sec", Flag: "idle-timeout-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "A call silent on stdout and stderr this long times out (0: off)"},
+	{Name: "knowledge_dir", Flag: "knowledge-dir", Kind: KindPath, Type: "path", Help: "Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"},
+	{Name: "ticket_id", Flag: "ticket", Kind: KindString, Type: "string", Help: "Run the whole plan as one attempt of this ticket (unset: one ticket per task)"},
+	{Name: "ticket_prefix", Flag: "ticket-prefix", Kind: KindString, Type: "string", Help: "Prefix of per-task ticket ids <prefix>-<task> (unset: from the plan file name)"},
+	{Name: "fail_on", Flag: "fail-on", Kind: KindSeverities, Default: []string{"Critical", "Major"}, Type: "list of severities", Help: "Severities of left-over findings that block a ticket (empty: no gate)"},
+	{Name: "escalation.enabled", Flag: "escalation", Kind: KindBool, Default: false, Type: "bool", Help: "Escalate models on retried tickets and skip exhausted ones"},
+	{Name: "escalation.max_retries", Flag: "max-retries", Kind: KindU32, Default: uint64(3), Type: "u32", Help: "Blocked attempts after which a ticket is skipped"},
+	{Name: "escalation.fixer", Flag: "escalation-fixer", Kind: KindString, Type: "string", Help: "Model of address calls from attempt 2 (unset: the base model)"},
+	{Name: "escalation.reviewer_second_opinion", Flag: "escalation-reviewer-second-opinion", Kind: KindString, Type: "string", Help: "Model of triage calls from attempt 3 (unset: the base model)"},
+	{Name: "escalation.worker", Flag: "escalation-worker", Kind: KindString, Type: "string", Help: "Model of plan and execute calls from attempt 3 (unset: the base model)"},
 }
 
 // KeyByName returns the key named name.

@@ -41,6 +41,8 @@ func parseText(k Key, raw, where string) (any, error) {
 		return splitCommas(raw), nil
 	case KindArgs:
 		return strings.FieldsFunc(raw, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }), nil
+	case KindSeverities:
+		return checkSeverities(splitCommas(raw), where)
 	case KindPatterns:
 		// Malformed pairs are skipped, as documented for PEAL_STET_DISMISS_PATTERNS.
 		var out []DismissPattern
@@ -72,6 +74,20 @@ func splitCommas(raw string) []string {
 		}
 	}
 	return out
+}
+
+// checkSeverities accepts severity names in any case and returns them in
+// ticketflow's spelling.
+func checkSeverities(list []string, where string) (any, error) {
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		i := slices.IndexFunc(Severities, func(sev string) bool { return strings.EqualFold(sev, strings.TrimSpace(s)) })
+		if i < 0 {
+			return nil, fmt.Errorf("%s: unknown severity %q: want %s", where, s, strings.Join(Severities, ", "))
+		}
+		out = append(out, Severities[i])
+	}
+	return out, nil
 }
 
 func checkEnum(k Key, v, where string) (any, error) {
@@ -114,7 +130,7 @@ func parseTOML(k Key, v any, where string) (any, error) {
 			return nil, fmt.Errorf("%s: invalid value %d: want a non-negative whole number%s", where, n, u32Hint(k))
 		}
 		return uint64(n), nil
-	case KindCommands, KindArgs:
+	case KindCommands, KindArgs, KindSeverities:
 		list, ok := v.([]any)
 		if !ok {
 			return nil, wrongType()
@@ -126,6 +142,9 @@ func parseTOML(k Key, v any, where string) (any, error) {
 				return nil, fmt.Errorf("%s: wrong type: every entry must be a string", where)
 			}
 			out = append(out, s)
+		}
+		if k.Kind == KindSeverities {
+			return checkSeverities(out, where)
 		}
 		return out, nil
 	case KindPatterns:

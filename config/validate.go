@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 )
 
 // Validate checks everything that must hold before any child process runs.
@@ -54,10 +56,61 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("normalize prompt %s is not a readable file: check %s", c.NormalizePromptPath, describe("normalize_prompt_path", c.Sources))
 		}
 	}
+	if err := c.resolveTickets(); err != nil {
+		return err
+	}
 	if c.AgentPath, err = ResolveCommand(c.AgentCmd); err != nil {
 		return fmt.Errorf("agent command %q not found (%v): install the Cursor CLI or set %s", c.AgentCmd, err, describe("agent_cmd", c.Sources))
 	}
 	return nil
+}
+
+// TicketIDPattern is the form of ticketflow ticket ids.
+var TicketIDPattern = regexp.MustCompile(`^[a-z]+-[a-z0-9]+$`)
+
+// resolveTickets fills the retry-state store's defaults and checks the ids
+// this run will use.
+func (c *Config) resolveTickets() error {
+	if c.KnowledgeDir == "" {
+		c.KnowledgeDir = filepath.Join(c.StateDir, "knowledge")
+		if info, err := os.Stat(filepath.Join(c.RepoPath, ".tf")); err == nil && info.IsDir() {
+			// A ticketflow project: share its store.
+			c.KnowledgeDir = filepath.Join(c.RepoPath, ".tf", "knowledge")
+		}
+	}
+	var err error
+	if c.KnowledgeDir, err = filepath.Abs(c.KnowledgeDir); err != nil {
+		return fmt.Errorf("knowledge dir %s: %w", c.KnowledgeDir, err)
+	}
+	if c.TicketID != "" {
+		if !TicketIDPattern.MatchString(c.TicketID) {
+			return fmt.Errorf("ticket id %q is not a ticket id (lower-case letters, a dash, lower-case letters or digits, like pt-te9b): check %s", c.TicketID, describe("ticket_id", c.Sources))
+		}
+		return nil
+	}
+	if c.TicketPrefix == "" {
+		c.TicketPrefix = DefaultTicketPrefix(c.PlanPath)
+	}
+	if id := c.TicketPrefix + "-1"; !TicketIDPattern.MatchString(id) {
+		return fmt.Errorf("ticket prefix %q gives ids like %q, which are not ticket ids (use lower-case letters only): check %s", c.TicketPrefix, id, describe("ticket_prefix", c.Sources))
+	}
+	return nil
+}
+
+// DefaultTicketPrefix is the plan file's name without extension, lower-cased,
+// keeping only a–z; "task" when nothing is left.
+func DefaultTicketPrefix(planPath string) string {
+	base := strings.ToLower(strings.TrimSuffix(filepath.Base(planPath), filepath.Ext(planPath)))
+	var b strings.Builder
+	for _, r := range base {
+		if r >= 'a' && r <= 'z' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "task"
+	}
+	return b.String()
 }
 
 // ResolveCommand finds a command the way the agent command is found: a bare

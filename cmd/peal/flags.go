@@ -50,6 +50,16 @@ type RunFlags struct {
 	LogFile                    string `peal:"log_file" placeholder:"PATH"`
 	KillGraceSec               string `peal:"kill_grace_sec" placeholder:"SEC"`
 	IdleTimeoutSec             string `peal:"idle_timeout_sec" placeholder:"SEC"`
+	KnowledgeDir               string `peal:"knowledge_dir" placeholder:"PATH"`
+	Ticket                     string `peal:"ticket_id" placeholder:"ID"`
+	TicketPrefix               string `peal:"ticket_prefix" placeholder:"PREFIX"`
+	FailOn                     string `peal:"fail_on" placeholder:"SEVERITIES"`
+	Escalation                 bool   `peal:"escalation.enabled" negatable:""`
+	MaxRetries                 string `peal:"escalation.max_retries" placeholder:"N"`
+	EscalationFixer            string `peal:"escalation.fixer" placeholder:"MODEL"`
+	EscalationSecondOpinion    string `peal:"escalation.reviewer_second_opinion" name:"escalation-reviewer-second-opinion" placeholder:"MODEL"`
+	EscalationWorker           string `peal:"escalation.worker" placeholder:"MODEL"`
+	RetryReset                 bool   `help:"Back up the retry state of this run's tickets before it starts (fresh attempt 1, base models)."`
 }
 
 // flagValues collects the configuration flags actually given on the command
@@ -72,7 +82,7 @@ func (f *RunFlags) load(kctx *kong.Context, environ []string) (*config.Config, e
 	if err != nil {
 		return nil, err
 	}
-	cfg.Task, cfg.FromTask = f.Task, f.FromTask
+	cfg.Task, cfg.FromTask, cfg.RetryReset = f.Task, f.FromTask, f.RetryReset
 	return cfg, cfg.Validate()
 }
 

@@ -32,6 +32,9 @@ func (c *RunCmd) Run(e *env) error {
 		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
 	}
 	defer closeLog()
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 
 	out, err := runner.Run(e.ctx, cfg, log)
 	if err != nil {
