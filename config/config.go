@@ -22,8 +22,8 @@ const (
 	SourceDefault    Source = "default"
 	SourceTFSettings Source = "tf-settings"
 	SourceFile       Source = "file"
-	SourceEnv     Source = "env"
-	SourceFlag    Source = "flag"
+	SourceEnv        Source = "env"
+	SourceFlag       Source = "flag"
 )
 
 // Config is the resolved configuration of one peal run. Fields tagged `key`

@@ -6,16 +6,16 @@ import "strings"
 type Kind int
 
 const (
-	KindString   Kind = iota
-	KindPath          // a file-system path; same parsing as KindString
-	KindEnum          // a string restricted to Key.Enum
-	KindBool          // true/false
-	KindU32           // non-negative integer below 2^32
-	KindU64           // non-negative integer
-	KindCommands      // list of command strings; env/flag text splits on commas
-	KindArgs          // list of arguments; env/flag text splits on commas and whitespace
-	KindPatterns      // list of {pattern, reason}; env text is "pattern|reason,..."
-	KindSeverities    // list of review severities; env/flag text splits on commas
+	KindString     Kind = iota
+	KindPath            // a file-system path; same parsing as KindString
+	KindEnum            // a string restricted to Key.Enum
+	KindBool            // true/false
+	KindU32             // non-negative integer below 2^32
+	KindU64             // non-negative integer
+	KindCommands        // list of command strings; env/flag text splits on commas
+	KindArgs            // list of arguments; env/flag text splits on commas and whitespace
+	KindPatterns        // list of {pattern, reason}; env text is "pattern|reason,..."
+	KindSeverities      // list of review severities; env/flag text splits on commas
 )
 
 // Key describes one configuration key: its names in every layer and its default.
