@@ -65,6 +65,15 @@ type Config struct {
 	LogFile                    string           `key:"log_file"`
 	KillGraceSec               uint64           `key:"kill_grace_sec"`
 	IdleTimeoutSec             uint64           `key:"idle_timeout_sec"`
+	NetworkRetryCount          uint32           `key:"network_retry_count"`
+	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec"`
+	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec"`
+	NetworkErrorPatterns       []string         `key:"network_error_patterns"`
+	FatalErrorPatterns         []string         `key:"fatal_error_patterns"`
+	RetryDelaySec              uint64           `key:"retry_delay_sec"`
+	FallbackAgentCmd           string           `key:"fallback_agent_cmd"`
+	FallbackModel              string           `key:"fallback_model"`
+	PlateauRounds              uint32           `key:"plateau_rounds"`
 	KnowledgeDir               string           `key:"knowledge_dir"`
 	TicketID                   string           `key:"ticket_id"`
 	TicketPrefix               string           `key:"ticket_prefix"`
@@ -82,8 +91,9 @@ type Config struct {
 	// RetryReset comes from --retry-reset only: back up the retry state of
 	// this run's tickets before it starts.
 	RetryReset bool
-	// AgentPath is agent_cmd resolved to an executable by Validate.
-	AgentPath string
+	// AgentPath is agent_cmd resolved to an executable by Validate, and
+	// FallbackPath fallback_agent_cmd ("" when unset).
+	AgentPath, FallbackPath string
 	// Sources tells, for every key, the layer its value came from.
 	Sources map[string]Source
 	// Warnings are problems that do not stop the run (an unreadable
@@ -317,4 +327,29 @@ func unwrapPathError(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// Value is the resolved value of a key in its TOML type: a string, bool,
+// uint64, []string or []DismissPattern; nil when unset.
+func (c *Config) Value(name string) any {
+	rv := reflect.ValueOf(c).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		if rt.Field(i).Tag.Get("key") != name {
+			continue
+		}
+		f := rv.Field(i)
+		switch {
+		case f.Kind() == reflect.Pointer && f.IsNil():
+			return nil
+		case f.Kind() == reflect.Pointer:
+			return f.Elem().Uint()
+		case f.Kind() == reflect.Uint32 || f.Kind() == reflect.Uint64:
+			return f.Uint()
+		case f.Kind() == reflect.String && f.String() == "":
+			return nil
+		}
+		return f.Interface()
+	}
+	return nil
 }

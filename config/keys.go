@@ -16,6 +16,7 @@ const (
 	KindArgs            // list of arguments; env/flag text splits on commas and whitespace
 	KindPatterns        // list of {pattern, reason}; env text is "pattern|reason,..."
 	KindSeverities      // list of review severities; env/flag text splits on commas
+	KindList            // list of strings; env/flag text splits on commas
 )
 
 // Key describes one configuration key: its names in every layer and its default.
@@ -50,6 +51,22 @@ var DismissReasons = []string{"false_positive", "already_correct", "wrong_sugges
 // ticketflow's order.
 var Severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}
 
+// DefaultNetworkPatterns mark failures of reaching the model's API.
+var DefaultNetworkPatterns = []string{
+	"connection reset", "connection refused", "connection timed out", "network is unreachable",
+	"econnreset", "econnrefused", "etimedout", "enotfound", "eai_again", "socket hang up",
+	"could not resolve host", "temporary failure in name resolution", "no such host",
+	"tls handshake timeout", "timeout awaiting response", "request timed out",
+	"rate limit", "too many requests", "status code 429", "http 429",
+	"502 bad gateway", "503 service unavailable", "504 gateway timeout",
+	"status code 502", "status code 503", "status code 504", "http 502", "http 503", "http 504",
+}
+
+// DefaultFatalPatterns mark failures that no retry can heal.
+var DefaultFatalPatterns = []string{
+	"not logged in", "authentication required", "unauthorized", "invalid api key",
+}
+
 // Keys is the single table of configuration keys; config loading, validation,
 // help text and the documentation checks all read it.
 var Keys = []Key{
@@ -67,7 +84,7 @@ var Keys = []Key{
 	{Name: "continue_with_remaining_tasks", Flag: "continue-with-remaining-tasks", Kind: KindBool, Default: false, Type: "bool", Help: "Record a failed task and go on with the next (exit 2)"},
 	{Name: "max_consecutive_task_failures", Flag: "max-consecutive-task-failures", Kind: KindU32, Type: "u32", Help: "Stop the run (exit 3) after this many task failures in a row (unset: no cap)"},
 	{Name: "max_address_rounds", Flag: "max-address-rounds", Kind: KindU32, Default: uint64(5), Type: "u32", Help: "Most address rounds per task in Phase 3"},
-	{Name: "on_findings_remaining", Flag: "on-findings-remaining", Kind: KindEnum, Enum: []string{"fail", "warn"}, Default: "fail", Type: "fail|warn", Help: "What a task left with findings after the last round does"},
+	{Name: "on_findings_remaining", Flag: "on-findings-remaining", Kind: KindEnum, Enum: []string{"fail", "warn", "defer"}, Default: "fail", Type: "fail|warn|defer", Help: "What a task left with findings after the last round does"},
 	{Name: "on_stet_fail", Flag: "on-stet-fail", Kind: KindEnum, Enum: []string{"fail", "retry_once", "skip"}, Default: "fail", Type: "fail|retry_once|skip", Help: "What a failed stet call does"},
 	{Name: "stet_path", Flag: "stet-path", Kind: KindPath, Type: "path", Help: "stet executable (unset: stet on PATH)"},
 	{Name: "stet_start_ref", Flag: "stet-start-ref", Kind: KindString, Type: "string", Help: "Ref passed to stet start"},
@@ -89,6 +106,15 @@ var Keys = []Key{
 	{Name: "log_file", Flag: "log-file", Kind: KindPath, Type: "path", Help: "File that JSON log lines are appended to"},
 	{Name: "kill_grace_sec", Flag: "kill-grace-sec", Kind: KindU64, Default: uint64(5), Type: "u64", Help: "Seconds between SIGTERM and SIGKILL to a child's process group"},
 	{Name: "idle_timeout_sec", Flag: "idle-timeout-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "A call silent on stdout and stderr this long times out (0: off)"},
+	{Name: "network_retry_count", Flag: "network-retry-count", Kind: KindU32, Default: uint64(2), Type: "u32", Help: "Retries of agent calls that failed with a network error (apart from the retry counts)"},
+	{Name: "network_retry_delay_sec", Flag: "network-retry-delay-sec", Kind: KindU64, Default: uint64(60), Type: "u64", Help: "First wait before a network retry; it doubles each time, ±20% jitter"},
+	{Name: "network_retry_max_delay_sec", Flag: "network-retry-max-delay-sec", Kind: KindU64, Default: uint64(600), Type: "u64", Help: "Longest wait before a network retry"},
+	{Name: "network_error_patterns", Flag: "network-error-patterns", Kind: KindList, Default: DefaultNetworkPatterns, Type: "list of strings", Help: "Case-insensitive texts of stderr or the stdout tail that mark a network failure"},
+	{Name: "fatal_error_patterns", Flag: "fatal-error-patterns", Kind: KindList, Default: DefaultFatalPatterns, Type: "list of strings", Help: "Case-insensitive texts that mark a failure no retry can heal (not retried)"},
+	{Name: "retry_delay_sec", Flag: "retry-delay-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "First wait before an ordinary retry; it doubles each time (0: none)"},
+	{Name: "fallback_agent_cmd", Flag: "fallback-agent-cmd", Kind: KindString, Type: "string", Help: "Agent CLI used by even attempts of a call (unset: always the primary)"},
+	{Name: "fallback_model", Flag: "fallback-model", Kind: KindString, Type: "string", Help: "Model of fallback attempts (unset: the model the primary would get)"},
+	{Name: "plateau_rounds", Flag: "plateau-rounds", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "End the address loop after this many rounds in a row without fewer findings (0: off)"},
 	{Name: "knowledge_dir", Flag: "knowledge-dir", Kind: KindPath, Type: "path", Help: "Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"},
 	{Name: "ticket_id", Flag: "ticket", Kind: KindString, Type: "string", Help: "Run the whole plan as one attempt of this ticket (unset: one ticket per task)"},
 	{Name: "ticket_prefix", Flag: "ticket-prefix", Kind: KindString, Type: "string", Help: "Prefix of per-task ticket ids <prefix>-<task> (unset: from the plan file name)"},

@@ -37,7 +37,7 @@ func parseText(k Key, raw, where string) (any, error) {
 			return nil, fmt.Errorf("%s: invalid value %q: want a non-negative whole number%s", where, raw, u32Hint(k))
 		}
 		return n, nil
-	case KindCommands:
+	case KindCommands, KindList:
 		return splitCommas(raw), nil
 	case KindArgs:
 		return strings.FieldsFunc(raw, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }), nil
@@ -130,7 +130,7 @@ func parseTOML(k Key, v any, where string) (any, error) {
 			return nil, fmt.Errorf("%s: invalid value %d: want a non-negative whole number%s", where, n, u32Hint(k))
 		}
 		return uint64(n), nil
-	case KindCommands, KindArgs, KindSeverities:
+	case KindCommands, KindArgs, KindSeverities, KindList:
 		list, ok := v.([]any)
 		if !ok {
 			return nil, wrongType()

@@ -62,6 +62,11 @@ func (c *Config) Validate() error {
 	if c.AgentPath, err = ResolveCommand(c.AgentCmd); err != nil {
 		return fmt.Errorf("agent command %q not found (%v): install the Cursor CLI or set %s", c.AgentCmd, err, describe("agent_cmd", c.Sources))
 	}
+	if c.FallbackAgentCmd != "" {
+		if c.FallbackPath, err = ResolveCommand(c.FallbackAgentCmd); err != nil {
+			return fmt.Errorf("fallback agent command %q not found (%v): check %s", c.FallbackAgentCmd, err, describe("fallback_agent_cmd", c.Sources))
+		}
+	}
 	return nil
 }
 

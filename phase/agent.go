@@ -60,6 +60,9 @@ type Caller struct {
 // Spec is the Spec of attempt a of a call of the given phase for task.
 func (c Caller) Spec(phase string, task int, a Attempt, argv []string, prompt bool) Spec {
 	env := append(CallEnv(phase, task, a.N), c.Env...)
+	if prompt && a.Role != "" {
+		env = append(env, "PEAL_AGENT_ROLE="+a.Role)
+	}
 	return Spec{
 		Phase: phase, Argv: argv, Prompt: prompt, Dir: c.Dir, Env: env,
 		Timeout: c.Limits.Timeout, IdleTimeout: c.Limits.Idle, KillGrace: c.Limits.KillGrace,

@@ -98,3 +98,29 @@ func Tail(s string) string {
 	}
 	return last
 }
+
+// FatalError: a failure that no retry can heal (its output matched a fatal
+// pattern); the call was not retried.
+type FatalError struct {
+	Phase   string
+	Pattern string
+	Last    error
+}
+
+func (e *FatalError) Error() string {
+	return fmt.Sprintf("%s failed and will not be retried (its output says %q): %v", e.Phase, e.Pattern, e.Last)
+}
+func (e *FatalError) Unwrap() error { return e.Last }
+
+// UnreachableError: every attempt of a call failed with a network error; the
+// agent looks unreachable, and the next task would meet the same outage.
+type UnreachableError struct {
+	Phase    string
+	Attempts int
+	Last     error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("the agent looks unreachable: all %d attempts of the %s call failed with network errors; last: %v", e.Attempts, e.Phase, e.Last)
+}
+func (e *UnreachableError) Unwrap() error { return e.Last }
