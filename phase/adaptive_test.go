@@ -52,7 +52,11 @@ func TestNetworkFailuresHaveTheirOwnBudget(t *testing.T) {
 		{"network budget does not use the phase budget", Policy{Attempts: 2, Network: net(1)}, []fakes.Outcome{netFail, plainFail, success}, 3,
 			func(err error) bool { return err == nil }},
 		{"a mix is an ordinary failure", Policy{Attempts: 2, Network: net(1)}, []fakes.Outcome{plainFail, netFail, netFail}, 3,
-			func(err error) bool { var f *FailedError; var u *UnreachableError; return errors.As(err, &f) && !errors.As(err, &u) }},
+			func(err error) bool {
+				var f *FailedError
+				var u *UnreachableError
+				return errors.As(err, &f) && !errors.As(err, &u)
+			}},
 		{"without a network policy it is ordinary", Policy{Attempts: 2}, []fakes.Outcome{netFail}, 2,
 			func(err error) bool { var f *FailedError; return errors.As(err, &f) }},
 		{"fatal is never retried", Policy{Attempts: 3, Network: net(2), Fatal: []string{"NOT LOGGED IN"}}, []fakes.Outcome{fatalFail, success}, 1,

@@ -272,9 +272,12 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatalf("CheckExit = %v", err)
 	}
 
-	chatty := setup(t, fakes.Outcome{ChatterMS: 200, ChatterCount: 12})
+	// Chatter every 100 ms for 4 s against a 3 s idle limit: the agent
+	// outlives the limit only because its output keeps resetting it, and a
+	// loaded machine would have to stall it 30 times longer to fail this.
+	chatty := setup(t, fakes.Outcome{ChatterMS: 100, ChatterCount: 40})
 	spec = agentSpec(chatty, 60*time.Second, time.Second)
-	spec.IdleTimeout = time.Second
+	spec.IdleTimeout = 3 * time.Second
 	res, err = Run(context.Background(), spec)
 	if err != nil || res.TimedOut || res.ExitCode != 0 {
 		t.Fatalf("chatty agent stopped: %v %+v", err, res)

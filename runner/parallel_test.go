@@ -6,14 +6,205 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"peal/internal/fakes"
 )
+
+// The tests below order agents by events, never by sleeps: a fake that
+// writes to a ready pipe (write_files) says it is running, a fake that reads
+// a gate (wait_file) goes on only when the test opens the gate, and a log
+// record marks a step of the runner that no agent can see. Every wait has a
+// deadline that only guards against a hang.
+const eventDeadline = 60 * time.Second
+
+// gatePipe makes a named pipe for an outcome's wait_file; any fresh named
+// pipe serves, so it is made like a ready pipe.
+func gatePipe(t *testing.T) string {
+	t.Helper()
+	return readyPipe(t)
+}
+
+// openGate lets the fake blocked on gate p go on. Opening a named pipe for
+// writing returns once a reader has it open, so this also waits for the fake
+// to reach the gate.
+func openGate(t *testing.T, p string) {
+	t.Helper()
+	opened := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err == nil {
+			err = f.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(eventDeadline):
+		// A reader that opens and leaves frees the goroutine above.
+		if f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+		t.Fatalf("no fake reached the gate %s", p)
+	}
+}
+
+// signals is the write_files of a fake that says on ready pipe p that it runs.
+func signals(p string) map[string]string { return map[string]string{p: "x"} }
+
+// logRecord is a log record as logEvents keeps it: the message and every
+// attribute, the logger's own (task) included, as text.
+type logRecord struct {
+	msg   string
+	attrs map[string]string
+}
+
+// logEvents keeps every record of a run's log so a test can block until a
+// record it names has been written.
+type logEvents struct {
+	mu      sync.Mutex
+	records []logRecord
+	changed chan struct{} // closed and replaced on every record
+}
+
+func newLogEvents() *logEvents { return &logEvents{changed: make(chan struct{})} }
+
+func (e *logEvents) add(r logRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.records = append(e.records, r)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// wait blocks until n records matching match have been logged.
+func (e *logEvents) wait(t *testing.T, what string, n int, match func(logRecord) bool) {
+	t.Helper()
+	deadline := time.After(eventDeadline)
+	seen, found := 0, 0
+	for {
+		e.mu.Lock()
+		records, changed := e.records, e.changed
+		e.mu.Unlock()
+		for _, r := range records[seen:] {
+			if match(r) {
+				found++
+			}
+		}
+		if found >= n {
+			return
+		}
+		seen = len(records)
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("never logged: %s", what)
+		}
+	}
+}
+
+// eventHandler hands every record to a logEvents and then to the handler it wraps.
+type eventHandler struct {
+	slog.Handler
+	events *logEvents
+	attrs  []slog.Attr
+}
+
+func (h eventHandler) Handle(ctx context.Context, r slog.Record) error {
+	rec := logRecord{msg: r.Message, attrs: map[string]string{}}
+	for _, a := range h.attrs {
+		rec.attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	err := h.Handler.Handle(ctx, r)
+	h.events.add(rec)
+	return err
+}
+
+func (h eventHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return eventHandler{h.Handler.WithAttrs(attrs), h.events, append(slices.Clip(h.attrs), attrs...)}
+}
+
+func (h eventHandler) WithGroup(name string) slog.Handler {
+	return eventHandler{h.Handler.WithGroup(name), h.events, h.attrs}
+}
+
+// taskNotStarted matches the record of a block declining to start task
+// because the run is certain to stop.
+func taskNotStarted(task int) func(logRecord) bool {
+	return func(r logRecord) bool {
+		return strings.HasPrefix(r.msg, "task not started") && r.attrs["task"] == fmt.Sprint(task)
+	}
+}
+
+// callFailed matches the record of an agent call of phase that exited
+// non-zero; the record is written once the agent has exited, so after it
+// recorded its end.
+func callFailed(phase string) func(logRecord) bool {
+	return func(r logRecord) bool {
+		return r.msg == "call finished" && r.attrs["phase"] == phase && r.attrs["exit_code"] != "0"
+	}
+}
+
+// backgroundRun is a Run in its own goroutine, for a test that steers its
+// agents while it runs.
+type backgroundRun struct {
+	events *logEvents
+	done   chan struct{}
+	out    Outcome
+	err    error
+}
+
+// startRun starts Run as h.run would, logging to h.log and to the returned
+// run's events. If the test ends before Run has returned, the cleanup
+// cancels it, which stops every agent, one blocked on a gate or a ready pipe
+// included, and waits for it.
+func startRun(h *harness, env ...string) *backgroundRun {
+	h.t.Helper()
+	cfg := h.config(env...)
+	r := &backgroundRun{events: newLogEvents(), done: make(chan struct{})}
+	text := slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug})
+	log := slog.New(eventHandler{Handler: text, events: r.events})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		defer close(r.done)
+		r.out, r.err = Run(ctx, cfg, log)
+	}()
+	h.t.Cleanup(func() {
+		cancel(errors.New("the test ended"))
+		select {
+		case <-r.done:
+		case <-time.After(eventDeadline):
+			h.t.Error("Run did not return after cancellation")
+		}
+	})
+	return r
+}
+
+// wait returns Run's result.
+func (r *backgroundRun) wait(t *testing.T) (Outcome, error) {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.out, r.err
+	case <-time.After(eventDeadline):
+		t.Fatal("Run did not return")
+		return Outcome{}, nil
+	}
+}
 
 // parallelPlan builds a plan from a pattern: the i-th letter is task i+1,
 // 'p' a (parallel) task and 's' a sequential one.
@@ -113,6 +304,38 @@ func taskSpans(spans []agentSpan, tasks ...int) []agentSpan {
 	return out
 }
 
+// gatedExecutes makes the executes of tasks say they run and then hold on a
+// gate: once the test has read every ready pipe, those agents are alive
+// at once; opening the gates lets them end.
+func gatedExecutes(t *testing.T, tasks ...int) (rules map[string][]fakes.Outcome, readies, gates []string) {
+	t.Helper()
+	rules = map[string][]fakes.Outcome{}
+	for _, task := range tasks {
+		r, g := readyPipe(t), gatePipe(t)
+		readies, gates = append(readies, r), append(gates, g)
+		rules[fmt.Sprintf("execute:%d", task)] = []fakes.Outcome{{WriteFiles: signals(r), WaitFile: g}}
+	}
+	return rules, readies, gates
+}
+
+// holdAllThenRelease waits until every gated agent runs, then opens every gate.
+func holdAllThenRelease(t *testing.T, readies, gates []string) {
+	t.Helper()
+	for _, r := range readies {
+		waitReady(t, r)
+	}
+	for _, g := range gates {
+		openGate(t, g)
+	}
+}
+
+// gatedFail is an agent failure that happens only once the test opens g.
+func gatedFail(g string) fakes.Outcome {
+	out := fail
+	out.WaitFile = g
+	return out
+}
+
 // slowExecutes makes every execute last long enough that agents of one
 // block visibly overlap in the records.
 func slowExecutes(ms int) map[string][]fakes.Outcome {
@@ -138,8 +361,17 @@ func TestParallelBlockMaxAlive(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%d tasks on %d", len(tc.pattern), tc.maxParallel), func(t *testing.T) {
 			h := newHarness(t, parallelPlan(tc.pattern))
-			h.scenario(slowExecutes(400))
-			out, err := h.run(fmt.Sprintf("PEAL_MAX_PARALLEL=%d", tc.maxParallel))
+			// The first tasks take every slot; their executes all run at
+			// once before any may end.
+			var first []int
+			for task := 1; task <= tc.want; task++ {
+				first = append(first, task)
+			}
+			rules, readies, gates := gatedExecutes(t, first...)
+			h.scenario(rules)
+			run := startRun(h, fmt.Sprintf("PEAL_MAX_PARALLEL=%d", tc.maxParallel))
+			holdAllThenRelease(t, readies, gates)
+			out, err := run.wait(t)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,8 +394,11 @@ func TestParallelBlockMaxAlive(t *testing.T) {
 
 func TestBlockBetweenSequentialTasks(t *testing.T) {
 	h := newHarness(t, parallelPlan("sppps"))
-	h.scenario(slowExecutes(300))
-	if _, err := h.run("PEAL_MAX_PARALLEL=3"); err != nil {
+	rules, readies, gates := gatedExecutes(t, 2, 3, 4)
+	h.scenario(rules)
+	run := startRun(h, "PEAL_MAX_PARALLEL=3")
+	holdAllThenRelease(t, readies, gates)
+	if _, err := run.wait(t); err != nil {
 		t.Fatal(err)
 	}
 	spans := agentSpans(h)
@@ -229,11 +464,19 @@ func TestBlockOfOnePendingTaskIsSequential(t *testing.T) {
 // is kept although it comes after the failure; tasks 4 to 6 never start.
 func TestBlockFailureStopsNewStarts(t *testing.T) {
 	h := newHarness(t, parallelPlan("pppppp"))
+	running3, gate2, gate3 := readyPipe(t), gatePipe(t), gatePipe(t)
 	h.scenario(map[string][]fakes.Outcome{
-		"execute:2": {{Exit: 1, Stderr: "agent broke", SleepMS: 500}},
-		"execute:3": {{SleepMS: 1500}},
+		"execute:2": {gatedFail(gate2)},
+		"execute:3": {{WriteFiles: signals(running3), WaitFile: gate3}},
 	})
-	_, err := h.run("PEAL_MAX_PARALLEL=2")
+	run := startRun(h, "PEAL_MAX_PARALLEL=2")
+	// Task 2 fails once task 3 runs; task 3 ends once the block has declined
+	// task 4, the task that task 2's freed slot would take.
+	waitReady(t, running3)
+	openGate(t, gate2)
+	run.events.wait(t, "task 4 not started after task 2 failed", 1, taskNotStarted(4))
+	openGate(t, gate3)
+	_, err := run.wait(t)
 	var te *TaskError
 	if !errors.As(err, &te) || te.Index != 2 {
 		t.Fatalf("err = %v", err)
@@ -281,12 +524,27 @@ func TestBlockContinueWithRemainingTasks(t *testing.T) {
 // max_consecutive_task_failures in index order, not in the order they end.
 func TestBlockConsecutiveFailures(t *testing.T) {
 	capped := []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2"}
-	slowFail := fakes.Outcome{Exit: 1, Stderr: "agent broke", SleepMS: 300}
 
 	t.Run("stops at the cap and keeps later successes", func(t *testing.T) {
 		h := newHarness(t, parallelPlan("ppppp"))
-		h.scenario(map[string][]fakes.Outcome{"plan:2": {slowFail}, "plan:3": {slowFail}})
-		_, err := h.run(append(capped, "PEAL_MAX_PARALLEL=5")...)
+		// Tasks 2 and 3 fail only once tasks 1, 4 and 5 run: the certain
+		// stop must not be what keeps them from starting.
+		rules := map[string][]fakes.Outcome{}
+		var readies, gates []string
+		for _, task := range []int{1, 4, 5} {
+			r := readyPipe(t)
+			readies = append(readies, r)
+			rules[fmt.Sprintf("plan:%d", task)] = []fakes.Outcome{{WriteFiles: signals(r)}}
+		}
+		for _, task := range []int{2, 3} {
+			g := gatePipe(t)
+			gates = append(gates, g)
+			rules[fmt.Sprintf("plan:%d", task)] = []fakes.Outcome{gatedFail(g)}
+		}
+		h.scenario(rules)
+		run := startRun(h, append(capped, "PEAL_MAX_PARALLEL=5")...)
+		holdAllThenRelease(t, readies, gates)
+		_, err := run.wait(t)
 		var se *StoppedError
 		var te *TaskError
 		if !errors.As(err, &se) || se.Failures != 2 || !errors.As(err, &te) || te.Index != 3 {
@@ -300,8 +558,14 @@ func TestBlockConsecutiveFailures(t *testing.T) {
 
 	t.Run("failures that end one after the other are not consecutive", func(t *testing.T) {
 		h := newHarness(t, parallelPlan("ppppp"))
-		h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}, "plan:4": {fail}, "execute:3": {{SleepMS: 500}}})
-		out, err := h.run(append(capped, "PEAL_MAX_PARALLEL=5")...)
+		gate3 := gatePipe(t)
+		h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}, "plan:4": {fail}, "execute:3": {{WaitFile: gate3}}})
+		run := startRun(h, append(capped, "PEAL_MAX_PARALLEL=5")...)
+		// Task 3 ends only once the agents of tasks 2 and 4, the only
+		// failing calls, have failed and exited.
+		run.events.wait(t, "the failed plans of tasks 2 and 4", 2, callFailed("plan"))
+		openGate(t, gate3)
+		out, err := run.wait(t)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,8 +582,20 @@ func TestBlockConsecutiveFailures(t *testing.T) {
 		// Task 1 (sequential) fails; in the block, task 2's failure makes
 		// two in a row while task 3 still runs.
 		h := newHarness(t, parallelPlan("sppppp"))
-		h.scenario(map[string][]fakes.Outcome{"plan:1": {fail}, "plan:2": {fail}, "execute:3": {{SleepMS: 1000}}})
-		_, err := h.run(append(capped, "PEAL_MAX_PARALLEL=2")...)
+		running3, gate2, gate3 := readyPipe(t), gatePipe(t), gatePipe(t)
+		h.scenario(map[string][]fakes.Outcome{
+			"plan:1":    {fail},
+			"plan:2":    {gatedFail(gate2)},
+			"execute:3": {{WriteFiles: signals(running3), WaitFile: gate3}},
+		})
+		run := startRun(h, append(capped, "PEAL_MAX_PARALLEL=2")...)
+		// Task 2 fails once task 3 runs; task 3 ends once the block has
+		// declined task 4.
+		waitReady(t, running3)
+		openGate(t, gate2)
+		run.events.wait(t, "task 4 not started after task 2 failed", 1, taskNotStarted(4))
+		openGate(t, gate3)
+		_, err := run.wait(t)
 		var se *StoppedError
 		if !errors.As(err, &se) || se.Failures != 2 {
 			t.Fatalf("err = %v", err)

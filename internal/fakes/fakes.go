@@ -59,10 +59,16 @@ const (
 )
 
 // Outcome is what one invocation of a fake does. The fake agent applies the
-// fields in this order: ignore_term, grandchild, write_files, stet_fix,
-// stdout_mib, chatter, stdout/stderr text, sleep_ms, hang, exit. An empty
-// Stdout without NoStdout prints DefaultStdout, so plan text is non-empty.
-// The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and IgnoreTerm.
+// fields in this order: ignore_term, grandchild, write_files, wait_file,
+// stet_fix, stdout_mib, chatter, stdout/stderr text, sleep_ms, hang, exit. An
+// empty Stdout without NoStdout prints DefaultStdout, so plan text is
+// non-empty. The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and
+// IgnoreTerm.
+//
+// WaitFile is read to EOF before the fake goes on. A named pipe there is a
+// gate: the fake blocks until the test opens the pipe for writing and closes
+// it. Together with write_files to another named pipe ("I am running"), a
+// test orders agents by events instead of by sleeps.
 type Outcome struct {
 	Stdout               string            `json:"stdout"`
 	NoStdout             bool              `json:"no_stdout"`
@@ -77,6 +83,7 @@ type Outcome struct {
 	ChatterMS            int               `json:"chatter_ms"`
 	ChatterCount         int               `json:"chatter_count"`
 	WriteFiles           map[string]string `json:"write_files"`
+	WaitFile             string            `json:"wait_file"`
 	StetFix              int               `json:"stet_fix"`
 }
 

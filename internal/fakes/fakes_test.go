@@ -331,6 +331,19 @@ func TestAgentOutcomes(t *testing.T) {
 			wantStderr: "fake chatter 1/3\nfake chatter 2/3\nfake chatter 3/3\n",
 		},
 		{name: "sleep", out: Outcome{SleepMS: 20, Stdout: "late\n"}, wantStdout: "late\n"},
+		{
+			// The file exists only because write_files comes first.
+			name:       "wait file after write files",
+			out:        Outcome{WriteFiles: map[string]string{"gate": "open"}, WaitFile: "gate", Stdout: "through\n"},
+			wantStdout: "through\n",
+			wantFiles:  map[string]string{"gate": "open"},
+		},
+		{
+			name:       "wait file missing",
+			out:        Outcome{WaitFile: "missing", Stdout: "never\n"},
+			wantStderr: "fakeagent: wait_file: open missing: no such file or directory\n",
+			wantExit:   ExitFakeError,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,6 +369,84 @@ func TestAgentOutcomes(t *testing.T) {
 				t.Errorf("end records = %+v", ends)
 			}
 		})
+	}
+}
+
+// within runs f in the background and fails the test if it has not
+// returned by a deadline that only guards against a hang.
+func within(t *testing.T, what string, f func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s: no progress in 60 s", what)
+	}
+}
+
+// TestAgentWaitFileGate: on a named pipe, wait_file holds the agent after
+// write_files until the test has opened the pipe for writing and closed it,
+// and the agent reads everything written before it goes on.
+func TestAgentWaitFileGate(t *testing.T) {
+	dir, pipes := t.TempDir(), t.TempDir()
+	ready, gate := filepath.Join(pipes, "ready"), filepath.Join(pipes, "gate")
+	for _, p := range []string{ready, gate} {
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := Outcome{WriteFiles: map[string]string{ready: "x"}, WaitFile: gate, Stdout: "released\n"}
+	if err := WriteScenario(dir, Scenario{Default: out}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := agentCmd(dir, nil)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	// A failing test must not leave the agent blocked on its gate.
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+
+	within(t, "ready signal", func() error {
+		_, err := os.ReadFile(ready)
+		return err
+	})
+	var released time.Time
+	within(t, "open the gate", func() error {
+		// Opening for writing returns once the agent has opened the gate.
+		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		// More than a pipe buffer holds: the agent must read it all.
+		if _, err := f.Write(make([]byte, 256<<10)); err != nil {
+			f.Close()
+			return err
+		}
+		released = time.Now()
+		return f.Close()
+	})
+	within(t, "agent exit", func() error {
+		<-exited
+		return waitErr
+	})
+	if stdout.String() != "released\n" {
+		t.Errorf("stdout %q", stdout.String())
+	}
+	ends := Ends(mustCalls(t, dir))
+	if len(ends) != 1 || ends[0].Exit != 0 || !ends[0].Time.After(released) {
+		t.Errorf("end records = %+v; want one, exit 0, after the gate opened at %v", ends, released)
 	}
 }
 

@@ -120,6 +120,11 @@ func perform(dir, phase, task string, out fakes.Outcome) (code int, written int6
 			return fail("write_files: %v", err)
 		}
 	}
+	if out.WaitFile != "" {
+		if err := waitFile(out.WaitFile); err != nil {
+			return fail("wait_file: %v", err)
+		}
+	}
 	if out.StetFix != 0 {
 		stetDir := os.Getenv(fakes.StetDirEnv)
 		if stetDir == "" {
@@ -172,6 +177,18 @@ func writeFile(name, content string) error {
 		return err
 	}
 	return os.WriteFile(name, []byte(content), 0o644)
+}
+
+// waitFile reads name to EOF; on a named pipe that blocks until the test has
+// opened it for writing and closed it again.
+func waitFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
 }
 
 // writeMiB writes n MiB of 'x' lines in 1 MiB chunks, each chunk being 1024
