@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -71,7 +72,7 @@ func (b *block) stopCertain() bool {
 		}
 		// record returns at once on an interruption, as on any failure
 		// without continue_with_remaining_tasks.
-		if !b.keepGoing || IsInterrupted(bt.err) {
+		if !b.keepGoing || IsInterrupted(bt.err) || endsRun(bt.err) {
 			return true
 		}
 		failures++
@@ -87,6 +88,26 @@ func (b *block) stopCertain() bool {
 // of the successes one at a time in index order, each outcome recorded in
 // index order as a sequential task's would be.
 func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
+	// Tickets start before the pool, in index order, so that a skipped ticket
+	// never takes a slot.
+	var runnable []Task
+	for _, t := range tasks {
+		err := r.beginTaskTicket(t)
+		switch {
+		case errors.Is(err, errSkipped):
+			r.record(ctx, tl, t, taskResult{skipped: true})
+		case err != nil:
+			for _, begun := range runnable {
+				r.releaseTaskTicket(begun)
+			}
+			return err
+		default:
+			runnable = append(runnable, t)
+		}
+	}
+	if tasks = runnable; len(tasks) == 0 {
+		return nil
+	}
 	b := &block{tasks: make([]blockTask, len(tasks)), keepGoing: r.cfg.ContinueWithRemainingTasks, carried: tl.consecutive}
 	if limit := r.cfg.MaxConsecutiveTaskFailures; limit != nil {
 		b.maxFails = int(*limit)
@@ -174,14 +195,22 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask) error
 	var stop error
 	for _, bt := range bts {
 		if !bt.started {
+			r.releaseTaskTicket(bt.task)
 			continue
 		}
 		res := taskResult{err: bt.err}
 		if res.err == nil {
 			res = r.review(ctx, bt.task)
 		}
+		r.finishTaskTicket(ctx, bt.task, res)
 		if stop == nil {
 			stop = r.record(ctx, tl, bt.task, res)
+			continue
+		}
+		if res.deferred {
+			if err := r.store.Defer(bt.task.Index); err != nil {
+				r.log.Error("could not save a deferred task", "task", bt.task.Index, "err", err)
+			}
 			continue
 		}
 		if res.err != nil {

@@ -45,14 +45,14 @@ func (r *run) review(ctx context.Context, t Task) taskResult {
 		return taskResult{}
 	}
 	res, err := r.addressLoop(ctx, t, first)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) {
 		switch r.cfg.OnStetFail {
 		case "retry_once":
 			r.log.Warn("address loop failed, running it once more (on_stet_fail = retry_once)", "task", t.Index, "err", err)
 			res, err = r.addressLoop(ctx, t, res.last)
 		case "skip":
 			r.log.Warn("address loop failed; the task completes with findings left (on_stet_fail = skip)", "task", t.Index, "err", err)
-			return taskResult{findingsLeft: true}
+			return taskResult{findingsLeft: true, leftover: &res.last}
 		}
 	}
 	if err != nil {
@@ -62,10 +62,15 @@ func (r *run) review(ctx context.Context, t Task) taskResult {
 		r.log.Info("review findings resolved", "task", t.Index, "rounds", res.rounds)
 		return taskResult{}
 	}
-	if r.cfg.OnFindingsRemaining == "warn" {
+	switch r.cfg.OnFindingsRemaining {
+	case "warn":
 		r.log.Warn("findings remain after the last address round (on_findings_remaining = warn)", "task", t.Index,
 			"rounds", res.rounds, "remaining", res.last.Count())
-		return taskResult{findingsLeft: true}
+		return taskResult{findingsLeft: true, leftover: &res.last}
+	case "defer":
+		r.log.Warn("findings remain: the task is deferred to the next run (on_findings_remaining = defer)", "task", t.Index,
+			"rounds", res.rounds, "remaining", res.last.Count())
+		return taskResult{deferred: true, leftover: &res.last}
 	}
 	out := res.last.Output
 	if res.last.Stderr != "" {
@@ -74,7 +79,7 @@ func (r *run) review(ctx context.Context, t Task) taskResult {
 	ferr := &FindingsRemainingError{Task: t.Index, Rounds: res.rounds, Remaining: res.last.Count(), Head: r.head(ctx), Output: out}
 	r.log.Error("findings remain after the last address round", "task", t.Index, "rounds", res.rounds,
 		"remaining", ferr.Remaining, "head", ferr.Head, "review", out)
-	return taskResult{err: ferr}
+	return taskResult{err: ferr, leftover: &res.last}
 }
 
 // loopResult is where an address loop ended.
@@ -89,8 +94,10 @@ type loopResult struct {
 // again, until no finding is left or max_address_rounds is used up.
 func (r *run) addressLoop(ctx context.Context, t Task, cur Review) (loopResult, error) {
 	rounds := int(r.cfg.MaxAddressRounds)
+	stalled := 0 // rounds in a row after which the findings did not go down
 	for round := 1; round <= rounds; round++ {
 		r.log.Info("address round", "task", t.Index, "round", round, "of", rounds, "findings", cur.Count())
+		before := cur.Count()
 		if r.stet.builtin() {
 			next, err := r.triage(ctx, t, cur)
 			if err != nil {
@@ -100,9 +107,8 @@ func (r *run) addressLoop(ctx context.Context, t Task, cur Review) (loopResult, 
 				return loopResult{resolved: true, rounds: round, last: cur}, nil
 			}
 		}
-		policy := phase.Policy{Attempts: r.phase3Attempts()}
 		prompt := phase.AddressPrompt(cur.Output, cur.Suggestions())
-		if _, err := r.agentCall(ctx, "address", t.Index, policy, r.agent.ActArgv, prompt); err != nil {
+		if _, err := r.agentCall(ctx, "address", t.Index, r.phase3Attempts(), nil, phase.Agent.ActArgv, prompt); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
 		next, err := r.stet.review(ctx, t.Index)
@@ -111,6 +117,14 @@ func (r *run) addressLoop(ctx context.Context, t Task, cur Review) (loopResult, 
 		}
 		if cur = next; !cur.Present {
 			return loopResult{resolved: true, rounds: round, last: cur}, nil
+		}
+		if stalled++; cur.Count() < before {
+			stalled = 0
+		}
+		if p := int(r.cfg.PlateauRounds); p > 0 && stalled >= p {
+			r.log.Warn("address loop ends early on a plateau: the findings stopped going down", "task", t.Index,
+				"round", round, "rounds_without_progress", stalled, "findings", cur.Count())
+			return loopResult{rounds: round, last: cur}, nil
 		}
 	}
 	return loopResult{rounds: rounds, last: cur}, nil
@@ -156,12 +170,11 @@ func (r *run) triage(ctx context.Context, t Task, cur Review) (Review, error) {
 // is logged as an error and a non-zero exit counts as an empty answer: either
 // way nothing is dismissed. Only an interruption is returned.
 func (r *run) askTriage(ctx context.Context, t Task, cur Review) (string, error) {
-	policy := phase.Policy{Attempts: r.phase3Attempts()}
-	res, err := r.agentCall(ctx, "triage", t.Index, policy, r.agent.ActArgv, phase.TriagePrompt(cur.Output))
+	res, err := r.agentCall(ctx, "triage", t.Index, r.phase3Attempts(), nil, phase.Agent.ActArgv, phase.TriagePrompt(cur.Output))
 	switch {
 	case err == nil:
 		return res.Stdout, nil
-	case ctx.Err() != nil:
+	case ctx.Err() != nil, endsRun(err), isFatal(err):
 		return "", err
 	case isTimeout(err):
 		r.log.Error("triage call failed; nothing is dismissed this round", "task", t.Index, "err", err)
@@ -169,6 +182,18 @@ func (r *run) askTriage(ctx context.Context, t Task, cur Review) (string, error)
 		r.log.Warn("triage call failed; its answer counts as empty and nothing is dismissed", "task", t.Index, "err", err)
 	}
 	return "", nil
+}
+
+// endsRun reports an error after which no task can succeed: the agent is
+// unreachable (every attempt of a call failed with a network error).
+func endsRun(err error) bool {
+	var ue *phase.UnreachableError
+	return errors.As(err, &ue)
+}
+
+func isFatal(err error) bool {
+	var fe *phase.FatalError
+	return errors.As(err, &fe)
 }
 
 func isTimeout(err error) bool {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"peal/config"
 	"peal/phase"
 	"peal/state"
@@ -24,6 +26,7 @@ const (
 	ExitFailure      = 1
 	ExitWithIssues   = 2
 	ExitStoppedEarly = 3
+	ExitUnreachable  = 4
 )
 
 // Outcome is what a run that did not fail hard leaves behind.
@@ -32,6 +35,8 @@ type Outcome struct {
 	Completed    []int
 	Failed       []int
 	WithFindings []int
+	Skipped      []int // tickets that used up their retries: nothing ran
+	Deferred     []int // left with findings under on_findings_remaining = defer
 }
 
 // StoppedError: the run stopped because max_consecutive_task_failures was
@@ -58,13 +63,14 @@ func (e *TaskError) Unwrap() error { return e.Err }
 
 // run is the state of one `peal run`.
 type run struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	agent  phase.Agent
-	caller phase.Caller
-	store  *state.Store
-	stet   *stetClient // nil: no Phase 3 in this run
-	now    func() time.Time
+	cfg     *config.Config
+	log     *slog.Logger
+	agent   phase.Agent
+	caller  phase.Caller
+	store   *state.Store
+	stet    *stetClient // nil: no Phase 3 in this run
+	tickets tickets
+	now     func() time.Time
 }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of
@@ -84,7 +90,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, er
 			},
 			Log: log,
 		},
-		now: time.Now,
+		tickets: tickets{byTask: map[int]*ticketRun{}},
+		now:     time.Now,
 	}
 	tasks, err := r.loadPlan(ctx)
 	if err != nil {
@@ -111,7 +118,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, er
 	if err := r.store.Save(); err != nil {
 		return Outcome{}, err
 	}
-	if len(out.Failed) > 0 || len(out.WithFindings) > 0 {
+	if len(out.Failed) > 0 || len(out.WithFindings) > 0 || len(out.Skipped) > 0 || len(out.Deferred) > 0 {
 		out.ExitCode = ExitWithIssues
 	}
 	r.writeSummary(out)
@@ -119,12 +126,36 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, er
 	return out, nil
 }
 
-// runSegments opens the review session when any task is pending, runs the
-// schedule and closes the session, whatever happened.
-func (r *run) runSegments(ctx context.Context, tasks []Task) (Outcome, error) {
-	if !slices.ContainsFunc(tasks, func(t Task) bool { return !r.store.Completed(t.Index) }) {
+// runSegments opens the run's ticket (ticket mode) and the review session
+// when any task is pending, runs the schedule, and closes both, whatever
+// happened.
+func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err error) {
+	pending := slices.DeleteFunc(slices.Clone(tasks), func(t Task) bool { return r.store.Completed(t.Index) })
+	if len(pending) == 0 {
 		r.log.Info("every selected task is already completed")
 		return Outcome{}, nil
+	}
+	if r.cfg.RetryReset {
+		if err := r.resetTickets(pending); err != nil {
+			return Outcome{}, err
+		}
+	}
+	if r.cfg.TicketID != "" {
+		tr, err := r.beginTicket(r.cfg.TicketID)
+		if errors.Is(err, errSkipped) {
+			for _, t := range pending {
+				out.Skipped = append(out.Skipped, t.Index)
+			}
+			return out, nil
+		}
+		if err != nil {
+			return Outcome{}, err
+		}
+		r.tickets.run = tr
+		defer func() {
+			failed := (err != nil && !isFindingsRemaining(err)) || len(out.Failed) > 0
+			r.closeTicket(ctx, tr, r.tickets.leftovers, failed)
+		}()
 	}
 	if err := r.startStet(ctx); err != nil {
 		return Outcome{}, err
@@ -179,20 +210,74 @@ func (r *run) loadPlan(ctx context.Context) ([]Task, error) {
 	return SelectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
 }
 
-// agentCall runs one agent call (with its retries) and returns its result.
-func (r *run) agentCall(ctx context.Context, name string, task int, policy phase.Policy, argv func(model, prompt string) []string, prompt string) (phase.Result, error) {
+// argvFunc builds an agent argv: phase.Agent.PlanArgv or phase.Agent.ActArgv.
+type argvFunc func(a phase.Agent, model, prompt string) []string
+
+// agentCall runs one agent call with the adaptive retry policy of the run:
+// attempts (1 + the retry count of its kind) for ordinary failures, failure
+// (nil: timeout or non-zero exit) to judge an attempt.
+func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, argv argvFunc, prompt string) (phase.Result, error) {
 	log := r.log.With("task", task)
-	res, _, err := phase.Do(ctx, log, policy, func(a phase.Attempt) phase.Spec {
-		return r.caller.Spec(name, task, a, argv(r.cfg.Model, prompt), true)
+	model := r.modelFor(task, name)
+	fallback := r.agent
+	fallback.Path = r.cfg.FallbackPath
+	fallbackModel := model
+	if r.cfg.FallbackModel != "" {
+		fallbackModel = r.cfg.FallbackModel
+	}
+	var env []string
+	if tr := r.ticketFor(task); tr != nil {
+		env = append(env, "PEAL_TICKET_ID="+tr.id)
+	}
+	res, _, err := phase.Do(ctx, log, r.agentPolicy(attempts, failure), func(a phase.Attempt) phase.Spec {
+		args := argv(r.agent, model, prompt)
+		if a.Role == phase.RoleFallback {
+			args = argv(fallback, fallbackModel, prompt)
+		}
+		spec := r.caller.Spec(name, task, a, args, true)
+		spec.Env = append(spec.Env, env...)
+		return spec
 	})
 	return res, err
 }
 
+// agentPolicy is the retry policy of agent calls: fatal patterns are never
+// retried, network failures have their own budget and growing delays,
+// ordinary retries wait retry_delay_sec (doubling), and with a fallback agent
+// even attempts use it.
+func (r *run) agentPolicy(attempts int, failure func(phase.Result) error) phase.Policy {
+	p := phase.Policy{Attempts: attempts, Failure: failure, Fatal: r.cfg.FatalErrorPatterns, Fallback: r.cfg.FallbackPath != ""}
+	if d := r.cfg.RetryDelaySec; d > 0 {
+		p.Backoff = exponential(time.Duration(d)*time.Second, 10*time.Minute, 0)
+	}
+	if len(r.cfg.NetworkErrorPatterns) > 0 {
+		p.Network = &phase.NetworkPolicy{
+			Patterns: r.cfg.NetworkErrorPatterns,
+			Retries:  int(r.cfg.NetworkRetryCount),
+			Backoff: exponential(time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
+				time.Duration(r.cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2),
+		}
+	}
+	return p
+}
+
+// exponential is a delay that starts at first and doubles up to most, with
+// ±jitter, and never gives up by itself (the policy's budgets decide).
+func exponential(first, most time.Duration, jitter float64) backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = first
+	b.MaxInterval = max(most, first)
+	b.Multiplier = 2
+	b.RandomizationFactor = jitter
+	b.MaxElapsedTime = 0
+	return b
+}
+
 // planTask runs Phase 1 and returns the plan text.
 func (r *run) planTask(ctx context.Context, t Task) (string, error) {
-	policy := phase.Policy{Attempts: 1 + int(r.cfg.PhaseRetryCount)}
+	attempts := 1 + int(r.cfg.PhaseRetryCount)
 	prompt := phase.PlanPrompt(t.Body)
-	res, err := r.agentCall(ctx, "plan", t.Index, policy, r.agent.PlanArgv, prompt)
+	res, err := r.agentCall(ctx, "plan", t.Index, attempts, nil, phase.Agent.PlanArgv, prompt)
 	if err != nil {
 		return "", err
 	}
@@ -201,7 +286,7 @@ func (r *run) planTask(ctx context.Context, t Task) (string, error) {
 		return text, nil
 	}
 	r.log.Warn("plan text is empty or too short, running the plan call once more", "task", t.Index, "len", len(text))
-	if res, err = r.agentCall(ctx, "plan", t.Index, policy, r.agent.PlanArgv, prompt); err != nil {
+	if res, err = r.agentCall(ctx, "plan", t.Index, attempts, nil, phase.Agent.PlanArgv, prompt); err != nil {
 		return "", err
 	}
 	if text = strings.TrimSpace(res.Stdout); !r.planTextValid(text) {
@@ -227,8 +312,7 @@ func (r *run) minPlanLen() string {
 
 // execute runs Phase 2.
 func (r *run) execute(ctx context.Context, t Task, planText string) error {
-	policy := phase.Policy{Attempts: 1 + int(r.cfg.PhaseRetryCount)}
-	_, err := r.agentCall(ctx, "execute", t.Index, policy, r.agent.ActArgv, phase.ExecutePrompt(planText))
+	_, err := r.agentCall(ctx, "execute", t.Index, 1+int(r.cfg.PhaseRetryCount), nil, phase.Agent.ActArgv, phase.ExecutePrompt(planText))
 	return err
 }
 
@@ -244,25 +328,23 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 		template = string(data)
 	}
 	var tasks []Task
-	policy := phase.Policy{
-		Attempts: 1 + int(r.cfg.NormalizeRetryCount),
-		Failure: func(res phase.Result) error {
-			if err := phase.CheckExit(res); err != nil {
-				return err
-			}
-			parsed, err := ParsePlan(res.Stdout)
-			if err != nil {
-				return fmt.Errorf("normalized plan: %w", err)
-			}
-			if len(parsed) == 0 {
-				return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", snippet(res.Stdout))
-			}
-			tasks = parsed
-			return nil
-		},
+	failure := func(res phase.Result) error {
+		if err := phase.CheckExit(res); err != nil {
+			return err
+		}
+		parsed, err := ParsePlan(res.Stdout)
+		if err != nil {
+			return fmt.Errorf("normalized plan: %w", err)
+		}
+		if len(parsed) == 0 {
+			return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", snippet(res.Stdout))
+		}
+		tasks = parsed
+		return nil
 	}
 	r.log.Info("plan has no task heading, normalizing it with the agent")
-	if _, err := r.agentCall(ctx, "normalize", 0, policy, r.agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
+	attempts := 1 + int(r.cfg.NormalizeRetryCount)
+	if _, err := r.agentCall(ctx, "normalize", 0, attempts, failure, phase.Agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil
@@ -282,6 +364,8 @@ func (r *run) writeSummary(out Outcome) {
 		TasksCompleted:             nonNil(out.Completed),
 		TasksFailed:                nonNil(out.Failed),
 		TasksWithRemainingFindings: nonNil(out.WithFindings),
+		TasksSkipped:               nonNil(out.Skipped),
+		TasksDeferred:              nonNil(out.Deferred),
 		ExitCode:                   out.ExitCode,
 		PlanPath:                   r.cfg.PlanPath,
 		RepoPath:                   r.cfg.RepoPath,

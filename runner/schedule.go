@@ -2,12 +2,16 @@ package runner
 
 import (
 	"context"
+	"errors"
 )
 
 // taskResult is how one task ended.
 type taskResult struct {
-	err          error // nil: the task completed
-	findingsLeft bool  // completed with review findings left (on_findings_remaining = warn)
+	err          error   // nil: the task completed
+	findingsLeft bool    // completed with review findings left (on_findings_remaining = warn)
+	leftover     *Review // the last review, when findings were left (completed or not)
+	skipped      bool    // its ticket used up its retries: nothing ran
+	deferred     bool    // findings left under on_findings_remaining = defer: neither completed nor failed
 }
 
 // tally accumulates task outcomes, in index order, across the run.
@@ -29,9 +33,9 @@ func (r *run) schedule(ctx context.Context, segs []Segment) (Outcome, error) {
 			continue
 		}
 		for _, t := range pending {
-			var res taskResult
-			if err := r.recoverTask(t, func() { res = r.runTask(ctx, t) }); err != nil {
-				res = taskResult{err: err}
+			res, err := r.runTicketedTask(ctx, t)
+			if err != nil {
+				return tl.out, err
 			}
 			if err := r.record(ctx, &tl, t, res); err != nil {
 				return tl.out, err
@@ -54,10 +58,41 @@ func (r *run) pending(tasks []Task) []Task {
 	return out
 }
 
+// runTicketedTask runs a sequential task inside its ticket's attempt. An
+// error ends the run (another process holds the ticket).
+func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
+	if err := r.beginTaskTicket(t); err != nil {
+		if errors.Is(err, errSkipped) {
+			return taskResult{skipped: true}, nil
+		}
+		return taskResult{}, err
+	}
+	var res taskResult
+	if err := r.recoverTask(t, func() { res = r.runTask(ctx, t) }); err != nil {
+		res = taskResult{err: err}
+	}
+	r.finishTaskTicket(ctx, t, res)
+	return res, nil
+}
+
 // record applies one task's result to the run: a completion is saved at once;
 // a failure stops the run unless continue_with_remaining_tasks, and counts
 // toward max_consecutive_task_failures. A non-nil error ends the run.
 func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) error {
+	if res.leftover != nil && r.cfg.TicketID != "" {
+		r.tickets.mu.Lock()
+		r.tickets.leftovers = append(r.tickets.leftovers, *res.leftover)
+		r.tickets.mu.Unlock()
+	}
+	if res.skipped {
+		tl.out.Skipped = append(tl.out.Skipped, t.Index)
+		return nil
+	}
+	if res.deferred {
+		// Neither a completion nor a failure: the consecutive count stays.
+		tl.out.Deferred = append(tl.out.Deferred, t.Index)
+		return r.store.Defer(t.Index)
+	}
 	if res.err == nil {
 		tl.consecutive = 0
 		if err := r.store.Complete(t.Index); err != nil {
@@ -76,7 +111,9 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 		return res.err
 	}
 	taskErr := &TaskError{Index: t.Index, Err: res.err}
-	if !r.cfg.ContinueWithRemainingTasks {
+	if !r.cfg.ContinueWithRemainingTasks || endsRun(res.err) {
+		// An unreachable agent stops the run even under
+		// continue_with_remaining_tasks: the next task would meet the same outage.
 		return taskErr
 	}
 	tl.out.Failed = append(tl.out.Failed, t.Index)

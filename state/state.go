@@ -20,6 +20,9 @@ type State struct {
 	PlanPath             string `json:"plan_path"`
 	RepoPath             string `json:"repo_path"`
 	CompletedTaskIndices []int  `json:"completed_task_indices"`
+	// DeferredTaskIndices are tasks left with findings under
+	// on_findings_remaining = "defer"; the next run tries them again.
+	DeferredTaskIndices []int `json:"deferred_task_indices,omitempty"`
 }
 
 // Store is the state of one run and the file it is saved to.
@@ -58,6 +61,9 @@ func Open(dir, plan, repo string, now time.Time) (*Store, []string, error) {
 		return s, []string{fmt.Sprintf("state file %s belongs to plan %s in %s, not to this run: starting fresh", s.path, loaded.PlanPath, loaded.RepoPath)}, nil
 	}
 	s.state.CompletedTaskIndices = normalize(loaded.CompletedTaskIndices)
+	if len(loaded.DeferredTaskIndices) > 0 {
+		s.state.DeferredTaskIndices = normalize(loaded.DeferredTaskIndices)
+	}
 	return s, nil, nil
 }
 
@@ -77,6 +83,15 @@ func (s *Store) Complete(i int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state.CompletedTaskIndices = normalize(append(s.state.CompletedTaskIndices, i))
+	s.state.DeferredTaskIndices = slices.DeleteFunc(s.state.DeferredTaskIndices, func(d int) bool { return d == i })
+	return s.save()
+}
+
+// Defer records task i as deferred and saves the file.
+func (s *Store) Defer(i int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.DeferredTaskIndices = normalize(append(s.state.DeferredTaskIndices, i))
 	return s.save()
 }
 
@@ -86,6 +101,7 @@ func (s *Store) Snapshot() State {
 	defer s.mu.Unlock()
 	st := s.state
 	st.CompletedTaskIndices = slices.Clone(st.CompletedTaskIndices)
+	st.DeferredTaskIndices = slices.Clone(st.DeferredTaskIndices)
 	return st
 }
 
@@ -114,6 +130,8 @@ type RunSummary struct {
 	TasksCompleted             []int  `json:"tasks_completed"`
 	TasksFailed                []int  `json:"tasks_failed"`
 	TasksWithRemainingFindings []int  `json:"tasks_with_remaining_findings"`
+	TasksSkipped               []int  `json:"tasks_skipped"`
+	TasksDeferred              []int  `json:"tasks_deferred"`
 	ExitCode                   int    `json:"exit_code"`
 	PlanPath                   string `json:"plan_path"`
 	RepoPath                   string `json:"repo_path"`

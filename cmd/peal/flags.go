@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -50,6 +51,15 @@ type RunFlags struct {
 	LogFile                    string `peal:"log_file" placeholder:"PATH"`
 	KillGraceSec               string `peal:"kill_grace_sec" placeholder:"SEC"`
 	IdleTimeoutSec             string `peal:"idle_timeout_sec" placeholder:"SEC"`
+	NetworkRetryCount          string `peal:"network_retry_count" placeholder:"N"`
+	NetworkRetryDelaySec       string `peal:"network_retry_delay_sec" placeholder:"SEC"`
+	NetworkRetryMaxDelaySec    string `peal:"network_retry_max_delay_sec" placeholder:"SEC"`
+	NetworkErrorPatterns       string `peal:"network_error_patterns" placeholder:"TEXTS"`
+	FatalErrorPatterns         string `peal:"fatal_error_patterns" placeholder:"TEXTS"`
+	RetryDelaySec              string `peal:"retry_delay_sec" placeholder:"SEC"`
+	FallbackAgentCmd           string `peal:"fallback_agent_cmd" placeholder:"CMD"`
+	FallbackModel              string `peal:"fallback_model" placeholder:"MODEL"`
+	PlateauRounds              string `peal:"plateau_rounds" placeholder:"N"`
 	KnowledgeDir               string `peal:"knowledge_dir" placeholder:"PATH"`
 	Ticket                     string `peal:"ticket_id" placeholder:"ID"`
 	TicketPrefix               string `peal:"ticket_prefix" placeholder:"PREFIX"`
@@ -108,6 +118,12 @@ func defaultText(k config.Key) string {
 		}
 		return "unset"
 	case []string:
+		if len(d) > 3 {
+			return fmt.Sprintf("%d built-in texts, see docs/configuration.md", len(d))
+		}
+		if len(d) > 0 {
+			return strings.Join(d, ",")
+		}
 		return "none"
 	case []config.DismissPattern:
 		return "none"

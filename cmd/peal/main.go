@@ -25,6 +25,7 @@ type CLI struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 	Run     RunCmd           `cmd:"" help:"Execute a plan: plan, execute and address each task."`
 	Prompt  PromptCmd        `cmd:"" help:"Print a prompt that tells an LLM how to write a plan for peal."`
+	Config  ConfigCmd        `cmd:"" help:"Print the resolved configuration: every key, its value and the layer that set it."`
 }
 
 // env carries what a command needs from the process, so tests can run main in-process.

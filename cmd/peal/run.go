@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"peal/config"
+	"peal/phase"
 	"peal/runner"
 )
 
@@ -43,8 +44,8 @@ func (c *RunCmd) Run(e *env) error {
 		return &exitError{code: code, msg: msg}
 	}
 	if out.ExitCode == runner.ExitWithIssues {
-		msg := fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v (summary: %s)",
-			out.Failed, out.WithFindings, cfg.RunSummaryPath)
+		msg := fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v (summary: %s)",
+			out.Failed, out.WithFindings, out.Deferred, out.Skipped, cfg.RunSummaryPath)
 		fileLog.Warn(msg, "exit_code", out.ExitCode)
 		return &exitError{code: out.ExitCode, msg: msg}
 	}
@@ -58,6 +59,10 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 	if errors.As(context.Cause(ctx), &sc) && ctx.Err() != nil {
 		return 128 + int(sc.sig), fmt.Sprintf("interrupted by %s: running agents were stopped and the state was saved in %s",
 			signalName(sc.sig), filepath.Join(cfg.StateDir, "state.json"))
+	}
+	var unreachable *phase.UnreachableError
+	if errors.As(err, &unreachable) {
+		return runner.ExitUnreachable, "error: " + err.Error() + fmt.Sprintf(" (run stopped; state saved in %s)", filepath.Join(cfg.StateDir, "state.json"))
 	}
 	var stopped *runner.StoppedError
 	if errors.As(err, &stopped) {

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"peal/config"
+	"peal/runner"
+)
+
+// ConfigCmd is `peal config`: the resolved configuration and where each value
+// came from.
+type ConfigCmd struct {
+	RunFlags
+	JSON bool `name:"json" help:"Print {\"key\": {\"value\": …, \"source\": …}} instead of a table."`
+}
+
+// keyReport is one key of `peal config --json`.
+type keyReport struct {
+	Value  any           `json:"value"`
+	Source config.Source `json:"source"`
+}
+
+// Run prints every key with its value and source; configuration errors exit
+// 1 exactly as `peal run` would.
+func (c *ConfigCmd) Run(e *env) error {
+	cfg, err := c.load(e.kctx, e.environ)
+	if err != nil {
+		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
+	}
+	if c.JSON {
+		out := make(map[string]keyReport, len(config.Keys))
+		for _, k := range config.Keys {
+			out[k.Name] = keyReport{Value: cfg.Value(k.Name), Source: cfg.Sources[k.Name]}
+		}
+		data, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(e.stdout, string(data))
+		return err
+	}
+	width := 0
+	for _, k := range config.Keys {
+		width = max(width, len(k.Name))
+	}
+	for _, k := range config.Keys {
+		fmt.Fprintf(e.stdout, "%-*s = %-40s (%s)\n", width, k.Name, tomlText(cfg.Value(k.Name)), cfg.Sources[k.Name])
+	}
+	return nil
+}
+
+// tomlText shows a value as it would be written in the TOML file.
+func tomlText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "(unset)"
+	case string:
+		return fmt.Sprintf("%q", x)
+	case []string:
+		quoted := make([]string, len(x))
+		for i, s := range x {
+			quoted[i] = fmt.Sprintf("%q", s)
+		}
+		return "[" + strings.Join(quoted, ", ") + "]"
+	case []config.DismissPattern:
+		parts := make([]string, len(x))
+		for i, p := range x {
+			parts[i] = fmt.Sprintf("{pattern = %q, reason = %q}", p.Pattern, p.Reason)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprint(v)
+}

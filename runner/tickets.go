@@ -1,0 +1,278 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"peal/state"
+)
+
+// The retry-state store: every ticket's attempts are recorded in
+// <knowledge_dir>/tickets/<id>/retry-state.json, shared with ticketflow. A
+// ticket is the whole run (ticket_id) or one task (<ticket_prefix>-<index>).
+
+// ticketRun is one attempt of one ticket, held under the ticket's lock from
+// the start of its work to its close.
+type ticketRun struct {
+	id      string
+	ticket  *state.Ticket
+	attempt int // attempt number, which drives escalation
+}
+
+// tickets tracks the attempts of a run.
+type tickets struct {
+	mu        sync.Mutex
+	byTask    map[int]*ticketRun // per-task mode
+	run       *ticketRun         // ticket mode (ticket_id)
+	leftovers []Review           // ticket mode: findings left by every task
+}
+
+// ticketID is the ticket of a task.
+func (r *run) ticketID(task int) string {
+	if r.cfg.TicketID != "" {
+		return r.cfg.TicketID
+	}
+	return fmt.Sprintf("%s-%d", r.cfg.TicketPrefix, task)
+}
+
+// ticketFor is the attempt a task's calls belong to (nil outside one).
+func (r *run) ticketFor(task int) *ticketRun {
+	r.tickets.mu.Lock()
+	defer r.tickets.mu.Unlock()
+	if r.tickets.run != nil {
+		return r.tickets.run
+	}
+	return r.tickets.byTask[task]
+}
+
+// errSkipped: the ticket used up its retries; nothing runs for it.
+var errSkipped = errors.New("ticket skipped")
+
+// beginTicket opens a ticket and starts (or resumes) its attempt. It returns
+// errSkipped when escalation is on and the ticket's blocked attempts reached
+// max_retries, and an error that ends the run when another process holds the
+// ticket.
+func (r *run) beginTicket(id string) (*ticketRun, error) {
+	t, warnings, err := state.OpenTicket(r.cfg.KnowledgeDir, id, r.now())
+	if err != nil {
+		if errors.Is(err, state.ErrTicketLocked) {
+			return nil, fmt.Errorf("ticket %s is being worked on by another peal process (its retry state is locked): wait for it or run another ticket", id)
+		}
+		return nil, fmt.Errorf("ticket %s: %w", id, err)
+	}
+	for _, w := range warnings {
+		r.log.Warn(w, "ticket", id)
+	}
+	if r.cfg.EscalationEnabled && t.Exhausted(int(r.cfg.EscalationMaxRetries)) {
+		st := t.State()
+		t.Close()
+		r.log.Warn("skipping ticket: its last attempt was blocked and it has used its retries",
+			"ticket", id, "retry_count", st.RetryCount, "max_retries", r.cfg.EscalationMaxRetries)
+		return nil, errSkipped
+	}
+	attempt, resumed, err := t.Begin(r.now(), r.escalationFor)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("ticket %s: %w", id, err)
+	}
+	r.log.Info("ticket attempt", "ticket", id, "attempt", attempt.AttemptNumber, "trigger", attempt.Trigger, "resumed", resumed)
+	return &ticketRun{id: id, ticket: t, attempt: attempt.AttemptNumber}, nil
+}
+
+// escalationFor is the escalation recorded for attempt n.
+func (r *run) escalationFor(n int) state.Escalation {
+	if !r.cfg.EscalationEnabled {
+		return state.Escalation{}
+	}
+	return state.ModelsFor(n, r.cfg.EscalationFixer, r.cfg.EscalationSecondOpinion, r.cfg.EscalationWorker)
+}
+
+// modelFor is the model of a call of the given phase for a task: the base
+// model, or the escalation model of the ticket's attempt (tf's curve: fixer
+// from attempt 2 for address; second opinion for triage and worker for plan
+// and execute from attempt 3).
+func (r *run) modelFor(task int, phaseName string) string {
+	base := r.cfg.Model
+	tr := r.ticketFor(task)
+	if tr == nil || !r.cfg.EscalationEnabled {
+		return base
+	}
+	esc := state.ModelsFor(tr.attempt, r.cfg.EscalationFixer, r.cfg.EscalationSecondOpinion, r.cfg.EscalationWorker)
+	var model *string
+	switch phaseName {
+	case "address":
+		model = esc.Fixer
+	case "triage":
+		model = esc.ReviewerSecondOpinion
+	case "plan", "execute":
+		model = esc.Worker
+	}
+	if model != nil && *model != "" {
+		return *model
+	}
+	return base
+}
+
+// beginTaskTicket starts the ticket of a task in per-task mode; errSkipped
+// means the task does not run.
+func (r *run) beginTaskTicket(t Task) error {
+	if r.cfg.TicketID != "" {
+		return nil
+	}
+	tr, err := r.beginTicket(r.ticketID(t.Index))
+	if err != nil {
+		return err
+	}
+	r.tickets.mu.Lock()
+	r.tickets.byTask[t.Index] = tr
+	r.tickets.mu.Unlock()
+	return nil
+}
+
+// releaseTaskTicket lets go of a task's ticket without ending its attempt
+// (the task never started; a later run resumes the attempt).
+func (r *run) releaseTaskTicket(t Task) {
+	r.tickets.mu.Lock()
+	tr := r.tickets.byTask[t.Index]
+	delete(r.tickets.byTask, t.Index)
+	r.tickets.mu.Unlock()
+	if tr != nil {
+		tr.ticket.Close()
+	}
+}
+
+// finishTaskTicket closes the attempt of a task's ticket in per-task mode.
+func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
+	if r.cfg.TicketID != "" {
+		return
+	}
+	r.tickets.mu.Lock()
+	tr := r.tickets.byTask[t.Index]
+	delete(r.tickets.byTask, t.Index)
+	r.tickets.mu.Unlock()
+	if tr == nil {
+		return
+	}
+	var leftovers []Review
+	if res.leftover != nil {
+		leftovers = append(leftovers, *res.leftover)
+	}
+	r.closeTicket(ctx, tr, leftovers, res.err != nil && !isFindingsRemaining(res.err))
+}
+
+// closeTicket ends an attempt: interrupted work stays in progress (a signal
+// does not cost an attempt); work that failed for another reason than
+// left-over findings is an error; otherwise close-summary.md is written from
+// the left-over findings and the attempt completes as that file says.
+func (r *run) closeTicket(ctx context.Context, tr *ticketRun, leftovers []Review, failed bool) {
+	defer tr.ticket.Close()
+	log := r.log.With("ticket", tr.id, "attempt", tr.attempt)
+	if ctx.Err() != nil {
+		log.Info("attempt left in progress: the run was interrupted")
+		return
+	}
+	if failed {
+		if err := tr.ticket.Complete(r.now(), state.AttemptError, nil); err != nil {
+			log.Error("could not record the attempt", "err", err)
+		}
+		log.Info("attempt ended in error")
+		return
+	}
+	counts := gateCounts(leftovers)
+	blocked := blocks(counts, r.cfg.FailOn)
+	if err := state.WriteCloseSummary(tr.ticket.Dir(), blocked, counts); err != nil {
+		log.Error("could not write close-summary.md", "err", err)
+		return
+	}
+	cs, err := state.DetectCloseStatus(filepath.Join(tr.ticket.Dir(), state.CloseSummaryFile))
+	if err != nil {
+		log.Error("could not read close-summary.md back", "err", err)
+		return
+	}
+	status := state.AttemptClosed
+	if cs.Status == "blocked" {
+		status = state.AttemptBlocked
+	}
+	gate := &state.QualityGate{FailOn: slices.Clone(r.cfg.FailOn), Counts: counts}
+	if err := tr.ticket.Complete(r.now(), status, gate); err != nil {
+		log.Error("could not record the attempt", "err", err)
+		return
+	}
+	log.Info("attempt completed", "status", status, "critical", counts.Critical, "major", counts.Major,
+		"minor", counts.Minor, "warnings", counts.Warnings, "suggestions", counts.Suggestions)
+}
+
+// gateCounts counts left-over findings by the gate's severities: stet's
+// error → Critical, warning → Major, info → Minor, nitpick → Suggestions,
+// anything else → Warnings; a review that is not JSON counts as one Major.
+func gateCounts(reviews []Review) state.Counts {
+	var c state.Counts
+	for _, rv := range reviews {
+		if !rv.Present {
+			continue
+		}
+		if !rv.Structured {
+			c.Major++
+			continue
+		}
+		for _, f := range rv.Findings {
+			switch f.Severity {
+			case "error":
+				c.Critical++
+			case "warning":
+				c.Major++
+			case "info":
+				c.Minor++
+			case "nitpick":
+				c.Suggestions++
+			default:
+				c.Warnings++
+			}
+		}
+	}
+	return c
+}
+
+// blocks reports whether any count of a fail_on severity is above zero; an
+// empty fail_on is no gate.
+func blocks(c state.Counts, failOn []string) bool {
+	byName := map[string]int{"Critical": c.Critical, "Major": c.Major, "Minor": c.Minor, "Warnings": c.Warnings, "Suggestions": c.Suggestions}
+	for _, sev := range failOn {
+		if byName[sev] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func isFindingsRemaining(err error) bool {
+	var fe *FindingsRemainingError
+	return errors.As(err, &fe)
+}
+
+// resetTickets backs up the retry state of this run's tickets (--retry-reset).
+func (r *run) resetTickets(tasks []Task) error {
+	ids := []string{r.cfg.TicketID}
+	if r.cfg.TicketID == "" {
+		ids = ids[:0]
+		for _, t := range tasks {
+			ids = append(ids, r.ticketID(t.Index))
+		}
+	}
+	for _, id := range ids {
+		backup, err := state.ResetTicket(r.cfg.KnowledgeDir, id, r.now())
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("--retry-reset: ticket %s: %w", id, err)
+		default:
+			r.log.Info("retry state reset", "ticket", id, "backup", backup)
+		}
+	}
+	return nil
+}
