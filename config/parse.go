@@ -202,3 +202,13 @@ func tomlTypeName(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// ParseSeverities parses a comma-separated list of severities the way
+// fail_on is read from a variable or flag ("" is the empty list).
+func ParseSeverities(text string) ([]string, error) {
+	v, err := checkSeverities(splitCommas(text), "--fail-on")
+	if err != nil {
+		return nil, err
+	}
+	return v.([]string), nil
+}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -22,10 +23,11 @@ import (
 
 // CLI is the command tree.
 type CLI struct {
-	Version kong.VersionFlag `help:"Print the version and exit."`
-	Run     RunCmd           `cmd:"" help:"Execute a plan: plan, execute and address each task."`
-	Prompt  PromptCmd        `cmd:"" help:"Print a prompt that tells an LLM how to write a plan for peal."`
-	Config  ConfigCmd        `cmd:"" help:"Print the resolved configuration: every key, its value and the layer that set it."`
+	Version    kong.VersionFlag `help:"Print the version and exit."`
+	Run        RunCmd           `cmd:"" help:"Execute a plan: plan, execute and address each task."`
+	Prompt     PromptCmd        `cmd:"" help:"Print a prompt that tells an LLM how to write a plan for peal."`
+	Config     ConfigCmd        `cmd:"" help:"Print the resolved configuration: every key, its value and the layer that set it."`
+	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
 }
 
 // env carries what a command needs from the process, so tests can run main in-process.
@@ -144,6 +146,9 @@ func signalName(sig syscall.Signal) string {
 	}
 	return sig.String()
 }
+
+// nowFunc is the clock of commands (a variable so tests can fix it).
+var nowFunc = time.Now
 
 func version() string {
 	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"peal/config"
+	"peal/runner"
+	"peal/state"
+)
+
+// RetryStateCmd is `peal retry-state`: the retry-state store shared with
+// ticketflow.
+type RetryStateCmd struct {
+	Show   RetryStateShowCmd   `cmd:"" help:"Show a ticket's attempts, retry count and the models its next attempt would get."`
+	Reset  RetryStateResetCmd  `cmd:"" help:"Back up a ticket's retry state so that its next attempt is a fresh attempt 1."`
+	Detect RetryStateDetectCmd `cmd:"" help:"Run ticketflow's close detection on a ticket folder (close-summary.md, review.md)."`
+}
+
+// storeFlags locate the store.
+type storeFlags struct {
+	KnowledgeDir string `help:"Retry-state store [PEAL_KNOWLEDGE_DIR; default: .tf/knowledge when ./.tf exists, else {state_dir}/knowledge]." placeholder:"PATH"`
+}
+
+// dir resolves the store as a run from the current folder would.
+func (f storeFlags) dir(environ []string) string {
+	if f.KnowledgeDir != "" {
+		return f.KnowledgeDir
+	}
+	env := envMap(environ)
+	if d := env["PEAL_KNOWLEDGE_DIR"]; d != "" {
+		return d
+	}
+	if info, err := os.Stat(".tf"); err == nil && info.IsDir() {
+		return filepath.Join(".tf", "knowledge")
+	}
+	stateDir := env["PEAL_STATE_DIR"]
+	if stateDir == "" {
+		stateDir = ".peal"
+	}
+	return filepath.Join(stateDir, "knowledge")
+}
+
+func envMap(environ []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// RetryStateShowCmd is `peal retry-state show`.
+type RetryStateShowCmd struct {
+	Ticket string `arg:"" help:"Ticket id, e.g. plan-2 or pt-te9b."`
+	storeFlags
+	Config string `help:"TOML config file whose escalation settings apply." placeholder:"PATH" type:"path"`
+	JSON   bool   `name:"json" help:"Print the retry-state.json file as it is."`
+}
+
+// Run prints the ticket's state.
+func (c *RetryStateShowCmd) Run(e *env) error {
+	dir := c.dir(e.environ)
+	if !state.ValidTicketID(c.Ticket) {
+		return failf("%q is not a ticket id (like plan-2 or pt-te9b)", c.Ticket)
+	}
+	st, err := state.LoadRetryState(dir, c.Ticket)
+	if errors.Is(err, fs.ErrNotExist) {
+		return failf("no retry state for ticket %s in %s", c.Ticket, dir)
+	}
+	if err != nil {
+		return failf("ticket %s: %v", c.Ticket, err)
+	}
+	if c.JSON {
+		data, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(e.stdout, string(data))
+		return err
+	}
+	cfg, err := config.Load(config.Inputs{Env: e.environ, ConfigPath: c.Config, Flags: map[string]string{"repo_path": "."}})
+	if err != nil {
+		return failf("%v", err)
+	}
+	printRetryState(e.stdout, st, cfg)
+	return nil
+}
+
+func printRetryState(w io.Writer, st state.RetryState, cfg *config.Config) {
+	fmt.Fprintf(w, "ticket %s: status %s, retryCount %d, last attempt at %s\n\n", st.TicketID, st.Status, st.RetryCount, st.LastAttemptAt)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\ttrigger\tstatus\tstarted\tcompleted\tcritical/major/minor/warnings/suggestions\tmodels (fixer, second opinion, worker)")
+	for _, a := range st.Attempts {
+		counts := "-"
+		if g := a.QualityGate; g != nil {
+			c := g.Counts
+			counts = fmt.Sprintf("%d/%d/%d/%d/%d", c.Critical, c.Major, c.Minor, c.Warnings, c.Suggestions)
+		}
+		completed := a.CompletedAt
+		if completed == "" {
+			completed = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.AttemptNumber, a.Trigger, a.Status, a.StartedAt, completed, counts, models(a.Escalation))
+	}
+	tw.Flush()
+	next := len(st.Attempts) + 1
+	if n := len(st.Attempts); n > 0 && st.Attempts[n-1].Status == state.AttemptInProgress {
+		next = st.Attempts[n-1].AttemptNumber
+	}
+	if !cfg.EscalationEnabled {
+		fmt.Fprintf(w, "\nnext attempt %d: base models (escalation is off)\n", next)
+		return
+	}
+	esc := state.ModelsFor(next, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
+	fmt.Fprintf(w, "\nnext attempt %d: %s", next, models(&esc))
+	if n := len(st.Attempts); n > 0 && st.RetryCount >= int(cfg.EscalationMaxRetries) && st.Attempts[n-1].Status == state.AttemptBlocked {
+		fmt.Fprintf(w, " — but the ticket is exhausted (%d blocked attempts, max_retries %d): a run skips it", st.RetryCount, cfg.EscalationMaxRetries)
+	}
+	fmt.Fprintln(w)
+}
+
+func models(e *state.Escalation) string {
+	if e == nil {
+		return "-"
+	}
+	name := func(p *string) string {
+		if p == nil {
+			return "base"
+		}
+		return *p
+	}
+	return fmt.Sprintf("%s, %s, %s", name(e.Fixer), name(e.ReviewerSecondOpinion), name(e.Worker))
+}
+
+// RetryStateResetCmd is `peal retry-state reset`.
+type RetryStateResetCmd struct {
+	Ticket string `arg:"" help:"Ticket id."`
+	storeFlags
+}
+
+// Run renames the ticket's retry-state.json aside and prints the backup's name.
+func (c *RetryStateResetCmd) Run(e *env) error {
+	dir := c.dir(e.environ)
+	if !state.ValidTicketID(c.Ticket) {
+		return failf("%q is not a ticket id (like plan-2 or pt-te9b)", c.Ticket)
+	}
+	backup, err := state.ResetTicket(dir, c.Ticket, nowFunc())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return failf("no retry state for ticket %s in %s", c.Ticket, dir)
+	case errors.Is(err, state.ErrTicketLocked):
+		return failf("ticket %s is being worked on by a peal run: try again when it ends", c.Ticket)
+	case err != nil:
+		return failf("ticket %s: %v", c.Ticket, err)
+	}
+	_, err = fmt.Fprintln(e.stdout, backup)
+	return err
+}
+
+// RetryStateDetectCmd is `peal retry-state detect`.
+type RetryStateDetectCmd struct {
+	Dir    string `arg:"" help:"Ticket folder holding close-summary.md and/or review.md." type:"path"`
+	FailOn string `help:"Severities that block, comma separated (\"\" turns the review.md check off) [default: Critical,Major]." default:"Critical,Major" placeholder:"LIST"`
+	JSON   bool   `name:"json" help:"Print the report as JSON."`
+}
+
+// Run prints what ticketflow's detection finds in the folder.
+func (c *RetryStateDetectCmd) Run(e *env) error {
+	failOn, err := config.ParseSeverities(c.FailOn)
+	if err != nil {
+		return failf("%v", err)
+	}
+	report, err := state.Detect(c.Dir, failOn)
+	if err != nil {
+		return failf("%v", err)
+	}
+	if c.JSON {
+		data, err := json.Marshal(report)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(e.stdout, string(data))
+		return err
+	}
+	source := report.Source
+	if source == "" {
+		source = "-"
+	}
+	fmt.Fprintf(e.stdout, "blocked: %v\nsource: %s\nclose status: %s\n", report.Blocked, source, report.CloseStatus)
+	for _, sev := range config.Severities {
+		if n, ok := report.Counts[sev]; ok {
+			fmt.Fprintf(e.stdout, "%s: %s\n", sev, n)
+		}
+	}
+	return nil
+}
+
+func failf(format string, args ...any) error {
+	return &exitError{code: runner.ExitFailure, msg: "error: " + fmt.Sprintf(format, args...)}
+}
