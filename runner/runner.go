@@ -77,22 +77,7 @@ type run struct {
 // a run that finished (exit 0 or 2), or an error for a hard failure, a stop
 // (*StoppedError) or an interruption (*phase.InterruptedError).
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, error) {
-	r := &run{
-		cfg:   cfg,
-		log:   log,
-		agent: phase.Agent{Path: cfg.AgentPath, Repo: cfg.RepoPath, Sandbox: cfg.Sandbox},
-		caller: phase.Caller{
-			Dir: cfg.RepoPath,
-			Limits: phase.Limits{
-				Timeout:   time.Duration(cfg.PhaseTimeoutSec) * time.Second,
-				Idle:      time.Duration(cfg.IdleTimeoutSec) * time.Second,
-				KillGrace: time.Duration(cfg.KillGraceSec) * time.Second,
-			},
-			Log: log,
-		},
-		tickets: tickets{byTask: map[int]*ticketRun{}},
-		now:     time.Now,
-	}
+	r := newRun(cfg, log)
 	tasks, err := r.loadPlan(ctx)
 	if err != nil {
 		return Outcome{}, err
@@ -124,6 +109,26 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, er
 	r.writeSummary(out)
 	r.postRun(ctx)
 	return out, nil
+}
+
+// newRun prepares a run of cfg; it starts nothing and writes nothing.
+func newRun(cfg *config.Config, log *slog.Logger) *run {
+	return &run{
+		cfg:   cfg,
+		log:   log,
+		agent: phase.Agent{Path: cfg.AgentPath, Repo: cfg.RepoPath, Sandbox: cfg.Sandbox},
+		caller: phase.Caller{
+			Dir: cfg.RepoPath,
+			Limits: phase.Limits{
+				Timeout:   time.Duration(cfg.PhaseTimeoutSec) * time.Second,
+				Idle:      time.Duration(cfg.IdleTimeoutSec) * time.Second,
+				KillGrace: time.Duration(cfg.KillGraceSec) * time.Second,
+			},
+			Log: log,
+		},
+		tickets: tickets{byTask: map[int]*ticketRun{}},
+		now:     time.Now,
+	}
 }
 
 // runSegments opens the run's ticket (ticket mode) and the review session
@@ -187,27 +192,37 @@ func (r *run) startStet(ctx context.Context) error {
 
 // loadPlan reads, normalizes if needed and filters the plan.
 func (r *run) loadPlan(ctx context.Context) ([]Task, error) {
-	data, err := os.ReadFile(r.cfg.PlanPath)
+	tasks, text, err := r.readPlan()
 	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
-	}
-	text := string(data)
-	if strings.TrimSpace(text) == "" {
-		return nil, fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", r.cfg.PlanPath)
-	}
-	tasks, err := ParsePlan(text)
-	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
+		return nil, err
 	}
 	if len(tasks) == 0 {
-		if !r.cfg.NormalizePlan {
-			return nil, fmt.Errorf("plan %s has no `## Task N` heading: add task headings (see `peal prompt`) or enable normalize_plan (--normalize)", r.cfg.PlanPath)
-		}
 		if tasks, err = r.normalize(ctx, text); err != nil {
 			return nil, err
 		}
 	}
 	return SelectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
+}
+
+// readPlan reads and parses the plan. No task and no error means the plan
+// needs normalizing (normalize_plan is on); the text is returned for it.
+func (r *run) readPlan() ([]Task, string, error) {
+	data, err := os.ReadFile(r.cfg.PlanPath)
+	if err != nil {
+		return nil, "", fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
+	}
+	text := string(data)
+	if strings.TrimSpace(text) == "" {
+		return nil, "", fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", r.cfg.PlanPath)
+	}
+	tasks, err := ParsePlan(text)
+	if err != nil {
+		return nil, "", fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
+	}
+	if len(tasks) == 0 && !r.cfg.NormalizePlan {
+		return nil, "", fmt.Errorf("plan %s has no `## Task N` heading: add task headings (see `peal prompt`) or enable normalize_plan (--normalize)", r.cfg.PlanPath)
+	}
+	return tasks, text, nil
 }
 
 // argvFunc builds an agent argv: phase.Agent.PlanArgv or phase.Agent.ActArgv.

@@ -37,34 +37,68 @@ type Store struct {
 // the returned warnings say why, and an unreadable file is kept aside. Open
 // writes nothing unless it has to move an unreadable file.
 func Open(dir, plan, repo string, now time.Time) (*Store, []string, error) {
-	s := &Store{path: filepath.Join(dir, FileName), state: State{PlanPath: plan, RepoPath: repo, CompletedTaskIndices: []int{}}}
-	data, err := os.ReadFile(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil, nil
-	}
+	s := &Store{path: filepath.Join(dir, FileName)}
+	st, problem, unreadable, err := read(s.path, plan, repo)
 	if err != nil {
-		return nil, nil, fmt.Errorf("state file %s: %w", s.path, err)
+		return nil, nil, err
 	}
-	var loaded State
-	if err := json.Unmarshal(data, &loaded); err != nil || loaded.CompletedTaskIndices == nil {
-		aside, rerr := KeepAside(s.path, now)
-		if rerr != nil {
-			return nil, nil, fmt.Errorf("state file %s is unreadable and cannot be moved aside: %w", s.path, rerr)
-		}
-		reason := "it has no completed_task_indices"
+	s.state = st
+	switch {
+	case unreadable:
+		aside, err := KeepAside(s.path, now)
 		if err != nil {
-			reason = err.Error()
+			return nil, nil, fmt.Errorf("state file %s is unreadable and cannot be moved aside: %w", s.path, err)
 		}
-		return s, []string{fmt.Sprintf("state file %s is unreadable (%s): kept it as %s and started fresh", s.path, reason, aside)}, nil
-	}
-	if loaded.PlanPath != plan || loaded.RepoPath != repo {
-		return s, []string{fmt.Sprintf("state file %s belongs to plan %s in %s, not to this run: starting fresh", s.path, loaded.PlanPath, loaded.RepoPath)}, nil
-	}
-	s.state.CompletedTaskIndices = normalize(loaded.CompletedTaskIndices)
-	if len(loaded.DeferredTaskIndices) > 0 {
-		s.state.DeferredTaskIndices = normalize(loaded.DeferredTaskIndices)
+		return s, []string{fmt.Sprintf("state file %s is unreadable (%s): kept it as %s and started fresh", s.path, problem, aside)}, nil
+	case problem != "":
+		return s, []string{problem}, nil
 	}
 	return s, nil, nil
+}
+
+// Peek reads the state a run of plan on repo would start from, changing
+// nothing on disk (for dry runs and status).
+func Peek(dir, plan, repo string) (State, []string, error) {
+	path := filepath.Join(dir, FileName)
+	st, problem, unreadable, err := read(path, plan, repo)
+	switch {
+	case err != nil:
+		return State{}, nil, err
+	case unreadable:
+		return st, []string{fmt.Sprintf("state file %s is unreadable (%s): a run would keep it aside and start fresh", path, problem)}, nil
+	case problem != "":
+		return st, []string{problem}, nil
+	}
+	return st, nil, nil
+}
+
+// read loads a state file for plan and repo: a fresh state when the file is
+// missing, unreadable (unreadable set, problem says why) or another run's
+// (problem says so).
+func read(path, plan, repo string) (st State, problem string, unreadable bool, err error) {
+	st = State{PlanPath: plan, RepoPath: repo, CompletedTaskIndices: []int{}}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, "", false, nil
+	}
+	if err != nil {
+		return st, "", false, fmt.Errorf("state file %s: %w", path, err)
+	}
+	var loaded State
+	if err := json.Unmarshal(data, &loaded); err != nil {
+		return st, err.Error(), true, nil
+	}
+	if loaded.CompletedTaskIndices == nil {
+		return st, "it has no completed_task_indices", true, nil
+	}
+	if loaded.PlanPath != plan || loaded.RepoPath != repo {
+		return st, fmt.Sprintf("state file %s belongs to plan %s in %s, not to this run: starting fresh", path, loaded.PlanPath, loaded.RepoPath), false, nil
+	}
+	st.CompletedTaskIndices = normalize(loaded.CompletedTaskIndices)
+	if len(loaded.DeferredTaskIndices) > 0 {
+		st.DeferredTaskIndices = normalize(loaded.DeferredTaskIndices)
+	}
+	return st, "", false, nil
 }
 
 // Path is the state file's path.

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins, err = testbin.Build(dir, "peal/cmd/peal", "peal/testdata/fakeagent")
+	bins, err = testbin.Build(dir, "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

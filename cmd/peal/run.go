@@ -18,6 +18,7 @@ import (
 // RunCmd is `peal run`.
 type RunCmd struct {
 	RunFlags
+	DryRun bool `help:"Print the schedule, every call's argv and model, then exit 0 without running anything or writing any file."`
 }
 
 // Run resolves the configuration, runs the plan and maps the result to an
@@ -35,6 +36,12 @@ func (c *RunCmd) Run(e *env) error {
 	defer closeLog()
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
+	}
+	if c.DryRun {
+		if err := runner.DryRun(cfg, log, e.stdout); err != nil {
+			return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+		}
+		return nil
 	}
 
 	out, err := runner.Run(e.ctx, cfg, log)

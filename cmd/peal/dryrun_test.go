@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+	"peal/state"
+)
+
+// TestDryRun: the schedule with argv and models, no child started, no file
+// written.
+func TestDryRun(t *testing.T) {
+	s := newSandbox(t, "## Task 1\nFirst\n## Task 2 (parallel)\nSecond\n## Task 3 (parallel)\nThird\n")
+	stetDir := filepath.Join(s.dir, "stet")
+	os.MkdirAll(stetDir, 0o755)
+	fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
+	// Task 3's ticket has two blocked attempts: its next attempt is the third.
+	knowledge := filepath.Join(s.dir, "knowledge")
+	tk, _, err := state.OpenTicket(knowledge, "plan-3", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		tk.Begin(time.Now(), nil)
+		tk.Complete(time.Now(), state.AttemptBlocked, nil)
+	}
+	tk.Close()
+	before := snapshot(t, s.dir)
+
+	env := s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"], "PEAL_KNOWLEDGE_DIR="+knowledge,
+		"PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_WORKER=worker-m", "PEAL_ESCALATION_FIXER=fixer-m", "PEAL_MODEL=base-m", "PEAL_MAX_PARALLEL=2")
+	r := s.peal(env, "run", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	out := r.stdout
+	for _, want := range []string{
+		"segment 1: sequential", "segment 2: parallel, at most 2 at once",
+		"task 1: ticket plan-1, attempt 1", "task 3: ticket plan-3, attempt 3",
+		"plan     model base-m, attempts 1: " + bins["fakeagent"] + " --print --plan --workspace " + s.repo + " --output-format text --model base-m <prompt len=",
+		"plan     model worker-m", "address  model fixer-m",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "First") || strings.Contains(out, "Third") {
+		t.Error("the dry run shows prompt text")
+	}
+	if s.keys() != "" {
+		t.Fatalf("the dry run called the agent: %s", s.keys())
+	}
+	if calls, _ := fakes.ReadStetCalls(stetDir); len(calls) != 0 {
+		t.Fatal("the dry run called stet")
+	}
+	if after := snapshot(t, s.dir); after != before {
+		t.Fatalf("the dry run wrote files:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// snapshot lists every file under dir with its size, as one string.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, _ := d.Info()
+		b.WriteString(strings.TrimPrefix(path, dir) + ":" + info.ModTime().String() + ";")
+		return nil
+	})
+	return b.String()
+}
