@@ -63,6 +63,7 @@ type Config struct {
 	CommitAfterPhase2          bool             `key:"commit_after_phase2"`
 	LogLevel                   string           `key:"log_level"`
 	LogFile                    string           `key:"log_file"`
+	AgentLogDir                string           `key:"agent_log_dir"`
 	KillGraceSec               uint64           `key:"kill_grace_sec"`
 	IdleTimeoutSec             uint64           `key:"idle_timeout_sec"`
 	NetworkRetryCount          uint32           `key:"network_retry_count"`

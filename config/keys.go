@@ -104,6 +104,7 @@ var Keys = []Key{
 	{Name: "commit_after_phase2", Flag: "commit-after-phase2", Kind: KindBool, Default: false, Type: "bool", Help: "git add -A and commit after each successful execute"},
 	{Name: "log_level", Flag: "log-level", Kind: KindEnum, Enum: []string{"debug", "info", "warn", "error"}, Default: "info", Type: "debug|info|warn|error", Help: "Level of the log on stderr and in log_file"},
 	{Name: "log_file", Flag: "log-file", Kind: KindPath, Type: "path", Help: "File that JSON log lines are appended to"},
+	{Name: "agent_log_dir", Flag: "agent-log-dir", Kind: KindPath, Type: "path", Help: "Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"},
 	{Name: "kill_grace_sec", Flag: "kill-grace-sec", Kind: KindU64, Default: uint64(5), Type: "u64", Help: "Seconds between SIGTERM and SIGKILL to a child's process group"},
 	{Name: "idle_timeout_sec", Flag: "idle-timeout-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "A call silent on stdout and stderr this long times out (0: off)"},
 	{Name: "network_retry_count", Flag: "network-retry-count", Kind: KindU32, Default: uint64(2), Type: "u32", Help: "Retries of agent calls that failed with a network error (apart from the retry counts)"},

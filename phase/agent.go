@@ -51,10 +51,11 @@ func CallEnv(phase string, task int, attempt int) []string {
 // Caller turns an argv into the Spec of one attempt, adding the working
 // folder, the limits and the environment of B6.
 type Caller struct {
-	Dir    string
-	Limits Limits
-	Log    *slog.Logger
-	Env    []string // added to every call (e.g. PEAL_TICKET_ID)
+	Dir      string
+	Limits   Limits
+	Log      *slog.Logger
+	Env      []string // added to every call (e.g. PEAL_TICKET_ID)
+	Observer Observer // given to every call; nil: none
 }
 
 // Spec is the Spec of attempt a of a call of the given phase for task.
@@ -66,6 +67,6 @@ func (c Caller) Spec(phase string, task int, a Attempt, argv []string, prompt bo
 	return Spec{
 		Phase: phase, Argv: argv, Prompt: prompt, Dir: c.Dir, Env: env,
 		Timeout: c.Limits.Timeout, IdleTimeout: c.Limits.Idle, KillGrace: c.Limits.KillGrace,
-		Log: c.Log, Attempt: a,
+		Log: c.Log, Attempt: a, Task: task, Observer: c.Observer,
 	}
 }

@@ -34,8 +34,11 @@ type Spec struct {
 	KillGrace   time.Duration
 	Log         *slog.Logger
 	Attempt     Attempt // for logs; zero for calls that are not retried
+	Task        int     // for the Observer; 0: the call belongs to no task
 	// StdoutSink and StderrSink, when set, receive the whole streams, untruncated.
 	StdoutSink, StderrSink io.Writer
+	// Observer, when set, is told when the child starts and when the call ends.
+	Observer Observer
 }
 
 // Result is what a finished child left behind.
@@ -120,6 +123,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 
 	// Output activity feeds the idle timeout; timers, not polling, fire the limits.
 	start := time.Now()
+	// The observer hears of the end when Run returns: after the group has been
+	// stopped and the output read, so nothing of the call is left running.
+	defer observe(spec, start)()
 	var lastOutput atomic.Int64
 	activity := func() { lastOutput.Store(int64(time.Since(start))) }
 	callTimer := time.AfterFunc(spec.Timeout, func() { cancel(errCallTimeout) })

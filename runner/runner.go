@@ -71,13 +71,20 @@ type run struct {
 	stet    *stetClient // nil: no Phase 3 in this run
 	tickets tickets
 	now     func() time.Time
+	// observer hears of the plan's size (nil: none); caller hands it every call.
+	observer  Observer
+	agentLogs *agentLogs // nil: agent_log_dir unset
 }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of
 // a run that finished (exit 0 or 2), or an error for a hard failure, a stop
 // (*StoppedError) or an interruption (*phase.InterruptedError).
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (Outcome, error) {
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (Outcome, error) {
 	r := newRun(cfg, log)
+	for _, o := range opts {
+		o(r)
+	}
+	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
 	tasks, err := r.loadPlan(ctx)
 	if err != nil {
 		return Outcome{}, err
@@ -201,6 +208,9 @@ func (r *run) loadPlan(ctx context.Context) ([]Task, error) {
 			return nil, err
 		}
 	}
+	if r.observer != nil {
+		r.observer.PlanLoaded(len(tasks))
+	}
 	return SelectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
 }
 
@@ -244,6 +254,8 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 	if tr := r.ticketFor(task); tr != nil {
 		env = append(env, "PEAL_TICKET_ID="+tr.id)
 	}
+	files := r.agentLogs.call(name, task)
+	defer files.close()
 	res, _, err := phase.Do(ctx, log, r.agentPolicy(attempts, failure), func(a phase.Attempt) phase.Spec {
 		args := argv(r.agent, model, prompt)
 		if a.Role == phase.RoleFallback {
@@ -251,6 +263,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		}
 		spec := r.caller.Spec(name, task, a, args, true)
 		spec.Env = append(spec.Env, env...)
+		files.attach(&spec, a.N)
 		return spec
 	})
 	return res, err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -37,12 +36,7 @@ func (c *ConfigCmd) Run(e *env) error {
 		for _, k := range config.Keys {
 			out[k.Name] = keyReport{Value: cfg.Value(k.Name), Source: cfg.Sources[k.Name]}
 		}
-		data, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(e.stdout, string(data))
-		return err
+		return printJSON(e.stdout, out)
 	}
 	width := 0
 	for _, k := range config.Keys {

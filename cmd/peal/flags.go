@@ -49,6 +49,7 @@ type RunFlags struct {
 	CommitAfterPhase2          bool   `peal:"commit_after_phase2" name:"commit-after-phase2" negatable:""`
 	LogLevel                   string `peal:"log_level" placeholder:"LEVEL"`
 	LogFile                    string `peal:"log_file" placeholder:"PATH"`
+	AgentLogDir                string `peal:"agent_log_dir" placeholder:"PATH"`
 	KillGraceSec               string `peal:"kill_grace_sec" placeholder:"SEC"`
 	IdleTimeoutSec             string `peal:"idle_timeout_sec" placeholder:"SEC"`
 	NetworkRetryCount          string `peal:"network_retry_count" placeholder:"N"`

@@ -27,6 +27,7 @@ type CLI struct {
 	Run        RunCmd           `cmd:"" help:"Execute a plan: plan, execute and address each task."`
 	Prompt     PromptCmd        `cmd:"" help:"Print a prompt that tells an LLM how to write a plan for peal."`
 	Config     ConfigCmd        `cmd:"" help:"Print the resolved configuration: every key, its value and the layer that set it."`
+	Status     StatusCmd        `cmd:"" help:"Show every task of the plan: completed, failed, deferred, skipped or pending, with its ticket and attempts."`
 	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
 }
 

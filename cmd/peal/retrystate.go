@@ -80,12 +80,7 @@ func (c *RetryStateShowCmd) Run(e *env) error {
 		return failf("ticket %s: %v", c.Ticket, err)
 	}
 	if c.JSON {
-		data, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(e.stdout, string(data))
-		return err
+		return printJSON(e.stdout, st)
 	}
 	cfg, err := config.Load(config.Inputs{Env: e.environ, ConfigPath: c.Config, Flags: map[string]string{"repo_path": "."}})
 	if err != nil {
@@ -206,4 +201,14 @@ func (c *RetryStateDetectCmd) Run(e *env) error {
 
 func failf(format string, args ...any) error {
 	return &exitError{code: runner.ExitFailure, msg: "error: " + fmt.Sprintf(format, args...)}
+}
+
+// printJSON writes v as indented JSON, the form of every --json output.
+func printJSON(w io.Writer, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(data))
+	return err
 }

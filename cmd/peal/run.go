@@ -19,6 +19,9 @@ import (
 type RunCmd struct {
 	RunFlags
 	DryRun bool `help:"Print the schedule, every call's argv and model, then exit 0 without running anything or writing any file."`
+	// NoProgress is a flag rather than a key: whether stderr shows live
+	// lines concerns the terminal at hand, not the run.
+	NoProgress bool `help:"Never draw live status lines on a terminal stderr (they are off anyway when stderr is not a terminal or TERM is dumb)."`
 }
 
 // Run resolves the configuration, runs the plan and maps the result to an
@@ -29,7 +32,14 @@ func (c *RunCmd) Run(e *env) error {
 	if err != nil {
 		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
 	}
-	log, fileLog, closeLog, err := newLoggers(cfg, e.stderr)
+	stderr, opts := e.stderr, []runner.Option(nil)
+	if prog := progressFor(e.stderr, e.environ, c.NoProgress || c.DryRun); prog != nil {
+		// Log lines go through the display, which keeps them apart from the
+		// status lines; it is cleared before the last line is printed.
+		defer prog.Close()
+		stderr, opts = prog, append(opts, runner.WithObserver(prog))
+	}
+	log, fileLog, closeLog, err := newLoggers(cfg, stderr)
 	if err != nil {
 		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
 	}
@@ -44,7 +54,7 @@ func (c *RunCmd) Run(e *env) error {
 		return nil
 	}
 
-	out, err := runner.Run(e.ctx, cfg, log)
+	out, err := runner.Run(e.ctx, cfg, log, opts...)
 	if err != nil {
 		code, msg := failure(e.ctx, cfg, err)
 		fileLog.Error(msg, "exit_code", code)

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"peal/internal/fakes"
+)
+
+// openPTY opens a pseudo-terminal pair with the standard library only, 120
+// columns wide; it skips the test when the system has none.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: /dev/ptmx: %v", err)
+	}
+	ioctl := func(req uintptr, arg unsafe.Pointer) error {
+		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), req, uintptr(arg)); errno != 0 {
+			return errno
+		}
+		return nil
+	}
+	var unlock int32
+	var n uint32
+	if err := ioctl(syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
+		master.Close()
+		t.Skipf("no pseudo-terminal: unlock: %v", err)
+	}
+	if err := ioctl(syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
+		master.Close()
+		t.Skipf("no pseudo-terminal: TIOCGPTN: %v", err)
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		master.Close()
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	size := struct{ Row, Col, X, Y uint16 }{Row: 40, Col: 120}
+	if err := ioctl(syscall.TIOCSWINSZ, unsafe.Pointer(&size)); err != nil {
+		t.Fatalf("TIOCSWINSZ: %v", err)
+	}
+	return master, slave
+}
+
+// onTerminal runs peal with its stderr on a pseudo-terminal and returns
+// everything the terminal received.
+func (s *sandbox) onTerminal(env []string, args ...string) (int, string) {
+	s.t.Helper()
+	master, slave := openPTY(s.t)
+	defer master.Close()
+	cmd := exec.Command(bins["peal"], args...)
+	cmd.Dir, cmd.Env = s.dir, env
+	cmd.Stdout, cmd.Stderr = io.Discard, slave
+	if err := cmd.Start(); err != nil {
+		slave.Close()
+		s.t.Fatal(err)
+	}
+	// Only peal holds the terminal now: reading it ends (EIO) once peal and
+	// its children are gone.
+	slave.Close()
+	var stream bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		io.Copy(&stream, master)
+		close(read)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case <-read:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		s.t.Fatal("peal did not finish")
+	}
+	if err := <-waited; err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			s.t.Fatal(err)
+		}
+	}
+	return cmd.ProcessState.ExitCode(), stream.String()
+}
+
+// TestProgressOnTerminal runs the built peal with stderr on a pseudo-terminal
+// and an agent that takes two seconds to plan: the status line of the call is
+// drawn and redrawn in place, log lines stay whole, and no prompt text shows.
+// TERM=dumb and --no-progress turn the display off.
+func TestProgressOnTerminal(t *testing.T) {
+	const secret = "SECRET TASK TEXT"
+	cases := []struct {
+		name  string
+		env   []string
+		args  []string
+		shown bool
+	}{
+		{"shown", []string{"TERM=xterm"}, nil, true},
+		{"TERM=dumb", []string{"TERM=dumb"}, nil, false},
+		{"TERM unset", nil, nil, false},
+		{"--no-progress", []string{"TERM=xterm"}, []string{"--no-progress"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSandbox(t, "## Task 1\n"+secret+"\n")
+			s.scenario(map[string][]fakes.Outcome{"plan": {{SleepMS: 2000}}})
+			// No network retries: the call has exactly one attempt.
+			env := s.env(append([]string{"PEAL_NETWORK_RETRY_COUNT=0"}, tc.env...)...)
+			code, stream := s.onTerminal(env, append([]string{"run"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d; terminal:\n%s", code, stream)
+			}
+			if strings.Contains(stream, secret) {
+				t.Fatal("prompt text on the terminal")
+			}
+			if !tc.shown {
+				if strings.Contains(stream, "\x1b[") || strings.Contains(stream, "peal: task") {
+					t.Fatalf("status lines drawn:\n%q", stream)
+				}
+				if !strings.Contains(stream, `msg="starting call" phase=plan`) {
+					t.Fatalf("plain log lines missing:\n%s", stream)
+				}
+				return
+			}
+			status := "peal: task 1/1 | plan | attempt 1/1 | primary | "
+			if n := strings.Count(stream, status); n < 2 {
+				t.Fatalf("the status line was drawn %d times, want it redrawn while the agent runs:\n%q", n, stream)
+			}
+			if !strings.Contains(stream, "peal: task 1/1 | execute | attempt 1/1 | primary | ") {
+				t.Fatalf("no status line for execute:\n%q", stream)
+			}
+			if !strings.Contains(stream, "\r\x1b[1A\x1b[J") {
+				t.Fatalf("no cursor-up and erase before a redraw:\n%q", stream)
+			}
+			// What the terminal shows at the end: every status line was
+			// overwritten in place, and each log line is whole.
+			screen := newScreen(t)
+			screen.feed(stream)
+			lines := screen.text()
+			starts := 0
+			for _, line := range lines {
+				if !strings.HasPrefix(line, "time=") || !strings.Contains(line, " level=") {
+					t.Fatalf("line %q is not a whole log line; screen:\n%s", line, strings.Join(lines, "\n"))
+				}
+				if strings.Contains(line, `msg="starting call"`) {
+					starts++
+				}
+			}
+			if starts != 2 {
+				t.Fatalf("%d starting-call lines on the screen, want 2:\n%s", starts, strings.Join(lines, "\n"))
+			}
+		})
+	}
+}
+
+// TestNoProgressOnPipe: with stderr on a pipe (CI), the log is plain lines,
+// even with a TERM that could draw.
+func TestNoProgressOnPipe(t *testing.T) {
+	s := newSandbox(t, "## Task 1\nA\n")
+	s.scenario(map[string][]fakes.Outcome{"plan": {{SleepMS: 1500}}})
+	r := s.peal(s.env("TERM=xterm"), "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if strings.ContainsAny(r.stderr, "\r\x1b") || strings.Contains(r.stderr, "peal: task") {
+		t.Fatalf("terminal sequences or status lines on a pipe:\n%q", r.stderr)
+	}
+	for _, line := range strings.Split(strings.TrimRight(r.stderr, "\n"), "\n") {
+		if !strings.HasPrefix(line, "time=") {
+			t.Fatalf("not a plain log line: %q", line)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"peal/runner"
+)
+
+// StatusCmd is `peal status`: where the plan of this configuration stands.
+type StatusCmd struct {
+	RunFlags
+	JSON bool `name:"json" help:"Print {\"tasks\": [...], \"last_run\": {...}} instead of a table."`
+}
+
+// Run prints every task's status, ticket and attempts, and the last run.
+func (c *StatusCmd) Run(e *env) error {
+	cfg, err := c.load(e.kctx, e.environ)
+	if err != nil {
+		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+	}
+	report, warnings, err := runner.Status(cfg)
+	if err != nil {
+		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+	}
+	for _, w := range append(cfg.Warnings, warnings...) {
+		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
+	}
+	if c.JSON {
+		return printJSON(e.stdout, report)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "task\tstatus\tticket\tattempts\tretry count\tlast attempt")
+	for _, t := range report.Tasks {
+		last := t.LastAttemptStatus
+		if last == "" {
+			last = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\n", t.Index, t.Status, t.Ticket, t.Attempts, t.RetryCount, last)
+	}
+	tw.Flush()
+	if s := report.LastRun; s != nil {
+		fmt.Fprintf(e.stdout, "\nlast run: exit %d at %s; completed %v, failed %v, with findings %v, deferred %v, skipped %v\n",
+			s.ExitCode, s.CompletedAt, s.TasksCompleted, s.TasksFailed, s.TasksWithRemainingFindings, s.TasksDeferred, s.TasksSkipped)
+	} else {
+		fmt.Fprintln(e.stdout, "\nlast run: no run summary (no run yet, or the last one failed hard)")
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package phase
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+)
+
+type observed struct {
+	started []CallInfo
+	ended   int
+}
+
+func (o *observed) CallStarted(c CallInfo) func() {
+	o.started = append(o.started, c)
+	return func() { o.ended++ }
+}
+
+// TestObserverAroundCall: the observer hears of a call once its child runs
+// and of its end before Run returns; a call that cannot start is not heard
+// of; only calls with a prompt (agent calls) carry a role.
+func TestObserverAroundCall(t *testing.T) {
+	dir := setup(t, fakes.Outcome{})
+	cases := []struct {
+		name    string
+		prompt  bool
+		attempt Attempt
+		want    Attempt
+	}{
+		{"agent call", true, Attempt{N: 2, Of: 3, Role: RoleFallback}, Attempt{N: 2, Of: 3, Role: RoleFallback}},
+		{"call that is not retried", true, Attempt{}, Attempt{N: 1, Of: 1}},
+		{"no agent, no role", false, Attempt{N: 1, Of: 2, Role: RolePrimary}, Attempt{N: 1, Of: 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var o observed
+			spec := agentSpec(dir, 30*time.Second, time.Second)
+			spec.Prompt, spec.Attempt, spec.Task, spec.Observer = tc.prompt, tc.attempt, 4, &o
+			before := time.Now()
+			if _, err := Run(context.Background(), spec); err != nil {
+				t.Fatal(err)
+			}
+			if len(o.started) != 1 || o.ended != 1 {
+				t.Fatalf("%d starts, %d ends", len(o.started), o.ended)
+			}
+			c := o.started[0]
+			if c.Phase != "plan" || c.Task != 4 || c.Attempt != tc.want || c.Started.Before(before) {
+				t.Fatalf("observer heard %+v", c)
+			}
+		})
+	}
+	var o observed
+	spec := agentSpec(dir, time.Second, time.Second)
+	spec.Argv[0], spec.Observer = "/nonexistent/agent", &o
+	if _, err := Run(context.Background(), spec); err == nil || len(o.started) != 0 || o.ended != 0 {
+		t.Fatalf("a call that never started was observed: %v, %+v", err, o)
+	}
+}

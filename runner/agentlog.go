@@ -1,0 +1,135 @@
+package runner
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"peal/phase"
+)
+
+// agentLogs writes the whole stdout and stderr of every agent call attempt to
+// its own pair of files under agent_log_dir, so that what an agent printed
+// past the in-memory capture, or in an attempt that was retried, can still
+// be read. Files are written as the output arrives, through the sinks of
+// phase.Spec; nothing here holds a stream in memory.
+//
+// Names are <run start>-<task>-<phase>-call-<c>-attempt-<a>.<stream>.log,
+// e.g. 20260315T101502Z-task-2-execute-call-1-attempt-1.stdout.log or
+// 20260315T101502Z-plan-normalize-call-1-attempt-1.stderr.log. The run's
+// start time (UTC) keeps a resumed run from overwriting the files of an
+// earlier one; the call number counts the calls of one task and phase in
+// this run (address rounds, a plan call run again by validate_plan_text),
+// and the attempt number the retries of that call.
+type agentLogs struct {
+	dir   string
+	run   string // the run's start time, the prefix of every name
+	log   *slog.Logger
+	mu    sync.Mutex
+	calls map[string]int // calls made so far, by task and phase
+}
+
+// newAgentLogs returns nil when dir is empty: agent logs are off.
+func newAgentLogs(dir string, start time.Time, log *slog.Logger) *agentLogs {
+	if dir == "" {
+		return nil
+	}
+	return &agentLogs{dir: dir, run: start.UTC().Format("20060102T150405Z"), log: log, calls: map[string]int{}}
+}
+
+// callLog is the files of one agent call, across its attempts.
+type callLog struct {
+	l     *agentLogs
+	base  string // name without the attempt and stream
+	files []*logFile
+}
+
+// call numbers the next call of phase for task. On a nil *agentLogs it
+// returns nil, whose methods do nothing.
+func (l *agentLogs) call(phaseName string, task int) *callLog {
+	if l == nil {
+		return nil
+	}
+	who := "plan" // calls of no task (normalize) concern the plan as a whole
+	if task > 0 {
+		who = "task-" + strconv.Itoa(task)
+	}
+	key := who + "-" + phaseName
+	l.mu.Lock()
+	l.calls[key]++
+	n := l.calls[key]
+	l.mu.Unlock()
+	return &callLog{l: l, base: fmt.Sprintf("%s-%s-call-%d", l.run, key, n)}
+}
+
+// attach points spec's sinks at fresh files for attempt n. The files of the
+// previous attempt are closed first: attempts of a call never overlap. A
+// file that cannot be created is a warning and that stream goes unlogged;
+// the call itself goes on.
+func (c *callLog) attach(spec *phase.Spec, n int) {
+	if c == nil {
+		return
+	}
+	c.close()
+	if err := os.MkdirAll(c.l.dir, 0o755); err != nil {
+		c.l.log.Warn("agent log folder cannot be created; this attempt is not logged", "agent_log_dir", c.l.dir, "err", err)
+		return
+	}
+	for _, stream := range []struct {
+		name string
+		sink *io.Writer
+	}{{"stdout", &spec.StdoutSink}, {"stderr", &spec.StderrSink}} {
+		path := filepath.Join(c.l.dir, fmt.Sprintf("%s-attempt-%d.%s.log", c.base, n, stream.name))
+		// O_EXCL: a file of another run that started in the same second is
+		// never overwritten.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			c.l.log.Warn("agent log file cannot be created; this stream is not logged", "path", path, "err", err)
+			continue
+		}
+		lf := &logFile{f: f, log: c.l.log}
+		c.files = append(c.files, lf)
+		*stream.sink = lf
+	}
+}
+
+// close closes the files of the latest attempt.
+func (c *callLog) close() {
+	if c == nil {
+		return
+	}
+	for _, f := range c.files {
+		f.close()
+	}
+	c.files = nil
+}
+
+// logFile is one agent log file. A failed write (a full disk) is reported
+// once and ends that file, never the call.
+type logFile struct {
+	f      *os.File
+	log    *slog.Logger
+	failed bool
+}
+
+func (w *logFile) Write(p []byte) (int, error) {
+	if w.failed {
+		return len(p), nil
+	}
+	if _, err := w.f.Write(p); err != nil {
+		w.failed = true
+		w.log.Warn("agent log file cannot be written; the rest of this stream is not logged", "path", w.f.Name(), "err", err)
+	}
+	return len(p), nil
+}
+
+func (w *logFile) close() {
+	if err := w.f.Close(); err != nil && !w.failed {
+		w.log.Warn("agent log file cannot be closed", "path", w.f.Name(), "err", err)
+	}
+}

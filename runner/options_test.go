@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"peal/internal/fakes"
+	"peal/phase"
+)
+
+// recorder is an Observer that writes down what it hears.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(e string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) PlanLoaded(n int) { r.add(fmt.Sprintf("plan of %d", n)) }
+
+func (r *recorder) CallStarted(c phase.CallInfo) func() {
+	what := fmt.Sprintf("%s:%d %d/%d %s", c.Phase, c.Task, c.Attempt.N, c.Attempt.Of, c.Attempt.Role)
+	if c.Started.IsZero() {
+		what += " without a start time"
+	}
+	r.add("start " + what)
+	return func() { r.add("end " + what) }
+}
+
+// TestObserverHearsEveryAttempt: the observer learns the plan's size before
+// any call (the whole plan, not the --task selection), then the start and
+// end of every attempt with its phase, task, attempt and agent role; calls
+// that are no agent calls (git) have no role.
+func TestObserverHearsEveryAttempt(t *testing.T) {
+	h := newHarness(t, threeTasks)
+	h.scenario(map[string][]fakes.Outcome{"execute:2": {fail, ok}})
+	cfg := h.config("PEAL_PHASE_RETRY_COUNT=1", "PEAL_NETWORK_RETRY_COUNT=0", "PEAL_FALLBACK_AGENT_CMD="+fakeAgent,
+		"PEAL_COMMIT_AFTER_PHASE2=true")
+	two := uint32(2)
+	cfg.Task = &two
+	var rec recorder
+	if _, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler), WithObserver(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"plan of 3",
+		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
+		"start execute:2 1/2 primary", "end execute:2 1/2 primary",
+		"start execute:2 2/2 fallback", "end execute:2 2/2 fallback",
+		"start git:0 1/1 ", "end git:0 1/1 ",
+		"start git:0 1/1 ", "end git:0 1/1 ",
+	}
+	if !slices.Equal(rec.events, want) {
+		t.Fatalf("observer heard\n%s\nwant\n%s", strings.Join(rec.events, "\n"), strings.Join(want, "\n"))
+	}
+}

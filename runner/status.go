@@ -1,0 +1,86 @@
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+
+	"peal/config"
+	"peal/state"
+)
+
+// TaskStatus is one task in `peal status`.
+type TaskStatus struct {
+	Index             int    `json:"index"`
+	Status            string `json:"status"` // completed, failed, deferred, skipped, pending
+	Ticket            string `json:"ticket"`
+	Attempts          int    `json:"attempts"`
+	RetryCount        int    `json:"retry_count"`
+	LastAttemptStatus string `json:"last_attempt_status"` // "" when the ticket has no attempt
+}
+
+// StatusReport is what `peal status` prints.
+type StatusReport struct {
+	Tasks   []TaskStatus      `json:"tasks"`
+	LastRun *state.RunSummary `json:"last_run"`
+}
+
+// Status reports every task of cfg's plan from the state file, the
+// retry-state store and the last run summary. It changes nothing on disk.
+func Status(cfg *config.Config) (StatusReport, []string, error) {
+	r := newRun(cfg, slog.New(slog.DiscardHandler))
+	tasks, _, err := r.readPlan()
+	if err != nil {
+		return StatusReport{}, nil, err
+	}
+	if len(tasks) == 0 {
+		return StatusReport{}, nil, fmt.Errorf("plan %s has no `## Task N` heading: its tasks are only known after a run normalizes it", cfg.PlanPath)
+	}
+	if tasks, err = SelectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
+		return StatusReport{}, nil, err
+	}
+	st, warnings, err := state.Peek(cfg.StateDir, cfg.PlanPath, cfg.RepoPath)
+	if err != nil {
+		return StatusReport{}, nil, err
+	}
+	report := StatusReport{Tasks: []TaskStatus{}, LastRun: lastRun(cfg)}
+	for _, t := range tasks {
+		ts := TaskStatus{Index: t.Index, Ticket: r.ticketID(t.Index), Status: "pending"}
+		rs, rerr := state.LoadRetryState(cfg.KnowledgeDir, ts.Ticket)
+		if rerr == nil {
+			ts.Attempts, ts.RetryCount = len(rs.Attempts), rs.RetryCount
+			if n := len(rs.Attempts); n > 0 {
+				ts.LastAttemptStatus = rs.Attempts[n-1].Status
+			}
+		}
+		exhausted := cfg.EscalationEnabled && ts.LastAttemptStatus == state.AttemptBlocked && ts.RetryCount >= int(cfg.EscalationMaxRetries)
+		switch {
+		case slices.Contains(st.CompletedTaskIndices, t.Index):
+			ts.Status = "completed"
+		case slices.Contains(st.DeferredTaskIndices, t.Index):
+			ts.Status = "deferred"
+		case exhausted:
+			ts.Status = "skipped"
+		case report.LastRun != nil && slices.Contains(report.LastRun.TasksFailed, t.Index),
+			ts.LastAttemptStatus == state.AttemptError, ts.LastAttemptStatus == state.AttemptBlocked:
+			ts.Status = "failed"
+		}
+		report.Tasks = append(report.Tasks, ts)
+	}
+	return report, warnings, nil
+}
+
+// lastRun is the run summary of this plan and repo, or nil.
+func lastRun(cfg *config.Config) *state.RunSummary {
+	data, err := os.ReadFile(cfg.RunSummaryPath)
+	if err != nil {
+		return nil
+	}
+	var sum state.RunSummary
+	if json.Unmarshal(data, &sum) != nil || sum.PlanPath != cfg.PlanPath || sum.RepoPath != cfg.RepoPath {
+		return nil
+	}
+	return &sum
+}
