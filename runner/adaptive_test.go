@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"peal/internal/fakes"
 	"peal/phase"
@@ -176,5 +177,34 @@ func TestDefer(t *testing.T) {
 	}
 	if st := h.state(); len(st.DeferredTaskIndices) != 0 || !slices.Equal(st.CompletedTaskIndices, []int{1, 2, 3}) {
 		t.Fatalf("state after the second run %+v", st)
+	}
+}
+
+// TestDefaultsKeepPealBehaviour: with the adaptive keys at their defaults, an
+// ordinary failure is retried by phase_retry_count alone, at once, always by
+// the primary agent.
+func TestDefaultsKeepPealBehaviour(t *testing.T) {
+	h := newHarness(t, "## Task 1\nA\n")
+	h.scenario(map[string][]fakes.Outcome{"plan": {fail, fail, ok}})
+	cfg := h.config("PEAL_PHASE_RETRY_COUNT=2")
+	if cfg.RetryDelaySec != 0 || cfg.PlateauRounds != 0 || cfg.FallbackAgentCmd != "" || cfg.OnFindingsRemaining != "fail" {
+		t.Fatalf("defaults changed: %+v", cfg)
+	}
+	if _, err := h.runCfg(cfg); err != nil {
+		t.Fatal(err)
+	}
+	c := h.calls()
+	if h.keys() != "plan:1 plan:1 plan:1 execute:1" {
+		t.Fatalf("calls %q", h.keys())
+	}
+	for _, call := range c {
+		if call.Env["PEAL_AGENT_ROLE"] != "primary" {
+			t.Fatalf("%s ran as %q", call.Key, call.Env["PEAL_AGENT_ROLE"])
+		}
+	}
+	// No delay between ordinary retries (a generous bound: the default
+	// network delay is 60 s, so any delay at all would show).
+	if gap := c[2].Time.Sub(c[0].Time); gap > 20*time.Second {
+		t.Fatalf("retries waited %s", gap)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -24,20 +23,7 @@ import (
 var fakeAgent, fakeStet string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "peal-runner-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err := testbin.Build(dir, "peal/testdata/fakeagent", "peal/testdata/fakestet")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeAgent, fakeStet = bins["fakeagent"], bins["fakestet"]
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.Main(m, func(b map[string]string) { fakeAgent, fakeStet = b["fakeagent"], b["fakestet"] }, "peal/testdata/fakeagent", "peal/testdata/fakestet"))
 }
 
 // harness is one scratch git repository, plan, state folder and fake agent.

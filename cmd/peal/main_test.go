@@ -22,19 +22,7 @@ import (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "peal-cmd-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = testbin.Build(dir, "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.Main(m, func(b map[string]string) { bins = b }, "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet"))
 }
 
 // sandbox is a scratch repo, plan, state folder and fake agent for one peal process.
@@ -136,6 +124,9 @@ func TestExitCodes(t *testing.T) {
 		{"1: usage", nil, nil, []string{"--task", "1", "--from-task", "2"}, 1, "peal: error: --task and --from-task can't be used together"},
 		{"1: unknown flag", nil, nil, []string{"--bogus"}, 1, "peal: error: unknown flag --bogus"},
 		{"2: a task failed, run continued", map[string][]fakes.Outcome{"plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, nil, 2, "peal: finished with issues: failed tasks [2]"},
+		{"4: the agent is unreachable", map[string][]fakes.Outcome{"plan:2": {{Exit: 1, Stderr: "connect ECONNREFUSED 10.0.0.1:443"}}},
+			[]string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_NETWORK_RETRY_DELAY_SEC=0", "PEAL_NETWORK_RETRY_COUNT=1"}, nil, 4,
+			"peal: error: task 2: the agent looks unreachable: all 2 attempts of the plan call failed with network errors"},
 		{"3: consecutive failure cap", map[string][]fakes.Outcome{"plan:1": {fail}, "plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2"}, nil, 3, "peal: error: stopped after 2 consecutive task failures"},
 	}
 	for _, tc := range cases {
@@ -326,22 +317,36 @@ func TestLogFile(t *testing.T) {
 
 func TestHelpShowsVariablesAndDefaults(t *testing.T) {
 	s := newSandbox(t, plan3)
-	r := s.peal(nil, "run", "--help")
-	if r.code != 0 {
-		t.Fatalf("exit %d", r.code)
+	for _, command := range []string{"run", "config", "status"} {
+		r := s.peal(nil, command, "--help")
+		if r.code != 0 {
+			t.Fatalf("exit %d", r.code)
+		}
+		checkHelp(t, command, strings.Join(strings.Fields(r.stdout), " "))
 	}
-	help := strings.Join(strings.Fields(r.stdout), " ")
+	for _, args := range [][]string{{"retry-state", "show", "--help"}, {"retry-state", "reset", "--help"}} {
+		if r := s.peal(nil, args...); !strings.Contains(r.stdout, "PEAL_KNOWLEDGE_DIR") {
+			t.Errorf("%v: help lacks PEAL_KNOWLEDGE_DIR:\n%s", args, r.stdout)
+		}
+	}
+	if r := s.peal(nil, "retry-state", "detect", "--help"); !strings.Contains(r.stdout, "default: Critical,Major") {
+		t.Errorf("detect help lacks the --fail-on default:\n%s", r.stdout)
+	}
+}
+
+func checkHelp(t *testing.T, command, help string) {
+	t.Helper()
 	for _, k := range config.Keys {
 		if k.Flag == "" {
 			continue
 		}
 		named := strings.Contains(help, k.FlagName()) || strings.Contains(help, "--[no-]"+k.Flag)
 		if !named || !strings.Contains(help, k.Env()) {
-			t.Errorf("help lacks %s or %s", k.FlagName(), k.Env())
+			t.Errorf("%s help lacks %s or %s", command, k.FlagName(), k.Env())
 		}
 	}
 	if !strings.Contains(help, "default: 1800") {
-		t.Error("help lacks the default of phase_timeout_sec")
+		t.Errorf("%s help lacks the default of phase_timeout_sec", command)
 	}
 }
 

@@ -26,21 +26,7 @@ var agentBin, stetBin string
 // TestMain builds both fakes once for the whole package, since building per
 // test would dominate the run time.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fakes-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err := testbin.Build(dir, "peal/testdata/fakeagent", "peal/testdata/fakestet")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	agentBin, stetBin = bins["fakeagent"], bins["fakestet"]
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.Main(m, func(b map[string]string) { agentBin, stetBin = b["fakeagent"], b["fakestet"] }, "peal/testdata/fakeagent", "peal/testdata/fakestet"))
 }
 
 // cleanEnv is the test's environment without PEAL_ and FAKE_ variables, so

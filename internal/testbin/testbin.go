@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 )
 
 // Build compiles each main package import path into outDir with a single
@@ -84,4 +85,23 @@ func goBinary() (string, error) {
 		return "", fmt.Errorf("testbin: no go command: %w", err)
 	}
 	return p, nil
+}
+
+// Main is the body of a TestMain that needs helper programs: it builds pkgs
+// into a temporary folder, hands their paths to set, runs the tests, removes
+// the binaries and returns the exit code for os.Exit.
+func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
+	dir, err := os.MkdirTemp("", "peal-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bins, err := Build(dir, pkgs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	set(bins)
+	return m.Run()
 }
