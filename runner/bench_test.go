@@ -19,7 +19,7 @@ import (
 // work-conserving pool needs max(longest, total work / slots) = max(4, 11/4)
 // = 4 units; Peal's fixed chunks of 4 need 4 + 1 = 5.
 func BenchmarkParallelMakespan(b *testing.B) {
-	const unit = 250 * time.Millisecond
+	const unit = 500 * time.Millisecond
 	const tasks, slots = 8, 4
 	rules := map[string][]fakes.Outcome{"execute": {{SleepMS: int(unit / time.Millisecond)}}}
 	rules["execute:1"] = []fakes.Outcome{{SleepMS: int(4 * unit / time.Millisecond)}}
