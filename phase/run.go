@@ -173,6 +173,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		case <-time.After(spec.KillGrace):
 		}
 		signalGroup(res.ProcessGroupPID, syscall.SIGKILL)
+		waitGroupGone(res.ProcessGroupPID, spec.KillGrace)
 	}
 	select {
 	case <-readersDone:
