@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -360,5 +362,29 @@ func TestPhase3FailureKeepsEarlierTasks(t *testing.T) {
 	}
 	if !strings.HasSuffix(h.stetCmds(), finishCmd) {
 		t.Fatalf("stet finish did not run after the failure: %q", h.stetCmds())
+	}
+}
+
+// TestInterruptedRunFinishesStet: a signal mid-run still closes the review
+// session (best effort) after stopping the agent.
+func TestInterruptedRunFinishesStet(t *testing.T) {
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	ready := readyPipe(t)
+	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	cfg := h.config(env...)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
+		done <- err
+	}()
+	waitReady(t, ready)
+	cancel(errors.New("SIGINT"))
+	if err := <-done; !IsInterrupted(err) {
+		t.Fatalf("err = %v", err)
+	}
+	if h.stetCmds() != seq(startCmd, finishCmd) {
+		t.Fatalf("stet calls %q", h.stetCmds())
 	}
 }
