@@ -10,11 +10,11 @@ import (
 	"github.com/sourcegraph/conc/pool"
 )
 
-// blockTaskStart, when a test sets it, runs at the start of every task
+// taskStartHook, when a test sets it, runs at the start of every task
 // (sequential or in a parallel block); it is how a test makes a task panic
 // (nil in production; a package variable because the run struct is built
 // inside Run).
-var blockTaskStart func(Task)
+var taskStartHook func(Task)
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently (A8):
 // a parallel block, parallel on, more than one slot and more than one task.

@@ -661,7 +661,7 @@ func TestBlockCommit(t *testing.T) {
 func TestBlockTaskPanic(t *testing.T) {
 	panicAfterTask3 := func(t *testing.T) {
 		started3 := make(chan struct{})
-		blockTaskStart = func(task Task) {
+		taskStartHook = func(task Task) {
 			switch task.Index {
 			case 3:
 				close(started3)
@@ -670,7 +670,7 @@ func TestBlockTaskPanic(t *testing.T) {
 				panic("boom")
 			}
 		}
-		t.Cleanup(func() { blockTaskStart = nil })
+		t.Cleanup(func() { taskStartHook = nil })
 	}
 
 	t.Run("continue", func(t *testing.T) {

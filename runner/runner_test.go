@@ -662,12 +662,12 @@ func waitReady(t *testing.T, p string) {
 // a crash: the state is saved and, under continue_with_remaining_tasks, the
 // run goes on.
 func TestSequentialTaskPanic(t *testing.T) {
-	blockTaskStart = func(task Task) {
+	taskStartHook = func(task Task) {
 		if task.Index == 2 {
 			panic("boom")
 		}
 	}
-	t.Cleanup(func() { blockTaskStart = nil })
+	t.Cleanup(func() { taskStartHook = nil })
 	h := newHarness(t, threeTasks)
 	out, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
 	if err != nil || !slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3}) {
