@@ -111,6 +111,9 @@ func TestPhase3Sequences(t *testing.T) {
 			if h.stetCmds() != tc.wantStet {
 				t.Errorf("stet calls %q\nwant       %q", h.stetCmds(), tc.wantStet)
 			}
+			if tc.output == fakes.OutputText && !strings.Contains(h.log.String(), "structured dismiss step is skipped") {
+				t.Error("no warning that the structured dismiss step was skipped")
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
