@@ -142,12 +142,8 @@ func (r *run) peekAttempt(id string) (int, string) {
 		// Missing or unreadable: a run starts a fresh state.
 		return 1, ""
 	}
-	n := len(st.Attempts)
-	if n > 0 && st.Attempts[n-1].Status == state.AttemptInProgress {
-		return st.Attempts[n-1].AttemptNumber, ""
-	}
-	if r.cfg.EscalationEnabled && n > 0 && st.RetryCount >= int(r.cfg.EscalationMaxRetries) && st.Attempts[n-1].Status == state.AttemptBlocked {
+	if r.cfg.EscalationEnabled && st.Exhausted(int(r.cfg.EscalationMaxRetries)) {
 		return 0, fmt.Sprintf("skipped: %d blocked attempts reached max_retries %d", st.RetryCount, r.cfg.EscalationMaxRetries)
 	}
-	return n + 1, ""
+	return st.NextAttempt(), ""
 }

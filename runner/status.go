@@ -50,12 +50,9 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 		ts := TaskStatus{Index: t.Index, Ticket: r.ticketID(t.Index), Status: "pending"}
 		rs, rerr := state.LoadRetryState(cfg.KnowledgeDir, ts.Ticket)
 		if rerr == nil {
-			ts.Attempts, ts.RetryCount = len(rs.Attempts), rs.RetryCount
-			if n := len(rs.Attempts); n > 0 {
-				ts.LastAttemptStatus = rs.Attempts[n-1].Status
-			}
+			ts.Attempts, ts.RetryCount, ts.LastAttemptStatus = len(rs.Attempts), rs.RetryCount, rs.LastStatus()
 		}
-		exhausted := cfg.EscalationEnabled && ts.LastAttemptStatus == state.AttemptBlocked && ts.RetryCount >= int(cfg.EscalationMaxRetries)
+		exhausted := rerr == nil && cfg.EscalationEnabled && rs.Exhausted(int(cfg.EscalationMaxRetries))
 		switch {
 		case slices.Contains(st.CompletedTaskIndices, t.Index):
 			ts.Status = "completed"

@@ -399,3 +399,27 @@ func clonePtr(p *string) *string {
 	v := *p
 	return &v
 }
+
+// Exhausted reports whether the ticket has used its retries: its last attempt
+// was blocked and retryCount reached maxRetries. A run with escalation on
+// skips such a ticket.
+func (s RetryState) Exhausted(maxRetries int) bool {
+	return s.LastStatus() == AttemptBlocked && s.RetryCount >= maxRetries
+}
+
+// LastStatus is the status of the last attempt, "" when there is none.
+func (s RetryState) LastStatus() string {
+	if n := len(s.Attempts); n > 0 {
+		return s.Attempts[n-1].Status
+	}
+	return ""
+}
+
+// NextAttempt is the number the next run's attempt gets: an attempt still in
+// progress is resumed with its number.
+func (s RetryState) NextAttempt() int {
+	if n := len(s.Attempts); n > 0 && s.Attempts[n-1].Status == AttemptInProgress {
+		return s.Attempts[n-1].AttemptNumber
+	}
+	return len(s.Attempts) + 1
+}

@@ -315,3 +315,21 @@ func checkSchema(t *testing.T, data []byte) {
 		}
 	}
 }
+
+func TestRetryStateNextAttemptAndLastStatus(t *testing.T) {
+	cases := []struct {
+		attempts []Attempt
+		next     int
+		last     string
+	}{
+		{nil, 1, ""},
+		{[]Attempt{{AttemptNumber: 1, Status: AttemptBlocked}}, 2, AttemptBlocked},
+		{[]Attempt{{AttemptNumber: 1, Status: AttemptBlocked}, {AttemptNumber: 2, Status: AttemptInProgress}}, 2, AttemptInProgress},
+	}
+	for _, tc := range cases {
+		st := RetryState{Attempts: tc.attempts}
+		if st.NextAttempt() != tc.next || st.LastStatus() != tc.last {
+			t.Errorf("%+v: next %d last %q, want %d %q", tc.attempts, st.NextAttempt(), st.LastStatus(), tc.next, tc.last)
+		}
+	}
+}

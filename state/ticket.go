@@ -123,8 +123,7 @@ func (t *Ticket) State() RetryState {
 func (t *Ticket) Exhausted(maxRetries int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := len(t.state.Attempts)
-	return n > 0 && t.state.RetryCount >= maxRetries && t.state.Attempts[n-1].Status == AttemptBlocked
+	return t.state.Exhausted(maxRetries)
 }
 
 // Begin starts an attempt and saves. An attempt still in progress (its run

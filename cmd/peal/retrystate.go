@@ -107,17 +107,14 @@ func printRetryState(w io.Writer, st state.RetryState, cfg *config.Config) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.AttemptNumber, a.Trigger, a.Status, a.StartedAt, completed, counts, models(a.Escalation))
 	}
 	tw.Flush()
-	next := len(st.Attempts) + 1
-	if n := len(st.Attempts); n > 0 && st.Attempts[n-1].Status == state.AttemptInProgress {
-		next = st.Attempts[n-1].AttemptNumber
-	}
+	next := st.NextAttempt()
 	if !cfg.EscalationEnabled {
 		fmt.Fprintf(w, "\nnext attempt %d: base models (escalation is off)\n", next)
 		return
 	}
 	esc := state.ModelsFor(next, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
 	fmt.Fprintf(w, "\nnext attempt %d: %s", next, models(&esc))
-	if n := len(st.Attempts); n > 0 && st.RetryCount >= int(cfg.EscalationMaxRetries) && st.Attempts[n-1].Status == state.AttemptBlocked {
+	if st.Exhausted(int(cfg.EscalationMaxRetries)) {
 		fmt.Fprintf(w, " — but the ticket is exhausted (%d blocked attempts, max_retries %d): a run skips it", st.RetryCount, cfg.EscalationMaxRetries)
 	}
 	fmt.Fprintln(w)
