@@ -74,14 +74,9 @@ func (r *run) describeReview(w io.Writer) {
 	case r.stet == nil:
 		fmt.Fprintln(w, "review: none (no stet): tasks end after execute")
 	case !r.stet.builtin():
-		fmt.Fprintf(w, "review: custom commands, all once at session start; each review runs %q\n", strings.Join(r.stet.commands[len(r.stet.commands)-1], " "))
+		fmt.Fprintf(w, "review: custom commands, all once at session start; each review runs %q\n", strings.Join(r.stet.reviewArgv(), " "))
 	default:
-		start := []string{r.stet.path, "start"}
-		if r.cfg.StetStartRef != "" {
-			start = append(start, r.cfg.StetStartRef)
-		}
-		start = append(start, r.cfg.StetStartExtraArgs...)
-		fmt.Fprintf(w, "review: stet %s; session start: %s; at the end: %s finish\n", r.stet.path, strings.Join(start, " "), r.stet.path)
+		fmt.Fprintf(w, "review: stet %s; session start: %s; at the end: %s finish\n", r.stet.path, strings.Join(r.stet.startArgv(), " "), r.stet.path)
 	}
 }
 
@@ -122,11 +117,7 @@ func (r *run) describeTask(w io.Writer, t Task, completed, commit bool) {
 	if r.stet == nil {
 		return
 	}
-	review := append([]string{r.stet.path, "run", "--output=json"}, r.cfg.StetRunExtraArgs...)
-	if !r.stet.builtin() {
-		review = r.stet.commands[len(r.stet.commands)-1]
-	}
-	fmt.Fprintf(w, "    %-8s %s\n", "review", strings.Join(review, " "))
+	fmt.Fprintf(w, "    %-8s %s\n", "review", strings.Join(r.stet.reviewArgv(), " "))
 	fmt.Fprintf(w, "    while findings remain, up to %d rounds:\n", r.cfg.MaxAddressRounds)
 	if r.stet.builtin() && !r.cfg.StetDisableLLMTriage {
 		call("triage", r.phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and the triage question>")

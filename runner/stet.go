@@ -92,23 +92,33 @@ func (s *stetClient) start(ctx context.Context) error {
 		}
 		return nil
 	}
-	argv := []string{s.path, "start"}
-	if ref := s.r.cfg.StetStartRef; ref != "" {
-		argv = append(argv, ref)
-	}
-	argv = append(argv, s.r.cfg.StetStartExtraArgs...)
-	if _, err := s.call(ctx, 0, argv, nil, s.attempts()); err != nil {
+	if _, err := s.call(ctx, 0, s.startArgv(), nil, s.attempts()); err != nil {
 		return fmt.Errorf("stet start: %w", err)
 	}
 	return nil
 }
 
+// startArgv is `stet start [ref] [extra args]` (built-in mode).
+func (s *stetClient) startArgv() []string {
+	argv := []string{s.path, "start"}
+	if ref := s.r.cfg.StetStartRef; ref != "" {
+		argv = append(argv, ref)
+	}
+	return append(argv, s.r.cfg.StetStartExtraArgs...)
+}
+
+// reviewArgv is the review command: `stet run --output=json [extra args]`,
+// or the last custom command.
+func (s *stetClient) reviewArgv() []string {
+	if !s.builtin() {
+		return s.commands[len(s.commands)-1]
+	}
+	return append([]string{s.path, "run", "--output=json"}, s.r.cfg.StetRunExtraArgs...)
+}
+
 // review runs the review of a task and applies the findings heuristic.
 func (s *stetClient) review(ctx context.Context, task int) (Review, error) {
-	argv := append([]string{s.path, "run", "--output=json"}, s.r.cfg.StetRunExtraArgs...)
-	if !s.builtin() {
-		argv = s.commands[len(s.commands)-1]
-	}
+	argv := s.reviewArgv()
 	res, err := s.call(ctx, task, argv, onlyTimeout, s.attempts())
 	if err != nil {
 		return Review{}, fmt.Errorf("review (%s): %w", strings.Join(argv[1:], " "), err)
