@@ -684,3 +684,35 @@ func TestSequentialTaskPanic(t *testing.T) {
 		t.Fatalf("state %+v", h2.state())
 	}
 }
+
+// TestPostRunTimeout: a post-run command past post_run_timeout_sec is stopped
+// with a warning; the run still succeeds.
+func TestPostRunTimeout(t *testing.T) {
+	h := newHarness(t, "## Task 1\nA\n")
+	start := time.Now()
+	out, err := h.run("PEAL_POST_RUN_COMMANDS=sleep 60", "PEAL_POST_RUN_TIMEOUT_SEC=1")
+	if err != nil || out.ExitCode != ExitOK {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("post-run command not stopped: %s", took)
+	}
+	if !strings.Contains(h.log.String(), "post-run command failed") || !strings.Contains(h.log.String(), "timed out after 1 s") {
+		t.Fatalf("no timeout warning:\n%s", h.log)
+	}
+}
+
+// TestSummaryWriteFailureIsAWarning: a run summary that cannot be written
+// changes nothing but a warning.
+func TestSummaryWriteFailureIsAWarning(t *testing.T) {
+	h := newHarness(t, "## Task 1\nA\n")
+	blocker := filepath.Join(h.tmp, "not-a-folder")
+	os.WriteFile(blocker, nil, 0o644)
+	out, err := h.run("PEAL_RUN_SUMMARY_PATH=" + filepath.Join(blocker, "summary.json"))
+	if err != nil || out.ExitCode != ExitOK || !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if !strings.Contains(h.log.String(), "could not write the run summary") {
+		t.Fatalf("no warning:\n%s", h.log)
+	}
+}
