@@ -38,6 +38,7 @@ func net(retries int) *NetworkPolicy {
 }
 
 func TestNetworkFailuresHaveTheirOwnBudget(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		policy   Policy
@@ -84,6 +85,7 @@ func TestNetworkFailuresHaveTheirOwnBudget(t *testing.T) {
 }
 
 func TestFallbackAlternates(t *testing.T) {
+	t.Parallel()
 	_, c, err := adaptiveCall(t, Policy{Attempts: 4, Fallback: true}, plainFail, plainFail, plainFail, success)
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +104,7 @@ func TestFallbackAlternates(t *testing.T) {
 }
 
 func TestNetworkDelayHonoured(t *testing.T) {
+	t.Parallel()
 	p := Policy{Attempts: 1, Network: &NetworkPolicy{Patterns: []string{"econnreset"}, Retries: 1, Backoff: backoff.NewConstantBackOff(time.Second)}}
 	_, c, err := adaptiveCall(t, p, netFail, success)
 	if err != nil {
@@ -113,6 +116,7 @@ func TestNetworkDelayHonoured(t *testing.T) {
 }
 
 func TestNetworkDelayCancelled(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, netFail)
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,6 +22,7 @@ func (o *observed) CallStarted(c CallInfo) func() {
 // and of its end before Run returns; a call that cannot start is not heard
 // of; only calls with a prompt (agent calls) carry a role.
 func TestObserverAroundCall(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{})
 	cases := []struct {
 		name    string

@@ -73,6 +73,7 @@ func grandchildren(t *testing.T, dir string) []int {
 }
 
 func TestRunSuccess(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Stdout: "the plan", Stderr: "some noise"})
 	res, err := Run(context.Background(), agentSpec(dir, 30*time.Second, time.Second))
 	if err != nil {
@@ -91,6 +92,7 @@ func TestRunSuccess(t *testing.T) {
 }
 
 func TestRunExitCode(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Exit: 3, Stderr: "first\nboom: broken"})
 	res, err := Run(context.Background(), agentSpec(dir, 30*time.Second, time.Second))
 	if err != nil {
@@ -103,6 +105,7 @@ func TestRunExitCode(t *testing.T) {
 }
 
 func TestRunStartError(t *testing.T) {
+	t.Parallel()
 	spec := agentSpec(t.TempDir(), time.Second, time.Second)
 	spec.Argv[0] = "/nonexistent/agent"
 	_, err := Run(context.Background(), spec)
@@ -115,6 +118,7 @@ func TestRunStartError(t *testing.T) {
 // The hang tests use generous upper bounds: they guard against hangs, the
 // benchmarks measure the timing.
 func TestTimeoutStopsChild(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Hang: true})
 	start := time.Now()
 	res, err := Run(context.Background(), agentSpec(dir, time.Second, time.Second))
@@ -131,6 +135,7 @@ func TestTimeoutStopsChild(t *testing.T) {
 }
 
 func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Hang: true, IgnoreTerm: true})
 	start := time.Now()
 	res, err := Run(context.Background(), agentSpec(dir, time.Second, time.Second))
@@ -148,6 +153,7 @@ func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 // B1: a grandchild that holds the pipes and ignores SIGTERM does not keep Run
 // waiting past the grace, and is dead afterwards.
 func TestTimeoutGrandchildHoldingPipes(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true, Hang: true})
 	start := time.Now()
 	res, err := Run(context.Background(), agentSpec(dir, time.Second, time.Second))
@@ -167,6 +173,7 @@ func TestTimeoutGrandchildHoldingPipes(t *testing.T) {
 // B1: whatever a successful call leaves in its group is terminated at once:
 // with a 60 s grace, Run must not wait for the grace.
 func TestSuccessfulCallLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Grandchild: true, Stdout: "done"})
 	start := time.Now()
 	res, err := Run(context.Background(), agentSpec(dir, 60*time.Second, 60*time.Second))
@@ -187,6 +194,7 @@ func TestSuccessfulCallLeavesNothingBehind(t *testing.T) {
 }
 
 func TestLeftoverIgnoringTermIsKilledAfterGrace(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true})
 	start := time.Now()
 	res, err := Run(context.Background(), agentSpec(dir, 60*time.Second, time.Second))
@@ -205,6 +213,7 @@ func TestLeftoverIgnoringTermIsKilledAfterGrace(t *testing.T) {
 
 // B3: 200 MiB of output: the agent finishes normally, 10 MiB are kept.
 func TestLargeOutputIsDrained(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{StdoutMiB: 200})
 	res, err := Run(context.Background(), agentSpec(dir, 120*time.Second, time.Second))
 	if err != nil {
@@ -224,6 +233,7 @@ func TestLargeOutputIsDrained(t *testing.T) {
 }
 
 func TestSinkGetsWholeStream(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{StdoutMiB: 11})
 	var sink countingWriter
 	spec := agentSpec(dir, 60*time.Second, time.Second)
@@ -243,6 +253,7 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); re
 
 // B10: a silent child is stopped by the idle timeout; a chatty one is not.
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{NoStdout: true, Hang: true})
 	spec := agentSpec(dir, 60*time.Second, time.Second)
 	spec.IdleTimeout = time.Second
@@ -273,6 +284,7 @@ func TestIdleTimeout(t *testing.T) {
 
 // B4 at the call level: cancelling the context stops the child's group.
 func TestCancelStopsGroup(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Grandchild: true, Hang: true})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
@@ -317,6 +329,7 @@ func (w *firstWrite) Write(p []byte) (int, error) {
 }
 
 func TestDoRetries(t *testing.T) {
+	t.Parallel()
 	fail := fakes.Outcome{Exit: 1, Stderr: "nope"}
 	ok := fakes.Outcome{Stdout: "fine"}
 	hang := fakes.Outcome{Hang: true}
@@ -365,6 +378,7 @@ func TestDoRetries(t *testing.T) {
 }
 
 func TestDoStartErrorNotRetried(t *testing.T) {
+	t.Parallel()
 	_, n, err := Do(context.Background(), nil, Policy{Attempts: 3}, func(a Attempt) Spec {
 		return Spec{Phase: "plan", Argv: []string{"/nonexistent/agent"}, Timeout: time.Second, KillGrace: time.Second}
 	})
@@ -375,6 +389,7 @@ func TestDoStartErrorNotRetried(t *testing.T) {
 }
 
 func TestDoCustomFailureAndBackoff(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Stdout: "bad"}, fakes.Outcome{Stdout: "bad"}, fakes.Outcome{Stdout: "good"})
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
 	delays := &countingBackOff{}
@@ -397,6 +412,7 @@ func TestDoCustomFailureAndBackoff(t *testing.T) {
 }
 
 func TestDoDelayCancelled(t *testing.T) {
+	t.Parallel()
 	dir := setup(t, fakes.Outcome{Exit: 1})
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -418,6 +434,7 @@ func (b *countingBackOff) NextBackOff() time.Duration { b.calls++; return 0 }
 func (b *countingBackOff) Reset()                     { b.resets++ }
 
 func TestAgentArgv(t *testing.T) {
+	t.Parallel()
 	a := Agent{Path: "/bin/agent", Repo: "/r", Sandbox: "disabled"}
 	cases := []struct {
 		name string
@@ -437,6 +454,7 @@ func TestAgentArgv(t *testing.T) {
 }
 
 func TestLogArgvHidesPrompt(t *testing.T) {
+	t.Parallel()
 	got := LogArgv([]string{"agent", "--print", "secret prompt text"}, true)
 	if strings.Contains(strings.Join(got, " "), "secret") || got[2] != "<prompt len=18>" {
 		t.Fatalf("%q", got)
@@ -444,6 +462,7 @@ func TestLogArgvHidesPrompt(t *testing.T) {
 }
 
 func TestPromptsAreFenced(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct{ prompt, fence, payload string }{
 		"plan":      {PlanPrompt("do X"), "---TASK---", "do X"},
 		"execute":   {ExecutePrompt("step 1"), "---PLAN---", "step 1"},
@@ -466,6 +485,7 @@ func killIfAlive(pid int) {
 }
 
 func TestPromptTooLongForArgv(t *testing.T) {
+	t.Parallel()
 	spec := agentSpec(t.TempDir(), time.Second, time.Second)
 	spec.Argv = []string{fakeAgent, strings.Repeat("x", 256<<10)}
 	_, err := Run(context.Background(), spec)

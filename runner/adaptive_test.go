@@ -22,6 +22,7 @@ var (
 var fast = []string{"PEAL_NETWORK_RETRY_DELAY_SEC=0"}
 
 func TestNetworkRetriesDrawOnTheirOwnBudget(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"execute": {netDown, netDown, ok}})
 	if _, err := h.run(fast...); err != nil {
@@ -36,6 +37,7 @@ func TestNetworkRetriesDrawOnTheirOwnBudget(t *testing.T) {
 // run stops at once, even under continue_with_remaining_tasks, with the state
 // saved and the ticket's attempt marked error.
 func TestUnreachableStopsTheRun(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	h.scenario(map[string][]fakes.Outcome{"plan:2": {netDown}})
 	_, err := h.run(append(fast, "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_NETWORK_RETRY_COUNT=1", "PEAL_PHASE_RETRY_COUNT=3")...)
@@ -55,6 +57,7 @@ func TestUnreachableStopsTheRun(t *testing.T) {
 }
 
 func TestFatalFailureIsNotRetried(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"plan": {noLogin, ok}})
 	_, err := h.run("PEAL_PHASE_RETRY_COUNT=3")
@@ -64,6 +67,7 @@ func TestFatalFailureIsNotRetried(t *testing.T) {
 }
 
 func TestCustomPatterns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"plan": {{Exit: 1, Stderr: "upstream hiccup"}, {Exit: 1, Stderr: "quota gone"}, ok}})
 	_, err := h.run(append(fast, "PEAL_NETWORK_ERROR_PATTERNS=hiccup", "PEAL_FATAL_ERROR_PATTERNS=quota gone", "PEAL_PHASE_RETRY_COUNT=3")...)
@@ -73,6 +77,7 @@ func TestCustomPatterns(t *testing.T) {
 }
 
 func TestFallbackAgentAlternates(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"plan": {fail, fail, ok}})
 	// The fallback is the same fake under another name, so both record calls.
@@ -97,6 +102,7 @@ func TestFallbackAgentAlternates(t *testing.T) {
 }
 
 func TestFallbackMustResolve(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	cfg := h.config()
 	cfg.FallbackAgentCmd = "no-such-fallback-agent"
@@ -108,6 +114,7 @@ func TestFallbackMustResolve(t *testing.T) {
 // TestPlateau: rounds without fewer findings end the loop early; rounds that
 // make progress do not count.
 func TestPlateau(t *testing.T) {
+	t.Parallel()
 	three := append(twoFindings(), fakes.Finding{ID: "F3", File: "c.go", Severity: "info", Message: "doc"})
 	cases := []struct {
 		name    string
@@ -144,6 +151,7 @@ func TestPlateau(t *testing.T) {
 // TestDefer: a task left with findings under "defer" is neither completed
 // nor failed; the run goes on, exits 2, and the next run tries it again.
 func TestDefer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	env := h.withStet(fakes.StetScenario{Findings: twoFindings()})
 	// Task 1's review has findings no round fixes; tasks 2 and 3 find none.
@@ -184,6 +192,7 @@ func TestDefer(t *testing.T) {
 // ordinary failure is retried by phase_retry_count alone, at once, always by
 // the primary agent.
 func TestDefaultsKeepPealBehaviour(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"plan": {fail, fail, ok}})
 	cfg := h.config("PEAL_PHASE_RETRY_COUNT=2")

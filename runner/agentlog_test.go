@@ -48,6 +48,7 @@ func agentLogFiles(t *testing.T, dir string) map[string]string {
 // stderr file with exactly what the agent printed; later calls of the same
 // task and phase in a run get the next call number instead of overwriting.
 func TestAgentLogs(t *testing.T) {
+	t.Parallel()
 	out := func(stdout, stderr string) fakes.Outcome { return fakes.Outcome{Stdout: stdout, Stderr: stderr} }
 	cases := []struct {
 		name  string
@@ -125,6 +126,7 @@ func TestAgentLogs(t *testing.T) {
 // TestAgentLogHoldsWholeStream: 12 MiB of stdout all reach the file while
 // the call's in-memory capture keeps 10 MiB and drops the rest.
 func TestAgentLogHoldsWholeStream(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"execute": {{StdoutMiB: 12, NoStdout: true}}})
 	dir := filepath.Join(h.tmp, "logs")
@@ -144,6 +146,7 @@ func TestAgentLogHoldsWholeStream(t *testing.T) {
 // TestAgentLogsOffByDefault: without agent_log_dir no log file or folder is
 // made anywhere.
 func TestAgentLogsOffByDefault(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	cfg := h.config()
 	if cfg.AgentLogDir != "" {
@@ -181,6 +184,7 @@ func entries(t *testing.T, dir string) []string {
 // TestAgentLogUnusableIsWarning: a folder that cannot be made, or a file that
 // cannot be created, is a warning; the calls and the run go on.
 func TestAgentLogUnusableIsWarning(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	out, err := h.run("PEAL_AGENT_LOG_DIR=" + filepath.Join(h.plan, "logs")) // under a regular file
 	if err != nil || !slices.Equal(out.Completed, []int{1}) {

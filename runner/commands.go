@@ -14,7 +14,7 @@ import (
 // same supervision as an agent call.
 func (r *run) command(ctx context.Context, name string, argv []string, timeout time.Duration) (phase.Result, error) {
 	spec := r.caller.Spec(name, 0, phase.Attempt{N: 1, Of: 1}, argv, false)
-	spec.Env = nil
+	spec.Env = r.caller.Env // no PEAL_* call context: these are not agent calls
 	spec.Timeout = timeout
 	res, err := phase.Run(ctx, spec)
 	if err != nil {

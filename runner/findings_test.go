@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseReview(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name       string
 		stdout     string
@@ -56,6 +57,7 @@ func TestParseReview(t *testing.T) {
 }
 
 func TestReviewSuggestions(t *testing.T) {
+	t.Parallel()
 	rv := ParseReview(`{"findings":[{"id":"A","suggestion":"use x"},{"id":"B"},{"id":"C","suggestion":" use y "}]}`, 0)
 	if got := rv.Suggestions(); !slices.Equal(got, []string{"use x", "use y"}) {
 		t.Fatalf("%q", got)
@@ -71,6 +73,7 @@ func ids(ds []dismissal) string {
 }
 
 func TestParseTriage(t *testing.T) {
+	t.Parallel()
 	findings := []Finding{{ID: "F1"}, {ID: "F2"}, {ID: "F10"}}
 	all := "F1=false_positive F2=false_positive F10=false_positive"
 	cases := []struct {
@@ -103,6 +106,7 @@ func TestParseTriage(t *testing.T) {
 }
 
 func TestTriageByPatterns(t *testing.T) {
+	t.Parallel()
 	findings := []Finding{
 		{ID: "A", File: "vendor/x.go", Message: "style"},
 		{ID: "B", Path: "gen/y.go", Message: "long line"},
@@ -116,6 +120,7 @@ func TestTriageByPatterns(t *testing.T) {
 }
 
 func TestParseReviewFields(t *testing.T) {
+	t.Parallel()
 	rv := ParseReview(`{"findings":[{"id":"F\u00e9","file":"a.go","line":12,"severity":"error","category":"bug","confidence":0.75,"message":"tab\there \ud83d\ude00","suggestion":"x","extra":{"nested":[1,2,{"a":null}]}}],"issues":[{"id":"I1","path":"p/q.go"}],"count":2}`, 1)
 	want := []Finding{
 		{ID: "Fé", File: "a.go", Line: 12, Severity: "error", Category: "bug", Confidence: 0.75, Message: "tab\there 😀", Suggestion: "x"},

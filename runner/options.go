@@ -25,3 +25,9 @@ func WithObserver(obs Observer) Option {
 		r.caller.Observer = obs
 	}
 }
+
+// WithEnv adds variables to the environment of every child the run starts
+// (agent, stet, git and post-run commands), on top of peal's own.
+func WithEnv(kv ...string) Option {
+	return func(r *run) { r.caller.Env = append(r.caller.Env, kv...) }
+}

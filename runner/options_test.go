@@ -41,6 +41,7 @@ func (r *recorder) CallStarted(c phase.CallInfo) func() {
 // end of every attempt with its phase, task, attempt and agent role; calls
 // that are no agent calls (git) have no role.
 func TestObserverHearsEveryAttempt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {fail, ok}})
 	cfg := h.config("PEAL_PHASE_RETRY_COUNT=1", "PEAL_NETWORK_RETRY_COUNT=0", "PEAL_FALLBACK_AGENT_CMD="+fakeAgent,
@@ -48,7 +49,7 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 	two := uint32(2)
 	cfg.Task = &two
 	var rec recorder
-	if _, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler), WithObserver(&rec)); err != nil {
+	if _, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler), h.opts(WithObserver(&rec))...); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{

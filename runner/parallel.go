@@ -10,12 +10,6 @@ import (
 	"github.com/sourcegraph/conc/pool"
 )
 
-// taskStartHook, when a test sets it, runs at the start of every task
-// (sequential or in a parallel block); it is how a test makes a task panic
-// (nil in production; a package variable because the run struct is built
-// inside Run).
-var taskStartHook func(Task)
-
 // runsAsBlock reports whether a segment's pending tasks run concurrently (A8):
 // a parallel block, parallel on, more than one slot and more than one task.
 func (r *run) runsAsBlock(seg Segment, pending []Task) bool {

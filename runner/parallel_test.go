@@ -181,7 +181,7 @@ func startRun(h *harness, env ...string) *backgroundRun {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
 		defer close(r.done)
-		r.out, r.err = Run(ctx, cfg, log)
+		r.out, r.err = Run(ctx, cfg, log, h.opts()...)
 	}()
 	h.t.Cleanup(func() {
 		cancel(errors.New("the test ended"))
@@ -349,6 +349,7 @@ func sortedKeys(h *harness) []string {
 }
 
 func TestParallelBlockMaxAlive(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		pattern     string
 		maxParallel int
@@ -393,6 +394,7 @@ func TestParallelBlockMaxAlive(t *testing.T) {
 }
 
 func TestBlockBetweenSequentialTasks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, parallelPlan("sppps"))
 	rules, readies, gates := gatedExecutes(t, 2, 3, 4)
 	h.scenario(rules)
@@ -419,6 +421,7 @@ func TestBlockBetweenSequentialTasks(t *testing.T) {
 // TestParallelOff: every way of turning parallel off (A3), or a single slot,
 // runs a block one task after the other.
 func TestParallelOff(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		env  []string
@@ -446,6 +449,7 @@ func TestParallelOff(t *testing.T) {
 }
 
 func TestBlockOfOnePendingTaskIsSequential(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, parallelPlan("ppp"))
 	writeState(t, h, []int{1, 3})
 	if _, err := h.run("PEAL_MAX_PARALLEL=3"); err != nil {
@@ -463,6 +467,7 @@ func TestBlockOfOnePendingTaskIsSequential(t *testing.T) {
 // task 3 takes its slot; task 2 fails while task 3 runs. Task 3 finishes and
 // is kept although it comes after the failure; tasks 4 to 6 never start.
 func TestBlockFailureStopsNewStarts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, parallelPlan("pppppp"))
 	running3, gate2, gate3 := readyPipe(t), gatePipe(t), gatePipe(t)
 	h.scenario(map[string][]fakes.Outcome{
@@ -499,6 +504,7 @@ func TestBlockFailureStopsNewStarts(t *testing.T) {
 }
 
 func TestBlockContinueWithRemainingTasks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, parallelPlan("pppp"))
 	h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}})
 	out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
@@ -523,6 +529,7 @@ func TestBlockContinueWithRemainingTasks(t *testing.T) {
 // TestBlockConsecutiveFailures: a block's outcomes count toward
 // max_consecutive_task_failures in index order, not in the order they end.
 func TestBlockConsecutiveFailures(t *testing.T) {
+	t.Parallel()
 	capped := []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2"}
 
 	t.Run("stops at the cap and keeps later successes", func(t *testing.T) {
@@ -611,6 +618,7 @@ func TestBlockConsecutiveFailures(t *testing.T) {
 }
 
 func TestBlockCommit(t *testing.T) {
+	t.Parallel()
 	writes := func(task int) []fakes.Outcome {
 		return []fakes.Outcome{{WriteFiles: map[string]string{fmt.Sprintf("%d.txt", task): "x"}}}
 	}
@@ -659,9 +667,10 @@ func TestBlockCommit(t *testing.T) {
 // that the stop cannot keep task 3 from starting); task 2 fails, the others
 // complete.
 func TestBlockTaskPanic(t *testing.T) {
-	panicAfterTask3 := func(t *testing.T) {
+	t.Parallel()
+	panicAfterTask3 := func(h *harness) {
 		started3 := make(chan struct{})
-		taskStartHook = func(task Task) {
+		h.extra = append(h.extra, withTaskStart(func(task Task) {
 			switch task.Index {
 			case 3:
 				close(started3)
@@ -669,13 +678,12 @@ func TestBlockTaskPanic(t *testing.T) {
 				<-started3
 				panic("boom")
 			}
-		}
-		t.Cleanup(func() { taskStartHook = nil })
+		}))
 	}
 
 	t.Run("continue", func(t *testing.T) {
 		h := newHarness(t, parallelPlan("ppp"))
-		panicAfterTask3(t)
+		panicAfterTask3(h)
 		out, err := h.run("PEAL_MAX_PARALLEL=3", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
 		if err != nil {
 			t.Fatal(err)
@@ -689,7 +697,7 @@ func TestBlockTaskPanic(t *testing.T) {
 	})
 	t.Run("stop", func(t *testing.T) {
 		h := newHarness(t, parallelPlan("ppp"))
-		panicAfterTask3(t)
+		panicAfterTask3(h)
 		_, err := h.run("PEAL_MAX_PARALLEL=3")
 		var te *TaskError
 		if !errors.As(err, &te) || te.Index != 2 || !strings.Contains(err.Error(), "panic: boom") {
@@ -705,6 +713,7 @@ func TestBlockTaskPanic(t *testing.T) {
 // slots; task 4 can only have started once task 1 was done. Cancelling
 // stops every agent and keeps task 1.
 func TestBlockInterrupted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, parallelPlan("pppp"))
 	pipes := map[int]string{}
 	rules := map[string][]fakes.Outcome{}
@@ -717,7 +726,7 @@ func TestBlockInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
 		done <- err
 	}()
 	for _, task := range []int{2, 3, 4} {
@@ -764,6 +773,7 @@ func stetRunSpans(h *harness) []agentSpan {
 // once its last execute has ended, reviews one task at a time in index
 // order, and the block's tasks complete after their reviews.
 func TestBlockReviewAfterLastExecute(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, parallelPlan("pppp"))
 	env := h.withStet(fakes.StetScenario{Findings: twoFindings(), RunExitOnFindings: 1})
 	h.scenario(map[string][]fakes.Outcome{
@@ -813,6 +823,7 @@ func TestBlockReviewAfterLastExecute(t *testing.T) {
 // completed although its execute succeeded; the other tasks are, including
 // one reviewed after the failure that stops the run.
 func TestBlockReviewFailure(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		env      []string

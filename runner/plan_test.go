@@ -6,6 +6,7 @@ import (
 )
 
 func TestParsePlan(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		index    int
 		parallel bool
@@ -46,6 +47,7 @@ func TestParsePlan(t *testing.T) {
 }
 
 func TestParsePlanDuplicate(t *testing.T) {
+	t.Parallel()
 	_, err := ParsePlan("## Task 1\nA\n## Task 1\nB\n")
 	if err == nil || !strings.Contains(err.Error(), "task 1 appears more than once") {
 		t.Fatalf("err = %v", err)
@@ -53,6 +55,7 @@ func TestParsePlanDuplicate(t *testing.T) {
 }
 
 func TestSegments(t *testing.T) {
+	t.Parallel()
 	tasks, _ := ParsePlan("## Task 1\n## Task 2 (parallel)\n## Task 3 (parallel)\n## Task 4\n## Task 5 (parallel)\n## Task 6\n")
 	segs := Segments(tasks)
 	var got []string
@@ -75,6 +78,7 @@ func TestSegments(t *testing.T) {
 }
 
 func TestSelectTasks(t *testing.T) {
+	t.Parallel()
 	tasks, _ := ParsePlan("## Task 1\n## Task 2\n## Task 4\n")
 	u := func(n uint32) *uint32 { return &n }
 	indices := func(ts []Task) string {

@@ -24,7 +24,7 @@ func (h *harness) withStet(s fakes.StetScenario) []string {
 	if err := fakes.WriteStetScenario(dir, s); err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Setenv(fakes.StetDirEnv, dir)
+	h.env = append(h.env, fakes.StetDirEnv+"="+dir)
 	h.stetDir = dir
 	return []string{"PEAL_STET_PATH=" + fakeStet}
 }
@@ -56,6 +56,7 @@ func seq(cmds ...string) string { return strings.Join(cmds, "; ") }
 // TestPhase3Sequences asserts the exact agent calls and stet commands of the
 // address loop's main paths.
 func TestPhase3Sequences(t *testing.T) {
+	t.Parallel()
 	noFix := fakes.Outcome{}
 	fixAll := fakes.Outcome{StetFix: -1}
 	fixOne := fakes.Outcome{StetFix: 1}
@@ -137,6 +138,7 @@ func TestPhase3Sequences(t *testing.T) {
 }
 
 func TestFindingsRemainingError(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	head := strings.TrimSpace(git(t, h.repo, "rev-parse", "HEAD"))
@@ -157,6 +159,7 @@ func TestFindingsRemainingError(t *testing.T) {
 // TestPhase3RetryRows: address gets 1 + min(phase_3_retry_count, 2) attempts;
 // phase_retry_count never changes Phase 3.
 func TestPhase3RetryRows(t *testing.T) {
+	t.Parallel()
 	fail := fakes.Outcome{Exit: 1, Stderr: "address broke"}
 	cases := []struct {
 		name      string
@@ -193,6 +196,7 @@ func TestPhase3RetryRows(t *testing.T) {
 // TestTriageFallback: triage gets the same attempts; afterwards neither a
 // timeout nor a non-zero exit fails the task, and nothing is dismissed.
 func TestTriageFallback(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		env    []string
@@ -222,6 +226,7 @@ func TestTriageFallback(t *testing.T) {
 }
 
 func TestOnStetFail(t *testing.T) {
+	t.Parallel()
 	bad := fakes.Outcome{Exit: 1, Stderr: "stet is unhappy"}
 	hang := fakes.Outcome{Hang: true}
 	cases := []struct {
@@ -273,6 +278,7 @@ func TestOnStetFail(t *testing.T) {
 }
 
 func TestCustomStetCommands(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
 	h.withStet(fakes.StetScenario{Findings: twoFindings()})
 	h.scenario(map[string][]fakes.Outcome{"address:1": {{StetFix: -1}}})
@@ -292,6 +298,7 @@ func TestCustomStetCommands(t *testing.T) {
 }
 
 func TestStetResolution(t *testing.T) {
+	// Not parallel: one case changes PATH for the whole process.
 	t.Run("stet_path not executable: no Phase 3", func(t *testing.T) {
 		h := newHarness(t, "## Task 1\nA\n")
 		h.withStet(fakes.StetScenario{Findings: twoFindings()})
@@ -323,6 +330,7 @@ func TestStetResolution(t *testing.T) {
 }
 
 func TestAddressPromptCarriesReviewAndSuggestions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	env := h.withStet(fakes.StetScenario{Findings: twoFindings(), RunExitOnFindings: 1})
 	h.scenario(map[string][]fakes.Outcome{"address": {{StetFix: -1}}})
@@ -351,6 +359,7 @@ func TestAddressPromptCarriesReviewAndSuggestions(t *testing.T) {
 // TestPhase3FailureKeepsEarlierTasks: state is saved before the error of a
 // later task's Phase 3, and stet finish still runs.
 func TestPhase3FailureKeepsEarlierTasks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n")
 	env := h.withStet(fakes.StetScenario{})
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"x": "y"}}}})
@@ -371,6 +380,7 @@ func TestPhase3FailureKeepsEarlierTasks(t *testing.T) {
 // TestInterruptedRunFinishesStet: a signal mid-run still closes the review
 // session (best effort) after stopping the agent.
 func TestInterruptedRunFinishesStet(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	env := h.withStet(fakes.StetScenario{})
 	ready := readyPipe(t)
@@ -379,7 +389,7 @@ func TestInterruptedRunFinishesStet(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
 		done <- err
 	}()
 	waitReady(t, ready)

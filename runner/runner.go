@@ -74,6 +74,9 @@ type run struct {
 	// observer hears of the plan's size (nil: none); caller hands it every call.
 	observer  Observer
 	agentLogs *agentLogs // nil: agent_log_dir unset
+	// taskStart, when set, runs at the start of every task (sequential or in
+	// a parallel block); tests use it to make a task panic.
+	taskStart func(Task)
 }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of

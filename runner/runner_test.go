@@ -32,6 +32,24 @@ type harness struct {
 	repo, plan, stateDir, agentDir, tmp string
 	stetDir                             string
 	log                                 *strings.Builder
+	// env reaches every child of the run (the fakes' folders, a git
+	// identity), so that tests never change the process environment.
+	env []string
+	// extra options of every run (e.g. withTaskStart)
+	extra []Option
+}
+
+// gitIdentity lets peal's and the tests' commits work without a git config.
+var gitIdentity = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+
+// withTaskStart makes fn run at the start of every task.
+func withTaskStart(fn func(Task)) Option {
+	return func(r *run) { r.taskStart = fn }
+}
+
+// opts are the options every run of the harness gets.
+func (h *harness) opts(more ...Option) []Option {
+	return append(append([]Option{WithEnv(h.env...)}, h.extra...), more...)
 }
 
 func newHarness(t *testing.T, plan string) *harness {
@@ -48,16 +66,15 @@ func newHarness(t *testing.T, plan string) *harness {
 	if err := os.WriteFile(h.plan, []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("FAKE_AGENT_DIR", h.agentDir)
-	for _, kv := range [][2]string{{"GIT_AUTHOR_NAME", "t"}, {"GIT_AUTHOR_EMAIL", "t@example.com"}, {"GIT_COMMITTER_NAME", "t"}, {"GIT_COMMITTER_EMAIL", "t@example.com"}} {
-		t.Setenv(kv[0], kv[1])
-	}
+	h.env = append([]string{fakes.AgentDirEnv + "=" + h.agentDir}, gitIdentity...)
 	return h
 }
 
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), gitIdentity...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
@@ -87,7 +104,7 @@ func (h *harness) config(env ...string) *config.Config {
 
 func (h *harness) runCfg(cfg *config.Config) (Outcome, error) {
 	log := slog.New(slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return Run(context.Background(), cfg, log)
+	return Run(context.Background(), cfg, log, h.opts()...)
 }
 
 func (h *harness) run(env ...string) (Outcome, error) {
@@ -145,6 +162,7 @@ const twoTasks = "# Plan\n## Task 1\nDo A\n\n## Task 2\nDo B\n"
 const threeTasks = "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n"
 
 func TestSequentialRun(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, twoTasks)
 	out, err := h.run()
 	if err != nil {
@@ -165,6 +183,7 @@ func TestSequentialRun(t *testing.T) {
 // TestAgentContract checks the argv of A5 and the environment of B6 as the
 // agent saw them, with and without a model.
 func TestAgentContract(t *testing.T) {
+	t.Parallel()
 	for _, model := range []string{"", "gpt-x"} {
 		h := newHarness(t, "## Task 3\nDo C\n")
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "THE PLAN"}}})
@@ -217,6 +236,7 @@ func TestAgentContract(t *testing.T) {
 
 // TestRetryRows checks each Phase 1–2 row of A6 with exact attempt counts.
 func TestRetryRows(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		env     []string
@@ -248,6 +268,7 @@ func TestRetryRows(t *testing.T) {
 }
 
 func TestValidatePlanText(t *testing.T) {
+	t.Parallel()
 	empty := fakes.Outcome{NoStdout: true}
 	short := fakes.Outcome{Stdout: "tiny"}
 	long := fakes.Outcome{Stdout: strings.Repeat("a real plan ", 5)}
@@ -278,6 +299,7 @@ func TestValidatePlanText(t *testing.T) {
 }
 
 func TestStopOnFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {fail}})
 	out, err := h.run()
@@ -297,6 +319,7 @@ func TestStopOnFailure(t *testing.T) {
 }
 
 func TestContinueWithRemainingTasks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	h.scenario(map[string][]fakes.Outcome{"plan:2": {fail}})
 	out, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
@@ -319,6 +342,7 @@ func TestContinueWithRemainingTasks(t *testing.T) {
 }
 
 func TestConsecutiveFailureCap(t *testing.T) {
+	t.Parallel()
 	plan := "## Task 1\n## Task 2\n## Task 3\n## Task 4\n## Task 5\n"
 	t.Run("stops at the cap", func(t *testing.T) {
 		h := newHarness(t, plan)
@@ -364,6 +388,7 @@ func writeState(t *testing.T, h *harness, done []int) {
 }
 
 func TestResume(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	writeState(t, h, []int{1, 2})
 	if _, err := h.run(); err != nil {
@@ -375,6 +400,7 @@ func TestResume(t *testing.T) {
 }
 
 func TestStateForAnotherRunStartsFresh(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, twoTasks)
 	st := state.State{PlanPath: "/elsewhere/plan.md", RepoPath: h.repo, CompletedTaskIndices: []int{1, 2}}
 	if err := state.WriteJSONAtomic(filepath.Join(h.stateDir, state.FileName), st); err != nil {
@@ -393,6 +419,7 @@ func TestStateForAnotherRunStartsFresh(t *testing.T) {
 
 // B5: an unreadable state file is kept aside, never overwritten.
 func TestCorruptStateKeptAside(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, twoTasks)
 	os.MkdirAll(h.stateDir, 0o755)
 	garbage := []byte("{not json")
@@ -415,6 +442,7 @@ func TestCorruptStateKeptAside(t *testing.T) {
 // TestStateSavedBeforeEveryError lists the error paths of a run after a first
 // completed task: each leaves state.json recording task 1.
 func TestStateSavedBeforeEveryError(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		env   []string
@@ -455,6 +483,7 @@ func TestStateSavedBeforeEveryError(t *testing.T) {
 }
 
 func TestInterruptedRunSavesState(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	ready := readyPipe(t)
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
@@ -462,7 +491,7 @@ func TestInterruptedRunSavesState(t *testing.T) {
 	cfg := h.config()
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
 		done <- err
 	}()
 	waitReady(t, ready)
@@ -480,6 +509,7 @@ func TestInterruptedRunSavesState(t *testing.T) {
 }
 
 func TestCommitAfterPhase2(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, twoTasks)
 	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{
@@ -503,6 +533,7 @@ func TestCommitAfterPhase2(t *testing.T) {
 }
 
 func TestPostRunCommands(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, twoTasks)
 	marker := filepath.Join(h.tmp, "marker")
 	summaryCopy := filepath.Join(h.tmp, "summary-copy.json")
@@ -533,6 +564,7 @@ func TestPostRunCommands(t *testing.T) {
 }
 
 func TestTaskSelection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, threeTasks)
 	cfg := h.config()
 	two := uint32(2)
@@ -552,6 +584,7 @@ func TestTaskSelection(t *testing.T) {
 }
 
 func TestPlanErrorsRunNothing(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, plan string
 		env        []string
@@ -585,6 +618,7 @@ func TestPlanErrorsRunNothing(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	prose := "# Ideas\nWe should add A and then B.\n"
 	good := fakes.Outcome{Stdout: "## Task 1\nAdd A\n## Task 2\nAdd B\n"}
 	bad := fakes.Outcome{Stdout: "Sure! Here are some thoughts about the document."}
@@ -662,13 +696,14 @@ func waitReady(t *testing.T, p string) {
 // a crash: the state is saved and, under continue_with_remaining_tasks, the
 // run goes on.
 func TestSequentialTaskPanic(t *testing.T) {
-	taskStartHook = func(task Task) {
+	t.Parallel()
+	boom := withTaskStart(func(task Task) {
 		if task.Index == 2 {
 			panic("boom")
 		}
-	}
-	t.Cleanup(func() { taskStartHook = nil })
+	})
 	h := newHarness(t, threeTasks)
+	h.extra = append(h.extra, boom)
 	out, err := h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
 	if err != nil || !slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3}) {
 		t.Fatalf("err %v, outcome %+v", err, out)
@@ -677,6 +712,7 @@ func TestSequentialTaskPanic(t *testing.T) {
 		t.Fatal("the panic was not logged")
 	}
 	h2 := newHarness(t, threeTasks)
+	h2.extra = append(h2.extra, boom)
 	if _, err := h2.run(); err == nil || !strings.Contains(err.Error(), "panic: boom") {
 		t.Fatalf("err = %v", err)
 	}
@@ -688,6 +724,7 @@ func TestSequentialTaskPanic(t *testing.T) {
 // TestPostRunTimeout: a post-run command past post_run_timeout_sec is stopped
 // with a warning; the run still succeeds.
 func TestPostRunTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	start := time.Now()
 	out, err := h.run("PEAL_POST_RUN_COMMANDS=sleep 60", "PEAL_POST_RUN_TIMEOUT_SEC=1")
@@ -705,6 +742,7 @@ func TestPostRunTimeout(t *testing.T) {
 // TestSummaryWriteFailureIsAWarning: a run summary that cannot be written
 // changes nothing but a warning.
 func TestSummaryWriteFailureIsAWarning(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	blocker := filepath.Join(h.tmp, "not-a-folder")
 	os.WriteFile(blocker, nil, 0o644)

@@ -142,8 +142,8 @@ func (r *run) runTask(ctx context.Context, t Task) taskResult {
 // planAndExecute runs Phases 1 and 2 and returns the plan text.
 func (r *run) planAndExecute(ctx context.Context, t Task) (string, error) {
 	r.log.Info("task started", "task", t.Index)
-	if taskStartHook != nil {
-		taskStartHook(t)
+	if r.taskStart != nil {
+		r.taskStart(t)
 	}
 	planText, err := r.planTask(ctx, t)
 	if err != nil {

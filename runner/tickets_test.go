@@ -41,6 +41,7 @@ func modelOf(c fakes.Call) string {
 }
 
 func TestTicketClosed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, twoTasks)
 	if _, err := h.run(); err != nil {
 		t.Fatal(err)
@@ -69,6 +70,7 @@ func TestTicketClosed(t *testing.T) {
 // TestEscalationLifecycle: blocked → the fixer model on attempt 2 → worker
 // and second opinion on attempt 3 → skipped after max_retries.
 func TestEscalationLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}),
 		"PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_MODEL=base", "PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_MAX_RETRIES=3",
@@ -117,6 +119,7 @@ func TestEscalationLifecycle(t *testing.T) {
 }
 
 func TestEscalationOffNeverSkips(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ESCALATION_MAX_RETRIES=1",
 		"PEAL_ESCALATION_FIXER=fixer-m")
@@ -137,6 +140,7 @@ func TestEscalationOffNeverSkips(t *testing.T) {
 }
 
 func TestFindingsBelowTheGateClose(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	minor := []fakes.Finding{{ID: "N1", File: "a.go", Severity: "info", Message: "doc"}, {ID: "N2", File: "b.go", Severity: "nitpick", Message: "naming"}}
 	env := append(h.withStet(fakes.StetScenario{Findings: minor}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn")
@@ -159,6 +163,7 @@ func TestFindingsBelowTheGateClose(t *testing.T) {
 }
 
 func TestOtherFailuresAreErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"execute": {fail}})
 	h.run()
@@ -177,6 +182,7 @@ func TestOtherFailuresAreErrors(t *testing.T) {
 }
 
 func TestInterruptedAttemptIsResumed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	// A crash in the middle of an attempt leaves it in progress.
 	tk, _, err := state.OpenTicket(h.knowledge(), "plan-1", time.Now())
@@ -195,6 +201,7 @@ func TestInterruptedAttemptIsResumed(t *testing.T) {
 }
 
 func TestRetryReset(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"execute": {fail}})
 	h.run()
@@ -214,6 +221,7 @@ func TestRetryReset(t *testing.T) {
 }
 
 func TestTicketMode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, twoTasks)
 	if _, err := h.run("PEAL_TICKET_ID=pt-te9b"); err != nil {
 		t.Fatal(err)
@@ -233,6 +241,7 @@ func TestTicketMode(t *testing.T) {
 }
 
 func TestTicketHeldByAnotherProcess(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	held, _, err := state.OpenTicket(h.knowledge(), "plan-1", time.Now())
 	if err != nil {
@@ -249,6 +258,7 @@ func TestTicketHeldByAnotherProcess(t *testing.T) {
 }
 
 func TestCorruptRetryStateKeptAside(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	dir := filepath.Join(h.knowledge(), "tickets", "plan-1")
 	os.MkdirAll(dir, 0o755)
@@ -265,6 +275,7 @@ func TestCorruptRetryStateKeptAside(t *testing.T) {
 // TestTFSettingsShareTheStore: in a ticketflow project the store is the
 // project's, and its settings.json escalation applies.
 func TestTFSettingsShareTheStore(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	settings := filepath.Join(h.repo, ".tf", "config", "settings.json")
 	os.MkdirAll(filepath.Dir(settings), 0o755)
@@ -286,6 +297,7 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 // TestRetryStateFileShape checks a written file against the schema of
 // retry-state-spec.md: required members, types and enum values.
 func TestRetryStateFileShape(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ESCALATION_ENABLED=true")
 	h.run(env...)
