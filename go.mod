@@ -7,6 +7,7 @@ require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/sourcegraph/conc v0.3.0
+	golang.org/x/sys v0.49.0
 )
 
 require (
