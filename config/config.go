@@ -6,13 +6,14 @@ package config
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 
 	toml "github.com/pelletier/go-toml/v2"
+
+	"peal/internal/safefs"
 )
 
 // Source names the layer a value came from.
@@ -230,12 +231,16 @@ func envLayer(environ []string) (layer, error) {
 	return l, nil
 }
 
+// maxConfigFile caps what is read of a configuration file: a special file
+// (a named pipe, /dev/zero) is refused rather than waited on or read forever.
+const maxConfigFile = 4 << 20
+
 // LoadFile reads a TOML config file strictly: a syntax error gives the line,
 // an unknown key or a wrong type names the key.
 func LoadFile(path string) (map[string]any, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefs.ReadFile(path, maxConfigFile)
 	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, unwrapPathError(err))
+		return nil, fmt.Errorf("config file %s: %w", path, safefs.Reason(err))
 	}
 	return parseFile(path, data)
 }
@@ -320,14 +325,6 @@ func assign(cfg *Config, values map[string]any) {
 			f.Set(reflect.ValueOf(v))
 		}
 	}
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // Value is the resolved value of a key in its TOML type: a string, bool,

@@ -434,10 +434,10 @@ func TestTickets(t *testing.T) {
 		}
 		return cfg, cfg.Validate()
 	}
-	for plan, want := range map[string]string{"plan.md": "plan", "My-Plan_2.md": "myplan", "123.md": "task", "ROADMAP": "roadmap"} {
+	for plan, name := range map[string]string{"plan.md": "plan", "My-Plan_2.md": "myplan", "123.md": "task", "ROADMAP": "roadmap"} {
 		cfg, err := load(plan)
-		if err != nil || cfg.TicketPrefix != want {
-			t.Errorf("%s: prefix %q (err %v), want %q", plan, cfg.TicketPrefix, err, want)
+		if err != nil || cfg.TicketPrefix != DefaultTicketPrefix(cfg.PlanPath, cfg.RepoPath) || !strings.HasPrefix(cfg.TicketPrefix, name) {
+			t.Errorf("%s: prefix %q (err %v), want %q and five letters", plan, cfg.TicketPrefix, err, name)
 		}
 	}
 	cfg, err := load("plan.md")

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
+
+	"peal/internal/safefs"
 )
 
 // TFSettingsPath is where a ticketflow project keeps its settings, relative
@@ -39,12 +40,12 @@ func tfSettingsLayer(repo string) (layer, []string) {
 		return l, nil
 	}
 	path := filepath.Join(repo, TFSettingsPath)
-	data, err := os.ReadFile(path)
+	data, err := safefs.ReadFile(path, maxConfigFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
 	}
 	if err != nil {
-		return l, []string{fmt.Sprintf("ignoring ticketflow settings %s: %v", path, err)}
+		return l, []string{fmt.Sprintf("ignoring ticketflow settings %s: %v", path, safefs.Reason(err))}
 	}
 	var s tfSettings
 	if err := json.Unmarshal(data, &s); err != nil {

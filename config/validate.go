@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -94,7 +95,7 @@ func (c *Config) resolveTickets() error {
 		return nil
 	}
 	if c.TicketPrefix == "" {
-		c.TicketPrefix = DefaultTicketPrefix(c.PlanPath)
+		c.TicketPrefix = DefaultTicketPrefix(c.PlanPath, c.RepoPath)
 	}
 	if id := c.TicketPrefix + "-1"; !TicketIDPattern.MatchString(id) {
 		return fmt.Errorf("ticket prefix %q gives ids like %q, which are not ticket ids (use lower-case letters only): check %s", c.TicketPrefix, id, describe("ticket_prefix", c.Sources))
@@ -102,18 +103,31 @@ func (c *Config) resolveTickets() error {
 	return nil
 }
 
-// DefaultTicketPrefix is the plan file's name without extension, lower-cased,
-// keeping only a–z; "task" when nothing is left.
-func DefaultTicketPrefix(planPath string) string {
+// DefaultTicketPrefix is the prefix of a plan's per-task tickets when
+// ticket_prefix is unset: the plan file's name without its extension,
+// lower-cased, keeping the letters a–z only and at most 12 of them ("task"
+// when none is left), then five letters a–z taken from a SHA-256 of the
+// plan's path relative to the repository. Two plans (feature1.md and
+// feature2.md, x/plan.md and y/plan.md) thus never share a ticket, and a plan
+// keeps its tickets wherever the repository is checked out.
+func DefaultTicketPrefix(planPath, repoPath string) string {
 	base := strings.ToLower(strings.TrimSuffix(filepath.Base(planPath), filepath.Ext(planPath)))
 	var b strings.Builder
 	for _, r := range base {
-		if r >= 'a' && r <= 'z' {
+		if r >= 'a' && r <= 'z' && b.Len() < 12 {
 			b.WriteRune(r)
 		}
 	}
 	if b.Len() == 0 {
-		return "task"
+		b.WriteString("task")
+	}
+	rel, err := filepath.Rel(repoPath, planPath)
+	if err != nil {
+		rel = planPath
+	}
+	sum := sha256.Sum256([]byte(filepath.ToSlash(rel)))
+	for _, c := range sum[:5] {
+		b.WriteByte('a' + c%26)
 	}
 	return b.String()
 }

@@ -51,7 +51,7 @@ func TestUnreachableStopsTheRun(t *testing.T) {
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("state %+v", h.state())
 	}
-	if last := lastAttempt(t, h, "plan-2"); last.Status != "error" {
+	if last := lastAttempt(t, h, h.ticket(2)); last.Status != "error" {
 		t.Fatalf("attempt status %q, want error", last.Status)
 	}
 }

@@ -34,7 +34,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	if tasks, err = SelectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return err
 	}
-	st, warnings, err := state.Peek(cfg.StateDir, cfg.PlanPath, cfg.RepoPath)
+	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})
 	if err != nil {
 		return err
 	}

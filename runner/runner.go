@@ -77,6 +77,10 @@ type run struct {
 	// taskStart, when set, runs at the start of every task (sequential or in
 	// a parallel block); tests use it to make a task panic.
 	taskStart func(Task)
+	// ticketClosed, when set, runs when a task's ticket attempt has ended,
+	// before the task's outcome is recorded in state.json; tests use it to
+	// hold a run at that point.
+	ticketClosed func(Task)
 }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of
@@ -87,19 +91,34 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	for _, o := range opts {
 		o(r)
 	}
-	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
-	tasks, err := r.loadPlan(ctx)
+	// A plan that cannot run is reported before anything is written.
+	tasks, text, err := r.readPlan()
+	if err == nil && len(tasks) > 0 {
+		_, err = SelectTasks(tasks, cfg.Task, cfg.FromTask)
+	}
 	if err != nil {
 		return Outcome{}, err
 	}
-	store, warnings, err := state.Open(cfg.StateDir, cfg.PlanPath, cfg.RepoPath, r.now())
+	// The state folder is locked before the first agent call (a
+	// normalization included), so that a second run on it stops at once and
+	// two runs never work on one task; and peal makes sure it can record
+	// what the agents do before they do it.
+	store, warnings, err := state.Open(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, r.now())
 	if err != nil {
 		return Outcome{}, err
 	}
+	defer store.Close()
 	for _, w := range warnings {
 		log.Warn(w)
 	}
 	r.store = store
+	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {
+		return Outcome{}, err
+	}
+	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
+	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
+		return Outcome{}, err
+	}
 
 	out, err := r.runSegments(ctx, tasks)
 	if err != nil {
@@ -117,6 +136,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 		out.ExitCode = ExitWithIssues
 	}
 	r.writeSummary(out)
+	// The result is on disk: the next run may start while post-run commands
+	// run.
+	store.Close()
 	r.postRun(ctx)
 	return out, nil
 }
@@ -147,8 +169,12 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err error) {
 	pending := slices.DeleteFunc(slices.Clone(tasks), func(t Task) bool { return r.store.Completed(t.Index) })
 	if len(pending) == 0 {
+		// The summary of a run with nothing to do still lists what is done.
 		r.log.Info("every selected task is already completed")
-		return Outcome{}, nil
+		for _, t := range tasks {
+			out.Completed = append(out.Completed, t.Index)
+		}
+		return out, nil
 	}
 	if r.cfg.RetryReset {
 		if err := r.resetTickets(pending); err != nil {
@@ -156,15 +182,16 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		}
 	}
 	if r.cfg.TicketID != "" {
-		tr, err := r.beginTicket(r.cfg.TicketID)
-		if errors.Is(err, errSkipped) {
+		// terr, not err: the deferred close below must see the run's error.
+		tr, terr := r.beginTicket(r.cfg.TicketID)
+		if errors.Is(terr, errSkipped) {
 			for _, t := range pending {
 				out.Skipped = append(out.Skipped, t.Index)
 			}
 			return out, nil
 		}
-		if err != nil {
-			return Outcome{}, err
+		if terr != nil {
+			return Outcome{}, terr
 		}
 		r.tickets.run = tr
 		defer func() {
@@ -200,12 +227,10 @@ func (r *run) startStet(ctx context.Context) error {
 	return nil
 }
 
-// loadPlan reads, normalizes if needed and filters the plan.
-func (r *run) loadPlan(ctx context.Context) ([]Task, error) {
-	tasks, text, err := r.readPlan()
-	if err != nil {
-		return nil, err
-	}
+// loadPlan normalizes the plan read by readPlan if it has no task (text is
+// its text), and filters it.
+func (r *run) loadPlan(ctx context.Context, tasks []Task, text string) ([]Task, error) {
+	var err error
 	if len(tasks) == 0 {
 		if tasks, err = r.normalize(ctx, text); err != nil {
 			return nil, err

@@ -399,21 +399,36 @@ func TestResume(t *testing.T) {
 	}
 }
 
-func TestStateForAnotherRunStartsFresh(t *testing.T) {
+// TestStateOfAnotherPlanIsKept: a state folder that holds another plan's
+// progress runs this plan from its start and keeps the other's, which a
+// later run of that plan finds again.
+func TestStateOfAnotherPlanIsKept(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, twoTasks)
-	st := state.State{PlanPath: "/elsewhere/plan.md", RepoPath: h.repo, CompletedTaskIndices: []int{1, 2}}
+	other := filepath.Join(h.tmp, "other.md")
+	os.WriteFile(other, []byte(threeTasks), 0o644)
+	st := state.State{PlanPath: other, RepoPath: h.repo, CompletedTaskIndices: []int{1, 2}}
 	if err := state.WriteJSONAtomic(filepath.Join(h.stateDir, state.FileName), st); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.run(); err != nil {
 		t.Fatal(err)
 	}
-	if h.keys() != "plan:1 execute:1 plan:2 execute:2" || !strings.Contains(h.log.String(), "starting fresh") {
+	if h.keys() != "plan:1 execute:1 plan:2 execute:2" {
 		t.Fatalf("calls %q; log:\n%s", h.keys(), h.log)
 	}
-	if h.state().PlanPath != h.plan {
-		t.Fatalf("state %+v", h.state())
+	if st := h.state(); st.PlanPath != h.plan || !slices.Equal(st.CompletedTaskIndices, []int{1, 2}) {
+		t.Fatalf("state %+v", st)
+	}
+	// The other plan resumes at its task 3.
+	if _, err := h.run("PEAL_PLAN_PATH=" + other); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:1 execute:1 plan:2 execute:2 plan:3 execute:3" {
+		t.Fatalf("calls %q", h.keys())
+	}
+	if st := h.state(); st.PlanPath != other || !slices.Equal(st.CompletedTaskIndices, []int{1, 2, 3}) {
+		t.Fatalf("state %+v", st)
 	}
 }
 

@@ -1,10 +1,8 @@
 package runner
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 
 	"peal/config"
@@ -41,7 +39,7 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 	if tasks, err = SelectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return StatusReport{}, nil, err
 	}
-	st, warnings, err := state.Peek(cfg.StateDir, cfg.PlanPath, cfg.RepoPath)
+	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})
 	if err != nil {
 		return StatusReport{}, nil, err
 	}
@@ -71,12 +69,8 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 
 // lastRun is the run summary of this plan and repo, or nil.
 func lastRun(cfg *config.Config) *state.RunSummary {
-	data, err := os.ReadFile(cfg.RunSummaryPath)
-	if err != nil {
-		return nil
-	}
-	var sum state.RunSummary
-	if json.Unmarshal(data, &sum) != nil || sum.PlanPath != cfg.PlanPath || sum.RepoPath != cfg.RepoPath {
+	sum, ok := state.ReadRunSummary(cfg.RunSummaryPath)
+	if !ok || sum.PlanPath != cfg.PlanPath || sum.RepoPath != cfg.RepoPath {
 		return nil
 	}
 	return &sum

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -58,15 +57,12 @@ var errSkipped = errors.New("ticket skipped")
 // max_retries, and an error that ends the run when another process holds the
 // ticket.
 func (r *run) beginTicket(id string) (*ticketRun, error) {
-	t, warnings, err := state.OpenTicket(r.cfg.KnowledgeDir, id, r.now())
+	t, err := state.OpenTicket(r.cfg.KnowledgeDir, id, r.now(), func(w string) { r.log.Warn(w, "ticket", id) })
 	if err != nil {
 		if errors.Is(err, state.ErrTicketLocked) {
 			return nil, fmt.Errorf("ticket %s is being worked on by another peal process (its retry state is locked): wait for it or run another ticket", id)
 		}
 		return nil, fmt.Errorf("ticket %s: %w", id, err)
-	}
-	for _, w := range warnings {
-		r.log.Warn(w, "ticket", id)
 	}
 	if r.cfg.EscalationEnabled && t.Exhausted(int(r.cfg.EscalationMaxRetries)) {
 		st := t.State()
@@ -163,6 +159,9 @@ func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
 		leftovers = append(leftovers, *res.leftover)
 	}
 	r.closeTicket(ctx, tr, leftovers, res.err != nil && !isFindingsRemaining(res.err))
+	if r.ticketClosed != nil {
+		r.ticketClosed(t)
+	}
 }
 
 // closeTicket ends an attempt: interrupted work stays in progress (a signal
@@ -185,11 +184,11 @@ func (r *run) closeTicket(ctx context.Context, tr *ticketRun, leftovers []Review
 	}
 	counts := gateCounts(leftovers)
 	blocked := blocks(counts, r.cfg.FailOn)
-	if err := state.WriteCloseSummary(tr.ticket.Dir(), blocked, counts); err != nil {
+	if err := tr.ticket.WriteCloseSummary(blocked, counts); err != nil {
 		log.Error("could not write close-summary.md", "err", err)
 		return
 	}
-	cs, err := state.DetectCloseStatus(filepath.Join(tr.ticket.Dir(), state.CloseSummaryFile))
+	cs, err := tr.ticket.CloseStatus()
 	if err != nil {
 		log.Error("could not read close-summary.md back", "err", err)
 		return

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,11 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"peal/config"
 	"peal/internal/fakes"
 	"peal/state"
 )
 
 func (h *harness) knowledge() string { return filepath.Join(h.stateDir, "knowledge") }
+
+// ticket is the id of task i's ticket under the default ticket prefix.
+func (h *harness) ticket(i int) string {
+	return fmt.Sprintf("%s-%d", config.DefaultTicketPrefix(h.plan, h.repo), i)
+}
 
 func retryState(t *testing.T, h *harness, ticket string) state.RetryState {
 	t.Helper()
@@ -46,7 +53,7 @@ func TestTicketClosed(t *testing.T) {
 	if _, err := h.run(); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"plan-1", "plan-2"} {
+	for _, id := range []string{h.ticket(1), h.ticket(2)} {
 		st := retryState(t, h, id)
 		a := st.Attempts[0]
 		if len(st.Attempts) != 1 || a.Status != "closed" || a.Trigger != "initial" || st.RetryCount != 0 || st.Status != "closed" || a.CompletedAt == "" {
@@ -61,7 +68,7 @@ func TestTicketClosed(t *testing.T) {
 		}
 	}
 	for _, c := range h.calls() {
-		if c.Env["PEAL_TICKET_ID"] != "plan-"+c.Task {
+		if c.Env["PEAL_TICKET_ID"] != config.DefaultTicketPrefix(h.plan, h.repo)+"-"+c.Task {
 			t.Fatalf("call %s saw PEAL_TICKET_ID=%q", c.Key, c.Env["PEAL_TICKET_ID"])
 		}
 	}
@@ -93,7 +100,7 @@ func TestEscalationLifecycle(t *testing.T) {
 				t.Errorf("run %d: %s call with model %q, want %q", i+1, c.Phase, got, want[c.Phase])
 			}
 		}
-		st := retryState(t, h, "plan-1")
+		st := retryState(t, h, h.ticket(1))
 		a := st.Attempts[i]
 		if len(st.Attempts) != i+1 || a.AttemptNumber != i+1 || a.Status != "blocked" || a.Trigger != wantTriggers[i] || st.RetryCount != i+1 {
 			t.Fatalf("run %d: %+v", i+1, st)
@@ -129,7 +136,7 @@ func TestEscalationOffNeverSkips(t *testing.T) {
 			t.Fatalf("run %d: err %v", run, err)
 		}
 	}
-	if st := retryState(t, h, "plan-1"); len(st.Attempts) != 3 || st.RetryCount != 3 {
+	if st := retryState(t, h, h.ticket(1)); len(st.Attempts) != 3 || st.RetryCount != 3 {
 		t.Fatalf("%+v", st)
 	}
 	for _, c := range h.calls() {
@@ -147,7 +154,7 @@ func TestFindingsBelowTheGateClose(t *testing.T) {
 	if _, err := h.run(env...); err != nil {
 		t.Fatal(err)
 	}
-	a := lastAttempt(t, h, "plan-1")
+	a := lastAttempt(t, h, h.ticket(1))
 	if a.Status != "closed" || a.QualityGate.Counts != (state.Counts{Minor: 1, Suggestions: 1}) {
 		t.Fatalf("%+v", a)
 	}
@@ -157,7 +164,7 @@ func TestFindingsBelowTheGateClose(t *testing.T) {
 	if _, err := h2.run(env...); err != nil {
 		t.Fatal(err)
 	}
-	if a := lastAttempt(t, h2, "plan-1"); a.Status != "blocked" {
+	if a := lastAttempt(t, h2, h2.ticket(1)); a.Status != "blocked" {
 		t.Fatalf("%+v", a)
 	}
 }
@@ -167,7 +174,7 @@ func TestOtherFailuresAreErrors(t *testing.T) {
 	h := newHarness(t, "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"execute": {fail}})
 	h.run()
-	st := retryState(t, h, "plan-1")
+	st := retryState(t, h, h.ticket(1))
 	if a := st.Attempts[0]; a.Status != "error" || st.RetryCount != 0 {
 		t.Fatalf("%+v", st)
 	}
@@ -176,7 +183,7 @@ func TestOtherFailuresAreErrors(t *testing.T) {
 	if _, err := h.run(); err != nil {
 		t.Fatal(err)
 	}
-	if a := lastAttempt(t, h, "plan-1"); a.AttemptNumber != 2 || a.Trigger != "manual_retry" || a.Status != "closed" {
+	if a := lastAttempt(t, h, h.ticket(1)); a.AttemptNumber != 2 || a.Trigger != "manual_retry" || a.Status != "closed" {
 		t.Fatalf("%+v", a)
 	}
 }
@@ -185,7 +192,7 @@ func TestInterruptedAttemptIsResumed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	// A crash in the middle of an attempt leaves it in progress.
-	tk, _, err := state.OpenTicket(h.knowledge(), "plan-1", time.Now())
+	tk, err := state.OpenTicket(h.knowledge(), h.ticket(1), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +201,7 @@ func TestInterruptedAttemptIsResumed(t *testing.T) {
 	if _, err := h.run(); err != nil {
 		t.Fatal(err)
 	}
-	st := retryState(t, h, "plan-1")
+	st := retryState(t, h, h.ticket(1))
 	if len(st.Attempts) != 1 || st.Attempts[0].Status != "closed" {
 		t.Fatalf("the in-progress attempt was not resumed: %+v", st)
 	}
@@ -211,11 +218,11 @@ func TestRetryReset(t *testing.T) {
 	if _, err := h.runCfg(cfg); err != nil {
 		t.Fatal(err)
 	}
-	backups, _ := filepath.Glob(filepath.Join(h.knowledge(), "tickets", "plan-1", "retry-state.json.bak.*"))
+	backups, _ := filepath.Glob(filepath.Join(h.knowledge(), "tickets", h.ticket(1), "retry-state.json.bak.*"))
 	if len(backups) != 1 {
 		t.Fatalf("backups %v", backups)
 	}
-	if st := retryState(t, h, "plan-1"); len(st.Attempts) != 1 || st.Attempts[0].Trigger != "initial" {
+	if st := retryState(t, h, h.ticket(1)); len(st.Attempts) != 1 || st.Attempts[0].Trigger != "initial" {
 		t.Fatalf("not a fresh attempt 1: %+v", st)
 	}
 }
@@ -230,7 +237,7 @@ func TestTicketMode(t *testing.T) {
 	if len(st.Attempts) != 1 || st.Attempts[0].Status != "closed" {
 		t.Fatalf("%+v", st)
 	}
-	if _, err := os.Stat(filepath.Join(h.knowledge(), "tickets", "plan-1")); err == nil {
+	if _, err := os.Stat(filepath.Join(h.knowledge(), "tickets", h.ticket(1))); err == nil {
 		t.Fatal("ticket mode must not create per-task tickets")
 	}
 	for _, c := range h.calls() {
@@ -243,13 +250,13 @@ func TestTicketMode(t *testing.T) {
 func TestTicketHeldByAnotherProcess(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	held, _, err := state.OpenTicket(h.knowledge(), "plan-1", time.Now())
+	held, err := state.OpenTicket(h.knowledge(), h.ticket(1), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
 	_, err = h.run("PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
-	if err == nil || !strings.Contains(err.Error(), "plan-1") || !strings.Contains(err.Error(), "another peal process") {
+	if err == nil || !strings.Contains(err.Error(), h.ticket(1)) || !strings.Contains(err.Error(), "another peal process") {
 		t.Fatalf("err = %v", err)
 	}
 	if len(h.calls()) != 0 {
@@ -260,14 +267,14 @@ func TestTicketHeldByAnotherProcess(t *testing.T) {
 func TestCorruptRetryStateKeptAside(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	dir := filepath.Join(h.knowledge(), "tickets", "plan-1")
+	dir := filepath.Join(h.knowledge(), "tickets", h.ticket(1))
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "retry-state.json"), []byte("{oops"), 0o644)
 	if _, err := h.run(); err != nil {
 		t.Fatal(err)
 	}
 	aside, _ := filepath.Glob(filepath.Join(dir, "retry-state.json.corrupt-*"))
-	if len(aside) != 1 || len(retryState(t, h, "plan-1").Attempts) != 1 {
+	if len(aside) != 1 || len(retryState(t, h, h.ticket(1)).Attempts) != 1 {
 		t.Fatalf("kept aside %v", aside)
 	}
 }
@@ -288,7 +295,7 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 			t.Fatalf("run %d: err %v, outcome %+v", run, err, out)
 		}
 	}
-	st, err := state.LoadRetryState(filepath.Join(h.repo, ".tf", "knowledge"), "plan-1")
+	st, err := state.LoadRetryState(filepath.Join(h.repo, ".tf", "knowledge"), h.ticket(1))
 	if err != nil || st.RetryCount != 1 {
 		t.Fatalf("the project's store was not used: %+v %v", st, err)
 	}
@@ -301,7 +308,7 @@ func TestRetryStateFileShape(t *testing.T) {
 	h := newHarness(t, "## Task 1\nA\n")
 	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ESCALATION_ENABLED=true")
 	h.run(env...)
-	data, err := os.ReadFile(filepath.Join(h.knowledge(), "tickets", "plan-1", "retry-state.json"))
+	data, err := os.ReadFile(filepath.Join(h.knowledge(), "tickets", h.ticket(1), "retry-state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +326,7 @@ func TestRetryStateFileShape(t *testing.T) {
 		_, err := time.Parse("2006-01-02T15:04:05Z", s)
 		return ok && err == nil
 	}
-	if doc["version"] != 1.0 || doc["ticketId"] != "plan-1" || !stamp(doc["lastAttemptAt"]) || !slices.Contains([]any{"active", "blocked", "closed"}, doc["status"]) {
+	if doc["version"] != 1.0 || doc["ticketId"] != h.ticket(1) || !stamp(doc["lastAttemptAt"]) || !slices.Contains([]any{"active", "blocked", "closed"}, doc["status"]) {
 		t.Fatalf("top level %s", data)
 	}
 	a := doc["attempts"].([]any)[0].(map[string]any)

@@ -15,36 +15,76 @@ import (
 	"syscall"
 	"unicode"
 	"unicode/utf8"
+
+	"peal/internal/safefs"
 )
 
-// This file ports tf's quality-gate detection (retry-state spec, sections
-// 3.1 to 3.4) from Python: whether close-summary.md says BLOCKED, else
-// whether review.md has findings of a failOn severity, and whether the
-// ticket closed. The patterns are tf's, in Python spelling; pyre.go says how
-// they are translated.
+// This file ports tf's quality-gate detection: whether close-summary.md says
+// BLOCKED, else whether review.md has findings of a failOn severity, and
+// whether the ticket closed. tf matches with Python regular expressions
+// (re.IGNORECASE); they are written here in Go's syntax (RE2) with the
+// classes spelled out where the two read the same text differently, and
+// docs/retry-state.md lists them in Python's spelling.
 
-// The patterns of tf's detection, as tf writes them.
+// sp is Python's \s in a str pattern: every character str.isspace() takes.
+// Go's \s is [\t\n\f\r ] only.
+const sp = `[\t\n\v\f\r \x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]`
+
+// Python's \d is any Unicode decimal digit, which is Go's \p{Nd}.
+
+// Under re.IGNORECASE Python lets i match İ (U+0130) and ı (U+0131) too, s
+// the long s ſ (U+017F) and k the Kelvin sign K (U+212A). Go's (?i) folds s
+// and k the same way but not i; the classes spell all three out.
 const (
-	// Status line saying BLOCKED (IGNORECASE).
-	pyBlockedStatus = `##\s*Status\s*\n\s*(?:[-*]?\s*)?(?:\*\*)?(BLOCKED)(?:\*\*)?(?:\s|$)`
-	// Status line saying CLOSED or COMPLETE (IGNORECASE).
-	pySuccessStatus = `##\s*Status\s*\n\s*(?:[-*]?\s*)?(?:\*\*)?(CLOSED|COMPLETE)(?:\*\*)?(?:\s|$)`
-	// A "Severity: n" statistic anywhere (IGNORECASE, MULTILINE).
-	pySeverityStat = `(?:^|\s|[-*]\s*)(?:\*\*)?{literal}(?:\*\*)?\s*:\s*(\d+)`
-	// A review.md section heading for a severity (IGNORECASE, MULTILINE).
-	pyReviewSection = `^##\s*(?:\*\*)?{literal}(?:\*\*)?(?:\s*\([^)]+\))?(?:\s*:\s*\d+.*)?$`
-	// The next level-2 heading, which ends a section (MULTILINE).
-	pyNextHeading = `\n^##\s`
-	// A list item inside a section.
-	pyListItem = `\n-\s`
+	ci = `[i\x{130}\x{131}]`
+	cs = `[s\x{17f}]`
+	ck = `[k\x{212a}]`
 )
+
+// statusHead is tf's "## Status" line and what may stand before the word.
+// Python's $ (without MULTILINE) also matches before a final newline; in
+// (?:\s|$) that newline is taken by \s, so Go's \z is exact.
+const statusHead = `(?i)##` + sp + `*` + cs + `tatu` + cs + sp + `*\n` + sp + `*(?:[-*]?` + sp + `*)?(?:\*\*)?`
 
 var (
-	blockedStatusRe = pyCompile(pyBlockedStatus, "", false)
-	successStatusRe = pyCompile(pySuccessStatus, "", false)
-	nextHeadingRe   = pyCompile(pyNextHeading, "", true)
-	listItemRe      = pyCompile(pyListItem, "", false)
+	// Status section saying BLOCKED.
+	blockedStatusRe = regexp.MustCompile(statusHead + `(BLOC` + ck + `ED)(?:\*\*)?(?:` + sp + `|\z)`)
+	// Status section saying CLOSED or COMPLETE.
+	successStatusRe = regexp.MustCompile(statusHead + `(CLO` + cs + `ED|COMPLETE)(?:\*\*)?(?:` + sp + `|\z)`)
+	// The next level-2 heading, which ends a review section (MULTILINE, not
+	// IGNORECASE).
+	nextHeadingRe = regexp.MustCompile(`(?m)\n^##` + sp)
+	// A list item inside a section.
+	listItemRe = regexp.MustCompile(`\n-` + sp)
 )
+
+// severityNames are tf's severity names as IGNORECASE matches them.
+var severityNames = map[string]string{
+	"Critical":    `CR` + ci + `T` + ci + `CAL`,
+	"Major":       `MAJOR`,
+	"Minor":       `M` + ci + `NOR`,
+	"Warnings":    `WARN` + ci + `NG` + cs,
+	"Suggestions": cs + `UGGE` + cs + `T` + ci + `ON` + cs,
+}
+
+// severityPatterns are the two patterns that name one severity (IGNORECASE
+// and MULTILINE both).
+type severityPatterns struct {
+	stat    *regexp.Regexp // "Severity: n" anywhere
+	section *regexp.Regexp // a review.md heading
+}
+
+var severityRes = func() map[string]severityPatterns {
+	m := make(map[string]severityPatterns, len(severityNames))
+	for sev, name := range severityNames {
+		m[sev] = severityPatterns{
+			stat: regexp.MustCompile(`(?im)(?:^|` + sp + `|[-*]` + sp + `*)(?:\*\*)?` + name + `(?:\*\*)?` + sp + `*:` + sp + `*(\p{Nd}+)`),
+			section: regexp.MustCompile(`(?im)^##` + sp + `*(?:\*\*)?` + name + `(?:\*\*)?(?:` + sp + `*\([^)]+\))?(?:` + sp +
+				`*:` + sp + `*\p{Nd}+.*)?$`),
+		}
+	}
+	return m
+}()
 
 // SeverityCounts are counts found by the detection, keyed by severity name.
 // Each count is a json.Number of plain decimal digits without leading zeros:
@@ -157,9 +197,15 @@ func DetectBlockedFromCloseSummary(path string) (*BlockedResult, error) {
 // DetectBlockedFromReview reports a block when review.md has a section for a
 // failOn severity whose count is above zero: the count of its "Severity: n"
 // statistic, or else 1 if the section lists an item. Counts holds the failOn
-// severities that have a section, keyed as failOn spells them. An empty
-// failOn disables the check, and the file is then not read.
+// severities that have a section. failOn names severities as tf spells them
+// (config.ParseSeverities gives that spelling); an empty failOn disables the
+// check, and the file is then not read.
 func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, error) {
+	for _, sev := range failOn {
+		if _, ok := severityRes[sev]; !ok {
+			return nil, fmt.Errorf("unknown severity %q: fail_on takes %s", sev, strings.Join(severities, ", "))
+		}
+	}
 	// tf checks that the file exists before it looks at failOn.
 	if _, err := os.Stat(path); err != nil {
 		if missing(err) {
@@ -221,29 +267,17 @@ func severityCounts(content string) SeverityCounts {
 	for _, sev := range severities {
 		counts[sev] = "0"
 		if m := severityRes[sev].stat.FindStringSubmatch(content); m != nil {
-			counts[sev] = pyInt(m[1])
+			counts[sev] = number(m[1])
 		}
 	}
 	return counts
 }
 
-// severityRes are compiled once for the five names tf always counts.
-var severityRes = func() map[string]severityPatterns {
-	m := make(map[string]severityPatterns, len(severities))
-	for _, sev := range severities {
-		m[sev] = compileSeverity(sev)
-	}
-	return m
-}()
-
 func reviewBlocked(content string, failOn []string) *BlockedResult {
 	counts := SeverityCounts{}
 	blocked := false
 	for _, sev := range failOn {
-		re, ok := severityRes[sev]
-		if !ok {
-			re = compileSeverity(sev)
-		}
+		re := severityRes[sev]
 		loc := re.section.FindStringIndex(content)
 		if loc == nil {
 			continue
@@ -255,7 +289,7 @@ func reviewBlocked(content string, failOn []string) *BlockedResult {
 		hasItems := listItemRe.MatchString(content[start:end])
 		count := json.Number("0")
 		if m := re.stat.FindStringSubmatch(content); m != nil {
-			count = pyInt(m[1])
+			count = number(m[1])
 		} else if hasItems {
 			count = "1"
 		}
@@ -270,30 +304,14 @@ func reviewBlocked(content string, failOn []string) *BlockedResult {
 	return &BlockedResult{Source: ReviewFile, Status: "blocked", Counts: counts}
 }
 
-// severityPatterns are the two patterns that name one severity.
-type severityPatterns struct {
-	stat    *regexp.Regexp // "Severity: n" anywhere
-	section *regexp.Regexp // a review.md heading
-}
-
-func compileSeverity(sev string) severityPatterns {
-	return severityPatterns{
-		stat:    pyCompile(pySeverityStat, sev, true),
-		section: pyCompile(pyReviewSection, sev, true),
-	}
-}
-
-// pyInt is Python's int() of a run of Unicode decimal digits, as canonical
-// ASCII digits: each digit becomes its value and leading zeros go. Counts
-// stay digit strings so that any size is exact (see Counts).
-func pyInt(digits string) json.Number {
+// number is Python's int() of a run of Unicode decimal digits, in plain
+// digits without leading zeros, of any length (see SeverityCounts).
+func number(digits string) json.Number {
 	var b strings.Builder
 	for _, r := range digits {
-		d := digitValue(r)
-		if b.Len() == 0 && d == 0 {
-			continue
+		if d := digitValue(r); b.Len() > 0 || d > 0 {
+			b.WriteByte('0' + d)
 		}
-		b.WriteByte(byte('0' + d))
 	}
 	if b.Len() == 0 {
 		return "0"
@@ -301,44 +319,45 @@ func pyInt(digits string) json.Number {
 	return json.Number(b.String())
 }
 
-// digitValue is the value of a decimal digit. Unicode places every set of
-// decimal digits as ten consecutive code points from 0 to 9, and Go's Nd
-// table keeps each range starting at a zero, so the offset in the range,
-// modulo ten, is the value.
-func digitValue(r rune) int {
-	if r >= '0' && r <= '9' {
-		return int(r - '0')
+// digitValue is the value of a decimal digit. Unicode lays out every set of
+// decimal digits as ten consecutive code points from 0 to 9, and sets that
+// touch follow one another whole, so the number of digits just below r,
+// modulo ten, is its value.
+func digitValue(r rune) byte {
+	n := 0
+	for unicode.IsDigit(r - rune(n) - 1) {
+		n++
 	}
-	for _, rg := range unicode.Nd.R16 {
-		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
-			return int(r-rune(rg.Lo)) % 10
-		}
-	}
-	for _, rg := range unicode.Nd.R32 {
-		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
-			return int(r-rune(rg.Lo)) % 10
-		}
-	}
-	panic(fmt.Sprintf("digitValue: %U is not a decimal digit", r))
+	return byte(n % 10)
 }
 
-// readArtifact reads a ticket artifact as Python's Path.read_text does: UTF-8
-// (tf's Python fails on anything else, so peal reports an error), with
-// universal newlines, so CRLF and lone CR become LF before any pattern sees
-// them. found is false when Path.exists() would be false.
+// maxArtifact caps what is read of close-summary.md and review.md.
+const maxArtifact = 64 << 20
+
+// readArtifact reads a ticket artifact as Python's Path.read_text does, but
+// refuses a special file (which Python would wait on or read forever) and a
+// file over the cap. found is false when Path.exists() would be false.
 func readArtifact(path string) (content string, found bool, err error) {
-	data, err := os.ReadFile(path)
+	data, err := safefs.ReadFile(path, maxArtifact)
 	if err != nil {
 		if missing(err) {
 			return "", false, nil
 		}
 		return "", false, err
 	}
+	content, err = artifactText(path, data)
+	return content, err == nil, err
+}
+
+// artifactText decodes an artifact as Python does: UTF-8 (Python fails on
+// anything else, so peal reports an error), with universal newlines, so CRLF
+// and a lone CR become LF before any pattern sees them.
+func artifactText(path string, data []byte) (string, error) {
 	if !utf8.Valid(data) {
-		return "", false, fmt.Errorf("%s is not UTF-8 text", path)
+		return "", fmt.Errorf("%s is not UTF-8 text", path)
 	}
 	s := strings.ReplaceAll(string(data), "\r\n", "\n")
-	return strings.ReplaceAll(s, "\r", "\n"), true, nil
+	return strings.ReplaceAll(s, "\r", "\n"), nil
 }
 
 // missing reports the errors for which Python's Path.exists() answers False

@@ -257,76 +257,31 @@ func b2s(b bool) string {
 	return "false"
 }
 
-func TestPyCaseClass(t *testing.T) {
-	for _, tc := range []struct {
-		in   rune
-		want string
-	}{
-		{'a', "Aa"},
-		{'i', "Ii\u0130\u0131"},
-		{'I', "Ii\u0130\u0131"},
-		{'\u0131', "Ii\u0130\u0131"},
-		{'\u0130', "Ii\u0130\u0131"},
-		{'k', "Kk\u212a"},
-		{'s', "Ss\u017f"},
-		{'\u00df', "\u00df\u1e9e"},
-		{'\u03c3', "\u03a3\u03c2\u03c3"},
-		{'\u00b5', "\u00b5\u039c\u03bc"},
-		{'\u01c5', "\u01c4\u01c5\u01c6"},
-		{'1', "1"},
-		{'-', "-"},
-	} {
-		if got := string(pyCaseClass(tc.in)); got != tc.want {
-			t.Errorf("class of %q = %q, want %q", tc.in, got, tc.want)
+// TestDigitValues checks digitValue against Go's table of decimal digits:
+// every range of it holds whole sets of ten, each starting at a zero.
+func TestDigitValues(t *testing.T) {
+	t.Parallel()
+	check := func(lo, hi, stride uint32) {
+		if stride != 1 || (hi-lo+1)%10 != 0 {
+			t.Errorf("Nd range %U..%U is not whole sets of ten", lo, hi)
+		}
+		for r := lo; r <= hi; r++ {
+			if got, want := digitValue(rune(r)), byte((r-lo)%10); got != want {
+				t.Errorf("digitValue(%U) = %d, want %d", r, got, want)
+			}
 		}
 	}
-}
-
-func TestPyLiteralIsLiteral(t *testing.T) {
-	for _, s := range []string{"C++ (high)", "a.b", "Major|Minor", `[x]\y`, "^$", "", "{literal}", "σ-ς"} {
-		re := regexp.MustCompile("^" + pyLiteral(s) + "$")
-		if !re.MatchString(s) {
-			t.Errorf("%q does not match itself", s)
-		}
-		if s != "" && re.MatchString(s+"x") {
-			t.Errorf("%q matches more than itself", s)
-		}
-	}
-	if regexp.MustCompile(pyLiteral("a.b")).MatchString("axb") {
-		t.Error("a dot in failOn matched any character")
-	}
-}
-
-func TestPyCompileRefusesUntranslatedSyntax(t *testing.T) {
-	for _, p := range []string{`\w`, `[a-z]`, `(?P<x>a)`, `\b`, `é`} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%q was accepted", p)
-				}
-			}()
-			pyCompile(p, "", false)
-		}()
-	}
-}
-
-// TestDigitRanges guards digitValue's assumption about Go's Nd table.
-func TestDigitRanges(t *testing.T) {
 	for _, rg := range unicode.Nd.R16 {
-		if rg.Stride != 1 || (rg.Hi-rg.Lo+1)%10 != 0 {
-			t.Errorf("Nd range %+v is not whole sets of ten", rg)
-		}
+		check(uint32(rg.Lo), uint32(rg.Hi), uint32(rg.Stride))
 	}
 	for _, rg := range unicode.Nd.R32 {
-		if rg.Stride != 1 || (rg.Hi-rg.Lo+1)%10 != 0 {
-			t.Errorf("Nd range %+v is not whole sets of ten", rg)
-		}
+		check(rg.Lo, rg.Hi, rg.Stride)
 	}
-	if got := pyInt("\u0660\u0660\u0967\U0001d7ce\uff19"); got != "109" {
-		t.Errorf("pyInt = %s", got)
+	if got := number("\u0660\u0660\u0967\U0001d7ce\uff19"); got != "109" {
+		t.Errorf("number = %s", got)
 	}
-	if got := pyInt("000"); got != "0" {
-		t.Errorf("pyInt zeros = %s", got)
+	if got := number("000"); got != "0" {
+		t.Errorf("number of zeros = %s", got)
 	}
 }
 
@@ -342,9 +297,13 @@ func TestWriteCloseSummaryReadsBack(t *testing.T) {
 		{"blocked nothing", true, Counts{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := WriteCloseSummary(dir, tc.blocked, tc.counts); err != nil {
+			tk := openTicket(t, t.TempDir(), "pt-close")
+			if err := tk.WriteCloseSummary(tc.blocked, tc.counts); err != nil {
 				t.Fatal(err)
+			}
+			dir := tk.Dir()
+			if cs, err := tk.CloseStatus(); err != nil || cs.Status != map[bool]string{true: "blocked", false: "closed"}[tc.blocked] {
+				t.Errorf("close status %+v, %v", cs, err)
 			}
 			r, err := Detect(dir, []string{"Critical", "Major"})
 			if err != nil {
@@ -373,7 +332,7 @@ func TestWriteCloseSummaryReadsBack(t *testing.T) {
 			}
 		})
 	}
-	if err := WriteCloseSummary(t.TempDir(), true, Counts{Major: -1}); err == nil {
+	if _, err := CloseSummary(true, Counts{Major: -1}); err == nil {
 		t.Error("a negative count was written")
 	}
 }
@@ -494,11 +453,15 @@ func FuzzDetect(f *testing.F) {
 		dir := t.TempDir()
 		writeArtifacts(t, dir, &closeSummary, &review)
 		r, err := Detect(dir, failOn)
+		known := !slices.ContainsFunc(failOn, func(s string) bool { return !slices.Contains(severities, s) })
 		if err != nil {
-			if utf8.ValidString(closeSummary) && (len(failOn) == 0 || utf8.ValidString(review)) {
+			if known && utf8.ValidString(closeSummary) && (len(failOn) == 0 || utf8.ValidString(review)) {
 				t.Fatalf("valid UTF-8 gave %v", err)
 			}
 			return
+		}
+		if !known {
+			t.Fatalf("unknown severities %q accepted", failOn)
 		}
 		checkReport(t, r, failOn)
 		if len(failOn) == 0 && r.Source == ReviewFile {

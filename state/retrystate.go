@@ -4,24 +4,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
-	"reflect"
 	"regexp"
-	"slices"
-	"strings"
 	"time"
+
+	"peal/internal/safefs"
 )
 
-// This file holds ticketflow's retry-state schema v1: the types, their JSON
-// form (the same member names and values tf writes, so that tf and peal can
-// take turns on one ticket) and reading a file back.
+// This file holds ticketflow's retry-state schema v1: the values it uses,
+// reading a file, and the view of it that callers get. Files are read the
+// way ticketflow (tf) reads them: whatever tf accepts, peal accepts too, with
+// a warning where it is odd, and rewrites change only what peal means to.
 
 // RetryStateFile is the name of the retry-state file inside a ticket folder.
 const RetryStateFile = "retry-state.json"
 
 // RetryStateVersion is the only schema version this code reads and writes.
 const RetryStateVersion = 1
+
+// maxRetryStateFile caps what is read of a retry-state file.
+const maxRetryStateFile = 16 << 20
 
 // Aggregate statuses of a ticket (RetryState.Status).
 const (
@@ -56,10 +59,34 @@ var ticketIDRe = regexp.MustCompile(TicketIDPattern)
 // folder outside the knowledge folder.
 var ErrInvalidTicketID = errors.New("invalid ticket id")
 
-// ErrUnreadable is wrapped when a retry-state file exists but is not one this
-// code can trust: not JSON, a required member missing or of the wrong type,
-// a version other than 1, or another ticket's id.
+// ErrUnreadable is matched by the error for a retry-state file that tf would
+// not load either: not JSON, not an object, or without one of the members
+// the schema requires. A run keeps such a file aside and starts fresh.
 var ErrUnreadable = errors.New("unreadable retry state")
+
+// ErrUnusable is matched by the error for a retry-state file that tf loads
+// but whose values peal cannot work with (another schema version, attempts
+// that are not a list of objects, an attempt number or retry count that is
+// not a whole number). A run refuses the ticket and leaves the file alone.
+var ErrUnusable = errors.New("retry state peal cannot use")
+
+// fileProblem says what is wrong with a file, in plain words; kind is
+// ErrUnreadable or ErrUnusable.
+type fileProblem struct {
+	kind   error
+	reason string
+}
+
+func (e *fileProblem) Error() string        { return e.reason }
+func (e *fileProblem) Is(target error) bool { return target == e.kind }
+
+func unreadable(format string, args ...any) error {
+	return &fileProblem{ErrUnreadable, fmt.Sprintf(format, args...)}
+}
+
+func unusable(format string, args ...any) error {
+	return &fileProblem{ErrUnusable, fmt.Sprintf(format, args...)}
+}
 
 // ValidTicketID reports whether id matches TicketIDPattern.
 func ValidTicketID(id string) bool { return ticketIDRe.MatchString(id) }
@@ -71,7 +98,7 @@ func TicketDir(knowledgeDir, id string) string {
 
 func checkTicketID(id string) error {
 	if !ValidTicketID(id) {
-		return fmt.Errorf("%w %q: it must match %s", ErrInvalidTicketID, id, TicketIDPattern)
+		return fmt.Errorf("%w %s: it must match %s", ErrInvalidTicketID, quote(id), TicketIDPattern)
 	}
 	return nil
 }
@@ -79,8 +106,9 @@ func checkTicketID(id string) error {
 // stamp formats a time the way tf writes it: UTC, whole seconds, a Z suffix.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
 
-// RetryState is the content of retry-state.json. Timestamps stay strings so
-// that whatever tf wrote is written back unchanged.
+// RetryState is what a retry-state.json says, read leniently: a member that
+// is null or missing reads as its zero value. Marshaling it gives the file's
+// own text. Warnings say what was odd in the file.
 type RetryState struct {
 	Version       int       `json:"version"`
 	TicketID      string    `json:"ticketId"`
@@ -89,7 +117,8 @@ type RetryState struct {
 	Status        string    `json:"status"`
 	RetryCount    int       `json:"retryCount"`
 
-	extra extras // members a newer tf may write; kept so saving does not drop them
+	Warnings []string `json:"-"`
+	raw      []byte   // the file's text
 }
 
 // Attempt is one run of the workflow on a ticket.
@@ -102,16 +131,12 @@ type Attempt struct {
 	QualityGate     *QualityGate `json:"qualityGate,omitempty"`
 	Escalation      *Escalation  `json:"escalation,omitempty"`
 	CloseSummaryRef string       `json:"closeSummaryRef,omitempty"`
-
-	extra extras
 }
 
 // QualityGate is the gate's configuration and the counts it saw.
 type QualityGate struct {
 	FailOn []string `json:"failOn"`
 	Counts Counts   `json:"counts"`
-
-	extra extras
 }
 
 // Escalation names the model each role uses on an attempt; nil (JSON null)
@@ -120,27 +145,20 @@ type Escalation struct {
 	Fixer                 *string `json:"fixer"`
 	ReviewerSecondOpinion *string `json:"reviewerSecondOpinion"`
 	Worker                *string `json:"worker"`
-
-	extra extras
 }
 
 // severities are the names tf counts, in the order it writes them.
 var severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}
 
-// Counts are the severity counts recorded with a quality gate. All five are
-// written, as tf does. Members tf may add under other names (its review.md
-// detection keys counts by the failOn spelling, e.g. "critical") are kept
-// for the round trip. A count that is not an integer fitting an int makes
-// the file unreadable; tf's counts are small, and the detection, which can
-// meet any number, reports SeverityCounts instead.
+// Counts are the severity counts of a quality gate. peal writes all five,
+// as tf does; when reading, a count that is missing or not a whole number
+// reads as 0 (the file keeps it as written).
 type Counts struct {
 	Critical    int `json:"Critical"`
 	Major       int `json:"Major"`
 	Minor       int `json:"Minor"`
 	Warnings    int `json:"Warnings"`
 	Suggestions int `json:"Suggestions"`
-
-	extra extras
 }
 
 // ModelsFor is tf's escalation curve: attempt 2 escalates the fixer, attempt
@@ -165,244 +183,231 @@ func model(name string) *string {
 	return &name
 }
 
+// MarshalJSON gives the file's own text (a RetryState built by hand, which
+// has none, marshals its fields).
+func (s RetryState) MarshalJSON() ([]byte, error) {
+	if s.raw != nil {
+		return s.raw, nil
+	}
+	type plain RetryState
+	if s.Attempts == nil {
+		s.Attempts = []Attempt{}
+	}
+	return json.Marshal(plain(s))
+}
+
 // LoadRetryState reads the retry state of ticket id without locking it, for
 // read-only use such as showing it. A missing file gives an error wrapping
-// fs.ErrNotExist; an unreadable one an error wrapping ErrUnreadable.
+// fs.ErrNotExist; a file tf would not load either an error matching
+// ErrUnreadable; one peal cannot use an error matching ErrUnusable.
 func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
 	if err := checkTicketID(id); err != nil {
 		return RetryState{}, err
 	}
-	path := filepath.Join(TicketDir(knowledgeDir, id), RetryStateFile)
-	data, err := os.ReadFile(path)
+	dir, err := openTicketDir(knowledgeDir, id, false)
 	if err != nil {
-		return RetryState{}, fmt.Errorf("retry state of %s: %w", id, err)
+		return RetryState{}, err
 	}
-	st, err := decodeRetryState(data, id)
+	defer dir.Close()
+	data, err := readRetryFile(dir)
 	if err != nil {
-		return RetryState{}, fmt.Errorf("retry state %s: %w (%v)", path, ErrUnreadable, err)
+		return RetryState{}, err
+	}
+	st, _, err := decodeRetryState(data, id)
+	if err != nil {
+		return RetryState{}, fmt.Errorf("retry state %s: %w", dir.Join(RetryStateFile), err)
 	}
 	return st, nil
 }
 
-// requiredMembers are the members the schema requires at the top level.
+// openTicketDir opens <knowledgeDir>/tickets/<id> without following a link
+// at tickets or at the ticket's folder: a link there could lead peal to write
+// outside the store. The store itself is the configured folder, links and
+// all.
+func openTicketDir(knowledgeDir, id string, create bool) (*safefs.Dir, error) {
+	root, err := safefs.OpenDir(knowledgeDir, create)
+	if err != nil {
+		return nil, storeError(id, err)
+	}
+	defer root.Close()
+	tickets, err := root.Sub("tickets", create)
+	if err != nil {
+		return nil, storeError(id, err)
+	}
+	defer tickets.Close()
+	dir, err := tickets.Sub(id, create)
+	if err != nil {
+		return nil, storeError(id, err)
+	}
+	return dir, nil
+}
+
+func storeError(id string, err error) error {
+	var nr *safefs.NotRegularError
+	if errors.As(err, &nr) {
+		return fmt.Errorf("ticket %s: %w: peal does not follow links in the retry-state store; replace it with a folder, or remove it", id, err)
+	}
+	return fmt.Errorf("ticket %s: %w", id, err)
+}
+
+// readRetryFile reads retry-state.json from a ticket folder. A file larger
+// than the cap is unreadable; a special file there is an error.
+func readRetryFile(dir *safefs.Dir) ([]byte, error) {
+	data, err := dir.ReadFile(RetryStateFile, maxRetryStateFile)
+	var nr *safefs.NotRegularError
+	var tl *safefs.TooLargeError
+	switch {
+	case errors.As(err, &nr):
+		return nil, fmt.Errorf("%w: peal neither reads it nor writes through it; remove it", err)
+	case errors.As(err, &tl):
+		return nil, fmt.Errorf("retry state %s: %w", dir.Join(RetryStateFile), unreadable("it is larger than %d MiB", tl.Limit>>20))
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("retry state %s cannot be read: %w", dir.Join(RetryStateFile), cause(err))
+	}
+	return data, err
+}
+
+// requiredMembers are the members whose absence makes tf ignore a file.
 var requiredMembers = []string{"version", "ticketId", "attempts", "lastAttemptAt", "status"}
 
-// decodeRetryState parses a retry-state file for ticket id. Its errors say
-// why in plain words; callers wrap them with ErrUnreadable.
-func decodeRetryState(data []byte, id string) (RetryState, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return RetryState{}, err
-	}
-	if top == nil {
-		return RetryState{}, errors.New("it is null, not an object")
+// decodeRetryState reads a retry-state file of ticket id: the view, and the
+// document for a rewrite. Its errors say why in plain words and match
+// ErrUnreadable or ErrUnusable.
+func decodeRetryState(data []byte, id string) (RetryState, *object, error) {
+	doc, err := parseObject(data)
+	if err != nil {
+		return RetryState{}, nil, unreadable("%s", jsonProblem(data, err))
 	}
 	for _, k := range requiredMembers {
-		if v, ok := top[k]; !ok || string(v) == "null" {
-			return RetryState{}, fmt.Errorf("it has no %s", k)
+		if !doc.has(k) {
+			return RetryState{}, nil, unreadable("it has no %s", k)
 		}
 	}
-	var st RetryState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return RetryState{}, err
+	st := RetryState{raw: data}
+	warn := func(format string, args ...any) { st.Warnings = append(st.Warnings, fmt.Sprintf(format, args...)) }
+	switch v, k := intOf(doc, "version"); {
+	case k == kindOK && v == RetryStateVersion:
+		st.Version = v
+	case k == kindNull:
+		st.Version = RetryStateVersion
+		warn("its version is null; read as version %d", RetryStateVersion)
+	default:
+		raw, _ := doc.get("version")
+		return RetryState{}, nil, unusable("it has schema version %s, and this peal knows version %d only", quote(string(raw)), RetryStateVersion)
 	}
-	if st.Version != RetryStateVersion {
-		return RetryState{}, fmt.Errorf("it has schema version %d, and only version %d is understood", st.Version, RetryStateVersion)
+	switch s, k := stringOf(doc, "ticketId"); {
+	case k == kindOK && s == id:
+		st.TicketID = s
+	case k == kindOK:
+		st.TicketID = s
+		warn("it names ticket %s, but it is the file of ticket %s", quote(s), id)
+	default:
+		st.TicketID = id
+		warn("its ticketId is not a string; read as %s, its folder's", id)
 	}
-	if st.TicketID != id {
-		return RetryState{}, fmt.Errorf("it belongs to ticket %q, not %q", st.TicketID, id)
+	items, k := arrayOf(doc, "attempts")
+	switch k {
+	case kindNull:
+		warn("its attempts are null; read as none")
+	case kindWrong:
+		return RetryState{}, nil, unusable("its attempts are not a list")
 	}
-	return st, nil
-}
-
-// extras holds the members of a JSON object that schema v1 does not name,
-// as one compact JSON object ("" when there are none). Keeping them as a
-// string keeps Counts and Escalation comparable and copies cheap.
-type extras string
-
-// The JSON methods below decode and encode through a method-less view of
-// each type (so they do not call themselves) and carry the extras along.
-
-func (s *RetryState) UnmarshalJSON(data []byte) error {
-	type plain RetryState
-	*s = RetryState{}
-	var err error
-	s.extra, err = decodeObject(data, (*plain)(s))
-	return err
-}
-
-func (s RetryState) MarshalJSON() ([]byte, error) {
-	type plain RetryState
-	if s.Attempts == nil {
-		s.Attempts = []Attempt{} // the schema wants an array, never null
+	st.Attempts = make([]Attempt, 0, len(items))
+	for i, item := range items {
+		o, err := parseObject(item)
+		if err != nil {
+			return RetryState{}, nil, unusable("attempt %d of its list is not an object", i+1)
+		}
+		a, err := readAttempt(o, i, warn)
+		if err != nil {
+			return RetryState{}, nil, err
+		}
+		st.Attempts = append(st.Attempts, a)
 	}
-	return encodeObject(plain(s), s.extra)
-}
-
-func (a *Attempt) UnmarshalJSON(data []byte) error {
-	type plain Attempt
-	*a = Attempt{}
-	var err error
-	a.extra, err = decodeObject(data, (*plain)(a))
-	return err
-}
-
-func (a Attempt) MarshalJSON() ([]byte, error) {
-	type plain Attempt
-	return encodeObject(plain(a), a.extra)
-}
-
-func (g *QualityGate) UnmarshalJSON(data []byte) error {
-	type plain QualityGate
-	*g = QualityGate{}
-	var err error
-	g.extra, err = decodeObject(data, (*plain)(g))
-	return err
-}
-
-func (g QualityGate) MarshalJSON() ([]byte, error) {
-	type plain QualityGate
-	if g.FailOn == nil {
-		g.FailOn = []string{}
+	st.LastAttemptAt, _ = stringOf(doc, "lastAttemptAt")
+	st.Status, _ = stringOf(doc, "status")
+	n, k := intOf(doc, "retryCount")
+	if k == kindWrong || n < 0 {
+		raw, _ := doc.get("retryCount")
+		return RetryState{}, nil, unusable("its retryCount %s is not a whole number of at least 0", quote(string(raw)))
 	}
-	return encodeObject(plain(g), g.extra)
+	st.RetryCount = n
+	return st, doc, nil
 }
 
-func (c *Counts) UnmarshalJSON(data []byte) error {
-	type plain Counts
-	*c = Counts{}
-	var err error
-	c.extra, err = decodeObject(data, (*plain)(c))
-	return err
-}
-
-func (c Counts) MarshalJSON() ([]byte, error) {
-	type plain Counts
-	return encodeObject(plain(c), c.extra)
-}
-
-func (e *Escalation) UnmarshalJSON(data []byte) error {
-	type plain Escalation
-	*e = Escalation{}
-	var err error
-	e.extra, err = decodeObject(data, (*plain)(e))
-	return err
-}
-
-func (e Escalation) MarshalJSON() ([]byte, error) {
-	type plain Escalation
-	return encodeObject(plain(e), e.extra)
-}
-
-// decodeObject fills into (a pointer to a struct) from the members whose
-// names match its json tags exactly, and returns the other members.
-// encoding/json alone would also accept "TicketID" for "ticketId"; matching
-// exactly keeps such a member as an extra instead of letting it overwrite.
-func decodeObject(data []byte, into any) (extras, error) {
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(data, &all); err != nil {
-		return "", err
+// readAttempt reads the attempt at position i (0-based) of the list.
+func readAttempt(o *object, i int, warn func(string, ...any)) (Attempt, error) {
+	var a Attempt
+	n, k := intOf(o, "attemptNumber")
+	switch {
+	case k == kindOK && n >= 1:
+		a.AttemptNumber = n
+	case k == kindMissing || k == kindNull:
+		a.AttemptNumber = i + 1
+		warn("attempt %d of its list has no attemptNumber; read as %d", i+1, i+1)
+	default:
+		raw, _ := o.get("attemptNumber")
+		return a, unusable("attempt %d of its list has attemptNumber %s, not a whole number of at least 1", i+1, quote(string(raw)))
 	}
-	known := jsonNames(reflect.TypeOf(into).Elem())
-	mine := map[string]json.RawMessage{}
-	others := map[string]json.RawMessage{}
-	for k, v := range all {
-		if slices.Contains(known, k) {
-			mine[k] = v
-		} else {
-			others[k] = v
+	a.StartedAt, _ = stringOf(o, "startedAt")
+	a.CompletedAt, _ = stringOf(o, "completedAt")
+	a.Status, _ = stringOf(o, "status")
+	a.Trigger, _ = stringOf(o, "trigger")
+	a.CloseSummaryRef, _ = stringOf(o, "closeSummaryRef")
+	if g, k := objectOf(o, "qualityGate"); k == kindOK {
+		a.QualityGate = readGate(g)
+	}
+	if e, k := objectOf(o, "escalation"); k == kindOK {
+		a.Escalation = &Escalation{}
+		for _, role := range []struct {
+			name string
+			to   **string
+		}{{"fixer", &a.Escalation.Fixer}, {"reviewerSecondOpinion", &a.Escalation.ReviewerSecondOpinion}, {"worker", &a.Escalation.Worker}} {
+			if s, k := stringOf(e, role.name); k == kindOK {
+				*role.to = &s
+			}
 		}
 	}
-	b, err := json.Marshal(mine)
-	if err != nil {
-		return "", err
-	}
-	if err := json.Unmarshal(b, into); err != nil {
-		return "", err
-	}
-	if len(others) == 0 {
-		return "", nil
-	}
-	x, err := json.Marshal(others) // sorted by name, compact
-	return extras(x), err
+	return a, nil
 }
 
-// encodeObject marshals v (a struct) and appends the extra members.
-func encodeObject(v any, x extras) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil || x == "" {
-		return b, err
-	}
-	if string(b) == "{}" {
-		return []byte(x), nil
-	}
-	// Both are objects: drop b's closing brace and x's opening one.
-	return append(append(b[:len(b)-1], ','), x[1:]...), nil
-}
-
-// jsonNames lists the member names of a struct type's json tags.
-func jsonNames(t reflect.Type) []string {
-	var names []string
-	for f := range t.Fields() {
-		tag := f.Tag.Get("json")
-		if tag == "" || tag == "-" {
-			continue
+func readGate(o *object) *QualityGate {
+	g := &QualityGate{FailOn: []string{}}
+	items, _ := arrayOf(o, "failOn")
+	for _, it := range items {
+		var s string
+		if json.Unmarshal(it, &s) == nil {
+			g.FailOn = append(g.FailOn, s)
 		}
-		name, _, _ := strings.Cut(tag, ",")
-		names = append(names, name)
 	}
-	return names
+	if c, k := objectOf(o, "counts"); k == kindOK {
+		for _, sc := range []struct {
+			name string
+			to   *int
+		}{{"Critical", &g.Counts.Critical}, {"Major", &g.Counts.Major}, {"Minor", &g.Counts.Minor}, {"Warnings", &g.Counts.Warnings}, {"Suggestions", &g.Counts.Suggestions}} {
+			*sc.to, _ = intOf(c, sc.name)
+		}
+	}
+	return g
 }
 
-// clone returns a deep copy, so that a State() snapshot shares nothing with
-// the handle that keeps changing.
-func (s RetryState) clone() RetryState {
-	c := s
-	c.Attempts = make([]Attempt, len(s.Attempts))
-	for i, a := range s.Attempts {
-		c.Attempts[i] = a.clone()
-	}
-	return c
-}
-
-func (a Attempt) clone() Attempt {
-	c := a
-	if a.QualityGate != nil {
-		g := a.QualityGate.clone()
-		c.QualityGate = &g
-	}
-	if a.Escalation != nil {
-		e := a.Escalation.clone()
-		c.Escalation = &e
-	}
-	return c
-}
-
-func (g QualityGate) clone() QualityGate {
-	c := g
-	c.FailOn = slices.Clone(g.FailOn)
-	return c
-}
-
-func (e Escalation) clone() Escalation {
-	c := e
-	c.Fixer = clonePtr(e.Fixer)
-	c.ReviewerSecondOpinion = clonePtr(e.ReviewerSecondOpinion)
-	c.Worker = clonePtr(e.Worker)
-	return c
-}
-
-func clonePtr(p *string) *string {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
+// freshDoc is the state of a ticket without a file, as tf creates it.
+func freshDoc(id string, now time.Time) *object {
+	o := &object{}
+	o.set("version", RetryStateVersion)
+	o.set("ticketId", id)
+	o.set("attempts", []any{})
+	o.set("lastAttemptAt", stamp(now))
+	o.set("status", TicketActive)
+	o.set("retryCount", 0)
+	return o
 }
 
 // Exhausted reports whether the ticket has used its retries: its last attempt
 // was blocked and retryCount reached maxRetries. A run with escalation on
-// skips such a ticket.
+// skips such a ticket. It looks at the last attempt rather than the
+// aggregate status because tf keeps the aggregate "active" after a blocked
+// close.
 func (s RetryState) Exhausted(maxRetries int) bool {
 	return s.LastStatus() == AttemptBlocked && s.RetryCount >= maxRetries
 }

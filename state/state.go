@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,12 +11,51 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"peal/internal/safefs"
 )
 
-// FileName is the name of the state file inside the state folder.
-const FileName = "state.json"
+// The files of the state folder.
+const (
+	// FileName is the state file: which tasks of which plan are done.
+	FileName = "state.json"
+	// LockName is held by the run that works with the folder, for the whole
+	// run; read-only commands never take it.
+	LockName = "state.lock"
+	// SummaryName is the run summary's name when it lives in the state
+	// folder (the default run_summary_path).
+	SummaryName = "run_summary.json"
+)
 
-// State is the content of state.json.
+// maxStateFile caps what is read of state.json: far more than any plan's
+// progress, far less than a planted /dev/zero would fill memory with.
+const maxStateFile = 64 << 20
+
+// otherPlans is the member of state.json that keeps the progress of plans
+// other than the one of the latest run.
+const otherPlans = "other_plans"
+
+// ErrStateLocked is matched (errors.Is) by the error of Open when another
+// run holds the state folder.
+var ErrStateLocked = errors.New("state folder in use")
+
+// lockedError is the message for ErrStateLocked.
+type lockedError struct{ msg string }
+
+func (e *lockedError) Error() string        { return e.msg }
+func (e *lockedError) Is(target error) bool { return target == ErrStateLocked }
+
+// Plan names the plan and repository a state belongs to.
+type Plan struct {
+	Path, Repo string // absolute
+	// Base is the folder that relative paths found in state.json are taken
+	// from ("" means the working folder): Peal wrote the paths of its command
+	// line as they were given.
+	Base string
+}
+
+// State is the progress of one plan: the top level of state.json, and each
+// entry of other_plans.
 type State struct {
 	PlanPath             string `json:"plan_path"`
 	RepoPath             string `json:"repo_path"`
@@ -25,84 +65,304 @@ type State struct {
 	DeferredTaskIndices []int `json:"deferred_task_indices,omitempty"`
 }
 
-// Store is the state of one run and the file it is saved to.
+// Store is the state of one run's plan, held under the state folder's lock
+// from Open to Close.
 type Store struct {
-	mu    sync.Mutex // completions of concurrent tasks must not lose one another
-	path  string
-	state State
+	mu     sync.Mutex // completions of concurrent tasks must not lose one another
+	dir    *safefs.Dir
+	lock   *safefs.Lock
+	entry  *object           // this plan's members as read, unknown ones included
+	others []json.RawMessage // other_plans, as read
+	state  State
+	saved  []byte // the file's text as last read or written
 }
 
-// Open loads the state file in dir for a run of plan on repo. A missing file,
-// a file for another plan or repo, or an unreadable file gives a fresh state;
-// the returned warnings say why, and an unreadable file is kept aside. Open
-// writes nothing unless it has to move an unreadable file.
-func Open(dir, plan, repo string, now time.Time) (*Store, []string, error) {
-	s := &Store{path: filepath.Join(dir, FileName)}
-	st, problem, unreadable, err := read(s.path, plan, repo)
+// Open locks the state folder dir for a run of plan and loads its progress.
+// It creates the folder, fails at once when another run holds it (an error
+// wrapping ErrStateLocked) or when it cannot be written to, and removes the
+// temporary files of a save that a killed run left. A missing file, or one
+// without this plan, gives a fresh state; an unreadable file is kept aside
+// and the returned warnings say so. Open writes nothing else.
+func Open(dir string, plan Plan, now time.Time) (*Store, []string, error) {
+	d, err := safefs.OpenDir(dir, true)
 	if err != nil {
+		return nil, nil, folderError(dir, err)
+	}
+	s := &Store{dir: d}
+	if err := s.take(); err != nil {
+		d.Close()
 		return nil, nil, err
 	}
-	s.state = st
-	switch {
-	case unreadable:
-		aside, err := KeepAside(s.path, now)
-		if err != nil {
-			return nil, nil, fmt.Errorf("state file %s is unreadable and cannot be moved aside: %w", s.path, err)
-		}
-		return s, []string{fmt.Sprintf("state file %s is unreadable (%s): kept it as %s and started fresh", s.path, problem, aside)}, nil
-	case problem != "":
-		return s, []string{problem}, nil
+	warnings, err := s.load(plan, now)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
 	}
-	return s, nil, nil
+	return s, warnings, nil
 }
 
-// Peek reads the state a run of plan on repo would start from, changing
-// nothing on disk (for dry runs and status).
-func Peek(dir, plan, repo string) (State, []string, error) {
-	path := filepath.Join(dir, FileName)
-	st, problem, unreadable, err := read(path, plan, repo)
-	switch {
-	case err != nil:
-		return State{}, nil, err
-	case unreadable:
-		return st, []string{fmt.Sprintf("state file %s is unreadable (%s): a run would keep it aside and start fresh", path, problem)}, nil
-	case problem != "":
-		return st, []string{problem}, nil
+// take locks the folder, checks that it can be written to and clears what a
+// killed save left.
+func (s *Store) take() error {
+	d := s.dir
+	lock, err := d.Lock(LockName)
+	if errors.Is(err, safefs.ErrLocked) {
+		return &lockedError{fmt.Sprintf("state folder %s is in use by another peal run (it holds %s): wait for that run to end, or give this run its own state folder (state_dir, --state-dir)",
+			d.Path(), d.Join(LockName))}
 	}
-	return st, nil, nil
-}
-
-// read loads a state file for plan and repo: a fresh state when the file is
-// missing, unreadable (unreadable set, problem says why) or another run's
-// (problem says so).
-func read(path, plan, repo string) (st State, problem string, unreadable bool, err error) {
-	st = State{PlanPath: plan, RepoPath: repo, CompletedTaskIndices: []int{}}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, "", false, nil
+	if err == nil {
+		s.lock = lock
+		err = d.CheckWritable()
+	}
+	if err == nil {
+		_, err = d.RemoveTemps(FileName, SummaryName)
 	}
 	if err != nil {
-		return st, "", false, fmt.Errorf("state file %s: %w", path, err)
+		return fmt.Errorf("state folder %s cannot be written to (%w): fix its permissions, or choose another state folder (state_dir, --state-dir)", d.Path(), cause(err))
 	}
-	var loaded State
-	if err := json.Unmarshal(data, &loaded); err != nil {
-		return st, err.Error(), true, nil
+	return nil
+}
+
+// folderError says why a state folder cannot be opened.
+func folderError(dir string, err error) error {
+	var nr *safefs.NotRegularError
+	if errors.As(err, &nr) {
+		return fmt.Errorf("state folder %s is not a folder: choose another state folder (state_dir, --state-dir)", dir)
 	}
-	if loaded.CompletedTaskIndices == nil {
-		return st, "it has no completed_task_indices", true, nil
+	return fmt.Errorf("state folder %s cannot be used (%w): fix it, or choose another state folder (state_dir, --state-dir)", dir, cause(err))
+}
+
+// cause is the innermost error, e.g. "permission denied" for a *PathError
+// whose path the message already names.
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
 	}
-	if loaded.PlanPath != plan || loaded.RepoPath != repo {
-		return st, fmt.Sprintf("state file %s belongs to plan %s in %s, not to this run: starting fresh", path, loaded.PlanPath, loaded.RepoPath), false, nil
+	return err
+}
+
+// load reads state.json and picks this plan's progress.
+func (s *Store) load(plan Plan, now time.Time) ([]string, error) {
+	f, problem, err := readStateFile(s.dir)
+	if err != nil {
+		return nil, err
 	}
-	st.CompletedTaskIndices = normalize(loaded.CompletedTaskIndices)
-	if len(loaded.DeferredTaskIndices) > 0 {
-		st.DeferredTaskIndices = normalize(loaded.DeferredTaskIndices)
+	var warnings []string
+	if problem != "" {
+		aside, err := s.dir.KeepAside(FileName, FileName+".corrupt-"+now.UTC().Format("20060102T150405Z"))
+		if err == nil {
+			err = s.dir.Sync()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("state file %s is unreadable (%s) and cannot be moved aside: %w", s.dir.Join(FileName), problem, err)
+		}
+		warnings = append(warnings, fmt.Sprintf("state file %s is unreadable (%s): kept it as %s and started fresh", s.dir.Join(FileName), problem, aside))
+		f = stateFile{}
+	} else {
+		s.saved = f.data
 	}
-	return st, "", false, nil
+	s.entry, s.others, warnings = f.pick(plan, warnings, s.dir.Join(FileName))
+	s.state = mustEntry(s.entry)
+	return warnings, nil
+}
+
+// Peek reads the state a run of plan would start from, without locking or
+// changing anything (for dry runs and status).
+func Peek(dir string, plan Plan) (State, []string, error) {
+	d, err := safefs.OpenDir(dir, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return mustEntry(freshEntry(plan)), nil, nil
+	}
+	if err != nil {
+		return State{}, nil, folderError(dir, err)
+	}
+	defer d.Close()
+	f, problem, err := readStateFile(d)
+	if err != nil {
+		return State{}, nil, err
+	}
+	var warnings []string
+	if problem != "" {
+		warnings = append(warnings, fmt.Sprintf("state file %s is unreadable (%s): a run would keep it aside and start fresh", d.Join(FileName), problem))
+		f = stateFile{}
+	}
+	entry, _, warnings := f.pick(plan, warnings, d.Join(FileName))
+	return mustEntry(entry), warnings, nil
+}
+
+// stateFile is state.json as read: the top level (the latest run's plan) and
+// the other plans.
+type stateFile struct {
+	data   []byte
+	top    *object // nil: no file
+	others []json.RawMessage
+}
+
+// readStateFile reads state.json. A file that is missing gives an empty
+// stateFile; one that cannot be used gives problem, saying why; a special
+// file where state.json should be, or a read error, is an error.
+func readStateFile(d *safefs.Dir) (f stateFile, problem string, err error) {
+	data, err := d.ReadFile(FileName, maxStateFile)
+	var nr *safefs.NotRegularError
+	var tl *safefs.TooLargeError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return stateFile{}, "", nil
+	case errors.As(err, &nr):
+		return stateFile{}, "", fmt.Errorf("state file %s is %s, not a regular file: peal neither reads it nor writes through it; remove it, or choose another state folder (state_dir, --state-dir)", nr.Path, nr.Kind)
+	case errors.As(err, &tl):
+		return stateFile{}, fmt.Sprintf("it is larger than %d MiB", tl.Limit>>20), nil
+	case err != nil:
+		return stateFile{}, "", fmt.Errorf("state file %s cannot be read: %w", d.Join(FileName), cause(err))
+	}
+	o, err := parseObject(data)
+	if err != nil {
+		return stateFile{}, jsonProblem(data, err), nil
+	}
+	f = stateFile{data: data, top: o.clone()}
+	f.top.delete(otherPlans)
+	if raw, ok := o.get(otherPlans); ok && !isNull(raw) {
+		if json.Unmarshal(raw, &f.others) != nil {
+			return stateFile{}, "its other_plans is not a list", nil
+		}
+	}
+	if _, problem := readEntry(f.top); problem != "" {
+		return stateFile{}, problem, nil
+	}
+	return f, "", nil
+}
+
+// pick returns the entry of plan (the top level when it is this plan's, an
+// entry of other_plans, or a fresh one) and the other plans after the swap:
+// the top level, when it belongs to another plan, becomes the first of them.
+func (f stateFile) pick(plan Plan, warnings []string, path string) (*object, []json.RawMessage, []string) {
+	if f.top == nil {
+		return freshEntry(plan), nil, warnings
+	}
+	if st, _ := readEntry(f.top); plan.matches(st) {
+		return f.top, f.others, warnings
+	}
+	others := []json.RawMessage{f.top.compact()}
+	var found *object
+	for i, raw := range f.others {
+		o, err := parseObject(raw)
+		st, problem := readEntry(o)
+		if err != nil || problem != "" {
+			// Kept as it is: it may be a newer peal's, and it is no one's
+			// to drop.
+			warnings = append(warnings, fmt.Sprintf("state file %s: entry %d of other_plans is not understood (%s); it is kept as it is", path, i+1, entryProblem(raw, err, problem)))
+		} else if found == nil && plan.matches(st) {
+			found = o
+			continue
+		}
+		others = append(others, raw)
+	}
+	if found == nil {
+		found = freshEntry(plan)
+	}
+	return found, others, warnings
+}
+
+func entryProblem(raw []byte, err error, problem string) string {
+	if err != nil {
+		return jsonProblem(raw, err)
+	}
+	return problem
+}
+
+func freshEntry(plan Plan) *object {
+	o := &object{}
+	o.set("plan_path", plan.Path)
+	o.set("repo_path", plan.Repo)
+	o.set("completed_task_indices", []int{})
+	return o
+}
+
+// readEntry reads the members peal uses of one plan's progress; problem says
+// what is wrong with them.
+func readEntry(o *object) (st State, problem string) {
+	var k kind
+	if st.PlanPath, k = stringOf(o, "plan_path"); k != kindOK {
+		return st, memberProblem("plan_path", k, "a string")
+	}
+	if st.RepoPath, k = stringOf(o, "repo_path"); k != kindOK {
+		return st, memberProblem("repo_path", k, "a string")
+	}
+	if st.CompletedTaskIndices, k = indicesOf(o, "completed_task_indices"); k != kindOK {
+		return st, memberProblem("completed_task_indices", k, "a list of task numbers")
+	}
+	if st.DeferredTaskIndices, k = indicesOf(o, "deferred_task_indices"); k == kindWrong {
+		return st, memberProblem("deferred_task_indices", k, "a list of task numbers")
+	}
+	return st, ""
+}
+
+// mustEntry reads an entry already checked by readEntry.
+func mustEntry(o *object) State {
+	st, _ := readEntry(o)
+	return st
+}
+
+func memberProblem(name string, k kind, want string) string {
+	switch k {
+	case kindMissing:
+		return "it has no " + name
+	case kindNull:
+		return name + " is null, not " + want
+	}
+	return name + " is not " + want
+}
+
+// indicesOf reads a list of task numbers, sorted and without repeats.
+func indicesOf(o *object, key string) ([]int, kind) {
+	items, k := arrayOf(o, key)
+	if k != kindOK {
+		return nil, k
+	}
+	out := make([]int, 0, len(items))
+	for _, it := range items {
+		n, ok := wholeNumber(it)
+		if !ok || n < 0 {
+			return nil, kindWrong
+		}
+		out = append(out, n)
+	}
+	return normalize(out), kindOK
+}
+
+// matches reports whether a state's paths name plan's plan and repository.
+func (p Plan) matches(st State) bool {
+	return samePath(p.resolve(st.PlanPath), p.Path) && samePath(p.resolve(st.RepoPath), p.Repo)
+}
+
+func (p Plan) resolve(path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	base := p.Base
+	if base == "" {
+		base, _ = os.Getwd()
+	}
+	return filepath.Join(base, path)
+}
+
+// samePath: the same path, or two paths of one file (e.g. through a linked
+// folder).
+func samePath(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	ib, err := os.Stat(b)
+	return err == nil && os.SameFile(ia, ib)
 }
 
 // Path is the state file's path.
-func (s *Store) Path() string { return s.path }
+func (s *Store) Path() string { return s.dir.Join(FileName) }
 
 // Completed reports whether task i is recorded as completed.
 func (s *Store) Completed(i int) bool {
@@ -112,7 +372,7 @@ func (s *Store) Completed(i int) bool {
 	return found
 }
 
-// Complete records task i as completed and saves the file.
+// Complete records task i as completed and saves the file durably.
 func (s *Store) Complete(i int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,18 +399,62 @@ func (s *Store) Snapshot() State {
 	return st
 }
 
-// Save writes the state file atomically.
+// Save writes the state file, unless it already says what it would say.
 func (s *Store) Save() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.save()
 }
 
-func (s *Store) save() error {
-	if err := WriteJSONAtomic(s.path, s.state); err != nil {
-		return fmt.Errorf("saving state %s: %w", s.path, err)
+// Close releases the state folder's lock; the store cannot save any more.
+// Closing twice is harmless.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return nil
 	}
+	err := s.lock.Close()
+	s.dir.Close()
+	s.lock = nil
+	return err
+}
+
+func (s *Store) save() error {
+	if s.lock == nil {
+		return fmt.Errorf("saving state %s: the store is closed", s.dir.Join(FileName))
+	}
+	out := s.entry.clone()
+	out.set("completed_task_indices", nonNil(s.state.CompletedTaskIndices))
+	if len(s.state.DeferredTaskIndices) > 0 {
+		out.set("deferred_task_indices", s.state.DeferredTaskIndices)
+	} else {
+		out.delete("deferred_task_indices")
+	}
+	out.delete(otherPlans)
+	if len(s.others) > 0 {
+		out.setRaw(otherPlans, array(s.others))
+	}
+	data := out.file()
+	if bytes.Equal(data, s.saved) {
+		return nil
+	}
+	err := s.dir.WriteFile(FileName, data)
+	if err == nil {
+		err = s.dir.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("saving state %s: %w", s.dir.Join(FileName), err)
+	}
+	s.saved = data
 	return nil
+}
+
+func nonNil(xs []int) []int {
+	if xs == nil {
+		return []int{}
+	}
+	return xs
 }
 
 func normalize(xs []int) []int {
@@ -170,4 +474,27 @@ type RunSummary struct {
 	PlanPath                   string `json:"plan_path"`
 	RepoPath                   string `json:"repo_path"`
 	CompletedAt                string `json:"completed_at"`
+}
+
+// maxSummaryFile caps what is read of a run summary.
+const maxSummaryFile = 16 << 20
+
+// ReadRunSummary reads a run summary; ok is false when there is none that
+// can be read.
+func ReadRunSummary(path string) (sum RunSummary, ok bool) {
+	data, err := safefs.ReadFile(path, maxSummaryFile)
+	if err != nil || json.Unmarshal(data, &sum) != nil {
+		return RunSummary{}, false
+	}
+	return sum, true
+}
+
+// WriteJSONAtomic writes v as indented JSON to path, atomically and durably
+// (see safefs.WriteFile).
+func WriteJSONAtomic(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return safefs.WriteFile(path, append(data, '\n'))
 }

@@ -1,17 +1,24 @@
 package state
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"peal/internal/safefs"
 )
 
 // This file is the attempt lifecycle of one ticket: lock it, start or resume
 // an attempt, record how the attempt ended, and reset.
+//
+// ticketflow writes retry-state.json without any lock, so the file is read
+// again under peal's lock before every write, and a write changes only the
+// attempt of this run (and the aggregate members its result moves): what
+// another program added meanwhile stays.
 
 // LockFile is the lock file inside a ticket folder. It is left in place when
 // the lock is released: deleting it would let a later process lock a new file
@@ -29,101 +36,143 @@ const (
 var ErrTicketLocked = errors.New("ticket locked")
 
 // Ticket is the retry state of one ticket, held under an exclusive lock from
-// OpenTicket until Close, so that two runs never interleave their attempts.
+// OpenTicket until Close, so that two peal runs never interleave their
+// attempts.
 type Ticket struct {
-	mu    sync.Mutex // State may be read while the runner completes an attempt
-	id    string
-	dir   string
-	lock  *os.File // nil once closed
-	state RetryState
+	mu   sync.Mutex // State may be read while the runner completes an attempt
+	id   string
+	dir  *safefs.Dir
+	lock *safefs.Lock // nil once closed
+	warn func(string)
+	data []byte    // the file as last read or written; nil: there is none
+	mine *attempt  // the attempt this handle began, until it is completed
+	now  time.Time // when the handle was opened: the stamp of a fresh state
 }
 
-// OpenTicket locks ticket id in knowledgeDir and loads its retry state. The
+// attempt identifies the attempt a handle began, to find it again after
+// another program changed the file.
+type attempt struct {
+	number    int
+	startedAt string
+	raw       json.RawMessage // as this handle last wrote it
+}
+
+// OpenTicket locks ticket id in knowledgeDir and reads its retry state. The
 // lock is a non-blocking flock, released by Close or by the death of the
 // process, so a crash never leaves a stale lock; if another holder has it
-// the error wraps ErrTicketLocked. A missing retry-state.json gives a fresh
-// state; an unreadable one is kept aside (KeepAside, stamped with now) and a
-// warning says so. OpenTicket writes nothing else: the first save is Begin's.
-func OpenTicket(knowledgeDir, id string, now time.Time) (*Ticket, []string, error) {
+// the error wraps ErrTicketLocked. A file that tf would not load either is
+// kept aside (stamped with now) and a fresh state starts; a file peal cannot
+// use is refused (ErrUnusable) and left as it is. warn, when not nil, hears
+// what is odd in the file, here and whenever another program changed it.
+// The temporary files of a save that a killed peal left are removed.
+func OpenTicket(knowledgeDir, id string, now time.Time, warn func(string)) (*Ticket, error) {
 	if err := checkTicketID(id); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	dir := TicketDir(knowledgeDir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("ticket folder of %s: %w", id, err)
-	}
-	lock, err := lockTicket(dir, id)
+	dir, err := openTicketDir(knowledgeDir, id, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	t := &Ticket{id: id, dir: dir, lock: lock, state: freshState(id)}
-	path := filepath.Join(dir, RetryStateFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return t, nil, nil
-	}
+	lock, err := dir.Lock(LockFile)
 	if err != nil {
-		lock.Close()
-		return nil, nil, fmt.Errorf("retry state of %s: %w", id, err)
-	}
-	st, derr := decodeRetryState(data, id)
-	if derr == nil {
-		t.state = st
-		return t, nil, nil
-	}
-	aside, err := KeepAside(path, now)
-	if err != nil {
-		lock.Close()
-		return nil, nil, fmt.Errorf("retry state %s is unreadable (%v) and cannot be moved aside: %w", path, derr, err)
-	}
-	return t, []string{fmt.Sprintf("retry state %s is unreadable (%v): kept it as %s and started fresh", path, derr, aside)}, nil
-}
-
-func freshState(id string) RetryState {
-	return RetryState{Version: RetryStateVersion, TicketID: id, Attempts: []Attempt{}, Status: TicketActive}
-}
-
-// lockTicket takes the exclusive lock of the ticket folder dir.
-func lockTicket(dir, id string) (*os.File, error) {
-	path := filepath.Join(dir, LockFile)
-	// os.OpenFile sets close-on-exec, so the agents peal starts do not
-	// inherit the lock and keep it alive after peal has gone.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
+		dir.Close()
+		if errors.Is(err, safefs.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s is being worked on by another peal run or task, which holds %s", ErrTicketLocked, id, dir.Join(LockFile))
+		}
 		return nil, fmt.Errorf("lock of ticket %s: %w", id, err)
 	}
-	held, err := tryLock(f)
-	if err == nil && held {
-		return f, nil
+	if warn == nil {
+		warn = func(string) {}
 	}
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("locking ticket %s (%s): %w", id, path, err)
+	t := &Ticket{id: id, dir: dir, lock: lock, warn: warn, now: now}
+	if _, err := dir.RemoveTemps(RetryStateFile, CloseSummaryFile); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("ticket %s: %w", id, err)
 	}
-	return nil, fmt.Errorf("%w: %s is being worked on by another peal run or task, which holds %s", ErrTicketLocked, id, path)
+	if _, _, err := t.reload(now); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// reload reads the file again (the caller holds mu and the lock) and
+// returns the view and the document to change. An unreadable file is kept
+// aside; warnings are told only when the text changed since the last read.
+func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
+	data, err := readRetryFile(t.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.data = nil
+		doc := freshDoc(t.id, t.now)
+		st, _, _ := decodeRetryState(doc.file(), t.id)
+		return st, doc, nil
+	}
+	if err != nil && !errors.Is(err, ErrUnreadable) {
+		return RetryState{}, nil, err
+	}
+	var st RetryState
+	var doc *object
+	if err == nil {
+		st, doc, err = decodeRetryState(data, t.id)
+	}
+	path := t.dir.Join(RetryStateFile)
+	switch {
+	case errors.Is(err, ErrUnusable):
+		return RetryState{}, nil, fmt.Errorf("retry state %s cannot be used: %w; ticketflow reads it, but peal would have to guess: correct it, or move it aside with `peal retry-state reset %s`", path, err, t.id)
+	case err != nil:
+		aside, kerr := t.dir.KeepAside(RetryStateFile, RetryStateFile+".corrupt-"+now.UTC().Format("20060102T150405Z"))
+		if kerr == nil {
+			kerr = t.dir.Sync()
+		}
+		if kerr != nil {
+			return RetryState{}, nil, fmt.Errorf("retry state %s is unreadable (%v) and cannot be moved aside: %w", path, err, kerr)
+		}
+		t.warn(fmt.Sprintf("retry state %s is unreadable (%v): kept it as %s and started fresh", path, problemOf(err), aside))
+		t.data = nil
+		doc := freshDoc(t.id, now)
+		st, _, _ := decodeRetryState(doc.file(), t.id)
+		return st, doc, nil
+	}
+	if !bytes.Equal(data, t.data) {
+		for _, w := range st.Warnings {
+			t.warn(fmt.Sprintf("retry state %s: %s", path, w))
+		}
+	}
+	t.data = data
+	return st, doc, nil
+}
+
+// problemOf is the reason of a file problem without the path around it.
+func problemOf(err error) string {
+	var fp *fileProblem
+	if errors.As(err, &fp) {
+		return fp.reason
+	}
+	return err.Error()
 }
 
 // ID is the ticket id.
 func (t *Ticket) ID() string { return t.id }
 
 // Dir is the ticket folder, where close-summary.md and review.md live.
-func (t *Ticket) Dir() string { return t.dir }
+func (t *Ticket) Dir() string { return t.dir.Path() }
 
-// State returns a copy of the retry state.
+// State returns the retry state as last read or written.
 func (t *Ticket) State() RetryState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.state.clone()
+	data := t.data
+	if data == nil {
+		data = freshDoc(t.id, t.now).file()
+	}
+	st, _, _ := decodeRetryState(data, t.id)
+	return st
 }
 
-// Exhausted reports whether the ticket has used its retries: maxRetries or
-// more blocked attempts and the last attempt blocked too. It looks at the
-// last attempt rather than the aggregate status because tf keeps the
-// aggregate "active" after a blocked close.
+// Exhausted reports whether the ticket has used its retries (see
+// RetryState.Exhausted).
 func (t *Ticket) Exhausted(maxRetries int) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.state.Exhausted(maxRetries)
+	return t.State().Exhausted(maxRetries)
 }
 
 // Begin starts an attempt and saves. An attempt still in progress (its run
@@ -132,54 +181,81 @@ func (t *Ticket) Exhausted(maxRetries int) bool {
 // trigger saying why: the first attempt, a blocked quality gate, or a manual
 // re-run after a close or an error. escalation gives the models for an
 // attempt number (nil means no escalation, all nulls); it is asked again on a
-// resume, so a changed configuration applies.
+// resume, so a changed configuration applies. The save is not synced to
+// disk: a crash that loses it only loses the mark of work that had not ended.
 func (t *Ticket) Begin(now time.Time, escalation func(attemptNumber int) Escalation) (Attempt, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.lock == nil {
 		return Attempt{}, false, t.closedError()
 	}
-	next := t.state.clone()
-	n := len(next.Attempts)
-	resumed := n > 0 && next.Attempts[n-1].Status == AttemptInProgress
-	if !resumed {
+	st, doc, err := t.reload(now)
+	if err != nil {
+		return Attempt{}, false, err
+	}
+	items, _ := arrayOf(doc, "attempts")
+	n := len(st.Attempts)
+	resumed := n > 0 && st.Attempts[n-1].Status == AttemptInProgress
+	var a *object
+	var number int
+	var started string
+	if resumed {
+		number, started = st.Attempts[n-1].AttemptNumber, st.Attempts[n-1].StartedAt
+		a, _ = parseObject(items[n-1])
+	} else {
 		trigger := TriggerManualRetry
 		switch {
 		case n == 0:
 			trigger = TriggerInitial
-		case next.Attempts[n-1].Status == AttemptBlocked:
+		case st.Attempts[n-1].Status == AttemptBlocked:
 			trigger = TriggerQualityGate
 		}
-		next.Attempts = append(next.Attempts, Attempt{
-			AttemptNumber: n + 1,
-			StartedAt:     stamp(now),
-			Status:        AttemptInProgress,
-			Trigger:       trigger,
-		})
+		number, started = n+1, stamp(now)
+		a = &object{}
+		a.set("attemptNumber", number)
+		a.set("startedAt", started)
+		a.set("status", AttemptInProgress)
+		a.set("trigger", trigger)
+		items = append(items, nil)
 	}
-	a := &next.Attempts[len(next.Attempts)-1]
 	var e Escalation
 	if escalation != nil {
-		e = escalation(a.AttemptNumber).clone()
+		e = escalation(number)
 	}
-	if a.Escalation != nil && e.extra == "" {
-		e.extra = a.Escalation.extra // members tf added stay when peal refreshes the models
-	}
-	a.Escalation = &e
-	next.LastAttemptAt = stamp(now)
-	next.Status = TicketActive
-	if err := t.save(next); err != nil {
+	setEscalation(a, e)
+	items[len(items)-1] = a.compact()
+	doc.setRaw("attempts", array(items))
+	doc.set("lastAttemptAt", stamp(now))
+	doc.set("status", TicketActive)
+	if err := t.write(doc, false); err != nil {
 		return Attempt{}, false, err
 	}
-	t.state = next
-	return a.clone(), resumed, nil
+	t.mine = &attempt{number: number, startedAt: started, raw: a.compact()}
+	view, err := readAttempt(a, n, func(string, ...any) {})
+	return view, resumed, err
 }
 
-// Complete records how the attempt in progress ended and saves. status is
+// setEscalation records the models of an attempt. Members another program
+// added to an escalation object stay.
+func setEscalation(a *object, e Escalation) {
+	eo, k := objectOf(a, "escalation")
+	if k != kindOK {
+		a.set("escalation", e)
+		return
+	}
+	eo.set("fixer", e.Fixer)
+	eo.set("reviewerSecondOpinion", e.ReviewerSecondOpinion)
+	eo.set("worker", e.Worker)
+	a.setRaw("escalation", eo.compact())
+}
+
+// Complete records how this handle's attempt ended and saves durably, with
+// whatever the handle wrote since Begin (a close summary). status is
 // AttemptClosed (retry count back to 0, ticket closed), AttemptBlocked (one
 // more retry used, ticket stays active as tf keeps it) or AttemptError (the
 // run failed before a verdict: nothing is counted). gate, when not nil, is
-// recorded as the attempt's quality gate.
+// recorded as the attempt's quality gate. When another program added
+// attempts after this one, the ticket's status is theirs to say and stays.
 func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -191,36 +267,116 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 	default:
 		return fmt.Errorf("completing attempt of %s: status %q is not %s, %s or %s", t.id, status, AttemptClosed, AttemptBlocked, AttemptError)
 	}
-	next := t.state.clone()
-	n := len(next.Attempts)
-	if n == 0 || next.Attempts[n-1].Status != AttemptInProgress {
-		return fmt.Errorf("completing attempt of %s: no attempt is in progress", t.id)
+	if t.mine == nil {
+		return fmt.Errorf("completing attempt of %s: this run has no attempt in progress", t.id)
 	}
-	a := &next.Attempts[n-1]
-	a.CompletedAt = stamp(now)
-	a.Status = status
+	st, doc, err := t.reload(now)
+	if err != nil {
+		return err
+	}
+	items, _ := arrayOf(doc, "attempts")
+	i := -1
+	for j := len(st.Attempts) - 1; j >= 0; j-- {
+		if st.Attempts[j].AttemptNumber == t.mine.number && st.Attempts[j].StartedAt == t.mine.startedAt {
+			i = j
+			break
+		}
+	}
+	var a *object
+	if i < 0 {
+		a, _ = parseObject(t.mine.raw)
+		a.set("attemptNumber", len(items)+1)
+		t.warn(fmt.Sprintf("retry state %s no longer holds attempt %d of this run (another program rewrote it): recorded it again as attempt %d",
+			t.dir.Join(RetryStateFile), t.mine.number, len(items)+1))
+		items = append(items, nil)
+		i = len(items) - 1
+	} else {
+		if s := st.Attempts[i].Status; s != AttemptInProgress {
+			t.warn(fmt.Sprintf("retry state %s: attempt %d of this run was ended by another program as %s; recording this run's result %s",
+				t.dir.Join(RetryStateFile), t.mine.number, quote(s), status))
+		}
+		a, _ = parseObject(items[i])
+	}
+	a.set("completedAt", stamp(now))
+	a.set("status", status)
 	if gate != nil {
-		g := gate.clone()
-		a.QualityGate = &g
+		g := *gate
+		if g.FailOn == nil {
+			g.FailOn = []string{}
+		}
+		a.set("qualityGate", g)
 	}
 	// An errored run usually stopped before writing a close summary, and a
 	// reference to a file that is not there would mislead whoever reads it.
-	if status != AttemptError || fileExists(filepath.Join(t.dir, CloseSummaryFile)) {
-		a.CloseSummaryRef = CloseSummaryFile
+	if _, err := t.dir.Lstat(CloseSummaryFile); status != AttemptError || err == nil {
+		a.set("closeSummaryRef", CloseSummaryFile)
 	}
+	items[i] = a.compact()
+	doc.setRaw("attempts", array(items))
+	last := i == len(items)-1
 	switch status {
 	case AttemptClosed:
-		next.RetryCount = 0
-		next.Status = TicketClosed
+		if last {
+			doc.set("retryCount", 0)
+			doc.set("status", TicketClosed)
+		}
 	case AttemptBlocked:
-		next.RetryCount++
-		next.Status = TicketActive
+		n, _ := intOf(doc, "retryCount")
+		doc.set("retryCount", n+1)
+		if last {
+			doc.set("status", TicketActive)
+		}
 	}
-	if err := t.save(next); err != nil {
+	if err := t.write(doc, true); err != nil {
 		return err
 	}
-	t.state = next
+	t.mine = nil
 	return nil
+}
+
+// write saves doc; sync also makes it, and every other write of the handle
+// in the ticket folder, durable.
+func (t *Ticket) write(doc *object, sync bool) error {
+	data := doc.file()
+	err := t.dir.WriteFile(RetryStateFile, data)
+	if err == nil && sync {
+		err = t.dir.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("saving retry state %s: %w", t.dir.Join(RetryStateFile), err)
+	}
+	t.data = data
+	return nil
+}
+
+// WriteCloseSummary writes close-summary.md in the shape tf's detection
+// reads (see CloseSummary). It is written atomically, so detection never
+// sees half a file, and made durable by Complete.
+func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts) error {
+	text, err := CloseSummary(blocked, counts)
+	if err != nil {
+		return fmt.Errorf("close summary of %s: %w", t.id, err)
+	}
+	if err := t.dir.WriteFile(CloseSummaryFile, []byte(text)); err != nil {
+		return fmt.Errorf("close summary of %s: %w", t.id, err)
+	}
+	return nil
+}
+
+// CloseStatus runs tf's close detection on the ticket's close-summary.md.
+func (t *Ticket) CloseStatus() (CloseResult, error) {
+	data, err := t.dir.ReadFile(CloseSummaryFile, maxArtifact)
+	if errors.Is(err, fs.ErrNotExist) {
+		return CloseResult{Status: "unknown"}, nil
+	}
+	if err != nil {
+		return CloseResult{}, err
+	}
+	content, err := artifactText(t.dir.Join(CloseSummaryFile), data)
+	if err != nil {
+		return CloseResult{}, err
+	}
+	return closeStatus(content), nil
 }
 
 // Close releases the lock; the handle cannot save any more. Closing twice is
@@ -232,27 +388,13 @@ func (t *Ticket) Close() error {
 		return nil
 	}
 	err := t.lock.Close()
+	t.dir.Close()
 	t.lock = nil
 	return err
 }
 
 func (t *Ticket) closedError() error {
 	return fmt.Errorf("ticket %s: the handle is closed and no longer holds the lock", t.id)
-}
-
-// save writes st; the caller adopts st only when this succeeds, so the
-// handle never shows a state the file does not have.
-func (t *Ticket) save(st RetryState) error {
-	path := filepath.Join(t.dir, RetryStateFile)
-	if err := WriteJSONAtomic(path, st); err != nil {
-		return fmt.Errorf("saving retry state %s: %w", path, err)
-	}
-	return nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // ResetTicket moves ticket id's retry-state.json to
@@ -265,35 +407,57 @@ func ResetTicket(knowledgeDir, id string, now time.Time) (string, error) {
 	if err := checkTicketID(id); err != nil {
 		return "", err
 	}
-	dir := TicketDir(knowledgeDir, id)
-	path := filepath.Join(dir, RetryStateFile)
-	// Checking before locking keeps a reset of an unknown ticket from
+	// Opening without creating keeps a reset of an unknown ticket from
 	// creating its folder and lock file.
-	if _, err := os.Lstat(path); err != nil {
+	dir, err := openTicketDir(knowledgeDir, id, false)
+	if err != nil {
 		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
 	}
-	lock, err := lockTicket(dir, id)
+	defer dir.Close()
+	if _, err := dir.Lstat(RetryStateFile); err != nil {
+		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
+	}
+	lock, err := dir.Lock(LockFile)
+	if errors.Is(err, safefs.ErrLocked) {
+		return "", fmt.Errorf("%w: %s is being worked on by a peal run, which holds %s", ErrTicketLocked, id, dir.Join(LockFile))
+	}
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
 	}
 	defer lock.Close()
-	base := path + ".bak." + now.UTC().Format("20060102T150405Z")
-	backup := base
-	for i := 1; ; i++ {
-		_, err := os.Lstat(backup)
-		if errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
-		}
-		backup = fmt.Sprintf("%s.%d", base, i)
+	backup, err := dir.KeepAside(RetryStateFile, RetryStateFile+".bak."+now.UTC().Format("20060102T150405Z"))
+	if err == nil {
+		err = dir.Sync()
 	}
-	if err := os.Rename(path, backup); err != nil {
-		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
-	}
-	if err := syncDir(dir); err != nil {
+	if err != nil {
 		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
 	}
 	return backup, nil
+}
+
+// CheckStore makes sure that the retry-state store can be written to,
+// creating <knowledgeDir>/tickets, so that a store peal cannot write is found
+// before any agent works.
+func CheckStore(knowledgeDir string) error {
+	fail := func(err error) error {
+		return fmt.Errorf("retry-state store %s cannot be written to (%w): fix its permissions, or choose another store (knowledge_dir, --knowledge-dir)", knowledgeDir, cause(err))
+	}
+	root, err := safefs.OpenDir(knowledgeDir, true)
+	if err != nil {
+		return fail(err)
+	}
+	defer root.Close()
+	tickets, err := root.Sub("tickets", true)
+	if err != nil {
+		var nr *safefs.NotRegularError
+		if errors.As(err, &nr) {
+			return fmt.Errorf("retry-state store: %w: peal does not follow links in the store; replace it with a folder, or remove it", err)
+		}
+		return fail(err)
+	}
+	defer tickets.Close()
+	if err := tickets.CheckWritable(); err != nil {
+		return fail(err)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,14 +21,26 @@ func at(sec int) time.Time {
 	return time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC).Add(time.Duration(sec) * time.Second)
 }
 
+// open opens a ticket and collects what it warns about, then and later.
+func open(kdir, id string, now time.Time) (*Ticket, *[]string, error) {
+	warnings := &[]string{}
+	var mu sync.Mutex
+	tk, err := OpenTicket(kdir, id, now, func(w string) {
+		mu.Lock()
+		defer mu.Unlock()
+		*warnings = append(*warnings, w)
+	})
+	return tk, warnings, err
+}
+
 func openTicket(t *testing.T, kdir, id string) *Ticket {
 	t.Helper()
-	tk, warnings, err := OpenTicket(kdir, id, at(0))
+	tk, warnings, err := open(kdir, id, at(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(warnings) > 0 {
-		t.Fatalf("warnings: %v", warnings)
+	if len(*warnings) > 0 {
+		t.Fatalf("warnings: %v", *warnings)
 	}
 	t.Cleanup(func() { tk.Close() })
 	return tk
@@ -41,7 +54,7 @@ func onDisk(t *testing.T, tk *Ticket) RetryState {
 		t.Fatal(err)
 	}
 	checkSchema(t, data)
-	st, err := decodeRetryState(data, tk.ID())
+	st, _, err := decodeRetryState(data, tk.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +69,7 @@ func escalateWith(fixer, second, worker string) func(int) Escalation {
 }
 
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	kdir := t.TempDir()
 	tk := openTicket(t, kdir, "pt-te9b")
 	if tk.Dir() != TicketDir(kdir, "pt-te9b") {
@@ -137,9 +151,10 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestCompleteErrorRecordsSummaryWhenPresent(t *testing.T) {
+	t.Parallel()
 	tk := openTicket(t, t.TempDir(), "pt-err")
 	tk.Begin(at(0), nil)
-	WriteCloseSummary(tk.Dir(), true, Counts{})
+	tk.WriteCloseSummary(true, Counts{})
 	if err := tk.Complete(at(1), AttemptError, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +164,7 @@ func TestCompleteErrorRecordsSummaryWhenPresent(t *testing.T) {
 }
 
 func TestBeginWithoutEscalationWritesNulls(t *testing.T) {
+	t.Parallel()
 	tk := openTicket(t, t.TempDir(), "pt-null")
 	tk.Begin(at(0), nil)
 	data, _ := os.ReadFile(filepath.Join(tk.Dir(), RetryStateFile))
@@ -164,8 +180,9 @@ func TestBeginWithoutEscalationWritesNulls(t *testing.T) {
 // TestBeginResumesAfterCrash leaves an attempt in progress, as a killed run
 // would, and checks the next run continues it instead of counting a new one.
 func TestBeginResumesAfterCrash(t *testing.T) {
+	t.Parallel()
 	kdir := t.TempDir()
-	first, _, err := OpenTicket(kdir, "pt-crash", at(0))
+	first, _, err := open(kdir, "pt-crash", at(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +213,7 @@ func TestBeginResumesAfterCrash(t *testing.T) {
 }
 
 func TestExhausted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		statuses []string // completed attempts in order; "" leaves one running
@@ -230,6 +248,7 @@ func TestExhausted(t *testing.T) {
 }
 
 func TestCompleteRefusals(t *testing.T) {
+	t.Parallel()
 	tk := openTicket(t, t.TempDir(), "pt-no")
 	if err := tk.Complete(at(0), AttemptClosed, nil); err == nil {
 		t.Error("completed with no attempt")
@@ -254,6 +273,7 @@ func TestCompleteRefusals(t *testing.T) {
 }
 
 func TestStateIsACopy(t *testing.T) {
+	t.Parallel()
 	tk := openTicket(t, t.TempDir(), "pt-copy")
 	tk.Begin(at(0), escalateWith("f", "", ""))
 	tk.Complete(at(1), AttemptBlocked, &QualityGate{FailOn: []string{"Major"}, Counts: Counts{Major: 1}})
@@ -268,28 +288,31 @@ func TestStateIsACopy(t *testing.T) {
 	}
 }
 
+// TestOpenTicketKeepsUnreadableAside: a file tf would not load either is
+// kept aside under a name never used before, and a fresh state starts.
 func TestOpenTicketKeepsUnreadableAside(t *testing.T) {
+	t.Parallel()
 	for name, content := range map[string]string{
-		"not json":        "{\"version\": 1,",
-		"no status":       `{"version":1,"ticketId":"pt-bad","attempts":[],"lastAttemptAt":"2026-02-10T12:00:00Z"}`,
-		"version 2":       `{"version":2,"ticketId":"pt-bad","attempts":[],"lastAttemptAt":"2026-02-10T12:00:00Z","status":"active"}`,
-		"another ticket":  `{"version":1,"ticketId":"pt-other","attempts":[],"lastAttemptAt":"2026-02-10T12:00:00Z","status":"active"}`,
-		"attempts string": `{"version":1,"ticketId":"pt-bad","attempts":"1","lastAttemptAt":"2026-02-10T12:00:00Z","status":"active"}`,
+		"not json":  "{\"version\": 1,",
+		"empty":     "",
+		"no status": `{"version":1,"ticketId":"pt-bad","attempts":[],"lastAttemptAt":"2026-02-10T12:00:00Z"}`,
+		"a list":    `[1]`,
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			kdir := t.TempDir()
 			dir := TicketDir(kdir, "pt-bad")
 			os.MkdirAll(dir, 0o755)
 			path := filepath.Join(dir, RetryStateFile)
 			os.WriteFile(path, []byte(content), 0o644)
-			tk, warnings, err := OpenTicket(kdir, "pt-bad", at(5))
+			tk, warnings, err := open(kdir, "pt-bad", at(5))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tk.Close()
 			aside := path + ".corrupt-20260210T120005Z"
-			if len(warnings) != 1 || !strings.Contains(warnings[0], aside) || !strings.Contains(warnings[0], "unreadable") {
-				t.Errorf("warnings %q", warnings)
+			if len(*warnings) != 1 || !strings.Contains((*warnings)[0], aside) || !strings.Contains((*warnings)[0], "unreadable") {
+				t.Errorf("warnings %q", *warnings)
 			}
 			if kept, err := os.ReadFile(aside); err != nil || string(kept) != content {
 				t.Errorf("kept %q, %v", kept, err)
@@ -304,10 +327,74 @@ func TestOpenTicketKeepsUnreadableAside(t *testing.T) {
 	}
 }
 
+// TestCorruptFilesInOneSecond: three unreadable files kept aside within the
+// same second stay three files.
+func TestCorruptFilesInOneSecond(t *testing.T) {
+	t.Parallel()
+	kdir := t.TempDir()
+	dir := TicketDir(kdir, "pt-bad")
+	os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, RetryStateFile)
+	for i := range 3 {
+		os.WriteFile(path, []byte(fmt.Sprintf("broken %d", i)), 0o644)
+		tk, _, err := open(kdir, "pt-bad", at(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Close()
+	}
+	for i, suffix := range []string{"", ".1", ".2"} {
+		if kept, err := os.ReadFile(path + ".corrupt-20260210T120005Z" + suffix); err != nil || string(kept) != fmt.Sprintf("broken %d", i) {
+			t.Errorf("copy %d: %q, %v", i, kept, err)
+		}
+	}
+}
+
+// TestOpenTicketRefusesWhatItCannotUse: a file tf loads but whose values
+// peal would have to guess is left as it is, and the ticket is refused with
+// one line saying why and what to do.
+func TestOpenTicketRefusesWhatItCannotUse(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ content, why string }{
+		"version 2":         {`{"version":2,"ticketId":"pt-bad","attempts":[],"lastAttemptAt":"x","status":"active"}`, `schema version "2"`},
+		"attempts a string": {`{"version":1,"ticketId":"pt-bad","attempts":"1","lastAttemptAt":"x","status":"active"}`, "attempts are not a list"},
+		"attempt a number":  {`{"version":1,"ticketId":"pt-bad","attempts":[1],"lastAttemptAt":"x","status":"active"}`, "attempt 1 of its list is not an object"},
+		"attempt 1.5":       {`{"version":1,"ticketId":"pt-bad","attempts":[{"attemptNumber":1.5}],"lastAttemptAt":"x","status":"active"}`, `attemptNumber "1.5"`},
+		"retryCount text":   {`{"version":1,"ticketId":"pt-bad","attempts":[],"lastAttemptAt":"x","status":"active","retryCount":"two"}`, `retryCount "\"two\""`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			kdir := t.TempDir()
+			dir := TicketDir(kdir, "pt-bad")
+			os.MkdirAll(dir, 0o755)
+			path := filepath.Join(dir, RetryStateFile)
+			os.WriteFile(path, []byte(tc.content), 0o644)
+			_, _, err := open(kdir, "pt-bad", at(5))
+			if !errors.Is(err, ErrUnusable) || !strings.Contains(err.Error(), tc.why) || !strings.Contains(err.Error(), "peal retry-state reset pt-bad") {
+				t.Errorf("error %v", err)
+			}
+			if kept, _ := os.ReadFile(path); string(kept) != tc.content {
+				t.Errorf("the file changed: %q", kept)
+			}
+			if _, err := LoadRetryState(kdir, "pt-bad"); !errors.Is(err, ErrUnusable) {
+				t.Errorf("LoadRetryState: %v", err)
+			}
+			// The lock was let go.
+			if tk, _, err := open(kdir, "pt-bad", at(6)); !errors.Is(err, ErrUnusable) {
+				t.Errorf("second open: %v", err)
+				if tk != nil {
+					tk.Close()
+				}
+			}
+		})
+	}
+}
+
 func TestOpenTicketRefusesInvalidID(t *testing.T) {
+	t.Parallel()
 	kdir := t.TempDir()
 	for _, id := range []string{"../../etc", "", "PT-1", "pt-1/x"} {
-		if _, _, err := OpenTicket(kdir, id, at(0)); !errors.Is(err, ErrInvalidTicketID) {
+		if _, _, err := open(kdir, id, at(0)); !errors.Is(err, ErrInvalidTicketID) {
 			t.Errorf("OpenTicket(%q): %v", id, err)
 		}
 		if _, err := ResetTicket(kdir, id, at(0)); !errors.Is(err, ErrInvalidTicketID) {
@@ -320,9 +407,10 @@ func TestOpenTicketRefusesInvalidID(t *testing.T) {
 }
 
 func TestTicketLockInProcess(t *testing.T) {
+	t.Parallel()
 	kdir := t.TempDir()
 	tk := openTicket(t, kdir, "pt-lock")
-	_, _, err := OpenTicket(kdir, "pt-lock", at(0))
+	_, _, err := open(kdir, "pt-lock", at(0))
 	if !errors.Is(err, ErrTicketLocked) || !strings.Contains(err.Error(), "pt-lock") {
 		t.Fatalf("second open: %v", err)
 	}
@@ -348,7 +436,7 @@ func TestLockHolderProcess(t *testing.T) {
 	if kdir == "" {
 		t.Skip("helper process of TestTicketLockAcrossProcesses")
 	}
-	tk, _, err := OpenTicket(kdir, "pt-proc", time.Now())
+	tk, err := OpenTicket(kdir, "pt-proc", time.Now(), nil)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -362,6 +450,7 @@ func TestLockHolderProcess(t *testing.T) {
 // OpenTicket fails at once; when that process is killed (no chance to clean
 // up, as in a crash) the lock is free again.
 func TestTicketLockAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	kdir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHolderProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), lockHolderEnv+"="+kdir)
@@ -393,7 +482,7 @@ func TestTicketLockAcrossProcesses(t *testing.T) {
 		t.Fatalf("the holder never locked; it said %q", seen)
 	}
 
-	_, _, err = OpenTicket(kdir, "pt-proc", at(0))
+	_, _, err = open(kdir, "pt-proc", at(0))
 	if !errors.Is(err, ErrTicketLocked) {
 		t.Fatalf("open while another process holds the lock: %v", err)
 	}
@@ -403,7 +492,7 @@ func TestTicketLockAcrossProcesses(t *testing.T) {
 	}
 	cmd.Wait()
 	waited = true
-	tk, _, err := OpenTicket(kdir, "pt-proc", at(0))
+	tk, _, err := open(kdir, "pt-proc", at(0))
 	if err != nil {
 		t.Fatalf("lock not released by the killed holder: %v", err)
 	}
@@ -414,6 +503,7 @@ func TestTicketLockAcrossProcesses(t *testing.T) {
 }
 
 func TestResetTicket(t *testing.T) {
+	t.Parallel()
 	kdir := t.TempDir()
 	if _, err := ResetTicket(kdir, "pt-reset", at(0)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("reset of a missing state: %v", err)

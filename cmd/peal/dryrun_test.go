@@ -20,7 +20,7 @@ func TestDryRun(t *testing.T) {
 	fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
 	// Task 3's ticket has two blocked attempts: its next attempt is the third.
 	knowledge := filepath.Join(s.dir, "knowledge")
-	tk, _, err := state.OpenTicket(knowledge, "plan-3", time.Now())
+	tk, err := state.OpenTicket(knowledge, s.ticket(3), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestDryRun(t *testing.T) {
 	out := r.stdout
 	for _, want := range []string{
 		"segment 1: sequential", "segment 2: parallel, at most 2 at once",
-		"task 1: ticket plan-1, attempt 1", "task 3: ticket plan-3, attempt 3",
+		"task 1: ticket " + s.ticket(1) + ", attempt 1", "task 3: ticket " + s.ticket(3) + ", attempt 3",
 		"plan     model base-m, attempts 1: " + bins["fakeagent"] + " --print --plan --workspace " + s.repo + " --output-format text --model base-m <prompt len=",
 		"plan     model worker-m", "address  model fixer-m",
 	} {

@@ -16,21 +16,21 @@ func TestRetryStateCommands(t *testing.T) {
 	store := filepath.Join(s.stateDir, "knowledge")
 	env := s.env("PEAL_KNOWLEDGE_DIR="+store, "PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_FIXER=fix-m")
 
-	r := s.peal(env, "retry-state", "show", "plan-1")
+	r := s.peal(env, "retry-state", "show", s.ticket(1))
 	if r.code != 0 || !strings.Contains(r.stdout, "status closed, retryCount 0") || !strings.Contains(r.stdout, "initial  closed") ||
 		!strings.Contains(r.stdout, "next attempt 2: fix-m, base, base") {
 		t.Fatalf("show: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = s.peal(env, "retry-state", "show", "plan-1", "--json")
+	r = s.peal(env, "retry-state", "show", s.ticket(1), "--json")
 	var doc map[string]any
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc["ticketId"] != "plan-1" {
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc["ticketId"] != s.ticket(1) {
 		t.Fatalf("show --json: %d %s", r.code, r.stdout)
 	}
 	r = s.peal(env, "retry-state", "show", "plan-9")
 	if r.code != 1 || !strings.Contains(r.stderr, "plan-9") {
 		t.Fatalf("unknown ticket: %d %s", r.code, r.stderr)
 	}
-	r = s.peal(s.env(), "retry-state", "reset", "plan-1", "--knowledge-dir", store)
+	r = s.peal(s.env(), "retry-state", "reset", s.ticket(1), "--knowledge-dir", store)
 	backup := strings.TrimSpace(r.stdout)
 	if r.code != 0 || !strings.Contains(backup, "retry-state.json.bak.") {
 		t.Fatalf("reset: %d %q %s", r.code, r.stdout, r.stderr)
@@ -38,7 +38,7 @@ func TestRetryStateCommands(t *testing.T) {
 	if _, err := os.Stat(backup); err != nil {
 		t.Fatal("the backup does not exist")
 	}
-	if r := s.peal(env, "retry-state", "show", "plan-1"); r.code != 1 {
+	if r := s.peal(env, "retry-state", "show", s.ticket(1)); r.code != 1 {
 		t.Fatal("after a reset the ticket has no retry state")
 	}
 }

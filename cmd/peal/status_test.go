@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,9 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"peal/config"
 	"peal/internal/fakes"
 	"peal/state"
 )
+
+// ticket is the id of task i's ticket under the default ticket prefix.
+func (s *sandbox) ticket(i int) string {
+	return fmt.Sprintf("%s-%d", config.DefaultTicketPrefix(s.plan, s.repo), i)
+}
 
 // TestStatus puts each task of a plan in another status and reads them back.
 func TestStatus(t *testing.T) {
@@ -34,7 +41,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("task 3: %d %s", r.code, r.stderr)
 	}
 	// Task 4's ticket used up its retries.
-	tk, _, err := state.OpenTicket(filepath.Join(s.stateDir, "knowledge"), "plan-4", time.Now())
+	tk, err := state.OpenTicket(filepath.Join(s.stateDir, "knowledge"), s.ticket(4), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +78,7 @@ func TestStatus(t *testing.T) {
 	}{{"completed", "closed", 1, 0}, {"failed", "error", 1, 0}, {"deferred", "blocked", 1, 1}, {"skipped", "blocked", 2, 2}, {"pending", "", 0, 0}}
 	for i, w := range want {
 		got := report.Tasks[i]
-		if got.Index != i+1 || got.Status != w.status || got.LastAttemptStatus != w.last || got.Attempts != w.attempts || got.RetryCount != w.rc || got.Ticket != "plan-"+string(rune('1'+i)) {
+		if got.Index != i+1 || got.Status != w.status || got.LastAttemptStatus != w.last || got.Attempts != w.attempts || got.RetryCount != w.rc || got.Ticket != s.ticket(i+1) {
 			t.Errorf("task %d: %+v, want %+v", i+1, got, w)
 		}
 	}

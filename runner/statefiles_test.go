@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+	"peal/internal/safefs/safefstest"
+	"peal/state"
+)
+
+// TestSecondRunOnTheStateFolderStopsAtOnce holds run A at the moment its
+// task 1 has ended its ticket's attempt but is not yet recorded in
+// state.json: the window in which a second run used to read "task 1 not
+// done", take the free ticket and run the task again. Run B must stop at
+// once, before any call, and every task must run exactly once.
+func TestSecondRunOnTheStateFolderStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, twoTasks)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hold := func(r *run) {
+		r.ticketClosed = func(task Task) {
+			if task.Index == 1 {
+				once.Do(func() { close(held); <-release })
+			}
+		}
+	}
+	cfg := h.config()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler), h.opts(hold)...)
+		done <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("run A never reached the end of task 1")
+	}
+	_, err := Run(context.Background(), h.config(), slog.New(slog.DiscardHandler), h.opts()...)
+	close(release)
+	if !errors.Is(err, state.ErrStateLocked) || !strings.Contains(err.Error(), h.stateDir) {
+		t.Errorf("run B: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run A: %v", err)
+	}
+	if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2" {
+		t.Fatalf("calls %q: a task ran twice or not at all", got)
+	}
+	if st := h.state(); !slices.Equal(st.CompletedTaskIndices, []int{1, 2}) {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+// TestTicketModeFailureIsAnError: in ticket mode a failed run ends its
+// attempt as error, leaves the retry count and the ticket's status alone and
+// writes no close summary.
+func TestTicketModeFailureIsAnError(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	stet := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_TICKET_ID=pt-fail")
+	// Attempt 1 is blocked by its findings: one retry used.
+	if _, err := h.run(stet...); !isFindingsRemaining(err) {
+		t.Fatalf("run 1: %v", err)
+	}
+	summary := filepath.Join(h.knowledge(), "tickets", "pt-fail", state.CloseSummaryFile)
+	before, err := os.ReadFile(summary)
+	if err != nil || !strings.Contains(string(before), "**BLOCKED**") {
+		t.Fatalf("close summary after the block: %q, %v", before, err)
+	}
+	for run, phase := range []string{"execute", "plan"} {
+		h.scenario(map[string][]fakes.Outcome{phase: {fail}})
+		if _, err := h.run(stet...); err == nil || isFindingsRemaining(err) {
+			t.Fatalf("run %d: %v", run+2, err)
+		}
+		st := retryState(t, h, "pt-fail")
+		a := st.Attempts[len(st.Attempts)-1]
+		if len(st.Attempts) != run+2 || a.Status != state.AttemptError || a.Trigger == "" || a.CompletedAt == "" {
+			t.Fatalf("run %d: attempt %+v", run+2, a)
+		}
+		if st.RetryCount != 1 || st.Status != state.TicketActive {
+			t.Fatalf("run %d: retry count %d, status %s; the failure must change neither", run+2, st.RetryCount, st.Status)
+		}
+		if after, _ := os.ReadFile(summary); string(after) != string(before) {
+			t.Fatalf("run %d rewrote the close summary:\n%s", run+2, after)
+		}
+	}
+}
+
+// TestReadOnlyFoldersStopBeforeAnyCall: a state folder or a store peal
+// cannot write to is found before the first agent call (here a plan's
+// normalization), not after the agent has worked.
+func TestReadOnlyFoldersStopBeforeAnyCall(t *testing.T) {
+	t.Parallel()
+	prose := "# Plan\nJust prose to normalize.\n"
+	t.Run("state folder", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, prose)
+		// An earlier run left its lock file: the lock alone would not
+		// notice that nothing new can be written.
+		os.MkdirAll(h.stateDir, 0o755)
+		os.WriteFile(filepath.Join(h.stateDir, state.LockName), nil, 0o644)
+		safefstest.ReadOnly(t, h.stateDir)
+		_, err := h.run("PEAL_NORMALIZE_PLAN=true")
+		if err == nil || !strings.Contains(err.Error(), "state folder "+h.stateDir+" cannot be written to") {
+			t.Fatalf("err %v", err)
+		}
+		if len(h.calls()) != 0 {
+			t.Fatalf("agent called: %s", h.keys())
+		}
+	})
+	t.Run("store", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, prose)
+		store := filepath.Join(h.tmp, "store")
+		os.MkdirAll(filepath.Join(store, "tickets"), 0o755)
+		safefstest.ReadOnly(t, filepath.Join(store, "tickets"))
+		_, err := h.run("PEAL_NORMALIZE_PLAN=true", "PEAL_KNOWLEDGE_DIR="+store)
+		if err == nil || !strings.Contains(err.Error(), "retry-state store "+store+" cannot be written to") {
+			t.Fatalf("err %v", err)
+		}
+		if len(h.calls()) != 0 {
+			t.Fatalf("agent called: %s", h.keys())
+		}
+	})
+}
+
+// TestFIFOStateFileStopsTheRun: a named pipe at state.json is refused at
+// once instead of blocking the run.
+func TestFIFOStateFileStopsTheRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, twoTasks)
+	os.MkdirAll(h.stateDir, 0o755)
+	if err := syscall.Mkfifo(filepath.Join(h.stateDir, state.FileName), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.run()
+	if err == nil || !strings.Contains(err.Error(), "is a named pipe (FIFO), not a regular file") || len(h.calls()) != 0 {
+		t.Fatalf("err %v, calls %q", err, h.keys())
+	}
+}
+
+// TestNothingToDoKeepsTheSummary: a re-run with every task done still lists
+// them as completed.
+func TestNothingToDoKeepsTheSummary(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, twoTasks)
+	if _, err := h.run(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.run()
+	if err != nil || out.ExitCode != ExitOK || !slices.Equal(out.Completed, []int{1, 2}) {
+		t.Fatalf("re-run: %+v, %v", out, err)
+	}
+	if sum, _ := h.summary(); !slices.Equal(sum.TasksCompleted, []int{1, 2}) || sum.ExitCode != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2" {
+		t.Fatalf("calls %q", got)
+	}
+}
+
+// TestPlansDoNotShareTickets: x/plan.md and y/plan.md used to share the
+// tickets plan-1, plan-2…, so one plan's failures counted against the
+// other's tasks.
+func TestPlansDoNotShareTickets(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "")
+	x, y := filepath.Join(h.tmp, "x", "plan.md"), filepath.Join(h.tmp, "y", "plan.md")
+	for _, p := range []string{x, y} {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("## Task 1\nA\n"), 0o644)
+	}
+	h.scenario(map[string][]fakes.Outcome{"execute": {fail}})
+	if _, err := h.run("PEAL_PLAN_PATH=" + x); err == nil {
+		t.Fatal("the failing run succeeded")
+	}
+	h.scenario(nil)
+	if _, err := h.run("PEAL_PLAN_PATH=" + y); err != nil {
+		t.Fatal(err)
+	}
+	cx, cy := h.config("PEAL_PLAN_PATH="+x), h.config("PEAL_PLAN_PATH="+y)
+	if cx.TicketPrefix == cy.TicketPrefix {
+		t.Fatalf("both plans use the prefix %q", cx.TicketPrefix)
+	}
+	if a := lastAttempt(t, h, cx.TicketPrefix+"-1"); a.AttemptNumber != 1 || a.Status != state.AttemptError {
+		t.Errorf("x's ticket: %+v", a)
+	}
+	if a := lastAttempt(t, h, cy.TicketPrefix+"-1"); a.AttemptNumber != 1 || a.Trigger != state.TriggerInitial || a.Status != state.AttemptClosed {
+		t.Errorf("y's ticket: %+v", a)
+	}
+	for _, c := range h.calls() {
+		if id := c.Env["PEAL_TICKET_ID"]; id != cx.TicketPrefix+"-1" && id != cy.TicketPrefix+"-1" {
+			t.Errorf("%s saw PEAL_TICKET_ID=%q", c.Key, id)
+		}
+	}
+}
+
+// TestPealStateFileResumes: a state.json written by Peal, with the relative
+// paths of its command line and members peal does not use, resumes when
+// peal is run with the same arguments from the same folder, and keeps them.
+func TestPealStateFileResumes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, twoTasks)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relPlan, _ := filepath.Rel(wd, h.plan)
+	relRepo, _ := filepath.Rel(wd, h.repo)
+	os.MkdirAll(h.stateDir, 0o755)
+	peal, _ := json.MarshalIndent(map[string]any{
+		"plan_path": relPlan, "repo_path": relRepo, "completed_task_indices": []int{1},
+		"last_completed_ref": "abc123", "last_plan_by_task": map[string]string{"1": "plan text"},
+	}, "", "  ")
+	os.WriteFile(filepath.Join(h.stateDir, state.FileName), peal, 0o644)
+	if _, err := h.run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.keys(); got != "plan:2 execute:2" {
+		t.Fatalf("calls %q", got)
+	}
+	var doc map[string]any
+	data, _ := os.ReadFile(filepath.Join(h.stateDir, state.FileName))
+	json.Unmarshal(data, &doc)
+	if doc["plan_path"] != relPlan || doc["repo_path"] != relRepo || doc["last_completed_ref"] != "abc123" || doc["last_plan_by_task"] == nil {
+		t.Fatalf("state.json lost Peal's members:\n%s", data)
+	}
+	if st := h.state(); !slices.Equal(st.CompletedTaskIndices, []int{1, 2}) {
+		t.Fatalf("state %+v", st)
+	}
+}
