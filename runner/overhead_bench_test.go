@@ -15,9 +15,13 @@ import (
 )
 
 // BenchmarkPlan50TasksOverhead runs a 50-task plan whose agent is a no-op
-// binary: 100 supervised calls and 50 atomic state saves per op. The
-// baseline sub-benchmark is 100 bare execs of the same binary; the target is
-// at most 3x the baseline (Peal: 46x).
+// binary: 100 supervised calls per op, and per task the durable writes of a
+// run (the ticket's retry-state.json when its attempt starts and ends, its
+// close-summary.md, state.json). The baseline sub-benchmark is 100 bare
+// execs of the same binary; the target is at most 2x the baseline on disk
+// (Peal: 46x). The disk case runs in the test's temporary folder, the tmpfs
+// case in /dev/shm (or PEAL_BENCH_DIR), which tells the disk's share from
+// peal's own.
 func BenchmarkPlan50TasksOverhead(b *testing.B) {
 	bin, err := exec.LookPath("true")
 	if err != nil {
@@ -32,45 +36,56 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 			}
 		}
 	})
-	b.Run("peal-100-calls", func(b *testing.B) {
-		dir := b.TempDir()
-		if d := os.Getenv("PEAL_BENCH_DIR"); d != "" {
-			// e.g. a tmpfs, to tell the disk's share from peal's
-			var err error
-			if dir, err = os.MkdirTemp(d, "bench-"); err != nil {
-				b.Fatal(err)
+	tmpfs := os.Getenv("PEAL_BENCH_DIR")
+	if tmpfs == "" {
+		tmpfs = "/dev/shm"
+	}
+	for _, where := range []struct{ name, parent string }{{"disk", ""}, {"tmpfs", tmpfs}} {
+		b.Run("peal-100-calls/"+where.name, func(b *testing.B) {
+			dir := b.TempDir()
+			if where.parent != "" {
+				if _, err := os.Stat(where.parent); err != nil {
+					b.Skipf("no %s here", where.parent)
+				}
+				if dir, err = os.MkdirTemp(where.parent, "peal-bench-"); err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(dir)
 			}
-			defer os.RemoveAll(dir)
+			benchPlan50(b, bin, dir)
+		})
+	}
+}
+
+func benchPlan50(b *testing.B, bin, dir string) {
+	repo := filepath.Join(dir, "repo")
+	os.MkdirAll(filepath.Join(repo, ".git"), 0o755)
+	var plan strings.Builder
+	for i := 1; i <= 50; i++ {
+		fmt.Fprintf(&plan, "## Task %d\nDo thing %d.\n", i, i)
+	}
+	planPath := filepath.Join(dir, "plan.md")
+	os.WriteFile(planPath, []byte(plan.String()), 0o644)
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		// A fresh state folder per run, and the disk's pending work flushed
+		// first, so that no run pays for the previous one's files.
+		n++
+		stateDir := filepath.Join(dir, fmt.Sprintf("state-%d", n))
+		syscall.Sync()
+		cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
+			"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + bin, "PEAL_STET_PATH=/nonexistent"}})
+		if err == nil {
+			err = cfg.Validate()
 		}
-		repo := filepath.Join(dir, "repo")
-		os.MkdirAll(filepath.Join(repo, ".git"), 0o755)
-		var plan strings.Builder
-		for i := 1; i <= 50; i++ {
-			fmt.Fprintf(&plan, "## Task %d\nDo thing %d.\n", i, i)
+		if err != nil {
+			b.Fatal(err)
 		}
-		planPath := filepath.Join(dir, "plan.md")
-		os.WriteFile(planPath, []byte(plan.String()), 0o644)
-		n := 0
-		for b.Loop() {
-			b.StopTimer()
-			// A fresh state folder per run, and the disk's pending work flushed
-			// first, so that no run pays for the previous one's files.
-			n++
-			stateDir := filepath.Join(dir, fmt.Sprintf("state-%d", n))
-			syscall.Sync()
-			cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
-				"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + bin, "PEAL_STET_PATH=/nonexistent"}})
-			if err == nil {
-				err = cfg.Validate()
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-			out, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
-			if err != nil || len(out.Completed) != 50 {
-				b.Fatal(err, out)
-			}
+		b.StartTimer()
+		out, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil || len(out.Completed) != 50 {
+			b.Fatal(err, out)
 		}
-	})
+	}
 }

@@ -189,50 +189,54 @@ func (t *Ticket) Begin(now time.Time, escalation func(attemptNumber int) Escalat
 	if t.lock == nil {
 		return Attempt{}, false, t.closedError()
 	}
-	st, doc, err := t.reload(now)
+	var view Attempt
+	var resumed bool
+	var mine *attempt
+	err := t.update(now, false, func(st RetryState, doc *object) error {
+		items, _ := arrayOf(doc, "attempts")
+		n := len(st.Attempts)
+		resumed = n > 0 && st.Attempts[n-1].Status == AttemptInProgress
+		var a *object
+		var number int
+		var started string
+		if resumed {
+			number, started = st.Attempts[n-1].AttemptNumber, st.Attempts[n-1].StartedAt
+			a, _ = parseObject(items[n-1])
+		} else {
+			trigger := TriggerManualRetry
+			switch {
+			case n == 0:
+				trigger = TriggerInitial
+			case st.Attempts[n-1].Status == AttemptBlocked:
+				trigger = TriggerQualityGate
+			}
+			number, started = n+1, stamp(now)
+			a = &object{}
+			a.set("attemptNumber", number)
+			a.set("startedAt", started)
+			a.set("status", AttemptInProgress)
+			a.set("trigger", trigger)
+			items = append(items, nil)
+		}
+		var e Escalation
+		if escalation != nil {
+			e = escalation(number)
+		}
+		setEscalation(a, e)
+		items[len(items)-1] = a.compact()
+		doc.setRaw("attempts", array(items))
+		doc.set("lastAttemptAt", stamp(now))
+		doc.set("status", TicketActive)
+		mine = &attempt{number: number, startedAt: started, raw: a.compact()}
+		var err error
+		view, err = readAttempt(a, len(items)-1, func(string, ...any) {})
+		return err
+	})
 	if err != nil {
 		return Attempt{}, false, err
 	}
-	items, _ := arrayOf(doc, "attempts")
-	n := len(st.Attempts)
-	resumed := n > 0 && st.Attempts[n-1].Status == AttemptInProgress
-	var a *object
-	var number int
-	var started string
-	if resumed {
-		number, started = st.Attempts[n-1].AttemptNumber, st.Attempts[n-1].StartedAt
-		a, _ = parseObject(items[n-1])
-	} else {
-		trigger := TriggerManualRetry
-		switch {
-		case n == 0:
-			trigger = TriggerInitial
-		case st.Attempts[n-1].Status == AttemptBlocked:
-			trigger = TriggerQualityGate
-		}
-		number, started = n+1, stamp(now)
-		a = &object{}
-		a.set("attemptNumber", number)
-		a.set("startedAt", started)
-		a.set("status", AttemptInProgress)
-		a.set("trigger", trigger)
-		items = append(items, nil)
-	}
-	var e Escalation
-	if escalation != nil {
-		e = escalation(number)
-	}
-	setEscalation(a, e)
-	items[len(items)-1] = a.compact()
-	doc.setRaw("attempts", array(items))
-	doc.set("lastAttemptAt", stamp(now))
-	doc.set("status", TicketActive)
-	if err := t.write(doc, false); err != nil {
-		return Attempt{}, false, err
-	}
-	t.mine = &attempt{number: number, startedAt: started, raw: a.compact()}
-	view, err := readAttempt(a, n, func(string, ...any) {})
-	return view, resumed, err
+	t.mine = mine
+	return view, resumed, nil
 }
 
 // setEscalation records the models of an attempt. Members another program
@@ -270,83 +274,121 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 	if t.mine == nil {
 		return fmt.Errorf("completing attempt of %s: this run has no attempt in progress", t.id)
 	}
-	st, doc, err := t.reload(now)
+	var warnings []string
+	err := t.update(now, true, func(st RetryState, doc *object) error {
+		warnings = warnings[:0]
+		items, _ := arrayOf(doc, "attempts")
+		i := -1
+		for j := len(st.Attempts) - 1; j >= 0; j-- {
+			if st.Attempts[j].AttemptNumber == t.mine.number && st.Attempts[j].StartedAt == t.mine.startedAt {
+				i = j
+				break
+			}
+		}
+		var a *object
+		if i < 0 {
+			a, _ = parseObject(t.mine.raw)
+			a.set("attemptNumber", len(items)+1)
+			warnings = append(warnings, fmt.Sprintf("retry state %s no longer holds attempt %d of this run (another program rewrote it): recorded it again as attempt %d",
+				t.dir.Join(RetryStateFile), t.mine.number, len(items)+1))
+			items = append(items, nil)
+			i = len(items) - 1
+		} else {
+			if s := st.Attempts[i].Status; s != AttemptInProgress {
+				warnings = append(warnings, fmt.Sprintf("retry state %s: attempt %d of this run was ended by another program as %s; recording this run's result %s",
+					t.dir.Join(RetryStateFile), t.mine.number, quote(s), status))
+			}
+			a, _ = parseObject(items[i])
+		}
+		a.set("completedAt", stamp(now))
+		a.set("status", status)
+		if gate != nil {
+			g := *gate
+			if g.FailOn == nil {
+				g.FailOn = []string{}
+			}
+			a.set("qualityGate", g)
+		}
+		// An errored run usually stopped before writing a close summary, and
+		// a reference to a file that is not there would mislead whoever
+		// reads it.
+		if _, err := t.dir.Lstat(CloseSummaryFile); status != AttemptError || err == nil {
+			a.set("closeSummaryRef", CloseSummaryFile)
+		}
+		items[i] = a.compact()
+		doc.setRaw("attempts", array(items))
+		last := i == len(items)-1
+		switch status {
+		case AttemptClosed:
+			if last {
+				doc.set("retryCount", 0)
+				doc.set("status", TicketClosed)
+			}
+		case AttemptBlocked:
+			n, _ := intOf(doc, "retryCount")
+			doc.set("retryCount", n+1)
+			if last {
+				doc.set("status", TicketActive)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	items, _ := arrayOf(doc, "attempts")
-	i := -1
-	for j := len(st.Attempts) - 1; j >= 0; j-- {
-		if st.Attempts[j].AttemptNumber == t.mine.number && st.Attempts[j].StartedAt == t.mine.startedAt {
-			i = j
-			break
-		}
-	}
-	var a *object
-	if i < 0 {
-		a, _ = parseObject(t.mine.raw)
-		a.set("attemptNumber", len(items)+1)
-		t.warn(fmt.Sprintf("retry state %s no longer holds attempt %d of this run (another program rewrote it): recorded it again as attempt %d",
-			t.dir.Join(RetryStateFile), t.mine.number, len(items)+1))
-		items = append(items, nil)
-		i = len(items) - 1
-	} else {
-		if s := st.Attempts[i].Status; s != AttemptInProgress {
-			t.warn(fmt.Sprintf("retry state %s: attempt %d of this run was ended by another program as %s; recording this run's result %s",
-				t.dir.Join(RetryStateFile), t.mine.number, quote(s), status))
-		}
-		a, _ = parseObject(items[i])
-	}
-	a.set("completedAt", stamp(now))
-	a.set("status", status)
-	if gate != nil {
-		g := *gate
-		if g.FailOn == nil {
-			g.FailOn = []string{}
-		}
-		a.set("qualityGate", g)
-	}
-	// An errored run usually stopped before writing a close summary, and a
-	// reference to a file that is not there would mislead whoever reads it.
-	if _, err := t.dir.Lstat(CloseSummaryFile); status != AttemptError || err == nil {
-		a.set("closeSummaryRef", CloseSummaryFile)
-	}
-	items[i] = a.compact()
-	doc.setRaw("attempts", array(items))
-	last := i == len(items)-1
-	switch status {
-	case AttemptClosed:
-		if last {
-			doc.set("retryCount", 0)
-			doc.set("status", TicketClosed)
-		}
-	case AttemptBlocked:
-		n, _ := intOf(doc, "retryCount")
-		doc.set("retryCount", n+1)
-		if last {
-			doc.set("status", TicketActive)
-		}
-	}
-	if err := t.write(doc, true); err != nil {
-		return err
+	for _, w := range warnings {
+		t.warn(w)
 	}
 	t.mine = nil
 	return nil
 }
 
-// write saves doc; sync also makes it, and every other write of the handle
-// in the ticket folder, durable.
-func (t *Ticket) write(doc *object, sync bool) error {
-	data := doc.file()
-	err := t.dir.WriteFile(RetryStateFile, data)
-	if err == nil && sync {
-		err = t.dir.Sync()
+// maxRetries bounds how often update starts over because another program
+// wrote the file meanwhile; after that, its write goes through.
+const maxRetries = 20
+
+// update changes the file under the lock as change says, starting from the
+// file as it is now: it reads it again, edits the document, writes the
+// result to a synced temporary file and, if the file is still what was read,
+// renames it into place. If another program (ticketflow takes no lock) wrote
+// the file meanwhile, it starts over from that program's version, so that
+// only a write landing between the last check and the rename can be lost.
+// sync also makes the folder durable, with every write the handle did in it.
+func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc *object) error) error {
+	path := t.dir.Join(RetryStateFile)
+	for try := 1; ; try++ {
+		st, doc, err := t.reload(now)
+		if err != nil {
+			return err
+		}
+		base := t.data
+		if err := change(st, doc); err != nil {
+			return err
+		}
+		data := doc.file()
+		p, err := t.dir.Prepare(RetryStateFile, data)
+		if err != nil {
+			return fmt.Errorf("saving retry state %s: %w", path, err)
+		}
+		current, err := t.dir.ReadFile(RetryStateFile, maxRetryStateFile)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.Abort()
+			return fmt.Errorf("saving retry state %s: %w", path, err)
+		}
+		if !bytes.Equal(current, base) && try < maxRetries {
+			p.Abort()
+			continue
+		}
+		err = p.Commit()
+		if err == nil && sync {
+			err = t.dir.Sync()
+		}
+		if err != nil {
+			return fmt.Errorf("saving retry state %s: %w", path, err)
+		}
+		t.data = data
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("saving retry state %s: %w", t.dir.Join(RetryStateFile), err)
-	}
-	t.data = data
-	return nil
 }
 
 // WriteCloseSummary writes close-summary.md in the shape tf's detection

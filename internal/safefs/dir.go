@@ -120,6 +120,17 @@ func (d *Dir) regular(name string) (fs.FileInfo, error) {
 // ReadFile reads the regular file name, of at most limit bytes. A missing
 // file gives an error wrapping fs.ErrNotExist.
 func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
+	// A file replaced by a rename between the check and the open is read
+	// again: another program's atomic save is not an attack.
+	for try := 1; ; try++ {
+		data, err := d.readFile(name, limit)
+		if !errors.Is(err, ErrChanged) || try == 3 {
+			return data, err
+		}
+	}
+}
+
+func (d *Dir) readFile(name string, limit int64) ([]byte, error) {
 	info, err := d.regular(name)
 	if err != nil {
 		return nil, err
@@ -142,6 +153,24 @@ func TempPrefix(name string) string { return "." + name + ".tmp-" }
 // not synced: call Sync once after the writes that must be durable together.
 // Until then a crash leaves the old file or the new one, never a mix.
 func (d *Dir) WriteFile(name string, data []byte) error {
+	p, err := d.Prepare(name, data)
+	if err != nil {
+		return err
+	}
+	return p.Commit()
+}
+
+// Pending is a write prepared by Prepare: its data is on disk in a
+// temporary file, and Commit puts it in place.
+type Pending struct {
+	d         *Dir
+	name, tmp string
+}
+
+// Prepare does the slow half of WriteFile (writing and syncing the
+// temporary file), so that a caller can check, just before Commit, that
+// name has not changed meanwhile.
+func (d *Dir) Prepare(name string, data []byte) (*Pending, error) {
 	var keep fs.FileMode
 	old, err := d.Lstat(name)
 	haveOld := err == nil && old.Mode().IsRegular()
@@ -150,7 +179,7 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 	}
 	f, tmp, err := d.createTemp(TempPrefix(name))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	done := false
 	defer func() {
@@ -160,25 +189,34 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
-		return d.named(err, tmp)
+		return nil, d.named(err, tmp)
 	}
 	if haveOld {
 		if err := f.Chmod(keep); err != nil {
-			return d.named(err, tmp)
+			return nil, d.named(err, tmp)
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return d.named(err, tmp)
+		return nil, d.named(err, tmp)
 	}
 	if err := f.Close(); err != nil {
-		return d.named(err, tmp)
-	}
-	if err := d.root.Rename(tmp, name); err != nil {
-		return d.named(err, name)
+		return nil, d.named(err, tmp)
 	}
 	done = true
+	return &Pending{d: d, name: name, tmp: tmp}, nil
+}
+
+// Commit renames the temporary file over the file.
+func (p *Pending) Commit() error {
+	if err := p.d.root.Rename(p.tmp, p.name); err != nil {
+		p.Abort()
+		return p.d.named(err, p.name)
+	}
 	return nil
 }
+
+// Abort removes the temporary file.
+func (p *Pending) Abort() { p.d.root.Remove(p.tmp) }
 
 // createTemp creates a new file whose name starts with prefix. O_EXCL never
 // follows a link, so the file is always a new one in this folder.
