@@ -75,13 +75,6 @@ func TestSpecialFilesInTheStore(t *testing.T) {
 	}
 }
 
-func mkdir(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestTicketTemporaryFilesRemoved: what a killed save left in a ticket
 // folder goes when the ticket is next locked; tf's own temporary file is
 // not peal's to remove.

@@ -117,7 +117,11 @@ func (s *Store) take() error {
 	if err == nil {
 		_, err = d.RemoveTemps(FileName, SummaryName)
 	}
-	if err != nil {
+	var nr *safefs.NotRegularError
+	switch {
+	case errors.As(err, &nr):
+		return fmt.Errorf("%w: peal does not follow links or use special files in its state folder; remove it, or choose another state folder (state_dir, --state-dir)", err)
+	case err != nil:
 		return fmt.Errorf("state folder %s cannot be written to (%w): fix its permissions, or choose another state folder (state_dir, --state-dir)", d.Path(), cause(err))
 	}
 	return nil

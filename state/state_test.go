@@ -27,6 +27,13 @@ func plan(t *testing.T, base, name string) Plan {
 	return Plan{Path: p, Repo: repo, Base: base}
 }
 
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openStore(t *testing.T, dir string, p Plan) (*Store, []string) {
 	t.Helper()
 	s, warnings, err := Open(dir, p, at(0))
@@ -359,6 +366,23 @@ func TestReadOnlyStateFolder(t *testing.T) {
 	}
 	if err := CheckStore(filepath.Join(dir, "knowledge")); err == nil || !strings.Contains(err.Error(), "retry-state store "+filepath.Join(dir, "knowledge")+" cannot be written to") {
 		t.Errorf("store in a read-only folder: %v", err)
+	}
+}
+
+func TestLinkedStateLock(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	p := plan(t, base, "plan.md")
+	dir := filepath.Join(base, "state")
+	mkdir(t, dir)
+	target := filepath.Join(base, "created-by-peal")
+	os.Symlink(target, filepath.Join(dir, LockName))
+	_, _, err := Open(dir, p, at(0))
+	if err == nil || err.Error() != filepath.Join(dir, LockName)+" is a symbolic link, not a regular file: peal does not follow links or use special files in its state folder; remove it, or choose another state folder (state_dir, --state-dir)" {
+		t.Errorf("error %v", err)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Error("the link's target was created")
 	}
 }
 
