@@ -176,6 +176,9 @@ func Detect(dir string, failOn []string) (DetectReport, error) {
 // DetectQualityGateBlocked looks for a block in close-summary.md first, then
 // in review.md; nil means neither shows one.
 func DetectQualityGateBlocked(dir string, failOn []string) (*BlockedResult, error) {
+	if err := checkFailOn(failOn); err != nil {
+		return nil, err
+	}
 	b, err := DetectBlockedFromCloseSummary(filepath.Join(dir, CloseSummaryFile))
 	if b != nil || err != nil {
 		return b, err
@@ -201,10 +204,8 @@ func DetectBlockedFromCloseSummary(path string) (*BlockedResult, error) {
 // (config.ParseSeverities gives that spelling); an empty failOn disables the
 // check, and the file is then not read.
 func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, error) {
-	for _, sev := range failOn {
-		if _, ok := severityRes[sev]; !ok {
-			return nil, fmt.Errorf("unknown severity %q: fail_on takes %s", sev, strings.Join(severities, ", "))
-		}
+	if err := checkFailOn(failOn); err != nil {
+		return nil, err
 	}
 	// tf checks that the file exists before it looks at failOn.
 	if _, err := os.Stat(path); err != nil {
@@ -221,6 +222,17 @@ func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, erro
 		return nil, err
 	}
 	return reviewBlocked(content, failOn), nil
+}
+
+// checkFailOn refuses a severity name that is not one of tf's five, as
+// config.ParseSeverities spells them.
+func checkFailOn(failOn []string) error {
+	for _, sev := range failOn {
+		if _, ok := severityRes[sev]; !ok {
+			return fmt.Errorf("unknown severity %s: fail_on takes %s", quote(sev), strings.Join(severities, ", "))
+		}
+	}
+	return nil
 }
 
 // DetectCloseStatus reads close-summary.md's Status section. BLOCKED wins

@@ -251,7 +251,11 @@ func (f stateFile) pick(plan Plan, warnings []string, path string) (*object, []j
 	var found *object
 	for i, raw := range f.others {
 		o, err := parseObject(raw)
-		st, problem := readEntry(o)
+		var st State
+		problem := ""
+		if err == nil {
+			st, problem = readEntry(o)
+		}
 		if err != nil || problem != "" {
 			// Kept as it is: it may be a newer peal's, and it is no one's
 			// to drop.
