@@ -366,6 +366,9 @@ func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc
 			return err
 		}
 		data := doc.file()
+		if bytes.Equal(data, base) {
+			return nil // nothing to change: no write
+		}
 		p, err := t.dir.Prepare(RetryStateFile, data)
 		if err != nil {
 			return fmt.Errorf("saving retry state %s: %w", path, err)
@@ -398,6 +401,9 @@ func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts) error {
 	text, err := CloseSummary(blocked, counts)
 	if err != nil {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
+	}
+	if old, err := t.dir.ReadFile(CloseSummaryFile, maxArtifact); err == nil && string(old) == text {
+		return nil // the same summary as the last attempt's: no write
 	}
 	if err := t.dir.WriteFile(CloseSummaryFile, []byte(text)); err != nil {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)

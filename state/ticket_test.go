@@ -547,3 +547,21 @@ func TestResetTicket(t *testing.T) {
 		t.Error("the first backup was overwritten")
 	}
 }
+
+// TestNoRewriteOfTheSameSummary: a close summary that says what the file
+// already says is not written again.
+func TestNoRewriteOfTheSameSummary(t *testing.T) {
+	t.Parallel()
+	tk := openTicket(t, t.TempDir(), "pt-same")
+	tk.WriteCloseSummary(false, Counts{Minor: 1})
+	path := filepath.Join(tk.Dir(), CloseSummaryFile)
+	before, _ := os.Stat(path)
+	tk.WriteCloseSummary(false, Counts{Minor: 1})
+	if after, _ := os.Stat(path); !os.SameFile(before, after) {
+		t.Error("the same close summary was written again")
+	}
+	tk.WriteCloseSummary(true, Counts{Minor: 1})
+	if after, _ := os.Stat(path); os.SameFile(before, after) {
+		t.Error("a changed close summary was not written")
+	}
+}
