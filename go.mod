@@ -12,4 +12,5 @@ require (
 require (
 	go.uber.org/atomic v1.7.0 // indirect
 	go.uber.org/multierr v1.9.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )

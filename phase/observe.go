@@ -16,7 +16,7 @@ type Observer interface {
 // nor the prompt, so nothing an observer shows can leak a prompt.
 type CallInfo struct {
 	Phase   string
-	Task    int     // 0: the call belongs to no task
+	Task    int     // NoTask: the call belongs to no task
 	Attempt Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
 	Started time.Time
 }

@@ -13,7 +13,7 @@ import (
 // command runs one non-agent child (git, a post-run command) once, under the
 // same supervision as an agent call.
 func (r *run) command(ctx context.Context, name string, argv []string, timeout time.Duration) (phase.Result, error) {
-	spec := r.caller.Spec(name, 0, phase.Attempt{N: 1, Of: 1}, argv, false)
+	spec := r.caller.Spec(name, phase.NoTask, phase.Attempt{N: 1, Of: 1}, argv, false)
 	spec.Env = r.caller.Env // no PEAL_* call context: these are not agent calls
 	spec.Timeout = timeout
 	res, err := phase.Run(ctx, spec)

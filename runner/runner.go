@@ -375,7 +375,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 	}
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
-	if _, err := r.agentCall(ctx, "normalize", 0, attempts, failure, phase.Agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
+	if _, err := r.agentCall(ctx, "normalize", phase.NoTask, attempts, failure, phase.Agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil

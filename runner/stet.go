@@ -86,13 +86,13 @@ func onlyTimeout(res phase.Result) error {
 func (s *stetClient) start(ctx context.Context) error {
 	if !s.builtin() {
 		for _, argv := range s.commands {
-			if _, err := s.call(ctx, 0, argv, nil, s.attempts()); err != nil {
+			if _, err := s.call(ctx, phase.NoTask, argv, nil, s.attempts()); err != nil {
 				return fmt.Errorf("stet command %q at session start: %w", strings.Join(argv, " "), err)
 			}
 		}
 		return nil
 	}
-	if _, err := s.call(ctx, 0, s.startArgv(), nil, s.attempts()); err != nil {
+	if _, err := s.call(ctx, phase.NoTask, s.startArgv(), nil, s.attempts()); err != nil {
 		return fmt.Errorf("stet start: %w", err)
 	}
 	return nil
@@ -149,7 +149,7 @@ func (s *stetClient) finish(ctx context.Context) {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if _, err := s.call(fctx, 0, []string{s.path, "finish"}, nil, 1); err != nil {
+	if _, err := s.call(fctx, phase.NoTask, []string{s.path, "finish"}, nil, 1); err != nil {
 		s.r.log.Warn("stet finish failed", "err", err)
 	}
 }

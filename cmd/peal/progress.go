@@ -172,9 +172,9 @@ func (p *progress) drawLocked(logText []byte) {
 func (p *progress) line(c phase.CallInfo, now time.Time) string {
 	var parts []string
 	switch {
-	case c.Task > 0 && p.tasks > 0:
+	case c.Task != phase.NoTask && p.tasks > 0:
 		parts = append(parts, fmt.Sprintf("task %d/%d", c.Task, p.tasks))
-	case c.Task > 0:
+	case c.Task != phase.NoTask:
 		parts = append(parts, fmt.Sprintf("task %d", c.Task))
 	}
 	parts = append(parts, c.Phase, fmt.Sprintf("attempt %d/%d", c.Attempt.N, c.Attempt.Of))

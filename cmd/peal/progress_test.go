@@ -52,7 +52,7 @@ func TestProgressDisplay(t *testing.T) {
 		"peal: task 3/3 | plan | attempt 1/1 | primary | 3s")
 	end3()
 	step("a call ended", "log one", "log two", "peal: task 2/3 | execute | attempt 2/3 | fallback | 3s")
-	endStet := p.CallStarted(phase.CallInfo{Phase: "stet", Attempt: phase.Attempt{N: 1, Of: 1}, Started: now})
+	endStet := p.CallStarted(phase.CallInfo{Phase: "stet", Task: phase.NoTask, Attempt: phase.Attempt{N: 1, Of: 1}, Started: now})
 	step("a call of no task", "log one", "log two",
 		"peal: stet | attempt 1/1 | 0s",
 		"peal: task 2/3 | execute | attempt 2/3 | fallback | 3s")

@@ -70,21 +70,24 @@ const (
 // it. Together with write_files to another named pipe ("I am running"), a
 // test orders agents by events instead of by sleeps.
 type Outcome struct {
-	Stdout               string            `json:"stdout"`
-	NoStdout             bool              `json:"no_stdout"`
-	Stderr               string            `json:"stderr"`
-	Exit                 int               `json:"exit"`
-	SleepMS              int               `json:"sleep_ms"`
-	Hang                 bool              `json:"hang"`
-	IgnoreTerm           bool              `json:"ignore_term"`
-	Grandchild           bool              `json:"grandchild"`
-	GrandchildIgnoreTerm bool              `json:"grandchild_ignore_term"`
-	StdoutMiB            int               `json:"stdout_mib"`
-	ChatterMS            int               `json:"chatter_ms"`
-	ChatterCount         int               `json:"chatter_count"`
-	WriteFiles           map[string]string `json:"write_files"`
-	WaitFile             string            `json:"wait_file"`
-	StetFix              int               `json:"stet_fix"`
+	Stdout               string `json:"stdout"`
+	NoStdout             bool   `json:"no_stdout"`
+	Stderr               string `json:"stderr"`
+	Exit                 int    `json:"exit"`
+	SleepMS              int    `json:"sleep_ms"`
+	Hang                 bool   `json:"hang"`
+	IgnoreTerm           bool   `json:"ignore_term"`
+	Grandchild           bool   `json:"grandchild"`
+	GrandchildIgnoreTerm bool   `json:"grandchild_ignore_term"`
+	// Daemon starts the grandchild in a session of its own (setsid), out of
+	// the call's process group, as a daemonising tool would.
+	Daemon       bool              `json:"daemon"`
+	StdoutMiB    int               `json:"stdout_mib"`
+	ChatterMS    int               `json:"chatter_ms"`
+	ChatterCount int               `json:"chatter_count"`
+	WriteFiles   map[string]string `json:"write_files"`
+	WaitFile     string            `json:"wait_file"`
+	StetFix      int               `json:"stet_fix"`
 }
 
 // Scenario maps agent calls to outcomes.
@@ -138,6 +141,7 @@ type Call struct {
 	Cwd         string            `json:"cwd"`
 	PID         int               `json:"pid"`
 	StdinNull   bool              `json:"stdin_null"`
+	Stdin       string            `json:"stdin,omitempty"` // what the call read on stdin when it was not /dev/null
 	Time        time.Time         `json:"time"`
 	Exit        int               `json:"exit"`
 	StdoutBytes int64             `json:"stdout_bytes"`

@@ -84,6 +84,11 @@ func newCall(phase, task string) fakes.Call {
 	}
 	c.Cwd, _ = os.Getwd()
 	c.StdinNull = stdinIsNull()
+	if !c.StdinNull {
+		// A prompt on stdin: read it to the end, as the real CLIs do.
+		data, _ := io.ReadAll(os.Stdin)
+		c.Stdin = string(data)
+	}
 	return c
 }
 
@@ -110,8 +115,8 @@ func perform(dir, phase, task string, out fakes.Outcome) (code int, written int6
 	if out.IgnoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
-	if out.Grandchild {
-		if err := startGrandchild(out.GrandchildIgnoreTerm); err != nil {
+	if out.Grandchild || out.Daemon {
+		if err := startGrandchild(out.GrandchildIgnoreTerm, out.Daemon); err != nil {
 			return fail("grandchild: %v", err)
 		}
 	}
@@ -208,9 +213,10 @@ func writeMiB(w io.Writer, n int) (int64, error) {
 }
 
 // startGrandchild re-executes this program as a grandchild that shares
-// stdout and stderr and the process group, and returns once the grandchild
-// has recorded its pid and said so on a private pipe.
-func startGrandchild(ignoreTerm bool) error {
+// stdout and stderr and the process group (or, as a daemon, neither: a
+// session of its own), and returns once the grandchild has recorded its pid
+// and said so on a private pipe.
+func startGrandchild(ignoreTerm, daemon bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -229,6 +235,10 @@ func startGrandchild(ignoreTerm bool) error {
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the grandchild
+	if daemon {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd.Stdout, cmd.Stderr = nil, nil // a daemon lets go of the output too
+	}
 	err = cmd.Start()
 	w.Close() // only the grandchild may hold the write end, so EOF means it died
 	if err != nil {
