@@ -111,17 +111,25 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 		return res.err
 	}
 	taskErr := &TaskError{Index: t.Index, Err: res.err}
-	if !r.cfg.ContinueWithRemainingTasks || endsRun(res.err) {
+	if endsRun(res.err) {
 		// An unreachable agent stops the run even under
 		// continue_with_remaining_tasks: the next task would meet the same outage.
 		return taskErr
 	}
-	tl.out.Failed = append(tl.out.Failed, t.Index)
+	// The cap is checked first, with or without continue_with_remaining_tasks
+	// (as Peal does): a cap of 1 stops at the first failure with exit 3.
 	tl.consecutive++
-	r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", res.err)
 	if max := r.cfg.MaxConsecutiveTaskFailures; max != nil && tl.consecutive >= int(*max) {
+		if r.cfg.ContinueWithRemainingTasks {
+			tl.out.Failed = append(tl.out.Failed, t.Index)
+		}
 		return &StoppedError{Failures: tl.consecutive, Last: taskErr}
 	}
+	if !r.cfg.ContinueWithRemainingTasks {
+		return taskErr
+	}
+	tl.out.Failed = append(tl.out.Failed, t.Index)
+	r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", res.err)
 	return nil
 }
 
