@@ -73,6 +73,9 @@ func (keyMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
 		}
 	} else {
 		tok, err := ctx.Scan.PopValue(k.Placeholder())
+		if err != nil && k.Kind == config.KindArgs && !tok.IsEOL() {
+			err = nil // extra arguments start with dashes: --stet-run-args "--verify --context 256k"
+		}
 		if err != nil {
 			return err
 		}

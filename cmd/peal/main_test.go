@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,6 +110,7 @@ var fail = fakes.Outcome{Exit: 1, Stderr: "agent broke"}
 const plan3 = "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n"
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		rules map[string][]fakes.Outcome
@@ -131,6 +132,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSandbox(t, plan3)
 			s.scenario(tc.rules)
 			r := s.peal(s.env(tc.env...), append([]string{"run"}, tc.args...)...)
@@ -147,6 +149,7 @@ func TestExitCodes(t *testing.T) {
 // TestBadInput: each class of bad input gets one line naming what to fix and
 // exit 1, before any child runs and without writing to the state folder.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	notGit := t.TempDir()
 	cases := []struct {
 		name  string
@@ -174,6 +177,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSandbox(t, tc.plan)
 			files := map[string]string{
 				"bad-syntax.toml": "model = \"m\"\nmax_parallel = [\n",
@@ -211,6 +215,7 @@ func without(env []string, name string) []string {
 }
 
 func TestFlagsOverrideEnvAndFile(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n")
 	os.WriteFile(filepath.Join(s.dir, "peal.toml"), []byte("model = \"from-file\"\nsandbox = \"from-file\"\n"), 0o644)
 	r := s.peal(s.env("PEAL_MODEL=from-env"), "run", "--config", "peal.toml", "--model", "from-flag")
@@ -227,8 +232,10 @@ func TestFlagsOverrideEnvAndFile(t *testing.T) {
 // B4: SIGINT and SIGTERM stop the running agent and its group, save state and
 // exit 130 / 143.
 func TestSignals(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
 			s := newSandbox(t, plan3)
 			ready := filepath.Join(s.dir, "ready")
 			if err := syscall.Mkfifo(ready, 0o644); err != nil {
@@ -278,6 +285,7 @@ func TestSignals(t *testing.T) {
 }
 
 func TestLogFile(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nSECRET TASK TEXT\n")
 	logFile := filepath.Join(s.dir, "logs", "peal.jsonl")
 	os.MkdirAll(filepath.Dir(logFile), 0o755)
@@ -388,6 +396,7 @@ func TestFlagNamesMatchKeys(t *testing.T) {
 }
 
 func TestPromptCommand(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, plan3)
 	r := s.peal(nil, "prompt")
 	if r.code != 0 || !strings.Contains(r.stdout, "## Task N") || !strings.Contains(r.stdout, "(parallel)") {
@@ -408,6 +417,7 @@ func TestPromptCommand(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, plan3)
 	if r := s.peal(nil, "--version"); r.code != 0 || strings.TrimSpace(r.stdout) == "" {
 		t.Fatalf("exit %d, %q", r.code, r.stdout)
