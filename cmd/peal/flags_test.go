@@ -92,11 +92,11 @@ func TestFlagValuesParsedAtOnce(t *testing.T) {
 	t.Parallel()
 	cases := map[string][]string{
 		`--phase-timeout-sec: invalid value "9223372037": the largest accepted is 1000000000 seconds`: {"--phase-timeout-sec", "9223372037"},
-		`--kill-grace-sec: invalid value "0x10": want a non-negative whole number`:                     {"--kill-grace-sec=0x10"},
-		`--max-parallel: invalid value "lots"`:                                                          {"--max-parallel", "lots"},
-		`--on-findings-remaining: invalid value "ignore": want one of fail, warn, defer`:                {"--on-findings-remaining", "ignore"},
-		`--log-level: invalid log level "chatty"`:                                                       {"--log-level", "chatty"},
-		`--fail-on: unknown severity "Blocker"`:                                                         {"--fail-on", "Blocker"},
+		`--kill-grace-sec: invalid value "0x10": want a non-negative whole number`:                    {"--kill-grace-sec=0x10"},
+		`--max-parallel: invalid value "lots"`:                                                        {"--max-parallel", "lots"},
+		`--on-findings-remaining: invalid value "ignore": want one of fail, warn, defer`:              {"--on-findings-remaining", "ignore"},
+		`--log-level: invalid log level "chatty"`:                                                     {"--log-level", "chatty"},
+		`--fail-on: unknown severity "Blocker"`:                                                       {"--fail-on", "Blocker"},
 	}
 	for want, args := range cases {
 		r := runMain(append([]string{"config"}, args...)...)
