@@ -35,8 +35,9 @@ const (
 //	key         TOML name (dotted for a key in a table); the variable is PEAL_
 //	            and the key upper-cased, dots becoming underscores
 //	flag        flag name when it is not the key with dashes; "-" for none
-//	kind        path, seconds, commands, args, severities or loglevel when the
-//	            Go type alone does not tell (a *_sec key is always seconds)
+//	kind        path, commands, args, severities or loglevel when the Go type
+//	            alone does not tell; a number named *_sec is in seconds,
+//	            bounded by MaxSeconds
 //	enum        the accepted values, comma separated
 //	default     the default as a variable would spell it (none: unset)
 //	defaultdoc  how help and docs show the default, when not the value itself
@@ -54,7 +55,7 @@ type Config struct {
 	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
 	Sandbox                    string           `key:"sandbox" default:"disabled" placeholder:"MODE" help:"Value of --sandbox for execute, address and triage calls"`
 	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json and the run summary"`
-	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec" kind:"seconds" default:"1800" help:"Timeout of one agent or stet call, in seconds"`
+	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec" default:"1800" help:"Timeout of one agent or stet call, in seconds"`
 	PhaseRetryCount            uint32           `key:"phase_retry_count" default:"0" help:"Retries of plan and execute calls after a timeout or non-zero exit"`
 	Phase3RetryCount           uint32           `key:"phase_3_retry_count" default:"0" help:"Retries of address and triage calls (at most 2 are used)"`
 	Parallel                   bool             `key:"parallel" default:"false" help:"Run (parallel) task blocks concurrently"`
@@ -72,7 +73,7 @@ type Config struct {
 	StetDisableLLMTriage       bool             `key:"stet_disable_llm_triage" default:"false" help:"Dismiss findings by stet_dismiss_patterns instead of asking the agent"`
 	StetDismissPatterns        []DismissPattern `key:"stet_dismiss_patterns" flag:"-" help:"Findings to dismiss when LLM triage is disabled"`
 	PostRunCommands            []string         `key:"post_run_commands" kind:"commands" help:"Commands run in the repo after a run that did not fail hard (comma separated)"`
-	PostRunTimeoutSec          *uint64          `key:"post_run_timeout_sec" kind:"seconds" help:"Timeout of each post-run command (unset: phase_timeout_sec)"`
+	PostRunTimeoutSec          *uint64          `key:"post_run_timeout_sec" help:"Timeout of each post-run command (unset: phase_timeout_sec)"`
 	NormalizePlan              bool             `key:"normalize_plan" flag:"normalize" default:"false" help:"Let the agent convert a plan without task headings"`
 	NormalizeRetryCount        uint32           `key:"normalize_retry_count" default:"0" help:"Retries of the normalize call"`
 	NormalizePromptPath        string           `key:"normalize_prompt_path" flag:"-" kind:"path" help:"File replacing the built-in normalize prompt ({{DOC}} is the document)"`
@@ -83,14 +84,14 @@ type Config struct {
 	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr and in log_file: debug, info, warn, error, off, or directives such as peal=trace,warn"`
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines are appended to"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
-	KillGraceSec               uint64           `key:"kill_grace_sec" kind:"seconds" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
-	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" kind:"seconds" default:"0" help:"A call silent on stdout and stderr this long times out (0: off)"`
+	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
+	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"A call silent on stdout and stderr this long times out (0: off)"`
 	NetworkRetryCount          uint32           `key:"network_retry_count" default:"2" help:"Retries of agent calls that failed with a network error (apart from the retry counts)"`
-	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" kind:"seconds" default:"60" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
-	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec" kind:"seconds" default:"600" help:"Longest wait before a network retry"`
+	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" default:"60" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
+	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec" default:"600" help:"Longest wait before a network retry"`
 	NetworkErrorPatterns       []string         `key:"network_error_patterns" defaultdoc:"built-in list" help:"Case-insensitive texts of stderr or the stdout tail that mark a network failure"`
 	FatalErrorPatterns         []string         `key:"fatal_error_patterns" defaultdoc:"built-in list" help:"Case-insensitive texts that mark a failure no retry can heal (not retried)"`
-	RetryDelaySec              uint64           `key:"retry_delay_sec" kind:"seconds" default:"0" help:"First wait before an ordinary retry; it doubles each time (0: none)"`
+	RetryDelaySec              uint64           `key:"retry_delay_sec" default:"0" help:"First wait before an ordinary retry; it doubles each time (0: none)"`
 	FallbackAgentCmd           string           `key:"fallback_agent_cmd" placeholder:"CMD" help:"Agent CLI used by even attempts of a call (unset: always the primary)"`
 	FallbackModel              string           `key:"fallback_model" placeholder:"MODEL" help:"Model of fallback attempts (unset: the model the primary would get)"`
 	PlateauRounds              uint32           `key:"plateau_rounds" default:"0" help:"End the address loop after this many rounds in a row without fewer findings (0: off)"`

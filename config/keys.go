@@ -83,35 +83,33 @@ func (k Key) FlagName() string {
 	return "--" + k.Flag
 }
 
+// kindInfo is what a kind shows in the documentation and in help, and the
+// Go type of a field that holds it (nil: a string; numbers are checked apart).
+var kindInfo = map[Kind]struct {
+	typeName, placeholder string
+	goType                reflect.Type
+}{
+	KindString:     {"string", "TEXT", nil},
+	KindPath:       {"path", "PATH", nil},
+	KindBool:       {"bool", "", reflect.TypeFor[bool]()},
+	KindU32:        {"u32", "N", nil},
+	KindU64:        {"u64", "N", nil},
+	KindSeconds:    {"seconds", "SEC", nil},
+	KindCommands:   {"list of command strings", "CMDS", reflect.TypeFor[[]string]()},
+	KindArgs:       {"list", "ARGS", reflect.TypeFor[[]string]()},
+	KindList:       {"list of strings", "TEXTS", reflect.TypeFor[[]string]()},
+	KindSeverities: {"list of severities", "SEVERITIES", reflect.TypeFor[[]string]()},
+	KindPatterns:   {"list of {pattern, reason}", "", reflect.TypeFor[[]DismissPattern]()},
+	KindLogLevel:   {"level or directives", "LEVEL", nil},
+	KindEnum:       {"", "", nil}, // its values
+}
+
 // TypeName is the key's type as the documentation writes it.
 func (k Key) TypeName() string {
-	switch k.Kind {
-	case KindEnum:
+	if k.Kind == KindEnum {
 		return strings.Join(k.Enum, "|")
-	case KindBool:
-		return "bool"
-	case KindU32:
-		return "u32"
-	case KindU64:
-		return "u64"
-	case KindSeconds:
-		return "seconds"
-	case KindPath:
-		return "path"
-	case KindArgs:
-		return "list"
-	case KindCommands:
-		return "list of command strings"
-	case KindList:
-		return "list of strings"
-	case KindSeverities:
-		return "list of severities"
-	case KindPatterns:
-		return "list of {pattern, reason}"
-	case KindLogLevel:
-		return "level or directives"
 	}
-	return "string"
+	return kindInfo[k.Kind].typeName
 }
 
 // Placeholder is the word standing for the value in help, e.g. SEC or fail|warn.
@@ -119,27 +117,10 @@ func (k Key) Placeholder() string {
 	if k.placeholder != "" {
 		return k.placeholder
 	}
-	switch k.Kind {
-	case KindEnum:
+	if k.Kind == KindEnum {
 		return strings.Join(k.Enum, "|")
-	case KindPath:
-		return "PATH"
-	case KindSeconds:
-		return "SEC"
-	case KindU32, KindU64:
-		return "N"
-	case KindCommands:
-		return "CMDS"
-	case KindArgs:
-		return "ARGS"
-	case KindList:
-		return "TEXTS"
-	case KindSeverities:
-		return "SEVERITIES"
-	case KindLogLevel:
-		return "LEVEL"
 	}
-	return "TEXT"
+	return kindInfo[k.Kind].placeholder
 }
 
 // DefaultText is the default as a variable would spell it, for help; "unset"
@@ -216,6 +197,8 @@ func keyOf(f reflect.StructField, name string) (Key, error) {
 		k.Kind = kind
 	case base.Kind() == reflect.Bool:
 		k.Kind = KindBool
+	case (base.Kind() == reflect.Uint32 || base.Kind() == reflect.Uint64) && strings.HasSuffix(name, "_sec"):
+		k.Kind = KindSeconds
 	case base.Kind() == reflect.Uint32:
 		k.Kind = KindU32
 	case base.Kind() == reflect.Uint64:
@@ -259,29 +242,22 @@ func maxOf(kind Kind, t reflect.Type) uint64 {
 }
 
 func goTypeFits(kind Kind, t reflect.Type) bool {
-	base := t
-	if t.Kind() == reflect.Pointer {
-		base = t.Elem()
-	}
 	switch kind {
-	case KindBool:
-		return t.Kind() == reflect.Bool
 	case KindU32, KindU64, KindSeconds:
-		return base.Kind() == reflect.Uint32 || base.Kind() == reflect.Uint64
-	case KindPatterns:
-		return t == reflect.TypeFor[[]DismissPattern]()
-	case KindCommands, KindArgs, KindSeverities, KindList:
-		return t == reflect.TypeFor[[]string]()
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		return t.Kind() == reflect.Uint32 || t.Kind() == reflect.Uint64
+	}
+	if want := kindInfo[kind].goType; want != nil {
+		return t == want
 	}
 	return t.Kind() == reflect.String
 }
 
 func isList(k Kind) bool {
-	switch k {
-	case KindCommands, KindArgs, KindSeverities, KindList, KindPatterns:
-		return true
-	}
-	return false
+	t := kindInfo[k].goType
+	return t != nil && t.Kind() == reflect.Slice
 }
 
 // DismissReasons are the reasons stet accepts for `stet dismiss`.

@@ -186,6 +186,9 @@ func TestDeclarations(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+	if k, err := keyOf(field(uint64(0), `key:"stall_sec"`), "stall_sec"); err != nil || k.Kind != KindSeconds || k.Max != MaxSeconds {
+		t.Fatalf("a *_sec number: %+v (err %v)", k, err)
+	}
 	k, err := keyOf(field([]string(nil), `key:"a.b_c"`), "a.b_c")
 	if err != nil || k.Flag != "a-b-c" || k.Env() != "PEAL_A_B_C" || k.Kind != KindList || !reflect.DeepEqual(k.Default, []string{}) {
 		t.Fatalf("derived %+v (err %v)", k, err)
