@@ -49,8 +49,8 @@ const (
 // -run TestDocumented -update` writes it. The fields without a `key` tag are
 // derived or come from flags only.
 type Config struct {
-	PlanPath                   string           `key:"plan_path" flag:"plan" kind:"path" required:"" help:"Markdown plan to execute (required)"`
-	RepoPath                   string           `key:"repo_path" flag:"repo" kind:"path" required:"" help:"Git work tree the agent works in (required)"`
+	PlanPath                   string           `key:"plan_path" flag:"plan" kind:"path" required:"" help:"Markdown plan to execute"`
+	RepoPath                   string           `key:"repo_path" flag:"repo" kind:"path" required:"" help:"Git work tree the agent works in"`
 	AgentCmd                   string           `key:"agent_cmd" default:"agent" placeholder:"CMD" help:"Agent CLI: a name on PATH or a path to an executable"`
 	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
 	Sandbox                    string           `key:"sandbox" default:"disabled" placeholder:"MODE" help:"Value of --sandbox for execute, address and triage calls"`

@@ -383,7 +383,11 @@ func docRow(k Key) string {
 	case k.Default == nil:
 		def = "unset"
 	}
-	cells := []string{"`" + k.Name + "`", "`" + k.Env() + "`", flag, k.TypeName(), def, k.Help}
+	help := k.Help
+	if k.Required {
+		help += " (required)"
+	}
+	cells := []string{"`" + k.Name + "`", "`" + k.Env() + "`", flag, k.TypeName(), def, help}
 	for i, c := range cells {
 		cells[i] = strings.ReplaceAll(c, "|", `\|`)
 	}

@@ -29,12 +29,29 @@ var (
 	showKeys  = append(slices.Clone(storeKeys), "escalation.enabled", "escalation.max_retries",
 		"escalation.fixer", "escalation.reviewer_second_opinion", "escalation.worker")
 	detectKeys = []string{"fail_on"}
+
+	// needsPlan notes the keys that run and status cannot do without.
+	needsPlan = requiredNotes()
+	// storeNotes: the retry-state commands take the working folder for an
+	// unset repo (config.Inputs.DefaultRepo).
+	storeNotes = map[string]string{"repo_path": "unset: the working folder"}
 )
+
+func requiredNotes() map[string]string {
+	notes := map[string]string{}
+	for _, k := range config.Keys {
+		if k.Required {
+			notes[k.Name] = "required"
+		}
+	}
+	return notes
+}
 
 // keyFlags builds the flags of the configuration keys, for kong: a struct
 // with one field per key that has a flag, of the Go type of its Config field,
-// parsed by keyMapper. Keys not in shown are hidden from help (nil shows all).
-func keyFlags(shown []string) kong.Plugins {
+// parsed by keyMapper. Keys not in shown are hidden from help (nil shows all);
+// notes add what a key means to this command to its help.
+func keyFlags(shown []string, notes map[string]string) kong.Plugins {
 	var fields []reflect.StructField
 	for _, k := range config.Keys {
 		if k.Flag == "" {
@@ -43,6 +60,9 @@ func keyFlags(shown []string) kong.Plugins {
 		tag := fmt.Sprintf(`name:%q key:%q type:"configkey"`, k.Flag, k.Name)
 		if k.Kind == config.KindBool {
 			tag += ` negatable:""`
+		}
+		if note := notes[k.Name]; note != "" {
+			tag += fmt.Sprintf(` note:%q`, note)
 		}
 		if shown != nil && !slices.Contains(shown, k.Name) {
 			tag += ` hidden:""`
@@ -140,5 +160,9 @@ func helpValue(v *kong.Value) string {
 		return v.Help
 	}
 	k := flagKey(v)
-	return fmt.Sprintf("%s [%s; default: %s]", k.Help, k.Env(), k.DefaultText())
+	help := k.Help
+	if note := v.Tag.Get("note"); note != "" {
+		help += " (" + note + ")"
+	}
+	return fmt.Sprintf("%s [%s; default: %s]", help, k.Env(), k.DefaultText())
 }

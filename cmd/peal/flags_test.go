@@ -156,6 +156,12 @@ func TestHelpPerCommand(t *testing.T) {
 	if r := runMain("status", "--help"); strings.Contains(r.stdout, "--dry-run") || strings.Contains(r.stdout, "--retry-reset") {
 		t.Errorf("status help lists run-only flags:\n%s", r.stdout)
 	}
+	flat := func(args ...string) string { return strings.Join(strings.Fields(runMain(args...).stdout), " ") }
+	if !strings.Contains(flat("run", "--help"), "Markdown plan to execute (required)") ||
+		!strings.Contains(flat("retry-state", "reset", "--help"), "Git work tree the agent works in (unset: the working folder)") ||
+		strings.Contains(flat("config", "--help"), "(required)") {
+		t.Error("the notes of --plan and --repo do not fit the commands")
+	}
 	// A hidden flag is parsed like a shown one.
 	if r := runMain("status", "--phase-timeout-sec", "lots"); r.code != 1 || !strings.Contains(r.stderr, "--phase-timeout-sec") {
 		t.Errorf("status with a run flag: %d %s", r.code, r.stderr)

@@ -36,12 +36,12 @@ type CLI struct {
 // newCLI is the command tree with the configuration flags of each command.
 func newCLI() *CLI {
 	var cli CLI
-	cli.Run.Plugins = keyFlags(nil)
-	cli.Config.Plugins = keyFlags(nil)
-	cli.Status.Plugins = keyFlags(statusKeys)
-	cli.RetryState.Show.Plugins = keyFlags(showKeys)
-	cli.RetryState.Reset.Plugins = keyFlags(storeKeys)
-	cli.RetryState.Detect.Plugins = keyFlags(detectKeys)
+	cli.Run.Plugins = keyFlags(nil, needsPlan)
+	cli.Config.Plugins = keyFlags(nil, nil)
+	cli.Status.Plugins = keyFlags(statusKeys, needsPlan)
+	cli.RetryState.Show.Plugins = keyFlags(showKeys, storeNotes)
+	cli.RetryState.Reset.Plugins = keyFlags(storeKeys, storeNotes)
+	cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
 	return &cli
 }
 
