@@ -135,6 +135,11 @@ func TestHelpPerCommand(t *testing.T) {
 		{[]string{"retry-state", "detect"}, detectKeys},
 	}
 	for _, tc := range cases {
+		for _, name := range tc.keys {
+			if k, ok := config.KeyByName(name); !ok || k.Flag == "" {
+				t.Errorf("%v reads %q, which is no key with a flag", tc.args, name)
+			}
+		}
 		r := runMain(append(tc.args, "--help")...)
 		if r.code != 0 {
 			t.Fatalf("%v: exit %d %s", tc.args, r.code, r.stderr)
