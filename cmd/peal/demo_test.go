@@ -9,6 +9,7 @@ import (
 
 // TestDemo runs the demo of the README end to end, so that it keeps working.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds three programs")
 	}

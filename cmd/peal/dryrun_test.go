@@ -14,6 +14,7 @@ import (
 // TestDryRun: the schedule with argv and models, no child started, no file
 // written.
 func TestDryRun(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nFirst\n## Task 2 (parallel)\nSecond\n## Task 3 (parallel)\nThird\n")
 	stetDir := filepath.Join(s.dir, "stet")
 	os.MkdirAll(stetDir, 0o755)

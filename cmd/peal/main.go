@@ -13,8 +13,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/alecthomas/kong"
 
@@ -31,6 +33,18 @@ type CLI struct {
 	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
 }
 
+// newCLI is the command tree with the configuration flags of each command.
+func newCLI() *CLI {
+	var cli CLI
+	cli.Run.Plugins = keyFlags(nil, needsPlan)
+	cli.Config.Plugins = keyFlags(nil, nil)
+	cli.Status.Plugins = keyFlags(statusKeys, needsPlan)
+	cli.RetryState.Show.Plugins = keyFlags(showKeys, storeNotes)
+	cli.RetryState.Reset.Plugins = keyFlags(storeKeys, storeNotes)
+	cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
+	return &cli
+}
+
 // env carries what a command needs from the process, so tests can run main in-process.
 type env struct {
 	ctx     context.Context
@@ -38,6 +52,7 @@ type env struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	kctx    *kong.Context
+	now     func() time.Time
 }
 
 // exitError carries an exit code up to main; msg, when set, is printed as one line.
@@ -57,16 +72,7 @@ func main() {
 
 // Main runs peal with the given arguments and returns the exit code.
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	var cli CLI
-	parser, err := kong.New(&cli,
-		kong.Name("peal"),
-		kong.Description("Drive a coding-agent CLI through a markdown plan: plan, execute and address each task, with timeouts, retries and resumable state."),
-		kong.Vars{"version": version()},
-		kong.ValueFormatter(helpValue),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(int) { panic(kongExit{}) }),
-		kong.UsageOnError(),
-	)
+	parser, err := newParser(stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "peal: internal error: %v\n", err)
 		return 1
@@ -76,19 +82,59 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return p.code
 	}
 	kctx := p.kctx
-	e := &env{ctx: ctx, environ: environ, stdout: stdout, stderr: stderr, kctx: kctx}
+	e := &env{ctx: ctx, environ: environ, stdout: stdout, stderr: stderr, kctx: kctx, now: time.Now}
 	if err := kctx.Run(e); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintf(stderr, "peal: %s\n", ee.msg)
+				fmt.Fprintf(stderr, "peal: %s\n", oneLine(ee.msg))
 			}
 			return ee.code
 		}
-		fmt.Fprintf(stderr, "peal: error: %v\n", err)
+		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(err.Error()))
 		return runner.ExitFailure
 	}
 	return 0
+}
+
+// maxLine bounds the last line peal prints.
+const maxLine = 4096
+
+// oneLine makes a message safe to print as one line: line breaks and other
+// control characters (terminal escape sequences included) are shown escaped,
+// and the message is cut to maxLine bytes.
+func oneLine(msg string) string {
+	var b strings.Builder
+	for _, r := range msg {
+		switch {
+		case r == '\t':
+			b.WriteByte(' ')
+		case r == '\n':
+			b.WriteString(`\n`)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r) // C0 and C1 controls are all below 0x100
+		default:
+			b.WriteRune(r)
+		}
+		if b.Len() > maxLine {
+			return strings.ToValidUTF8(b.String()[:maxLine], "") + "… (cut)"
+		}
+	}
+	return b.String()
+}
+
+// newParser is kong's parser of the command line, writing help to stdout.
+func newParser(stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(newCLI(),
+		kong.Name("peal"),
+		kong.Description("Drive a coding-agent CLI through a markdown plan: plan, execute and address each task, with timeouts, retries and resumable state."),
+		kong.Vars{"version": version()},
+		kong.NamedMapper("configkey", keyMapper{}),
+		kong.ValueFormatter(helpValue),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(int) { panic(kongExit{}) }),
+		kong.UsageOnError(),
+	)
 }
 
 // kongExit is how kong's own exits (--help, --version) unwind to Main.
@@ -106,7 +152,7 @@ func parse(parser *kong.Kong, args []string, stderr io.Writer) (p parsedOrCode, 
 	}()
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "peal: error: %v\n", err)
+		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(err.Error()))
 		return parsedOrCode{code: runner.ExitFailure}, true
 	}
 	return parsedOrCode{kctx: kctx}, false
@@ -147,9 +193,6 @@ func signalName(sig syscall.Signal) string {
 	}
 	return sig.String()
 }
-
-// nowFunc is the clock of commands (a variable so tests can fix it).
-var nowFunc = time.Now
 
 func version() string {
 	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {

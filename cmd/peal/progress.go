@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"peal/phase"
 )
 
@@ -200,13 +202,19 @@ func fit(s string, n int) string {
 // --no-progress was given.
 func progressFor(stderr io.Writer, environ []string, off bool) *progress {
 	f, ok := stderr.(*os.File)
-	if off || !ok || !isTerminal(f) {
+	if off || !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
-	if term := lookupEnv(environ, "TERM"); term == "" || term == "dumb" {
+	if name := lookupEnv(environ, "TERM"); name == "" || name == "dumb" {
 		return nil
 	}
-	return newProgress(f, func() int { return terminalWidth(f) })
+	return newProgress(f, func() int {
+		width, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			return 0
+		}
+		return width
+	})
 }
 
 // lookupEnv is the value of name in environ ("" when absent).

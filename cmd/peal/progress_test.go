@@ -15,6 +15,7 @@ import (
 // TestProgressDisplay drives the display through the events of a parallel
 // block, with a fixed clock, and checks what the terminal shows after each.
 func TestProgressDisplay(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	now := time.Date(2026, 3, 15, 10, 0, 0, 0, time.UTC)
 	width := 100
@@ -76,6 +77,7 @@ func TestProgressDisplay(t *testing.T) {
 // TestProgressOnlyOnTerminals: no display for a pipe, a file, /dev/null (a
 // character device but no terminal) or a writer that is no file.
 func TestProgressOnlyOnTerminals(t *testing.T) {
+	t.Parallel()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 // TestStatus puts each task of a plan in another status and reads them back.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n## Task 4\nD\n## Task 5\nE\n")
 	stetDir := filepath.Join(s.dir, "stet")
 	os.MkdirAll(stetDir, 0o755)
