@@ -23,6 +23,8 @@ type group struct {
 	pid    atomic.Int64
 	callID string
 	grace  time.Duration
+	hard   <-chan struct{} // closes on a hard stop: no more grace
+	exited chan struct{}   // closed once the child has been waited for
 
 	mu   sync.Mutex
 	kill *time.Timer // SIGKILL after the grace, armed by the first SIGTERM
@@ -31,8 +33,8 @@ type group struct {
 // newGroup prepares cmd to start in its own group and to be stopped as a
 // group: when the call's context ends, SIGTERM to the group, then SIGKILL
 // after the grace; exec stops waiting on the pipes after the grace too.
-func newGroup(cmd *exec.Cmd, callID string, grace time.Duration) *group {
-	g := &group{cmd: cmd, callID: callID, grace: grace}
+func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan struct{}) *group {
+	g := &group{cmd: cmd, callID: callID, grace: grace, hard: hard, exited: make(chan struct{})}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithParent(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
@@ -40,6 +42,15 @@ func newGroup(cmd *exec.Cmd, callID string, grace time.Duration) *group {
 		g.mu.Lock()
 		if g.kill == nil {
 			g.kill = time.AfterFunc(grace, func() { g.signal(unix.SIGKILL) })
+			if hard != nil {
+				go func() {
+					select {
+					case <-hard:
+						g.signal(unix.SIGKILL)
+					case <-g.exited:
+					}
+				}()
+			}
 		}
 		g.mu.Unlock()
 		return nil
@@ -75,11 +86,13 @@ func (g *group) signal(sig unix.Signal) bool {
 // they are gone (or the grace has passed once more), so that a call's end
 // means nothing of it is running.
 func (g *group) reap(outputDone <-chan struct{}) {
+	close(g.exited)
 	strays := strays(g.callID, g.pgid)
 	signalAll(strays, unix.SIGTERM)
 	if g.signal(unix.SIGTERM) || len(strays) > 0 {
 		select {
 		case <-outputDone:
+		case <-g.hard:
 		case <-time.After(g.grace):
 		}
 		g.signal(unix.SIGKILL)

@@ -13,7 +13,7 @@ type group struct {
 	pgid int
 }
 
-func newGroup(cmd *exec.Cmd, callID string, grace time.Duration) *group {
+func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan struct{}) *group {
 	cmd.WaitDelay = grace
 	return &group{cmd: cmd}
 }

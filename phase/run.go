@@ -115,6 +115,7 @@ type call struct {
 	tempDir string   // "" when the call has none
 	started time.Time
 	stops   []func() // timers and watchers to stop when the call ends
+	hard    <-chan struct{}
 	waitErr error
 }
 
@@ -162,7 +163,8 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 		}
 		c.cmd.Stdin = stdinRead
 	}
-	c.group = newGroup(c.cmd, callID, spec.KillGrace)
+	c.hard = hardStop(ctx)
+	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard)
 	spec.Log.Info("starting call", "phase", spec.Phase, "attempt", fmt.Sprintf("%d/%d", max(spec.Attempt.N, 1), max(spec.Attempt.Of, 1)),
 		"argv", LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), "stdin_bytes", len(spec.Stdin))
 	err = c.group.start()
@@ -211,7 +213,7 @@ func (c *call) finish() {
 		stop()
 	}
 	c.group.reap(c.out.done)
-	c.out.stop(c.spec.KillGrace)
+	c.out.stop(c.spec.KillGrace, c.hard)
 }
 
 // result fills res from the finished call.

@@ -210,3 +210,36 @@ func TestLeftoverWaitWithManyOpenFiles(t *testing.T) {
 		}
 	}
 }
+
+// After a hard stop a cancelled call no longer waits out the kill grace: a
+// child that ignores SIGTERM is killed at once.
+func TestHardStopSkipsGrace(t *testing.T) {
+	t.Parallel()
+	term := filepath.Join(t.TempDir(), "term")
+	if err := syscall.Mkfifo(term, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := setup(t, fakes.Outcome{IgnoreTerm: true, TermFile: term, Hang: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	hardCtx, hard := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(WithHardStop(ctx, hardCtx), agentSpec(dir, time.Hour, time.Hour))
+		done <- err
+	}()
+	waitForCall(t, dir)
+	cancel()
+	if _, err := os.ReadFile(term); err != nil { // the child got SIGTERM and ignored it
+		t.Fatal(err)
+	}
+	hard()
+	select {
+	case err := <-done:
+		var ie *InterruptedError
+		if !errors.As(err, &ie) {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call still waits for the kill grace after a hard stop")
+	}
+}

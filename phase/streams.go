@@ -78,11 +78,16 @@ func (s *streams) silentFor() time.Duration {
 	return time.Since(s.start) - time.Duration(s.lastSeen.Load())
 }
 
-// stop waits at most grace for both streams to reach EOF, then stops
-// reading: a process outside the group may still hold a pipe.
-func (s *streams) stop(grace time.Duration) {
+// stop waits at most grace (nothing after a hard stop) for both streams to
+// reach EOF, then stops reading: a process outside the group may still hold
+// a pipe.
+func (s *streams) stop(grace time.Duration, hard <-chan struct{}) {
 	select {
 	case <-s.done:
+	case <-hard:
+		s.outR.Close()
+		s.errR.Close()
+		<-s.done
 	case <-time.After(grace):
 		s.outR.Close()
 		s.errR.Close()

@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 
@@ -64,9 +62,14 @@ type exitError struct {
 func (e *exitError) Error() string { return e.msg }
 
 func main() {
-	ctx, stop := withSignals(context.Background())
-	code := Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
-	stop()
+	sig := watchSignals()
+	// A write to peal's own output whose reader has gone (`peal … | tee`,
+	// tee killed) fails instead of killing peal: the run then stops as on a
+	// hangup, its agents stopped and its state saved.
+	stdout := &outputGuard{w: os.Stdout, lost: sig.stop}
+	stderr := &outputGuard{w: os.Stderr, lost: sig.stop}
+	code := Main(sig.ctx, os.Args[1:], os.Environ(), stdout, stderr)
+	sig.release()
 	os.Exit(code)
 }
 
@@ -161,37 +164,6 @@ func parse(parser *kong.Kong, args []string, stderr io.Writer) (p parsedOrCode, 
 type parsedOrCode struct {
 	kctx *kong.Context
 	code int
-}
-
-// withSignals returns a context cancelled by the first SIGINT or SIGTERM, with
-// the signal as its cause.
-func withSignals(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		select {
-		case s := <-sigs:
-			cancel(&signalCause{sig: s.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { signal.Stop(sigs); cancel(nil) }
-}
-
-// signalCause is the cause of a context cancelled by a signal.
-type signalCause struct{ sig syscall.Signal }
-
-func (s *signalCause) Error() string { return "received " + signalName(s.sig) }
-
-func signalName(sig syscall.Signal) string {
-	switch sig {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return sig.String()
 }
 
 func version() string {

@@ -229,11 +229,11 @@ func TestFlagsOverrideEnvAndFile(t *testing.T) {
 	}
 }
 
-// B4: SIGINT and SIGTERM stop the running agent and its group, save state and
-// exit 130 / 143.
+// SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session) stop the
+// running agent and its group, save state and exit 130 / 143 / 129.
 func TestSignals(t *testing.T) {
 	t.Parallel()
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newSandbox(t, plan3)

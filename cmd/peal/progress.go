@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -201,7 +200,12 @@ func fit(s string, n int) string {
 // "dumb" (a terminal that does not understand cursor movement), or
 // --no-progress was given.
 func progressFor(stderr io.Writer, environ []string, off bool) *progress {
-	f, ok := stderr.(*os.File)
+	// A terminal is a file; peal's stderr reaches here wrapped, so ask for
+	// the descriptor rather than the type.
+	f, ok := stderr.(interface {
+		io.Writer
+		Fd() uintptr
+	})
 	if off || !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"peal/config"
@@ -100,6 +101,10 @@ func (c *RunCmd) Run(e *env) error {
 func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 	var sc *signalCause
 	if errors.As(context.Cause(ctx), &sc) && ctx.Err() != nil {
+		if sc.sig == syscall.SIGPIPE {
+			return 128 + int(sc.sig), fmt.Sprintf("stopped: peal's output has no reader any more (SIGPIPE); running agents were stopped and the state was saved in %s",
+				filepath.Join(cfg.StateDir, "state.json"))
+		}
 		return 128 + int(sc.sig), fmt.Sprintf("interrupted by %s: running agents were stopped and the state was saved in %s",
 			signalName(sc.sig), filepath.Join(cfg.StateDir, "state.json"))
 	}

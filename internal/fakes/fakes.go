@@ -70,13 +70,16 @@ const (
 // it. Together with write_files to another named pipe ("I am running"), a
 // test orders agents by events instead of by sleeps.
 type Outcome struct {
-	Stdout               string `json:"stdout"`
-	NoStdout             bool   `json:"no_stdout"`
-	Stderr               string `json:"stderr"`
-	Exit                 int    `json:"exit"`
-	SleepMS              int    `json:"sleep_ms"`
-	Hang                 bool   `json:"hang"`
-	IgnoreTerm           bool   `json:"ignore_term"`
+	Stdout     string `json:"stdout"`
+	NoStdout   bool   `json:"no_stdout"`
+	Stderr     string `json:"stderr"`
+	Exit       int    `json:"exit"`
+	SleepMS    int    `json:"sleep_ms"`
+	Hang       bool   `json:"hang"`
+	IgnoreTerm bool   `json:"ignore_term"`
+	// TermFile, with IgnoreTerm, is written (a named pipe there is an
+	// event for the test) each time the fake receives SIGTERM.
+	TermFile             string `json:"term_file"`
 	Grandchild           bool   `json:"grandchild"`
 	GrandchildIgnoreTerm bool   `json:"grandchild_ignore_term"`
 	// Daemon starts the grandchild in a session of its own (setsid), out of

@@ -112,7 +112,15 @@ func perform(dir, phase, task string, out fakes.Outcome) (code int, written int6
 		return fakes.ExitFakeError, written
 	}
 
-	if out.IgnoreTerm {
+	if out.IgnoreTerm && out.TermFile != "" {
+		terms := make(chan os.Signal, 1)
+		signal.Notify(terms, syscall.SIGTERM)
+		go func() {
+			for range terms {
+				writeFile(out.TermFile, "term")
+			}
+		}()
+	} else if out.IgnoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	if out.Grandchild || out.Daemon {
