@@ -117,7 +117,7 @@ func TestLostStderrStopsTheRun(t *testing.T) {
 	if _, err := os.ReadFile(ready); err != nil { // task 2's plan call runs
 		t.Fatal(err)
 	}
-	r.Close() // the reader goes away
+	r.Close()                                              // the reader goes away
 	if err := os.WriteFile(gate, nil, 0o644); err != nil { // let the plan call finish: peal logs again
 		t.Fatal(err)
 	}
