@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"peal/config"
 	"peal/internal/fakes"
+	"peal/phase"
+	"peal/state"
 )
 
 // The tests below order agents by events, never by sleeps: a fake that
@@ -745,6 +748,62 @@ func TestBlockInterrupted(t *testing.T) {
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("state %+v", h.state())
 	}
+	// Every ticket agrees with state.json: task 1 finished before the
+	// signal and is closed; the interrupted ones stay in progress for a
+	// re-run to resume.
+	if a := lastAttempt(t, h, ticketOf(cfg, 1)); a.Status != state.AttemptClosed {
+		t.Fatalf("task 1's ticket is %s", a.Status)
+	}
+	for _, task := range []int{2, 3, 4} {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptInProgress {
+			t.Fatalf("task %d's ticket is %s", task, a.Status)
+		}
+	}
+}
+
+// ticketOf is the ticket of a task in a run of cfg.
+func ticketOf(cfg *config.Config, task int) string { return newRun(cfg, nil).ticketID(task) }
+
+// TestSignalAfterTheLastCall: a signal that arrives while a block finishes,
+// after every call has ended, still ends the run as interrupted (never exit
+// 0), and the tickets agree with state.json.
+func TestSignalAfterTheLastCall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, parallelPlan("pp"))
+	cfg := h.config("PEAL_MAX_PARALLEL=2")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	calls := 0
+	var mu sync.Mutex
+	obs := &onCallEnd{fn: func(info phase.CallInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls++; calls == 4 { // the last of plan:1 execute:1 plan:2 execute:2
+			cancel(errors.New("SIGINT"))
+		}
+	}}
+	_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts(WithObserver(obs))...)
+	if !IsInterrupted(err) {
+		t.Fatalf("err = %v, want an interruption", err)
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2}) {
+		t.Fatalf("state %+v", h.state())
+	}
+	for _, task := range []int{1, 2} {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptClosed {
+			t.Fatalf("task %d's ticket is %s", task, a.Status)
+		}
+	}
+}
+
+// onCallEnd is an Observer that calls fn when an agent call ends.
+type onCallEnd struct{ fn func(phase.CallInfo) }
+
+func (o *onCallEnd) PlanLoaded(int) {}
+func (o *onCallEnd) CallStarted(info phase.CallInfo) func() {
+	if info.Attempt.Role == "" {
+		return nil
+	}
+	return func() { o.fn(info) }
 }
 
 // stetRunSpans pairs the fake stet's start and end records of `stet run` by pid.

@@ -102,6 +102,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	r.store = store
 
 	out, err := r.runSegments(ctx, tasks)
+	if err == nil && ctx.Err() != nil {
+		// The signal came after the last call had ended: the run still ends
+		// as interrupted, with the signal's exit code.
+		err = &phase.InterruptedError{Phase: "run", Cause: context.Cause(ctx)}
+	}
 	if err != nil {
 		// Every error path of a run passes here: the state is on disk before
 		// the error reaches the caller.
@@ -169,7 +174,7 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		r.tickets.run = tr
 		defer func() {
 			failed := (err != nil && !isFindingsRemaining(err)) || len(out.Failed) > 0
-			r.closeTicket(ctx, tr, r.tickets.leftovers, failed)
+			r.closeTicket(tr, r.tickets.leftovers, failed, IsInterrupted(err))
 		}()
 	}
 	if err := r.startStet(ctx); err != nil {

@@ -162,18 +162,21 @@ func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
 	if res.leftover != nil {
 		leftovers = append(leftovers, *res.leftover)
 	}
-	r.closeTicket(ctx, tr, leftovers, res.err != nil && !isFindingsRemaining(res.err))
+	r.closeTicket(tr, leftovers, res.err != nil && !isFindingsRemaining(res.err), IsInterrupted(res.err))
 }
 
-// closeTicket ends an attempt: interrupted work stays in progress (a signal
-// does not cost an attempt); work that failed for another reason than
-// left-over findings is an error; otherwise close-summary.md is written from
-// the left-over findings and the attempt completes as that file says.
-func (r *run) closeTicket(ctx context.Context, tr *ticketRun, leftovers []Review, failed bool) {
+// closeTicket ends an attempt as its work ended — not as the run is when
+// the attempt is closed: work cut short by an interruption stays in progress
+// (a signal does not cost an attempt), while work that finished is recorded
+// even if a signal came since, so that the ticket agrees with state.json.
+// Work that failed for another reason than left-over findings is an error;
+// otherwise close-summary.md is written from the left-over findings and the
+// attempt completes as that file says.
+func (r *run) closeTicket(tr *ticketRun, leftovers []Review, failed, interrupted bool) {
 	defer tr.ticket.Close()
 	log := r.log.With("ticket", tr.id, "attempt", tr.attempt)
-	if ctx.Err() != nil {
-		log.Info("attempt left in progress: the run was interrupted")
+	if interrupted {
+		log.Info("attempt left in progress: its work was interrupted")
 		return
 	}
 	if failed {
