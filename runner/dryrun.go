@@ -93,11 +93,9 @@ func (r *run) describeTask(w io.Writer, t Task, completed, commit bool) {
 		return
 	}
 	fmt.Fprintf(w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
-	r.tickets.byTask[t.Index] = &ticketRun{id: id, attempt: attempt}
-	defer delete(r.tickets.byTask, t.Index)
 
 	call := func(name string, attempts int, argv argvFunc, prompt string, promptLen string) {
-		model := r.modelFor(t.Index, name)
+		model := modelFor(r.cfg, attempt, name)
 		args := phase.LogArgv(argv(r.agent, model, prompt), true)
 		if promptLen != "" {
 			args[len(args)-1] = promptLen

@@ -251,7 +251,7 @@ type argvFunc func(a phase.Agent, model, prompt string) []string
 // (nil: timeout or non-zero exit) to judge an attempt.
 func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, argv argvFunc, prompt string) (phase.Result, error) {
 	log := r.log.With("task", task)
-	model := r.modelFor(task, name)
+	model := modelFor(r.cfg, r.attemptOf(task), name)
 	fallback := r.agent
 	fallback.Path = r.cfg.FallbackPath
 	fallbackModel := model

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"peal/config"
 	"peal/state"
 )
 
@@ -92,17 +93,16 @@ func (r *run) escalationFor(n int) state.Escalation {
 	return state.ModelsFor(n, r.cfg.EscalationFixer, r.cfg.EscalationSecondOpinion, r.cfg.EscalationWorker)
 }
 
-// modelFor is the model of a call of the given phase for a task: the base
-// model, or the escalation model of the ticket's attempt (tf's curve: fixer
-// from attempt 2 for address; second opinion for triage and worker for plan
-// and execute from attempt 3).
-func (r *run) modelFor(task int, phaseName string) string {
-	base := r.cfg.Model
-	tr := r.ticketFor(task)
-	if tr == nil || !r.cfg.EscalationEnabled {
-		return base
+// modelFor is the model of a call of the given phase on attempt n of its
+// ticket (0: no ticket): the base model, or, with escalation on, tf's
+// curve — the fixer from attempt 2 for address; the second opinion for
+// triage and the worker for plan and execute from attempt 3. It depends on
+// nothing else, so a dry run asks it exactly as a run does.
+func modelFor(cfg *config.Config, n int, phaseName string) string {
+	if n == 0 || !cfg.EscalationEnabled {
+		return cfg.Model
 	}
-	esc := state.ModelsFor(tr.attempt, r.cfg.EscalationFixer, r.cfg.EscalationSecondOpinion, r.cfg.EscalationWorker)
+	esc := state.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
 	var model *string
 	switch phaseName {
 	case "address":
@@ -115,7 +115,16 @@ func (r *run) modelFor(task int, phaseName string) string {
 	if model != nil && *model != "" {
 		return *model
 	}
-	return base
+	return cfg.Model
+}
+
+// attemptOf is the attempt number of the ticket a task's calls belong to
+// (0 outside one).
+func (r *run) attemptOf(task int) int {
+	if tr := r.ticketFor(task); tr != nil {
+		return tr.attempt
+	}
+	return 0
 }
 
 // beginTaskTicket starts the ticket of a task in per-task mode; errSkipped

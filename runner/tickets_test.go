@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/config"
 	"peal/internal/fakes"
 	"peal/state"
 )
@@ -337,5 +338,31 @@ func TestRetryStateFileShape(t *testing.T) {
 		if v, ok := esc[role]; !ok || v != nil {
 			t.Fatalf("escalation %v: every role must be present and null on attempt 1", esc)
 		}
+	}
+}
+
+// TestModelFor: the model of a call is a function of the attempt and the
+// phase alone (tf's escalation curve), with the base model wherever no
+// escalation model is configured.
+func TestModelFor(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{Model: "base", EscalationEnabled: true, EscalationFixer: "fixer", EscalationWorker: "worker"}
+	cases := []struct {
+		attempt int
+		phase   string
+		want    string
+	}{
+		{0, "address", "base"}, {1, "address", "base"}, {2, "address", "fixer"}, {2, "execute", "base"},
+		{3, "execute", "worker"}, {3, "plan", "worker"}, {3, "triage", "base"}, {4, "normalize", "base"},
+	}
+	for _, tc := range cases {
+		if got := modelFor(cfg, tc.attempt, tc.phase); got != tc.want {
+			t.Errorf("attempt %d, %s: %q, want %q", tc.attempt, tc.phase, got, tc.want)
+		}
+	}
+	off := *cfg
+	off.EscalationEnabled = false
+	if got := modelFor(&off, 3, "execute"); got != "base" {
+		t.Errorf("escalation off: %q", got)
 	}
 }
