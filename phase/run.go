@@ -39,6 +39,9 @@ type Spec struct {
 	StdoutSink, StderrSink io.Writer
 	// Observer, when set, is told when the child starts and when the call ends.
 	Observer Observer
+	// Detail, when set, tells an observer what the call is doing right now
+	// (e.g. the review's progress); it is handed on in CallInfo.
+	Detail func() string
 }
 
 // Result is what a finished child left behind.

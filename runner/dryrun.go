@@ -45,7 +45,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	for _, i := range st.CompletedTaskIndices {
 		completed[i] = true
 	}
-	r.stet = r.resolveStet()
+	r.setUpReview()
 	r.describeReview(w)
 
 	for n, seg := range Segments(tasks) {
@@ -61,8 +61,11 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		for _, t := range seg.Tasks {
 			r.describeTask(w, t, completed[t.Index], !block)
 		}
-		if block && r.cfg.CommitAfterPhase2 {
+		if block && r.commits {
 			fmt.Fprintln(w, "  after the block's executes: one commit for the block (git add -A; git commit)")
+		}
+		if block && r.reviewer != nil {
+			fmt.Fprintln(w, "  then one review for the whole block, its address calls under the lowest task index")
 		}
 	}
 	return nil
@@ -70,14 +73,11 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 
 // describeReview prints how Phase 3 would run.
 func (r *run) describeReview(w io.Writer) {
-	switch {
-	case r.stet == nil:
+	if r.reviewer == nil {
 		fmt.Fprintln(w, "review: none (no stet): tasks end after execute")
-	case !r.stet.builtin():
-		fmt.Fprintf(w, "review: custom commands, all once at session start; each review runs %q\n", strings.Join(r.stet.reviewArgv(), " "))
-	default:
-		fmt.Fprintf(w, "review: stet %s; session start: %s; at the end: %s finish\n", r.stet.path, strings.Join(r.stet.startArgv(), " "), r.stet.path)
+		return
 	}
+	fmt.Fprintln(w, "review: "+r.reviewer.Describe())
 }
 
 // describeTask prints one task's calls as a run would make them now.
@@ -111,18 +111,24 @@ func (r *run) describeTask(w io.Writer, t Task, completed, commit bool) {
 	phases := 1 + int(r.cfg.PhaseRetryCount)
 	call("plan", phases, phase.Agent.PlanArgv, phase.PlanPrompt(t.Body), "")
 	call("execute", phases, phase.Agent.ActArgv, "", "<prompt: the plan text>")
-	if r.cfg.CommitAfterPhase2 && commit {
-		fmt.Fprintf(w, "    %-8s git add -A; git commit -m \"peal: task %d - <first line of the plan text>\"\n", "commit", t.Index)
+	commitLine := func(what string) {
+		if r.commits && commit {
+			fmt.Fprintf(w, "    %-8s git add -A; git commit -m \"peal: task %d - %s\"\n", "commit", t.Index, what)
+		}
 	}
-	if r.stet == nil {
+	commitLine("<first line of the plan text>")
+	if r.reviewer == nil {
 		return
 	}
-	fmt.Fprintf(w, "    %-8s %s\n", "review", strings.Join(r.stet.reviewArgv(), " "))
+	review := strings.Join(r.reviewer.ReviewCommands(), "; ")
+	fmt.Fprintf(w, "    %-8s %s\n", "review", review)
 	fmt.Fprintf(w, "    while findings remain, up to %d rounds:\n", r.cfg.MaxAddressRounds)
-	if r.stet.builtin() && !r.cfg.StetDisableLLMTriage {
-		call("triage", r.phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and the triage question>")
+	if r.reviewer.Builtin() && !r.cfg.StetDisableLLMTriage {
+		call("triage", r.reviewer.Phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and the triage question>")
 	}
-	call("address", r.phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and its suggestions>")
+	call("address", r.reviewer.Phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and its suggestions>")
+	commitLine("address round <N>")
+	fmt.Fprintf(w, "    %-8s %s\n", "review", review)
 }
 
 // peekAttempt reads which attempt a ticket's next run would be, without

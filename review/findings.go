@@ -1,0 +1,359 @@
+package review
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode"
+
+	"peal/config"
+)
+
+// LineRange is a span of lines, both ends included.
+type LineRange struct {
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// Finding is one finding of a review: the fields of `stet run --output=json`
+// (and "path", which other review tools use for the file). The tags serve
+// encoding only (for a review with findings left out); decoding matches
+// keys exactly, see decodeReview.
+type Finding struct {
+	ID            string     `json:"id,omitempty"`
+	File          string     `json:"file,omitempty"`
+	Path          string     `json:"path,omitempty"`
+	Line          int        `json:"line,omitempty"`
+	Range         *LineRange `json:"range,omitempty"`
+	Severity      string     `json:"severity,omitempty"`
+	Category      string     `json:"category,omitempty"`
+	Confidence    float64    `json:"confidence,omitempty"`
+	Message       string     `json:"message,omitempty"`
+	Suggestion    string     `json:"suggestion,omitempty"`
+	CursorURI     string     `json:"cursor_uri,omitempty"`
+	EvidenceLines []int      `json:"evidence_lines,omitempty"`
+}
+
+// location is the finding's path, whichever field carries it.
+func (f Finding) location() string {
+	if f.File != "" {
+		return f.File
+	}
+	return f.Path
+}
+
+// Review is the result of one review, as the address loop sees it.
+type Review struct {
+	Output   string // stdout of the review (the findings JSON in built-in mode)
+	Stderr   string
+	ExitCode int
+	// Present: the review reports findings.
+	Present bool
+	// Structured: stdout was JSON with a findings list, so findings can be
+	// triaged and dismissed by id; Findings holds them.
+	Structured bool
+	Findings   []Finding
+}
+
+// Count is the number of findings left: the structured count, or 1 for an
+// unstructured review that reports findings.
+func (rv Review) Count() int {
+	if rv.Structured {
+		return len(rv.Findings)
+	}
+	if rv.Present {
+		return 1
+	}
+	return 0
+}
+
+// Suggestions are the findings' non-empty suggestions, in order.
+func (rv Review) Suggestions() []string {
+	var out []string
+	for _, f := range rv.Findings {
+		if s := strings.TrimSpace(f.Suggestion); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ParseReview applies the findings heuristic to a review's stdout and exit code.
+//
+// JSON: an object with a non-empty findings (or issues) array or count > 0, or
+// a non-empty top-level array, reports findings; other JSON reports none. Not
+// JSON: exit 0 with a last line "0 finding(s)." / "0 finding(s)" / "0
+// finding(s) at …" reports none; a non-zero exit reports findings; exit 0 with
+// non-blank output reports findings.
+func ParseReview(stdout string, exitCode int) Review {
+	rv := Review{Output: stdout, ExitCode: exitCode}
+	trimmed := strings.TrimSpace(stdout)
+	if trimmed != "" && json.Valid([]byte(trimmed)) {
+		rv.Present, rv.Structured, rv.Findings = decodeReview([]byte(trimmed))
+		return rv
+	}
+	if exitCode == 0 && trimmed != "" {
+		last := trimmed[strings.LastIndexByte(trimmed, '\n')+1:]
+		last = strings.TrimSpace(last)
+		if last == "0 finding(s)." || last == "0 finding(s)" || strings.HasPrefix(last, "0 finding(s) at ") {
+			return rv
+		}
+	}
+	rv.Present = exitCode != 0 || trimmed != ""
+	return rv
+}
+
+// decodeReview reads a review that is valid JSON: {"findings": [...],
+// "issues": [...], "count": n} or a top-level array of findings. Keys match
+// exactly, as stet writes them; a finding whose known fields do not have
+// their types (null counts as unset) makes the review unstructured.
+func decodeReview(data []byte) (present, structured bool, findings []Finding) {
+	switch data[0] {
+	case '[':
+		list, n, typed := decodeList(data)
+		if !typed {
+			list = nil
+		}
+		return n > 0, typed, list
+	case '{':
+	default:
+		return false, false, nil
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil {
+		return false, false, nil
+	}
+	seen, typed, elements := false, true, 0
+	for _, key := range []string{"findings", "issues"} {
+		raw, ok := doc[key]
+		if !ok || !isArray(raw) {
+			continue
+		}
+		list, n, listTyped := decodeList(raw)
+		seen, typed, elements = true, typed && listTyped, elements+n
+		findings = append(findings, list...)
+	}
+	var count float64
+	if raw, ok := doc["count"]; ok && isNumber(raw) {
+		// A valid number out of float64's range still counts as a count.
+		count = parseCount(raw)
+	}
+	structured = seen && typed
+	if !structured {
+		findings = nil
+	}
+	return elements > 0 || count > 0, structured, findings
+}
+
+// decodeList reads an array of findings: n elements, typed when every one is
+// an object whose known fields have their types.
+func decodeList(data []byte) (list []Finding, n int, typed bool) {
+	var items []json.RawMessage
+	if json.Unmarshal(data, &items) != nil {
+		return nil, 0, false
+	}
+	typed = true
+	for _, item := range items {
+		f, ok := decodeFinding(item)
+		if !ok {
+			typed = false
+			continue
+		}
+		list = append(list, f)
+	}
+	return list, len(items), typed
+}
+
+// decodeFinding reads one finding; ok is false when it is not an object or a
+// known field has another type.
+func decodeFinding(data []byte) (f Finding, ok bool) {
+	fields, ok := object(data)
+	if !ok {
+		return f, false
+	}
+	for key, target := range map[string]any{
+		"id": &f.ID, "file": &f.File, "path": &f.Path, "line": &f.Line,
+		"severity": &f.Severity, "category": &f.Category, "confidence": &f.Confidence,
+		"message": &f.Message, "suggestion": &f.Suggestion, "cursor_uri": &f.CursorURI,
+		"evidence_lines": &f.EvidenceLines,
+	} {
+		if raw, set := fields[key]; set && !isNull(raw) && json.Unmarshal(raw, target) != nil {
+			ok = false
+		}
+	}
+	if raw, set := fields["range"]; set && !isNull(raw) {
+		r, rangeOK := decodeRange(raw)
+		f.Range, ok = r, ok && rangeOK
+	}
+	return f, ok
+}
+
+// decodeRange reads {"start": n, "end": m}, keys matched exactly.
+func decodeRange(data []byte) (*LineRange, bool) {
+	fields, ok := object(data)
+	if !ok {
+		return nil, false
+	}
+	var r LineRange
+	for key, target := range map[string]*int{"start": &r.Start, "end": &r.End} {
+		if raw, set := fields[key]; set && !isNull(raw) && json.Unmarshal(raw, target) != nil {
+			ok = false
+		}
+	}
+	return &r, ok
+}
+
+// object reads a JSON object's members by exact key (encoding/json would
+// match struct fields case-insensitively); a repeated key keeps its last value.
+func object(data []byte) (map[string]json.RawMessage, bool) {
+	if !isObject(data) {
+		return nil, false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return nil, false
+	}
+	return fields, true
+}
+
+func isNull(raw json.RawMessage) bool { return bytes.Equal(raw, []byte("null")) }
+
+func isArray(raw json.RawMessage) bool  { return len(raw) > 0 && raw[0] == '[' }
+func isObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
+func isNumber(raw json.RawMessage) bool {
+	return len(raw) > 0 && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9'))
+}
+
+// parseCount is a count's value; a number too large for float64 is large.
+func parseCount(raw json.RawMessage) float64 {
+	var f float64
+	if json.Unmarshal(raw, &f) == nil {
+		return f
+	}
+	if raw[0] == '-' {
+		return -1
+	}
+	return 1
+}
+
+// dismissal is one `stet dismiss ID REASON`.
+type dismissal struct {
+	ID, Reason string
+}
+
+// triageByPatterns dismisses each finding whose message or path contains a
+// pattern, with the first matching pattern's reason.
+func triageByPatterns(findings []Finding, patterns []config.DismissPattern) []dismissal {
+	var out []dismissal
+	for _, f := range findings {
+		if f.ID == "" {
+			continue
+		}
+		for _, p := range patterns {
+			if strings.Contains(f.Message, p.Pattern) || strings.Contains(f.location(), p.Pattern) {
+				out = append(out, dismissal{f.ID, p.Reason})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Phrases of a triage answer that mean "dismiss everything".
+var nothingPhrases = []string{
+	"nothing to address", "nothing to fix", "all false positive", "no findings to address",
+	"no issues to address", "no, nothing", "no nothing",
+}
+
+// Words that, in the sentence of a finding id, mean the finding should be fixed.
+var fixWords = []string{"fix", "address", "need"}
+
+// splitSentences cuts text at sentence ends (". ", "! ", "? ", ";", line
+// breaks) so that a fix word only claims the ids of its own sentence.
+func splitSentences(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		end := c == '\n' || c == ';'
+		if (c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n') {
+			end = true
+		}
+		if end {
+			out = append(out, text[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, text[start:])
+}
+
+// ParseTriage turns the agent's triage answer into dismissals: an answer that
+// says there is nothing to address dismisses every finding; an answer that
+// names some (not all) findings in a sentence with "fix", "address" or "need"
+// dismisses the others; anything else dismisses nothing. Every dismissal here
+// has the reason false_positive. It runs in time linear in the answer and
+// findings.
+func ParseTriage(answer string, findings []Finding) []dismissal {
+	lower := strings.ToLower(strings.TrimSpace(answer))
+	if lower == "" {
+		return nil
+	}
+	all := func() []dismissal {
+		var out []dismissal
+		for _, f := range findings {
+			if f.ID != "" {
+				out = append(out, dismissal{f.ID, "false_positive"})
+			}
+		}
+		return out
+	}
+	for _, p := range nothingPhrases {
+		if strings.Contains(lower, p) {
+			return all()
+		}
+	}
+	if bare := strings.TrimRight(lower, ".! "); len(lower) < 20 && (bare == "no" || bare == "nope") {
+		return all()
+	}
+
+	// Ids mentioned in a sentence that asks for a fix are kept.
+	mentioned := map[string]bool{}
+	for _, sentence := range splitSentences(lower) {
+		words := strings.FieldsFunc(sentence, func(r rune) bool {
+			return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '#')
+		})
+		asks := false
+		for _, w := range words {
+			for _, k := range fixWords {
+				asks = asks || strings.Contains(w, k)
+			}
+		}
+		if !asks {
+			continue
+		}
+		for _, w := range words {
+			mentioned[strings.Trim(w, ".:-#")] = true
+		}
+	}
+	keep := map[string]bool{}
+	withID := 0
+	for _, f := range findings {
+		if f.ID == "" {
+			continue
+		}
+		withID++
+		if mentioned[strings.ToLower(f.ID)] {
+			keep[f.ID] = true
+		}
+	}
+	if len(keep) == 0 || len(keep) >= withID {
+		return nil
+	}
+	var out []dismissal
+	for _, f := range findings {
+		if f.ID != "" && !keep[f.ID] {
+			out = append(out, dismissal{f.ID, "false_positive"})
+		}
+	}
+	return out
+}
