@@ -118,7 +118,7 @@ func Cause(stderr string) string {
 		switch {
 		case line == "", strings.HasPrefix(lower, "hint:"), strings.HasPrefix(lower, "warning:"):
 		case strings.HasPrefix(lower, "details:"):
-			if primary != "" && details == "" {
+			if details == "" {
 				details = strings.TrimSpace(line[len("details:"):])
 			}
 		case primary == "":

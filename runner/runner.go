@@ -98,8 +98,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	for _, o := range opts {
 		o(r)
 	}
-	r.setUpReview()
-	if err := r.reviewer.CheckConfig(); err != nil {
+	// A configuration under which the review could not see the work fails
+	// before any agent call, normalize included; the review's own notes
+	// (e.g. no stet on PATH) are logged once the plan is known to be good.
+	if err := r.newReviewer(slog.New(slog.DiscardHandler)).CheckConfig(); err != nil {
 		return Outcome{}, err
 	}
 	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
@@ -107,6 +109,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	if err != nil {
 		return Outcome{}, err
 	}
+	r.setUpReview()
 	if err := owndir.Make(cfg.StateDir); err != nil {
 		return Outcome{}, fmt.Errorf("state folder %s (state_dir): %w", cfg.StateDir, err)
 	}
@@ -167,8 +170,13 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 // environment.
 func (r *run) setUpReview() {
 	r.git = review.NewGit(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir)
-	r.reviewer = review.New(review.Options{Config: r.cfg, Agent: phase3Agent{r}, Caller: r.caller, Git: r.git, Log: r.log, LookPath: r.lookPath})
+	r.reviewer = r.newReviewer(r.log)
 	r.commits = r.cfg.CommitAfterPhase2 || r.reviewer.Commits()
+}
+
+// newReviewer resolves the run's review, logging to log.
+func (r *run) newReviewer(log *slog.Logger) *review.Reviewer {
+	return review.New(review.Options{Config: r.cfg, Agent: phase3Agent{r}, Caller: r.caller, Git: r.git, Log: log, LookPath: r.lookPath})
 }
 
 // phase3Agent lets Phase 3 call the agent: triage and address calls take the
