@@ -3,6 +3,7 @@ package review
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -104,133 +105,129 @@ func ParseReview(stdout string, exitCode int) Review {
 }
 
 // decodeReview reads a review that is valid JSON: {"findings": [...],
-// "issues": [...], "count": n} or a top-level array of findings. Keys match
-// exactly, as stet writes them; a finding whose known fields do not have
-// their types (null counts as unset) makes the review unstructured.
+// "issues": [...], "count": n} or a top-level array of findings. The document
+// is decoded once into generic values (numbers kept as text) and walked by
+// exact keys, as stet writes them (a struct decode would match keys
+// case-insensitively); a finding whose known fields do not have their types
+// (null counts as unset) makes the review unstructured.
 func decodeReview(data []byte) (present, structured bool, findings []Finding) {
-	switch data[0] {
-	case '[':
-		list, n, typed := decodeList(data)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return false, false, nil
+	}
+	switch v := doc.(type) {
+	case []any:
+		list, typed := findingList(v)
 		if !typed {
 			list = nil
 		}
-		return n > 0, typed, list
-	case '{':
-	default:
-		return false, false, nil
-	}
-	var doc map[string]json.RawMessage
-	if json.Unmarshal(data, &doc) != nil {
-		return false, false, nil
-	}
-	seen, typed, elements := false, true, 0
-	for _, key := range []string{"findings", "issues"} {
-		raw, ok := doc[key]
-		if !ok || !isArray(raw) {
-			continue
+		return len(v) > 0, typed, list
+	case map[string]any:
+		seen, typed, elements := false, true, 0
+		for _, key := range []string{"findings", "issues"} {
+			items, ok := v[key].([]any)
+			if !ok {
+				continue
+			}
+			list, listTyped := findingList(items)
+			seen, typed, elements = true, typed && listTyped, elements+len(items)
+			findings = append(findings, list...)
 		}
-		list, n, listTyped := decodeList(raw)
-		seen, typed, elements = true, typed && listTyped, elements+n
-		findings = append(findings, list...)
+		count := 0.0
+		if n, ok := v["count"].(json.Number); ok {
+			count = parseCount(string(n))
+		}
+		if structured = seen && typed; !structured {
+			findings = nil
+		}
+		return elements > 0 || count > 0, structured, findings
 	}
-	var count float64
-	if raw, ok := doc["count"]; ok && isNumber(raw) {
-		// A valid number out of float64's range still counts as a count.
-		count = parseCount(raw)
-	}
-	structured = seen && typed
-	if !structured {
-		findings = nil
-	}
-	return elements > 0 || count > 0, structured, findings
+	return false, false, nil
 }
 
-// decodeList reads an array of findings: n elements, typed when every one is
-// an object whose known fields have their types.
-func decodeList(data []byte) (list []Finding, n int, typed bool) {
-	var items []json.RawMessage
-	if json.Unmarshal(data, &items) != nil {
-		return nil, 0, false
-	}
-	typed = true
+// findingList reads an array of findings; typed when every element is a
+// finding with its fields' types.
+func findingList(items []any) ([]Finding, bool) {
+	list := make([]Finding, 0, len(items))
+	typed := true
 	for _, item := range items {
-		f, ok := decodeFinding(item)
-		if !ok {
-			typed = false
-			continue
-		}
+		f, ok := findingOf(item)
+		typed = typed && ok
 		list = append(list, f)
 	}
-	return list, len(items), typed
+	return list, typed
 }
 
-// decodeFinding reads one finding; ok is false when it is not an object or a
+// findingOf reads one finding; ok is false when it is not an object or a
 // known field has another type.
-func decodeFinding(data []byte) (f Finding, ok bool) {
-	fields, ok := object(data)
+func findingOf(v any) (f Finding, ok bool) {
+	m, ok := v.(map[string]any)
 	if !ok {
 		return f, false
 	}
-	for key, target := range map[string]any{
-		"id": &f.ID, "file": &f.File, "path": &f.Path, "line": &f.Line,
-		"severity": &f.Severity, "category": &f.Category, "confidence": &f.Confidence,
-		"message": &f.Message, "suggestion": &f.Suggestion, "cursor_uri": &f.CursorURI,
-		"evidence_lines": &f.EvidenceLines,
-	} {
-		if raw, set := fields[key]; set && !isNull(raw) && json.Unmarshal(raw, target) != nil {
+	for key, dst := range map[string]*string{"id": &f.ID, "file": &f.File, "path": &f.Path, "severity": &f.Severity,
+		"category": &f.Category, "message": &f.Message, "suggestion": &f.Suggestion, "cursor_uri": &f.CursorURI} {
+		switch x := m[key].(type) {
+		case nil:
+		case string:
+			*dst = x
+		default:
 			ok = false
 		}
 	}
-	if raw, set := fields["range"]; set && !isNull(raw) {
-		r, rangeOK := decodeRange(raw)
-		f.Range, ok = r, ok && rangeOK
+	ok = intOf(m["line"], &f.Line) && ok
+	switch c := m["confidence"].(type) {
+	case nil:
+	case json.Number:
+		x, err := strconv.ParseFloat(string(c), 64)
+		f.Confidence, ok = x, ok && err == nil
+	default:
+		ok = false
+	}
+	switch r := m["range"].(type) {
+	case nil:
+	case map[string]any:
+		f.Range = &LineRange{}
+		ok = intOf(r["start"], &f.Range.Start) && intOf(r["end"], &f.Range.End) && ok
+	default:
+		ok = false
+	}
+	switch e := m["evidence_lines"].(type) {
+	case nil:
+	case []any:
+		f.EvidenceLines = make([]int, len(e))
+		for i, x := range e {
+			ok = intOf(x, &f.EvidenceLines[i]) && ok
+		}
+	default:
+		ok = false
 	}
 	return f, ok
 }
 
-// decodeRange reads {"start": n, "end": m}, keys matched exactly.
-func decodeRange(data []byte) (*LineRange, bool) {
-	fields, ok := object(data)
-	if !ok {
-		return nil, false
+// intOf reads an integer (or null, left unset) as encoding/json reads one
+// into an int: a fraction or an exponent is another type.
+func intOf(v any, dst *int) bool {
+	switch n := v.(type) {
+	case nil:
+		return true
+	case json.Number:
+		i, err := strconv.ParseInt(string(n), 10, 0)
+		*dst = int(i)
+		return err == nil
 	}
-	var r LineRange
-	for key, target := range map[string]*int{"start": &r.Start, "end": &r.End} {
-		if raw, set := fields[key]; set && !isNull(raw) && json.Unmarshal(raw, target) != nil {
-			ok = false
-		}
-	}
-	return &r, ok
+	return false
 }
 
-// object reads a JSON object's members by exact key (encoding/json would
-// match struct fields case-insensitively); a repeated key keeps its last value.
-func object(data []byte) (map[string]json.RawMessage, bool) {
-	if !isObject(data) {
-		return nil, false
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(data, &fields) != nil {
-		return nil, false
-	}
-	return fields, true
-}
-
-func isNull(raw json.RawMessage) bool { return bytes.Equal(raw, []byte("null")) }
-
-func isArray(raw json.RawMessage) bool  { return len(raw) > 0 && raw[0] == '[' }
-func isObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
-func isNumber(raw json.RawMessage) bool {
-	return len(raw) > 0 && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9'))
-}
-
-// parseCount is a count's value; a number too large for float64 is large.
-func parseCount(raw json.RawMessage) float64 {
-	var f float64
-	if json.Unmarshal(raw, &f) == nil {
+// parseCount is a count's value; a number too large for float64 keeps its sign.
+func parseCount(n string) float64 {
+	f, err := strconv.ParseFloat(n, 64)
+	if err == nil {
 		return f
 	}
-	if raw[0] == '-' {
+	if strings.HasPrefix(n, "-") {
 		return -1
 	}
 	return 1

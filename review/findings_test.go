@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -163,20 +162,19 @@ func TestParseReviewDecisions(t *testing.T) {
 	}
 }
 
-// referenceReview decodes a review independently of decodeReview: the whole
-// document into generic values (numbers kept as text), walked by exact keys.
-// isJSON is false when the text is not one JSON value.
+// referenceReview decodes a review independently of decodeReview: with
+// json.RawMessage at every level, each known field decoded by encoding/json
+// into its Go type, objects read by exact key. isJSON is false when the
+// text is not one JSON value.
 func referenceReview(stdout string) (present, structured, isJSON bool, findings []Finding) {
 	if !json.Valid([]byte(stdout)) {
 		return false, false, false, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(stdout))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return false, false, false, nil
-	}
-	list := func(items []any) ([]Finding, bool) {
+	list := func(raw json.RawMessage) ([]Finding, int, bool) {
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil, 0, false
+		}
 		var out []Finding
 		typed := true
 		for _, item := range items {
@@ -184,107 +182,79 @@ func referenceReview(stdout string) (present, structured, isJSON bool, findings 
 			typed = typed && ok
 			out = append(out, f)
 		}
-		return out, typed
+		return out, len(items), typed
 	}
-	switch x := v.(type) {
-	case []any:
-		fs, typed := list(x)
+	data := []byte(stdout)
+	switch data[0] {
+	case '[':
+		fs, n, typed := list(data)
 		if !typed {
 			fs = nil
 		}
-		return len(x) > 0, typed, true, fs
-	case map[string]any:
-		seen, typed, n := false, true, 0
-		for _, key := range []string{"findings", "issues"} {
-			items, ok := x[key].([]any)
-			if !ok {
-				continue
-			}
-			fs, listTyped := list(items)
-			seen, typed, n = true, typed && listTyped, n+len(items)
-			findings = append(findings, fs...)
-		}
-		count := 0.0
-		if num, ok := x["count"].(json.Number); ok {
-			f, err := strconv.ParseFloat(string(num), 64)
-			if err != nil {
-				f = 1 // out of range: a huge count (a huge negative one has a sign)
-				if strings.HasPrefix(string(num), "-") {
-					f = -1
-				}
-			}
-			count = f
-		}
-		if !seen || !typed {
-			findings = nil
-		}
-		return n > 0 || count > 0, seen && typed, true, findings
+		return n > 0, typed, true, fs
+	case '{':
+	default:
+		return false, false, true, nil
 	}
-	return false, false, true, nil
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil {
+		return false, false, true, nil
+	}
+	seen, typed, n := false, true, 0
+	for _, key := range []string{"findings", "issues"} {
+		raw, ok := doc[key]
+		if !ok || raw[0] != '[' {
+			continue
+		}
+		fs, items, listTyped := list(raw)
+		seen, typed, n = true, typed && listTyped, n+items
+		findings = append(findings, fs...)
+	}
+	count := 0.0
+	if raw, ok := doc["count"]; ok && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9')) {
+		if json.Unmarshal(raw, &count) != nil {
+			count = 1 // out of float64's range: a huge count (a huge negative one has a sign)
+			if raw[0] == '-' {
+				count = -1
+			}
+		}
+	}
+	if !seen || !typed {
+		findings = nil
+	}
+	return n > 0 || count > 0, seen && typed, true, findings
 }
 
-// referenceFinding reads one finding from generic values; ok is false when it
-// is not an object or a known field has another type.
-func referenceFinding(v any) (f Finding, ok bool) {
-	m, isObject := v.(map[string]any)
-	if !isObject {
+// referenceFinding reads one finding: exact keys through a map of raw
+// values, each field through encoding/json; ok is false when it is not an
+// object or a known field has another type.
+func referenceFinding(raw json.RawMessage) (f Finding, ok bool) {
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
 		return f, false
 	}
 	ok = true
-	str := func(key string, dst *string) {
-		switch x := m[key].(type) {
-		case nil:
-		case string:
-			*dst = x
-		default:
+	set := func(key string, dst any) {
+		if v, present := fields[key]; present && string(v) != "null" && json.Unmarshal(v, dst) != nil {
 			ok = false
 		}
 	}
-	integer := func(x any, dst *int) bool {
-		switch n := x.(type) {
-		case nil:
-			return true
-		case json.Number:
-			i, err := strconv.ParseInt(string(n), 10, 0)
-			*dst = int(i)
-			return err == nil
+	for key, dst := range map[string]any{"id": &f.ID, "file": &f.File, "path": &f.Path, "line": &f.Line, "severity": &f.Severity,
+		"category": &f.Category, "confidence": &f.Confidence, "message": &f.Message, "suggestion": &f.Suggestion,
+		"cursor_uri": &f.CursorURI, "evidence_lines": &f.EvidenceLines} {
+		set(key, dst)
+	}
+	if v, present := fields["range"]; present && string(v) != "null" {
+		var r map[string]json.RawMessage
+		if v[0] != '{' || json.Unmarshal(v, &r) != nil {
+			return f, false
 		}
-		return false
-	}
-	for key, dst := range map[string]*string{"id": &f.ID, "file": &f.File, "path": &f.Path, "severity": &f.Severity,
-		"category": &f.Category, "message": &f.Message, "suggestion": &f.Suggestion, "cursor_uri": &f.CursorURI} {
-		str(key, dst)
-	}
-	ok = integer(m["line"], &f.Line) && ok
-	switch c := m["confidence"].(type) {
-	case nil:
-	case json.Number:
-		x, err := strconv.ParseFloat(string(c), 64)
-		f.Confidence, ok = x, ok && err == nil
-	default:
-		ok = false
-	}
-	switch r := m["range"].(type) {
-	case nil:
-	case map[string]any:
 		f.Range = &LineRange{}
-		ok = integer(r["start"], &f.Range.Start) && integer(r["end"], &f.Range.End) && ok
-	default:
-		ok = false
-	}
-	switch e := m["evidence_lines"].(type) {
-	case nil:
-	case []any:
-		f.EvidenceLines = []int{}
-		for _, x := range e {
-			var n int
-			if x == nil || !integer(x, &n) {
+		for key, dst := range map[string]*int{"start": &f.Range.Start, "end": &f.Range.End} {
+			if x, present := r[key]; present && string(x) != "null" && json.Unmarshal(x, dst) != nil {
 				ok = false
 			}
-			f.EvidenceLines = append(f.EvidenceLines, n)
 		}
-	default:
-		ok = false
 	}
 	return f, ok
 }
