@@ -253,12 +253,20 @@ const markerFile = "task.json"
 
 func (rv *Reviewer) readMarker() (marker, bool) {
 	var m marker
-	data, err := os.ReadFile(filepath.Join(rv.dir, markerFile))
+	path := filepath.Join(rv.dir, markerFile)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return m, false
 	}
 	if err := json.Unmarshal(data, &m); err != nil || len(m.Tasks) == 0 {
-		rv.log.Warn("the record of the task under review is unreadable; it is ignored", "file", filepath.Join(rv.dir, markerFile))
+		// Kept aside, not lost: the next session starts as if no task were
+		// unfinished.
+		aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
+		if rerr := os.Rename(path, aside); rerr != nil {
+			rv.log.Warn("the record of the task under review is unreadable and could not be moved aside", "file", path, "err", rerr)
+		} else {
+			rv.log.Warn("the record of the task under review is unreadable; kept aside, it is ignored", "file", aside)
+		}
 		return marker{}, false
 	}
 	return m, true

@@ -190,19 +190,22 @@ func (s *stet) clear(ctx context.Context, task int) {
 // open reports whether stet has a session open (`stet status` exits 0; 1
 // means none).
 func (s *stet) open(ctx context.Context, task int) (bool, error) {
-	res, err := phase.Run(ctx, s.spec(task, phase.Attempt{N: 1, Of: 1}, []string{s.path, "status"}))
+	statusRule := func(res phase.Result) error {
+		switch {
+		case res.TimedOut:
+			return phase.CheckExit(res)
+		case res.ExitCode == 0, res.ExitCode == 1:
+			return nil
+		}
+		return &StetError{Command: "stet status", Code: res.ExitCode, Cause: Cause(res.Stderr)}
+	}
+	res, _, err := phase.Do(ctx, s.log, phase.Policy{Attempts: 1, Failure: statusRule}, func(a phase.Attempt) phase.Spec {
+		return s.spec(task, a, []string{s.path, "status"})
+	})
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("stet status: %w", err)
 	}
-	switch {
-	case res.TimedOut:
-		return false, phase.CheckExit(res)
-	case res.ExitCode == 0:
-		return true, nil
-	case res.ExitCode == 1:
-		return false, nil
-	}
-	return false, fmt.Errorf("stet status: %w", &StetError{Command: "stet status", Code: res.ExitCode, Cause: Cause(res.Stderr)})
+	return res.ExitCode == 0, nil
 }
 
 // eventSink reads the NDJSON events of `stet run --stream` as they arrive:

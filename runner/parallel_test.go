@@ -769,7 +769,7 @@ func stetRunSpans(h *harness) []agentSpan {
 	return spans
 }
 
-// TestBlockReviewAfterLastExecute (A8, B8): the tasks of a block share one
+// TestBlockReviewAfterLastExecute: the tasks of a block share one
 // commit and one review, which starts only once the block's last execute has
 // ended; its address calls carry the lowest index; the block's tasks
 // complete after the review.
@@ -825,7 +825,7 @@ func TestBlockReviewAfterLastExecute(t *testing.T) {
 	}
 }
 
-// TestBlockReviewFailure (B8): the block's review decides for every task
+// TestBlockReviewFailure: the block's review decides for every task
 // whose execute succeeded: when it fails, none of them is completed; a task
 // whose execute failed fails on its own.
 func TestBlockReviewFailure(t *testing.T) {

@@ -927,3 +927,24 @@ func TestInterruptedRunFinishesStet(t *testing.T) {
 		t.Fatalf("stet calls %q", h.stetCmds())
 	}
 }
+
+// TestUnreadableTaskRecord: a record of the task under review that cannot
+// be read is kept aside and the run goes on.
+func TestUnreadableTaskRecord(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	dir := filepath.Join(h.stateDir, review.Folder)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "task.json"), []byte("{not json"), 0o644)
+	if _, err := h.run(env...); err != nil {
+		t.Fatal(err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, "task.json.corrupt-*"))
+	if len(aside) != 1 || !strings.Contains(h.log.String(), "kept aside") {
+		t.Fatalf("kept aside %q; log:\n%s", aside, h.log)
+	}
+	if data, _ := os.ReadFile(aside[0]); string(data) != "{not json" {
+		t.Fatalf("the unreadable record was changed: %q", data)
+	}
+}
