@@ -131,6 +131,41 @@ func TestRealStet(t *testing.T) {
 		e.clean()
 	})
 
+	t.Run("a run after SIGKILL during the review", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")
+		e.scenario(map[string][]fakes.Outcome{"execute": {{Plant: []fakes.Finding{noteA, noteB}}}, "address": {{StetFix: -1}}})
+		held, release := e.model.holdFirst()
+		cmd := e.pealCmd()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		<-held
+		// The machine goes down: peal and the review it runs die at once.
+		children := childrenOf(t, cmd.Process.Pid)
+		cmd.Process.Kill()
+		for _, pid := range children {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		cmd.Wait()
+		release()
+		if got := e.commits(); len(got) != 2 {
+			t.Fatalf("commits before the crash %q", got)
+		}
+		r := e.peal()
+		e.want(r, 0)
+		for _, want := range []string{"a review session was left open", "resuming the review of an unfinished task"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Fatalf("the second run's log lacks %q:\n%s", want, r.stderr)
+			}
+		}
+		// The second run reviewed the work committed before the crash and fixed it.
+		if got := e.keys(); got != "plan:1 execute:1 plan:1 execute:1 triage:1 address:1" {
+			t.Fatalf("agent calls %q", got)
+		}
+		e.clean()
+	})
+
 	t.Run("the model unreachable", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, bins, stetBin, "## Task 1\nA\n## Task 2\nB\n")
@@ -139,6 +174,7 @@ func TestRealStet(t *testing.T) {
 		r := e.peal("PEAL_NETWORK_RETRY_COUNT=1", "PEAL_NETWORK_RETRY_DELAY_SEC=0", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
 		e.want(r, 4)
 		last := lastLine(r.stderr)
+		t.Logf("peal's last line: %s", last)
 		if !strings.Contains(last, "the review model looks unreachable: stet run exited 2 on 2 attempts; stet says: OpenAI-compat server") ||
 			!strings.Contains(last, "unreachable at "+e.model.base) {
 			t.Fatalf("last line %q", last)
@@ -293,6 +329,28 @@ func (e *e2e) commits() []string {
 	return strings.Split(e.git("log", "--reverse", "--format=%s"), "\n")
 }
 
+// childrenOf lists the child processes of pid (Linux).
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var pids []int
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, field := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(field); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	if len(pids) == 0 {
+		t.Skip("the children of a process cannot be listed here")
+	}
+	return pids
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -307,6 +365,19 @@ type modelServer struct {
 	delay time.Duration
 	mu    sync.Mutex
 	hunks int
+	// hold, when set, keeps the next review request waiting until it is
+	// closed; held is closed when that request arrives.
+	hold, held chan struct{}
+}
+
+// holdFirst makes the next review request wait: held is closed when it
+// arrives, release lets it go.
+func (m *modelServer) holdFirst() (held <-chan struct{}, release func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hold, m.held = make(chan struct{}), make(chan struct{})
+	hold := m.hold
+	return m.held, func() { close(hold) }
 }
 
 func newModelServer(t *testing.T) *modelServer {
@@ -346,8 +417,17 @@ func (m *modelServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		m.mu.Lock()
 		m.hunks++
-		delay := m.delay
+		delay, hold, held := m.delay, m.hold, m.held
+		m.hold, m.held = nil, nil
 		m.mu.Unlock()
+		if hold != nil {
+			close(held)
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			return
+		}
 		time.Sleep(delay) // a slow model
 		content, _ := json.Marshal(findingsIn(req.Messages[len(req.Messages)-1].Content))
 		json.NewEncoder(w).Encode(map[string]any{
