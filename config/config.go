@@ -54,8 +54,8 @@ type Config struct {
 	AgentCmd                   string           `key:"agent_cmd" default:"agent" placeholder:"CMD" help:"Agent CLI: a name on PATH or a path to an executable"`
 	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
 	Sandbox                    string           `key:"sandbox" default:"disabled" placeholder:"MODE" help:"Value of --sandbox for execute, address and triage calls"`
-	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json and the run summary"`
-	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec" default:"1800" help:"Timeout of one agent or stet call, in seconds"`
+	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json, the run summary and the review state (created with a .gitignore that ignores everything in it)"`
+	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec" default:"1800" help:"Timeout of one agent, stet or git call, in seconds"`
 	PhaseRetryCount            uint32           `key:"phase_retry_count" default:"0" help:"Retries of plan and execute calls after a timeout or non-zero exit"`
 	Phase3RetryCount           uint32           `key:"phase_3_retry_count" default:"0" help:"Retries of address and triage calls (at most 2 are used)"`
 	Parallel                   bool             `key:"parallel" default:"false" help:"Run (parallel) task blocks concurrently"`
@@ -66,7 +66,7 @@ type Config struct {
 	OnFindingsRemaining        string           `key:"on_findings_remaining" enum:"fail,warn,defer" default:"fail" help:"What a task left with findings after the last round does"`
 	OnStetFail                 string           `key:"on_stet_fail" enum:"fail,retry_once,skip" default:"fail" help:"What a failed stet call does"`
 	StetPath                   string           `key:"stet_path" kind:"path" help:"stet executable (unset: stet on PATH)"`
-	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"Ref passed to stet start"`
+	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"No effect (a warning): each task's review session starts at the commit before the task"`
 	StetStartExtraArgs         []string         `key:"stet_start_extra_args" flag:"stet-start-args" kind:"args" help:"Extra arguments of stet start (comma or space separated)"`
 	StetRunExtraArgs           []string         `key:"stet_run_extra_args" flag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated)"`
 	StetCommands               []string         `key:"stet_commands" flag:"-" kind:"commands" help:"Custom review commands replacing the built-in stet sequence"`
@@ -80,12 +80,12 @@ type Config struct {
 	ValidatePlanText           bool             `key:"validate_plan_text" default:"false" help:"Run the plan call once more when its text is empty or too short"`
 	MinPlanTextLen             *uint64          `key:"min_plan_text_len" help:"Shortest plan text accepted by validate_plan_text"`
 	RunSummaryPath             string           `key:"run_summary_path" kind:"path" defaultdoc:"{state_dir}/run_summary.json" help:"Where the run summary is written"`
-	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute"`
+	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
 	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr and in log_file: debug, info, warn, error, off, or directives such as peal=trace,warn"`
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines are appended to"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
 	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
-	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"A call silent on stdout and stderr this long times out (0: off)"`
+	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet)"`
 	NetworkRetryCount          uint32           `key:"network_retry_count" default:"2" help:"Retries of agent calls that failed with a network error (apart from the retry counts)"`
 	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" default:"60" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
 	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec" default:"600" help:"Longest wait before a network retry"`

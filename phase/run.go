@@ -57,6 +57,9 @@ type Spec struct {
 	// Watch, when set, reads the output line by line as it arrives and may
 	// end the call early.
 	Watch Watcher
+	// Detail, when set, tells an observer what the call is doing right now
+	// (e.g. the review's progress); it is handed on in CallInfo.
+	Detail func() string
 }
 
 // Result is what a finished child left behind.

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"peal/config"
+	"peal/review"
 	"peal/state"
 )
 
@@ -30,7 +31,7 @@ type tickets struct {
 	mu        sync.Mutex
 	byTask    map[int]*ticketRun // per-task mode
 	run       *ticketRun         // ticket mode (ticket_id)
-	leftovers []Review           // ticket mode: findings left by every task
+	leftovers []review.Review    // ticket mode: findings left by every task
 }
 
 // ticketID is the ticket of a task.
@@ -167,7 +168,7 @@ func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
 	if tr == nil {
 		return
 	}
-	var leftovers []Review
+	var leftovers []review.Review
 	if res.leftover != nil {
 		leftovers = append(leftovers, *res.leftover)
 	}
@@ -181,7 +182,7 @@ func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
 // Work that failed for another reason than left-over findings is an error;
 // otherwise close-summary.md is written from the left-over findings and the
 // attempt completes as that file says.
-func (r *run) closeTicket(tr *ticketRun, leftovers []Review, failed, interrupted bool) {
+func (r *run) closeTicket(tr *ticketRun, leftovers []review.Review, failed, interrupted bool) {
 	defer tr.ticket.Close()
 	log := r.log.With("ticket", tr.id, "attempt", tr.attempt)
 	if interrupted {
@@ -222,7 +223,7 @@ func (r *run) closeTicket(tr *ticketRun, leftovers []Review, failed, interrupted
 // gateCounts counts left-over findings by the gate's severities: stet's
 // error → Critical, warning → Major, info → Minor, nitpick → Suggestions,
 // anything else → Warnings; a review that is not JSON counts as one Major.
-func gateCounts(reviews []Review) state.Counts {
+func gateCounts(reviews []review.Review) state.Counts {
 	var c state.Counts
 	for _, rv := range reviews {
 		if !rv.Present {
@@ -262,10 +263,7 @@ func blocks(c state.Counts, failOn []string) bool {
 	return false
 }
 
-func isFindingsRemaining(err error) bool {
-	var fe *FindingsRemainingError
-	return errors.As(err, &fe)
-}
+func isFindingsRemaining(err error) bool { return review.IsFindingsRemaining(err) }
 
 // resetTickets backs up the retry state of this run's tickets (--retry-reset).
 func (r *run) resetTickets(tasks []Task) error {

@@ -46,6 +46,21 @@ func newSandbox(t *testing.T, plan string) *sandbox {
 	return s
 }
 
+// gitIdentity lets commits in a sandbox work without a git config.
+var gitIdentity = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+
+// git runs git in the sandbox's repository with env.
+func (s *sandbox) git(env []string, args ...string) string {
+	s.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", s.repo}, args...)...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
 func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {
 	if err := fakes.WriteScenario(s.agentDir, fakes.Scenario{Rules: rules}); err != nil {
 		s.t.Fatal(err)

@@ -178,7 +178,13 @@ func (p *progress) line(c phase.CallInfo, now time.Time) string {
 	case c.Task != phase.NoTask:
 		parts = append(parts, fmt.Sprintf("task %d", c.Task))
 	}
-	parts = append(parts, c.Phase, fmt.Sprintf("attempt %d/%d", c.Attempt.N, c.Attempt.Of))
+	parts = append(parts, c.Phase)
+	if c.Detail != nil {
+		if d := c.Detail(); d != "" {
+			parts = append(parts, d)
+		}
+	}
+	parts = append(parts, fmt.Sprintf("attempt %d/%d", c.Attempt.N, c.Attempt.Of))
 	if c.Attempt.Role != "" {
 		parts = append(parts, c.Attempt.Role)
 	}

@@ -101,3 +101,23 @@ func TestProgressOnlyOnTerminals(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressLineDetail: a call's detail (the review's progress) shows next
+// to its phase and follows what the call reports.
+func TestProgressLineDetail(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 15, 10, 0, 0, 0, time.UTC)
+	p := newProgressAt(io.Discard, func() int { return 100 }, func() time.Time { return now })
+	p.PlanLoaded(2)
+	detail := ""
+	info := phase.CallInfo{Phase: "stet", Task: 1, Attempt: phase.Attempt{N: 1, Of: 1}, Started: now, Detail: func() string { return detail }}
+	for _, tc := range []struct{ detail, want string }{
+		{"", "peal: task 1/2 | stet | attempt 1/1 | 0s"},
+		{"review: Reviewing hunk 2/7: a.go", "peal: task 1/2 | stet | review: Reviewing hunk 2/7: a.go | attempt 1/1 | 0s"},
+	} {
+		detail = tc.detail
+		if got := p.line(info, now); got != tc.want {
+			t.Errorf("line %q, want %q", got, tc.want)
+		}
+	}
+}

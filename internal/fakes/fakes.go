@@ -40,8 +40,7 @@ const (
 	GrandchildPIDsFile = "grandchild.pids"
 	StetScenarioFile   = "stet-scenario.json"
 	StetCallsFile      = "stet-calls.jsonl"
-	SessionFile        = "session.json"
-	SessionLockFile    = "session.lock"
+	SessionFile        = "session.json" // in the fake stet's state folder
 )
 
 // Exit codes the fakes use for their own failures, chosen high so they are
@@ -60,9 +59,9 @@ const (
 
 // Outcome is what one invocation of a fake does. The fake agent applies the
 // fields in this order: ignore_term, grandchild, write_files, wait_file,
-// stet_fix, stdout_mib, chatter, stdout/stderr text, sleep_ms, hang, exit. An
-// empty Stdout without NoStdout prints DefaultStdout, so plan text is
-// non-empty. The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and
+// plant, stet_fix, stdout_mib, chatter, stdout/stderr text, sleep_ms, hang,
+// exit. An empty Stdout without NoStdout prints DefaultStdout, so plan text
+// is non-empty. The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and
 // IgnoreTerm.
 //
 // WaitFile is read to EOF before the fake goes on. A named pipe there is a
@@ -90,7 +89,12 @@ type Outcome struct {
 	ChatterCount int               `json:"chatter_count"`
 	WriteFiles   map[string]string `json:"write_files"`
 	WaitFile     string            `json:"wait_file"`
-	StetFix      int               `json:"stet_fix"`
+	// Plant writes the marker lines of these findings into their files (in
+	// the working folder), for the fake stet to report once committed.
+	Plant []Finding `json:"plant"`
+	// StetFix removes the marker lines of this many planted findings, lowest
+	// ids first (< 0: all): the fix of an address round.
+	StetFix int `json:"stet_fix"`
 }
 
 // Scenario maps agent calls to outcomes.

@@ -138,16 +138,13 @@ func perform(dir, phase, task string, out fakes.Outcome) (code int, written int6
 			return fail("wait_file: %v", err)
 		}
 	}
-	if out.StetFix != 0 {
-		stetDir := os.Getenv(fakes.StetDirEnv)
-		if stetDir == "" {
-			return fail("stet_fix needs %s", fakes.StetDirEnv)
+	if len(out.Plant) > 0 {
+		if err := fakes.Plant(".", out.Plant); err != nil {
+			return fail("plant: %v", err)
 		}
-		err := fakes.UpdateSession(stetDir, func(s *fakes.Session) error {
-			s.Fix(out.StetFix)
-			return nil
-		})
-		if err != nil {
+	}
+	if out.StetFix != 0 {
+		if _, err := fakes.Fix(".", out.StetFix); err != nil {
 			return fail("stet_fix: %v", err)
 		}
 	}
