@@ -27,64 +27,84 @@ const (
 	SourceFlag       Source = "flag"
 )
 
-// Config is the resolved configuration of one peal run. Fields tagged `key`
-// are filled from the layers by Load; the others are derived or flag-only.
+// Config is the resolved configuration of one peal run.
+//
+// Every configuration key is declared once, here, as a field with tags; its
+// flag, variable, parsing, default, help and documentation row are derived
+// from the tags (see Keys). Adding a key is adding a field:
+//
+//	key         TOML name (dotted for a key in a table); the variable is PEAL_
+//	            and the key upper-cased, dots becoming underscores
+//	flag        flag name when it is not the key with dashes; "-" for none
+//	kind        path, commands, args, severities or loglevel when the Go type
+//	            alone does not tell; a number named *_sec is in seconds,
+//	            bounded by MaxSeconds
+//	enum        the accepted values, comma separated
+//	default     the default as a variable would spell it (none: unset)
+//	defaultdoc  how help and docs show the default, when not the value itself
+//	required    `peal run` stops when the key is unset
+//	placeholder the word for the value in --help (derived from the kind)
+//	help        one line for --help and docs/configuration.md
+//
+// then a row in the key table of docs/configuration.md: `go test ./config
+// -run TestDocumented -update` writes it. The fields without a `key` tag are
+// derived or come from flags only.
 type Config struct {
-	PlanPath                   string           `key:"plan_path"`
-	RepoPath                   string           `key:"repo_path"`
-	AgentCmd                   string           `key:"agent_cmd"`
-	Model                      string           `key:"model"`
-	Sandbox                    string           `key:"sandbox"`
-	StateDir                   string           `key:"state_dir"`
-	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec"`
-	PhaseRetryCount            uint32           `key:"phase_retry_count"`
-	Phase3RetryCount           uint32           `key:"phase_3_retry_count"`
-	Parallel                   bool             `key:"parallel"`
-	MaxParallel                uint32           `key:"max_parallel"`
-	ContinueWithRemainingTasks bool             `key:"continue_with_remaining_tasks"`
-	MaxConsecutiveTaskFailures *uint32          `key:"max_consecutive_task_failures"`
-	MaxAddressRounds           uint32           `key:"max_address_rounds"`
-	OnFindingsRemaining        string           `key:"on_findings_remaining"`
-	OnStetFail                 string           `key:"on_stet_fail"`
-	StetPath                   string           `key:"stet_path"`
-	StetStartRef               string           `key:"stet_start_ref"`
-	StetStartExtraArgs         []string         `key:"stet_start_extra_args"`
-	StetRunExtraArgs           []string         `key:"stet_run_extra_args"`
-	StetCommands               []string         `key:"stet_commands"`
-	StetDisableLLMTriage       bool             `key:"stet_disable_llm_triage"`
-	StetDismissPatterns        []DismissPattern `key:"stet_dismiss_patterns"`
-	PostRunCommands            []string         `key:"post_run_commands"`
-	PostRunTimeoutSec          *uint64          `key:"post_run_timeout_sec"`
-	NormalizePlan              bool             `key:"normalize_plan"`
-	NormalizeRetryCount        uint32           `key:"normalize_retry_count"`
-	NormalizePromptPath        string           `key:"normalize_prompt_path"`
-	ValidatePlanText           bool             `key:"validate_plan_text"`
-	MinPlanTextLen             *uint64          `key:"min_plan_text_len"`
-	RunSummaryPath             string           `key:"run_summary_path"`
-	CommitAfterPhase2          bool             `key:"commit_after_phase2"`
-	LogLevel                   string           `key:"log_level"`
-	LogFile                    string           `key:"log_file"`
-	AgentLogDir                string           `key:"agent_log_dir"`
-	KillGraceSec               uint64           `key:"kill_grace_sec"`
-	IdleTimeoutSec             uint64           `key:"idle_timeout_sec"`
-	NetworkRetryCount          uint32           `key:"network_retry_count"`
-	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec"`
-	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec"`
-	NetworkErrorPatterns       []string         `key:"network_error_patterns"`
-	FatalErrorPatterns         []string         `key:"fatal_error_patterns"`
-	RetryDelaySec              uint64           `key:"retry_delay_sec"`
-	FallbackAgentCmd           string           `key:"fallback_agent_cmd"`
-	FallbackModel              string           `key:"fallback_model"`
-	PlateauRounds              uint32           `key:"plateau_rounds"`
-	KnowledgeDir               string           `key:"knowledge_dir"`
-	TicketID                   string           `key:"ticket_id"`
-	TicketPrefix               string           `key:"ticket_prefix"`
-	FailOn                     []string         `key:"fail_on"`
-	EscalationEnabled          bool             `key:"escalation.enabled"`
-	EscalationMaxRetries       uint32           `key:"escalation.max_retries"`
-	EscalationFixer            string           `key:"escalation.fixer"`
-	EscalationSecondOpinion    string           `key:"escalation.reviewer_second_opinion"`
-	EscalationWorker           string           `key:"escalation.worker"`
+	PlanPath                   string           `key:"plan_path" flag:"plan" kind:"path" required:"" help:"Markdown plan to execute"`
+	RepoPath                   string           `key:"repo_path" flag:"repo" kind:"path" required:"" help:"Git work tree the agent works in"`
+	AgentCmd                   string           `key:"agent_cmd" default:"agent" placeholder:"CMD" help:"Agent CLI: a name on PATH or a path to an executable"`
+	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
+	Sandbox                    string           `key:"sandbox" default:"disabled" placeholder:"MODE" help:"Value of --sandbox for execute, address and triage calls"`
+	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json, the run summary and the review state (created with a .gitignore that ignores everything in it)"`
+	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec" default:"1800" help:"Timeout of one agent, stet or git call, in seconds"`
+	PhaseRetryCount            uint32           `key:"phase_retry_count" default:"0" help:"Retries of plan and execute calls after a timeout or non-zero exit"`
+	Phase3RetryCount           uint32           `key:"phase_3_retry_count" default:"0" help:"Retries of address and triage calls (at most 2 are used)"`
+	Parallel                   bool             `key:"parallel" default:"false" help:"Run (parallel) task blocks concurrently"`
+	MaxParallel                uint32           `key:"max_parallel" default:"4" help:"Most agents running at once in a parallel block (0 turns parallel off)"`
+	ContinueWithRemainingTasks bool             `key:"continue_with_remaining_tasks" default:"false" help:"Record a failed task and go on with the next (exit 2)"`
+	MaxConsecutiveTaskFailures *uint32          `key:"max_consecutive_task_failures" help:"Stop the run (exit 3) after this many task failures in a row (unset: no cap)"`
+	MaxAddressRounds           uint32           `key:"max_address_rounds" default:"5" help:"Most address rounds per task in Phase 3"`
+	OnFindingsRemaining        string           `key:"on_findings_remaining" enum:"fail,warn,defer" default:"fail" help:"What a task left with findings after the last round does"`
+	OnStetFail                 string           `key:"on_stet_fail" enum:"fail,retry_once,skip" default:"fail" help:"What a failed stet call does"`
+	StetPath                   string           `key:"stet_path" kind:"path" help:"stet executable (unset: stet on PATH)"`
+	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"No effect (a warning): each task's review session starts at the commit before the task"`
+	StetStartExtraArgs         []string         `key:"stet_start_extra_args" flag:"stet-start-args" kind:"args" help:"Extra arguments of stet start (comma or space separated)"`
+	StetRunExtraArgs           []string         `key:"stet_run_extra_args" flag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated)"`
+	StetCommands               []string         `key:"stet_commands" flag:"-" kind:"commands" help:"Custom review commands replacing the built-in stet sequence"`
+	StetDisableLLMTriage       bool             `key:"stet_disable_llm_triage" default:"false" help:"Dismiss findings by stet_dismiss_patterns instead of asking the agent"`
+	StetDismissPatterns        []DismissPattern `key:"stet_dismiss_patterns" flag:"-" help:"Findings to dismiss when LLM triage is disabled"`
+	PostRunCommands            []string         `key:"post_run_commands" kind:"commands" help:"Commands run in the repo after a run that did not fail hard (comma separated)"`
+	PostRunTimeoutSec          *uint64          `key:"post_run_timeout_sec" help:"Timeout of each post-run command (unset: phase_timeout_sec)"`
+	NormalizePlan              bool             `key:"normalize_plan" flag:"normalize" default:"false" help:"Let the agent convert a plan without task headings"`
+	NormalizeRetryCount        uint32           `key:"normalize_retry_count" default:"0" help:"Retries of the normalize call"`
+	NormalizePromptPath        string           `key:"normalize_prompt_path" flag:"-" kind:"path" help:"File replacing the built-in normalize prompt ({{DOC}} is the document)"`
+	ValidatePlanText           bool             `key:"validate_plan_text" default:"false" help:"Run the plan call once more when its text is empty or too short"`
+	MinPlanTextLen             *uint64          `key:"min_plan_text_len" help:"Shortest plan text accepted by validate_plan_text"`
+	RunSummaryPath             string           `key:"run_summary_path" kind:"path" defaultdoc:"{state_dir}/run_summary.json" help:"Where the run summary is written"`
+	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
+	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr and in log_file: debug, info, warn, error, off, or directives such as peal=trace,warn"`
+	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines are appended to"`
+	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
+	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
+	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet)"`
+	NetworkRetryCount          uint32           `key:"network_retry_count" default:"2" help:"Retries of agent calls that failed with a network error (apart from the retry counts)"`
+	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" default:"60" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
+	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec" default:"600" help:"Longest wait before a network retry"`
+	NetworkErrorPatterns       []string         `key:"network_error_patterns" defaultdoc:"built-in list" help:"Case-insensitive texts of stderr or the stdout tail that mark a network failure"`
+	FatalErrorPatterns         []string         `key:"fatal_error_patterns" defaultdoc:"built-in list" help:"Case-insensitive texts that mark a failure no retry can heal (not retried)"`
+	RetryDelaySec              uint64           `key:"retry_delay_sec" default:"0" help:"First wait before an ordinary retry; it doubles each time (0: none)"`
+	FallbackAgentCmd           string           `key:"fallback_agent_cmd" placeholder:"CMD" help:"Agent CLI used by even attempts of a call (unset: always the primary)"`
+	FallbackModel              string           `key:"fallback_model" placeholder:"MODEL" help:"Model of fallback attempts (unset: the model the primary would get)"`
+	PlateauRounds              uint32           `key:"plateau_rounds" default:"0" help:"End the address loop after this many rounds in a row without fewer findings (0: off)"`
+	KnowledgeDir               string           `key:"knowledge_dir" kind:"path" help:"Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"`
+	TicketID                   string           `key:"ticket_id" flag:"ticket" placeholder:"ID" help:"Run the whole plan as one attempt of this ticket (unset: one ticket per task)"`
+	TicketPrefix               string           `key:"ticket_prefix" placeholder:"PREFIX" help:"Prefix of per-task ticket ids <prefix>-<task> (unset: from the plan file name)"`
+	FailOn                     []string         `key:"fail_on" kind:"severities" default:"Critical,Major" help:"Severities of left-over findings that block a ticket (empty: no gate)"`
+	EscalationEnabled          bool             `key:"escalation.enabled" flag:"escalation" default:"false" help:"Escalate models on retried tickets and skip exhausted ones"`
+	EscalationMaxRetries       uint32           `key:"escalation.max_retries" flag:"max-retries" default:"3" help:"Blocked attempts after which a ticket is skipped"`
+	EscalationFixer            string           `key:"escalation.fixer" placeholder:"MODEL" help:"Model of address calls from attempt 2 (unset: the base model)"`
+	EscalationSecondOpinion    string           `key:"escalation.reviewer_second_opinion" placeholder:"MODEL" help:"Model of triage calls from attempt 3 (unset: the base model)"`
+	EscalationWorker           string           `key:"escalation.worker" placeholder:"MODEL" help:"Model of plan and execute calls from attempt 3 (unset: the base model)"`
 
 	// ConfigPath is the TOML file read, "" when none.
 	ConfigPath string
@@ -105,16 +125,20 @@ type Config struct {
 
 // Inputs are the raw layers handed to Load.
 type Inputs struct {
-	// Flags maps key names to the text given on the command line; only flags
-	// actually given appear.
-	Flags map[string]string
+	// Flags maps key names to the values of the flags actually given: the
+	// text, parsed as a variable's would be, or a value Key.ParseText returned.
+	Flags map[string]any
 	// Env is the process environment in os.Environ form.
 	Env []string
 	// ConfigPath is the --config argument ("" when not given).
 	ConfigPath string
+	// DefaultRepo stands in for repo_path when no layer sets it (the
+	// retry-state commands: the working folder), for the ticketflow settings
+	// and the store; "" leaves repo_path unset.
+	DefaultRepo string
 }
 
-// layer is one source of raw values, already parsed into the keys' types.
+// layer is one source of values, already parsed into the keys' types.
 type layer struct {
 	source Source
 	values map[string]any
@@ -137,26 +161,28 @@ func Load(in Inputs) (*Config, error) {
 			return nil, err
 		}
 	}
-	tf, warnings := tfSettingsLayer(repoFrom(flags, env, file))
 	defaults := layer{source: SourceDefault, values: map[string]any{}}
+	if in.DefaultRepo != "" {
+		defaults.values["repo_path"] = in.DefaultRepo
+	}
+	tf, warnings := tfSettingsLayer(repoFrom(flags, env, file, defaults))
 	for _, k := range Keys {
 		if k.Default != nil {
 			defaults.values[k.Name] = k.Default
 		}
 	}
 	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}, Warnings: warnings}
-	resolved := map[string]any{}
+	rv := reflect.ValueOf(cfg).Elem()
 	for _, k := range Keys {
 		cfg.Sources[k.Name] = SourceDefault // unset keys are default too
 		for _, l := range []layer{flags, env, file, tf, defaults} {
 			if v, ok := l.values[k.Name]; ok {
-				resolved[k.Name] = v
+				setField(rv.FieldByName(k.Field), v)
 				cfg.Sources[k.Name] = l.source
 				break
 			}
 		}
 	}
-	assign(cfg, resolved)
 	cfg.resolveParallel()
 	if cfg.RunSummaryPath == "" {
 		cfg.RunSummaryPath = filepath.Join(cfg.StateDir, "run_summary.json")
@@ -175,9 +201,9 @@ func repoFrom(layers ...layer) string {
 	return ""
 }
 
-// resolveParallel applies the rules of A3: max_parallel = 0 forces parallel
-// off; otherwise an explicit parallel wins; otherwise a max_parallel set by a
-// layer turns it on.
+// resolveParallel applies the rules of parallel and max_parallel:
+// max_parallel = 0 forces parallel off; otherwise an explicit parallel wins;
+// otherwise a max_parallel set by a layer turns it on.
 func (c *Config) resolveParallel() {
 	switch {
 	case c.MaxParallel == 0:
@@ -188,10 +214,10 @@ func (c *Config) resolveParallel() {
 	}
 }
 
-func flagLayer(raw map[string]string) (layer, error) {
+func flagLayer(given map[string]any) (layer, error) {
 	l := layer{source: SourceFlag, values: map[string]any{}}
-	names := make([]string, 0, len(raw))
-	for name := range raw {
+	names := make([]string, 0, len(given))
+	for name := range given {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -200,13 +226,26 @@ func flagLayer(raw map[string]string) (layer, error) {
 		if !ok || k.Flag == "" {
 			return l, fmt.Errorf("internal error: flag for unknown key %q", name)
 		}
-		v, err := parseText(k, raw[name], k.FlagName())
+		v, err := k.fromFlag(given[name])
 		if err != nil {
-			return l, err
+			return l, fmt.Errorf("%s: %w", k.FlagName(), err)
 		}
 		l.values[name] = v
 	}
 	return l, nil
+}
+
+// fromFlag takes a flag's value: text is parsed as a variable's would be; a
+// value of the key's Go type (as ParseText returns it) is taken as it is.
+func (k Key) fromFlag(v any) (any, error) {
+	if text, ok := v.(string); ok {
+		return parseText(k, text)
+	}
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Type() != k.GoType {
+		return nil, fmt.Errorf("internal error: a %T for a %s key", v, k.TypeName())
+	}
+	return canonical(rv), nil
 }
 
 func envLayer(environ []string) (layer, error) {
@@ -222,9 +261,9 @@ func envLayer(environ []string) (layer, error) {
 		if raw == "" { // an empty variable counts as unset
 			continue
 		}
-		v, err := parseText(k, raw, k.Env())
+		v, err := parseText(k, raw)
 		if err != nil {
-			return l, err
+			return l, fmt.Errorf("%s: %w", k.Env(), err)
 		}
 		l.values[k.Name] = v
 	}
@@ -280,11 +319,11 @@ func flatten(path, prefix string, doc map[string]any, out map[string]any) error 
 				}
 				continue
 			}
-			return fmt.Errorf("config file %s: unknown key %q", path, full)
+			return fmt.Errorf("config file %s: unknown key %s", path, Quote(full))
 		}
-		parsed, err := parseTOML(k, v, fmt.Sprintf("config file %s: key %s", path, full))
+		parsed, err := parseTOML(k, v)
 		if err != nil {
-			return err
+			return fmt.Errorf("config file %s: key %s: %w", path, full, err)
 		}
 		out[full] = parsed
 	}
@@ -300,54 +339,48 @@ func hasKeyPrefix(prefix string) bool {
 	return false
 }
 
-// assign stores the resolved values into the Config fields tagged with their key.
-func assign(cfg *Config, values map[string]any) {
-	rv := reflect.ValueOf(cfg).Elem()
-	rt := rv.Type()
-	for i := 0; i < rt.NumField(); i++ {
-		name := rt.Field(i).Tag.Get("key")
-		if name == "" {
-			continue
-		}
-		v, ok := values[name]
-		if !ok {
-			continue
-		}
-		f := rv.Field(i)
-		switch f.Kind() {
-		case reflect.Uint32, reflect.Uint64:
-			f.SetUint(v.(uint64))
-		case reflect.Pointer:
-			p := reflect.New(f.Type().Elem())
-			p.Elem().SetUint(v.(uint64))
-			f.Set(p)
-		default:
-			f.Set(reflect.ValueOf(v))
-		}
+// setField stores a parsed value (a string, bool, uint64, []string or
+// []DismissPattern) into a Config field of the key's Go type.
+func setField(f reflect.Value, v any) {
+	if f.Kind() == reflect.Pointer {
+		p := reflect.New(f.Type().Elem())
+		setField(p.Elem(), v)
+		f.Set(p)
+		return
 	}
+	switch f.Kind() {
+	case reflect.Uint32, reflect.Uint64:
+		f.SetUint(v.(uint64))
+	default:
+		f.Set(reflect.ValueOf(v))
+	}
+}
+
+// canonical is the parsed form of a field's value: pointers followed (nil
+// when unset) and numbers as uint64.
+func canonical(f reflect.Value) any {
+	if f.Kind() == reflect.Pointer {
+		if f.IsNil() {
+			return nil
+		}
+		f = f.Elem()
+	}
+	if f.Kind() == reflect.Uint32 || f.Kind() == reflect.Uint64 {
+		return f.Uint()
+	}
+	return f.Interface()
 }
 
 // Value is the resolved value of a key in its TOML type: a string, bool,
 // uint64, []string or []DismissPattern; nil when unset.
 func (c *Config) Value(name string) any {
-	rv := reflect.ValueOf(c).Elem()
-	rt := rv.Type()
-	for i := 0; i < rt.NumField(); i++ {
-		if rt.Field(i).Tag.Get("key") != name {
-			continue
-		}
-		f := rv.Field(i)
-		switch {
-		case f.Kind() == reflect.Pointer && f.IsNil():
-			return nil
-		case f.Kind() == reflect.Pointer:
-			return f.Elem().Uint()
-		case f.Kind() == reflect.Uint32 || f.Kind() == reflect.Uint64:
-			return f.Uint()
-		case f.Kind() == reflect.String && f.String() == "":
-			return nil
-		}
-		return f.Interface()
+	k, ok := KeyByName(name)
+	if !ok {
+		return nil
 	}
-	return nil
+	v := canonical(reflect.ValueOf(c).Elem().FieldByName(k.Field))
+	if s, ok := v.(string); ok && s == "" {
+		return nil
+	}
+	return v
 }

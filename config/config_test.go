@@ -1,8 +1,12 @@
 package config
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,6 +22,7 @@ func writeTOML(t *testing.T, body string) string {
 
 // TestLayerPrecedence proves flag > env > file > default for every pair.
 func TestLayerPrecedence(t *testing.T) {
+	t.Parallel()
 	file := writeTOML(t, "phase_timeout_sec = 30\n")
 	cases := []struct {
 		name       string
@@ -37,7 +42,7 @@ func TestLayerPrecedence(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Inputs{Flags: map[string]string{}}
+			in := Inputs{Flags: map[string]any{}}
 			if tc.flag != "" {
 				in.Flags["phase_timeout_sec"] = tc.flag
 			}
@@ -59,10 +64,11 @@ func TestLayerPrecedence(t *testing.T) {
 }
 
 func TestEveryKeyFromEveryLayer(t *testing.T) {
+	t.Parallel()
 	// Each key set only by one layer reports that layer as its source.
 	values := map[Kind][2]string{ // text form, TOML form
 		KindString: {"x", `"x"`}, KindPath: {"p", `"p"`}, KindBool: {"true", "true"},
-		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindCommands: {"a b,c", `["a b", "c"]`},
+		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindSeconds: {"7", "7"}, KindLogLevel: {"peal=trace,warn", `"peal=trace,warn"`}, KindCommands: {"a b,c", `["a b", "c"]`},
 		KindArgs: {"a,b", `["a", "b"]`}, KindSeverities: {"Minor", `["Minor"]`}, KindList: {"a,b", `["a", "b"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
 	}
 	for _, k := range Keys {
@@ -75,7 +81,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			SourceFile: {ConfigPath: writeTOML(t, k.Name+" = "+tomlText+"\n")},
 		}
 		if k.Flag != "" {
-			layers[SourceFlag] = Inputs{Flags: map[string]string{k.Name: text}}
+			layers[SourceFlag] = Inputs{Flags: map[string]any{k.Name: text}}
 		}
 		for src, in := range layers {
 			cfg, err := Load(in)
@@ -90,12 +96,13 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 }
 
 func TestListParsing(t *testing.T) {
+	t.Parallel()
 	cfg, err := Load(Inputs{Env: []string{
 		"PEAL_STET_COMMANDS= stet run ,, other cmd ",
 		"PEAL_STET_START_EXTRA_ARGS=--a, --b  --c",
 		"PEAL_STET_DISMISS_PATTERNS=vendor/|out_of_scope,bad,x|not_a_reason,gen|false_positive",
 		"PEAL_POST_RUN_COMMANDS=make lint, make test",
-	}, Flags: map[string]string{"stet_run_extra_args": "--x,--y --z"}})
+	}, Flags: map[string]any{"stet_run_extra_args": "--x,--y --z"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +123,7 @@ func TestListParsing(t *testing.T) {
 }
 
 func TestEmptyEnvIsUnset(t *testing.T) {
+	t.Parallel()
 	cfg, err := Load(Inputs{Env: []string{"PEAL_AGENT_CMD=", "PEAL_PHASE_TIMEOUT_SEC="}})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +134,7 @@ func TestEmptyEnvIsUnset(t *testing.T) {
 }
 
 func TestParallelResolution(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		in   Inputs
@@ -134,8 +143,8 @@ func TestParallelResolution(t *testing.T) {
 		{"default off", Inputs{}, false},
 		{"max_parallel set turns it on", Inputs{Env: []string{"PEAL_MAX_PARALLEL=3"}}, true},
 		{"explicit parallel=false wins", Inputs{Env: []string{"PEAL_MAX_PARALLEL=3", "PEAL_PARALLEL=false"}}, false},
-		{"explicit parallel=true", Inputs{Flags: map[string]string{"parallel": "true"}}, true},
-		{"max_parallel 0 forces off", Inputs{Flags: map[string]string{"parallel": "true", "max_parallel": "0"}}, false},
+		{"explicit parallel=true", Inputs{Flags: map[string]any{"parallel": "true"}}, true},
+		{"max_parallel 0 forces off", Inputs{Flags: map[string]any{"parallel": "true", "max_parallel": "0"}}, false},
 	}
 	for _, tc := range cases {
 		cfg, err := Load(tc.in)
@@ -149,6 +158,7 @@ func TestParallelResolution(t *testing.T) {
 }
 
 func TestRunSummaryPathDefault(t *testing.T) {
+	t.Parallel()
 	cfg, err := Load(Inputs{Env: []string{"PEAL_STATE_DIR=/tmp/st"}})
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +171,7 @@ func TestRunSummaryPathDefault(t *testing.T) {
 // TestBadInput checks that each class of bad configuration fails with one line
 // naming what to fix.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		in    Inputs
@@ -178,9 +189,9 @@ func TestBadInput(t *testing.T) {
 		{"env u32 overflow", Inputs{Env: []string{"PEAL_MAX_PARALLEL=99999999999"}}, []string{"PEAL_MAX_PARALLEL"}},
 		{"env bool", Inputs{Env: []string{"PEAL_PARALLEL=yes"}}, []string{"PEAL_PARALLEL", `"yes"`, "true or false"}},
 		{"env enum", Inputs{Env: []string{"PEAL_ON_STET_FAIL=explode"}}, []string{"PEAL_ON_STET_FAIL", `"explode"`, "retry_once"}},
-		{"flag enum", Inputs{Flags: map[string]string{"on_findings_remaining": "ignore"}}, []string{"--on-findings-remaining", `"ignore"`}},
+		{"flag enum", Inputs{Flags: map[string]any{"on_findings_remaining": "ignore"}}, []string{"--on-findings-remaining", `"ignore"`}},
 		{"toml enum", Inputs{ConfigPath: writeTOML(t, "log_level = \"loud\"\n")}, []string{"log_level", `"loud"`}},
-		{"flag number", Inputs{Flags: map[string]string{"phase_timeout_sec": "1.5"}}, []string{"--phase-timeout-sec", `"1.5"`}},
+		{"flag number", Inputs{Flags: map[string]any{"phase_timeout_sec": "1.5"}}, []string{"--phase-timeout-sec", `"1.5"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,6 +222,7 @@ func gitRepo(t *testing.T) string {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	repo := gitRepo(t)
 	plan := filepath.Join(t.TempDir(), "plan.md")
 	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
@@ -227,7 +239,7 @@ func TestValidate(t *testing.T) {
 	cases := []struct {
 		name  string
 		env   []string
-		flags map[string]string
+		flags map[string]any
 		wants []string
 	}{
 		{"ok", base(), nil, nil},
@@ -240,7 +252,7 @@ func TestValidate(t *testing.T) {
 		{"repo not git", with("PEAL_REPO_PATH=" + notGit), nil, []string{"not inside a git work tree"}},
 		{"agent not on PATH", with("PEAL_AGENT_CMD=no-such-agent-cli"), nil, []string{`"no-such-agent-cli"`, "not on PATH", "PEAL_AGENT_CMD"}},
 		{"agent not executable", with("PEAL_AGENT_CMD=" + notExec), nil, []string{"not an executable file"}},
-		{"agent from flag", base(), map[string]string{"agent_cmd": "/nonexistent/agent"}, []string{"--agent-cmd"}},
+		{"agent from flag", base(), map[string]any{"agent_cmd": "/nonexistent/agent"}, []string{"--agent-cmd"}},
 		{"zero timeout", with("PEAL_PHASE_TIMEOUT_SEC=0"), nil, []string{"phase_timeout_sec must be at least 1"}},
 	}
 	for _, tc := range cases {
@@ -277,6 +289,7 @@ func FuzzLoadFile(f *testing.F) {
 	f.Add([]byte("post_run_commands = [\"make\"]\nparallel = true\n"))
 	f.Add([]byte("[escalation]\nenabled = true\n"))
 	f.Add([]byte("= broken"))
+	f.Add([]byte("log_level = \"peal=trace,warn\"\nkill_grace_sec = 9223372037\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		values, err := parseFile("fuzz.toml", data)
 		if err != nil {
@@ -291,9 +304,13 @@ func FuzzLoadFile(f *testing.F) {
 				t.Fatalf("accepted unknown key %q", name)
 			}
 			switch k.Kind {
-			case KindU32:
-				if v.(uint64) > 1<<32-1 {
+			case KindU32, KindSeconds:
+				if v.(uint64) > k.Max {
 					t.Fatalf("%s out of range: %v", name, v)
+				}
+			case KindLogLevel:
+				if !slices.Contains(LogLevels, v.(string)) {
+					t.Fatalf("%s resolved to %v", name, v)
 				}
 			case KindEnum:
 				found := false
@@ -308,24 +325,90 @@ func FuzzLoadFile(f *testing.F) {
 	})
 }
 
-// TestDocumented: docs/configuration.md has a row for every key with its
-// variable and flag, so the reference cannot fall behind the code.
+var update = flag.Bool("update", false, "rewrite the key table of docs/configuration.md from the declarations")
+
+// TestDocumented: the key table of docs/configuration.md is the declarations
+// of Config, row by row, so the reference cannot fall behind the code. With
+// -update the test writes the table.
 func TestDocumented(t *testing.T) {
-	data, err := os.ReadFile("../docs/configuration.md")
+	t.Parallel()
+	const path = "../docs/configuration.md"
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(data)
+	lines := strings.Split(string(data), "\n")
+	start := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "| key (TOML) |") }) + 2
+	if start < 2 {
+		t.Fatal("docs/configuration.md has no key table")
+	}
+	end := start
+	for end < len(lines) && strings.HasPrefix(lines[end], "| `") {
+		end++
+	}
+	var want []string
 	for _, k := range Keys {
-		flag := "—"
-		if k.Flag != "" {
-			flag = "`" + k.FlagName() + "`"
+		want = append(want, docRow(k))
+	}
+	if *update {
+		lines = slices.Concat(lines[:start], want, lines[end:])
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		row := "| `" + k.Name + "` | `" + k.Env() + "` | " + flag + " |"
-		if !strings.Contains(doc, row) {
-			t.Errorf("docs/configuration.md lacks the row %q", row)
+		return
+	}
+	got := lines[start:end]
+	for i := range max(len(got), len(want)) {
+		switch {
+		case i >= len(got):
+			t.Errorf("docs/configuration.md lacks the row\n%s", want[i])
+		case i >= len(want):
+			t.Errorf("docs/configuration.md has a row for no key:\n%s", got[i])
+		case got[i] != want[i]:
+			t.Errorf("docs/configuration.md row\n%s\nwant\n%s", got[i], want[i])
 		}
 	}
+}
+
+// docRow is the row of a key in the table of docs/configuration.md.
+func docRow(k Key) string {
+	flag := "—"
+	if k.Flag != "" {
+		flag = "`" + k.FlagName() + "`"
+	}
+	def := "`" + tomlValue(k.Default) + "`"
+	switch {
+	case k.DefaultDoc != "":
+		def = k.DefaultDoc
+	case k.Default == nil:
+		def = "unset"
+	}
+	help := k.Help
+	if k.Required {
+		help += " (required)"
+	}
+	cells := []string{"`" + k.Name + "`", "`" + k.Env() + "`", flag, k.TypeName(), def, help}
+	for i, c := range cells {
+		cells[i] = strings.ReplaceAll(c, "|", `\|`)
+	}
+	return "| " + strings.Join(cells, " | ") + " |"
+}
+
+// tomlValue writes a parsed value as TOML would.
+func tomlValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case []string:
+		quoted := make([]string, len(x))
+		for i, s := range x {
+			quoted[i] = strconv.Quote(s)
+		}
+		return "[" + strings.Join(quoted, ", ") + "]"
+	case []DismissPattern:
+		return "[]"
+	}
+	return fmt.Sprint(v)
 }
 
 func writeSettings(t *testing.T, repo, body string) {
@@ -340,6 +423,7 @@ func writeSettings(t *testing.T, repo, body string) {
 // TestTFSettingsLayer: a ticketflow project's settings sit below peal's file
 // and above the defaults.
 func TestTFSettingsLayer(t *testing.T) {
+	t.Parallel()
 	repo := gitRepo(t)
 	writeSettings(t, repo, `{"workflow": {"failOn": ["critical"], "escalation": {"enabled": true, "maxRetries": 5,
 		"models": {"fixer": "fix-model", "reviewerSecondOpinion": null, "worker": "work-model"}}}}`)
@@ -371,6 +455,7 @@ func TestTFSettingsLayer(t *testing.T) {
 }
 
 func TestTFSettingsInvalidIsAWarning(t *testing.T) {
+	t.Parallel()
 	for name, body := range map[string]string{
 		"not json":    "{workflow",
 		"wrong types": `{"workflow": {"escalation": {"enabled": "yes"}}}`,
@@ -378,7 +463,7 @@ func TestTFSettingsInvalidIsAWarning(t *testing.T) {
 	} {
 		repo := gitRepo(t)
 		writeSettings(t, repo, body)
-		cfg, err := Load(Inputs{Flags: map[string]string{"repo_path": repo}})
+		cfg, err := Load(Inputs{Flags: map[string]any{"repo_path": repo}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -392,6 +477,7 @@ func TestTFSettingsInvalidIsAWarning(t *testing.T) {
 }
 
 func TestFailOn(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   Inputs
 		want string
@@ -399,7 +485,7 @@ func TestFailOn(t *testing.T) {
 	}{
 		{Inputs{}, "Critical,Major", ""},
 		{Inputs{Env: []string{"PEAL_FAIL_ON=critical, minor"}}, "Critical,Minor", ""},
-		{Inputs{Flags: map[string]string{"fail_on": ""}}, "", ""},
+		{Inputs{Flags: map[string]any{"fail_on": ""}}, "", ""},
 		{Inputs{ConfigPath: writeTOML(t, "fail_on = []\n")}, "", ""},
 		{Inputs{Env: []string{"PEAL_FAIL_ON="}}, "Critical,Major", ""},
 		{Inputs{Env: []string{"PEAL_FAIL_ON=Blocker"}}, "", `PEAL_FAIL_ON: unknown severity "Blocker"`},
@@ -420,6 +506,7 @@ func TestFailOn(t *testing.T) {
 }
 
 func TestTickets(t *testing.T) {
+	t.Parallel()
 	repo := gitRepo(t)
 	planDir := t.TempDir()
 	agent := filepath.Join(t.TempDir(), "agent")

@@ -1,6 +1,10 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
 
 // Kind says how a key's raw value is parsed, whichever layer it comes from.
 type Kind int
@@ -12,23 +16,58 @@ const (
 	KindBool            // true/false
 	KindU32             // non-negative integer below 2^32
 	KindU64             // non-negative integer
+	KindSeconds         // non-negative integer of seconds, at most MaxSeconds
 	KindCommands        // list of command strings; env/flag text splits on commas
 	KindArgs            // list of arguments; env/flag text splits on commas and whitespace
 	KindPatterns        // list of {pattern, reason}; env text is "pattern|reason,..."
 	KindSeverities      // list of review severities; env/flag text splits on commas
 	KindList            // list of strings; env/flag text splits on commas
+	KindLogLevel        // a level, or tracing-style directives such as "peal=trace,warn"
 )
 
-// Key describes one configuration key: its names in every layer and its default.
-// Env names are always "PEAL_" + the upper-cased Name, dots becoming underscores.
+// MaxSeconds is the largest value of a seconds key (about 31 years): far
+// beyond any real timeout or delay, and small enough that the duration, a
+// doubled delay or a timeout plus the kill grace never overflows.
+const MaxSeconds = 1_000_000_000
+
+// kindNames are the names of the `kind` tag, for kinds the Go type alone does
+// not tell.
+var kindNames = map[string]Kind{
+	"path": KindPath, "seconds": KindSeconds, "commands": KindCommands, "args": KindArgs,
+	"severities": KindSeverities, "loglevel": KindLogLevel,
+}
+
+// Key describes one configuration key: its names in every layer, its type,
+// its default and its help. Keys are derived from the fields of Config.
 type Key struct {
-	Name    string // TOML key, also the key of Config's `key` struct tag
-	Flag    string // flag name without dashes; "" when the key has no flag
-	Kind    Kind
-	Enum    []string
-	Default any    // nil means unset; otherwise a value of the parsed type
-	Type    string // type as documented
-	Help    string
+	Name     string       // TOML key (dotted inside a table)
+	Flag     string       // flag name without dashes; "" when the key has no flag
+	Field    string       // name of the Config field holding the value
+	GoType   reflect.Type // type of that field
+	Kind     Kind
+	Enum     []string
+	Max      uint64 // largest number accepted
+	Default  any    // nil means unset; otherwise a value as Config.Value returns it
+	Required bool   // `peal run` stops when it is unset
+	Help     string
+	// DefaultDoc shows the default in help and docs where the value itself
+	// would not say it well ("{state_dir}/run_summary.json", a long list).
+	DefaultDoc  string
+	placeholder string
+}
+
+// Keys is every configuration key, in the order of the Config fields. Config
+// loading, validation, the flags, help and the documentation check all read it.
+var Keys = deriveKeys()
+
+// KeyByName returns the key named name.
+func KeyByName(name string) (Key, bool) {
+	for _, k := range Keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
 }
 
 // Env returns the environment variable that sets the key.
@@ -42,6 +81,183 @@ func (k Key) FlagName() string {
 		return ""
 	}
 	return "--" + k.Flag
+}
+
+// kindInfo is what a kind shows in the documentation and in help, and the
+// Go type of a field that holds it (nil: a string; numbers are checked apart).
+var kindInfo = map[Kind]struct {
+	typeName, placeholder string
+	goType                reflect.Type
+}{
+	KindString:     {"string", "TEXT", nil},
+	KindPath:       {"path", "PATH", nil},
+	KindBool:       {"bool", "", reflect.TypeFor[bool]()},
+	KindU32:        {"u32", "N", nil},
+	KindU64:        {"u64", "N", nil},
+	KindSeconds:    {"seconds", "SEC", nil},
+	KindCommands:   {"list of command strings", "CMDS", reflect.TypeFor[[]string]()},
+	KindArgs:       {"list", "ARGS", reflect.TypeFor[[]string]()},
+	KindList:       {"list of strings", "TEXTS", reflect.TypeFor[[]string]()},
+	KindSeverities: {"list of severities", "SEVERITIES", reflect.TypeFor[[]string]()},
+	KindPatterns:   {"list of {pattern, reason}", "", reflect.TypeFor[[]DismissPattern]()},
+	KindLogLevel:   {"level or directives", "LEVEL", nil},
+	KindEnum:       {"", "", nil}, // its values
+}
+
+// TypeName is the key's type as the documentation writes it.
+func (k Key) TypeName() string {
+	if k.Kind == KindEnum {
+		return strings.Join(k.Enum, "|")
+	}
+	return kindInfo[k.Kind].typeName
+}
+
+// Placeholder is the word standing for the value in help, e.g. SEC or fail|warn.
+func (k Key) Placeholder() string {
+	if k.placeholder != "" {
+		return k.placeholder
+	}
+	if k.Kind == KindEnum {
+		return strings.Join(k.Enum, "|")
+	}
+	return kindInfo[k.Kind].placeholder
+}
+
+// DefaultText is the default as a variable would spell it, for help; "unset"
+// when there is none.
+func (k Key) DefaultText() string {
+	if k.DefaultDoc != "" {
+		return k.DefaultDoc
+	}
+	switch d := k.Default.(type) {
+	case nil:
+		return "unset"
+	case []string:
+		if len(d) == 0 {
+			return "none"
+		}
+		return strings.Join(d, ",")
+	case []DismissPattern:
+		return "none"
+	}
+	return fmt.Sprint(k.Default)
+}
+
+// builtinDefaults are the defaults too long for a struct tag.
+var builtinDefaults = map[string]any{
+	"network_error_patterns": DefaultNetworkPatterns,
+	"fatal_error_patterns":   DefaultFatalPatterns,
+}
+
+// deriveKeys reads the declaration of every key from the tags of Config's
+// fields; a declaration that does not hold together is a programming error
+// and stops the program at start-up.
+func deriveKeys() []Key {
+	t := reflect.TypeFor[Config]()
+	var keys []Key
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := f.Tag.Get("key")
+		if name == "" {
+			continue
+		}
+		k, err := keyOf(f, name)
+		if err != nil {
+			panic(fmt.Sprintf("config: field %s: %v", f.Name, err))
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func keyOf(f reflect.StructField, name string) (Key, error) {
+	tag := f.Tag
+	k := Key{Name: name, Field: f.Name, GoType: f.Type, Help: tag.Get("help"), DefaultDoc: tag.Get("defaultdoc"),
+		placeholder: tag.Get("placeholder")}
+	_, k.Required = tag.Lookup("required")
+	switch flag, ok := tag.Lookup("flag"); {
+	case flag == "-":
+	case ok:
+		k.Flag = flag
+	default:
+		k.Flag = strings.NewReplacer("_", "-", ".", "-").Replace(name)
+	}
+	base := f.Type
+	if base.Kind() == reflect.Pointer {
+		base = base.Elem()
+	}
+	switch {
+	case tag.Get("enum") != "":
+		k.Kind, k.Enum = KindEnum, strings.Split(tag.Get("enum"), ",")
+	case tag.Get("kind") != "":
+		kind, ok := kindNames[tag.Get("kind")]
+		if !ok {
+			return k, fmt.Errorf("unknown kind %q", tag.Get("kind"))
+		}
+		k.Kind = kind
+	case base.Kind() == reflect.Bool:
+		k.Kind = KindBool
+	case (base.Kind() == reflect.Uint32 || base.Kind() == reflect.Uint64) && strings.HasSuffix(name, "_sec"):
+		k.Kind = KindSeconds
+	case base.Kind() == reflect.Uint32:
+		k.Kind = KindU32
+	case base.Kind() == reflect.Uint64:
+		k.Kind = KindU64
+	case base == reflect.TypeFor[[]DismissPattern]():
+		k.Kind = KindPatterns
+	case base == reflect.TypeFor[[]string]():
+		k.Kind = KindList
+	case base.Kind() == reflect.String:
+		k.Kind = KindString
+	default:
+		return k, fmt.Errorf("unsupported type %s", f.Type)
+	}
+	k.Max = maxOf(k.Kind, base)
+	if !goTypeFits(k.Kind, f.Type) {
+		return k, fmt.Errorf("a %s key cannot be held in a %s", k.TypeName(), f.Type)
+	}
+	if d, ok := tag.Lookup("default"); ok {
+		v, err := parseText(k, d)
+		if err != nil {
+			return k, fmt.Errorf("default: %v", err)
+		}
+		k.Default = v
+	} else if d, ok := builtinDefaults[name]; ok {
+		k.Default = d
+	} else if isList(k.Kind) {
+		k.Default = reflect.MakeSlice(base, 0, 0).Interface()
+	}
+	return k, nil
+}
+
+// maxOf is the largest number a key of this kind and type can hold.
+func maxOf(kind Kind, t reflect.Type) uint64 {
+	switch {
+	case kind == KindSeconds:
+		return MaxSeconds
+	case t.Kind() == reflect.Uint32:
+		return 1<<32 - 1
+	}
+	return 1<<64 - 1
+}
+
+func goTypeFits(kind Kind, t reflect.Type) bool {
+	switch kind {
+	case KindU32, KindU64, KindSeconds:
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		return t.Kind() == reflect.Uint32 || t.Kind() == reflect.Uint64
+	}
+	if want := kindInfo[kind].goType; want != nil {
+		return t == want
+	}
+	return t.Kind() == reflect.String
+}
+
+func isList(k Kind) bool {
+	t := kindInfo[k].goType
+	return t != nil && t.Kind() == reflect.Slice
 }
 
 // DismissReasons are the reasons stet accepts for `stet dismiss`.
@@ -65,74 +281,4 @@ var DefaultNetworkPatterns = []string{
 // DefaultFatalPatterns mark failures that no retry can heal.
 var DefaultFatalPatterns = []string{
 	"not logged in", "authentication required", "unauthorized", "invalid api key",
-}
-
-// Keys is the single table of configuration keys; config loading, validation,
-// help text and the documentation checks all read it.
-var Keys = []Key{
-	{Name: "plan_path", Flag: "plan", Kind: KindPath, Type: "path", Help: "Markdown plan to execute (required)"},
-	{Name: "repo_path", Flag: "repo", Kind: KindPath, Type: "path", Help: "Git work tree the agent works in (required)"},
-	{Name: "agent_cmd", Flag: "agent-cmd", Kind: KindString, Default: "agent", Type: "string", Help: "Agent CLI: a name on PATH or a path to an executable"},
-	{Name: "model", Flag: "model", Kind: KindString, Type: "string", Help: "Model passed to the agent as --model (unset: none)"},
-	{Name: "sandbox", Flag: "sandbox", Kind: KindString, Default: "disabled", Type: "string", Help: "Value of --sandbox for execute, address and triage calls"},
-	{Name: "state_dir", Flag: "state-dir", Kind: KindPath, Default: ".peal", Type: "path", Help: "Folder for state.json and the run summary"},
-	{Name: "phase_timeout_sec", Flag: "phase-timeout-sec", Kind: KindU64, Default: uint64(1800), Type: "u64", Help: "Timeout of one agent or stet call, in seconds"},
-	{Name: "phase_retry_count", Flag: "phase-retry-count", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "Retries of plan and execute calls after a timeout or non-zero exit"},
-	{Name: "phase_3_retry_count", Flag: "phase-3-retry-count", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "Retries of address and triage calls (at most 2 are used)"},
-	{Name: "parallel", Flag: "parallel", Kind: KindBool, Default: false, Type: "bool", Help: "Run (parallel) task blocks concurrently"},
-	{Name: "max_parallel", Flag: "max-parallel", Kind: KindU32, Default: uint64(4), Type: "u32", Help: "Most agents running at once in a parallel block (0 turns parallel off)"},
-	{Name: "continue_with_remaining_tasks", Flag: "continue-with-remaining-tasks", Kind: KindBool, Default: false, Type: "bool", Help: "Record a failed task and go on with the next (exit 2)"},
-	{Name: "max_consecutive_task_failures", Flag: "max-consecutive-task-failures", Kind: KindU32, Type: "u32", Help: "Stop the run (exit 3) after this many task failures in a row (unset: no cap)"},
-	{Name: "max_address_rounds", Flag: "max-address-rounds", Kind: KindU32, Default: uint64(5), Type: "u32", Help: "Most address rounds per task in Phase 3"},
-	{Name: "on_findings_remaining", Flag: "on-findings-remaining", Kind: KindEnum, Enum: []string{"fail", "warn", "defer"}, Default: "fail", Type: "fail|warn|defer", Help: "What a task left with findings after the last round does"},
-	{Name: "on_stet_fail", Flag: "on-stet-fail", Kind: KindEnum, Enum: []string{"fail", "retry_once", "skip"}, Default: "fail", Type: "fail|retry_once|skip", Help: "What a failed stet call does"},
-	{Name: "stet_path", Flag: "stet-path", Kind: KindPath, Type: "path", Help: "stet executable (unset: stet on PATH)"},
-	{Name: "stet_start_ref", Flag: "stet-start-ref", Kind: KindString, Type: "string", Help: "Ref passed to stet start"},
-	{Name: "stet_start_extra_args", Flag: "stet-start-args", Kind: KindArgs, Default: []string{}, Type: "list", Help: "Extra arguments of stet start (comma or space separated)"},
-	{Name: "stet_run_extra_args", Flag: "stet-run-args", Kind: KindArgs, Default: []string{}, Type: "list", Help: "Extra arguments of stet run (comma or space separated)"},
-	{Name: "stet_commands", Kind: KindCommands, Default: []string{}, Type: "list of command strings", Help: "Custom review commands replacing the built-in stet sequence"},
-	{Name: "stet_disable_llm_triage", Flag: "stet-disable-llm-triage", Kind: KindBool, Default: false, Type: "bool", Help: "Dismiss findings by stet_dismiss_patterns instead of asking the agent"},
-	{Name: "stet_dismiss_patterns", Kind: KindPatterns, Default: []DismissPattern{}, Type: "list of {pattern, reason}", Help: "Findings to dismiss when LLM triage is disabled"},
-	{Name: "post_run_commands", Flag: "post-run-commands", Kind: KindCommands, Default: []string{}, Type: "list of command strings", Help: "Commands run in the repo after a run that did not fail hard (comma separated)"},
-	{Name: "post_run_timeout_sec", Flag: "post-run-timeout-sec", Kind: KindU64, Type: "u64", Help: "Timeout of each post-run command (unset: phase_timeout_sec)"},
-	{Name: "normalize_plan", Flag: "normalize", Kind: KindBool, Default: false, Type: "bool", Help: "Let the agent convert a plan without task headings"},
-	{Name: "normalize_retry_count", Flag: "normalize-retry-count", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "Retries of the normalize call"},
-	{Name: "normalize_prompt_path", Kind: KindPath, Type: "path", Help: "File replacing the built-in normalize prompt ({{DOC}} is the document)"},
-	{Name: "validate_plan_text", Flag: "validate-plan-text", Kind: KindBool, Default: false, Type: "bool", Help: "Run the plan call once more when its text is empty or too short"},
-	{Name: "min_plan_text_len", Flag: "min-plan-text-len", Kind: KindU64, Type: "u64", Help: "Shortest plan text accepted by validate_plan_text"},
-	{Name: "run_summary_path", Flag: "run-summary-path", Kind: KindPath, Type: "path", Help: "Where the run summary is written (unset: {state_dir}/run_summary.json)"},
-	{Name: "commit_after_phase2", Flag: "commit-after-phase2", Kind: KindBool, Default: false, Type: "bool", Help: "git add -A and commit after each successful execute"},
-	{Name: "log_level", Flag: "log-level", Kind: KindEnum, Enum: []string{"debug", "info", "warn", "error"}, Default: "info", Type: "debug|info|warn|error", Help: "Level of the log on stderr and in log_file"},
-	{Name: "log_file", Flag: "log-file", Kind: KindPath, Type: "path", Help: "File that JSON log lines are appended to"},
-	{Name: "agent_log_dir", Flag: "agent-log-dir", Kind: KindPath, Type: "path", Help: "Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"},
-	{Name: "kill_grace_sec", Flag: "kill-grace-sec", Kind: KindU64, Default: uint64(5), Type: "u64", Help: "Seconds between SIGTERM and SIGKILL to a child's process group"},
-	{Name: "idle_timeout_sec", Flag: "idle-timeout-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "A call silent on stdout and stderr this long times out (0: off)"},
-	{Name: "network_retry_count", Flag: "network-retry-count", Kind: KindU32, Default: uint64(2), Type: "u32", Help: "Retries of agent calls that failed with a network error (apart from the retry counts)"},
-	{Name: "network_retry_delay_sec", Flag: "network-retry-delay-sec", Kind: KindU64, Default: uint64(60), Type: "u64", Help: "First wait before a network retry; it doubles each time, ±20% jitter"},
-	{Name: "network_retry_max_delay_sec", Flag: "network-retry-max-delay-sec", Kind: KindU64, Default: uint64(600), Type: "u64", Help: "Longest wait before a network retry"},
-	{Name: "network_error_patterns", Flag: "network-error-patterns", Kind: KindList, Default: DefaultNetworkPatterns, Type: "list of strings", Help: "Case-insensitive texts of stderr or the stdout tail that mark a network failure"},
-	{Name: "fatal_error_patterns", Flag: "fatal-error-patterns", Kind: KindList, Default: DefaultFatalPatterns, Type: "list of strings", Help: "Case-insensitive texts that mark a failure no retry can heal (not retried)"},
-	{Name: "retry_delay_sec", Flag: "retry-delay-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "First wait before an ordinary retry; it doubles each time (0: none)"},
-	{Name: "fallback_agent_cmd", Flag: "fallback-agent-cmd", Kind: KindString, Type: "string", Help: "Agent CLI used by even attempts of a call (unset: always the primary)"},
-	{Name: "fallback_model", Flag: "fallback-model", Kind: KindString, Type: "string", Help: "Model of fallback attempts (unset: the model the primary would get)"},
-	{Name: "plateau_rounds", Flag: "plateau-rounds", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "End the address loop after this many rounds in a row without fewer findings (0: off)"},
-	{Name: "knowledge_dir", Flag: "knowledge-dir", Kind: KindPath, Type: "path", Help: "Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"},
-	{Name: "ticket_id", Flag: "ticket", Kind: KindString, Type: "string", Help: "Run the whole plan as one attempt of this ticket (unset: one ticket per task)"},
-	{Name: "ticket_prefix", Flag: "ticket-prefix", Kind: KindString, Type: "string", Help: "Prefix of per-task ticket ids <prefix>-<task> (unset: from the plan file name)"},
-	{Name: "fail_on", Flag: "fail-on", Kind: KindSeverities, Default: []string{"Critical", "Major"}, Type: "list of severities", Help: "Severities of left-over findings that block a ticket (empty: no gate)"},
-	{Name: "escalation.enabled", Flag: "escalation", Kind: KindBool, Default: false, Type: "bool", Help: "Escalate models on retried tickets and skip exhausted ones"},
-	{Name: "escalation.max_retries", Flag: "max-retries", Kind: KindU32, Default: uint64(3), Type: "u32", Help: "Blocked attempts after which a ticket is skipped"},
-	{Name: "escalation.fixer", Flag: "escalation-fixer", Kind: KindString, Type: "string", Help: "Model of address calls from attempt 2 (unset: the base model)"},
-	{Name: "escalation.reviewer_second_opinion", Flag: "escalation-reviewer-second-opinion", Kind: KindString, Type: "string", Help: "Model of triage calls from attempt 3 (unset: the base model)"},
-	{Name: "escalation.worker", Flag: "escalation-worker", Kind: KindString, Type: "string", Help: "Model of plan and execute calls from attempt 3 (unset: the base model)"},
-}
-
-// KeyByName returns the key named name.
-func KeyByName(name string) (Key, bool) {
-	for _, k := range Keys {
-		if k.Name == name {
-			return k, true
-		}
-	}
-	return Key{}, false
 }

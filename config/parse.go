@@ -1,8 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,14 +17,29 @@ type DismissPattern struct {
 	Reason  string `json:"reason" toml:"reason"`
 }
 
-// parseText parses the text form of a value, as given by an environment
-// variable or a flag. where names the variable or flag for error messages.
-func parseText(k Key, raw, where string) (any, error) {
+// ParseText parses the text form of the key's value, as a variable or a flag
+// gives it, into the Go type of its Config field. Errors name the value, not
+// where it came from: the caller adds the flag or variable.
+func (k Key) ParseText(text string) (any, error) {
+	v, err := parseText(k, text)
+	if err != nil {
+		return nil, err
+	}
+	f := reflect.New(k.GoType).Elem()
+	setField(f, v)
+	return f.Interface(), nil
+}
+
+// parseText parses the text form of a value into its parsed type (a string,
+// bool, uint64, []string or []DismissPattern).
+func parseText(k Key, raw string) (any, error) {
 	switch k.Kind {
 	case KindString, KindPath:
 		return raw, nil
 	case KindEnum:
-		return checkEnum(k, strings.TrimSpace(raw), where)
+		return checkEnum(k, strings.TrimSpace(raw))
+	case KindLogLevel:
+		return ParseLogLevel(raw)
 	case KindBool:
 		switch strings.TrimSpace(raw) {
 		case "true":
@@ -30,22 +47,25 @@ func parseText(k Key, raw, where string) (any, error) {
 		case "false":
 			return false, nil
 		}
-		return nil, fmt.Errorf("%s: invalid value %q: want true or false", where, raw)
-	case KindU32, KindU64:
+		return nil, fmt.Errorf("invalid value %s: want true or false", Quote(raw))
+	case KindU32, KindU64, KindSeconds:
 		n, err := strconv.ParseUint(strings.TrimSpace(raw), 10, 64)
-		if err != nil || (k.Kind == KindU32 && n > math.MaxUint32) {
-			return nil, fmt.Errorf("%s: invalid value %q: want a non-negative whole number%s", where, raw, u32Hint(k))
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, tooLarge(k, raw)
 		}
-		return n, nil
+		if err != nil {
+			return nil, fmt.Errorf("invalid value %s: want a non-negative whole number", Quote(raw))
+		}
+		return checkMax(k, n, raw)
 	case KindCommands, KindList:
 		return splitCommas(raw), nil
 	case KindArgs:
 		return strings.FieldsFunc(raw, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }), nil
 	case KindSeverities:
-		return checkSeverities(splitCommas(raw), where)
+		return checkSeverities(splitCommas(raw))
 	case KindPatterns:
 		// Malformed pairs are skipped, as documented for PEAL_STET_DISMISS_PATTERNS.
-		var out []DismissPattern
+		out := []DismissPattern{}
 		for _, pair := range splitCommas(raw) {
 			pattern, reason, ok := strings.Cut(pair, "|")
 			pattern, reason = strings.TrimSpace(pattern), strings.TrimSpace(reason)
@@ -56,14 +76,37 @@ func parseText(k Key, raw, where string) (any, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%s: unsupported key kind", where)
+	return nil, fmt.Errorf("unsupported key kind")
 }
 
-func u32Hint(k Key) string {
-	if k.Kind == KindU32 {
-		return " below 4294967296"
+func checkMax(k Key, n uint64, shown any) (any, error) {
+	if n > k.Max {
+		return nil, tooLarge(k, shown)
 	}
-	return ""
+	return n, nil
+}
+
+func tooLarge(k Key, shown any) error {
+	if s, ok := shown.(string); ok {
+		shown = Quote(s)
+	}
+	unit := ""
+	switch {
+	case k.Kind == KindSeconds:
+		unit = " seconds (about 31 years)"
+	case k.Max == math.MaxUint32:
+		unit = " (a 32-bit count)"
+	}
+	return fmt.Errorf("invalid value %v: the largest accepted is %d%s", shown, k.Max, unit)
+}
+
+// Quote shows a value given by the user in a message: quoted, so that control
+// characters cannot reach the terminal, and cut to 60 characters.
+func Quote(s string) string {
+	if r := []rune(s); len(r) > 60 {
+		return strconv.Quote(string(r[:60])) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 func splitCommas(raw string) []string {
@@ -78,58 +121,130 @@ func splitCommas(raw string) []string {
 
 // checkSeverities accepts severity names in any case and returns them in
 // ticketflow's spelling.
-func checkSeverities(list []string, where string) (any, error) {
+func checkSeverities(list []string) (any, error) {
 	out := make([]string, 0, len(list))
 	for _, s := range list {
 		i := slices.IndexFunc(Severities, func(sev string) bool { return strings.EqualFold(sev, strings.TrimSpace(s)) })
 		if i < 0 {
-			return nil, fmt.Errorf("%s: unknown severity %q: want %s", where, s, strings.Join(Severities, ", "))
+			return nil, fmt.Errorf("unknown severity %s: want %s", Quote(s), strings.Join(Severities, ", "))
 		}
 		out = append(out, Severities[i])
 	}
 	return out, nil
 }
 
-func checkEnum(k Key, v, where string) (any, error) {
+func checkEnum(k Key, v string) (any, error) {
 	if slices.Contains(k.Enum, v) {
 		return v, nil
 	}
-	return nil, fmt.Errorf("%s: invalid value %q: want one of %s", where, v, strings.Join(k.Enum, ", "))
+	return nil, fmt.Errorf("invalid value %s: want one of %s", Quote(v), strings.Join(k.Enum, ", "))
+}
+
+// LogLevels are the levels log_level resolves to.
+var LogLevels = []string{"debug", "info", "warn", "error", "off"}
+
+// ParseLogLevel reads a log level as peal and Peal accept it: a bare level
+// (trace, debug, info, warn, error, off, or 0–5 for off…trace, in any case)
+// or comma-separated tracing directives such as "peal=trace,warn". Of the
+// directives, the most verbose one for target peal (or a peal:: module)
+// applies; else the last bare level; a list that names neither leaves peal
+// silent ("off"), as it did Peal. trace means debug, the most verbose level
+// here. The result is one of LogLevels.
+func ParseLogLevel(text string) (string, error) {
+	var peal, bare string
+	seen := false
+	for _, d := range strings.Split(text, ",") {
+		d = strings.TrimSpace(d)
+		if d == "" {
+			continue
+		}
+		seen = true
+		target, level, hasLevel := strings.Cut(d, "=")
+		if i := strings.LastIndex(d, "]"); i >= 0 {
+			// target[span{field=value}]=level: the level follows the span filter.
+			target, level, hasLevel = d[:i+1], strings.TrimPrefix(d[i+1:], "="), i+1 < len(d)
+		}
+		if !hasLevel {
+			if l, ok := levelName(d); ok {
+				bare = l
+				continue
+			}
+			// A bare target enables everything of that target; another
+			// program's target alone is more likely a misspelt level.
+			target, level = d, "trace"
+		}
+		if i := strings.IndexAny(target, "[{"); i >= 0 {
+			target = target[:i] // span filters narrow a target; the level is what counts here
+		}
+		target = strings.TrimSpace(target)
+		isPeal := target == "peal" || strings.HasPrefix(target, "peal::")
+		l, ok := levelName(strings.TrimSpace(level))
+		if !ok || target == "" || !hasLevel && !isPeal {
+			return "", fmt.Errorf("invalid log level %s: want debug, info, warn, error or off, or directives like peal=trace,warn", Quote(text))
+		}
+		if isPeal {
+			if peal == "" || slices.Index(LogLevels, l) < slices.Index(LogLevels, peal) {
+				peal = l
+			}
+		}
+	}
+	switch {
+	case !seen:
+		return "", fmt.Errorf("invalid log level %s: want debug, info, warn, error or off, or directives like peal=trace,warn", Quote(text))
+	case peal != "":
+		return peal, nil
+	case bare != "":
+		return bare, nil
+	}
+	return "off", nil
+}
+
+func levelName(s string) (string, bool) {
+	switch strings.ToLower(s) {
+	case "trace", "5", "debug", "4":
+		return "debug", true
+	case "info", "3":
+		return "info", true
+	case "warn", "2":
+		return "warn", true
+	case "error", "1":
+		return "error", true
+	case "off", "0":
+		return "off", true
+	}
+	return "", false
 }
 
 // parseTOML converts a value decoded from TOML into the key's parsed type.
-func parseTOML(k Key, v any, where string) (any, error) {
+func parseTOML(k Key, v any) (any, error) {
 	wrongType := func() error {
-		return fmt.Errorf("%s: wrong type %s: want %s", where, tomlTypeName(v), k.Type)
+		return fmt.Errorf("wrong type %s: want %s", tomlTypeName(v), k.TypeName())
 	}
 	switch k.Kind {
-	case KindString, KindPath:
+	case KindString, KindPath, KindEnum, KindLogLevel:
 		s, ok := v.(string)
 		if !ok {
 			return nil, wrongType()
 		}
-		return s, nil
-	case KindEnum:
-		s, ok := v.(string)
-		if !ok {
-			return nil, wrongType()
+		if k.Kind == KindString || k.Kind == KindPath {
+			return s, nil
 		}
-		return checkEnum(k, s, where)
+		return parseText(k, s)
 	case KindBool:
 		b, ok := v.(bool)
 		if !ok {
 			return nil, wrongType()
 		}
 		return b, nil
-	case KindU32, KindU64:
+	case KindU32, KindU64, KindSeconds:
 		n, ok := v.(int64)
 		if !ok {
 			return nil, wrongType()
 		}
-		if n < 0 || (k.Kind == KindU32 && n > math.MaxUint32) {
-			return nil, fmt.Errorf("%s: invalid value %d: want a non-negative whole number%s", where, n, u32Hint(k))
+		if n < 0 {
+			return nil, fmt.Errorf("invalid value %d: want a non-negative whole number", n)
 		}
-		return uint64(n), nil
+		return checkMax(k, uint64(n), n)
 	case KindCommands, KindArgs, KindSeverities, KindList:
 		list, ok := v.([]any)
 		if !ok {
@@ -139,50 +254,54 @@ func parseTOML(k Key, v any, where string) (any, error) {
 		for _, item := range list {
 			s, ok := item.(string)
 			if !ok {
-				return nil, fmt.Errorf("%s: wrong type: every entry must be a string", where)
+				return nil, fmt.Errorf("wrong type: every entry must be a string")
 			}
 			out = append(out, s)
 		}
 		if k.Kind == KindSeverities {
-			return checkSeverities(out, where)
+			return checkSeverities(out)
 		}
 		return out, nil
 	case KindPatterns:
-		list, ok := v.([]any)
-		if !ok {
-			return nil, wrongType()
-		}
-		out := make([]DismissPattern, 0, len(list))
-		for i, item := range list {
-			table, ok := item.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("%s: wrong type: entry %d must be a table {pattern, reason}", where, i+1)
-			}
-			var p DismissPattern
-			for field, fv := range table {
-				s, ok := fv.(string)
-				switch {
-				case field != "pattern" && field != "reason":
-					return nil, fmt.Errorf("%s: entry %d: unknown field %q (want pattern and reason)", where, i+1, field)
-				case !ok:
-					return nil, fmt.Errorf("%s: entry %d: %s must be a string", where, i+1, field)
-				case field == "pattern":
-					p.Pattern = s
-				default:
-					p.Reason = s
-				}
-			}
-			if p.Pattern == "" {
-				return nil, fmt.Errorf("%s: entry %d: pattern is missing or empty", where, i+1)
-			}
-			if !slices.Contains(DismissReasons, p.Reason) {
-				return nil, fmt.Errorf("%s: entry %d: invalid dismiss reason %q: want one of %s", where, i+1, p.Reason, strings.Join(DismissReasons, ", "))
-			}
-			out = append(out, p)
-		}
-		return out, nil
+		return parsePatterns(v, wrongType)
 	}
-	return nil, fmt.Errorf("%s: unsupported key kind", where)
+	return nil, fmt.Errorf("unsupported key kind")
+}
+
+func parsePatterns(v any, wrongType func() error) (any, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, wrongType()
+	}
+	out := make([]DismissPattern, 0, len(list))
+	for i, item := range list {
+		table, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("wrong type: entry %d must be a table {pattern, reason}", i+1)
+		}
+		var p DismissPattern
+		for field, fv := range table {
+			s, ok := fv.(string)
+			switch {
+			case field != "pattern" && field != "reason":
+				return nil, fmt.Errorf("entry %d: unknown field %s (want pattern and reason)", i+1, Quote(field))
+			case !ok:
+				return nil, fmt.Errorf("entry %d: %s must be a string", i+1, field)
+			case field == "pattern":
+				p.Pattern = s
+			default:
+				p.Reason = s
+			}
+		}
+		if p.Pattern == "" {
+			return nil, fmt.Errorf("entry %d: pattern is missing or empty", i+1)
+		}
+		if !slices.Contains(DismissReasons, p.Reason) {
+			return nil, fmt.Errorf("entry %d: invalid dismiss reason %s: want one of %s", i+1, Quote(p.Reason), strings.Join(DismissReasons, ", "))
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func tomlTypeName(v any) string {
@@ -201,14 +320,4 @@ func tomlTypeName(v any) string {
 		return "table"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// ParseSeverities parses a comma-separated list of severities the way
-// fail_on is read from a variable or flag ("" is the empty list).
-func ParseSeverities(text string) ([]string, error) {
-	v, err := checkSeverities(splitCommas(text), "--fail-on")
-	if err != nil {
-		return nil, err
-	}
-	return v.([]string), nil
 }

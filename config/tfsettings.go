@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 
 	"peal/internal/safefs"
@@ -57,8 +58,8 @@ func tfSettingsLayer(repo string) (layer, []string) {
 		l.values["escalation.enabled"] = *esc.Enabled
 	}
 	if n := esc.MaxRetries; n != nil {
-		if *n < 0 {
-			warnings = append(warnings, fmt.Sprintf("ignoring workflow.escalation.maxRetries %d in %s: it must not be negative", *n, path))
+		if *n < 0 || *n > math.MaxUint32 {
+			warnings = append(warnings, fmt.Sprintf("ignoring workflow.escalation.maxRetries %d in %s: it must be a count from 0 to %d", *n, path, uint32(math.MaxUint32)))
 		} else {
 			l.values["escalation.max_retries"] = uint64(*n)
 		}
@@ -74,9 +75,9 @@ func tfSettingsLayer(repo string) (layer, []string) {
 		}
 	}
 	if s.Workflow.FailOn != nil {
-		v, err := checkSeverities(*s.Workflow.FailOn, path+": workflow.failOn")
+		v, err := checkSeverities(*s.Workflow.FailOn)
 		if err != nil {
-			warnings = append(warnings, "ignoring "+err.Error())
+			warnings = append(warnings, fmt.Sprintf("ignoring %s: workflow.failOn: %v", path, err))
 		} else {
 			l.values["fail_on"] = v
 		}

@@ -10,15 +10,25 @@ import (
 	"strings"
 )
 
-// Validate checks everything that must hold before any child process runs.
-// It writes nothing. On success AgentPath holds the resolved agent command and
-// PlanPath, RepoPath and StateDir are absolute.
+// Validate checks everything `peal run` needs before any child process
+// runs: ValidateWithoutAgent, then ResolveAgents. It writes nothing.
 func (c *Config) Validate() error {
-	if c.PlanPath == "" {
-		return missing("plan_path")
+	if err := c.ValidateWithoutAgent(); err != nil {
+		return err
 	}
-	if c.RepoPath == "" {
-		return missing("repo_path")
+	return c.ResolveAgents()
+}
+
+// ValidateWithoutAgent checks what commands that read the plan and the state
+// need (run, status, the dry run): the required keys, the plan, the repo,
+// the numbers, the ticket ids, and that no output path overwrites the state
+// folder's own files. It makes PlanPath, RepoPath, StateDir and KnowledgeDir
+// absolute. It does not look for the agent CLI: only a real run calls it.
+func (c *Config) ValidateWithoutAgent() error {
+	for _, k := range Keys {
+		if k.Required && c.Value(k.Name) == nil {
+			return missing(k.Name)
+		}
 	}
 	if c.Task != nil && c.FromTask != nil {
 		return fmt.Errorf("--task and --from-task cannot be used together: choose one")
@@ -46,9 +56,6 @@ func (c *Config) Validate() error {
 	case !insideGitWorkTree(c.RepoPath):
 		return fmt.Errorf("repo %s is not inside a git work tree: run `git init` there or point %s at a git checkout", c.RepoPath, describe("repo_path", c.Sources))
 	}
-	if c.StateDir, err = filepath.Abs(c.StateDir); err != nil {
-		return fmt.Errorf("state dir %s: %w", c.StateDir, err)
-	}
 	if c.PhaseTimeoutSec == 0 {
 		return fmt.Errorf("phase_timeout_sec must be at least 1 (set by %s)", describe("phase_timeout_sec", c.Sources))
 	}
@@ -57,26 +64,39 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("normalize prompt %s is not a readable file: check %s", c.NormalizePromptPath, describe("normalize_prompt_path", c.Sources))
 		}
 	}
-	if err := c.resolveTickets(); err != nil {
+	if err := c.ResolveStore(); err != nil {
 		return err
 	}
+	if err := c.checkOutputs(); err != nil {
+		return err
+	}
+	return c.checkTickets()
+}
+
+// ResolveAgents finds agent_cmd, and fallback_agent_cmd when set, as
+// executables and stores them in AgentPath and FallbackPath.
+func (c *Config) ResolveAgents() error {
+	var err error
 	if c.AgentPath, err = ResolveCommand(c.AgentCmd); err != nil {
-		return fmt.Errorf("agent command %q not found (%v): install the Cursor CLI or set %s", c.AgentCmd, err, describe("agent_cmd", c.Sources))
+		return fmt.Errorf("agent command %s not found (%v): install the Cursor CLI or set %s", Quote(c.AgentCmd), err, describe("agent_cmd", c.Sources))
 	}
 	if c.FallbackAgentCmd != "" {
 		if c.FallbackPath, err = ResolveCommand(c.FallbackAgentCmd); err != nil {
-			return fmt.Errorf("fallback agent command %q not found (%v): check %s", c.FallbackAgentCmd, err, describe("fallback_agent_cmd", c.Sources))
+			return fmt.Errorf("fallback agent command %s not found (%v): check %s", Quote(c.FallbackAgentCmd), err, describe("fallback_agent_cmd", c.Sources))
 		}
 	}
 	return nil
 }
 
-// TicketIDPattern is the form of ticketflow ticket ids.
-var TicketIDPattern = regexp.MustCompile(`^[a-z]+-[a-z0-9]+$`)
-
-// resolveTickets fills the retry-state store's defaults and checks the ids
-// this run will use.
-func (c *Config) resolveTickets() error {
+// ResolveStore makes StateDir absolute and resolves the retry-state store,
+// the one rule for every command: knowledge_dir when set; else
+// <repo>/.tf/knowledge in a ticketflow project (the working folder standing in
+// for an unset repo_path); else {state_dir}/knowledge.
+func (c *Config) ResolveStore() error {
+	var err error
+	if c.StateDir, err = filepath.Abs(c.StateDir); err != nil {
+		return fmt.Errorf("state dir %s: %w", c.StateDir, err)
+	}
 	if c.KnowledgeDir == "" {
 		c.KnowledgeDir = filepath.Join(c.StateDir, "knowledge")
 		if info, err := os.Stat(filepath.Join(c.RepoPath, ".tf")); err == nil && info.IsDir() {
@@ -84,13 +104,78 @@ func (c *Config) resolveTickets() error {
 			c.KnowledgeDir = filepath.Join(c.RepoPath, ".tf", "knowledge")
 		}
 	}
-	var err error
 	if c.KnowledgeDir, err = filepath.Abs(c.KnowledgeDir); err != nil {
 		return fmt.Errorf("knowledge dir %s: %w", c.KnowledgeDir, err)
 	}
+	return nil
+}
+
+// checkOutputs refuses a run summary, log file or agent log folder that
+// would overwrite the state folder's own files (state.json, its lock, kept-
+// aside and temporary copies) or the retry-state store, or each other.
+// StateDir and KnowledgeDir are absolute here.
+func (c *Config) checkOutputs() error {
+	outputs := []struct{ key, path string }{{"run_summary_path", c.RunSummaryPath}, {"log_file", c.LogFile}, {"agent_log_dir", c.AgentLogDir}}
+	for i, o := range outputs {
+		if o.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(o.path)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", o.key, o.path, err)
+		}
+		if what := c.stateFile(abs); what != "" {
+			return fmt.Errorf("%s %s would overwrite %s: point %s somewhere else", o.key, abs, what, describe(o.key, c.Sources))
+		}
+		for _, other := range outputs[:i] {
+			if otherAbs, _ := filepath.Abs(other.path); other.path != "" && otherAbs == abs {
+				return fmt.Errorf("%s and %s are both %s: point %s somewhere else", other.key, o.key, abs, describe(o.key, c.Sources))
+			}
+		}
+	}
+	return nil
+}
+
+// stateFile names the state file or store that path is, or is inside; "".
+func (c *Config) stateFile(path string) string {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	switch {
+	case dir == c.StateDir && (base == stateFileName || base == "state.lock" ||
+		strings.HasPrefix(base, stateFileName+".") || strings.HasPrefix(base, "."+stateFileName+".tmp")):
+		return "the state file " + filepath.Join(c.StateDir, stateFileName) + " or its companions"
+	case path == c.KnowledgeDir || within(path, filepath.Join(c.KnowledgeDir, "tickets")):
+		return "the retry-state store " + c.KnowledgeDir
+	case sameFile(path, filepath.Join(c.StateDir, stateFileName)):
+		return "the state file " + filepath.Join(c.StateDir, stateFileName)
+	}
+	return ""
+}
+
+// within reports whether path is dir or inside it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// stateFileName is the state file in the state folder; the state package
+// writes it (config does not import state).
+const stateFileName = "state.json"
+
+// sameFile reports whether a and b exist and are the same file (through a
+// link, for instance).
+func sameFile(a, b string) bool {
+	ia, errA := os.Stat(a)
+	ib, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ia, ib)
+}
+
+// TicketIDPattern is the form of ticketflow ticket ids.
+var TicketIDPattern = regexp.MustCompile(`^[a-z]+-[a-z0-9]+$`)
+
+// checkTickets fills the ticket prefix and checks the ids this run will use.
+func (c *Config) checkTickets() error {
 	if c.TicketID != "" {
 		if !TicketIDPattern.MatchString(c.TicketID) {
-			return fmt.Errorf("ticket id %q is not a ticket id (lower-case letters, a dash, lower-case letters or digits, like pt-te9b): check %s", c.TicketID, describe("ticket_id", c.Sources))
+			return fmt.Errorf("ticket id %s is not a ticket id (lower-case letters, a dash, lower-case letters or digits, like pt-te9b): check %s", Quote(c.TicketID), describe("ticket_id", c.Sources))
 		}
 		return nil
 	}
@@ -98,7 +183,7 @@ func (c *Config) resolveTickets() error {
 		c.TicketPrefix = DefaultTicketPrefix(c.PlanPath, c.RepoPath)
 	}
 	if id := c.TicketPrefix + "-1"; !TicketIDPattern.MatchString(id) {
-		return fmt.Errorf("ticket prefix %q gives ids like %q, which are not ticket ids (use lower-case letters only): check %s", c.TicketPrefix, id, describe("ticket_prefix", c.Sources))
+		return fmt.Errorf("ticket prefix %s gives ids like %s, which are not ticket ids (use lower-case letters only): check %s", Quote(c.TicketPrefix), Quote(id), describe("ticket_prefix", c.Sources))
 	}
 	return nil
 }
@@ -149,8 +234,7 @@ func ResolveCommand(cmd string) (string, error) {
 }
 
 func missing(name string) error {
-	k, _ := KeyByName(name)
-	return fmt.Errorf("%s is not set: use %s, %s or %s in the config file", name, k.FlagName(), k.Env(), k.Name)
+	return fmt.Errorf("%s is not set: use %s", name, describe(name, nil))
 }
 
 // describe names where a key can be (and, when known, was) set, for messages.

@@ -129,3 +129,44 @@ func TestNetworkDelayCancelled(t *testing.T) {
 		t.Fatalf("n %d, err %v after %s", n, err, time.Since(start))
 	}
 }
+
+// TestNetworkErrorFromFailure: a Failure that returns *NetworkError puts the
+// attempt in the network class whatever its output says (stet's exit 2).
+func TestNetworkErrorFromFailure(t *testing.T) {
+	t.Parallel()
+	byExit := func(r Result) error {
+		if r.ExitCode == 2 {
+			return &NetworkError{Err: errors.New("the model is unreachable")}
+		}
+		return CheckExit(r)
+	}
+	quiet := fakes.Outcome{Exit: 2, Stderr: "nothing a pattern knows"}
+	cases := []struct {
+		name     string
+		policy   Policy
+		outcomes []fakes.Outcome
+		calls    int
+		check    func(error) bool
+	}{
+		{"network retries, then success", Policy{Attempts: 1, Failure: byExit, Network: &NetworkPolicy{Retries: 2}}, []fakes.Outcome{quiet, quiet, success}, 3,
+			func(err error) bool { return err == nil }},
+		{"every attempt: unreachable", Policy{Attempts: 2, Failure: byExit, Network: &NetworkPolicy{Retries: 1}}, []fakes.Outcome{quiet}, 2,
+			func(err error) bool {
+				var u *UnreachableError
+				return errors.As(err, &u) && u.Attempts == 2 && strings.Contains(err.Error(), "the model is unreachable")
+			}},
+		{"no network policy: unreachable at once", Policy{Attempts: 3, Failure: byExit}, []fakes.Outcome{quiet}, 1,
+			func(err error) bool { var u *UnreachableError; return errors.As(err, &u) }},
+		{"other exits stay ordinary", Policy{Attempts: 2, Failure: byExit, Network: &NetworkPolicy{Retries: 3}}, []fakes.Outcome{plainFail}, 2,
+			func(err error) bool { var f *FailedError; return errors.As(err, &f) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, c, err := adaptiveCall(t, tc.policy, tc.outcomes...)
+			if len(c) != tc.calls || !tc.check(err) {
+				t.Fatalf("%d calls (want %d), err %v", len(c), tc.calls, err)
+			}
+		})
+	}
+}

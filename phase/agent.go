@@ -39,10 +39,10 @@ type Limits struct {
 }
 
 // CallEnv is the context a child sees in its environment (PEAL_PHASE,
-// PEAL_TASK_INDEX, PEAL_ATTEMPT). task 0 means the call belongs to no task.
-func CallEnv(phase string, task int, attempt int) []string {
-	env := []string{"PEAL_PHASE=" + phase, "PEAL_ATTEMPT=" + strconv.Itoa(attempt)}
-	if task > 0 {
+// PEAL_TASK_INDEX, PEAL_ATTEMPT). A call of NoTask gets no PEAL_TASK_INDEX.
+func CallEnv(phaseName string, task int, attempt int) []string {
+	env := []string{"PEAL_PHASE=" + phaseName, "PEAL_ATTEMPT=" + strconv.Itoa(attempt)}
+	if task != NoTask {
 		env = append(env, "PEAL_TASK_INDEX="+strconv.Itoa(task))
 	}
 	return env

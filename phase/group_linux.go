@@ -2,77 +2,204 @@ package phase
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// sysPidfdOpen is pidfd_open(2), the same number on every Linux architecture.
-const sysPidfdOpen = 434
-
-// waitGroupGone waits, at most limit, until no process of group pgid is left
-// (zombies count as gone): the signals have been sent, and a call returns only
-// once what it started is really dead. It finds the members in /proc and waits
-// on a pidfd of each, so the wait itself costs nothing.
-func waitGroupGone(pgid int, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for _, pid := range groupMembers(pgid) {
-		waitExit(pid, time.Until(deadline))
-	}
+// dieWithParent makes the kernel SIGKILL the child when peal dies, even of
+// SIGKILL, so that no agent goes on editing the repository unsupervised.
+func dieWithParent(attr *syscall.SysProcAttr) {
+	attr.Pdeathsig = syscall.SIGKILL
 }
 
-// groupMembers lists the live processes whose process group is pgid.
-func groupMembers(pgid int) []int {
+// The parent-death signal fires when the *thread* that started the child
+// exits, not the process, and the Go runtime may end threads. Every child is
+// therefore started from one goroutine locked to its thread for the life of
+// the process: that thread never exits while peal runs.
+var (
+	spawnOnce sync.Once
+	spawns    chan spawnRequest
+)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startChild(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawns = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as peal
+			for req := range spawns {
+				req.done <- req.cmd.Start()
+			}
+		}()
+	})
+	req := spawnRequest{cmd: cmd, done: make(chan error, 1)}
+	spawns <- req
+	return <-req.done
+}
+
+// strays lists the live processes, outside group pgid, whose environment
+// carries callID: what a call started and then lost track of (a daemon that
+// called setsid). Processes of other users cannot be read and are never
+// listed. It runs at the end of every call, so it reads each environment
+// once and the process state only of the few that match.
+func strays(callID string, pgid int) []int {
+	if callID == "" {
+		return nil
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
 	var pids []int
+	want := []byte(CallIDEnv + "=" + callID + "\x00")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || !carries(pid, want) {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The command name may hold spaces and parentheses: the fields
-		// after the last ')' are state, ppid, pgrp.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(stat[i+1:])
-		if len(f) < 3 || bytes.Equal(f[0], []byte("Z")) || bytes.Equal(f[0], []byte("X")) {
-			continue
-		}
-		if g, err := strconv.Atoi(string(f[2])); err == nil && g == pgid {
+		if g, alive := procGroup(pid); alive && g != pgid {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
-// waitExit blocks until process pid exits or d passes.
+// carries reports whether the environment of pid holds the entry want
+// (NUL-terminated).
+func carries(pid int, want []byte) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	return bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))
+}
+
+// forEachProcess calls fn with every live process and its process group
+// (zombies count as gone).
+func forEachProcess(fn func(pid, pgid int)) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, alive := procGroup(pid); alive {
+			fn(pid, g)
+		}
+	}
+}
+
+// procGroup reads the process group of pid from /proc/<pid>/stat; alive is
+// false for a zombie or a process that is gone.
+func procGroup(pid int) (pgid int, alive bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name may hold spaces and parentheses: the fields after
+	// the last ')' are state, ppid, pgrp.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 3 || bytes.Equal(f[0], []byte("Z")) || bytes.Equal(f[0], []byte("X")) {
+		return 0, false
+	}
+	g, err := strconv.Atoi(string(f[2]))
+	return g, err == nil
+}
+
+// waitGone waits, at most limit, until no process of group pgid (none when
+// pgid is 0) and none of pids is left. It waits on a pidfd of each, so the
+// wait costs nothing.
+func waitGone(pgid int, pids []int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	if pgid > 0 {
+		forEachProcess(func(pid, group int) {
+			if group == pgid {
+				pids = append(pids, pid)
+			}
+		})
+	}
+	for _, pid := range pids {
+		waitExit(pid, time.Until(deadline))
+	}
+}
+
+// waitExit blocks until process pid exits or d passes: a pidfd becomes
+// readable when its process exits.
 func waitExit(pid int, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(pid), 0, 0)
-	if errno != 0 {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
 		return // gone already, or no pidfd support: nothing to wait on
 	}
-	defer syscall.Close(int(fd))
-	var set syscall.FdSet
-	set.Bits[fd/64] |= 1 << (fd % 64)
-	tv := syscall.NsecToTimeval(d.Nanoseconds())
+	defer unix.Close(fd)
+	deadline := time.Now().Add(d)
 	for {
-		// A pidfd becomes readable when its process exits.
-		_, err := syscall.Select(int(fd)+1, &set, nil, nil, &tv)
-		if err != syscall.EINTR {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		_, err := unix.Poll(fds, int(min(left.Milliseconds()+1, 1<<30)))
+		if !errors.Is(err, unix.EINTR) {
 			return
 		}
 	}
+}
+
+// SweepLeftovers stops (SIGTERM, then SIGKILL after grace) every process
+// whose call id belongs to scope but was given by another peal process: what
+// a run that died (even of SIGKILL) left running. The caller must know that
+// no other live peal works in scope (it holds the scope's lock). It returns
+// how many processes it found.
+func SweepLeftovers(scope string, grace time.Duration) int {
+	if scope == "" {
+		return 0
+	}
+	prefix := []byte(CallIDEnv + "=" + scope + "/")
+	mine := []byte(CallIDEnv + "=" + scope + "/" + strconv.Itoa(os.Getpid()) + "/")
+	var pids []int
+	forEachProcess(func(pid, _ int) {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			return
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.HasPrefix(kv, prefix) && !bytes.HasPrefix(kv, mine) {
+				pids = append(pids, pid)
+				return
+			}
+		}
+	})
+	if len(pids) == 0 {
+		return 0
+	}
+	signalAll(pids, unix.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for _, pid := range pids {
+		waitExit(pid, time.Until(deadline))
+	}
+	signalAll(pids, unix.SIGKILL)
+	waitGone(0, pids, grace)
+	return len(pids)
 }

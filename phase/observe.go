@@ -16,9 +16,13 @@ type Observer interface {
 // nor the prompt, so nothing an observer shows can leak a prompt.
 type CallInfo struct {
 	Phase   string
-	Task    int     // 0: the call belongs to no task
+	Task    int     // NoTask: the call belongs to no task
 	Attempt Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
 	Started time.Time
+	// Detail, when not nil, says what the call is doing now, in a few words
+	// without control characters (e.g. "hunk 3/7"); it may change while the
+	// call runs and is safe to call from any goroutine.
+	Detail func() string
 }
 
 // observe tells spec's observer that the call started at start and returns
@@ -33,7 +37,7 @@ func observe(spec Spec, start time.Time) func() {
 		// Only agent calls alternate between a primary and a fallback.
 		a.Role = ""
 	}
-	ended := spec.Observer.CallStarted(CallInfo{Phase: spec.Phase, Task: spec.Task, Attempt: a, Started: start})
+	ended := spec.Observer.CallStarted(CallInfo{Phase: spec.Phase, Task: spec.Task, Attempt: a, Started: start, Detail: spec.Detail})
 	if ended == nil {
 		return func() {}
 	}

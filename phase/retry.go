@@ -2,6 +2,7 @@ package phase
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -73,6 +74,25 @@ func matchOutput(res Result, patterns []string) (string, bool) {
 	return "", false
 }
 
+// NetworkError marks the failure of an attempt as network trouble whatever
+// its output says. A Policy's Failure returns it for results whose exit
+// status alone means that a service could not be reached (stet exits 2 when
+// its review model is unreachable); Do then draws on the network budget.
+type NetworkError struct{ Err error }
+
+func (e *NetworkError) Error() string { return e.Err.Error() }
+func (e *NetworkError) Unwrap() error { return e.Err }
+
+// networkFailure reports whether a failed attempt is network trouble: its
+// failure says so, or its output matches a network pattern.
+func networkFailure(res Result, fail error, patterns []string) (string, bool) {
+	var ne *NetworkError
+	if errors.As(fail, &ne) {
+		return "exit status", true
+	}
+	return matchOutput(res, patterns)
+}
+
 // CheckExit is the default failure rule: timeout or non-zero exit.
 func CheckExit(r Result) error {
 	if r.TimedOut {
@@ -134,7 +154,7 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		var delays backoff.BackOff
 		if pattern, fatal := matchOutput(res, p.Fatal); fatal {
 			return res, n, &FatalError{Phase: spec.Phase, Pattern: pattern, Last: fail}
-		} else if pattern, isNetwork := matchOutput(res, networkPatterns); isNetwork {
+		} else if pattern, isNetwork := networkFailure(res, fail, networkPatterns); isNetwork {
 			if networkLeft == 0 {
 				if allNetwork {
 					return res, n, &UnreachableError{Phase: spec.Phase, Attempts: n, Last: fail}

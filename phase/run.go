@@ -12,9 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -22,23 +20,46 @@ import (
 // read and discarded so that the child never blocks on a full pipe.
 const MaxCapture = 10 << 20
 
+// NoTask is the task of a call that belongs to no task (normalize, stet's
+// session calls, git, post-run commands). Task indices start at 0.
+const NoTask = -1
+
 // Spec describes one child process.
 type Spec struct {
-	Phase       string   // plan, execute, address, triage, normalize, stet, git, post-run
-	Argv        []string // program first
-	Prompt      bool     // the last argument is a prompt: logged as <prompt len=N>
+	Phase string   // plan, execute, address, triage, normalize, stet, git, post-run
+	Argv  []string // program first
+	// Prompt marks an agent call. Its prompt is the last argument, logged
+	// as <prompt len=N>, unless Stdin carries it.
+	Prompt bool
+	// Stdin is written to the child's standard input, which is then closed;
+	// nil means standard input is /dev/null.
+	Stdin       []byte
 	Dir         string
 	Env         []string // added to the parent environment
 	Timeout     time.Duration
 	IdleTimeout time.Duration // 0: off
 	KillGrace   time.Duration
-	Log         *slog.Logger
-	Attempt     Attempt // for logs; zero for calls that are not retried
-	Task        int     // for the Observer; 0: the call belongs to no task
+	// Scope starts the call id that the child and everything it starts
+	// carry in their environment (PEAL_CALL_ID=<scope>/<peal pid>/<n>): how
+	// peal finds what a call left behind outside its process group, and what
+	// a dead peal left (SweepLeftovers). Empty is a scope too.
+	Scope string
+	// TempRoot, when set, is where the call gets a folder of its own, named
+	// in TMPDIR (and TMP, TEMP) and removed once the call has ended.
+	TempRoot string
+	Log      *slog.Logger
+	Attempt  Attempt // for logs; zero for calls that are not retried
+	Task     int     // for the Observer; NoTask when the call belongs to no task
 	// StdoutSink and StderrSink, when set, receive the whole streams, untruncated.
 	StdoutSink, StderrSink io.Writer
 	// Observer, when set, is told when the child starts and when the call ends.
 	Observer Observer
+	// Watch, when set, reads the output line by line as it arrives and may
+	// end the call early.
+	Watch Watcher
+	// Detail, when set, tells an observer what the call is doing right now
+	// (e.g. the review's progress); it is handed on in CallInfo.
+	Detail func() string
 }
 
 // Result is what a finished child left behind.
@@ -49,6 +70,7 @@ type Result struct {
 	TimedOut        bool // the call timeout or the idle timeout fired
 	Idle            bool // it was the idle timeout
 	Limit           time.Duration
+	Ended           error // the cause a Watcher ended the call with; nil otherwise
 	StdoutDropped   int64 // bytes read past MaxCapture and discarded
 	StderrDropped   int64
 	Duration        time.Duration
@@ -56,224 +78,214 @@ type Result struct {
 	ProcessGroupPID int
 }
 
-var (
-	errCallTimeout = errors.New("call timeout")
-	errIdleTimeout = errors.New("idle timeout")
-)
-
-// Run starts the child in its own process group with stdin on /dev/null,
-// drains both streams to the end, and waits for it without polling. On
-// timeout, idle timeout or cancellation of ctx the group gets SIGTERM and,
-// after KillGrace, SIGKILL. When the child exits on its own, whatever it left
-// in its group is terminated the same way. The error is non-nil only when the
-// process could not be started (*StartError) or ctx was cancelled.
+// Run starts the child in its own process group, drains both streams to the
+// end, and waits for it without polling. On timeout, idle timeout, an early
+// end asked by the Watcher, or cancellation of ctx the group gets SIGTERM
+// and, after KillGrace, SIGKILL. When the child exits on its own, whatever it
+// left in its group is terminated the same way. The error is non-nil only
+// when the process could not be started (*StartError) or ctx was cancelled.
 func Run(ctx context.Context, spec Spec) (Result, error) {
-	log := spec.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if spec.Log == nil {
+		spec.Log = slog.New(slog.DiscardHandler)
 	}
 	res := Result{Phase: spec.Phase, StartedAt: time.Now()}
 	if err := ctx.Err(); err != nil {
 		return res, interrupted(spec.Phase, ctx)
 	}
-	callCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	outR, outW, err := os.Pipe()
+	c, err := start(ctx, spec)
 	if err != nil {
-		return res, &StartError{Program: spec.Argv[0], Err: err}
+		return res, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return res, &StartError{Program: spec.Argv[0], Err: err}
-	}
-
-	var pgid atomic.Int64
-	var killMu sync.Mutex
-	var killTimer *time.Timer
-	cmd := exec.CommandContext(callCtx, spec.Argv[0], spec.Argv[1:]...)
-	cmd.Dir = spec.Dir
-	cmd.Env = append(os.Environ(), spec.Env...)
-	cmd.Stdout, cmd.Stderr = outW, errW // *os.File: no copying goroutines inside exec
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		signalGroup(int(pgid.Load()), syscall.SIGTERM)
-		killMu.Lock()
-		killTimer = time.AfterFunc(spec.KillGrace, func() { signalGroup(int(pgid.Load()), syscall.SIGKILL) })
-		killMu.Unlock()
-		return nil
-	}
-	cmd.WaitDelay = spec.KillGrace
-
-	log.Info("starting call", "phase", spec.Phase, "attempt", fmt.Sprintf("%d/%d", max(spec.Attempt.N, 1), max(spec.Attempt.Of, 1)),
-		"argv", LogArgv(spec.Argv, spec.Prompt))
-	if err := cmd.Start(); err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return res, &StartError{Program: spec.Argv[0], Err: err}
-	}
-	pgid.Store(int64(cmd.Process.Pid))
-	res.ProcessGroupPID = cmd.Process.Pid
-	outW.Close()
-	errW.Close()
-
-	// Output activity feeds the idle timeout; timers, not polling, fire the limits.
-	start := time.Now()
-	// The observer hears of the end when Run returns: after the group has been
-	// stopped and the output read, so nothing of the call is left running.
-	defer observe(spec, start)()
-	var lastOutput atomic.Int64
-	activity := func() { lastOutput.Store(int64(time.Since(start))) }
-	callTimer := time.AfterFunc(spec.Timeout, func() { cancel(errCallTimeout) })
-	defer callTimer.Stop()
-	if spec.IdleTimeout > 0 {
-		var idleTimer *time.Timer
-		var idleMu sync.Mutex
-		check := func() {
-			silent := time.Since(start) - time.Duration(lastOutput.Load())
-			if silent >= spec.IdleTimeout {
-				cancel(errIdleTimeout)
-				return
-			}
-			idleMu.Lock()
-			idleTimer.Reset(spec.IdleTimeout - silent)
-			idleMu.Unlock()
-		}
-		idleMu.Lock()
-		idleTimer = time.AfterFunc(spec.IdleTimeout, check)
-		idleMu.Unlock()
-		defer func() {
-			idleMu.Lock()
-			idleTimer.Stop()
-			idleMu.Unlock()
-		}()
-	}
-
-	stdout := &capture{sink: spec.StdoutSink}
-	stderr := &capture{sink: spec.StderrSink}
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go drain(&readers, outR, stdout, activity)
-	go drain(&readers, errR, stderr, activity)
-	readersDone := make(chan struct{})
-	go func() { readers.Wait(); close(readersDone) }()
-
-	waitErr := cmd.Wait()
-	cause := context.Cause(callCtx)
-
-	// The child is gone; anything it left in its group is terminated now:
-	// SIGTERM, then SIGKILL once the pipes close or the grace runs out.
-	if signalGroup(res.ProcessGroupPID, syscall.SIGTERM) {
-		select {
-		case <-readersDone:
-		case <-time.After(spec.KillGrace):
-		}
-		signalGroup(res.ProcessGroupPID, syscall.SIGKILL)
-		waitGroupGone(res.ProcessGroupPID, spec.KillGrace)
-	}
-	select {
-	case <-readersDone:
-	case <-time.After(spec.KillGrace):
-		// A process outside the group still holds a pipe: stop reading.
-		outR.Close()
-		errR.Close()
-		<-readersDone
-	}
-	outR.Close()
-	errR.Close()
-	killMu.Lock()
-	if killTimer != nil {
-		killTimer.Stop()
-	}
-	killMu.Unlock()
-
-	res.Duration = time.Since(start)
-	res.Stdout, res.StdoutDropped = stdout.result()
-	res.Stderr, res.StderrDropped = stderr.result()
-	res.ExitCode = cmd.ProcessState.ExitCode()
-	if res.StdoutDropped > 0 || res.StderrDropped > 0 {
-		log.Warn("output over the capture limit was read and discarded", "phase", spec.Phase,
-			"limit_bytes", MaxCapture, "stdout_dropped_bytes", res.StdoutDropped, "stderr_dropped_bytes", res.StderrDropped)
-	}
-	switch {
-	case ctx.Err() != nil:
-		return res, interrupted(spec.Phase, ctx)
-	case errors.Is(cause, errCallTimeout):
-		res.TimedOut, res.Limit = true, spec.Timeout
-	case errors.Is(cause, errIdleTimeout):
-		res.TimedOut, res.Idle, res.Limit = true, true, spec.IdleTimeout
-	}
-	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
-		log.Warn("waiting for the child failed", "phase", spec.Phase, "err", waitErr)
-	}
-	log.Debug("call finished", "phase", spec.Phase, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
-		"duration_ms", res.Duration.Milliseconds())
-	return res, nil
+	defer c.release()
+	res.ProcessGroupPID = c.group.pgid
+	// The observer hears of the end when Run returns: after the group has
+	// been stopped and the output read, so nothing of the call is left.
+	defer observe(spec, c.started)()
+	c.armLimits()
+	c.finish()
+	return c.result(ctx, res), interruptedIf(ctx, spec.Phase)
 }
 
-// signalGroup signals every process of the group and reports whether any
-// process was there to receive it.
-func signalGroup(pgid int, sig syscall.Signal) bool {
-	if pgid <= 0 {
-		return false
+// call is one running child and everything that watches it.
+type call struct {
+	spec    Spec
+	ctx     context.Context // ends with the call's limits (cause: why)
+	cancel  context.CancelCauseFunc
+	cmd     *exec.Cmd
+	group   *group
+	out     *streams
+	stdin   *os.File // the write end of standard input; nil when it is /dev/null
+	tempDir string   // "" when the call has none
+	started time.Time
+	stops   []func() // timers and watchers to stop when the call ends
+	hard    <-chan struct{}
+	waitErr error
+}
+
+// CallIDEnv is the variable that carries a call's id into its child's
+// environment (and, by inheritance, into whatever the child starts).
+const CallIDEnv = "PEAL_CALL_ID"
+
+var callSeq atomic.Int64
+
+var (
+	errCallTimeout = errors.New("call timeout")
+	errIdleTimeout = errors.New("idle timeout")
+)
+
+// start creates the pipes and the child and starts it in a process group
+// of its own.
+func start(ctx context.Context, spec Spec) (*call, error) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	c := &call{spec: spec, ctx: callCtx, cancel: cancel}
+	fail := func(err error) (*call, error) {
+		c.release()
+		return nil, &StartError{Program: spec.Argv[0], Err: err}
 	}
-	return syscall.Kill(-pgid, sig) == nil
+	var err error
+	if c.out, err = newStreams(spec); err != nil {
+		return fail(err)
+	}
+	callID := fmt.Sprintf("%s/%d/%d", spec.Scope, os.Getpid(), callSeq.Add(1))
+	env := append(os.Environ(), spec.Env...)
+	env = append(env, CallIDEnv+"="+callID)
+	if spec.TempRoot != "" {
+		if c.tempDir, err = newTempDir(spec.TempRoot); err != nil {
+			return fail(err)
+		}
+		env = append(env, "TMPDIR="+c.tempDir, "TMP="+c.tempDir, "TEMP="+c.tempDir)
+	}
+	c.cmd = exec.CommandContext(callCtx, spec.Argv[0], spec.Argv[1:]...)
+	c.cmd.Dir = spec.Dir
+	c.cmd.Env = env
+	c.cmd.Stdout, c.cmd.Stderr = c.out.childOut, c.out.childErr // *os.File: no copying goroutines inside exec
+	var stdinRead *os.File
+	if spec.Stdin != nil {
+		if stdinRead, c.stdin, err = os.Pipe(); err != nil {
+			return fail(err)
+		}
+		c.cmd.Stdin = stdinRead
+	}
+	c.hard = hardStop(ctx)
+	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard)
+	spec.Log.Info("starting call", "phase", spec.Phase, "attempt", fmt.Sprintf("%d/%d", max(spec.Attempt.N, 1), max(spec.Attempt.Of, 1)),
+		"argv", LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), "stdin_bytes", len(spec.Stdin))
+	err = c.group.start()
+	if stdinRead != nil {
+		stdinRead.Close()
+	}
+	c.out.closeChildEnds()
+	if err != nil {
+		return fail(err)
+	}
+	c.started = time.Now()
+	if c.stdin != nil {
+		go writeStdin(c.stdin, spec.Stdin)
+	}
+	if w := spec.Watch; w != nil {
+		// Begin comes before the first line can be read.
+		w.Begin(func(cause error) { c.cancel(&endedError{cause}) })
+		c.stops = append(c.stops, w.Done)
+	}
+	c.out.read(c.started, spec.Watch)
+	return c, nil
+}
+
+// writeStdin hands the prompt to the child. A child that exits (or stops
+// reading) before taking all of it ends the write with an error, which
+// changes nothing: its exit tells what happened.
+func writeStdin(w *os.File, data []byte) {
+	w.Write(data)
+	w.Close()
+}
+
+// armLimits starts the call timeout and the idle watchdog.
+func (c *call) armLimits() {
+	timer := time.AfterFunc(c.spec.Timeout, func() { c.cancel(errCallTimeout) })
+	c.stops = append(c.stops, func() { timer.Stop() })
+	if c.spec.IdleTimeout > 0 {
+		c.stops = append(c.stops, watchIdle(c.out, c.spec.IdleTimeout, func() { c.cancel(errIdleTimeout) }))
+	}
+}
+
+// finish waits for the child, then stops what it left in its group and reads
+// the rest of its output.
+func (c *call) finish() {
+	c.waitErr = c.cmd.Wait()
+	for _, stop := range c.stops {
+		stop()
+	}
+	c.group.reap(c.out.done)
+	c.out.stop(c.spec.KillGrace, c.hard)
+}
+
+// result fills res from the finished call.
+func (c *call) result(ctx context.Context, res Result) Result {
+	res.Duration = time.Since(c.started)
+	res.Stdout, res.StdoutDropped = c.out.stdout.result()
+	res.Stderr, res.StderrDropped = c.out.stderr.result()
+	res.ExitCode = c.cmd.ProcessState.ExitCode()
+	log := c.spec.Log
+	if res.StdoutDropped > 0 || res.StderrDropped > 0 {
+		log.Warn("output over the capture limit was read and discarded", "phase", c.spec.Phase,
+			"limit_bytes", MaxCapture, "stdout_dropped_bytes", res.StdoutDropped, "stderr_dropped_bytes", res.StderrDropped)
+	}
+	cause := context.Cause(c.ctx)
+	var ended *endedError
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(cause, errCallTimeout):
+		res.TimedOut, res.Limit = true, c.spec.Timeout
+	case errors.Is(cause, errIdleTimeout):
+		res.TimedOut, res.Idle, res.Limit = true, true, c.spec.IdleTimeout
+	case errors.As(cause, &ended):
+		res.Ended = ended.cause
+	}
+	var exitErr *exec.ExitError
+	if c.waitErr != nil && !errors.As(c.waitErr, &exitErr) && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
+		log.Warn("waiting for the child failed", "phase", c.spec.Phase, "err", c.waitErr)
+	}
+	log.Debug("call finished", "phase", c.spec.Phase, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
+		"duration_ms", res.Duration.Milliseconds())
+	return res
+}
+
+// release frees what the call holds once it is over: the context, the
+// pipes, the temporary folder.
+func (c *call) release() {
+	c.cancel(nil)
+	if c.out != nil {
+		c.out.closeAll()
+	}
+	if c.stdin != nil {
+		c.stdin.Close() // a writer still blocked on a full pipe returns now
+	}
+	if c.tempDir != "" {
+		os.RemoveAll(c.tempDir)
+	}
+}
+
+// endedError is the cancellation cause of a call a Watcher ended.
+type endedError struct{ cause error }
+
+func (e *endedError) Error() string { return "ended by its watcher: " + fmt.Sprint(e.cause) }
+
+func newTempDir(root string) (string, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(root, "call-")
 }
 
 func interrupted(phase string, ctx context.Context) error {
 	return &InterruptedError{Phase: phase, Cause: context.Cause(ctx)}
 }
 
-func drain(wg *sync.WaitGroup, r *os.File, c *capture, activity func()) {
-	defer wg.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			c.write(buf[:n])
-			activity()
-		}
-		if err != nil {
-			return
-		}
+func interruptedIf(ctx context.Context, phase string) error {
+	if ctx.Err() != nil {
+		return interrupted(phase, ctx)
 	}
-}
-
-// capture keeps the first MaxCapture bytes of a stream and counts the rest.
-type capture struct {
-	mu      sync.Mutex
-	kept    []byte
-	dropped int64
-	sink    io.Writer
-	sinkErr error
-}
-
-func (c *capture) write(p []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sink != nil && c.sinkErr == nil {
-		_, c.sinkErr = c.sink.Write(p)
-	}
-	room := MaxCapture - len(c.kept)
-	if room >= len(p) {
-		c.kept = append(c.kept, p...)
-		return
-	}
-	if room > 0 {
-		c.kept = append(c.kept, p[:room]...)
-	}
-	c.dropped += int64(len(p) - max(room, 0))
-}
-
-func (c *capture) result() (string, int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return string(c.kept), c.dropped
+	return nil
 }
 
 // LogArgv is argv as logs show it: a prompt argument becomes <prompt len=N>.

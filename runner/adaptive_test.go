@@ -115,7 +115,7 @@ func TestFallbackMustResolve(t *testing.T) {
 // make progress do not count.
 func TestPlateau(t *testing.T) {
 	t.Parallel()
-	three := append(twoFindings(), fakes.Finding{ID: "F3", File: "c.go", Severity: "info", Message: "doc"})
+	three := append(twoFindings(), fakes.Finding{ID: "F003", File: "c.go", Severity: "info", Message: "doc"})
 	cases := []struct {
 		name    string
 		address []fakes.Outcome
@@ -129,8 +129,8 @@ func TestPlateau(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, "## Task 1\nA\n")
-			env := h.withStet(fakes.StetScenario{Findings: three})
-			h.scenario(map[string][]fakes.Outcome{"address": tc.address})
+			env := h.withStet(fakes.StetScenario{})
+			h.scenario(map[string][]fakes.Outcome{"execute": plants(three...), "address": tc.address})
 			out, err := h.run(append(env, "PEAL_PLATEAU_ROUNDS=2", "PEAL_MAX_ADDRESS_ROUNDS=10", "PEAL_ON_FINDINGS_REMAINING=warn")...)
 			if err != nil {
 				t.Fatal(err)
@@ -153,10 +153,9 @@ func TestPlateau(t *testing.T) {
 func TestDefer(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, threeTasks)
-	env := h.withStet(fakes.StetScenario{Findings: twoFindings()})
+	env := h.withStet(fakes.StetScenario{})
 	// Task 1's review has findings no round fixes; tasks 2 and 3 find none.
-	fakes.WriteStetScenario(h.stetDir, fakes.StetScenario{Findings: twoFindings(),
-		Rules: map[string][]fakes.Outcome{"run": {{}, {}, {Stdout: `{"findings":[]}`}}}})
+	h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...)})
 	env = append(env, "PEAL_ON_FINDINGS_REMAINING=defer", "PEAL_MAX_ADDRESS_ROUNDS=1",
 		"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=1", "PEAL_STET_DISABLE_LLM_TRIAGE=true")
 	out, err := h.run(env...)
@@ -173,8 +172,8 @@ func TestDefer(t *testing.T) {
 	if sum, _ := h.summary(); !slices.Equal(sum.TasksDeferred, []int{1}) || sum.ExitCode != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
-	// The next run tries task 1 again, and it goes through now.
-	fakes.WriteStetScenario(h.stetDir, fakes.StetScenario{})
+	// The next run tries task 1 again; its session starts after tasks 2 and
+	// 3, so it reviews what this run of task 1 changes, which is nothing.
 	before := len(h.calls())
 	out, err = h.run(env...)
 	if err != nil || !slices.Equal(out.Completed, []int{1}) || out.ExitCode != ExitOK {

@@ -56,7 +56,7 @@ func (l *agentLogs) call(phaseName string, task int) *callLog {
 		return nil
 	}
 	who := "plan" // calls of no task (normalize) concern the plan as a whole
-	if task > 0 {
+	if task != phase.NoTask {
 		who = "task-" + strconv.Itoa(task)
 	}
 	key := who + "-" + phaseName

@@ -83,7 +83,7 @@ func TestAgentLogs(t *testing.T) {
 		{"normalize and two address rounds", "# Notes\nadd A\n", map[string][]fakes.Outcome{
 			"normalize": {out("## Task 1\nAdd A\n", "")},
 			"plan":      {out("p\n", "")},
-			"execute":   {out("e\n", "")},
+			"execute":   {{Stdout: "e\n", Plant: twoFindings()}},
 			"triage":    {out("fix them\n", "")},
 			"address":   {out("round 1\n", ""), {Stdout: "round 2\n", StetFix: -1}},
 		}, []string{"PEAL_NORMALIZE_PLAN=true"}, true, map[string]string{
@@ -110,7 +110,7 @@ func TestAgentLogs(t *testing.T) {
 			dir := filepath.Join(h.tmp, "logs", "agents") // created by the run, parents too
 			env := append([]string{"PEAL_AGENT_LOG_DIR=" + dir}, tc.env...)
 			if tc.stet {
-				env = append(env, h.withStet(fakes.StetScenario{Findings: twoFindings()})...)
+				env = append(env, h.withStet(fakes.StetScenario{})...)
 			}
 			if _, err := h.run(env...); err != nil {
 				t.Fatalf("%v\n%s", err, h.log)

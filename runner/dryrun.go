@@ -45,7 +45,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	for _, i := range st.CompletedTaskIndices {
 		completed[i] = true
 	}
-	r.stet = r.resolveStet()
+	r.setUpReview()
 	r.describeReview(w)
 
 	for n, seg := range Segments(tasks) {
@@ -58,11 +58,15 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "\nsegment %d: %s\n", n+1, kind)
 		block := seg.Parallel && r.cfg.Parallel && r.cfg.MaxParallel > 1
+		var pending []Task
 		for _, t := range seg.Tasks {
-			r.describeTask(w, t, completed[t.Index], !block)
+			if r.describeTask(w, t, completed[t.Index], !block) {
+				pending = append(pending, t)
+			}
 		}
-		if block && r.cfg.CommitAfterPhase2 {
-			fmt.Fprintln(w, "  after the block's executes: one commit for the block (git add -A; git commit)")
+		if block && len(pending) > 0 {
+			fmt.Fprintf(w, "  after the block's executes, for the block as a whole:\n")
+			r.describePhase3(w, pending, "  ")
 		}
 	}
 	return nil
@@ -70,59 +74,77 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 
 // describeReview prints how Phase 3 would run.
 func (r *run) describeReview(w io.Writer) {
-	switch {
-	case r.stet == nil:
+	if r.reviewer == nil {
 		fmt.Fprintln(w, "review: none (no stet): tasks end after execute")
-	case !r.stet.builtin():
-		fmt.Fprintf(w, "review: custom commands, all once at session start; each review runs %q\n", strings.Join(r.stet.reviewArgv(), " "))
-	default:
-		fmt.Fprintf(w, "review: stet %s; session start: %s; at the end: %s finish\n", r.stet.path, strings.Join(r.stet.startArgv(), " "), r.stet.path)
+		return
 	}
+	fmt.Fprintln(w, "review: "+r.reviewer.Describe())
 }
 
-// describeTask prints one task's calls as a run would make them now.
-func (r *run) describeTask(w io.Writer, t Task, completed, commit bool) {
+// describeTask prints one task's calls as a run would make them now, Phase 3
+// included for a sequential task, and reports whether the task would run.
+func (r *run) describeTask(w io.Writer, t Task, completed, sequential bool) bool {
 	if completed {
 		fmt.Fprintf(w, "  task %d: completed by an earlier run, skipped\n", t.Index)
-		return
+		return false
 	}
 	id := r.ticketID(t.Index)
 	attempt, note := r.peekAttempt(id)
 	if note != "" {
 		fmt.Fprintf(w, "  task %d: ticket %s: %s\n", t.Index, id, note)
-		return
+		return false
 	}
 	fmt.Fprintf(w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
-	r.tickets.byTask[t.Index] = &ticketRun{id: id, attempt: attempt}
-	defer delete(r.tickets.byTask, t.Index)
-
-	call := func(name string, attempts int, argv argvFunc, prompt string, promptLen string) {
-		model := r.modelFor(t.Index, name)
-		args := phase.LogArgv(argv(r.agent, model, prompt), true)
-		if promptLen != "" {
-			args[len(args)-1] = promptLen
-		}
-		shown := model
-		if shown == "" {
-			shown = "(agent default)"
-		}
-		fmt.Fprintf(w, "    %-8s model %s, attempts %d: %s\n", name, shown, attempts, strings.Join(args, " "))
-	}
 	phases := 1 + int(r.cfg.PhaseRetryCount)
-	call("plan", phases, phase.Agent.PlanArgv, phase.PlanPrompt(t.Body), "")
-	call("execute", phases, phase.Agent.ActArgv, "", "<prompt: the plan text>")
-	if r.cfg.CommitAfterPhase2 && commit {
-		fmt.Fprintf(w, "    %-8s git add -A; git commit -m \"peal: task %d - <first line of the plan text>\"\n", "commit", t.Index)
+	r.describeCall(w, "    ", attempt, "plan", phases, phase.Agent.PlanArgv, phase.PlanPrompt(t.Body), "")
+	r.describeCall(w, "    ", attempt, "execute", phases, phase.Agent.ActArgv, "", "<prompt: the plan text>")
+	if sequential {
+		r.describePhase3(w, []Task{t}, "    ")
 	}
-	if r.stet == nil {
+	return true
+}
+
+// describeCall prints one agent call of a ticket's attempt: its model,
+// attempts and argv.
+func (r *run) describeCall(w io.Writer, indent string, attempt int, name string, attempts int, argv argvFunc, prompt, promptLen string) {
+	model := modelFor(r.cfg, attempt, name)
+	args := phase.LogArgv(argv(r.agent, model, prompt), true)
+	if promptLen != "" {
+		args[len(args)-1] = promptLen
+	}
+	shown := model
+	if shown == "" {
+		shown = "(agent default)"
+	}
+	fmt.Fprintf(w, "%s%-8s model %s, attempts %d: %s\n", indent, name, shown, attempts, strings.Join(args, " "))
+}
+
+// describePhase3 prints the commit after the execute(s) of tasks and their
+// review; the agent calls carry the first task's index.
+func (r *run) describePhase3(w io.Writer, tasks []Task, indent string) {
+	subject := fmt.Sprintf("task %d", tasks[0].Index)
+	if len(tasks) > 1 {
+		subject = "tasks " + indexList(tasks)
+	}
+	commit := func(what string) {
+		if r.commits {
+			fmt.Fprintf(w, "%s%-8s git add -A; git commit -m \"peal: %s - %s\"\n", indent, "commit", subject, what)
+		}
+	}
+	commit("<first line of the plan text>")
+	if r.reviewer == nil {
 		return
 	}
-	fmt.Fprintf(w, "    %-8s %s\n", "review", strings.Join(r.stet.reviewArgv(), " "))
-	fmt.Fprintf(w, "    while findings remain, up to %d rounds:\n", r.cfg.MaxAddressRounds)
-	if r.stet.builtin() && !r.cfg.StetDisableLLMTriage {
-		call("triage", r.phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and the triage question>")
+	attempt, _ := r.peekAttempt(r.ticketID(tasks[0].Index))
+	review := strings.Join(r.reviewer.ReviewCommands(), "; ")
+	fmt.Fprintf(w, "%s%-8s %s\n", indent, "review", review)
+	fmt.Fprintf(w, "%swhile findings remain, up to %d rounds:\n", indent, r.cfg.MaxAddressRounds)
+	if r.reviewer.Builtin() && !r.cfg.StetDisableLLMTriage {
+		r.describeCall(w, indent, attempt, "triage", r.reviewer.Phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and the triage question>")
 	}
-	call("address", r.phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and its suggestions>")
+	r.describeCall(w, indent, attempt, "address", r.reviewer.Phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and its suggestions>")
+	commit("address round <N>")
+	fmt.Fprintf(w, "%s%-8s %s\n", indent, "review", review)
 }
 
 // peekAttempt reads which attempt a ticket's next run would be, without

@@ -57,8 +57,8 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
 		"start execute:2 1/2 primary", "end execute:2 1/2 primary",
 		"start execute:2 2/2 fallback", "end execute:2 2/2 fallback",
-		"start git:0 1/1 ", "end git:0 1/1 ",
-		"start git:0 1/1 ", "end git:0 1/1 ",
+		"start git:-1 1/1 ", "end git:-1 1/1 ",
+		"start git:-1 1/1 ", "end git:-1 1/1 ",
 	}
 	if !slices.Equal(rec.events, want) {
 		t.Fatalf("observer heard\n%s\nwant\n%s", strings.Join(rec.events, "\n"), strings.Join(want, "\n"))

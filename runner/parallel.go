@@ -8,6 +8,8 @@ import (
 
 	"github.com/sourcegraph/conc/panics"
 	"github.com/sourcegraph/conc/pool"
+
+	"peal/review"
 )
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently (A8):
@@ -111,6 +113,17 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 	}
 	r.log.Info("parallel block started", "tasks", indexList(tasks), "max_parallel", r.cfg.MaxParallel)
 
+	// The block's tasks share one work tree and one commit, so they share
+	// one review session, opened before their first agent call.
+	sess, err := r.reviewer.Begin(ctx, indices(tasks))
+	if err != nil {
+		// No task of the block can run: each fails with the session's error.
+		for i := range b.tasks {
+			b.tasks[i].started, b.tasks[i].done, b.tasks[i].err = true, true, err
+		}
+		return r.finishBlock(ctx, tl, b.tasks, nil)
+	}
+
 	// Go hands each task to the next free worker in index order, so a slot is
 	// refilled as soon as any task ends rather than when a chunk ends.
 	p := pool.New().WithMaxGoroutines(min(int(r.cfg.MaxParallel), len(tasks)))
@@ -128,7 +141,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 
 	// Every worker has returned: b is no longer shared.
 	r.commitBlock(ctx, b.tasks)
-	return r.finishBlock(ctx, tl, b.tasks)
+	return r.finishBlock(ctx, tl, b.tasks, sess)
 }
 
 // blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
@@ -149,10 +162,10 @@ func (r *run) recoverTask(t Task, fn func()) error {
 	return nil
 }
 
-// commitBlock makes the one commit of a block (commit_after_phase2) when an
+// commitBlock makes the one commit of a block (when commits are on) when an
 // execute succeeded; if it fails, every task whose work it held fails with it.
 func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
-	if !r.cfg.CommitAfterPhase2 {
+	if !r.commits {
 		return
 	}
 	var indices []int
@@ -168,7 +181,7 @@ func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
 	if len(indices) == 0 {
 		return
 	}
-	if err := r.commit(ctx, indices, planText); err != nil {
+	if _, err := r.git.Commit(ctx, indices, review.FirstLine(planText, 80)); err != nil {
 		for i := range bts {
 			if bts[i].done && bts[i].err == nil {
 				bts[i].err = err
@@ -177,15 +190,27 @@ func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
 	}
 }
 
-// finishBlock runs Phase 3 of each success in index order and records every
-// started task's outcome in index order, each completion saved as soon as its
-// review ends. When a record stops the run (a failure without
-// continue_with_remaining_tasks, max_consecutive_task_failures, an
-// interruption), the successes at later indices are still reviewed and saved
-// as completed: their executes already changed the repository, and a later
-// run that redid them would work on top of their own changes. Their failures
-// are not recorded, as a sequential run would not have reached them.
-func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask) error {
+// finishBlock runs the block's Phase 3 once for all its successes and
+// records every started task's outcome in index order, each completion saved
+// as soon as it is recorded. The review covers the block's one commit, so its
+// outcome (resolved, findings left, failed) is every success's outcome; its
+// agent calls carry the lowest index of the successes. When a record stops
+// the run (a failure without continue_with_remaining_tasks,
+// max_consecutive_task_failures, an interruption), the successes at later
+// indices are still saved as completed: their executes already changed the
+// repository, and a later run that redid them would work on top of their own
+// changes. Their failures are not recorded, as a sequential run would not
+// have reached them.
+func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess *review.Session) error {
+	completed := true
+	defer func() { sess.End(ctx, completed) }()
+	var shared *taskResult
+	for _, bt := range bts {
+		if bt.started && bt.err == nil && shared == nil {
+			res := phase3Result(sess.Review(ctx, bt.task.Index))
+			shared = &res
+		}
+	}
 	var stop error
 	for _, bt := range bts {
 		if !bt.started {
@@ -194,8 +219,9 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask) error
 		}
 		res := taskResult{err: bt.err}
 		if res.err == nil {
-			res = r.review(ctx, bt.task)
+			res = *shared
 		}
+		completed = completed && res.completed()
 		r.finishTaskTicket(ctx, bt.task, res)
 		if stop == nil {
 			stop = r.record(ctx, tl, bt.task, res)
@@ -217,4 +243,13 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask) error
 		r.log.Info("task completed; saved although the run stops at an earlier task", "task", bt.task.Index, "findings_left", res.findingsLeft)
 	}
 	return stop
+}
+
+// indices are the tasks' indices, in order.
+func indices(tasks []Task) []int {
+	out := make([]int, len(tasks))
+	for i, t := range tasks {
+		out[i] = t.Index
+	}
+	return out
 }

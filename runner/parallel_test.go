@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"peal/config"
 	"peal/internal/fakes"
+	"peal/phase"
+	"peal/state"
 )
 
 // The tests below order agents by events, never by sleeps: a fake that
@@ -745,6 +748,62 @@ func TestBlockInterrupted(t *testing.T) {
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("state %+v", h.state())
 	}
+	// Every ticket agrees with state.json: task 1 finished before the
+	// signal and is closed; the interrupted ones stay in progress for a
+	// re-run to resume.
+	if a := lastAttempt(t, h, ticketOf(cfg, 1)); a.Status != state.AttemptClosed {
+		t.Fatalf("task 1's ticket is %s", a.Status)
+	}
+	for _, task := range []int{2, 3, 4} {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptInProgress {
+			t.Fatalf("task %d's ticket is %s", task, a.Status)
+		}
+	}
+}
+
+// ticketOf is the ticket of a task in a run of cfg.
+func ticketOf(cfg *config.Config, task int) string { return newRun(cfg, nil).ticketID(task) }
+
+// TestSignalAfterTheLastCall: a signal that arrives while a block finishes,
+// after every call has ended, still ends the run as interrupted (never exit
+// 0), and the tickets agree with state.json.
+func TestSignalAfterTheLastCall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, parallelPlan("pp"))
+	cfg := h.config("PEAL_MAX_PARALLEL=2")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	calls := 0
+	var mu sync.Mutex
+	obs := &onCallEnd{fn: func(info phase.CallInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls++; calls == 4 { // the last of plan:1 execute:1 plan:2 execute:2
+			cancel(errors.New("SIGINT"))
+		}
+	}}
+	_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts(WithObserver(obs))...)
+	if !IsInterrupted(err) {
+		t.Fatalf("err = %v, want an interruption", err)
+	}
+	if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2}) {
+		t.Fatalf("state %+v", h.state())
+	}
+	for _, task := range []int{1, 2} {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptClosed {
+			t.Fatalf("task %d's ticket is %s", task, a.Status)
+		}
+	}
+}
+
+// onCallEnd is an Observer that calls fn when an agent call ends.
+type onCallEnd struct{ fn func(phase.CallInfo) }
+
+func (o *onCallEnd) PlanLoaded(int) {}
+func (o *onCallEnd) CallStarted(info phase.CallInfo) func() {
+	if info.Attempt.Role == "" {
+		return nil
+	}
+	return func() { o.fn(info) }
 }
 
 // stetRunSpans pairs the fake stet's start and end records of `stet run` by pid.
@@ -769,16 +828,17 @@ func stetRunSpans(h *harness) []agentSpan {
 	return spans
 }
 
-// TestBlockReviewAfterLastExecute (A8, B8): Phase 3 of a block starts only
-// once its last execute has ended, reviews one task at a time in index
-// order, and the block's tasks complete after their reviews.
+// TestBlockReviewAfterLastExecute: the tasks of a block share one
+// commit and one review, which starts only once the block's last execute has
+// ended; its address calls carry the lowest index; the block's tasks
+// complete after the review.
 func TestBlockReviewAfterLastExecute(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, parallelPlan("pppp"))
-	env := h.withStet(fakes.StetScenario{Findings: twoFindings(), RunExitOnFindings: 1})
+	env := h.withStet(fakes.StetScenario{})
 	h.scenario(map[string][]fakes.Outcome{
-		"execute:1": {{SleepMS: 600}},
-		"execute:3": {{SleepMS: 300}},
+		"execute:1": {{SleepMS: 600, Plant: twoFindings()[:1]}},
+		"execute:3": {{SleepMS: 300, Plant: twoFindings()[1:]}},
 		"address":   {{StetFix: -1}},
 	})
 	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=4")...)
@@ -801,51 +861,65 @@ func TestBlockReviewAfterLastExecute(t *testing.T) {
 			}
 		}
 	}
-	// Task 1, the lowest index, is reviewed first and fixes the shared findings.
 	if !slices.Equal(phase3, []string{"triage:1", "address:1"}) {
 		t.Fatalf("Phase 3 agent calls %q", phase3)
 	}
+	if want := "status; start SHA; run --output=json --stream; run --output=json; run --output=json --stream; run --output=json; finish"; h.stetCmds() != want {
+		t.Fatalf("stet %q, want %q", h.stetCmds(), want)
+	}
 	runs := stetRunSpans(h)
-	if len(runs) != 5 || maxAlive(runs) != 1 {
-		t.Fatalf("stet runs %q (want 5, one at a time)", h.stetCmds())
+	if maxAlive(runs) != 1 {
+		t.Fatalf("stet runs overlap: %v", runs)
 	}
 	for _, r := range runs {
 		if !r.start.After(lastExecute) {
 			t.Fatalf("a stet run started before the block's last execute ended: %v, last execute %v", r, lastExecute)
 		}
 	}
+	if got := strings.Join(h.commits(), "|"); got != "root|peal: tasks 1, 2, 3, 4 - fake plan output for task 1|peal: tasks 1, 2, 3, 4 - address round 1" {
+		t.Fatalf("commits %q", got)
+	}
 	if !slices.Equal(out.Completed, []int{1, 2, 3, 4}) || !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2, 3, 4}) {
 		t.Fatalf("outcome %+v, state %+v", out, h.state())
 	}
 }
 
-// TestBlockReviewFailure (B8): a block task whose review fails is not
-// completed although its execute succeeded; the other tasks are, including
-// one reviewed after the failure that stops the run.
+// TestBlockReviewFailure: the block's review decides for every task
+// whose execute succeeded: when it fails, none of them is completed; a task
+// whose execute failed fails on its own.
 func TestBlockReviewFailure(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name     string
-		env      []string
-		wantStop bool
+		name          string
+		env           []string
+		stet          fakes.StetScenario
+		wantErr       bool
+		wantFailed    []int
+		wantCompleted []int
 	}{
-		{"continue", []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, false},
-		{"stop", nil, true},
+		{"review fails, continue", []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"},
+			fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{Hang: true}}}}, false, []int{1, 2, 3}, nil},
+		{"review fails, stop", nil, fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{Hang: true}}}}, true, nil, nil},
+		{"an execute fails, the review passes", []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, fakes.StetScenario{}, false, []int{2}, []int{1, 3}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, parallelPlan("ppp"))
-			env := h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{}, {Hang: true}, {}}}})
-			// Reviews run in index order: the second `stet run` is task 2's.
+			env := h.withStet(tc.stet)
+			h.scenario(map[string][]fakes.Outcome{"execute:2": {{Exit: 1, Stderr: "broke"}}})
+			if !strings.Contains(tc.name, "an execute fails") {
+				h.scenario(nil)
+			}
 			out, err := h.run(append(append(env, tc.env...), "PEAL_MAX_PARALLEL=3", "PEAL_PHASE_TIMEOUT_SEC=1")...)
 			var te *TaskError
-			if tc.wantStop != (err != nil) || (err != nil && (!errors.As(err, &te) || te.Index != 2)) {
+			if tc.wantErr != (err != nil) || (err != nil && (!errors.As(err, &te) || te.Index != 1)) {
 				t.Fatalf("err = %v", err)
 			}
-			if !tc.wantStop && (!slices.Equal(out.Failed, []int{2}) || !slices.Equal(out.Completed, []int{1, 3})) {
+			if !tc.wantErr && (!slices.Equal(out.Failed, tc.wantFailed) || !slices.Equal(out.Completed, tc.wantCompleted)) {
 				t.Fatalf("outcome %+v", out)
 			}
-			if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 3}) {
+			if !slices.Equal(h.state().CompletedTaskIndices, tc.wantCompleted) {
 				t.Fatalf("state %+v", h.state())
 			}
 		})

@@ -1,11 +1,14 @@
 package runner
 
 import (
+	"bytes"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Task is one `## Task N` section of a plan.
@@ -22,13 +25,32 @@ type Segment struct {
 	Tasks    []Task
 }
 
-var taskHeading = regexp.MustCompile(`^## Task\s+(\d+)\s*(\(parallel\))?\s*$`)
+var (
+	// taskHeading is a task heading: up to three spaces, "## Task N", then
+	// optionally "(parallel)" and a title, in either order ("## Task 2:
+	// Add API", "## Task 3 (parallel) - Docs", "## Task 4 - Docs (parallel)").
+	taskHeading = regexp.MustCompile(`^ {0,3}##[ \t]+Task[ \t]+(\d+)(?:[ \t]*(\([Pp]arallel\)))?(?:(?:[ \t]*[:\-–—][ \t]*|[ \t]+)(.*?))?[ \t]*$`)
+	// parallelSuffix is "(parallel)" at the end of a title.
+	parallelSuffix = regexp.MustCompile(`[ \t]*\([Pp]arallel\)$`)
+	// nearHeading is a line that starts like a task heading: a level-2
+	// heading whose text begins with the word "task", or a level-1 heading
+	// "task" and a number.
+	nearHeading = regexp.MustCompile(`(?i)^ {0,3}(?:##[ \t]*task(?:[ \t#:]|\d|$)|#[ \t]*task[ \t]*#?[ \t]*\d)`)
+	// fence opens or closes a fenced code block: three or more backticks or
+	// tildes; headings inside one are text.
+	fence = regexp.MustCompile("^ {0,3}(`{3,}|~{3,})")
+)
 
 // ParsePlan reads the tasks of a plan in ascending index order. Text before
-// the first heading is ignored; a task's body runs to the next heading and is
-// trimmed. No heading at all gives no tasks and no error.
+// the first heading is ignored; a task's body is its heading's title, if
+// any, and every line to the next heading, trimmed. No heading at all gives
+// no tasks and no error. A line that looks like a task heading but is not
+// one, text that is not UTF-8 and NUL bytes are errors naming the line.
 func ParsePlan(text string) ([]Task, error) {
-	text = strings.ReplaceAll(text, "\r\n", "\n")
+	if err := checkText(text); err != nil {
+		return nil, err
+	}
+	text = strings.TrimPrefix(text, "\uFEFF") // a byte-order mark is not part of the first line
 	var tasks []Task
 	var body []string
 	var cur *Task
@@ -38,9 +60,25 @@ func ParsePlan(text string) ([]Task, error) {
 			tasks = append(tasks, *cur)
 		}
 	}
-	for _, line := range strings.Split(text, "\n") {
-		m := taskHeading.FindStringSubmatch(line)
+	openFence := ""
+	for n, line := range strings.Split(text, "\n") {
+		line = strings.TrimRight(line, "\r") // CRLF line ends (and stray CRs before them) read as LF
+		if m := fence.FindStringSubmatch(line); m != nil {
+			switch {
+			case openFence == "":
+				openFence = m[1]
+			case m[1][0] == openFence[0] && len(m[1]) >= len(openFence) && strings.TrimSpace(line[len(m[0]):]) == "":
+				openFence = ""
+			}
+		}
+		var m []string
+		if openFence == "" {
+			m = taskHeading.FindStringSubmatch(line)
+		}
 		if m == nil {
+			if openFence == "" && nearHeading.MatchString(line) {
+				return nil, fmt.Errorf("line %d, %s, looks like a task heading but is not one: write `## Task N`, optionally followed by ` (parallel)` and a title", n+1, quoteLine(line))
+			}
 			if cur != nil {
 				body = append(body, line)
 			}
@@ -49,9 +87,17 @@ func ParsePlan(text string) ([]Task, error) {
 		flush()
 		idx, err := strconv.Atoi(m[1])
 		if err != nil {
-			return nil, fmt.Errorf("task heading %q: index too large", strings.TrimSpace(line))
+			return nil, fmt.Errorf("line %d, %s: the task number is too large", n+1, quoteLine(line))
 		}
-		cur, body = &Task{Index: idx, Parallel: m[2] != ""}, nil
+		title := m[3]
+		parallel := m[2] != ""
+		if loc := parallelSuffix.FindStringIndex(title); loc != nil {
+			parallel, title = true, title[:loc[0]]
+		}
+		cur, body = &Task{Index: idx, Parallel: parallel}, nil
+		if title = strings.TrimSpace(title); title != "" {
+			body = append(body, title)
+		}
 	}
 	flush()
 	slices.SortStableFunc(tasks, func(a, b Task) int { return a.Index - b.Index })
@@ -61,6 +107,46 @@ func ParsePlan(text string) ([]Task, error) {
 		}
 	}
 	return tasks, nil
+}
+
+// checkText refuses a plan that cannot be handed to an agent as text: bytes
+// that are not UTF-8, or a NUL byte.
+func checkText(text string) error {
+	if i := strings.IndexByte(text, 0); i >= 0 {
+		return fmt.Errorf("line %d holds a NUL byte: a plan must be text", lineOf(text, i))
+	}
+	if !utf8.ValidString(text) {
+		i := 0
+		for i < len(text) {
+			r, size := utf8.DecodeRuneInString(text[i:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			i += size
+		}
+		return fmt.Errorf("line %d is not valid UTF-8: save the plan as UTF-8", lineOf(text, i))
+	}
+	return nil
+}
+
+// lineOf is the 1-based line of byte offset i.
+func lineOf(text string, i int) int {
+	return 1 + bytes.Count([]byte(text[:i]), []byte{'\n'})
+}
+
+// quoteLine shows a line of input in a message: control characters (escape
+// sequences included) dropped, cut to 80 characters, quoted.
+func quoteLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\t') {
+			return -1
+		}
+		return r
+	}, s)
+	if rs := []rune(s); len(rs) > 80 {
+		s = string(rs[:80]) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // SelectTasks applies --task (only that task) or --from-task (that task and

@@ -23,7 +23,16 @@ func TestParsePlan(t *testing.T) {
 		{"sub-headings stay in the body", "## Task 1\n### Context\nctx\n#### Steps\n- a\n", []want{{1, false, "### Context\nctx\n#### Steps\n- a"}}},
 		{"out of order", "## Task 3\nC\n## Task 1\nA\n## Task 2\nB\n", []want{{1, false, "A"}, {2, false, "B"}, {3, false, "C"}}},
 		{"parallel marker", "## Task 1 (parallel)\nA\n## Task   2   (parallel)  \nB\n## Task 3\nC\n", []want{{1, true, "A"}, {2, true, "B"}, {3, false, "C"}}},
-		{"heading must be the whole line", "## Task 1\nA\n## Task 2 extra\nstill A\n  ## Task 3\nalso A\n", []want{{1, false, "A\n## Task 2 extra\nstill A\n  ## Task 3\nalso A"}}},
+		// Peal read "## Task 2 extra" as text of task 1; a title after the
+		// number is accepted here and stays in the task's text.
+		{"titled headings", "## Task 1: Add API\nA\n## Task 2 - Docs\nB\n## Task 3 — Tests (parallel)\nC\n## Task 4 (parallel): Lint\nD\n## Task 5 extra\nE\n",
+			[]want{{1, false, "Add API\nA"}, {2, false, "Docs\nB"}, {3, true, "Tests\nC"}, {4, true, "Lint\nD"}, {5, false, "extra\nE"}}},
+		{"indented up to three spaces", "   ## Task 1\nA\n    ## Task 2\nstill A\n", []want{{1, false, "A\n    ## Task 2\nstill A"}}},
+		{"headings in fenced code are text", "## Task 1\n```md\n## Task 9\n```\n~~~~\n## Task 8\n~~~\n## Task 7\n~~~~\n## Task 2\nB\n",
+			[]want{{1, false, "```md\n## Task 9\n```\n~~~~\n## Task 8\n~~~\n## Task 7\n~~~~"}, {2, false, "B"}}},
+		{"byte-order mark", "\uFEFF## Task 1\nA\n", []want{{1, false, "A"}}},
+		{"task 0", "## Task 0\nzero\n## Task 1\none\n", []want{{0, false, "zero"}, {1, false, "one"}}},
+		{"other headings", "# Task plan\n## Tasks\n### Task 4\n## Task 1\nA\n### Task 5\n", []want{{1, false, "A\n### Task 5"}}},
 		{"tabs in heading", "## Task\t7\t(parallel)\nX\n", []want{{7, true, "X"}}},
 		{"empty body", "## Task 1\n## Task 2\nB", []want{{1, false, ""}, {2, false, "B"}}},
 		{"no tasks", "# Plan\nJust prose.\n", nil},
@@ -43,6 +52,36 @@ func TestParsePlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A line that starts like a task heading but is not one is an error naming
+// the line, bounded and free of control characters, and so is text that
+// cannot be a prompt.
+func TestParsePlanRejects(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, text, want string }{
+		{"lower case", "## Task 1\nA\n## task 2\nB\n", `line 3, "## task 2", looks like a task heading`},
+		{"no space", "##Task 2\nB\n", `line 1, "##Task 2", looks like a task heading`},
+		{"word for a number", "## Task two\n", `line 1, "## Task two", looks like a task heading`},
+		{"decimal", "## Task 1.5\n", `line 1, "## Task 1.5", looks like a task heading`},
+		{"level one", "# Task 3\n", `line 1, "# Task 3", looks like a task heading`},
+		{"escape sequences", "## Task x\x1b]0;title\x07\x1b[2J\n", `line 1, "## Task x]0;title[2J", looks like a task heading`},
+		{"huge number", "## Task 99999999999999999999999\n", `line 1, "## Task 99999999999999999999999": the task number is too large`},
+		{"NUL", "## Task 1\nA\x00B\n", "line 2 holds a NUL byte"},
+		{"not UTF-8", "## Task 1\nok\n\xff\xfe\n", "line 3 is not valid UTF-8"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParsePlan(tc.text)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	long := "## Task " + strings.Repeat("x", 1<<20) + "\n"
+	if _, err := ParsePlan(long); err == nil || len(err.Error()) > 300 {
+		t.Fatalf("a 1 MB heading gives an error of %d bytes", len(err.Error()))
 	}
 }
 
@@ -110,6 +149,7 @@ func FuzzParsePlan(f *testing.F) {
 	f.Add("preamble\r\n## Task 10\r\nx\r\n")
 	f.Add("## Task 1\n## Task 1\n")
 	f.Add("## Task 99999999999999999999999\n")
+	f.Add("## Task 2: Title (parallel)\n```\n## Task 3\n```\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		tasks, err := ParsePlan(text)
 		if err != nil {

@@ -8,13 +8,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"peal/internal/fakes"
+	"peal/phase"
+	"peal/review"
 )
 
-// stetDir sets up the fake stet for the harness and returns the variables
-// that point peal at it.
+// withStet sets up the fake stet for the harness: the repository gets a
+// first commit to review against, and the returned variables point peal at
+// the fake.
 func (h *harness) withStet(s fakes.StetScenario) []string {
 	h.t.Helper()
 	dir := filepath.Join(h.tmp, "stet")
@@ -26,9 +30,13 @@ func (h *harness) withStet(s fakes.StetScenario) []string {
 	}
 	h.env = append(h.env, fakes.StetDirEnv+"="+dir)
 	h.stetDir = dir
+	if strings.TrimSpace(git(h.t, h.repo, "log", "--oneline", "-1", "--all")) == "" {
+		git(h.t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	}
 	return []string{"PEAL_STET_PATH=" + fakeStet}
 }
 
+// stetCmds are the fake stet's calls, "; "-separated ("SHA" for a commit).
 func (h *harness) stetCmds() string {
 	h.t.Helper()
 	c, err := fakes.ReadStetCalls(h.stetDir)
@@ -38,33 +46,73 @@ func (h *harness) stetCmds() string {
 	return strings.Join(fakes.StetCmds(c), "; ")
 }
 
+// stetCalls are the fake stet's start records.
+func (h *harness) stetCalls() []fakes.StetCall {
+	h.t.Helper()
+	c, err := fakes.ReadStetCalls(h.stetDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []fakes.StetCall
+	for _, call := range c {
+		if call.Event == fakes.EventStart {
+			out = append(out, call)
+		}
+	}
+	return out
+}
+
+// commits are the subjects of the repository's commits, oldest first.
+func (h *harness) commits() []string {
+	h.t.Helper()
+	out := strings.TrimSpace(git(h.t, h.repo, "log", "--reverse", "--format=%s"))
+	return strings.Split(out, "\n")
+}
+
 func twoFindings() []fakes.Finding {
 	return []fakes.Finding{
-		{ID: "F1", File: "a.go", Line: 3, Severity: "warning", Category: "style", Confidence: 0.9, Message: "unused variable"},
-		{ID: "F2", File: "vendor/b.go", Line: 9, Severity: "error", Category: "bug", Confidence: 0.8, Message: "nil dereference", Suggestion: "check for nil first"},
+		{ID: "F001", File: "a.go", Severity: "warning", Category: "style", Confidence: 0.9, Message: "unused variable"},
+		{ID: "F002", File: "vendor/b.go", Severity: "error", Category: "bug", Confidence: 0.8, Message: "nil dereference", Suggestion: "check for nil first"},
 	}
 }
 
+// plants is an execute that writes findings into the code.
+func plants(fs ...fakes.Finding) []fakes.Outcome { return []fakes.Outcome{{Plant: fs}} }
+
+// withRules adds rules to a scenario.
+func withRules(base map[string][]fakes.Outcome, more map[string][]fakes.Outcome) map[string][]fakes.Outcome {
+	out := map[string][]fakes.Outcome{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range more {
+		out[k] = v
+	}
+	return out
+}
+
+// The fake stet's commands as stetCmds renders them.
 const (
-	startCmd  = "start"
-	runJSON   = "run --output=json"
+	statusCmd = "status"
+	startCmd  = "start SHA"
 	finishCmd = "finish"
+	reviewCmd = "run --output=json --stream; run --output=json"
 )
 
 func seq(cmds ...string) string { return strings.Join(cmds, "; ") }
 
 // TestPhase3Sequences asserts the exact agent calls and stet commands of the
-// address loop's main paths.
+// address loop's main paths, with the work committed before each review.
 func TestPhase3Sequences(t *testing.T) {
 	t.Parallel()
 	noFix := fakes.Outcome{}
 	fixAll := fakes.Outcome{StetFix: -1}
 	fixOne := fakes.Outcome{StetFix: 1}
-	three := append(twoFindings(), fakes.Finding{ID: "F3", File: "c.go", Severity: "info", Message: "doc"})
+	three := append(twoFindings(), fakes.Finding{ID: "F003", File: "c.go", Severity: "info", Message: "doc"})
+	sameHunk := []fakes.Finding{{ID: "F001", File: "a.go", Severity: "error", Message: "nil dereference"}, {ID: "F002", File: "a.go", Severity: "nitpick", Message: "naming"}}
 	cases := []struct {
 		name      string
 		findings  []fakes.Finding
-		output    string
 		rules     map[string][]fakes.Outcome
 		env       []string
 		wantAgent string
@@ -72,39 +120,46 @@ func TestPhase3Sequences(t *testing.T) {
 		wantErr   string
 		wantLeft  bool
 	}{
-		{"no findings", nil, "", nil, nil,
-			"plan:1 execute:1", seq(startCmd, runJSON, finishCmd), "", false},
-		{"fixed in round 1", twoFindings(), "", map[string][]fakes.Outcome{"address": {fixAll}}, nil,
-			"plan:1 execute:1 triage:1 address:1", seq(startCmd, runJSON, runJSON, finishCmd), "", false},
-		{"fixed in round 2", twoFindings(), "", map[string][]fakes.Outcome{"address": {noFix, fixAll}}, nil,
-			"plan:1 execute:1 triage:1 address:1 triage:1 address:1", seq(startCmd, runJSON, runJSON, runJSON, finishCmd), "", false},
-		{"fixed one per round", three, "", map[string][]fakes.Outcome{"address": {fixOne}}, []string{"PEAL_MAX_ADDRESS_ROUNDS=3"},
-			"plan:1 execute:1 triage:1 address:1 triage:1 address:1 triage:1 address:1", seq(startCmd, runJSON, runJSON, runJSON, runJSON, finishCmd), "", false},
-		{"never fixed, fail", twoFindings(), "", nil, []string{"PEAL_MAX_ADDRESS_ROUNDS=2"},
-			"plan:1 execute:1 triage:1 address:1 triage:1 address:1", seq(startCmd, runJSON, runJSON, runJSON, finishCmd), "2 finding(s) remain after 2 address round(s)", false},
-		{"never fixed, warn", twoFindings(), "", nil, []string{"PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn"},
-			"plan:1 execute:1 triage:1 address:1", seq(startCmd, runJSON, runJSON, finishCmd), "", true},
-		{"zero rounds", twoFindings(), "", nil, []string{"PEAL_MAX_ADDRESS_ROUNDS=0"},
-			"plan:1 execute:1", seq(startCmd, runJSON, finishCmd), "remain after 0 address round(s)", false},
-		{"triage: nothing to address", twoFindings(), "", map[string][]fakes.Outcome{"triage": {{Stdout: "Looked at both. Nothing to address here."}}}, nil,
-			"plan:1 execute:1 triage:1", seq(startCmd, runJSON, "dismiss F1 false_positive", "dismiss F2 false_positive", runJSON, finishCmd), "", false},
-		{"triage: bare no", twoFindings(), "", map[string][]fakes.Outcome{"triage": {{Stdout: "No."}}}, nil,
-			"plan:1 execute:1 triage:1", seq(startCmd, runJSON, "dismiss F1 false_positive", "dismiss F2 false_positive", runJSON, finishCmd), "", false},
-		{"triage: fix one, dismiss the other", twoFindings(), "", map[string][]fakes.Outcome{"triage": {{Stdout: "F1 is noise. We need to fix F2 though."}}, "address": {fixAll}}, nil,
-			"plan:1 execute:1 triage:1 address:1", seq(startCmd, runJSON, "dismiss F1 false_positive", runJSON, runJSON, finishCmd), "", false},
-		{"patterns instead of LLM triage", twoFindings(), "", map[string][]fakes.Outcome{"address": {fixAll}},
+		{"no findings", nil, nil, nil,
+			"plan:1 execute:1", seq(statusCmd, startCmd, reviewCmd, finishCmd), "", false},
+		{"fixed in round 1", twoFindings(), map[string][]fakes.Outcome{"address": {fixAll}}, nil,
+			"plan:1 execute:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, finishCmd), "", false},
+		{"fixed in round 2", twoFindings(), map[string][]fakes.Outcome{"address": {noFix, fixAll}}, nil,
+			"plan:1 execute:1 triage:1 address:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, reviewCmd, finishCmd), "", false},
+		{"fixed one per round", three, map[string][]fakes.Outcome{"address": {fixOne}}, []string{"PEAL_MAX_ADDRESS_ROUNDS=3"},
+			"plan:1 execute:1 triage:1 address:1 triage:1 address:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, reviewCmd, reviewCmd, finishCmd), "", false},
+		{"never fixed, fail", twoFindings(), nil, []string{"PEAL_MAX_ADDRESS_ROUNDS=2"},
+			"plan:1 execute:1 triage:1 address:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, reviewCmd, finishCmd), "2 finding(s) remain after 2 address round(s)", false},
+		{"never fixed, warn", twoFindings(), nil, []string{"PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn"},
+			"plan:1 execute:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, finishCmd), "", true},
+		{"zero rounds", twoFindings(), nil, []string{"PEAL_MAX_ADDRESS_ROUNDS=0"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, reviewCmd, finishCmd), "remain after 0 address round(s)", false},
+		{"triage: nothing to address", twoFindings(), map[string][]fakes.Outcome{"triage": {{Stdout: "Looked at both. Nothing to address here."}}}, nil,
+			"plan:1 execute:1 triage:1", seq(statusCmd, startCmd, reviewCmd, "dismiss F001 false_positive", "dismiss F002 false_positive", finishCmd), "", false},
+		{"triage: bare no", twoFindings(), map[string][]fakes.Outcome{"triage": {{Stdout: "No."}}}, nil,
+			"plan:1 execute:1 triage:1", seq(statusCmd, startCmd, reviewCmd, "dismiss F001 false_positive", "dismiss F002 false_positive", finishCmd), "", false},
+		{"triage: fix one, dismiss the other", twoFindings(), map[string][]fakes.Outcome{"triage": {{Stdout: "F001 is noise. We need to fix F002 though."}}, "address": {fixAll}}, nil,
+			"plan:1 execute:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, "dismiss F001 false_positive", finishCmd), "", false},
+		// stet never reviews again a hunk holding a dismissed finding: the
+		// finding triage sets aside is dismissed only after the loop, so the
+		// fix next to it is seen.
+		{"triage sets one aside, the fix in its hunk is seen", sameHunk,
+			map[string][]fakes.Outcome{"triage": {{Stdout: "F002 is noise. We need to fix F001."}}, "address": {fixOne}}, nil,
+			"plan:1 execute:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, "dismiss F002 false_positive", finishCmd), "", false},
+		{"patterns instead of LLM triage", twoFindings(), map[string][]fakes.Outcome{"address": {fixAll}},
 			[]string{"PEAL_STET_DISABLE_LLM_TRIAGE=true", "PEAL_STET_DISMISS_PATTERNS=vendor/|out_of_scope"},
-			"plan:1 execute:1 address:1", seq(startCmd, runJSON, "dismiss F2 out_of_scope", runJSON, runJSON, finishCmd), "", false},
-		{"human output without findings", nil, fakes.OutputHuman, nil, nil,
-			"plan:1 execute:1", seq(startCmd, runJSON, finishCmd), "", false},
-		{"non-JSON output with findings", twoFindings(), fakes.OutputText, map[string][]fakes.Outcome{"address": {fixAll}}, nil,
-			"plan:1 execute:1 address:1", seq(startCmd, runJSON, runJSON, finishCmd), "", false},
+			"plan:1 execute:1 address:1", seq(statusCmd, startCmd, reviewCmd, reviewCmd, "dismiss F002 out_of_scope", finishCmd), "", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, "## Task 1\nA\n")
-			env := append(h.withStet(fakes.StetScenario{Findings: tc.findings, Output: tc.output, RunExitOnFindings: 1}), tc.env...)
-			h.scenario(tc.rules)
+			env := append(h.withStet(fakes.StetScenario{}), tc.env...)
+			rules := tc.rules
+			if tc.findings != nil {
+				rules = withRules(map[string][]fakes.Outcome{"execute": plants(tc.findings...)}, tc.rules)
+			}
+			h.scenario(rules)
 			out, err := h.run(env...)
 			if h.keys() != tc.wantAgent {
 				t.Errorf("agent calls %q\nwant        %q", h.keys(), tc.wantAgent)
@@ -112,8 +167,8 @@ func TestPhase3Sequences(t *testing.T) {
 			if h.stetCmds() != tc.wantStet {
 				t.Errorf("stet calls %q\nwant       %q", h.stetCmds(), tc.wantStet)
 			}
-			if tc.output == fakes.OutputText && !strings.Contains(h.log.String(), "structured dismiss step is skipped") {
-				t.Error("no warning that the structured dismiss step was skipped")
+			if got := strings.TrimSpace(git(t, h.repo, "status", "--porcelain")); got != "" {
+				t.Errorf("the run left uncommitted changes: %q", got)
 			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -137,17 +192,463 @@ func TestPhase3Sequences(t *testing.T) {
 	}
 }
 
+// TestWorkCommittedBeforeEachReview: with the defaults (commit_after_phase2
+// unset) the task's work is committed before its review and each address
+// round's fix before the next, so stet sees them.
+func TestWorkCommittedBeforeEachReview(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nAdd the parser\n")
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "Write parse.go\nthen test it"}}, "execute": plants(twoFindings()...),
+		"address": {{StetFix: 1}, {StetFix: 1}}})
+	out, err := h.run(env...)
+	if err != nil || !slices.Equal(out.Completed, []int{1}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	want := []string{"root", "peal: task 1 - Write parse.go", "peal: task 1 - address round 1", "peal: task 1 - address round 2"}
+	if got := h.commits(); !slices.Equal(got, want) {
+		t.Fatalf("commits %q, want %q", got, want)
+	}
+	if h.keys() != "plan:1 execute:1 triage:1 address:1 triage:1 address:1" {
+		t.Fatalf("agent %q", h.keys())
+	}
+}
+
+// TestReviewCannotSeeTheWork: a configuration or repository where stet could
+// not see the task's work is an error before any agent call.
+func TestReviewCannotSeeTheWork(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		setup   func(h *harness)
+		env     []string
+		wantErr []string
+	}{
+		{"commit_after_phase2 = false", nil, []string{"PEAL_COMMIT_AFTER_PHASE2=false"}, []string{"commit_after_phase2", "stet_path", "stet_commands"}},
+		{"no commit yet", func(h *harness) { git(h.t, h.repo, "update-ref", "-d", "HEAD") }, nil, []string{"has no commit yet"}},
+		{"uncommitted changes", func(h *harness) { os.WriteFile(filepath.Join(h.repo, "notes.txt"), []byte("mine"), 0o644) }, nil,
+			[]string{"uncommitted changes (notes.txt)", "stet_start_extra_args"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			env := append(h.withStet(fakes.StetScenario{}), tc.env...)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			_, err := h.run(env...)
+			for _, want := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("err = %v, want it to name %q", err, want)
+				}
+			}
+			if h.keys() != "" {
+				t.Fatalf("agent called: %s", h.keys())
+			}
+		})
+	}
+	// --allow-dirty in stet_start_extra_args lets the user's changes in.
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	os.WriteFile(filepath.Join(h.repo, "notes.txt"), []byte("mine"), 0o644)
+	if _, err := h.run(append(env, "PEAL_STET_START_EXTRA_ARGS=--allow-dirty")...); err != nil {
+		t.Fatal(err)
+	}
+	if h.stetCmds() != seq(statusCmd, "start SHA --allow-dirty", reviewCmd, finishCmd) {
+		t.Fatalf("stet %q", h.stetCmds())
+	}
+}
+
+// TestFindingsBelongToTheirTask: each task has its own review session, from
+// the commit before it: task 2 is not charged with the findings task 1 left,
+// and its change is reviewed even in the hunk where task 1's finding was
+// dismissed.
+func TestFindingsBelongToTheirTask(t *testing.T) {
+	t.Parallel()
+	t.Run("leftovers", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
+		env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn")
+		h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...),
+			"execute:2": {{WriteFiles: map[string]string{"d.go": "package d\n"}}}})
+		out, err := h.run(env...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out.WithFindings, []int{1}) || !slices.Equal(out.Completed, []int{2}) {
+			t.Fatalf("outcome %+v: task 2 was charged with task 1's findings", out)
+		}
+		if h.keys() != "plan:1 execute:1 triage:1 address:1 plan:2 execute:2" {
+			t.Fatalf("agent %q", h.keys())
+		}
+		want := seq(statusCmd, startCmd, reviewCmd, reviewCmd, finishCmd, startCmd, reviewCmd, finishCmd)
+		if h.stetCmds() != want {
+			t.Fatalf("stet %q\nwant %q", h.stetCmds(), want)
+		}
+	})
+	t.Run("dismissed hunk", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
+		env := h.withStet(fakes.StetScenario{})
+		h.scenario(map[string][]fakes.Outcome{
+			"execute:1": plants(twoFindings()[0]),
+			"triage:1":  {{Stdout: "Nothing to address."}},
+			"execute:2": plants(fakes.Finding{ID: "F004", File: "a.go", Severity: "error", Message: "race"}),
+			"address":   {{StetFix: -1}},
+		})
+		out, err := h.run(append(env, "PEAL_ON_FINDINGS_REMAINING=warn", "PEAL_MAX_ADDRESS_ROUNDS=1")...)
+		if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
+			t.Fatalf("err %v, outcome %+v", err, out)
+		}
+		// Task 2's review found F004 next to the dismissed F001 and its
+		// address round fixed it.
+		if h.keys() != "plan:1 execute:1 triage:1 plan:2 execute:2 triage:2 address:2" {
+			t.Fatalf("agent %q: task 2's change was not reviewed", h.keys())
+		}
+	})
+}
+
+// TestStetFilesStayOut: stet's state and worktrees live in peal's state
+// folder, which a run creates with a .gitignore holding "*": nothing of peal
+// or stet is committed, and after the run git status shows nothing.
+func TestStetFilesStayOut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
+	env := h.withStet(fakes.StetScenario{})
+	// A .review folder of the user's own stet sessions is never committed.
+	os.MkdirAll(filepath.Join(h.repo, ".review"), 0o755)
+	os.WriteFile(filepath.Join(h.repo, ".review", "history.jsonl"), []byte("{}\n"), 0o644)
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...), "address": {{StetFix: -1}}})
+	stateDir := filepath.Join(h.repo, ".peal")
+	_, err := h.run(append(env, "PEAL_STATE_DIR="+stateDir, "PEAL_STET_START_EXTRA_ARGS=--allow-dirty")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(stateDir, ".gitignore")); err != nil || string(data) != "*\n" {
+		t.Fatalf(".gitignore %q, %v", data, err)
+	}
+	files := git(t, h.repo, "log", "--name-only", "--format=")
+	if strings.Contains(files, ".peal") || strings.Contains(files, ".review") {
+		t.Fatalf("peal or stet files were committed:\n%s", files)
+	}
+	if got := strings.TrimSpace(git(t, h.repo, "status", "--porcelain")); got != "?? .review/" {
+		t.Fatalf("git status %q: only the user's own folder may show", got)
+	}
+	for _, c := range h.stetCalls() {
+		if c.Env["STET_STATE_DIR"] != filepath.Join(stateDir, review.Folder, "stet") || c.Env["STET_WORKTREE_ROOT"] != filepath.Join(stateDir, review.Folder, "worktrees") {
+			t.Fatalf("stet %s ran with %v", c.Cmd, c.Env)
+		}
+	}
+}
+
+// TestStetExitCodes: exit 0 with findings is findings; exit 1 is a stet
+// failure that on_stet_fail handles, reported by stet's own message; exit 2
+// (the review model is unreachable) is never findings, is retried like a
+// network failure and stops the run with an unreachable error.
+func TestStetExitCodes(t *testing.T) {
+	t.Parallel()
+	failure := fakes.Outcome{Exit: 1, Stderr: "\x1b[31mCould not compute hunks to review.\x1b[0m\nDetails: Could not compute diff.\nHint: run stet doctor\n"}
+	const one, two = "## Task 1\nA\n", "## Task 1\nA\n## Task 2\nB\n"
+	cases := []struct {
+		name      string
+		plan      string
+		scenario  fakes.StetScenario
+		env       []string
+		wantAgent string
+		wantStet  string
+		wantErr   string
+		check     func(t *testing.T, out Outcome, err error)
+	}{
+		{"exit 1, fail", one, fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {failure}}}, nil,
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd),
+			"stet run: stet failed after 1 attempt: exited with status 1: Could not compute hunks to review. (Could not compute diff.)", nil},
+		{"exit 1, retry_once", one, fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {failure, {}}}}, []string{"PEAL_ON_STET_FAIL=retry_once"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", reviewCmd, finishCmd), "", nil},
+		{"exit 1, skip", one, fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {failure}}}, []string{"PEAL_ON_STET_FAIL=skip"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "",
+			func(t *testing.T, out Outcome, err error) {
+				if err != nil || !slices.Equal(out.Completed, []int{1}) || !slices.Equal(out.ReviewSkipped, []int{1}) || out.ExitCode != ExitOK {
+					t.Fatalf("err %v, outcome %+v", err, out)
+				}
+			}},
+		{"exit 2", two, fakes.StetScenario{ModelDown: true}, []string{"PEAL_NETWORK_RETRY_COUNT=2", "PEAL_NETWORK_RETRY_DELAY_SEC=0", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", "run --output=json --stream", "run --output=json --stream", finishCmd),
+			"the review model looks unreachable: stet run exited 2 on 3 attempts; stet says: OpenAI-compat server (e.g. LM Studio) unreachable at http://127.0.0.1:9/v1. Is the server running?",
+			func(t *testing.T, out Outcome, err error) {
+				var ue *phase.UnreachableError
+				if !errors.As(err, &ue) {
+					t.Fatalf("err %v is not an unreachable error (exit 4)", err)
+				}
+			}},
+		{"exit 2 under skip still stops", two, fakes.StetScenario{ModelDown: true}, []string{"PEAL_NETWORK_RETRY_COUNT=0", "PEAL_ON_STET_FAIL=skip"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "the review model looks unreachable", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, tc.plan)
+			env := append(h.withStet(tc.scenario), tc.env...)
+			h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...)})
+			if tc.plan == one {
+				h.scenario(nil)
+			}
+			out, err := h.run(env...)
+			if tc.check != nil {
+				tc.check(t, out, err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v\nwant %q", err, tc.wantErr)
+			}
+			if err != nil && (strings.Contains(err.Error(), "Hint") || strings.Contains(err.Error(), "\x1b")) {
+				t.Fatalf("err %q quotes stet's hint or colour codes", err)
+			}
+			if h.keys() != tc.wantAgent || h.stetCmds() != tc.wantStet {
+				t.Fatalf("agent %q (want %q)\nstet %q\nwant %q", h.keys(), tc.wantAgent, h.stetCmds(), tc.wantStet)
+			}
+		})
+	}
+}
+
+// TestStartFailures: a failed start follows on_stet_fail and quotes stet's
+// message; retry_once retries from a clean slate.
+func TestStartFailures(t *testing.T) {
+	t.Parallel()
+	exists := fakes.Outcome{Exit: 1, Stderr: "worktree already exists\nHint: Run 'stet finish' to end the current review and remove the worktree, then run 'stet start x' again.\n"}
+	cases := []struct {
+		name      string
+		mode      string
+		start     []fakes.Outcome
+		wantAgent string
+		wantStet  string
+		wantErr   string
+		skipped   bool
+	}{
+		{"fail", "fail", []fakes.Outcome{exists}, "", seq(statusCmd, startCmd), "stet start: stet failed after 1 attempt: exited with status 1: worktree already exists", false},
+		{"retry_once", "retry_once", []fakes.Outcome{exists, {}}, "plan:1 execute:1", seq(statusCmd, startCmd, statusCmd, startCmd, reviewCmd, finishCmd), "", false},
+		{"skip", "skip", []fakes.Outcome{exists}, "plan:1 execute:1", seq(statusCmd, startCmd), "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			env := h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"start": tc.start}})
+			h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{"d.go": "package d\n"}}}})
+			out, err := h.run(append(env, "PEAL_ON_STET_FAIL="+tc.mode)...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "Hint") {
+					t.Fatalf("err = %v, want %q without the hint", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if h.keys() != tc.wantAgent || h.stetCmds() != tc.wantStet {
+				t.Fatalf("agent %q (want %q), stet %q (want %q)", h.keys(), tc.wantAgent, h.stetCmds(), tc.wantStet)
+			}
+			if tc.skipped {
+				sum, _ := h.summary()
+				if !slices.Equal(out.ReviewSkipped, []int{1}) || !slices.Equal(sum.TasksReviewSkipped, []int{1}) || !slices.Equal(sum.TasksCompleted, []int{1}) {
+					t.Fatalf("outcome %+v, summary %+v", out, sum)
+				}
+				if got := h.commits(); len(got) != 2 {
+					t.Fatalf("the task's work was not committed without a review: %q", got)
+				}
+			}
+		})
+	}
+}
+
+// TestRecovery: a session and a worktree that a crashed run left behind are
+// cleared before the first task; the run then reviews normally.
+func TestRecovery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	stetState := filepath.Join(h.stateDir, review.Folder, "stet")
+	worktrees := filepath.Join(h.stateDir, review.Folder, "worktrees")
+	// A crashed run: a session at an older commit, with its worktree, and an
+	// orphan worktree of an even older session.
+	base := strings.TrimSpace(git(t, h.repo, "rev-parse", "HEAD"))
+	os.WriteFile(filepath.Join(h.repo, "x.go"), []byte("package x\n"), 0o644)
+	git(t, h.repo, "add", "-A")
+	git(t, h.repo, "commit", "-q", "-m", "work")
+	orphan := filepath.Join(worktrees, "stet-orphan")
+	os.MkdirAll(worktrees, 0o755)
+	git(t, h.repo, "worktree", "add", "-q", "--detach", orphan, base)
+	stale := filepath.Join(worktrees, "stet-"+base[:12])
+	git(t, h.repo, "worktree", "add", "-q", "--detach", stale, base)
+	if err := fakes.WriteSession(stetState, fakes.Session{Baseline: base, Worktree: stale}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.run(env...); err != nil {
+		t.Fatal(err)
+	}
+	if want := seq(statusCmd, finishCmd, "cleanup", startCmd, reviewCmd, finishCmd); h.stetCmds() != want {
+		t.Fatalf("stet %q, want %q", h.stetCmds(), want)
+	}
+	for _, wt := range []string{orphan, stale} {
+		if _, err := os.Stat(wt); err == nil {
+			t.Fatalf("worktree %s is still there", wt)
+		}
+	}
+	// A second run on the same repository starts (and has nothing to do).
+	os.WriteFile(h.plan, []byte("## Task 1\nA\n## Task 2\nB\n"), 0o644)
+	if out, err := h.run(env...); err != nil || !slices.Equal(out.Completed, []int{2}) {
+		t.Fatalf("second run: err %v, outcome %+v", err, out)
+	}
+}
+
+// TestResumeReviewsTheEarlierWork: a run interrupted after a task's work was
+// committed, but before its review ended, leaves the task unfinished; the
+// next run's session for that task starts at the commit the first one
+// started at, so the work committed before the interruption is reviewed.
+func TestResumeReviewsTheEarlierWork(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	base := strings.TrimSpace(git(t, h.repo, "rev-parse", "HEAD"))
+	ready := readyPipe(t)
+	h.scenario(map[string][]fakes.Outcome{
+		"execute": plants(twoFindings()...),
+		"triage":  {{WriteFiles: map[string]string{ready: "x"}, Hang: true}, {Stdout: "Fix both."}},
+		"address": {{StetFix: -1}},
+	})
+	cfg := h.config(env...)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
+		done <- err
+	}()
+	waitReady(t, ready)
+	cancel(errors.New("SIGINT"))
+	if err := <-done; !IsInterrupted(err) {
+		t.Fatalf("err = %v", err)
+	}
+	before := len(h.stetCalls())
+	out, err := h.run(env...)
+	if err != nil || !slices.Equal(out.Completed, []int{1}) {
+		t.Fatalf("second run: err %v, outcome %+v", err, out)
+	}
+	calls := h.stetCalls()[before:]
+	if calls[1].Cmd != "start" || calls[1].Args[0] != base {
+		t.Fatalf("the second run's session started at %v, want the first run's base %s", calls[1].Args, base)
+	}
+	// The second run found the findings again and fixed them.
+	if got := strings.Join(fakes.Keys(h.calls()), " "); got != "plan:1 execute:1 triage:1 plan:1 execute:1 triage:1 address:1" {
+		t.Fatalf("agent %q", got)
+	}
+}
+
+// TestUnfinishedWorkIsCommittedApart: changes a failed task left are
+// committed as its own before the next task's session starts, so the next
+// task is reviewed on its own work.
+func TestUnfinishedWorkIsCommittedApart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{Plant: twoFindings(), Exit: 1, Stderr: "agent broke"}},
+		"execute:2": {{WriteFiles: map[string]string{"d.go": "package d\n"}}},
+	})
+	out, err := h.run(append(env, "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...)
+	if err != nil || !slices.Equal(out.Failed, []int{1}) || !slices.Equal(out.Completed, []int{2}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	want := []string{"root", "peal: task 1 - unfinished work (the task did not complete)", "peal: task 2 - fake plan output for task 2"}
+	if got := h.commits(); !slices.Equal(got, want) {
+		t.Fatalf("commits %q, want %q", got, want)
+	}
+	if h.keys() != "plan:1 execute:1 plan:2 execute:2" {
+		t.Fatalf("task 2 was charged with task 1's findings: %q", h.keys())
+	}
+}
+
+// TestSlowReviewIsNotIdle: the idle timeout never stops a review, which is
+// silent while the model works on a hunk.
+func TestSlowReviewIsNotIdle(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{HunkMS: 1500})
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()[0]), "address": {{StetFix: -1}}})
+	if _, err := h.run(append(env, "PEAL_IDLE_TIMEOUT_SEC=1")...); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:1 execute:1 triage:1 address:1" {
+		t.Fatalf("agent %q", h.keys())
+	}
+}
+
+// observedCalls records the calls an observer heard of.
+type observedCalls struct {
+	mu    sync.Mutex
+	calls []phase.CallInfo
+}
+
+func (o *observedCalls) CallStarted(c phase.CallInfo) func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, c)
+	return nil
+}
+
+func (o *observedCalls) PlanLoaded(int) {}
+
+// TestReviewProgress: the review streams its progress to the live status
+// line; its events are never taken for findings.
+func TestReviewProgress(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{"a.go": "package a\n", "b.go": "package b\n"}}}})
+	var obs observedCalls
+	h.extra = append(h.extra, WithObserver(&obs))
+	if _, err := h.run(env...); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:1 execute:1" {
+		t.Fatalf("progress events were taken for findings: %q", h.keys())
+	}
+	var details []string
+	for _, c := range obs.calls {
+		if c.Phase == "stet" && c.Detail != nil {
+			details = append(details, c.Detail())
+		}
+	}
+	if !slices.Equal(details, []string{"review: Reviewing hunk 2/2: b.go"}) {
+		t.Fatalf("review details %q", details)
+	}
+}
+
+// TestPromptTooLarge: a review too large for an argument is a clear error
+// before the address call, not a failed exec.
+func TestPromptTooLarge(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	huge := fakes.Finding{ID: "F001", File: "a.go", Severity: "error", Message: strings.Repeat("x", 140<<10)}
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(huge)})
+	_, err := h.run(append(env, "PEAL_STET_DISABLE_LLM_TRIAGE=true", "PEAL_ON_STET_FAIL=retry_once")...)
+	var pe *review.PromptTooLargeError
+	if !errors.As(err, &pe) || pe.Phase != "address" || !strings.Contains(err.Error(), "bytes the system allows in one argument") {
+		t.Fatalf("err = %v", err)
+	}
+	if h.keys() != "plan:1 execute:1" {
+		t.Fatalf("agent %q", h.keys())
+	}
+}
+
 func TestFindingsRemainingError(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
-	head := strings.TrimSpace(git(t, h.repo, "rev-parse", "HEAD"))
-	env := h.withStet(fakes.StetScenario{Findings: twoFindings()})
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
 	_, err := h.run(append(env, "PEAL_MAX_ADDRESS_ROUNDS=1")...)
-	var fe *FindingsRemainingError
+	var fe *review.FindingsRemainingError
 	if !errors.As(err, &fe) {
 		t.Fatalf("err = %v", err)
 	}
+	head := strings.TrimSpace(git(t, h.repo, "rev-parse", "HEAD"))
 	if fe.Task != 1 || fe.Rounds != 1 || fe.Remaining != 2 || fe.Head != head || !strings.Contains(fe.Output, "nil dereference") {
 		t.Fatalf("error %+v", fe)
 	}
@@ -176,9 +677,10 @@ func TestPhase3RetryRows(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, "## Task 1\nA\n")
-			env := h.withStet(fakes.StetScenario{Findings: twoFindings()})
-			h.scenario(map[string][]fakes.Outcome{"address": tc.address})
+			env := h.withStet(fakes.StetScenario{})
+			h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...), "address": tc.address})
 			_, err := h.run(append(env, tc.env...)...)
 			if n := strings.Count(h.keys(), "address:1"); n != tc.wantCalls {
 				t.Fatalf("address attempts %d, want %d (%s)", n, tc.wantCalls, h.keys())
@@ -209,9 +711,10 @@ func TestTriageFallback(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, "## Task 1\nA\n")
-			env := h.withStet(fakes.StetScenario{Findings: twoFindings()})
-			h.scenario(map[string][]fakes.Outcome{"triage": {tc.triage}, "address": {{StetFix: -1}}})
+			env := h.withStet(fakes.StetScenario{})
+			h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...), "triage": {tc.triage}, "address": {{StetFix: -1}}})
 			if _, err := h.run(append(env, tc.env...)...); err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +730,6 @@ func TestTriageFallback(t *testing.T) {
 
 func TestOnStetFail(t *testing.T) {
 	t.Parallel()
-	bad := fakes.Outcome{Exit: 1, Stderr: "stet is unhappy"}
 	hang := fakes.Outcome{Hang: true}
 	cases := []struct {
 		name      string
@@ -239,24 +741,23 @@ func TestOnStetFail(t *testing.T) {
 		wantErr   string
 		wantLeft  bool
 	}{
-		{"start fails: fail", "fail", map[string][]fakes.Outcome{"start": {bad}}, nil, "", seq(startCmd), "stet start", false},
-		{"start fails: retry_once", "retry_once", map[string][]fakes.Outcome{"start": {bad}}, nil, "", seq(startCmd, startCmd), "stet start", false},
-		{"start fails once: retry_once", "retry_once", map[string][]fakes.Outcome{"start": {bad, {}}}, map[string][]fakes.Outcome{"address": {{StetFix: -1}}},
-			"plan:1 execute:1 triage:1 address:1", seq(startCmd, startCmd, runJSON, runJSON, finishCmd), "", false},
-		{"start fails: skip", "skip", map[string][]fakes.Outcome{"start": {bad}}, nil, "plan:1 execute:1", seq(startCmd), "", false},
-		{"review times out: fail", "fail", map[string][]fakes.Outcome{"run": {hang}}, nil, "plan:1 execute:1", seq(startCmd, runJSON, finishCmd), "timed out", false},
-		{"review times out: retry_once", "retry_once", map[string][]fakes.Outcome{"run": {hang}}, nil, "plan:1 execute:1", seq(startCmd, runJSON, runJSON, finishCmd), "timed out", false},
-		{"review times out: skip", "skip", map[string][]fakes.Outcome{"run": {hang}}, nil, "plan:1 execute:1", seq(startCmd, runJSON, finishCmd), "", false},
+		{"review times out: fail", "fail", map[string][]fakes.Outcome{"run": {hang}}, nil, "plan:1 execute:1",
+			seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "timed out", false},
+		{"review times out: retry_once", "retry_once", map[string][]fakes.Outcome{"run": {hang}}, nil, "plan:1 execute:1",
+			seq(statusCmd, startCmd, "run --output=json --stream", "run --output=json --stream", finishCmd), "timed out", false},
+		{"review times out: skip", "skip", map[string][]fakes.Outcome{"run": {hang}}, nil, "plan:1 execute:1",
+			seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "", false},
 		{"address loop fails: retry_once reruns it", "retry_once", nil, map[string][]fakes.Outcome{"address": {{Exit: 1}}},
-			"plan:1 execute:1 triage:1 address:1 triage:1 address:1", seq(startCmd, runJSON, finishCmd), "address failed", false},
+			"plan:1 execute:1 triage:1 address:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, finishCmd), "address failed", false},
 		{"address loop fails: skip", "skip", nil, map[string][]fakes.Outcome{"address": {{Exit: 1}}},
-			"plan:1 execute:1 triage:1 address:1", seq(startCmd, runJSON, finishCmd), "", true},
+			"plan:1 execute:1 triage:1 address:1", seq(statusCmd, startCmd, reviewCmd, finishCmd), "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, "## Task 1\nA\n")
-			env := h.withStet(fakes.StetScenario{Findings: twoFindings(), Rules: tc.stetRules})
-			h.scenario(tc.agent)
+			env := h.withStet(fakes.StetScenario{Rules: tc.stetRules})
+			h.scenario(withRules(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)}, tc.agent))
 			out, err := h.run(append(env, "PEAL_ON_STET_FAIL="+tc.mode, "PEAL_PHASE_TIMEOUT_SEC=2")...)
 			if h.keys() != tc.wantAgent || h.stetCmds() != tc.wantStet {
 				t.Fatalf("agent %q (want %q), stet %q (want %q)", h.keys(), tc.wantAgent, h.stetCmds(), tc.wantStet)
@@ -277,31 +778,53 @@ func TestOnStetFail(t *testing.T) {
 	}
 }
 
+// TestCustomStetCommands: custom commands keep the linter convention and
+// commit only under commit_after_phase2.
 func TestCustomStetCommands(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
-	h.withStet(fakes.StetScenario{Findings: twoFindings()})
-	h.scenario(map[string][]fakes.Outcome{"address:1": {{StetFix: -1}}})
-	cmds := "PEAL_STET_COMMANDS=" + fakeStet + " start HEAD, " + fakeStet + " run --output=json --strict"
-	if _, err := h.run(cmds); err != nil {
-		t.Fatal(err)
-	}
-	custom := "run --output=json --strict"
-	// Session start runs every command once; each review runs the last one;
-	// no triage, no dismiss, no finish.
-	if want := seq("start HEAD", custom, custom, custom, custom); h.stetCmds() != want {
-		t.Fatalf("stet %q, want %q", h.stetCmds(), want)
-	}
-	if h.keys() != "plan:1 execute:1 address:1 plan:2 execute:2" {
-		t.Fatalf("agent %q", h.keys())
-	}
+	t.Run("stet as custom commands, with commits", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
+		h.withStet(fakes.StetScenario{})
+		h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...), "address:1": {{StetFix: -1}}})
+		cmds := "PEAL_STET_COMMANDS=" + fakeStet + " start HEAD, " + fakeStet + " run --output=json --strictness strict"
+		if _, err := h.run(cmds, "PEAL_COMMIT_AFTER_PHASE2=true"); err != nil {
+			t.Fatal(err)
+		}
+		custom := "run --output=json --strictness strict"
+		// Session start runs every command once; each review runs the last one;
+		// no triage, no dismiss, no finish.
+		if want := seq("start HEAD", custom, custom, custom, custom); h.stetCmds() != want {
+			t.Fatalf("stet %q, want %q", h.stetCmds(), want)
+		}
+		if h.keys() != "plan:1 execute:1 address:1 plan:2 execute:2" {
+			t.Fatalf("agent %q", h.keys())
+		}
+	})
+	t.Run("a linter: non-zero exit means findings", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, "## Task 1\nA\n")
+		// The command's first run is the session start; then a review with
+		// findings, and one without.
+		h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{Stdout: "ready\n"}, {Exit: 3, Stdout: "a.go:1 style\n"}, {Stdout: "reviewing...\n0 finding(s).\n"}}}})
+		if _, err := h.run("PEAL_STET_COMMANDS=" + fakeStet + " run"); err != nil {
+			t.Fatal(err)
+		}
+		if h.keys() != "plan:1 execute:1 address:1" || h.stetCmds() != seq("run", "run", "run") {
+			t.Fatalf("agent %q, stet %q", h.keys(), h.stetCmds())
+		}
+		if got := h.commits(); len(got) != 1 {
+			t.Fatalf("custom mode committed without commit_after_phase2: %q", got)
+		}
+	})
 }
 
 func TestStetResolution(t *testing.T) {
-	// Not parallel: one case changes PATH for the whole process.
+	t.Parallel()
 	t.Run("stet_path not executable: no Phase 3", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, "## Task 1\nA\n")
-		h.withStet(fakes.StetScenario{Findings: twoFindings()})
+		h.withStet(fakes.StetScenario{})
 		notExec := filepath.Join(h.tmp, "stet-not-exec")
 		os.WriteFile(notExec, []byte("x"), 0o644)
 		if _, err := h.run("PEAL_STET_PATH=" + notExec); err != nil {
@@ -312,18 +835,21 @@ func TestStetResolution(t *testing.T) {
 		}
 	})
 	t.Run("stet found on PATH", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, "## Task 1\nA\n")
 		h.withStet(fakes.StetScenario{})
-		bin := filepath.Join(h.tmp, "bin")
-		os.MkdirAll(bin, 0o755)
-		if err := os.Symlink(fakeStet, filepath.Join(bin, "stet")); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		h.extra = append(h.extra, func(r *run) {
+			r.lookPath = func(name string) (string, error) {
+				if name != "stet" {
+					t.Errorf("looked up %q", name)
+				}
+				return fakeStet, nil
+			}
+		})
 		if _, err := h.run(); err != nil {
 			t.Fatal(err)
 		}
-		if h.stetCmds() != seq(startCmd, runJSON, finishCmd) {
+		if h.stetCmds() != seq(statusCmd, startCmd, reviewCmd, finishCmd) {
 			t.Fatalf("stet %q", h.stetCmds())
 		}
 	})
@@ -332,18 +858,18 @@ func TestStetResolution(t *testing.T) {
 func TestAddressPromptCarriesReviewAndSuggestions(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	env := h.withStet(fakes.StetScenario{Findings: twoFindings(), RunExitOnFindings: 1})
-	h.scenario(map[string][]fakes.Outcome{"address": {{StetFix: -1}}})
-	if _, err := h.run(append(env, "PEAL_STET_START_REF=main", "PEAL_STET_START_EXTRA_ARGS=--allow-dirty", "PEAL_STET_RUN_EXTRA_ARGS=--context 8k")...); err != nil {
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...), "address": {{StetFix: -1}}})
+	if _, err := h.run(append(env, "PEAL_STET_START_EXTRA_ARGS=--strictness strict", "PEAL_STET_RUN_EXTRA_ARGS=--context 8k")...); err != nil {
 		t.Fatal(err)
 	}
 	c := h.calls()
 	triage, address := c[2], c[3]
 	tp, ap := triage.Argv[len(triage.Argv)-1], address.Argv[len(address.Argv)-1]
-	if !strings.Contains(tp, "---STET---\n{") || !strings.HasSuffix(tp, "Anything to address from this review?") {
+	if !strings.Contains(tp, "---STET---\n{\"findings\":[") || !strings.HasSuffix(tp, "Anything to address from this review?") {
 		t.Errorf("triage prompt %q", tp)
 	}
-	if !strings.Contains(ap, "---STET---\n{") || !strings.Contains(ap, "---SUGGESTIONS---\ncheck for nil first\n---SUGGESTIONS---") {
+	if !strings.Contains(ap, "---STET---\n{\"findings\":[") || !strings.Contains(ap, "---SUGGESTIONS---\ncheck for nil first\n---SUGGESTIONS---") {
 		t.Errorf("address prompt %q", ap)
 	}
 	for _, call := range []fakes.Call{triage, address} {
@@ -351,20 +877,20 @@ func TestAddressPromptCarriesReviewAndSuggestions(t *testing.T) {
 			t.Errorf("%s argv %q", call.Phase, call.Argv)
 		}
 	}
-	if want := seq("start main --allow-dirty", "run --output=json --context 8k", "run --output=json --context 8k", finishCmd); h.stetCmds() != want {
+	run := "run --output=json --stream --context 8k; run --output=json --context 8k"
+	if want := seq(statusCmd, "start SHA --strictness strict", run, run, finishCmd); h.stetCmds() != want {
 		t.Fatalf("stet %q, want %q", h.stetCmds(), want)
 	}
 }
 
 // TestPhase3FailureKeepsEarlierTasks: state is saved before the error of a
-// later task's Phase 3, and stet finish still runs.
+// later task's Phase 3, and that task's session is finished.
 func TestPhase3FailureKeepsEarlierTasks(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n")
-	env := h.withStet(fakes.StetScenario{})
-	h.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"x": "y"}}}})
 	// The review of task 2 times out.
-	fakes.WriteStetScenario(h.stetDir, fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{}, {Hang: true}}}})
+	env := h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{}, {}, {Hang: true}}}})
+	h.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"x": "y"}}}})
 	_, err := h.run(append(env, "PEAL_PHASE_TIMEOUT_SEC=1")...)
 	if err == nil || !strings.Contains(err.Error(), "task 2") {
 		t.Fatalf("err = %v", err)
@@ -397,7 +923,28 @@ func TestInterruptedRunFinishesStet(t *testing.T) {
 	if err := <-done; !IsInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
-	if h.stetCmds() != seq(startCmd, finishCmd) {
+	if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
 		t.Fatalf("stet calls %q", h.stetCmds())
+	}
+}
+
+// TestUnreadableTaskRecord: a record of the task under review that cannot
+// be read is kept aside and the run goes on.
+func TestUnreadableTaskRecord(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	dir := filepath.Join(h.stateDir, review.Folder)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "task.json"), []byte("{not json"), 0o644)
+	if _, err := h.run(env...); err != nil {
+		t.Fatal(err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, "task.json.corrupt-*"))
+	if len(aside) != 1 || !strings.Contains(h.log.String(), "kept aside") {
+		t.Fatalf("kept aside %q; log:\n%s", aside, h.log)
+	}
+	if data, _ := os.ReadFile(aside[0]); string(data) != "{not json" {
+		t.Fatalf("the unreadable record was changed: %q", data)
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"peal/config"
+	"peal/internal/owndir"
 	"peal/phase"
+	"peal/review"
 	"peal/state"
 )
 
@@ -37,6 +39,9 @@ type Outcome struct {
 	WithFindings []int
 	Skipped      []int // tickets that used up their retries: nothing ran
 	Deferred     []int // left with findings under on_findings_remaining = defer
+	// ReviewSkipped are completed tasks whose Phase 3 was skipped under
+	// on_stet_fail = skip (the review could not start or failed).
+	ReviewSkipped []int
 }
 
 // StoppedError: the run stopped because max_consecutive_task_failures was
@@ -63,14 +68,20 @@ func (e *TaskError) Unwrap() error { return e.Err }
 
 // run is the state of one `peal run`.
 type run struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	agent   phase.Agent
-	caller  phase.Caller
-	store   *state.Store
-	stet    *stetClient // nil: no Phase 3 in this run
-	tickets tickets
-	now     func() time.Time
+	cfg    *config.Config
+	log    *slog.Logger
+	agent  phase.Agent
+	caller phase.Caller
+	store  *state.Store
+	// reviewer runs Phase 3 (nil: no Phase 3 in this run); git makes the
+	// commits, after each execute when commits is set.
+	reviewer *review.Reviewer
+	git      review.Git
+	commits  bool
+	// lookPath finds stet on PATH (nil: the process's PATH).
+	lookPath func(string) (string, error)
+	tickets  tickets
+	now      func() time.Time
 	// observer hears of the plan's size (nil: none); caller hands it every call.
 	observer  Observer
 	agentLogs *agentLogs // nil: agent_log_dir unset
@@ -91,6 +102,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	for _, o := range opts {
 		o(r)
 	}
+	// A configuration under which the review could not see the work fails
+	// before any agent call, normalize included; the review's own notes
+	// (e.g. no stet on PATH) are logged once the plan is known to be good.
+	if err := r.newReviewer(slog.New(slog.DiscardHandler)).CheckConfig(); err != nil {
+		return Outcome{}, err
+	}
 	// A plan that cannot run is reported before anything is written.
 	tasks, text, err := r.readPlan()
 	if err == nil && len(tasks) > 0 {
@@ -98,6 +115,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	}
 	if err != nil {
 		return Outcome{}, err
+	}
+	if err := owndir.Make(cfg.StateDir); err != nil {
+		return Outcome{}, fmt.Errorf("state folder %s (state_dir): %w", cfg.StateDir, err)
 	}
 	// The state folder is locked before the first agent call (a
 	// normalization included), so that a second run on it stops at once and
@@ -119,8 +139,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
 	}
+	r.setUpReview()
 
 	out, err := r.runSegments(ctx, tasks)
+	if err == nil && ctx.Err() != nil {
+		// The signal came after the last call had ended: the run still ends
+		// as interrupted, with the signal's exit code.
+		err = &phase.InterruptedError{Phase: "run", Cause: context.Cause(ctx)}
+	}
 	if err != nil {
 		// Every error path of a run passes here: the state is on disk before
 		// the error reaches the caller.
@@ -134,6 +160,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	}
 	if len(out.Failed) > 0 || len(out.WithFindings) > 0 || len(out.Skipped) > 0 || len(out.Deferred) > 0 {
 		out.ExitCode = ExitWithIssues
+	}
+	if len(out.ReviewSkipped) > 0 {
+		log.Warn("Phase 3 was skipped for some tasks (on_stet_fail = skip): their work was not reviewed", "tasks", out.ReviewSkipped)
 	}
 	r.writeSummary(out)
 	// The result is on disk: the next run may start while post-run commands
@@ -163,9 +192,32 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 	}
 }
 
-// runSegments opens the run's ticket (ticket mode) and the review session
-// when any task is pending, runs the schedule, and closes both, whatever
-// happened.
+// setUpReview decides how the run reviews (Phase 3) and commits. It runs
+// after the options, so that stet calls get the run's observer and
+// environment.
+func (r *run) setUpReview() {
+	r.git = review.NewGit(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir)
+	r.reviewer = r.newReviewer(r.log)
+	r.commits = r.cfg.CommitAfterPhase2 || r.reviewer.Commits()
+}
+
+// newReviewer resolves the run's review, logging to log.
+func (r *run) newReviewer(log *slog.Logger) *review.Reviewer {
+	return review.New(review.Options{Config: r.cfg, Agent: phase3Agent{r}, Caller: r.caller, Git: r.git, Log: log, LookPath: r.lookPath})
+}
+
+// phase3Agent lets Phase 3 call the agent: triage and address calls take the
+// argv of execute calls and the run's adaptive retry policy.
+type phase3Agent struct{ r *run }
+
+func (a phase3Agent) Call(ctx context.Context, name string, task, attempts int, prompt string) (string, error) {
+	res, err := a.r.agentCall(ctx, name, task, attempts, nil, phase.Agent.ActArgv, prompt)
+	return res.Stdout, err
+}
+
+// runSegments opens the run's ticket (ticket mode) and prepares the review
+// side when any task is pending, runs the schedule, and closes the ticket,
+// whatever happened.
 func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err error) {
 	pending := slices.DeleteFunc(slices.Clone(tasks), func(t Task) bool { return r.store.Completed(t.Index) })
 	if len(pending) == 0 {
@@ -196,35 +248,18 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		r.tickets.run = tr
 		defer func() {
 			failed := (err != nil && !isFindingsRemaining(err)) || len(out.Failed) > 0
-			r.closeTicket(ctx, tr, r.tickets.leftovers, failed)
+			r.closeTicket(tr, r.tickets.leftovers, failed, IsInterrupted(err))
 		}()
 	}
-	if err := r.startStet(ctx); err != nil {
+	if err := r.reviewer.CheckRepo(ctx); err != nil {
 		return Outcome{}, err
 	}
-	if r.stet != nil {
-		defer r.stet.finish(ctx)
+	if r.reviewer != nil {
+		if err := r.reviewer.Open(ctx); err != nil {
+			return Outcome{}, err
+		}
 	}
 	return r.schedule(ctx, Segments(tasks))
-}
-
-// startStet resolves stet and opens the review session; on_stet_fail decides
-// what a failed start does (fail and retry_once: exit 1 before any task;
-// skip: no Phase 3 in this run).
-func (r *run) startStet(ctx context.Context) error {
-	s := r.resolveStet()
-	if s == nil {
-		return nil
-	}
-	if err := s.start(ctx); err != nil {
-		if ctx.Err() == nil && r.cfg.OnStetFail == "skip" {
-			r.log.Warn("review session could not start: Phase 3 is skipped for this run (on_stet_fail = skip)", "err", err)
-			return nil
-		}
-		return err
-	}
-	r.stet = s
-	return nil
 }
 
 // loadPlan normalizes the plan read by readPlan if it has no task (text is
@@ -271,7 +306,7 @@ type argvFunc func(a phase.Agent, model, prompt string) []string
 // (nil: timeout or non-zero exit) to judge an attempt.
 func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, argv argvFunc, prompt string) (phase.Result, error) {
 	log := r.log.With("task", task)
-	model := r.modelFor(task, name)
+	model := modelFor(r.cfg, r.attemptOf(task), name)
 	fallback := r.agent
 	fallback.Path = r.cfg.FallbackPath
 	fallbackModel := model
@@ -400,7 +435,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 	}
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
-	if _, err := r.agentCall(ctx, "normalize", 0, attempts, failure, phase.Agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
+	if _, err := r.agentCall(ctx, "normalize", phase.NoTask, attempts, failure, phase.Agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil
@@ -422,6 +457,7 @@ func (r *run) writeSummary(out Outcome) {
 		TasksWithRemainingFindings: nonNil(out.WithFindings),
 		TasksSkipped:               nonNil(out.Skipped),
 		TasksDeferred:              nonNil(out.Deferred),
+		TasksReviewSkipped:         nonNil(out.ReviewSkipped),
 		ExitCode:                   out.ExitCode,
 		PlanPath:                   r.cfg.PlanPath,
 		RepoPath:                   r.cfg.RepoPath,

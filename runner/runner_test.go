@@ -377,6 +377,25 @@ func TestConsecutiveFailureCap(t *testing.T) {
 			t.Fatalf("err %v, calls %q", err, h.keys())
 		}
 	})
+	// As in Peal, the cap applies without continue_with_remaining_tasks too:
+	// a cap of 1 and a failing first task stop the run (exit 3), not exit 1.
+	t.Run("without continue_with_remaining_tasks", func(t *testing.T) {
+		h := newHarness(t, plan)
+		h.scenario(map[string][]fakes.Outcome{"plan:1": {fail}})
+		_, err := h.run("PEAL_MAX_CONSECUTIVE_TASK_FAILURES=1")
+		var se *StoppedError
+		if !errors.As(err, &se) || se.Failures != 1 || h.keys() != "plan:1" {
+			t.Fatalf("err %v, calls %q", err, h.keys())
+		}
+		// A cap not reached leaves the usual stop at the first failure.
+		h2 := newHarness(t, plan)
+		h2.scenario(map[string][]fakes.Outcome{"plan:1": {fail}})
+		_, err = h2.run("PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2")
+		var te *TaskError
+		if errors.As(err, &se) || !errors.As(err, &te) || te.Index != 1 {
+			t.Fatalf("err %v", err)
+		}
+	})
 }
 
 func writeState(t *testing.T, h *harness, done []int) {

@@ -3,16 +3,28 @@ package runner
 import (
 	"context"
 	"errors"
+
+	"peal/phase"
+	"peal/review"
 )
 
 // taskResult is how one task ended.
 type taskResult struct {
-	err          error   // nil: the task completed
-	findingsLeft bool    // completed with review findings left (on_findings_remaining = warn)
-	leftover     *Review // the last review, when findings were left (completed or not)
-	skipped      bool    // its ticket used up its retries: nothing ran
-	deferred     bool    // findings left under on_findings_remaining = defer: neither completed nor failed
+	err           error          // nil: the task completed
+	findingsLeft  bool           // completed with review findings left (on_findings_remaining = warn)
+	leftover      *review.Review // the last review, when findings were left (completed or not)
+	skipped       bool           // its ticket used up its retries: nothing ran
+	deferred      bool           // findings left under on_findings_remaining = defer: neither completed nor failed
+	reviewSkipped bool           // Phase 3 was skipped under on_stet_fail = skip
 }
+
+// phase3Result is a task's result after its Phase 3.
+func phase3Result(res review.Result) taskResult {
+	return taskResult{err: res.Err, findingsLeft: res.FindingsLeft, leftover: res.Leftover, deferred: res.Deferred, reviewSkipped: res.Skipped}
+}
+
+// completed reports whether the result records the task as completed.
+func (res taskResult) completed() bool { return res.err == nil && !res.skipped && !res.deferred }
 
 // tally accumulates task outcomes, in index order, across the run.
 type tally struct {
@@ -105,38 +117,71 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 			tl.out.Completed = append(tl.out.Completed, t.Index)
 			r.log.Info("task completed", "task", t.Index)
 		}
+		if res.reviewSkipped {
+			tl.out.ReviewSkipped = append(tl.out.ReviewSkipped, t.Index)
+		}
 		return nil
 	}
 	if ctx.Err() != nil {
 		return res.err
 	}
 	taskErr := &TaskError{Index: t.Index, Err: res.err}
-	if !r.cfg.ContinueWithRemainingTasks || endsRun(res.err) {
+	if endsRun(res.err) {
 		// An unreachable agent stops the run even under
 		// continue_with_remaining_tasks: the next task would meet the same outage.
 		return taskErr
 	}
-	tl.out.Failed = append(tl.out.Failed, t.Index)
+	// The cap is checked first, with or without continue_with_remaining_tasks
+	// (as Peal does): a cap of 1 stops at the first failure with exit 3.
 	tl.consecutive++
-	r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", res.err)
 	if max := r.cfg.MaxConsecutiveTaskFailures; max != nil && tl.consecutive >= int(*max) {
+		if r.cfg.ContinueWithRemainingTasks {
+			tl.out.Failed = append(tl.out.Failed, t.Index)
+		}
 		return &StoppedError{Failures: tl.consecutive, Last: taskErr}
 	}
+	if !r.cfg.ContinueWithRemainingTasks {
+		return taskErr
+	}
+	tl.out.Failed = append(tl.out.Failed, t.Index)
+	r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", res.err)
 	return nil
 }
 
-// runTask runs every phase of one task, one after the other.
+// runTask runs every phase of one task, one after the other, inside its
+// review session: the session opens before the first agent call, the work
+// is committed after execute (when commits are on), Phase 3 reviews it, and
+// the session closes whatever happened.
 func (r *run) runTask(ctx context.Context, t Task) taskResult {
-	planText, err := r.planAndExecute(ctx, t)
+	sess, err := r.reviewer.Begin(ctx, []int{t.Index})
 	if err != nil {
 		return taskResult{err: err}
 	}
-	if r.cfg.CommitAfterPhase2 {
-		if err := r.commit(ctx, []int{t.Index}, planText); err != nil {
-			return taskResult{err: err}
-		}
+	completed := false // stays false when a phase panics
+	defer func() { sess.End(ctx, completed) }()
+	res := r.taskPhases(ctx, sess, t)
+	completed = res.completed()
+	return res
+}
+
+// taskPhases runs plan, execute, the commit and Phase 3 of a task.
+func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task) taskResult {
+	planText, err := r.planAndExecute(ctx, t)
+	if err == nil && r.commits {
+		_, err = r.git.Commit(ctx, []int{t.Index}, review.FirstLine(planText, 80))
 	}
-	return r.review(ctx, t)
+	if err != nil {
+		return taskResult{err: err}
+	}
+	return phase3Result(sess.Review(ctx, t.Index))
+}
+
+// endsRun reports an error after which no task can succeed: the agent (or
+// the review model) is unreachable (every attempt of a call failed with a
+// network error).
+func endsRun(err error) bool {
+	var ue *phase.UnreachableError
+	return errors.As(err, &ue)
 }
 
 // planAndExecute runs Phases 1 and 2 and returns the plan text.

@@ -69,7 +69,8 @@ func TestSecondRunOnTheStateFolderStopsAtOnce(t *testing.T) {
 func TestTicketModeFailureIsAnError(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	stet := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_TICKET_ID=pt-fail")
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
+	stet := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_TICKET_ID=pt-fail")
 	// Attempt 1 is blocked by its findings: one retry used.
 	if _, err := h.run(stet...); !isFindingsRemaining(err) {
 		t.Fatalf("run 1: %v", err)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"peal/config"
+	"peal/review"
 	"peal/state"
 )
 
@@ -28,7 +30,7 @@ type tickets struct {
 	mu        sync.Mutex
 	byTask    map[int]*ticketRun // per-task mode
 	run       *ticketRun         // ticket mode (ticket_id)
-	leftovers []Review           // ticket mode: findings left by every task
+	leftovers []review.Review    // ticket mode: findings left by every task
 }
 
 // ticketID is the ticket of a task.
@@ -88,17 +90,16 @@ func (r *run) escalationFor(n int) state.Escalation {
 	return state.ModelsFor(n, r.cfg.EscalationFixer, r.cfg.EscalationSecondOpinion, r.cfg.EscalationWorker)
 }
 
-// modelFor is the model of a call of the given phase for a task: the base
-// model, or the escalation model of the ticket's attempt (tf's curve: fixer
-// from attempt 2 for address; second opinion for triage and worker for plan
-// and execute from attempt 3).
-func (r *run) modelFor(task int, phaseName string) string {
-	base := r.cfg.Model
-	tr := r.ticketFor(task)
-	if tr == nil || !r.cfg.EscalationEnabled {
-		return base
+// modelFor is the model of a call of the given phase on attempt n of its
+// ticket (0: no ticket): the base model, or, with escalation on, tf's
+// curve — the fixer from attempt 2 for address; the second opinion for
+// triage and the worker for plan and execute from attempt 3. It depends on
+// nothing else, so a dry run asks it exactly as a run does.
+func modelFor(cfg *config.Config, n int, phaseName string) string {
+	if n == 0 || !cfg.EscalationEnabled {
+		return cfg.Model
 	}
-	esc := state.ModelsFor(tr.attempt, r.cfg.EscalationFixer, r.cfg.EscalationSecondOpinion, r.cfg.EscalationWorker)
+	esc := state.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
 	var model *string
 	switch phaseName {
 	case "address":
@@ -111,7 +112,16 @@ func (r *run) modelFor(task int, phaseName string) string {
 	if model != nil && *model != "" {
 		return *model
 	}
-	return base
+	return cfg.Model
+}
+
+// attemptOf is the attempt number of the ticket a task's calls belong to
+// (0 outside one).
+func (r *run) attemptOf(task int) int {
+	if tr := r.ticketFor(task); tr != nil {
+		return tr.attempt
+	}
+	return 0
 }
 
 // beginTaskTicket starts the ticket of a task in per-task mode; errSkipped
@@ -154,25 +164,28 @@ func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
 	if tr == nil {
 		return
 	}
-	var leftovers []Review
+	var leftovers []review.Review
 	if res.leftover != nil {
 		leftovers = append(leftovers, *res.leftover)
 	}
-	r.closeTicket(ctx, tr, leftovers, res.err != nil && !isFindingsRemaining(res.err))
+	r.closeTicket(tr, leftovers, res.err != nil && !isFindingsRemaining(res.err), IsInterrupted(res.err))
 	if r.ticketClosed != nil {
 		r.ticketClosed(t)
 	}
 }
 
-// closeTicket ends an attempt: interrupted work stays in progress (a signal
-// does not cost an attempt); work that failed for another reason than
-// left-over findings is an error; otherwise close-summary.md is written from
-// the left-over findings and the attempt completes as that file says.
-func (r *run) closeTicket(ctx context.Context, tr *ticketRun, leftovers []Review, failed bool) {
+// closeTicket ends an attempt as its work ended — not as the run is when
+// the attempt is closed: work cut short by an interruption stays in progress
+// (a signal does not cost an attempt), while work that finished is recorded
+// even if a signal came since, so that the ticket agrees with state.json.
+// Work that failed for another reason than left-over findings is an error;
+// otherwise close-summary.md is written from the left-over findings and the
+// attempt completes as that file says.
+func (r *run) closeTicket(tr *ticketRun, leftovers []review.Review, failed, interrupted bool) {
 	defer tr.ticket.Close()
 	log := r.log.With("ticket", tr.id, "attempt", tr.attempt)
-	if ctx.Err() != nil {
-		log.Info("attempt left in progress: the run was interrupted")
+	if interrupted {
+		log.Info("attempt left in progress: its work was interrupted")
 		return
 	}
 	if failed {
@@ -209,7 +222,7 @@ func (r *run) closeTicket(ctx context.Context, tr *ticketRun, leftovers []Review
 // gateCounts counts left-over findings by the gate's severities: stet's
 // error → Critical, warning → Major, info → Minor, nitpick → Suggestions,
 // anything else → Warnings; a review that is not JSON counts as one Major.
-func gateCounts(reviews []Review) state.Counts {
+func gateCounts(reviews []review.Review) state.Counts {
 	var c state.Counts
 	for _, rv := range reviews {
 		if !rv.Present {
@@ -249,10 +262,7 @@ func blocks(c state.Counts, failOn []string) bool {
 	return false
 }
 
-func isFindingsRemaining(err error) bool {
-	var fe *FindingsRemainingError
-	return errors.As(err, &fe)
-}
+func isFindingsRemaining(err error) bool { return review.IsFindingsRemaining(err) }
 
 // resetTickets backs up the retry state of this run's tickets (--retry-reset).
 func (r *run) resetTickets(tasks []Task) error {

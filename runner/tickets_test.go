@@ -79,7 +79,8 @@ func TestTicketClosed(t *testing.T) {
 func TestEscalationLifecycle(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}),
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
+	env := append(h.withStet(fakes.StetScenario{}),
 		"PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_MODEL=base", "PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_MAX_RETRIES=3",
 		"PEAL_ESCALATION_FIXER=fixer-m", "PEAL_ESCALATION_REVIEWER_SECOND_OPINION=second-m", "PEAL_ESCALATION_WORKER=worker-m")
 	wantModels := []map[string]string{
@@ -90,7 +91,6 @@ func TestEscalationLifecycle(t *testing.T) {
 	wantTriggers := []string{"initial", "quality_gate", "quality_gate"}
 	for i, want := range wantModels {
 		before := len(h.calls())
-		fakes.WriteStetScenario(h.stetDir, fakes.StetScenario{Findings: twoFindings()}) // a fresh review each run
 		_, err := h.run(env...)
 		if err == nil || !isFindingsRemaining(err) {
 			t.Fatalf("run %d: err = %v", i+1, err)
@@ -128,10 +128,10 @@ func TestEscalationLifecycle(t *testing.T) {
 func TestEscalationOffNeverSkips(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ESCALATION_MAX_RETRIES=1",
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
+	env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ESCALATION_MAX_RETRIES=1",
 		"PEAL_ESCALATION_FIXER=fixer-m")
 	for run := 1; run <= 3; run++ {
-		fakes.WriteStetScenario(h.stetDir, fakes.StetScenario{Findings: twoFindings()})
 		if _, err := h.run(env...); !isFindingsRemaining(err) {
 			t.Fatalf("run %d: err %v", run, err)
 		}
@@ -149,8 +149,9 @@ func TestEscalationOffNeverSkips(t *testing.T) {
 func TestFindingsBelowTheGateClose(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	minor := []fakes.Finding{{ID: "N1", File: "a.go", Severity: "info", Message: "doc"}, {ID: "N2", File: "b.go", Severity: "nitpick", Message: "naming"}}
-	env := append(h.withStet(fakes.StetScenario{Findings: minor}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn")
+	minor := []fakes.Finding{{ID: "N001", File: "a.go", Severity: "info", Message: "doc"}, {ID: "N002", File: "b.go", Severity: "nitpick", Message: "naming"}}
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(minor...)})
+	env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn")
 	if _, err := h.run(env...); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,8 @@ func TestFindingsBelowTheGateClose(t *testing.T) {
 	}
 	// With Minor in fail_on the same findings block.
 	h2 := newHarness(t, "## Task 1\nA\n")
-	env = append(h2.withStet(fakes.StetScenario{Findings: minor}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn", "PEAL_FAIL_ON=Minor")
+	h2.scenario(map[string][]fakes.Outcome{"execute": plants(minor...)})
+	env = append(h2.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn", "PEAL_FAIL_ON=Minor")
 	if _, err := h2.run(env...); err != nil {
 		t.Fatal(err)
 	}
@@ -287,13 +289,20 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 	settings := filepath.Join(h.repo, ".tf", "config", "settings.json")
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	os.WriteFile(settings, []byte(`{"workflow": {"escalation": {"enabled": true, "maxRetries": 1, "models": {"fixer": "tf-fixer"}}}}`), 0o644)
-	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1")
+	// A ticketflow project keeps its settings in the repository; the store
+	// that peal writes in .tf/knowledge stays out of the commits.
+	git(t, h.repo, "add", ".tf")
+	git(t, h.repo, "commit", "-q", "-m", "tf settings")
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
+	env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1")
 	for run := 1; run <= 2; run++ {
-		fakes.WriteStetScenario(h.stetDir, fakes.StetScenario{Findings: twoFindings()})
 		out, err := h.run(env...)
 		if run == 1 && !isFindingsRemaining(err) || run == 2 && (err != nil || !slices.Equal(out.Skipped, []int{1})) {
 			t.Fatalf("run %d: err %v, outcome %+v", run, err, out)
 		}
+	}
+	if files := git(t, h.repo, "log", "--name-only", "--format="); strings.Contains(files, ".tf/knowledge") {
+		t.Fatalf("the retry-state store was committed:\n%s", files)
 	}
 	st, err := state.LoadRetryState(filepath.Join(h.repo, ".tf", "knowledge"), h.ticket(1))
 	if err != nil || st.RetryCount != 1 {
@@ -306,7 +315,8 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 func TestRetryStateFileShape(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	env := append(h.withStet(fakes.StetScenario{Findings: twoFindings()}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ESCALATION_ENABLED=true")
+	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
+	env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ESCALATION_ENABLED=true")
 	h.run(env...)
 	data, err := os.ReadFile(filepath.Join(h.knowledge(), "tickets", h.ticket(1), "retry-state.json"))
 	if err != nil {
@@ -344,5 +354,31 @@ func TestRetryStateFileShape(t *testing.T) {
 		if v, ok := esc[role]; !ok || v != nil {
 			t.Fatalf("escalation %v: every role must be present and null on attempt 1", esc)
 		}
+	}
+}
+
+// TestModelFor: the model of a call is a function of the attempt and the
+// phase alone (tf's escalation curve), with the base model wherever no
+// escalation model is configured.
+func TestModelFor(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{Model: "base", EscalationEnabled: true, EscalationFixer: "fixer", EscalationWorker: "worker"}
+	cases := []struct {
+		attempt int
+		phase   string
+		want    string
+	}{
+		{0, "address", "base"}, {1, "address", "base"}, {2, "address", "fixer"}, {2, "execute", "base"},
+		{3, "execute", "worker"}, {3, "plan", "worker"}, {3, "triage", "base"}, {4, "normalize", "base"},
+	}
+	for _, tc := range cases {
+		if got := modelFor(cfg, tc.attempt, tc.phase); got != tc.want {
+			t.Errorf("attempt %d, %s: %q, want %q", tc.attempt, tc.phase, got, tc.want)
+		}
+	}
+	off := *cfg
+	off.EscalationEnabled = false
+	if got := modelFor(&off, 3, "execute"); got != "base" {
+		t.Errorf("escalation off: %q", got)
 	}
 }

@@ -473,15 +473,18 @@ func normalize(xs []int) []int {
 
 // RunSummary is written at the end of a run that exits 0 or 2.
 type RunSummary struct {
-	TasksCompleted             []int  `json:"tasks_completed"`
-	TasksFailed                []int  `json:"tasks_failed"`
-	TasksWithRemainingFindings []int  `json:"tasks_with_remaining_findings"`
-	TasksSkipped               []int  `json:"tasks_skipped"`
-	TasksDeferred              []int  `json:"tasks_deferred"`
-	ExitCode                   int    `json:"exit_code"`
-	PlanPath                   string `json:"plan_path"`
-	RepoPath                   string `json:"repo_path"`
-	CompletedAt                string `json:"completed_at"`
+	TasksCompleted             []int `json:"tasks_completed"`
+	TasksFailed                []int `json:"tasks_failed"`
+	TasksWithRemainingFindings []int `json:"tasks_with_remaining_findings"`
+	TasksSkipped               []int `json:"tasks_skipped"`
+	TasksDeferred              []int `json:"tasks_deferred"`
+	// TasksReviewSkipped completed without Phase 3: on_stet_fail = skip
+	// let them go on when their review could not start or failed.
+	TasksReviewSkipped []int  `json:"tasks_review_skipped"`
+	ExitCode           int    `json:"exit_code"`
+	PlanPath           string `json:"plan_path"`
+	RepoPath           string `json:"repo_path"`
+	CompletedAt        string `json:"completed_at"`
 }
 
 // maxSummaryFile caps what is read of a run summary.

@@ -5,13 +5,12 @@ import (
 	"strings"
 
 	"peal/config"
-	"peal/runner"
 )
 
 // ConfigCmd is `peal config`: the resolved configuration and where each value
 // came from.
 type ConfigCmd struct {
-	RunFlags
+	configFlags
 	JSON bool `name:"json" help:"Print {\"key\": {\"value\": …, \"source\": …}} instead of a table."`
 }
 
@@ -19,14 +18,17 @@ type ConfigCmd struct {
 type keyReport struct {
 	Value  any           `json:"value"`
 	Source config.Source `json:"source"`
+	// Required marks the keys `peal run` cannot do without.
+	Required bool `json:"required,omitempty"`
 }
 
-// Run prints every key with its value and source; configuration errors exit
-// 1 exactly as `peal run` would.
+// Run prints every key with its value and source. A value that does not
+// parse exits 1 exactly as `peal run` would; anything else is printed, and an
+// unset key that a run requires is marked.
 func (c *ConfigCmd) Run(e *env) error {
-	cfg, err := c.load(e.kctx, e.environ)
+	cfg, err := c.load(e)
 	if err != nil {
-		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+		return failf("%v", err)
 	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
@@ -34,7 +36,7 @@ func (c *ConfigCmd) Run(e *env) error {
 	if c.JSON {
 		out := make(map[string]keyReport, len(config.Keys))
 		for _, k := range config.Keys {
-			out[k.Name] = keyReport{Value: cfg.Value(k.Name), Source: cfg.Sources[k.Name]}
+			out[k.Name] = keyReport{Value: cfg.Value(k.Name), Source: cfg.Sources[k.Name], Required: k.Required}
 		}
 		return printJSON(e.stdout, out)
 	}
@@ -43,7 +45,11 @@ func (c *ConfigCmd) Run(e *env) error {
 		width = max(width, len(k.Name))
 	}
 	for _, k := range config.Keys {
-		fmt.Fprintf(e.stdout, "%-*s = %-40s (%s)\n", width, k.Name, tomlText(cfg.Value(k.Name)), cfg.Sources[k.Name])
+		mark := ""
+		if k.Required && cfg.Value(k.Name) == nil {
+			mark = "  <- required by peal run"
+		}
+		fmt.Fprintf(e.stdout, "%-*s = %-40s (%s)%s\n", width, k.Name, tomlText(cfg.Value(k.Name)), cfg.Sources[k.Name], mark)
 	}
 	return nil
 }

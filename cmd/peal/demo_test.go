@@ -9,6 +9,7 @@ import (
 
 // TestDemo runs the demo of the README end to end, so that it keeps working.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds three programs")
 	}
@@ -21,7 +22,7 @@ func TestDemo(t *testing.T) {
 	text := string(out)
 	for _, want := range []string{
 		"plan:1  execute:1  execute:1  plan:2  execute:2  triage:2  address:2", // one retried execute, one address round
-		"dismiss S1 false_positive",
+		"dismiss S001 false_positive",
 		`"exit_code": 0`,
 		"peal: task 2 - Add a README section on Greet.",
 	} {

@@ -14,21 +14,25 @@ import (
 // TestDryRun: the schedule with argv and models, no child started, no file
 // written.
 func TestDryRun(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nFirst\n## Task 2 (parallel)\nSecond\n## Task 3 (parallel)\nThird\n")
 	stetDir := filepath.Join(s.dir, "stet")
 	os.MkdirAll(stetDir, 0o755)
 	fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
-	// Task 3's ticket has two blocked attempts: its next attempt is the third.
+	// The tickets of tasks 2 and 3 (a parallel block, whose review calls carry
+	// task 2's index) have two blocked attempts: their next attempt is the third.
 	knowledge := filepath.Join(s.dir, "knowledge")
-	tk, err := state.OpenTicket(knowledge, s.ticket(3), time.Now(), nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, i := range []int{2, 3} {
+		tk, err := state.OpenTicket(knowledge, s.ticket(i), time.Now(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			tk.Begin(time.Now(), nil)
+			tk.Complete(time.Now(), state.AttemptBlocked, nil)
+		}
+		tk.Close()
 	}
-	for range 2 {
-		tk.Begin(time.Now(), nil)
-		tk.Complete(time.Now(), state.AttemptBlocked, nil)
-	}
-	tk.Close()
 	before := snapshot(t, s.dir)
 
 	env := s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"], "PEAL_KNOWLEDGE_DIR="+knowledge,
@@ -43,6 +47,7 @@ func TestDryRun(t *testing.T) {
 		"task 1: ticket " + s.ticket(1) + ", attempt 1", "task 3: ticket " + s.ticket(3) + ", attempt 3",
 		"plan     model base-m, attempts 1: " + bins["fakeagent"] + " --print --plan --workspace " + s.repo + " --output-format text --model base-m <prompt len=",
 		"plan     model worker-m", "address  model fixer-m",
+		"after the block's executes, for the block as a whole:", `commit   git add -A; git commit -m "peal: tasks 2, 3 - address round <N>"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)

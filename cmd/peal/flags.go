@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -9,128 +11,158 @@ import (
 	"peal/config"
 )
 
-// RunFlags are the flags shared by every command that resolves a run's
-// configuration. A field tagged `peal` sets that configuration key; its help
-// text, variable and default come from config.Keys. Non-bool values are taken
-// as text so that flags and variables go through the same parser.
-type RunFlags struct {
-	Config   string  `help:"TOML config file (no file is read without it)." placeholder:"PATH" type:"path"`
-	Task     *uint32 `help:"Run only task N." placeholder:"N" xor:"task-select"`
-	FromTask *uint32 `help:"Run task N and every later task." placeholder:"N" xor:"task-select"`
+// configFlags are the flags of every command that resolves the
+// configuration: --config and one flag per configuration key. The key flags
+// are not written out here: keyFlags builds them from config.Keys.
+type configFlags struct {
+	Config string `help:"TOML config file (no file is read without it)." placeholder:"PATH" type:"path"`
+	kong.Plugins
+}
 
-	Plan                       string `peal:"plan_path" placeholder:"PATH"`
-	Repo                       string `peal:"repo_path" placeholder:"PATH"`
-	AgentCmd                   string `peal:"agent_cmd" placeholder:"CMD"`
-	Model                      string `peal:"model" placeholder:"MODEL"`
-	Sandbox                    string `peal:"sandbox" placeholder:"MODE"`
-	StateDir                   string `peal:"state_dir" placeholder:"PATH"`
-	PhaseTimeoutSec            string `peal:"phase_timeout_sec" placeholder:"SEC"`
-	PhaseRetryCount            string `peal:"phase_retry_count" placeholder:"N"`
-	Phase3RetryCount           string `peal:"phase_3_retry_count" name:"phase-3-retry-count" placeholder:"N"`
-	Parallel                   bool   `peal:"parallel" negatable:""`
-	MaxParallel                string `peal:"max_parallel" placeholder:"N"`
-	ContinueWithRemainingTasks bool   `peal:"continue_with_remaining_tasks" negatable:""`
-	MaxConsecutiveTaskFailures string `peal:"max_consecutive_task_failures" placeholder:"N"`
-	MaxAddressRounds           string `peal:"max_address_rounds" placeholder:"N"`
-	OnFindingsRemaining        string `peal:"on_findings_remaining" placeholder:"fail|warn"`
-	OnStetFail                 string `peal:"on_stet_fail" placeholder:"fail|retry_once|skip"`
-	StetPath                   string `peal:"stet_path" placeholder:"PATH"`
-	StetStartRef               string `peal:"stet_start_ref" placeholder:"REF"`
-	StetStartArgs              string `peal:"stet_start_extra_args" placeholder:"ARGS"`
-	StetRunArgs                string `peal:"stet_run_extra_args" placeholder:"ARGS"`
-	StetDisableLLMTriage       bool   `peal:"stet_disable_llm_triage" name:"stet-disable-llm-triage" negatable:""`
-	PostRunCommands            string `peal:"post_run_commands" placeholder:"CMDS"`
-	PostRunTimeoutSec          string `peal:"post_run_timeout_sec" placeholder:"SEC"`
-	Normalize                  bool   `peal:"normalize_plan" negatable:""`
-	NormalizeRetryCount        string `peal:"normalize_retry_count" placeholder:"N"`
-	ValidatePlanText           bool   `peal:"validate_plan_text" negatable:""`
-	MinPlanTextLen             string `peal:"min_plan_text_len" placeholder:"N"`
-	RunSummaryPath             string `peal:"run_summary_path" placeholder:"PATH"`
-	CommitAfterPhase2          bool   `peal:"commit_after_phase2" name:"commit-after-phase2" negatable:""`
-	LogLevel                   string `peal:"log_level" placeholder:"LEVEL"`
-	LogFile                    string `peal:"log_file" placeholder:"PATH"`
-	AgentLogDir                string `peal:"agent_log_dir" placeholder:"PATH"`
-	KillGraceSec               string `peal:"kill_grace_sec" placeholder:"SEC"`
-	IdleTimeoutSec             string `peal:"idle_timeout_sec" placeholder:"SEC"`
-	NetworkRetryCount          string `peal:"network_retry_count" placeholder:"N"`
-	NetworkRetryDelaySec       string `peal:"network_retry_delay_sec" placeholder:"SEC"`
-	NetworkRetryMaxDelaySec    string `peal:"network_retry_max_delay_sec" placeholder:"SEC"`
-	NetworkErrorPatterns       string `peal:"network_error_patterns" placeholder:"TEXTS"`
-	FatalErrorPatterns         string `peal:"fatal_error_patterns" placeholder:"TEXTS"`
-	RetryDelaySec              string `peal:"retry_delay_sec" placeholder:"SEC"`
-	FallbackAgentCmd           string `peal:"fallback_agent_cmd" placeholder:"CMD"`
-	FallbackModel              string `peal:"fallback_model" placeholder:"MODEL"`
-	PlateauRounds              string `peal:"plateau_rounds" placeholder:"N"`
-	KnowledgeDir               string `peal:"knowledge_dir" placeholder:"PATH"`
-	Ticket                     string `peal:"ticket_id" placeholder:"ID"`
-	TicketPrefix               string `peal:"ticket_prefix" placeholder:"PREFIX"`
-	FailOn                     string `peal:"fail_on" placeholder:"SEVERITIES"`
-	Escalation                 bool   `peal:"escalation.enabled" negatable:""`
-	MaxRetries                 string `peal:"escalation.max_retries" placeholder:"N"`
-	EscalationFixer            string `peal:"escalation.fixer" placeholder:"MODEL"`
-	EscalationSecondOpinion    string `peal:"escalation.reviewer_second_opinion" name:"escalation-reviewer-second-opinion" placeholder:"MODEL"`
-	EscalationWorker           string `peal:"escalation.worker" placeholder:"MODEL"`
-	RetryReset                 bool   `help:"Back up the retry state of this run's tickets before it starts (fresh attempt 1, base models)."`
+// The keys each command reads. A command accepts the flag of every key, so
+// that the command line of a run works unchanged, but its help lists only
+// those it reads.
+var (
+	statusKeys = []string{"plan_path", "repo_path", "state_dir", "run_summary_path", "normalize_plan",
+		"knowledge_dir", "ticket_id", "ticket_prefix", "escalation.enabled", "escalation.max_retries"}
+	storeKeys = []string{"repo_path", "state_dir", "knowledge_dir"}
+	showKeys  = append(slices.Clone(storeKeys), "escalation.enabled", "escalation.max_retries",
+		"escalation.fixer", "escalation.reviewer_second_opinion", "escalation.worker")
+	detectKeys = []string{"fail_on"}
+
+	// needsPlan notes the keys that run and status cannot do without.
+	needsPlan = requiredNotes()
+	// storeNotes: the retry-state commands take the working folder for an
+	// unset repo (config.Inputs.DefaultRepo).
+	storeNotes = map[string]string{"repo_path": "unset: the working folder"}
+)
+
+func requiredNotes() map[string]string {
+	notes := map[string]string{}
+	for _, k := range config.Keys {
+		if k.Required {
+			notes[k.Name] = "required"
+		}
+	}
+	return notes
+}
+
+// keyFlags builds the flags of the configuration keys, for kong: a struct
+// with one field per key that has a flag, of the Go type of its Config field,
+// parsed by keyMapper. Keys not in shown are hidden from help (nil shows all);
+// notes add what a key means to this command to its help.
+func keyFlags(shown []string, notes map[string]string) kong.Plugins {
+	var fields []reflect.StructField
+	for _, k := range config.Keys {
+		if k.Flag == "" {
+			continue
+		}
+		tag := fmt.Sprintf(`name:%q key:%q type:"configkey"`, k.Flag, k.Name)
+		if k.Kind == config.KindBool {
+			tag += ` negatable:""`
+		}
+		if note := notes[k.Name]; note != "" {
+			tag += fmt.Sprintf(` note:%q`, note)
+		}
+		if shown != nil && !slices.Contains(shown, k.Name) {
+			tag += ` hidden:""`
+		}
+		fields = append(fields, reflect.StructField{Name: k.Field, Type: k.GoType, Tag: reflect.StructTag(tag)})
+	}
+	return kong.Plugins{reflect.New(reflect.StructOf(fields)).Interface()}
+}
+
+// keyMapper parses a key's flag with the parser of its variable and its TOML
+// value (config.Key.ParseText), so that a value means the same in every layer
+// and a bad one is a usage error naming the flag. A boolean flag stands alone
+// (--parallel), negated (--no-parallel) or with a value (--parallel=false,
+// --parallel false).
+type keyMapper struct{}
+
+func (keyMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
+	k := flagKey(ctx.Value)
+	var text string
+	if target.Kind() == reflect.Bool {
+		switch tok := ctx.Scan.Peek(); {
+		case tok.Type == kong.FlagValueToken: // --x=v, or the value kong gives --no-x
+			text = fmt.Sprint(ctx.Scan.Pop().Value)
+		case tok.InferredType() == kong.UntypedToken && boolWord(fmt.Sprint(tok.Value)):
+			text = fmt.Sprint(ctx.Scan.Pop().Value)
+		default:
+			text = "true"
+		}
+	} else {
+		tok, err := ctx.Scan.PopValue(k.Placeholder())
+		if err != nil && k.Kind == config.KindArgs && !tok.IsEOL() {
+			err = nil // extra arguments start with dashes: --stet-run-args "--verify --context 256k"
+		}
+		if err != nil {
+			return err
+		}
+		text = fmt.Sprint(tok.Value)
+	}
+	v, err := k.ParseText(text)
+	if err != nil {
+		return err
+	}
+	target.Set(reflect.ValueOf(v))
+	return nil
+}
+
+// boolWord reports whether a word after a boolean flag is meant as its value:
+// true or false, or a word of another convention (yes, 0, …) that the parser
+// then refuses with a message naming the flag.
+func boolWord(s string) bool {
+	switch strings.ToLower(s) {
+	case "true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f":
+		return true
+	}
+	return false
+}
+
+// IsBoolFromValue makes the flags of boolean keys take no value by default.
+func (keyMapper) IsBoolFromValue(target reflect.Value) bool { return target.Kind() == reflect.Bool }
+
+// PlaceHolder is the key's placeholder, e.g. SEC or fail|warn|defer.
+func (keyMapper) PlaceHolder(f *kong.Flag) string { return flagKey(f.Value).Placeholder() }
+
+func flagKey(v *kong.Value) config.Key {
+	k, ok := config.KeyByName(v.Tag.Get("key"))
+	if !ok {
+		panic("flag --" + v.Name + " has no configuration key")
+	}
+	return k
 }
 
 // flagValues collects the configuration flags actually given on the command
-// line, as text keyed by configuration key.
-func flagValues(kctx *kong.Context) map[string]string {
-	out := map[string]string{}
+// line, keyed by configuration key, as the key's Go type.
+func flagValues(kctx *kong.Context) map[string]any {
+	out := map[string]any{}
 	for _, f := range kctx.Flags() {
-		key := f.Tag.Get("peal")
-		if key == "" || !f.Set {
-			continue
+		if key := f.Tag.Get("key"); key != "" && f.Set {
+			out[key] = f.Target.Interface()
 		}
-		out[key] = fmt.Sprint(f.Target.Interface())
 	}
 	return out
 }
 
-// load resolves and validates the configuration of a run command.
-func (f *RunFlags) load(kctx *kong.Context, environ []string) (*config.Config, error) {
-	cfg, err := config.Load(config.Inputs{Flags: flagValues(kctx), Env: environ, ConfigPath: f.Config})
-	if err != nil {
-		return nil, err
-	}
-	cfg.Task, cfg.FromTask, cfg.RetryReset = f.Task, f.FromTask, f.RetryReset
-	return cfg, cfg.Validate()
+// load resolves the configuration from the flags, the environment and the
+// --config file. It validates nothing beyond the values themselves: each
+// command checks what it needs.
+func (f *configFlags) load(e *env) (*config.Config, error) {
+	return config.Load(config.Inputs{Flags: flagValues(e.kctx), Env: e.environ, ConfigPath: f.Config})
 }
 
-// helpValue writes each configuration flag's help from config.Keys, with the
+// helpValue writes each configuration flag's help from its key, with the
 // variable that also sets it and its default.
 func helpValue(v *kong.Value) string {
-	key := ""
-	if v.Tag != nil {
-		key = v.Tag.Get("peal")
-	}
-	k, ok := config.KeyByName(key)
-	if !ok {
+	if v.Tag == nil || v.Tag.Get("key") == "" {
 		return v.Help
 	}
-	return fmt.Sprintf("%s [%s; default: %s]", k.Help, k.Env(), defaultText(k))
-}
-
-func defaultText(k config.Key) string {
-	switch d := k.Default.(type) {
-	case nil:
-		if k.Name == "run_summary_path" {
-			return "{state_dir}/run_summary.json"
-		}
-		return "unset"
-	case []string:
-		if len(d) > 3 {
-			return fmt.Sprintf("%d built-in texts, see docs/configuration.md", len(d))
-		}
-		if len(d) > 0 {
-			return strings.Join(d, ",")
-		}
-		return "none"
-	case []config.DismissPattern:
-		return "none"
-	case string:
-		return d
-	default:
-		return fmt.Sprint(d)
+	k := flagKey(v)
+	help := k.Help
+	if note := v.Tag.Get("note"); note != "" {
+		help += " (" + note + ")"
 	}
+	return fmt.Sprintf("%s [%s; default: %s]", help, k.Env(), k.DefaultText())
 }

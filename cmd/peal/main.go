@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"syscall"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/alecthomas/kong"
 
@@ -31,6 +31,18 @@ type CLI struct {
 	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
 }
 
+// newCLI is the command tree with the configuration flags of each command.
+func newCLI() *CLI {
+	var cli CLI
+	cli.Run.Plugins = keyFlags(nil, needsPlan)
+	cli.Config.Plugins = keyFlags(nil, nil)
+	cli.Status.Plugins = keyFlags(statusKeys, needsPlan)
+	cli.RetryState.Show.Plugins = keyFlags(showKeys, storeNotes)
+	cli.RetryState.Reset.Plugins = keyFlags(storeKeys, storeNotes)
+	cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
+	return &cli
+}
+
 // env carries what a command needs from the process, so tests can run main in-process.
 type env struct {
 	ctx     context.Context
@@ -38,6 +50,7 @@ type env struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	kctx    *kong.Context
+	now     func() time.Time
 }
 
 // exitError carries an exit code up to main; msg, when set, is printed as one line.
@@ -49,24 +62,20 @@ type exitError struct {
 func (e *exitError) Error() string { return e.msg }
 
 func main() {
-	ctx, stop := withSignals(context.Background())
-	code := Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
-	stop()
+	sig := watchSignals()
+	// A write to peal's own output whose reader has gone (`peal … | tee`,
+	// tee killed) fails instead of killing peal: the run then stops as on a
+	// hangup, its agents stopped and its state saved.
+	stdout := &outputGuard{w: os.Stdout, lost: sig.stop}
+	stderr := &outputGuard{w: os.Stderr, lost: sig.stop}
+	code := Main(sig.ctx, os.Args[1:], os.Environ(), stdout, stderr)
+	sig.release()
 	os.Exit(code)
 }
 
 // Main runs peal with the given arguments and returns the exit code.
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	var cli CLI
-	parser, err := kong.New(&cli,
-		kong.Name("peal"),
-		kong.Description("Drive a coding-agent CLI through a markdown plan: plan, execute and address each task, with timeouts, retries and resumable state."),
-		kong.Vars{"version": version()},
-		kong.ValueFormatter(helpValue),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(int) { panic(kongExit{}) }),
-		kong.UsageOnError(),
-	)
+	parser, err := newParser(stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "peal: internal error: %v\n", err)
 		return 1
@@ -76,19 +85,59 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return p.code
 	}
 	kctx := p.kctx
-	e := &env{ctx: ctx, environ: environ, stdout: stdout, stderr: stderr, kctx: kctx}
+	e := &env{ctx: ctx, environ: environ, stdout: stdout, stderr: stderr, kctx: kctx, now: time.Now}
 	if err := kctx.Run(e); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintf(stderr, "peal: %s\n", ee.msg)
+				fmt.Fprintf(stderr, "peal: %s\n", oneLine(ee.msg))
 			}
 			return ee.code
 		}
-		fmt.Fprintf(stderr, "peal: error: %v\n", err)
+		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(err.Error()))
 		return runner.ExitFailure
 	}
 	return 0
+}
+
+// maxLine bounds the last line peal prints.
+const maxLine = 4096
+
+// oneLine makes a message safe to print as one line: line breaks and other
+// control characters (terminal escape sequences included) are shown escaped,
+// and the message is cut to maxLine bytes.
+func oneLine(msg string) string {
+	var b strings.Builder
+	for _, r := range msg {
+		switch {
+		case r == '\t':
+			b.WriteByte(' ')
+		case r == '\n':
+			b.WriteString(`\n`)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r) // C0 and C1 controls are all below 0x100
+		default:
+			b.WriteRune(r)
+		}
+		if b.Len() > maxLine {
+			return strings.ToValidUTF8(b.String()[:maxLine], "") + "… (cut)"
+		}
+	}
+	return b.String()
+}
+
+// newParser is kong's parser of the command line, writing help to stdout.
+func newParser(stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(newCLI(),
+		kong.Name("peal"),
+		kong.Description("Drive a coding-agent CLI through a markdown plan: plan, execute and address each task, with timeouts, retries and resumable state."),
+		kong.Vars{"version": version()},
+		kong.NamedMapper("configkey", keyMapper{}),
+		kong.ValueFormatter(helpValue),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(int) { panic(kongExit{}) }),
+		kong.UsageOnError(),
+	)
 }
 
 // kongExit is how kong's own exits (--help, --version) unwind to Main.
@@ -106,7 +155,7 @@ func parse(parser *kong.Kong, args []string, stderr io.Writer) (p parsedOrCode, 
 	}()
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "peal: error: %v\n", err)
+		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(err.Error()))
 		return parsedOrCode{code: runner.ExitFailure}, true
 	}
 	return parsedOrCode{kctx: kctx}, false
@@ -116,40 +165,6 @@ type parsedOrCode struct {
 	kctx *kong.Context
 	code int
 }
-
-// withSignals returns a context cancelled by the first SIGINT or SIGTERM, with
-// the signal as its cause.
-func withSignals(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		select {
-		case s := <-sigs:
-			cancel(&signalCause{sig: s.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { signal.Stop(sigs); cancel(nil) }
-}
-
-// signalCause is the cause of a context cancelled by a signal.
-type signalCause struct{ sig syscall.Signal }
-
-func (s *signalCause) Error() string { return "received " + signalName(s.sig) }
-
-func signalName(sig syscall.Signal) string {
-	switch sig {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return sig.String()
-}
-
-// nowFunc is the clock of commands (a variable so tests can fix it).
-var nowFunc = time.Now
 
 func version() string {
 	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {

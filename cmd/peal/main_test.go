@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -44,6 +44,21 @@ func newSandbox(t *testing.T, plan string) *sandbox {
 	}
 	os.WriteFile(s.plan, []byte(plan), 0o644)
 	return s
+}
+
+// gitIdentity lets commits in a sandbox work without a git config.
+var gitIdentity = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+
+// git runs git in the sandbox's repository with env.
+func (s *sandbox) git(env []string, args ...string) string {
+	s.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", s.repo}, args...)...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
 }
 
 func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {
@@ -110,6 +125,7 @@ var fail = fakes.Outcome{Exit: 1, Stderr: "agent broke"}
 const plan3 = "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n"
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		rules map[string][]fakes.Outcome
@@ -131,6 +147,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSandbox(t, plan3)
 			s.scenario(tc.rules)
 			r := s.peal(s.env(tc.env...), append([]string{"run"}, tc.args...)...)
@@ -147,6 +164,7 @@ func TestExitCodes(t *testing.T) {
 // TestBadInput: each class of bad input gets one line naming what to fix and
 // exit 1, before any child runs and without writing to the state folder.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	notGit := t.TempDir()
 	cases := []struct {
 		name  string
@@ -174,6 +192,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSandbox(t, tc.plan)
 			files := map[string]string{
 				"bad-syntax.toml": "model = \"m\"\nmax_parallel = [\n",
@@ -211,6 +230,7 @@ func without(env []string, name string) []string {
 }
 
 func TestFlagsOverrideEnvAndFile(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n")
 	os.WriteFile(filepath.Join(s.dir, "peal.toml"), []byte("model = \"from-file\"\nsandbox = \"from-file\"\n"), 0o644)
 	r := s.peal(s.env("PEAL_MODEL=from-env"), "run", "--config", "peal.toml", "--model", "from-flag")
@@ -224,11 +244,13 @@ func TestFlagsOverrideEnvAndFile(t *testing.T) {
 	}
 }
 
-// B4: SIGINT and SIGTERM stop the running agent and its group, save state and
-// exit 130 / 143.
+// SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session) stop the
+// running agent and its group, save state and exit 130 / 143 / 129.
 func TestSignals(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
 			s := newSandbox(t, plan3)
 			ready := filepath.Join(s.dir, "ready")
 			if err := syscall.Mkfifo(ready, 0o644); err != nil {
@@ -278,6 +300,7 @@ func TestSignals(t *testing.T) {
 }
 
 func TestLogFile(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nSECRET TASK TEXT\n")
 	logFile := filepath.Join(s.dir, "logs", "peal.jsonl")
 	os.MkdirAll(filepath.Dir(logFile), 0o755)
@@ -316,8 +339,9 @@ func TestLogFile(t *testing.T) {
 }
 
 func TestHelpShowsVariablesAndDefaults(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, plan3)
-	for _, command := range []string{"run", "config", "status"} {
+	for _, command := range []string{"run", "config"} {
 		r := s.peal(nil, command, "--help")
 		if r.code != 0 {
 			t.Fatalf("exit %d", r.code)
@@ -329,7 +353,7 @@ func TestHelpShowsVariablesAndDefaults(t *testing.T) {
 			t.Errorf("%v: help lacks PEAL_KNOWLEDGE_DIR:\n%s", args, r.stdout)
 		}
 	}
-	if r := s.peal(nil, "retry-state", "detect", "--help"); !strings.Contains(r.stdout, "default: Critical,Major") {
+	if r := s.peal(nil, "retry-state", "detect", "--help"); !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "default: Critical,Major") {
 		t.Errorf("detect help lacks the --fail-on default:\n%s", r.stdout)
 	}
 }
@@ -350,46 +374,44 @@ func checkHelp(t *testing.T, command, help string) {
 	}
 }
 
+// TestFlagNamesMatchKeys: `peal run` and `peal config` have one flag per key
+// that has one, named after the key, of the Go type of its Config field, and
+// no configuration flag without a key.
 func TestFlagNamesMatchKeys(t *testing.T) {
-	typ := reflect.TypeOf(RunFlags{})
-	seen := map[string]bool{}
-	for i := 0; i < typ.NumField(); i++ {
-		f := typ.Field(i)
-		key := f.Tag.Get("peal")
-		if key == "" {
+	t.Parallel()
+	parser, err := newParser(io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range parser.Model.Children {
+		if node.Name != "run" && node.Name != "config" {
 			continue
 		}
-		k, ok := config.KeyByName(key)
-		if !ok {
-			t.Fatalf("field %s names unknown key %q", f.Name, key)
-		}
-		seen[key] = true
-		if name := f.Tag.Get("name"); name == "" && kebab(f.Name) != k.Flag || name != "" && name != k.Flag {
-			t.Errorf("field %s: flag name differs from --%s", f.Name, k.Flag)
-		}
-	}
-	for _, k := range config.Keys {
-		if k.Flag != "" && !seen[k.Name] {
-			t.Errorf("key %s has flag --%s but no field", k.Name, k.Flag)
-		}
-	}
-}
-
-func kebab(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 {
-				b.WriteByte('-')
+		seen := map[string]bool{}
+		for _, f := range node.Flags {
+			key := f.Tag.Get("key")
+			if key == "" {
+				continue
 			}
-			r += 'a' - 'A'
+			k, ok := config.KeyByName(key)
+			if !ok {
+				t.Fatalf("%s: flag --%s names unknown key %q", node.Name, f.Name, key)
+			}
+			seen[key] = true
+			if f.Name != k.Flag || f.Target.Type() != k.GoType || f.Hidden {
+				t.Errorf("%s: flag --%s (%s, hidden %v) for key %s, want --%s (%s), shown", node.Name, f.Name, f.Target.Type(), f.Hidden, key, k.Flag, k.GoType)
+			}
 		}
-		b.WriteRune(r)
+		for _, k := range config.Keys {
+			if (k.Flag != "") != seen[k.Name] {
+				t.Errorf("%s: key %s has flag %q, and a flag for it: %v", node.Name, k.Name, k.Flag, seen[k.Name])
+			}
+		}
 	}
-	return b.String()
 }
 
 func TestPromptCommand(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, plan3)
 	r := s.peal(nil, "prompt")
 	if r.code != 0 || !strings.Contains(r.stdout, "## Task N") || !strings.Contains(r.stdout, "(parallel)") {
@@ -410,6 +432,7 @@ func TestPromptCommand(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, plan3)
 	if r := s.peal(nil, "--version"); r.code != 0 || strings.TrimSpace(r.stdout) == "" {
 		t.Fatalf("exit %d, %q", r.code, r.stdout)

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/term"
 
 	"peal/phase"
 )
@@ -172,12 +173,18 @@ func (p *progress) drawLocked(logText []byte) {
 func (p *progress) line(c phase.CallInfo, now time.Time) string {
 	var parts []string
 	switch {
-	case c.Task > 0 && p.tasks > 0:
+	case c.Task != phase.NoTask && p.tasks > 0:
 		parts = append(parts, fmt.Sprintf("task %d/%d", c.Task, p.tasks))
-	case c.Task > 0:
+	case c.Task != phase.NoTask:
 		parts = append(parts, fmt.Sprintf("task %d", c.Task))
 	}
-	parts = append(parts, c.Phase, fmt.Sprintf("attempt %d/%d", c.Attempt.N, c.Attempt.Of))
+	parts = append(parts, c.Phase)
+	if c.Detail != nil {
+		if d := c.Detail(); d != "" {
+			parts = append(parts, d)
+		}
+	}
+	parts = append(parts, fmt.Sprintf("attempt %d/%d", c.Attempt.N, c.Attempt.Of))
 	if c.Attempt.Role != "" {
 		parts = append(parts, c.Attempt.Role)
 	}
@@ -199,14 +206,25 @@ func fit(s string, n int) string {
 // "dumb" (a terminal that does not understand cursor movement), or
 // --no-progress was given.
 func progressFor(stderr io.Writer, environ []string, off bool) *progress {
-	f, ok := stderr.(*os.File)
-	if off || !ok || !isTerminal(f) {
+	// A terminal is a file; peal's stderr reaches here wrapped, so ask for
+	// the descriptor rather than the type.
+	f, ok := stderr.(interface {
+		io.Writer
+		Fd() uintptr
+	})
+	if off || !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
-	if term := lookupEnv(environ, "TERM"); term == "" || term == "dumb" {
+	if name := lookupEnv(environ, "TERM"); name == "" || name == "dumb" {
 		return nil
 	}
-	return newProgress(f, func() int { return terminalWidth(f) })
+	return newProgress(f, func() int {
+		width, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			return 0
+		}
+		return width
+	})
 }
 
 // lookupEnv is the value of name in environ ("" when absent).

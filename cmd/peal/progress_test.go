@@ -15,6 +15,7 @@ import (
 // TestProgressDisplay drives the display through the events of a parallel
 // block, with a fixed clock, and checks what the terminal shows after each.
 func TestProgressDisplay(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	now := time.Date(2026, 3, 15, 10, 0, 0, 0, time.UTC)
 	width := 100
@@ -52,7 +53,7 @@ func TestProgressDisplay(t *testing.T) {
 		"peal: task 3/3 | plan | attempt 1/1 | primary | 3s")
 	end3()
 	step("a call ended", "log one", "log two", "peal: task 2/3 | execute | attempt 2/3 | fallback | 3s")
-	endStet := p.CallStarted(phase.CallInfo{Phase: "stet", Attempt: phase.Attempt{N: 1, Of: 1}, Started: now})
+	endStet := p.CallStarted(phase.CallInfo{Phase: "stet", Task: phase.NoTask, Attempt: phase.Attempt{N: 1, Of: 1}, Started: now})
 	step("a call of no task", "log one", "log two",
 		"peal: stet | attempt 1/1 | 0s",
 		"peal: task 2/3 | execute | attempt 2/3 | fallback | 3s")
@@ -76,6 +77,7 @@ func TestProgressDisplay(t *testing.T) {
 // TestProgressOnlyOnTerminals: no display for a pipe, a file, /dev/null (a
 // character device but no terminal) or a writer that is no file.
 func TestProgressOnlyOnTerminals(t *testing.T) {
+	t.Parallel()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +98,26 @@ func TestProgressOnlyOnTerminals(t *testing.T) {
 		if p := progressFor(out, []string{"TERM=xterm"}, false); p != nil {
 			p.Close()
 			t.Errorf("%s: progress display on a non-terminal", name)
+		}
+	}
+}
+
+// TestProgressLineDetail: a call's detail (the review's progress) shows next
+// to its phase and follows what the call reports.
+func TestProgressLineDetail(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 15, 10, 0, 0, 0, time.UTC)
+	p := newProgressAt(io.Discard, func() int { return 100 }, func() time.Time { return now })
+	p.PlanLoaded(2)
+	detail := ""
+	info := phase.CallInfo{Phase: "stet", Task: 1, Attempt: phase.Attempt{N: 1, Of: 1}, Started: now, Detail: func() string { return detail }}
+	for _, tc := range []struct{ detail, want string }{
+		{"", "peal: task 1/2 | stet | attempt 1/1 | 0s"},
+		{"review: Reviewing hunk 2/7: a.go", "peal: task 1/2 | stet | review: Reviewing hunk 2/7: a.go | attempt 1/1 | 0s"},
+	} {
+		detail = tc.detail
+		if got := p.line(info, now); got != tc.want {
+			t.Errorf("line %q, want %q", got, tc.want)
 		}
 	}
 }

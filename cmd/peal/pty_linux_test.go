@@ -7,45 +7,35 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"peal/internal/fakes"
 )
 
-// openPTY opens a pseudo-terminal pair with the standard library only, 120
-// columns wide; it skips the test when the system has none.
-func openPTY(t *testing.T) (master, slave *os.File) {
+// openPTY opens a pseudo-terminal pair, cols columns wide; it skips the test
+// when the system has none.
+func openPTY(t *testing.T, cols uint16) (master, slave *os.File) {
 	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Skipf("no pseudo-terminal: /dev/ptmx: %v", err)
 	}
-	ioctl := func(req uintptr, arg unsafe.Pointer) error {
-		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), req, uintptr(arg)); errno != 0 {
-			return errno
-		}
-		return nil
+	fd := int(master.Fd())
+	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+	if err == nil {
+		err = unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0)
 	}
-	var unlock int32
-	var n uint32
-	if err := ioctl(syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
-		master.Close()
-		t.Skipf("no pseudo-terminal: unlock: %v", err)
+	if err == nil {
+		slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
 	}
-	if err := ioctl(syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
-		master.Close()
-		t.Skipf("no pseudo-terminal: TIOCGPTN: %v", err)
-	}
-	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
 		master.Close()
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
-	size := struct{ Row, Col, X, Y uint16 }{Row: 40, Col: 120}
-	if err := ioctl(syscall.TIOCSWINSZ, unsafe.Pointer(&size)); err != nil {
+	if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: cols}); err != nil {
 		t.Fatalf("TIOCSWINSZ: %v", err)
 	}
 	return master, slave
@@ -55,7 +45,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // everything the terminal received.
 func (s *sandbox) onTerminal(env []string, args ...string) (int, string) {
 	s.t.Helper()
-	master, slave := openPTY(s.t)
+	master, slave := openPTY(s.t, 120)
 	defer master.Close()
 	cmd := exec.Command(bins["peal"], args...)
 	cmd.Dir, cmd.Env = s.dir, env
@@ -94,6 +84,7 @@ func (s *sandbox) onTerminal(env []string, args ...string) (int, string) {
 // drawn and redrawn in place, log lines stay whole, and no prompt text shows.
 // TERM=dumb and --no-progress turn the display off.
 func TestProgressOnTerminal(t *testing.T) {
+	t.Parallel()
 	const secret = "SECRET TASK TEXT"
 	cases := []struct {
 		name  string
@@ -163,6 +154,7 @@ func TestProgressOnTerminal(t *testing.T) {
 // TestNoProgressOnPipe: with stderr on a pipe (CI), the log is plain lines,
 // even with a TERM that could draw.
 func TestNoProgressOnPipe(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n")
 	s.scenario(map[string][]fakes.Outcome{"plan": {{SleepMS: 1500}}})
 	r := s.peal(s.env("TERM=xterm"), "run")
@@ -176,5 +168,30 @@ func TestNoProgressOnPipe(t *testing.T) {
 		if !strings.HasPrefix(line, "time=") {
 			t.Fatalf("not a plain log line: %q", line)
 		}
+	}
+}
+
+// TestTerminalDetection: the display is drawn on a terminal only, as wide as
+// the terminal says.
+func TestTerminalDetection(t *testing.T) {
+	t.Parallel()
+	master, slave := openPTY(t, 33)
+	defer master.Close()
+	defer slave.Close()
+	p := progressFor(slave, []string{"TERM=xterm"}, false)
+	if p == nil {
+		t.Fatal("no display on a terminal")
+	}
+	p.Close()
+	if w := p.width(); w != 33 {
+		t.Fatalf("width %d, want 33", w)
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	if progressFor(devNull, []string{"TERM=xterm"}, false) != nil {
+		t.Fatal("a display on /dev/null")
 	}
 }

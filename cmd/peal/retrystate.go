@@ -7,8 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"text/tabwriter"
 
 	"peal/config"
@@ -24,67 +22,42 @@ type RetryStateCmd struct {
 	Detect RetryStateDetectCmd `cmd:"" help:"Run ticketflow's close detection on a ticket folder (close-summary.md, review.md)."`
 }
 
-// storeFlags locate the store.
-type storeFlags struct {
-	KnowledgeDir string `help:"Retry-state store [PEAL_KNOWLEDGE_DIR; default: .tf/knowledge when ./.tf exists, else {state_dir}/knowledge]." placeholder:"PATH"`
-}
-
-// dir resolves the store as a run from the current folder would.
-func (f storeFlags) dir(environ []string) string {
-	if f.KnowledgeDir != "" {
-		return f.KnowledgeDir
+// loadStore resolves the configuration of a retry-state command and its
+// store, by the rule of every command (config.Config.ResolveStore), with the
+// working folder standing in for an unset repo_path.
+func (f *configFlags) loadStore(e *env) (*config.Config, error) {
+	cfg, err := config.Load(config.Inputs{Flags: flagValues(e.kctx), Env: e.environ, ConfigPath: f.Config, DefaultRepo: "."})
+	if err == nil {
+		err = cfg.ResolveStore()
 	}
-	env := envMap(environ)
-	if d := env["PEAL_KNOWLEDGE_DIR"]; d != "" {
-		return d
-	}
-	if info, err := os.Stat(".tf"); err == nil && info.IsDir() {
-		return filepath.Join(".tf", "knowledge")
-	}
-	stateDir := env["PEAL_STATE_DIR"]
-	if stateDir == "" {
-		stateDir = ".peal"
-	}
-	return filepath.Join(stateDir, "knowledge")
-}
-
-func envMap(environ []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
+	return cfg, err
 }
 
 // RetryStateShowCmd is `peal retry-state show`.
 type RetryStateShowCmd struct {
 	Ticket string `arg:"" help:"Ticket id, e.g. plan-2 or pt-te9b."`
-	storeFlags
-	Config string `help:"TOML config file whose escalation settings apply." placeholder:"PATH" type:"path"`
-	JSON   bool   `name:"json" help:"Print the retry-state.json file as it is."`
+	configFlags
+	JSON bool `name:"json" help:"Print the retry-state.json file as it is."`
 }
 
 // Run prints the ticket's state.
 func (c *RetryStateShowCmd) Run(e *env) error {
-	dir := c.dir(e.environ)
 	if !state.ValidTicketID(c.Ticket) {
-		return failf("%q is not a ticket id (like plan-2 or pt-te9b)", c.Ticket)
+		return failf("%s is not a ticket id (like plan-2 or pt-te9b)", config.Quote(c.Ticket))
 	}
-	st, err := state.LoadRetryState(dir, c.Ticket)
+	cfg, err := c.loadStore(e)
+	if err != nil {
+		return failf("%v", err)
+	}
+	st, err := state.LoadRetryState(cfg.KnowledgeDir, c.Ticket)
 	if errors.Is(err, fs.ErrNotExist) {
-		return failf("no retry state for ticket %s in %s", c.Ticket, dir)
+		return failf("no retry state for ticket %s in %s", c.Ticket, cfg.KnowledgeDir)
 	}
 	if err != nil {
 		return failf("ticket %s: %v", c.Ticket, err)
 	}
 	if c.JSON {
 		return printJSON(e.stdout, st)
-	}
-	cfg, err := config.Load(config.Inputs{Env: e.environ, ConfigPath: c.Config, Flags: map[string]string{"repo_path": "."}})
-	if err != nil {
-		return failf("%v", err)
 	}
 	printRetryState(e.stdout, st, cfg)
 	return nil
@@ -136,16 +109,20 @@ func models(e *state.Escalation) string {
 // RetryStateResetCmd is `peal retry-state reset`.
 type RetryStateResetCmd struct {
 	Ticket string `arg:"" help:"Ticket id."`
-	storeFlags
+	configFlags
 }
 
 // Run renames the ticket's retry-state.json aside and prints the backup's name.
 func (c *RetryStateResetCmd) Run(e *env) error {
-	dir := c.dir(e.environ)
 	if !state.ValidTicketID(c.Ticket) {
-		return failf("%q is not a ticket id (like plan-2 or pt-te9b)", c.Ticket)
+		return failf("%s is not a ticket id (like plan-2 or pt-te9b)", config.Quote(c.Ticket))
 	}
-	backup, err := state.ResetTicket(dir, c.Ticket, nowFunc())
+	cfg, err := c.loadStore(e)
+	if err != nil {
+		return failf("%v", err)
+	}
+	dir := cfg.KnowledgeDir
+	backup, err := state.ResetTicket(dir, c.Ticket, e.now())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return failf("no retry state for ticket %s in %s", c.Ticket, dir)
@@ -160,18 +137,22 @@ func (c *RetryStateResetCmd) Run(e *env) error {
 
 // RetryStateDetectCmd is `peal retry-state detect`.
 type RetryStateDetectCmd struct {
-	Dir    string `arg:"" help:"Ticket folder holding close-summary.md and/or review.md." type:"path"`
-	FailOn string `help:"Severities that block, comma separated (\"\" turns the review.md check off) [default: Critical,Major]." default:"Critical,Major" placeholder:"LIST"`
-	JSON   bool   `name:"json" help:"Print the report as JSON."`
+	Dir string `arg:"" help:"Ticket folder holding close-summary.md and/or review.md." type:"path"`
+	configFlags
+	JSON bool `name:"json" help:"Print the report as JSON."`
 }
 
-// Run prints what ticketflow's detection finds in the folder.
+// Run prints what ticketflow's detection finds in the folder, blocking on
+// the severities of fail_on.
 func (c *RetryStateDetectCmd) Run(e *env) error {
-	failOn, err := config.ParseSeverities(c.FailOn)
+	if info, err := os.Stat(c.Dir); err != nil || !info.IsDir() {
+		return failf("ticket folder %s does not exist or is not a folder", c.Dir)
+	}
+	cfg, err := c.load(e)
 	if err != nil {
 		return failf("%v", err)
 	}
-	report, err := state.Detect(c.Dir, failOn)
+	report, err := state.Detect(c.Dir, cfg.FailOn)
 	if err != nil {
 		return failf("%v", err)
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestRetryStateCommands(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n")
 	if r := s.peal(s.env(), "run"); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
@@ -44,6 +45,7 @@ func TestRetryStateCommands(t *testing.T) {
 }
 
 func TestRetryStateDetect(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	blocked := filepath.Join(dir, "blocked")
 	review := filepath.Join(dir, "review")
@@ -74,6 +76,7 @@ func TestRetryStateDetect(t *testing.T) {
 
 // TestConfigProvenance: `peal config --json` names the layer of every key.
 func TestConfigProvenance(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n")
 	settings := filepath.Join(s.repo, ".tf", "config", "settings.json")
 	os.MkdirAll(filepath.Dir(settings), 0o755)

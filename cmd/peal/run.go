@@ -8,7 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
+	"syscall"
+	"time"
 
 	"peal/config"
 	"peal/phase"
@@ -17,20 +18,46 @@ import (
 
 // RunCmd is `peal run`.
 type RunCmd struct {
-	RunFlags
-	DryRun bool `help:"Print the schedule, every call's argv and model, then exit 0 without running anything or writing any file."`
+	configFlags
+	taskFlags
+	RetryReset bool `help:"Back up the retry state of this run's tickets before it starts (fresh attempt 1, base models)."`
+	DryRun     bool `help:"Print the schedule, every call's argv and model, then exit 0 without running anything or writing any file."`
 	// NoProgress is a flag rather than a key: whether stderr shows live
 	// lines concerns the terminal at hand, not the run.
 	NoProgress bool `help:"Never draw live status lines on a terminal stderr (they are off anyway when stderr is not a terminal or TERM is dumb)."`
 }
 
+// taskFlags select the tasks of the plan.
+type taskFlags struct {
+	Task     *uint32 `help:"Run only task N." placeholder:"N" xor:"task-select"`
+	FromTask *uint32 `help:"Run task N and every later task." placeholder:"N" xor:"task-select"`
+}
+
 // Run resolves the configuration, runs the plan and maps the result to an
 // exit code: 0 done, 1 hard failure, 2 finished with issues, 3 stopped by the
-// consecutive-failure cap, 130/143 interrupted.
+// consecutive-failure cap, 4 agent unreachable, 130/143 interrupted.
 func (c *RunCmd) Run(e *env) error {
-	cfg, err := c.load(e.kctx, e.environ)
+	cfg, err := c.load(e)
+	if err == nil {
+		cfg.Task, cfg.FromTask, cfg.RetryReset = c.Task, c.FromTask, c.RetryReset
+		err = cfg.ValidateWithoutAgent()
+	}
 	if err != nil {
-		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+		return failf("%v", err)
+	}
+	// The agent CLI is needed only to run: the dry run names a missing one
+	// in a note and shows the argv with the command as configured.
+	if err := cfg.ResolveAgents(); err != nil {
+		if !c.DryRun {
+			return failf("%v", err)
+		}
+		fmt.Fprintf(e.stdout, "note: %v; a real run stops here\n", err)
+		if cfg.AgentPath == "" {
+			cfg.AgentPath = cfg.AgentCmd
+		}
+		if cfg.FallbackPath == "" {
+			cfg.FallbackPath = cfg.FallbackAgentCmd
+		}
 	}
 	stderr, opts := e.stderr, []runner.Option(nil)
 	if prog := progressFor(e.stderr, e.environ, c.NoProgress || c.DryRun); prog != nil {
@@ -41,7 +68,7 @@ func (c *RunCmd) Run(e *env) error {
 	}
 	log, fileLog, closeLog, err := newLoggers(cfg, stderr)
 	if err != nil {
-		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+		return failf("%v", err)
 	}
 	defer closeLog()
 	for _, w := range cfg.Warnings {
@@ -49,7 +76,7 @@ func (c *RunCmd) Run(e *env) error {
 	}
 	if c.DryRun {
 		if err := runner.DryRun(cfg, log, e.stdout); err != nil {
-			return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+			return failf("%v", err)
 		}
 		return nil
 	}
@@ -74,6 +101,10 @@ func (c *RunCmd) Run(e *env) error {
 func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 	var sc *signalCause
 	if errors.As(context.Cause(ctx), &sc) && ctx.Err() != nil {
+		if sc.sig == syscall.SIGPIPE {
+			return 128 + int(sc.sig), fmt.Sprintf("stopped: peal's output has no reader any more (SIGPIPE); running agents were stopped and the state was saved in %s",
+				filepath.Join(cfg.StateDir, "state.json"))
+		}
 		return 128 + int(sc.sig), fmt.Sprintf("interrupted by %s: running agents were stopped and the state was saved in %s",
 			signalName(sc.sig), filepath.Join(cfg.StateDir, "state.json"))
 	}
@@ -92,9 +123,8 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 // log_file, JSON lines appended to that file. fileLog writes to the file only
 // (or nowhere), for records that stderr already shows as a plain line.
 func newLoggers(cfg *config.Config, stderr io.Writer) (log, fileLog *slog.Logger, closeFn func(), err error) {
-	level := parseLevel(cfg.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
-	text := slog.NewTextHandler(stderr, opts)
+	level := slogLevel(cfg.LogLevel)
+	text := slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: roundDurations})
 	if cfg.LogFile == "" {
 		return slog.New(text), slog.New(slog.DiscardHandler), func() {}, nil
 	}
@@ -105,18 +135,40 @@ func newLoggers(cfg *config.Config, stderr io.Writer) (log, fileLog *slog.Logger
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("log file %s cannot be opened: %w (check %s)", cfg.LogFile, err, "log_file")
 	}
-	jsonHandler := slog.NewJSONHandler(f, opts)
+	jsonHandler := slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level})
 	return slog.New(slog.NewMultiHandler(text, jsonHandler)), slog.New(jsonHandler), func() { f.Close() }, nil
 }
 
-func parseLevel(s string) slog.Level {
-	switch strings.ToLower(s) {
+// slogLevel maps a resolved log_level (one of config.LogLevels) to slog's;
+// "off" is above every record's level.
+func slogLevel(s string) slog.Level {
+	switch s {
 	case "debug":
 		return slog.LevelDebug
 	case "warn":
 		return slog.LevelWarn
 	case "error":
 		return slog.LevelError
+	case "off":
+		return slog.LevelError + 100
 	}
 	return slog.LevelInfo
+}
+
+// roundDurations shows durations in the text log in seconds, rounded
+// ("0.94 s" rather than "941.297198ms"); the JSON log keeps nanoseconds.
+func roundDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(formatDuration(a.Value.Duration()))
+	}
+	return a
+}
+
+// formatDuration writes d in seconds: whole seconds as they are ("30 s"),
+// others with two decimals ("0.94 s").
+func formatDuration(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
 }

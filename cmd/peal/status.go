@@ -9,19 +9,25 @@ import (
 
 // StatusCmd is `peal status`: where the plan of this configuration stands.
 type StatusCmd struct {
-	RunFlags
+	configFlags
+	taskFlags
 	JSON bool `name:"json" help:"Print {\"tasks\": [...], \"last_run\": {...}} instead of a table."`
 }
 
-// Run prints every task's status, ticket and attempts, and the last run.
+// Run prints every task's status, ticket and attempts, and the last run. It
+// reads the plan, the state and the store; it needs no agent CLI.
 func (c *StatusCmd) Run(e *env) error {
-	cfg, err := c.load(e.kctx, e.environ)
+	cfg, err := c.load(e)
+	if err == nil {
+		cfg.Task, cfg.FromTask = c.Task, c.FromTask
+		err = cfg.ValidateWithoutAgent()
+	}
 	if err != nil {
-		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+		return failf("%v", err)
 	}
 	report, warnings, err := runner.Status(cfg)
 	if err != nil {
-		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+		return failf("%v", err)
 	}
 	for _, w := range append(cfg.Warnings, warnings...) {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)

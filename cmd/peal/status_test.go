@@ -22,12 +22,16 @@ func (s *sandbox) ticket(i int) string {
 
 // TestStatus puts each task of a plan in another status and reads them back.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n## Task 2\nB\n## Task 3\nC\n## Task 4\nD\n## Task 5\nE\n")
 	stetDir := filepath.Join(s.dir, "stet")
 	os.MkdirAll(stetDir, 0o755)
-	fakes.WriteStetScenario(stetDir, fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": {{Stdout: `{"findings":[]}`}}}})
-	s.scenario(map[string][]fakes.Outcome{"execute:2": {{Exit: 1}}})
+	fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
+	// Task 3 is left with findings.
+	s.scenario(map[string][]fakes.Outcome{"execute:2": {{Exit: 1}}, "execute:3": {{Plant: []fakes.Finding{{ID: "F001", File: "a.go", Severity: "warning", Message: "m"}}}}})
 	env := s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"], "PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_MAX_RETRIES=2")
+	env = append(env, gitIdentity...)
+	s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
 
 	if r := s.peal(env, "run", "--task", "1"); r.code != 0 {
 		t.Fatalf("task 1: %d %s", r.code, r.stderr)
@@ -36,7 +40,6 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("task 2: %d %s", r.code, r.stderr)
 	}
 	// Task 3 is left with findings and deferred.
-	fakes.WriteStetScenario(stetDir, fakes.StetScenario{Findings: []fakes.Finding{{ID: "F1", Severity: "warning", Message: "m"}}})
 	if r := s.peal(append(env, "PEAL_ON_FINDINGS_REMAINING=defer", "PEAL_MAX_ADDRESS_ROUNDS=1"), "run", "--task", "3"); r.code != 2 {
 		t.Fatalf("task 3: %d %s", r.code, r.stderr)
 	}

@@ -40,8 +40,7 @@ const (
 	GrandchildPIDsFile = "grandchild.pids"
 	StetScenarioFile   = "stet-scenario.json"
 	StetCallsFile      = "stet-calls.jsonl"
-	SessionFile        = "session.json"
-	SessionLockFile    = "session.lock"
+	SessionFile        = "session.json" // in the fake stet's state folder
 )
 
 // Exit codes the fakes use for their own failures, chosen high so they are
@@ -60,9 +59,9 @@ const (
 
 // Outcome is what one invocation of a fake does. The fake agent applies the
 // fields in this order: ignore_term, grandchild, write_files, wait_file,
-// stet_fix, stdout_mib, chatter, stdout/stderr text, sleep_ms, hang, exit. An
-// empty Stdout without NoStdout prints DefaultStdout, so plan text is
-// non-empty. The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and
+// plant, stet_fix, stdout_mib, chatter, stdout/stderr text, sleep_ms, hang,
+// exit. An empty Stdout without NoStdout prints DefaultStdout, so plan text
+// is non-empty. The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and
 // IgnoreTerm.
 //
 // WaitFile is read to EOF before the fake goes on. A named pipe there is a
@@ -70,21 +69,32 @@ const (
 // it. Together with write_files to another named pipe ("I am running"), a
 // test orders agents by events instead of by sleeps.
 type Outcome struct {
-	Stdout               string            `json:"stdout"`
-	NoStdout             bool              `json:"no_stdout"`
-	Stderr               string            `json:"stderr"`
-	Exit                 int               `json:"exit"`
-	SleepMS              int               `json:"sleep_ms"`
-	Hang                 bool              `json:"hang"`
-	IgnoreTerm           bool              `json:"ignore_term"`
-	Grandchild           bool              `json:"grandchild"`
-	GrandchildIgnoreTerm bool              `json:"grandchild_ignore_term"`
-	StdoutMiB            int               `json:"stdout_mib"`
-	ChatterMS            int               `json:"chatter_ms"`
-	ChatterCount         int               `json:"chatter_count"`
-	WriteFiles           map[string]string `json:"write_files"`
-	WaitFile             string            `json:"wait_file"`
-	StetFix              int               `json:"stet_fix"`
+	Stdout     string `json:"stdout"`
+	NoStdout   bool   `json:"no_stdout"`
+	Stderr     string `json:"stderr"`
+	Exit       int    `json:"exit"`
+	SleepMS    int    `json:"sleep_ms"`
+	Hang       bool   `json:"hang"`
+	IgnoreTerm bool   `json:"ignore_term"`
+	// TermFile, with IgnoreTerm, is written (a named pipe there is an
+	// event for the test) each time the fake receives SIGTERM.
+	TermFile             string `json:"term_file"`
+	Grandchild           bool   `json:"grandchild"`
+	GrandchildIgnoreTerm bool   `json:"grandchild_ignore_term"`
+	// Daemon starts the grandchild in a session of its own (setsid), out of
+	// the call's process group, as a daemonising tool would.
+	Daemon       bool              `json:"daemon"`
+	StdoutMiB    int               `json:"stdout_mib"`
+	ChatterMS    int               `json:"chatter_ms"`
+	ChatterCount int               `json:"chatter_count"`
+	WriteFiles   map[string]string `json:"write_files"`
+	WaitFile     string            `json:"wait_file"`
+	// Plant writes the marker lines of these findings into their files (in
+	// the working folder), for the fake stet to report once committed.
+	Plant []Finding `json:"plant"`
+	// StetFix removes the marker lines of this many planted findings, lowest
+	// ids first (< 0: all): the fix of an address round.
+	StetFix int `json:"stet_fix"`
 }
 
 // Scenario maps agent calls to outcomes.
@@ -138,6 +148,7 @@ type Call struct {
 	Cwd         string            `json:"cwd"`
 	PID         int               `json:"pid"`
 	StdinNull   bool              `json:"stdin_null"`
+	Stdin       string            `json:"stdin,omitempty"` // what the call read on stdin when it was not /dev/null
 	Time        time.Time         `json:"time"`
 	Exit        int               `json:"exit"`
 	StdoutBytes int64             `json:"stdout_bytes"`

@@ -674,270 +674,337 @@ func TestAgentConcurrent(t *testing.T) {
 	}
 }
 
-var testFindings = []Finding{
-	{ID: "F1", File: "a.go", Line: 3, Severity: "high", Category: "bug", Confidence: 0.9, Message: "nil deref", Suggestion: "check nil"},
-	{ID: "F2", File: "b.go", Line: 10, Severity: "low", Category: "style", Confidence: 0.5, Message: "long line"},
+// stetRepo is a git repository with one commit and the fake stet's folders.
+type stetRepo struct {
+	t                        *testing.T
+	repo, dir, state, wtRoot string
 }
 
-func TestStetFlow(t *testing.T) {
-	human := func(fs ...Finding) string {
-		var b strings.Builder
-		for _, f := range fs {
-			fmt.Fprintf(&b, "%s:%d [%s] %s (%s)\n", f.File, f.Line, f.Severity, f.Message, f.ID)
-		}
-		fmt.Fprintf(&b, "%d finding(s).\n", len(fs))
-		return b.String()
-	}
-	f1, f2 := testFindings[0], testFindings[1]
-	tests := []struct {
-		output string
-		// check asserts the run output shows exactly want.
-		check func(t *testing.T, stdout string, want []Finding)
-	}{
-		{"", checkJSON},
-		{OutputJSON, checkJSON},
-		{OutputHuman, func(t *testing.T, stdout string, want []Finding) {
-			if exp := human(want...); stdout != exp {
-				t.Errorf("human output %q, want %q", stdout, exp)
-			}
-		}},
-		{OutputText, func(t *testing.T, stdout string, want []Finding) {
-			if json.Valid([]byte(stdout)) {
-				t.Errorf("text output parses as JSON: %q", stdout)
-			}
-			if exp := "review: see findings below\n" + human(want...); stdout != exp {
-				t.Errorf("text output %q, want %q", stdout, exp)
-			}
-		}},
-	}
-	for _, tt := range tests {
-		t.Run("output="+tt.output, func(t *testing.T) {
-			dir := t.TempDir()
-			err := WriteStetScenario(dir, StetScenario{Findings: testFindings, Output: tt.output, RunExitOnFindings: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			step := func(wantExit int, args ...string) string {
-				t.Helper()
-				r := runStet(t, dir, args...)
-				if r.exit != wantExit {
-					t.Fatalf("stet %v: exit %d, want %d (stderr %q)", args, r.exit, wantExit, r.stderr)
-				}
-				return r.stdout
-			}
-			step(0, "start", "main", "--verbose")
-			tt.check(t, step(1, "run", "--output=json"), []Finding{f1, f2})
-			step(0, "dismiss", "F2", "false_positive")
-			tt.check(t, step(1, "run", "--output=json"), []Finding{f1})
-			step(0, "dismiss", "F1", "out_of_scope")
-			tt.check(t, step(0, "run", "--output=json"), nil)
-			if got := step(0, "run"); got != human() {
-				t.Errorf("run without --output=json printed %q, want human output", got)
-			}
-			step(0, "finish")
-
-			s, err := LoadSession(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Started || len(s.Active) != 0 || s.Dismissed["F1"] != "out_of_scope" || s.Dismissed["F2"] != "false_positive" {
-				t.Errorf("session = %+v", s)
-			}
-			calls, err := ReadStetCalls(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := []string{
-				"start main --verbose", "run --output=json", "dismiss F2 false_positive", "run --output=json",
-				"dismiss F1 out_of_scope", "run --output=json", "run", "finish",
-			}
-			if got := StetCmds(calls); !slices.Equal(got, want) {
-				t.Errorf("StetCmds = %q, want %q", got, want)
-			}
-			var runNs []int
-			for _, c := range calls {
-				if c.Event == EventStart && c.Cmd == "run" {
-					runNs = append(runNs, c.N)
-				}
-			}
-			if !slices.Equal(runNs, []int{1, 2, 3, 4}) {
-				t.Errorf("run N values = %v", runNs)
-			}
-			if ends := calls[len(calls)-1]; ends.Event != EventEnd || ends.Cmd != "finish" || ends.Exit != 0 {
-				t.Errorf("last record = %+v", ends)
-			}
-		})
-	}
-}
-
-func checkJSON(t *testing.T, stdout string, want []Finding) {
+func newStetRepo(t *testing.T, scenario StetScenario) *stetRepo {
 	t.Helper()
-	var got struct {
-		Findings []json.RawMessage `json:"findings"`
+	tmp := t.TempDir()
+	r := &stetRepo{t: t, repo: filepath.Join(tmp, "repo"), dir: filepath.Join(tmp, "fake"), state: filepath.Join(tmp, "state"), wtRoot: filepath.Join(tmp, "worktrees")}
+	os.MkdirAll(r.repo, 0o755)
+	os.MkdirAll(r.dir, 0o755)
+	r.git("init", "-q")
+	if err := WriteStetScenario(r.dir, scenario); err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-		t.Fatalf("run output is not JSON: %v\n%s", err, stdout)
+	return r
+}
+
+var gitIdentity = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+
+func (r *stetRepo) git(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", r.repo}, args...)...)
+	cmd.Env = append(os.Environ(), gitIdentity...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
-	if got.Findings == nil {
-		t.Errorf("findings is missing or null: %s", stdout)
+	return strings.TrimSpace(string(out))
+}
+
+func (r *stetRepo) commit(msg string) string {
+	r.t.Helper()
+	r.git("add", "-A")
+	r.git("commit", "-q", "--allow-empty", "-m", msg)
+	return r.git("rev-parse", "HEAD")
+}
+
+// stet runs the fake stet in the repository with peal's variables.
+func (r *stetRepo) stet(args ...string) result {
+	r.t.Helper()
+	cmd := exec.Command(stetBin, args...)
+	cmd.Dir = r.repo
+	cmd.Env = cleanEnv(StetDirEnv+"="+r.dir, "STET_STATE_DIR="+r.state, "STET_WORKTREE_ROOT="+r.wtRoot)
+	return runCmd(r.t, cmd)
+}
+
+// want runs stet and checks its exit code and a text in its stderr.
+func (r *stetRepo) want(exit int, stderr string, args ...string) result {
+	r.t.Helper()
+	res := r.stet(args...)
+	if res.exit != exit || !strings.Contains(res.stderr, stderr) {
+		r.t.Fatalf("stet %q: exit %d stderr %q; want exit %d and %q", args, res.exit, res.stderr, exit, stderr)
 	}
-	if len(got.Findings) != len(want) {
-		t.Fatalf("got %d findings, want %d: %s", len(got.Findings), len(want), stdout)
+	return res
+}
+
+// findings runs `stet run --output=json` and returns the ids it reports.
+func (r *stetRepo) findings() []string {
+	r.t.Helper()
+	res := r.want(0, "", "run", "--output=json")
+	var out struct{ Findings []Finding }
+	if err := json.Unmarshal([]byte(res.stdout), &out); err != nil || out.Findings == nil {
+		r.t.Fatalf("run output %q: %v", res.stdout, err)
 	}
-	for i, raw := range got.Findings {
-		var f Finding
-		if err := json.Unmarshal(raw, &f); err != nil {
-			t.Fatal(err)
-		}
-		if f != want[i] {
-			t.Errorf("finding %d = %+v, want %+v", i, f, want[i])
-		}
-		if hasSuggestion := bytes.Contains(raw, []byte(`"suggestion"`)); hasSuggestion != (want[i].Suggestion != "") {
-			t.Errorf("finding %d suggestion key present = %v: %s", i, hasSuggestion, raw)
-		}
+	ids := []string{}
+	for _, f := range out.Findings {
+		ids = append(ids, f.ID)
+	}
+	return ids
+}
+
+func (r *stetRepo) lastReviewed() []string {
+	r.t.Helper()
+	calls, err := ReadStetCalls(r.dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ends := StetEnds(calls)
+	return ends[len(ends)-1].Reviewed
+}
+
+// TestStetContract walks the fake stet through the real stet's contract:
+// sessions at a commit, reviews of committed changes only, session-wide and
+// incremental findings, dismissed hunks skipped, addressed findings dropped.
+func TestStetContract(t *testing.T) {
+	t.Parallel()
+	r := newStetRepo(t, StetScenario{})
+	r.want(1, `Could not resolve baseline ref "HEAD".`, "start")
+	base := r.commit("root")
+	os.WriteFile(filepath.Join(r.repo, "mine.txt"), []byte("x"), 0o644)
+	r.want(1, "working tree has uncommitted changes", "start", base)
+	r.want(0, "Warning: proceeding with uncommitted changes", "start", base, "--allow-dirty")
+	r.want(0, "", "finish")
+	r.want(1, "no active session", "finish")
+	r.want(1, "no active session", "run", "--output=json")
+	r.want(1, "No active session", "status")
+	os.Remove(filepath.Join(r.repo, "mine.txt"))
+
+	res := r.want(0, "Nothing to review (baseline is HEAD).", "start", base)
+	if res.stdout != "0 finding(s).\n" {
+		t.Fatalf("start printed %q", res.stdout)
+	}
+	r.want(0, "", "status")
+	if _, ok, _ := ReadSession(r.state); !ok {
+		t.Fatal("no session in STET_STATE_DIR")
+	}
+	if _, err := os.Stat(filepath.Join(r.repo, ".review")); err == nil {
+		t.Fatal("stet wrote into the repository despite STET_STATE_DIR")
+	}
+
+	f1 := Finding{ID: "F001", Severity: "error", Message: "nil dereference", Suggestion: "check for nil"}
+	if err := Plant(r.repo, []Finding{{ID: "F001", File: "a.go", Severity: "error", Message: "nil dereference", Suggestion: "check for nil"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.findings(); len(got) != 0 {
+		t.Fatalf("uncommitted work was reviewed: %v", got)
+	}
+	r.commit("task 1")
+	res = r.want(0, "", "run", "--output=json")
+	var out struct{ Findings []Finding }
+	json.Unmarshal([]byte(res.stdout), &out)
+	f1.File, f1.Line, f1.Category, f1.Confidence = "a.go", 2, "bug", 0.9
+	if len(out.Findings) != 1 || out.Findings[0] != f1 {
+		t.Fatalf("findings %+v, want %+v", out.Findings, f1)
+	}
+
+	Plant(r.repo, []Finding{{ID: "F002", File: "b.go", Message: "unused"}})
+	r.commit("task 2")
+	if got := r.findings(); !slices.Equal(got, []string{"F001", "F002"}) {
+		t.Fatalf("findings %v, want the whole session's", got)
+	}
+	if got := r.lastReviewed(); !slices.Equal(got, []string{"b.go:1"}) {
+		t.Fatalf("reviewed %v: the review is not incremental", got)
+	}
+
+	r.want(1, "Invalid reason", "dismiss", "F002", "because")
+	r.want(1, "no finding", "dismiss", "F009", "false_positive")
+	r.want(1, "at least 4 characters", "dismiss", "F00", "false_positive")
+	r.want(0, "", "dismiss", "F002", "false_positive")
+	if got := r.findings(); !slices.Equal(got, []string{"F001"}) {
+		t.Fatalf("after dismissing F002: %v", got)
+	}
+	// A change in the hunk of a dismissed finding is not reviewed again.
+	Plant(r.repo, []Finding{{ID: "F003", File: "b.go", Message: "shadowed"}})
+	r.commit("task 3")
+	if got := r.findings(); !slices.Equal(got, []string{"F001"}) || len(r.lastReviewed()) != 0 {
+		t.Fatalf("the hunk of a dismissed finding was reviewed: %v, %v", got, r.lastReviewed())
+	}
+	// Removing F1's line and committing addresses it.
+	if ids, err := Fix(r.repo, 1); err != nil || !slices.Equal(ids, []string{"F001"}) {
+		t.Fatalf("fix: %v %v", ids, err)
+	}
+	if got := r.findings(); !slices.Equal(got, []string{"F001"}) {
+		t.Fatalf("an uncommitted fix counted: %v", got)
+	}
+	r.commit("fix")
+	if got := r.findings(); len(got) != 0 {
+		t.Fatalf("after the committed fix: %v", got)
+	}
+	r.want(0, "", "finish")
+	if _, ok, _ := ReadSession(r.state); ok {
+		t.Fatal("finish left the session")
+	}
+	if got := r.git("status", "--porcelain"); got != "" {
+		t.Fatalf("stet left files in the repository: %q", got)
 	}
 }
 
-func TestStetErrors(t *testing.T) {
-	dir := t.TempDir()
-	if err := WriteStetScenario(dir, StetScenario{Findings: testFindings}); err != nil {
-		t.Fatal(err)
+// TestStetStartAtOlderCommit: a session at a commit before HEAD gets a
+// worktree and reviews at once; worktrees outlive a session that was not
+// finished until cleanup removes them.
+func TestStetStartAtOlderCommit(t *testing.T) {
+	t.Parallel()
+	r := newStetRepo(t, StetScenario{})
+	base := r.commit("root")
+	Plant(r.repo, []Finding{{ID: "F1", File: "a.go", Message: "m"}})
+	r.commit("work")
+	res := r.want(0, "", "start", base, "--output=json")
+	if !strings.Contains(res.stdout, `"id":"F1"`) {
+		t.Fatalf("start did not review baseline..HEAD: %q", res.stdout)
 	}
-	if r := runStet(t, dir, "start"); r.exit != 0 {
-		t.Fatalf("start: %+v", r)
+	wt := filepath.Join(r.wtRoot, "stet-"+base[:12])
+	if _, err := os.Stat(wt); err != nil {
+		t.Fatalf("no worktree under STET_WORKTREE_ROOT: %v", err)
 	}
-	tests := []struct {
-		args []string
-		exit int
-	}{
-		{[]string{"dismiss", "F1", "because"}, 1},
-		{[]string{"dismiss", "F9", "false_positive"}, 1},
-		{[]string{"dismiss", "F1"}, 1},
-		{[]string{"bogus"}, 2},
-		{nil, 2},
+	r.want(1, "worktree already exists", "start", base)
+	r.want(0, "No orphan worktrees.", "cleanup")
+	// A crash leaves the worktree without its session: cleanup removes it.
+	os.Remove(filepath.Join(r.state, SessionFile))
+	r.want(0, "Removed worktree: "+wt, "cleanup")
+	if _, err := os.Stat(wt); err == nil {
+		t.Fatal("cleanup left the worktree")
 	}
-	for _, tt := range tests {
-		r := runStet(t, dir, tt.args...)
-		if r.exit != tt.exit || r.stderr == "" {
-			t.Errorf("stet %q: exit %d stderr %q; want exit %d and a message", tt.args, r.exit, r.stderr, tt.exit)
+	r.want(0, "", "start", base)
+	r.want(0, "", "finish")
+	if _, err := os.Stat(wt); err == nil {
+		t.Fatal("finish left the worktree")
+	}
+	side := r.git("commit-tree", "HEAD^{tree}", "-m", "side")
+	r.want(1, "baseline ref is not an ancestor of HEAD", "start", side)
+}
+
+// TestStetStreamAndModel: --stream prints progress and finding events and no
+// findings document; an unreachable model fails a review that has something
+// to review with exit 2, and a review with nothing new succeeds without it.
+func TestStetStreamAndModel(t *testing.T) {
+	t.Parallel()
+	r := newStetRepo(t, StetScenario{})
+	base := r.commit("root")
+	r.want(0, "", "start", base)
+	Plant(r.repo, []Finding{{ID: "F1", File: "a.go", Message: "m"}, {ID: "F2", File: "b.go", Message: "n"}})
+	r.commit("work")
+	r.want(1, "--stream requires --output=json", "run", "--stream")
+	res := r.want(0, "", "run", "--output=json", "--stream")
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+		var ev struct{ Type, Msg string }
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("not NDJSON: %q", res.stdout)
 		}
+		types = append(types, ev.Type+":"+ev.Msg)
 	}
-	s, err := LoadSession(dir)
-	if err != nil {
-		t.Fatal(err)
+	want := []string{"progress:2 hunks to review", "progress:Reviewing hunk 1/2: a.go", "finding:", "progress:Reviewing hunk 2/2: b.go", "finding:", "done:"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %q, want %q", types, want)
 	}
-	if len(s.Active) != 2 || len(s.Dismissed) != 0 || !s.Started {
-		t.Errorf("failed commands changed the session: %+v", s)
-	}
-	calls, err := ReadStetCalls(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exits []int
-	for _, c := range calls {
-		if c.Event == EventEnd {
-			exits = append(exits, c.Exit)
-		}
-	}
-	if want := []int{0, 1, 1, 1, 2, 2}; !slices.Equal(exits, want) {
-		t.Errorf("recorded exits %v, want %v", exits, want)
+	if got := r.findings(); !slices.Equal(got, []string{"F1", "F2"}) {
+		t.Fatalf("findings after the streamed review: %v", got)
 	}
 
-	cmd := exec.Command(stetBin, "start")
-	cmd.Env = cleanEnv()
-	if r := runCmd(t, cmd); r.exit != ExitNoStetDir {
-		t.Errorf("without %s: exit %d, want %d", StetDirEnv, r.exit, ExitNoStetDir)
-	}
+	WriteStetScenario(r.dir, StetScenario{ModelDown: true})
+	r.findings() // nothing new to review: the model is not needed
+	Plant(r.repo, []Finding{{ID: "F3", File: "c.go", Message: "o"}})
+	r.commit("more")
+	r.want(2, "unreachable at", "run", "--output=json")
 }
 
 func TestStetRules(t *testing.T) {
-	dir := t.TempDir()
-	err := WriteStetScenario(dir, StetScenario{
-		Findings: testFindings[:1],
-		Rules: map[string][]Outcome{
-			"run":   {{Exit: 5, Stderr: "boom\n"}, {Stdout: "not json\n"}, {}},
-			"start": {{Stderr: "warming up\n"}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
+	t.Parallel()
+	r := newStetRepo(t, StetScenario{Rules: map[string][]Outcome{
+		"run":   {{Exit: 5, Stderr: "boom\n"}, {Stdout: "not json\n"}, {}},
+		"start": {{Stderr: "warming up\n"}},
+	}})
+	r.commit("root")
+	if res := r.stet("start"); res.exit != 0 || !strings.HasPrefix(res.stderr, "warming up\n") {
+		t.Errorf("start: %+v", res)
 	}
-	if r := runStet(t, dir, "start"); r.exit != 0 || r.stderr != "warming up\n" {
-		t.Errorf("start: %+v", r)
+	if res := r.stet("run", "--output=json"); res.exit != 5 || res.stdout != "" || res.stderr != "boom\n" {
+		t.Errorf("run 1: %+v", res)
 	}
-	if r := runStet(t, dir, "run", "--output=json"); r.exit != 5 || r.stdout != "" || r.stderr != "boom\n" {
-		t.Errorf("run 1: %+v", r)
+	if res := r.stet("run", "--output=json"); res.exit != 0 || res.stdout != "not json\n" {
+		t.Errorf("run 2: %+v", res)
 	}
-	if r := runStet(t, dir, "run", "--output=json"); r.exit != 0 || r.stdout != "not json\n" {
-		t.Errorf("run 2: %+v", r)
+	if got := r.findings(); len(got) != 0 {
+		t.Errorf("run 3: %v", got)
 	}
-	r := runStet(t, dir, "run", "--output=json")
-	if r.exit != 0 {
-		t.Errorf("run 3: %+v", r)
+	calls, _ := ReadStetCalls(r.dir)
+	if got := StetCmds(calls); !slices.Equal(got, []string{"start", "run --output=json", "run --output=json", "run --output=json"}) {
+		t.Errorf("StetCmds = %q", got)
 	}
-	checkJSON(t, r.stdout, testFindings[:1])
+	if calls[0].Env["STET_STATE_DIR"] != r.state {
+		t.Errorf("the start record lacks STET_STATE_DIR: %+v", calls[0].Env)
+	}
+	cmd := exec.Command(stetBin, "start")
+	cmd.Env = cleanEnv()
+	if res := runCmd(t, cmd); res.exit != ExitNoStetDir {
+		t.Errorf("without %s: exit %d, want %d", StetDirEnv, res.exit, ExitNoStetDir)
+	}
 }
 
-func TestAgentStetFix(t *testing.T) {
-	stetDir, agentDir := t.TempDir(), t.TempDir()
-	findings := []Finding{
-		{ID: "F10", File: "c.go", Line: 1, Severity: "low", Message: "m10"},
-		{ID: "F2", File: "a.go", Line: 1, Severity: "low", Message: "m2"},
-		{ID: "F3", File: "b.go", Line: 1, Severity: "low", Message: "m3"},
-	}
-	if err := WriteStetScenario(stetDir, StetScenario{Findings: findings, RunExitOnFindings: 1}); err != nil {
-		t.Fatal(err)
-	}
+// TestAgentPlantAndFix: the fake agent plants findings in its working folder
+// and removes them again, lowest ids first.
+func TestAgentPlantAndFix(t *testing.T) {
+	t.Parallel()
+	work, agentDir := t.TempDir(), t.TempDir()
 	err := WriteScenario(agentDir, Scenario{Rules: map[string][]Outcome{
-		"execute": {{StetFix: 1}, {StetFix: -1}},
+		"execute": {{Plant: []Finding{{ID: "F10", File: "c.go", Message: "m10"}, {ID: "F2", File: "a.go", Message: "m2"}, {ID: "F3", File: "a.go", Message: "m3"}}},
+			{StetFix: 1}, {StetFix: -1}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	activeIDs := func() []string {
+	planted := func() []string {
 		t.Helper()
-		r := runStet(t, stetDir, "run", "--output=json")
-		var out struct{ Findings []Finding }
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-			t.Fatalf("run output: %v: %q", err, r.stdout)
-		}
 		var ids []string
-		for _, f := range out.Findings {
-			ids = append(ids, f.ID)
+		for _, name := range []string{"a.go", "c.go"} {
+			data, _ := os.ReadFile(filepath.Join(work, name))
+			for _, line := range strings.Split(string(data), "\n") {
+				if f, ok := ParseMarker(line); ok {
+					ids = append(ids, f.ID)
+				}
+			}
 		}
 		return ids
 	}
-	fix := func() {
+	step := func() {
 		t.Helper()
 		cmd := agentCmd(agentDir, nil)
-		cmd.Env = append(cmd.Env, StetDirEnv+"="+stetDir)
-		if r := runCmd(t, cmd); r.exit != 0 {
-			t.Fatalf("agent: %+v", r)
+		cmd.Dir = work
+		if res := runCmd(t, cmd); res.exit != 0 {
+			t.Fatalf("agent: %+v", res)
 		}
 	}
-
-	runStet(t, stetDir, "start")
-	if got := activeIDs(); !slices.Equal(got, []string{"F10", "F2", "F3"}) {
-		t.Fatalf("before fix: %v", got)
+	step()
+	if got := planted(); !slices.Equal(got, []string{"F2", "F3", "F10"}) {
+		t.Fatalf("planted %v", got)
 	}
-	fix()
-	if got := activeIDs(); !slices.Equal(got, []string{"F10", "F3"}) {
+	step()
+	if got := planted(); !slices.Equal(got, []string{"F3", "F10"}) {
 		t.Errorf("after stet_fix=1: %v, want F2 (lowest id) removed", got)
 	}
-	fix()
-	if got := activeIDs(); len(got) != 0 {
+	step()
+	if got := planted(); len(got) != 0 {
 		t.Errorf("after stet_fix=-1: %v, want none", got)
 	}
-	s, err := LoadSession(stetDir)
-	if err != nil {
-		t.Fatal(err)
+	if data, _ := os.ReadFile(filepath.Join(work, "a.go")); string(data) != "// a.go\n// fixed F2\n// fixed F3\n"+plantedTrailer+"\n" {
+		t.Errorf("a.go after the fixes: %q", data)
 	}
-	if !slices.Equal(s.Fixed, []string{"F2", "F3", "F10"}) {
-		t.Errorf("fixed = %v", s.Fixed)
-	}
+}
 
-	// Without FAKE_STET_DIR a stet_fix outcome is a fake error, not a silent no-op.
-	if r := runAgent(t, agentDir, nil); r.exit != ExitFakeError {
-		t.Errorf("stet_fix without %s: %+v", StetDirEnv, r)
+func TestMarkerLine(t *testing.T) {
+	t.Parallel()
+	f := Finding{ID: "F1", File: "x.go", Line: 4, Severity: "error", Message: "m", Suggestion: "s"}
+	got, ok := ParseMarker("	x := 1 " + MarkerLine(f))
+	f.File, f.Line = "", 0
+	if !ok || got != f {
+		t.Fatalf("round trip: %+v %v", got, ok)
+	}
+	if _, ok := ParseMarker("no marker here"); ok {
+		t.Fatal("a line without a marker parsed")
 	}
 }

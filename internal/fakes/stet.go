@@ -1,42 +1,214 @@
 package fakes
 
 import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
-// Finding is one review finding as the stet CLI reports it.
-type Finding struct {
-	ID         string  `json:"id"`
-	File       string  `json:"file"`
-	Line       int     `json:"line"`
-	Severity   string  `json:"severity"`
-	Category   string  `json:"category"`
-	Confidence float64 `json:"confidence"`
-	Message    string  `json:"message"`
-	Suggestion string  `json:"suggestion,omitempty"`
+// The fake stet follows the contract of the real stet CLI where peal depends
+// on it: a session per repository (STET_STATE_DIR, default <repo>/.review),
+// reviews of committed changes only (baseline..HEAD, incrementally since the
+// last review), every active finding of the session in each `run`, hunks
+// holding a dismissed finding skipped, exit 0 with or without findings, 1 on
+// an error, 2 when the review model is unreachable.
+//
+// Findings come from the code under review: an added line that contains
+// FindingMarker followed by a JSON object is reported as that finding, at
+// that line of that file. The fake agent plants such lines (Outcome.Plant)
+// and removes them again (Outcome.StetFix), so a finding is seen only once
+// its line is committed and goes away once its removal is committed.
+
+// LineRange is the range of a finding, as stet reports it.
+type LineRange struct {
+	Start int `json:"start"`
+	End   int `json:"end"`
 }
 
-// Output modes of StetScenario.Output.
-const (
-	OutputJSON  = "json"  // {"findings":[...]}
-	OutputHuman = "human" // one line per finding and a count line
-	OutputText  = "text"  // a non-JSON preamble followed by the human lines
-)
+// Finding is one review finding as the stet CLI reports it.
+type Finding struct {
+	ID         string     `json:"id"`
+	File       string     `json:"file"`
+	Line       int        `json:"line,omitempty"`
+	Range      *LineRange `json:"range,omitempty"`
+	Severity   string     `json:"severity"`
+	Category   string     `json:"category"`
+	Confidence float64    `json:"confidence"`
+	Message    string     `json:"message"`
+	Suggestion string     `json:"suggestion,omitempty"`
+}
+
+// FindingMarker starts the JSON of a planted finding in a line of code.
+const FindingMarker = "stet:finding "
+
+// plantedTrailer ends a file the fake agent planted findings in, so that
+// removing a finding's line leaves a hunk that still covers its old line.
+const plantedTrailer = "// end of planted findings"
+
+// MarkerLine is the line of code that makes the fake stet report f (its File
+// and Line come from where the line is).
+func MarkerLine(f Finding) string {
+	f.File, f.Line, f.Range = "", 0, nil
+	data, err := json.Marshal(f)
+	if err != nil {
+		panic(err) // a Finding always marshals
+	}
+	return "// " + FindingMarker + string(data)
+}
+
+// ParseMarker reads the finding of a marker line.
+func ParseMarker(line string) (Finding, bool) {
+	i := strings.Index(line, FindingMarker)
+	if i < 0 {
+		return Finding{}, false
+	}
+	var f Finding
+	if json.Unmarshal([]byte(line[i+len(FindingMarker):]), &f) != nil {
+		return Finding{}, false
+	}
+	return f, true
+}
+
+// FindingID is the id the fake stet gives a planted finding without one:
+// like stet's, a hash of its place and message (64 hex characters).
+func FindingID(file string, line int, message string) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s:%d:%s", file, line, message)))
+	return hex.EncodeToString(sum[:])
+}
+
+// Plant appends the marker lines of findings to their files under root,
+// creating files as needed; every planted file ends with a trailer line. A
+// finding whose id is planted in its file already is not planted again.
+func Plant(root string, findings []Finding) error {
+	byFile := map[string][]Finding{}
+	for _, f := range findings {
+		byFile[f.File] = append(byFile[f.File], f)
+	}
+	for _, name := range slicesSorted(byFile) {
+		path := filepath.Join(root, name)
+		var lines []string
+		if data, err := os.ReadFile(path); err == nil {
+			lines = strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		} else {
+			lines = []string{"// " + name}
+		}
+		if n := len(lines); n > 0 && lines[n-1] == plantedTrailer {
+			lines = lines[:n-1]
+		}
+		for _, f := range byFile[name] {
+			// Planting a finding twice changes nothing: an agent that redoes
+			// a task leaves the same code.
+			if !slices.ContainsFunc(lines, func(l string) bool { p, ok := ParseMarker(l); return ok && p.ID == f.ID && f.ID != "" }) {
+				lines = append(lines, MarkerLine(f))
+			}
+		}
+		lines = append(lines, plantedTrailer)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Fix replaces the marker lines of n planted findings under root with a
+// line saying they were fixed, lowest ids first in natural order (F2 before
+// F10); n < 0 fixes all. It returns the ids fixed. Folders named .git,
+// .review and .peal are not searched. The line is changed rather than
+// removed, as a fix usually does: the fix's hunk still covers the line
+// stet reported, so stet sees the finding addressed.
+func Fix(root string, n int) ([]string, error) {
+	type mark struct {
+		path string
+		id   string
+	}
+	var marks []mark
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", ".review", ".peal":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f, ok := ParseMarker(line); ok {
+				marks = append(marks, mark{path, f.ID})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(marks, func(a, b mark) int { return compareIDs(a.id, b.id) })
+	if n >= 0 && n < len(marks) {
+		marks = marks[:n]
+	}
+	var ids []string
+	for _, m := range marks {
+		data, err := os.ReadFile(m.path)
+		if err != nil {
+			return nil, err
+		}
+		lines := strings.Split(string(data), "\n")
+		i := slices.IndexFunc(lines, func(l string) bool { f, ok := ParseMarker(l); return ok && f.ID == m.id })
+		if i < 0 {
+			continue
+		}
+		lines[i] = "// fixed " + m.id
+		if err := os.WriteFile(m.path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			return nil, err
+		}
+		ids = append(ids, m.id)
+	}
+	return ids, nil
+}
+
+func slicesSorted[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
 
 // StetScenario drives the fake stet. Rules are keyed by sub-command (start,
-// run, dismiss, finish) and picked by the per-sub-command call count.
+// run, dismiss, finish, status, cleanup) and picked by the per-sub-command
+// call count; an outcome with an exit code or stdout replaces the command,
+// one without runs it after its sleep and stderr.
 type StetScenario struct {
-	Findings          []Finding            `json:"findings"`
-	Output            string               `json:"output"`
-	RunExitOnFindings int                  `json:"run_exit_on_findings"`
-	Rules             map[string][]Outcome `json:"rules"`
+	Rules map[string][]Outcome `json:"rules"`
+	// HunkMS is how long the review of one hunk takes; with --stream a
+	// progress event follows each hunk.
+	HunkMS int `json:"hunk_ms"`
+	// ModelDown makes every review that has a hunk to review fail as the
+	// real stet does when its model server is unreachable (exit 2).
+	ModelDown bool `json:"model_down"`
 }
 
 // Pick returns the rule outcome for the n-th (1-based) call of cmd, with the
@@ -57,130 +229,68 @@ func ValidDismissReason(reason string) bool {
 	return slices.Contains(DismissReasons, reason)
 }
 
-// Session is the fake stet's persistent review state.
+// Session is the fake stet's review session, in <state dir>/session.json.
 type Session struct {
-	Active    []Finding         `json:"active"`
-	Dismissed map[string]string `json:"dismissed"` // id → reason
-	Fixed     []string          `json:"fixed"`     // ids removed by the agent's stet_fix, in order
-	Started   bool              `json:"started"`
+	Baseline     string    `json:"baseline_ref"`
+	LastReviewed string    `json:"last_reviewed_at"`
+	Findings     []Finding `json:"findings"`
+	Dismissed    []string  `json:"dismissed_ids"`
+	Worktree     string    `json:"worktree,omitempty"`
 }
 
-// Dismiss moves the active finding id to Dismissed with reason.
-func (s *Session) Dismiss(id, reason string) error {
-	if !ValidDismissReason(reason) {
-		return fmt.Errorf("invalid reason %q (want one of %s)", reason, strings.Join(DismissReasons, ", "))
-	}
-	i := slices.IndexFunc(s.Active, func(f Finding) bool { return f.ID == id })
-	if i < 0 {
-		return fmt.Errorf("no active finding %q", id)
-	}
-	s.Active = slices.Delete(s.Active, i, i+1)
-	if s.Dismissed == nil {
-		s.Dismissed = map[string]string{}
-	}
-	s.Dismissed[id] = reason
-	return nil
-}
-
-// Fix removes n active findings, lowest ids first in natural order (F2
-// before F10); n < 0 removes all. It returns the removed ids.
-func (s *Session) Fix(n int) []string {
-	ids := make([]string, 0, len(s.Active))
-	for _, f := range s.Active {
-		ids = append(ids, f.ID)
-	}
-	slices.SortStableFunc(ids, compareIDs)
-	if n >= 0 && n < len(ids) {
-		ids = ids[:n]
-	}
-	s.Active = slices.DeleteFunc(s.Active, func(f Finding) bool { return slices.Contains(ids, f.ID) })
-	s.Fixed = append(s.Fixed, ids...)
-	return ids
-}
-
-// compareIDs orders ids naturally: digit runs compare by numeric value.
-func compareIDs(a, b string) int {
-	for a != "" && b != "" {
-		ca, ra := leadingRun(a)
-		cb, rb := leadingRun(b)
-		if ca != cb {
-			if isDigit(ca[0]) && isDigit(cb[0]) {
-				ta, tb := strings.TrimLeft(ca, "0"), strings.TrimLeft(cb, "0")
-				if len(ta) != len(tb) {
-					return len(ta) - len(tb)
-				}
-				if c := strings.Compare(ta, tb); c != 0 {
-					return c
-				}
-			}
-			return strings.Compare(ca, cb)
+// Active is the findings not dismissed, in order.
+func (s Session) Active() []Finding {
+	out := []Finding{}
+	for _, f := range s.Findings {
+		if !slices.Contains(s.Dismissed, f.ID) {
+			out = append(out, f)
 		}
-		a, b = ra, rb
 	}
-	return len(a) - len(b)
+	return out
 }
 
-// leadingRun splits s after its first run of digits or of non-digits.
-func leadingRun(s string) (run, rest string) {
-	d := isDigit(s[0])
-	i := 1
-	for i < len(s) && isDigit(s[i]) == d {
-		i++
+// Resolve finds the finding of an id or of a unique prefix of at least 4
+// characters (case-insensitive), as stet dismiss does.
+func (s Session) Resolve(id string) (string, error) {
+	if len(id) < 4 {
+		return "", errors.New("finding id must be at least 4 characters")
 	}
-	return s[:i], s[i:]
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// LoadSession reads <dir>/session.json under the session lock; a missing
-// file is an empty, not-started session.
-func LoadSession(dir string) (Session, error) {
-	var s Session
-	err := withSessionLock(dir, syscall.LOCK_SH, func() error {
-		var err error
-		s, err = readSession(dir)
-		return err
-	})
-	return s, err
-}
-
-// UpdateSession runs fn on the session under an exclusive lock on
-// <dir>/session.lock and saves the result unless fn fails, because the
-// agent and stet may change the session at the same time.
-func UpdateSession(dir string, fn func(*Session) error) error {
-	return withSessionLock(dir, syscall.LOCK_EX, func() error {
-		s, err := readSession(dir)
-		if err != nil {
-			return err
+	var hits []string
+	for _, f := range s.Findings {
+		if f.ID != "" && strings.HasPrefix(strings.ToLower(f.ID), strings.ToLower(id)) && !slices.Contains(hits, f.ID) {
+			hits = append(hits, f.ID)
 		}
-		if err := fn(&s); err != nil {
-			return err
-		}
-		return writeJSON(filepath.Join(dir, SessionFile), s)
-	})
+	}
+	switch len(hits) {
+	case 0:
+		return "", fmt.Errorf("no finding with id %q", id)
+	case 1:
+		return hits[0], nil
+	}
+	return "", fmt.Errorf("ambiguous id %q; use more characters", id)
 }
 
-func readSession(dir string) (Session, error) {
-	var s Session
-	if err := readJSON(filepath.Join(dir, SessionFile), &s); err != nil {
-		return Session{}, err
+// ReadSession reads the session in stateDir; ok is false when there is none.
+func ReadSession(stateDir string) (s Session, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, SessionFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Session{}, false, nil
 	}
-	if s.Dismissed == nil {
-		s.Dismissed = map[string]string{}
-	}
-	return s, nil
-}
-
-func withSessionLock(dir string, how int, fn func() error) error {
-	f, err := os.OpenFile(filepath.Join(dir, SessionLockFile), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		return Session{}, false, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Session{}, false, fmt.Errorf("%s: %w", SessionFile, err)
+	}
+	return s, true, nil
+}
+
+// WriteSession saves s in stateDir.
+func WriteSession(stateDir string, s Session) error {
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), how); err != nil {
-		return fmt.Errorf("lock session: %w", err)
-	}
-	return fn()
+	return writeJSON(filepath.Join(stateDir, SessionFile), s)
 }
 
 // WriteStetScenario writes s to <dir>/stet-scenario.json.
@@ -189,7 +299,7 @@ func WriteStetScenario(dir string, s StetScenario) error {
 }
 
 // ReadStetScenario reads <dir>/stet-scenario.json; a missing file is the
-// zero scenario: no findings, JSON output, no rules.
+// zero scenario: no rules, instant reviews, the model up.
 func ReadStetScenario(dir string) (StetScenario, error) {
 	var s StetScenario
 	err := readJSON(filepath.Join(dir, StetScenarioFile), &s)
@@ -198,14 +308,17 @@ func ReadStetScenario(dir string) (StetScenario, error) {
 
 // StetCall is one line of stet-calls.jsonl written by the fake stet.
 type StetCall struct {
-	Event string    `json:"event"`
-	Cmd   string    `json:"cmd"`
-	Args  []string  `json:"args"`
-	N     int       `json:"n"`
-	Cwd   string    `json:"cwd"`
-	PID   int       `json:"pid"`
-	Time  time.Time `json:"time"`
-	Exit  int       `json:"exit"`
+	Event string            `json:"event"`
+	Cmd   string            `json:"cmd"`
+	Args  []string          `json:"args"`
+	N     int               `json:"n"`
+	Cwd   string            `json:"cwd"`
+	PID   int               `json:"pid"`
+	Time  time.Time         `json:"time"`
+	Exit  int               `json:"exit"`
+	Env   map[string]string `json:"env,omitempty"` // STET_* and PEAL_* variables
+	// Reviewed lists the hunks a review sent to the model, as file:start.
+	Reviewed []string `json:"reviewed,omitempty"`
 }
 
 // RecordStetStart appends c as a start record to <dir>/stet-calls.jsonl and
@@ -243,13 +356,135 @@ func ReadStetCalls(dir string) ([]StetCall, error) {
 }
 
 // StetCmds renders each start record as its sub-command and arguments
-// joined by spaces, e.g. "dismiss F2 false_positive", in order.
+// joined by spaces, e.g. "dismiss F2 false_positive", in order; a 40-hex
+// commit argument shows as "SHA".
 func StetCmds(calls []StetCall) []string {
 	var out []string
 	for _, c := range calls {
 		if c.Event == EventStart {
-			out = append(out, strings.Join(append([]string{c.Cmd}, c.Args...), " "))
+			words := []string{c.Cmd}
+			for _, a := range c.Args {
+				if isSHA(a) {
+					a = "SHA"
+				}
+				words = append(words, a)
+			}
+			out = append(out, strings.Join(words, " "))
 		}
 	}
 	return out
 }
+
+// StetEnds are the end records, in order.
+func StetEnds(calls []StetCall) []StetCall {
+	var out []StetCall
+	for _, c := range calls {
+		if c.Event == EventEnd {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func isSHA(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// SortFindings orders findings by file, line and id.
+func SortFindings(fs []Finding) {
+	slices.SortFunc(fs, func(a, b Finding) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), compareIDs(a.ID, b.ID))
+	})
+}
+
+// Hunk is one hunk of a unified diff: its file, the new-side line range and
+// the text that identifies it (header and lines).
+type Hunk struct {
+	File       string
+	Start, End int // new-side lines, inclusive; End < Start for a pure deletion
+	Raw        string
+	Added      map[int]string // new-side line number → added line
+}
+
+var hunkHeader = regexp.MustCompile(`^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@`)
+
+// ParseDiff reads the hunks of `git diff --no-color` output.
+func ParseDiff(diff []byte) []Hunk {
+	var hunks []Hunk
+	var file string
+	var cur *Hunk
+	line := 0
+	for _, l := range strings.Split(string(diff), "\n") {
+		switch {
+		case strings.HasPrefix(l, "diff --git "):
+			cur = nil
+		case strings.HasPrefix(l, "+++ "):
+			file = strings.TrimPrefix(strings.TrimPrefix(l, "+++ "), "b/")
+		case strings.HasPrefix(l, "@@ "):
+			m := hunkHeader.FindStringSubmatch(l)
+			if m == nil {
+				cur = nil
+				continue
+			}
+			c, _ := strconv.Atoi(m[3])
+			d := 1
+			if m[4] != "" {
+				d, _ = strconv.Atoi(m[4])
+			}
+			hunks = append(hunks, Hunk{File: file, Start: c, End: c + d - 1, Raw: l, Added: map[int]string{}})
+			cur = &hunks[len(hunks)-1]
+			line = c
+		case cur != nil && (strings.HasPrefix(l, "+") || strings.HasPrefix(l, " ") || strings.HasPrefix(l, "-") || l == ""):
+			cur.Raw += "\n" + l
+			switch {
+			case strings.HasPrefix(l, "+"):
+				cur.Added[line] = l[1:]
+				line++
+			case strings.HasPrefix(l, " "):
+				line++
+			}
+		}
+	}
+	for i := range hunks {
+		hunks[i].Raw = string(bytes.TrimRight([]byte(hunks[i].Raw), "\n"))
+	}
+	return hunks
+}
+
+// compareIDs orders ids naturally: digit runs compare by numeric value.
+func compareIDs(a, b string) int {
+	for a != "" && b != "" {
+		ca, ra := leadingRun(a)
+		cb, rb := leadingRun(b)
+		if ca != cb {
+			if isDigit(ca[0]) && isDigit(cb[0]) {
+				ta, tb := strings.TrimLeft(ca, "0"), strings.TrimLeft(cb, "0")
+				if len(ta) != len(tb) {
+					return len(ta) - len(tb)
+				}
+				if c := strings.Compare(ta, tb); c != 0 {
+					return c
+				}
+			}
+			return strings.Compare(ca, cb)
+		}
+		a, b = ra, rb
+	}
+	return len(a) - len(b)
+}
+
+// leadingRun splits s after its first run of digits or of non-digits.
+func leadingRun(s string) (run, rest string) {
+	d := isDigit(s[0])
+	i := 1
+	for i < len(s) && isDigit(s[i]) == d {
+		i++
+	}
+	return s[:i], s[i:]
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

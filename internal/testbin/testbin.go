@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -71,15 +70,9 @@ func binName(pkg string) string {
 	return base
 }
 
-// goBinary prefers the toolchain that built the test binary so builds match
-// it, and falls back to whatever go is on PATH.
+// goBinary finds the go command: go test puts the toolchain that runs the
+// tests first on PATH, so builds match it.
 func goBinary() (string, error) {
-	if root := runtime.GOROOT(); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
 	p, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("testbin: no go command: %w", err)

@@ -70,7 +70,7 @@ func run(keep bool) error {
 	plan := filepath.Join(root, "testdata", "demo", "plan.md")
 	args := []string{"run", "--plan", plan, "--repo", repo, "--state-dir", filepath.Join(work, "state"),
 		"--agent-cmd", bins["fakeagent"], "--stet-path", bins["fakestet"],
-		"--phase-retry-count", "1", "--phase-timeout-sec", "60", "--commit-after-phase2"}
+		"--phase-retry-count", "1", "--phase-timeout-sec", "60"}
 	step("peal " + strings.Join(args, " "))
 	cmd := exec.Command(bins["peal"], args...)
 	cmd.Dir = work
@@ -123,24 +123,20 @@ func writeScenarios(agentDir, stetDir string) error {
 			{Exit: 1, Stderr: "simulated agent: connection to the model dropped"},
 			{Stdout: "Wrote greet.go.\n", WriteFiles: map[string]string{"greet.go": "package greet\n\nfunc Greet(name string) string { return \"Hello, \" + name }\n"}},
 		},
-		"plan:2":    {{Stdout: "Add a README section on Greet.\n"}},
-		"execute:2": {{Stdout: "Wrote README.md.\n", WriteFiles: map[string]string{"README.md": "# greet\n\nGreet(name) says hello.\n"}}},
-		"triage:2":  {{Stdout: "S1 is a matter of taste. We need to fix S2.\n"}},
-		"address:2": {{Stdout: "Fixed the example.\n", StetFix: -1, WriteFiles: map[string]string{"README.md": "# greet\n\n`Greet(\"Ada\")` returns \"Hello, Ada\".\n"}}},
+		"plan:2": {{Stdout: "Add a README section on Greet.\n"}},
+		// The simulated stet reports the findings planted in README.md.
+		"execute:2": {{Stdout: "Wrote README.md.\n", WriteFiles: map[string]string{"README.md": "# greet\n\nGreet(name) says hello.\n"},
+			Plant: []fakes.Finding{
+				{ID: "S001", File: "README.md", Severity: "nitpick", Category: "style", Confidence: 0.4, Message: "title could be capitalised"},
+				{ID: "S002", File: "README.md", Severity: "warning", Category: "documentation", Confidence: 0.9, Message: "example does not show the result", Suggestion: "show what Greet returns"},
+			}}},
+		"triage:2":  {{Stdout: "S001 is a matter of taste. We need to fix S002.\n"}},
+		"address:2": {{Stdout: "Fixed the example.\n", StetFix: -1}},
 	}}
 	if err := fakes.WriteScenario(agentDir, agent); err != nil {
 		return err
 	}
-	stet := fakes.StetScenario{
-		RunExitOnFindings: 1,
-		// The review sees nothing for task 1; task 2's review gets findings.
-		Rules: map[string][]fakes.Outcome{"run": {{Stdout: `{"findings":[]}`}, {}}},
-		Findings: []fakes.Finding{
-			{ID: "S1", File: "README.md", Line: 1, Severity: "nitpick", Category: "style", Confidence: 0.4, Message: "title could be capitalised"},
-			{ID: "S2", File: "README.md", Line: 3, Severity: "warning", Category: "docs", Confidence: 0.9, Message: "example does not show the result", Suggestion: "show what Greet returns"},
-		},
-	}
-	return fakes.WriteStetScenario(stetDir, stet)
+	return fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }

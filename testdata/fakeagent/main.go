@@ -84,6 +84,11 @@ func newCall(phase, task string) fakes.Call {
 	}
 	c.Cwd, _ = os.Getwd()
 	c.StdinNull = stdinIsNull()
+	if !c.StdinNull {
+		// A prompt on stdin: read it to the end, as the real CLIs do.
+		data, _ := io.ReadAll(os.Stdin)
+		c.Stdin = string(data)
+	}
 	return c
 }
 
@@ -107,11 +112,19 @@ func perform(dir, phase, task string, out fakes.Outcome) (code int, written int6
 		return fakes.ExitFakeError, written
 	}
 
-	if out.IgnoreTerm {
+	if out.IgnoreTerm && out.TermFile != "" {
+		terms := make(chan os.Signal, 1)
+		signal.Notify(terms, syscall.SIGTERM)
+		go func() {
+			for range terms {
+				writeFile(out.TermFile, "term")
+			}
+		}()
+	} else if out.IgnoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
-	if out.Grandchild {
-		if err := startGrandchild(out.GrandchildIgnoreTerm); err != nil {
+	if out.Grandchild || out.Daemon {
+		if err := startGrandchild(out.GrandchildIgnoreTerm, out.Daemon); err != nil {
 			return fail("grandchild: %v", err)
 		}
 	}
@@ -125,16 +138,13 @@ func perform(dir, phase, task string, out fakes.Outcome) (code int, written int6
 			return fail("wait_file: %v", err)
 		}
 	}
-	if out.StetFix != 0 {
-		stetDir := os.Getenv(fakes.StetDirEnv)
-		if stetDir == "" {
-			return fail("stet_fix needs %s", fakes.StetDirEnv)
+	if len(out.Plant) > 0 {
+		if err := fakes.Plant(".", out.Plant); err != nil {
+			return fail("plant: %v", err)
 		}
-		err := fakes.UpdateSession(stetDir, func(s *fakes.Session) error {
-			s.Fix(out.StetFix)
-			return nil
-		})
-		if err != nil {
+	}
+	if out.StetFix != 0 {
+		if _, err := fakes.Fix(".", out.StetFix); err != nil {
 			return fail("stet_fix: %v", err)
 		}
 	}
@@ -208,9 +218,10 @@ func writeMiB(w io.Writer, n int) (int64, error) {
 }
 
 // startGrandchild re-executes this program as a grandchild that shares
-// stdout and stderr and the process group, and returns once the grandchild
-// has recorded its pid and said so on a private pipe.
-func startGrandchild(ignoreTerm bool) error {
+// stdout and stderr and the process group (or, as a daemon, neither: a
+// session of its own), and returns once the grandchild has recorded its pid
+// and said so on a private pipe.
+func startGrandchild(ignoreTerm, daemon bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -229,6 +240,10 @@ func startGrandchild(ignoreTerm bool) error {
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the grandchild
+	if daemon {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd.Stdout, cmd.Stderr = nil, nil // a daemon lets go of the output too
+	}
 	err = cmd.Start()
 	w.Close() // only the grandchild may hold the write end, so EOF means it died
 	if err != nil {

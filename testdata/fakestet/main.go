@@ -1,15 +1,23 @@
-// Command fakestet stands in for the stet code-review CLI in tests: it keeps
-// its review session in $FAKE_STET_DIR/session.json, records each call in
-// $FAKE_STET_DIR/stet-calls.jsonl and follows the scenario in
-// $FAKE_STET_DIR/stet-scenario.json (see package peal/internal/fakes).
+// Command fakestet stands in for the stet code-review CLI in tests. It keeps
+// the contract of the real stet that peal depends on (see package
+// peal/internal/fakes): a session in STET_STATE_DIR (default <repo>/.review),
+// worktrees under STET_WORKTREE_ROOT, reviews of committed changes only,
+// session-wide findings, exit codes 0/1/2, --stream events. It records each
+// call in $FAKE_STET_DIR/stet-calls.jsonl and follows the scenario in
+// $FAKE_STET_DIR/stet-scenario.json.
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,18 +42,27 @@ func main() {
 		cmd, args = os.Args[1], os.Args[2:]
 	}
 	cwd, _ := os.Getwd()
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && (strings.HasPrefix(k, "STET_") || strings.HasPrefix(k, "PEAL_")) {
+			env[k] = v
+		}
+	}
 	call, err := fakes.RecordStetStart(dir, fakes.StetCall{
-		Cmd: cmd, Args: args, Cwd: cwd, PID: os.Getpid(), Time: time.Now(),
+		Cmd: cmd, Args: args, Cwd: cwd, PID: os.Getpid(), Time: time.Now(), Env: env,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fakestet: record start: %v\n", err)
 		os.Exit(fakes.ExitFakeError)
 	}
 
-	code := handle(dir, scenario, cmd, args, call.N)
+	s := &stet{sc: scenario}
+	code := s.handle(cmd, args, call.N)
 
 	call.Time = time.Now()
 	call.Exit = code
+	call.Reviewed = s.reviewed
+	call.Env = nil
 	if err := fakes.RecordStetEnd(dir, call); err != nil {
 		fmt.Fprintf(os.Stderr, "fakestet: record end: %v\n", err)
 		os.Exit(fakes.ExitFakeError)
@@ -53,10 +70,57 @@ func main() {
 	os.Exit(code)
 }
 
+type stet struct {
+	sc                  fakes.StetScenario
+	root                string // the repository's top folder
+	stateDir, worktrees string
+	reviewed            []string
+}
+
+// flags are the options of start and run that matter here.
+type flags struct {
+	json, stream, allowDirty bool
+	positional               []string
+}
+
+func parseFlags(args []string) (flags, error) {
+	var f flags
+	output := "human"
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--output" && i+1 < len(args):
+			output = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--output="):
+			output = strings.TrimPrefix(a, "--output=")
+		case a == "--json":
+			output = "json"
+		case a == "--stream":
+			f.stream = true
+		case a == "--allow-dirty":
+			f.allowDirty = true
+		case a == "--context" || a == "--strictness" || a == "--timeout":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			f.positional = append(f.positional, a)
+		}
+	}
+	if output != "human" && output != "json" {
+		return f, errors.New("Invalid output format; use human or json.")
+	}
+	f.json = output == "json"
+	if f.stream && !f.json {
+		return f, errors.New("--stream requires --output=json or --json.")
+	}
+	return f, nil
+}
+
 // handle applies any scenario rule for the n-th call of cmd and otherwise
 // performs the sub-command, returning the exit code.
-func handle(dir string, sc fakes.StetScenario, cmd string, args []string, n int) int {
-	if out, ok := sc.Pick(cmd, n); ok {
+func (s *stet) handle(cmd string, args []string, n int) int {
+	if out, ok := s.sc.Pick(cmd, n); ok {
 		if out.IgnoreTerm {
 			signal.Ignore(syscall.SIGTERM)
 		}
@@ -75,98 +139,389 @@ func handle(dir string, sc fakes.StetScenario, cmd string, args []string, n int)
 		}
 		fmt.Fprint(os.Stderr, out.Stderr)
 	}
-
+	root, err := git(".", "rev-parse", "--show-toplevel")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "This directory is not inside a Git repository.")
+		fmt.Fprintf(os.Stderr, "Details: %v\n", err)
+		return 1
+	}
+	s.root = root
+	s.stateDir = os.Getenv("STET_STATE_DIR")
+	if s.stateDir == "" {
+		s.stateDir = filepath.Join(root, ".review")
+	}
+	s.worktrees = os.Getenv("STET_WORKTREE_ROOT")
+	if s.worktrees == "" {
+		s.worktrees = filepath.Join(root, ".review", "worktrees")
+	}
 	switch cmd {
 	case "start":
-		return update(dir, func(s *fakes.Session) error {
-			*s = fakes.Session{
-				Active:    slices.Clone(sc.Findings),
-				Dismissed: map[string]string{},
-				Started:   true,
-			}
-			return nil
-		})
+		return s.start(args)
 	case "run":
-		return run(dir, sc, args)
+		return s.run(args)
 	case "dismiss":
-		if len(args) < 2 {
-			fmt.Fprintln(os.Stderr, "fakestet: usage: dismiss ID REASON")
-			return 1
-		}
-		return update(dir, func(s *fakes.Session) error { return s.Dismiss(args[0], args[1]) })
+		return s.dismiss(args)
 	case "finish":
-		return update(dir, func(s *fakes.Session) error {
-			s.Started = false
-			return nil
-		})
-	default:
-		fmt.Fprintf(os.Stderr, "fakestet: unknown command %q\n", cmd)
+		return s.finish()
+	case "status":
+		return s.status()
+	case "cleanup":
+		return s.cleanup()
+	}
+	fmt.Fprintf(os.Stderr, "Error: unknown command %q for \"stet\"\n", cmd)
+	return 1
+}
+
+func git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// fail prints stet's message and the lines it adds, and returns exit 1.
+func fail(msg string, details error, hint string) int {
+	fmt.Fprintln(os.Stderr, msg)
+	if details != nil {
+		fmt.Fprintf(os.Stderr, "Details: %v\n", details)
+	}
+	if hint != "" {
+		fmt.Fprintln(os.Stderr, hint)
+	}
+	return 1
+}
+
+func (s *stet) start(args []string) int {
+	f, err := parseFlags(args)
+	if err != nil {
+		return fail(err.Error(), nil, "")
+	}
+	ref := "HEAD"
+	if len(f.positional) > 0 {
+		ref = f.positional[0]
+	}
+	status, err := git(s.root, "status", "--porcelain")
+	if err != nil {
+		return fail("Could not check working tree status.", err, "")
+	}
+	if status != "" {
+		if !f.allowDirty {
+			return fail("working tree has uncommitted changes; commit or stash before starting", nil,
+				fmt.Sprintf("Hint: Commit or stash your changes, then run 'stet start %s' again.", ref))
+		}
+		fmt.Fprintln(os.Stderr, "Warning: proceeding with uncommitted changes; review scope may be unclear")
+	}
+	sha, err := git(s.root, "rev-parse", ref)
+	if err != nil {
+		return fail(fmt.Sprintf("Could not resolve baseline ref %q.", ref), err,
+			"Hint: If you used HEAD~N, the repo may be shallow; try the commit SHA (e.g. stet start <sha>).")
+	}
+	head, err := git(s.root, "rev-parse", "HEAD")
+	if err != nil {
+		return fail("Could not resolve current commit (HEAD).", err, "")
+	}
+	if sha == head {
+		if err := fakes.WriteSession(s.stateDir, fakes.Session{Baseline: sha, LastReviewed: head}); err != nil {
+			return fail("Could not save session.", err, "")
+		}
+		if !f.json {
+			fmt.Fprintln(os.Stderr, "Nothing to review (baseline is HEAD).")
+		}
+		return s.print(f, nil)
+	}
+	if _, err := git(s.root, "merge-base", "--is-ancestor", sha, "HEAD"); err != nil {
+		return fail("baseline ref is not an ancestor of HEAD", nil, "")
+	}
+	wt := filepath.Join(s.worktrees, "stet-"+sha[:12])
+	if _, err := os.Stat(wt); err == nil {
+		return fail("worktree already exists", nil,
+			fmt.Sprintf("Hint: Run 'stet finish' to end the current review and remove the worktree, then run 'stet start %s' again.", ref))
+	}
+	if err := os.MkdirAll(s.worktrees, 0o755); err != nil {
+		return fail("Could not create worktree directory.", err, "")
+	}
+	if _, err := git(s.root, "worktree", "add", "--detach", wt, sha); err != nil {
+		return fail("Could not add worktree.", err, "")
+	}
+	sess := fakes.Session{Baseline: sha, Worktree: wt}
+	if err := fakes.WriteSession(s.stateDir, sess); err != nil {
+		return fail("Could not save session.", err, "")
+	}
+	if code := s.review(&sess, f, head, false); code != 0 {
+		git(s.root, "worktree", "remove", "--force", wt)
+		return code
+	}
+	return s.print(f, &sess)
+}
+
+func (s *stet) run(args []string) int {
+	f, err := parseFlags(args)
+	if err != nil {
+		return fail(err.Error(), nil, "")
+	}
+	sess, ok, err := fakes.ReadSession(s.stateDir)
+	if err != nil {
+		return fail("Session file is invalid or corrupted.", err, "")
+	}
+	if !ok {
+		fmt.Fprintln(os.Stderr, "no active session; run stet start first")
+		return 1
+	}
+	head, err := git(s.root, "rev-parse", "HEAD")
+	if err != nil {
+		return fail("Could not resolve current commit (HEAD).", err, "")
+	}
+	if code := s.review(&sess, f, head, true); code != 0 {
+		return code
+	}
+	return s.print(f, &sess)
+}
+
+// review reviews the hunks of baseline..head that were not reviewed at the
+// session's last review (and, for run, hold no dismissed finding), updates
+// the session's findings and saves it.
+func (s *stet) review(sess *fakes.Session, f flags, head string, skipDismissed bool) int {
+	diff, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+head)
+	if err != nil {
+		return fail("Could not compute hunks to review.", err, "")
+	}
+	current := fakes.ParseDiff([]byte(diff))
+	seen := map[string]bool{}
+	if sess.LastReviewed != "" {
+		old, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+sess.LastReviewed)
+		if err != nil {
+			return fail("Could not compute hunks to review.", err, "")
+		}
+		for _, h := range fakes.ParseDiff([]byte(old)) {
+			seen[h.File+"\x00"+h.Raw] = true
+		}
+	}
+	var toReview []fakes.Hunk
+	for _, h := range current {
+		if seen[h.File+"\x00"+h.Raw] || (skipDismissed && holdsDismissed(h, *sess)) {
+			continue
+		}
+		toReview = append(toReview, h)
+	}
+	event := func(v any) {
+		if f.stream {
+			data, _ := json.Marshal(v)
+			fmt.Println(string(data))
+		}
+	}
+	if len(toReview) == 0 {
+		event(map[string]string{"type": "progress", "msg": "Nothing to review."})
+		event(map[string]string{"type": "done"})
+		sess.LastReviewed = head
+		if err := fakes.WriteSession(s.stateDir, *sess); err != nil {
+			return fail("Could not save session.", err, "")
+		}
+		return 0
+	}
+	if s.sc.ModelDown {
+		fmt.Fprintln(os.Stderr, "OpenAI-compat server (e.g. LM Studio) unreachable at http://127.0.0.1:9/v1. Is the server running?")
+		fmt.Fprintln(os.Stderr, "Details: openai models: LLM server unreachable: dial tcp 127.0.0.1:9: connect: connection refused")
 		return 2
 	}
-}
-
-func update(dir string, fn func(*fakes.Session) error) int {
-	if err := fakes.UpdateSession(dir, fn); err != nil {
-		fmt.Fprintf(os.Stderr, "fakestet: %v\n", err)
-		return 1
+	event(map[string]any{"type": "progress", "msg": fmt.Sprintf("%d hunks to review", len(toReview))})
+	var found []fakes.Finding
+	for i, h := range toReview {
+		if s.sc.HunkMS > 0 {
+			time.Sleep(time.Duration(s.sc.HunkMS) * time.Millisecond)
+		}
+		s.reviewed = append(s.reviewed, fmt.Sprintf("%s:%d", h.File, h.Start))
+		event(map[string]any{"type": "progress", "msg": fmt.Sprintf("Reviewing hunk %d/%d: %s", i+1, len(toReview), h.File)})
+		lines := make([]int, 0, len(h.Added))
+		for n := range h.Added {
+			lines = append(lines, n)
+		}
+		slices.Sort(lines)
+		for _, n := range lines {
+			fd, ok := fakes.ParseMarker(h.Added[n])
+			if !ok {
+				continue
+			}
+			fd.File, fd.Line = h.File, n
+			if fd.ID == "" {
+				fd.ID = fakes.FindingID(fd.File, fd.Line, fd.Message)
+			}
+			if fd.Severity == "" {
+				fd.Severity = "warning"
+			}
+			if fd.Category == "" {
+				fd.Category = "bug"
+			}
+			if fd.Confidence == 0 {
+				fd.Confidence = 0.9
+			}
+			event(map[string]any{"type": "finding", "data": fd})
+			found = append(found, fd)
+		}
+	}
+	event(map[string]string{"type": "done"})
+	// A finding of an earlier review whose line lies in a hunk reviewed now
+	// and that was not reported again counts as addressed.
+	again := map[string]bool{}
+	for _, fd := range found {
+		again[fd.ID] = true
+	}
+	for _, old := range sess.Findings {
+		if again[old.ID] || slices.Contains(sess.Dismissed, old.ID) {
+			continue
+		}
+		for _, h := range toReview {
+			if h.File == old.File && old.Line >= h.Start && old.Line <= h.End {
+				sess.Dismissed = append(sess.Dismissed, old.ID)
+				break
+			}
+		}
+	}
+	for _, fd := range found {
+		if i := slices.IndexFunc(sess.Findings, func(x fakes.Finding) bool { return x.ID == fd.ID }); i >= 0 {
+			sess.Findings[i] = fd
+		} else {
+			sess.Findings = append(sess.Findings, fd)
+		}
+	}
+	sess.LastReviewed = head
+	if err := fakes.WriteSession(s.stateDir, *sess); err != nil {
+		return fail("Could not save session.", err, "")
 	}
 	return 0
 }
 
-func run(dir string, sc fakes.StetScenario, args []string) int {
-	s, err := fakes.LoadSession(dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fakestet: %v\n", err)
-		return 1
-	}
-	mode := fakes.OutputHuman
-	if wantsJSON(args) {
-		mode = sc.Output
-		if mode == "" {
-			mode = fakes.OutputJSON
-		}
-	}
-	switch mode {
-	case fakes.OutputJSON:
-		active := s.Active
-		if active == nil {
-			active = []fakes.Finding{} // print [] rather than null
-		}
-		data, err := json.MarshalIndent(struct {
-			Findings []fakes.Finding `json:"findings"`
-		}{active}, "", "  ")
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "fakestet: %v\n", err)
-			return 1
-		}
-		fmt.Println(string(data))
-	case fakes.OutputHuman:
-		printHuman(s.Active)
-	case fakes.OutputText:
-		fmt.Println("review: see findings below")
-		printHuman(s.Active)
-	default:
-		fmt.Fprintf(os.Stderr, "fakestet: unknown scenario output %q\n", mode)
-		return fakes.ExitBadScenario
-	}
-	if len(s.Active) > 0 {
-		return sc.RunExitOnFindings
-	}
-	return 0
-}
-
-func wantsJSON(args []string) bool {
-	for i, a := range args {
-		if a == "--output=json" || (a == "--output" && i+1 < len(args) && args[i+1] == "json") {
+// holdsDismissed reports whether a dismissed finding lies in the hunk.
+func holdsDismissed(h fakes.Hunk, sess fakes.Session) bool {
+	for _, fd := range sess.Findings {
+		if slices.Contains(sess.Dismissed, fd.ID) && fd.File == h.File && fd.Line >= h.Start && fd.Line <= h.End {
 			return true
 		}
 	}
 	return false
 }
 
-func printHuman(findings []fakes.Finding) {
-	for _, f := range findings {
-		fmt.Printf("%s:%d [%s] %s (%s)\n", f.File, f.Line, f.Severity, f.Message, f.ID)
+// print writes the session's active findings as start and run do: JSON, or
+// one line per finding and a count; nothing more after --stream.
+func (s *stet) print(f flags, sess *fakes.Session) int {
+	if f.stream {
+		return 0
 	}
-	fmt.Printf("%d finding(s).\n", len(findings))
+	active := []fakes.Finding{}
+	if sess != nil {
+		active = sess.Active()
+	}
+	if f.json {
+		data, err := json.Marshal(map[string]any{"findings": active})
+		if err != nil {
+			return fail("Could not write findings.", err, "")
+		}
+		fmt.Println(string(data))
+		return 0
+	}
+	for _, fd := range active {
+		fmt.Printf("%s  %s:%d  %s  %s\n", fd.ID[:min(7, len(fd.ID))], fd.File, fd.Line, strings.ToUpper(fd.Severity), fd.Message)
+	}
+	if len(active) == 1 {
+		fmt.Println("1 finding.")
+	} else {
+		fmt.Printf("%d finding(s).\n", len(active))
+	}
+	return 0
+}
+
+func (s *stet) dismiss(args []string) int {
+	if len(args) < 1 {
+		return fail("dismiss requires a finding id (e.g. stet dismiss <id>)", nil, "")
+	}
+	if len(args) >= 2 && !fakes.ValidDismissReason(args[1]) {
+		return fail("Invalid reason; use one of: false_positive, already_correct, wrong_suggestion, out_of_scope.", nil, "")
+	}
+	sess, ok, err := fakes.ReadSession(s.stateDir)
+	if err != nil {
+		return fail("Session file is invalid or corrupted.", err, "")
+	}
+	if !ok {
+		fmt.Fprintln(os.Stderr, "no active session; run stet start first")
+		return 1
+	}
+	id, err := sess.Resolve(args[0])
+	if err != nil {
+		return fail(err.Error(), nil, "")
+	}
+	if !slices.Contains(sess.Dismissed, id) {
+		sess.Dismissed = append(sess.Dismissed, id)
+	}
+	if err := fakes.WriteSession(s.stateDir, sess); err != nil {
+		return fail("Could not save session.", err, "")
+	}
+	return 0
+}
+
+func (s *stet) finish() int {
+	sess, ok, err := fakes.ReadSession(s.stateDir)
+	if err != nil {
+		return fail("Session file is invalid or corrupted.", err, "")
+	}
+	if !ok {
+		fmt.Fprintln(os.Stderr, "no active session; run stet start first")
+		return 1
+	}
+	if sess.Worktree != "" {
+		if _, err := os.Stat(sess.Worktree); err == nil {
+			if _, err := git(s.root, "worktree", "remove", "--force", sess.Worktree); err != nil {
+				return fail("Could not remove review worktree.", err, "")
+			}
+		}
+	}
+	if err := os.Remove(filepath.Join(s.stateDir, fakes.SessionFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail("Could not remove session file.", err, "")
+	}
+	return 0
+}
+
+func (s *stet) status() int {
+	sess, ok, err := fakes.ReadSession(s.stateDir)
+	if err != nil {
+		return fail("Session file is invalid or corrupted.", err, "")
+	}
+	if !ok {
+		fmt.Fprintln(os.Stderr, "No active session. Run 'stet start' to begin a review.")
+		return 1
+	}
+	fmt.Printf("baseline: %s\nlast_reviewed_at: %s\nworktree: %s\nfindings: %d\ndismissed: %d\n",
+		sess.Baseline, sess.LastReviewed, sess.Worktree, len(sess.Findings), len(sess.Dismissed))
+	return 0
+}
+
+// cleanup removes the stet worktrees under the worktree root that do not
+// belong to the current session.
+func (s *stet) cleanup() int {
+	sess, _, err := fakes.ReadSession(s.stateDir)
+	if err != nil {
+		return fail("Session file is invalid or corrupted.", err, "")
+	}
+	entries, err := os.ReadDir(s.worktrees)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail("Could not list worktrees.", err, "")
+	}
+	removed := 0
+	for _, e := range entries {
+		path := filepath.Join(s.worktrees, e.Name())
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "stet-") || path == sess.Worktree {
+			continue
+		}
+		if _, err := git(s.root, "worktree", "remove", "--force", path); err != nil {
+			return fail(err.Error(), nil, "")
+		}
+		fmt.Fprintf(os.Stderr, "Removed worktree: %s\n", path)
+		removed++
+	}
+	if removed == 0 {
+		fmt.Fprintln(os.Stderr, "No orphan worktrees.")
+	}
+	return 0
 }

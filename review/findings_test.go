@@ -1,10 +1,10 @@
-package runner
+package review
 
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -121,45 +121,146 @@ func TestTriageByPatterns(t *testing.T) {
 
 func TestParseReviewFields(t *testing.T) {
 	t.Parallel()
-	rv := ParseReview(`{"findings":[{"id":"F\u00e9","file":"a.go","line":12,"severity":"error","category":"bug","confidence":0.75,"message":"tab\there \ud83d\ude00","suggestion":"x","extra":{"nested":[1,2,{"a":null}]}}],"issues":[{"id":"I1","path":"p/q.go"}],"count":2}`, 1)
+	rv := ParseReview(`{"findings":[{"id":"F\u00e9","file":"a.go","line":12,"range":{"start":12,"end":14},"severity":"error","category":"bug","confidence":0.75,"message":"tab\there \ud83d\ude00","suggestion":"x","cursor_uri":"cursor://file/a.go:12","evidence_lines":[12,13],"extra":{"nested":[1,2,{"a":null}]}}],"issues":[{"id":"I1","path":"p/q.go"}],"count":2}`, 1)
 	want := []Finding{
-		{ID: "Fé", File: "a.go", Line: 12, Severity: "error", Category: "bug", Confidence: 0.75, Message: "tab\there 😀", Suggestion: "x"},
+		{ID: "Fé", File: "a.go", Line: 12, Range: &LineRange{12, 14}, Severity: "error", Category: "bug", Confidence: 0.75, Message: "tab\there 😀",
+			Suggestion: "x", CursorURI: "cursor://file/a.go:12", EvidenceLines: []int{12, 13}},
 		{ID: "I1", Path: "p/q.go"},
 	}
-	if !rv.Structured || !slices.Equal(rv.Findings, want) {
+	if !rv.Structured || !reflect.DeepEqual(rv.Findings, want) {
 		t.Fatalf("findings %+v\nwant     %+v", rv.Findings, want)
 	}
 }
 
-// reference decides presence with encoding/json, as the heuristic of SPEC A7
-// states it, for the differential fuzz target.
-func reference(stdout string, exit int) (present, isJSON bool) {
-	if !json.Valid([]byte(stdout)) {
-		return false, false
+// TestParseReviewDecisions pins what differs from a plain struct decode:
+// keys match exactly, as stet writes them; invalid UTF-8 becomes U+FFFD; a
+// wrongly typed field makes the review unstructured.
+func TestParseReviewDecisions(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		stdout     string
+		structured bool
+		want       []Finding
+	}{
+		{"keys are case-sensitive", `{"findings":[{"ID":"x","Message":"m","id":"F1"}]}`, true, []Finding{{ID: "F1"}}},
+		{"a repeated key keeps its last value", `{"findings":[{"id":"a","id":"b"}]}`, true, []Finding{{ID: "b"}}},
+		{"invalid UTF-8", "{\"findings\":[{\"id\":\"F1\",\"message\":\"bad \xff byte\"}]}", true, []Finding{{ID: "F1", Message: "bad \ufffd byte"}}},
+		{"a fractional line", `{"findings":[{"id":"F1","line":3.5}]}`, false, nil},
+		{"a range with a string", `{"findings":[{"id":"F1","range":{"start":"1"}}]}`, false, nil},
+		{"a range key in capitals is not the range's", `{"findings":[{"id":"F1","range":{"Start":4,"end":5}}]}`, true, []Finding{{ID: "F1", Range: &LineRange{0, 5}}}},
+		{"nulls are unset", `{"findings":[{"id":null,"line":null,"range":null,"evidence_lines":null}]}`, true, []Finding{{}}},
+		{"evidence lines as text", `{"findings":[{"id":"F1","evidence_lines":"1,2"}]}`, false, nil},
 	}
-	// UseNumber: a valid number out of float64 range is still JSON.
-	dec := json.NewDecoder(strings.NewReader(stdout))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return false, false
-	}
-	switch x := v.(type) {
-	case []any:
-		return len(x) > 0, true
-	case map[string]any:
-		for _, key := range []string{"findings", "issues"} {
-			if list, ok := x[key].([]any); ok && len(list) > 0 {
-				return true, true
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rv := ParseReview(tc.stdout, 0)
+			if rv.Structured != tc.structured || !rv.Present || !reflect.DeepEqual(rv.Findings, tc.want) {
+				t.Fatalf("structured %v present %v findings %+v, want %v %+v", rv.Structured, rv.Present, rv.Findings, tc.structured, tc.want)
 			}
-		}
-		n, ok := x["count"].(json.Number)
-		f, _ := strconv.ParseFloat(string(n), 64)
-		return ok && f > 0, true
+		})
 	}
-	return false, true
 }
 
+// referenceReview decodes a review independently of decodeReview: with
+// json.RawMessage at every level, each known field decoded by encoding/json
+// into its Go type, objects read by exact key. isJSON is false when the
+// text is not one JSON value.
+func referenceReview(stdout string) (present, structured, isJSON bool, findings []Finding) {
+	if !json.Valid([]byte(stdout)) {
+		return false, false, false, nil
+	}
+	list := func(raw json.RawMessage) ([]Finding, int, bool) {
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil, 0, false
+		}
+		var out []Finding
+		typed := true
+		for _, item := range items {
+			f, ok := referenceFinding(item)
+			typed = typed && ok
+			out = append(out, f)
+		}
+		return out, len(items), typed
+	}
+	data := []byte(stdout)
+	switch data[0] {
+	case '[':
+		fs, n, typed := list(data)
+		if !typed {
+			fs = nil
+		}
+		return n > 0, typed, true, fs
+	case '{':
+	default:
+		return false, false, true, nil
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil {
+		return false, false, true, nil
+	}
+	seen, typed, n := false, true, 0
+	for _, key := range []string{"findings", "issues"} {
+		raw, ok := doc[key]
+		if !ok || raw[0] != '[' {
+			continue
+		}
+		fs, items, listTyped := list(raw)
+		seen, typed, n = true, typed && listTyped, n+items
+		findings = append(findings, fs...)
+	}
+	count := 0.0
+	if raw, ok := doc["count"]; ok && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9')) {
+		if json.Unmarshal(raw, &count) != nil {
+			count = 1 // out of float64's range: a huge count (a huge negative one has a sign)
+			if raw[0] == '-' {
+				count = -1
+			}
+		}
+	}
+	if !seen || !typed {
+		findings = nil
+	}
+	return n > 0 || count > 0, seen && typed, true, findings
+}
+
+// referenceFinding reads one finding: exact keys through a map of raw
+// values, each field through encoding/json; ok is false when it is not an
+// object or a known field has another type.
+func referenceFinding(raw json.RawMessage) (f Finding, ok bool) {
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		return f, false
+	}
+	ok = true
+	set := func(key string, dst any) {
+		if v, present := fields[key]; present && string(v) != "null" && json.Unmarshal(v, dst) != nil {
+			ok = false
+		}
+	}
+	for key, dst := range map[string]any{"id": &f.ID, "file": &f.File, "path": &f.Path, "line": &f.Line, "severity": &f.Severity,
+		"category": &f.Category, "confidence": &f.Confidence, "message": &f.Message, "suggestion": &f.Suggestion,
+		"cursor_uri": &f.CursorURI, "evidence_lines": &f.EvidenceLines} {
+		set(key, dst)
+	}
+	if v, present := fields["range"]; present && string(v) != "null" {
+		var r map[string]json.RawMessage
+		if v[0] != '{' || json.Unmarshal(v, &r) != nil {
+			return f, false
+		}
+		f.Range = &LineRange{}
+		for key, dst := range map[string]*int{"start": &f.Range.Start, "end": &f.Range.End} {
+			if x, present := r[key]; present && string(x) != "null" && json.Unmarshal(x, dst) != nil {
+				ok = false
+			}
+		}
+	}
+	return f, ok
+}
+
+// FuzzParseReview compares ParseReview with the reference decode, finding by
+// finding and field by field, and checks the heuristic for text.
 func FuzzParseReview(f *testing.F) {
 	f.Add(`{"findings":[{"id":"F1","file":"a.go","line":3,"severity":"error"}]}`, 0)
 	f.Add(`[{"id":"x"}]`, 1)
@@ -168,28 +269,44 @@ func FuzzParseReview(f *testing.F) {
 	f.Add("garbage", 3)
 	f.Add(`{"findings":[{"id":"a\ud800"}],"issues":{}}`, 0)
 	f.Add(`[1, "x", {"id": "F"}]`, 0)
+	f.Add(`{"findings":[{"ID":"x","id":"y","range":{"start":1,"END":2},"evidence_lines":[1,2]}]}`, 0)
+	f.Add("{\"findings\":[{\"message\":\"\xff\xfe\"}]}", 0)
+	f.Add(`{"count":1e999,"findings":[{"line":1e2,"confidence":1e999}]}`, 0)
 	f.Fuzz(func(t *testing.T, stdout string, exit int) {
 		rv := ParseReview(stdout, exit)
-		if present, isJSON := reference(strings.TrimSpace(stdout), exit); isJSON && present != rv.Present {
-			t.Fatalf("%q: present %v, encoding/json says %v", stdout, rv.Present, present)
-		}
-		_, parsed := parseReviewJSON(strings.TrimSpace(stdout))
-		if _, isJSON := reference(strings.TrimSpace(stdout), exit); strings.TrimSpace(stdout) != "" && parsed != isJSON {
-			t.Fatalf("%q: parsed as JSON %v, encoding/json says %v", stdout, parsed, isJSON)
+		trimmed := strings.TrimSpace(stdout)
+		present, structured, isJSON, findings := referenceReview(trimmed)
+		if isJSON {
+			if rv.Present != present || rv.Structured != structured {
+				t.Fatalf("%q: present %v structured %v, reference %v %v", stdout, rv.Present, rv.Structured, present, structured)
+			}
+			if len(rv.Findings) != len(findings) {
+				t.Fatalf("%q: %d findings, reference %d", stdout, len(rv.Findings), len(findings))
+			}
+			for i := range findings {
+				if got, want := rv.Findings[i], findings[i]; !reflect.DeepEqual(normalize(got), normalize(want)) {
+					t.Fatalf("%q: finding %d\n%+v\nreference\n%+v", stdout, i, got, want)
+				}
+			}
 		}
 		if rv.Count() < 0 || (rv.Present && rv.Count() == 0 && !rv.Structured) {
 			t.Fatalf("inconsistent review %+v", rv)
 		}
-		if rv.Structured && rv.Present != (len(rv.Findings) > 0) && !strings.Contains(stdout, "count") {
-			t.Fatalf("structured review disagrees with its findings: %+v", rv)
-		}
 		if !rv.Structured && len(rv.Findings) != 0 {
 			t.Fatal("findings without structure")
 		}
-		if strings.TrimSpace(stdout) == "" && rv.Present != (exit != 0) {
+		if trimmed == "" && rv.Present != (exit != 0) {
 			t.Fatalf("blank output, exit %d: present %v", exit, rv.Present)
 		}
 	})
+}
+
+// normalize makes an empty evidence list and a missing one compare equal.
+func normalize(f Finding) Finding {
+	if len(f.EvidenceLines) == 0 {
+		f.EvidenceLines = nil
+	}
+	return f
 }
 
 func FuzzParseTriage(f *testing.F) {

@@ -1,23 +1,38 @@
-package runner
+package review
 
 import (
+	"bytes"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode"
 
 	"peal/config"
 )
 
-// Finding is one finding of a stet review (the fields of `stet run --output=json`).
+// LineRange is a span of lines, both ends included.
+type LineRange struct {
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// Finding is one finding of a review: the fields of `stet run --output=json`
+// (and "path", which other review tools use for the file). The tags serve
+// encoding only (for a review with findings left out); decoding matches
+// keys exactly, see decodeReview.
 type Finding struct {
-	ID         string  `json:"id"`
-	File       string  `json:"file"`
-	Path       string  `json:"path"`
-	Line       int     `json:"line"`
-	Severity   string  `json:"severity"`
-	Category   string  `json:"category"`
-	Confidence float64 `json:"confidence"`
-	Message    string  `json:"message"`
-	Suggestion string  `json:"suggestion"`
+	ID            string     `json:"id,omitempty"`
+	File          string     `json:"file,omitempty"`
+	Path          string     `json:"path,omitempty"`
+	Line          int        `json:"line,omitempty"`
+	Range         *LineRange `json:"range,omitempty"`
+	Severity      string     `json:"severity,omitempty"`
+	Category      string     `json:"category,omitempty"`
+	Confidence    float64    `json:"confidence,omitempty"`
+	Message       string     `json:"message,omitempty"`
+	Suggestion    string     `json:"suggestion,omitempty"`
+	CursorURI     string     `json:"cursor_uri,omitempty"`
+	EvidenceLines []int      `json:"evidence_lines,omitempty"`
 }
 
 // location is the finding's path, whichever field carries it.
@@ -28,12 +43,12 @@ func (f Finding) location() string {
 	return f.Path
 }
 
-// Review is the result of one review command, as the address loop sees it.
+// Review is the result of one review, as the address loop sees it.
 type Review struct {
-	Output   string // stdout of the review
+	Output   string // stdout of the review (the findings JSON in built-in mode)
 	Stderr   string
 	ExitCode int
-	// Present: the review reports findings (the heuristic of SPEC A7).
+	// Present: the review reports findings.
 	Present bool
 	// Structured: stdout was JSON with a findings list, so findings can be
 	// triaged and dismissed by id; Findings holds them.
@@ -74,13 +89,9 @@ func (rv Review) Suggestions() []string {
 func ParseReview(stdout string, exitCode int) Review {
 	rv := Review{Output: stdout, ExitCode: exitCode}
 	trimmed := strings.TrimSpace(stdout)
-	if trimmed != "" {
-		if parsed, ok := parseReviewJSON(trimmed); ok {
-			rv.Structured = parsed.structured
-			rv.Findings = parsed.findings
-			rv.Present = parsed.present
-			return rv
-		}
+	if trimmed != "" && json.Valid([]byte(trimmed)) {
+		rv.Present, rv.Structured, rv.Findings = decodeReview([]byte(trimmed))
+		return rv
 	}
 	if exitCode == 0 && trimmed != "" {
 		last := trimmed[strings.LastIndexByte(trimmed, '\n')+1:]
@@ -93,9 +104,133 @@ func ParseReview(stdout string, exitCode int) Review {
 	return rv
 }
 
-type parsedJSON struct {
-	structured, present bool
-	findings            []Finding
+// decodeReview reads a review that is valid JSON: {"findings": [...],
+// "issues": [...], "count": n} or a top-level array of findings. The document
+// is decoded once into generic values (numbers kept as text) and walked by
+// exact keys, as stet writes them (a struct decode would match keys
+// case-insensitively); a finding whose known fields do not have their types
+// (null counts as unset) makes the review unstructured.
+func decodeReview(data []byte) (present, structured bool, findings []Finding) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return false, false, nil
+	}
+	switch v := doc.(type) {
+	case []any:
+		list, typed := findingList(v)
+		if !typed {
+			list = nil
+		}
+		return len(v) > 0, typed, list
+	case map[string]any:
+		seen, typed, elements := false, true, 0
+		for _, key := range []string{"findings", "issues"} {
+			items, ok := v[key].([]any)
+			if !ok {
+				continue
+			}
+			list, listTyped := findingList(items)
+			seen, typed, elements = true, typed && listTyped, elements+len(items)
+			findings = append(findings, list...)
+		}
+		count := 0.0
+		if n, ok := v["count"].(json.Number); ok {
+			count = parseCount(string(n))
+		}
+		if structured = seen && typed; !structured {
+			findings = nil
+		}
+		return elements > 0 || count > 0, structured, findings
+	}
+	return false, false, nil
+}
+
+// findingList reads an array of findings; typed when every element is a
+// finding with its fields' types.
+func findingList(items []any) ([]Finding, bool) {
+	list := make([]Finding, 0, len(items))
+	typed := true
+	for _, item := range items {
+		f, ok := findingOf(item)
+		typed = typed && ok
+		list = append(list, f)
+	}
+	return list, typed
+}
+
+// findingOf reads one finding; ok is false when it is not an object or a
+// known field has another type.
+func findingOf(v any) (f Finding, ok bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return f, false
+	}
+	for key, dst := range map[string]*string{"id": &f.ID, "file": &f.File, "path": &f.Path, "severity": &f.Severity,
+		"category": &f.Category, "message": &f.Message, "suggestion": &f.Suggestion, "cursor_uri": &f.CursorURI} {
+		switch x := m[key].(type) {
+		case nil:
+		case string:
+			*dst = x
+		default:
+			ok = false
+		}
+	}
+	ok = intOf(m["line"], &f.Line) && ok
+	switch c := m["confidence"].(type) {
+	case nil:
+	case json.Number:
+		x, err := strconv.ParseFloat(string(c), 64)
+		f.Confidence, ok = x, ok && err == nil
+	default:
+		ok = false
+	}
+	switch r := m["range"].(type) {
+	case nil:
+	case map[string]any:
+		f.Range = &LineRange{}
+		ok = intOf(r["start"], &f.Range.Start) && intOf(r["end"], &f.Range.End) && ok
+	default:
+		ok = false
+	}
+	switch e := m["evidence_lines"].(type) {
+	case nil:
+	case []any:
+		f.EvidenceLines = make([]int, len(e))
+		for i, x := range e {
+			ok = intOf(x, &f.EvidenceLines[i]) && ok
+		}
+	default:
+		ok = false
+	}
+	return f, ok
+}
+
+// intOf reads an integer (or null, left unset) as encoding/json reads one
+// into an int: a fraction or an exponent is another type.
+func intOf(v any, dst *int) bool {
+	switch n := v.(type) {
+	case nil:
+		return true
+	case json.Number:
+		i, err := strconv.ParseInt(string(n), 10, 0)
+		*dst = int(i)
+		return err == nil
+	}
+	return false
+}
+
+// parseCount is a count's value; a number too large for float64 keeps its sign.
+func parseCount(n string) float64 {
+	f, err := strconv.ParseFloat(n, 64)
+	if err == nil {
+		return f
+	}
+	if strings.HasPrefix(n, "-") {
+		return -1
+	}
+	return 1
 }
 
 // dismissal is one `stet dismiss ID REASON`.
@@ -152,8 +287,9 @@ func splitSentences(text string) []string {
 // ParseTriage turns the agent's triage answer into dismissals: an answer that
 // says there is nothing to address dismisses every finding; an answer that
 // names some (not all) findings in a sentence with "fix", "address" or "need"
-// dismisses the others; anything else dismisses nothing. Every dismissal here has the
-// reason false_positive. It runs in time linear in the answer and findings.
+// dismisses the others; anything else dismisses nothing. Every dismissal here
+// has the reason false_positive. It runs in time linear in the answer and
+// findings.
 func ParseTriage(answer string, findings []Finding) []dismissal {
 	lower := strings.ToLower(strings.TrimSpace(answer))
 	if lower == "" {

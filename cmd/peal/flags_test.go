@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"peal/config"
+)
+
+// runMain runs Main in-process with an empty environment.
+func runMain(args ...string) result {
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), args, nil, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// parseConfig parses `peal config ARGS` and resolves the configuration from
+// the flags alone.
+func parseConfig(args ...string) (*config.Config, error) {
+	parser, err := newParser(io.Discard, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	kctx, err := parser.Parse(append([]string{"config"}, args...))
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(config.Inputs{Flags: flagValues(kctx)})
+}
+
+// TestBoolFlagForms: every boolean flag stands alone, negated, or with an
+// explicit value after = or as the next word, and a wrong value is refused
+// naming the flag.
+func TestBoolFlagForms(t *testing.T) {
+	t.Parallel()
+	forms := []struct {
+		args func(flag string) []string
+		want bool
+	}{
+		{func(f string) []string { return []string{"--" + f} }, true},
+		{func(f string) []string { return []string{"--no-" + f} }, false},
+		{func(f string) []string { return []string{"--" + f + "=true"} }, true},
+		{func(f string) []string { return []string{"--" + f + "=false"} }, false},
+		{func(f string) []string { return []string{"--" + f, "true"} }, true},
+		{func(f string) []string { return []string{"--" + f, "false"} }, false},
+		{func(f string) []string { return []string{"--" + f, "false", "--model", "m"} }, false},
+	}
+	n := 0
+	for _, k := range config.Keys {
+		if k.Kind != config.KindBool || k.Flag == "" {
+			continue
+		}
+		n++
+		for _, form := range forms {
+			args := form.args(k.Flag)
+			cfg, err := parseConfig(args...)
+			if err != nil {
+				t.Errorf("%v: %v", args, err)
+				continue
+			}
+			if cfg.Value(k.Name) != form.want || cfg.Sources[k.Name] != config.SourceFlag {
+				t.Errorf("%v: %v from %s, want %v from the flag", args, cfg.Value(k.Name), cfg.Sources[k.Name], form.want)
+			}
+		}
+		for _, bad := range [][]string{{"--" + k.Flag, "yes"}, {"--" + k.Flag + "=1"}} {
+			_, err := parseConfig(bad...)
+			if err == nil || !strings.HasPrefix(err.Error(), k.FlagName()+": ") || !strings.Contains(err.Error(), "want true or false") {
+				t.Errorf("%v: %v", bad, err)
+			}
+		}
+	}
+	if n < 7 {
+		t.Fatalf("only %d boolean flags", n)
+	}
+	// As Peal was used: an explicit value on the triage switch.
+	r := runMain("config", "--stet-disable-llm-triage", "true", "--parallel=true", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"stet_disable_llm_triage": {
+    "value": true,
+    "source": "flag"`) {
+		t.Fatalf("%d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestFlagValuesParsedAtOnce: a flag's value is parsed when the command line
+// is, by the parser of its key: the error names the flag and the reason.
+func TestFlagValuesParsedAtOnce(t *testing.T) {
+	t.Parallel()
+	cases := map[string][]string{
+		`--phase-timeout-sec: invalid value "9223372037": the largest accepted is 1000000000 seconds`: {"--phase-timeout-sec", "9223372037"},
+		`--kill-grace-sec: invalid value "0x10": want a non-negative whole number`:                    {"--kill-grace-sec=0x10"},
+		`--max-parallel: invalid value "lots"`:                                                        {"--max-parallel", "lots"},
+		`--on-findings-remaining: invalid value "ignore": want one of fail, warn, defer`:              {"--on-findings-remaining", "ignore"},
+		`--log-level: invalid log level "chatty"`:                                                     {"--log-level", "chatty"},
+		`--fail-on: unknown severity "Blocker"`:                                                       {"--fail-on", "Blocker"},
+	}
+	for want, args := range cases {
+		r := runMain(append([]string{"config"}, args...)...)
+		if r.code != 1 || !strings.HasPrefix(r.stderr, "peal: error: "+want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, %q; want one line starting %q", args, r.code, r.stderr, want)
+		}
+	}
+	cfg, err := parseConfig("--log-level", "peal=trace,warn", "--stet-run-args", "--a,--b --c", "--max-consecutive-task-failures", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LogLevel != "debug" || !slices.Equal(cfg.StetRunExtraArgs, []string{"--a", "--b", "--c"}) ||
+		cfg.MaxConsecutiveTaskFailures == nil || *cfg.MaxConsecutiveTaskFailures != 0 {
+		t.Fatalf("log level %q, run args %q, cap %v", cfg.LogLevel, cfg.StetRunExtraArgs, cfg.MaxConsecutiveTaskFailures)
+	}
+}
+
+// TestHelpPerCommand: each command's help lists the flags of the keys it
+// reads and no other; the others are still accepted, so a run's command
+// line works for status. Enumerations show their values.
+func TestHelpPerCommand(t *testing.T) {
+	t.Parallel()
+	var all []string
+	for _, k := range config.Keys {
+		if k.Flag != "" {
+			all = append(all, k.Name)
+		}
+	}
+	cases := []struct {
+		args []string
+		keys []string
+	}{
+		{[]string{"run"}, all},
+		{[]string{"config"}, all},
+		{[]string{"status"}, statusKeys},
+		{[]string{"retry-state", "show"}, showKeys},
+		{[]string{"retry-state", "reset"}, storeKeys},
+		{[]string{"retry-state", "detect"}, detectKeys},
+	}
+	for _, tc := range cases {
+		for _, name := range tc.keys {
+			if k, ok := config.KeyByName(name); !ok || k.Flag == "" {
+				t.Errorf("%v reads %q, which is no key with a flag", tc.args, name)
+			}
+		}
+		r := runMain(append(tc.args, "--help")...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d %s", tc.args, r.code, r.stderr)
+		}
+		for _, k := range config.Keys {
+			if k.Flag == "" {
+				continue
+			}
+			listed := regexp.MustCompile(`--(\[no-\])?` + regexp.QuoteMeta(k.Flag) + `(=|\s)`).MatchString(r.stdout)
+			if want := slices.Contains(tc.keys, k.Name); listed != want {
+				t.Errorf("%v help: %s listed %v, want %v", tc.args, k.FlagName(), listed, want)
+			}
+		}
+	}
+	if r := runMain("run", "--help"); !strings.Contains(r.stdout, "--on-findings-remaining=fail|warn|defer") ||
+		!strings.Contains(r.stdout, "--on-stet-fail=fail|retry_once|skip") {
+		t.Errorf("run help lacks the values of the enumerations:\n%s", r.stdout)
+	}
+	if r := runMain("status", "--help"); strings.Contains(r.stdout, "--dry-run") || strings.Contains(r.stdout, "--retry-reset") {
+		t.Errorf("status help lists run-only flags:\n%s", r.stdout)
+	}
+	flat := func(args ...string) string { return strings.Join(strings.Fields(runMain(args...).stdout), " ") }
+	if !strings.Contains(flat("run", "--help"), "Markdown plan to execute (required)") ||
+		!strings.Contains(flat("retry-state", "reset", "--help"), "Git work tree the agent works in (unset: the working folder)") ||
+		strings.Contains(flat("config", "--help"), "(required)") {
+		t.Error("the notes of --plan and --repo do not fit the commands")
+	}
+	// A hidden flag is parsed like a shown one.
+	if r := runMain("status", "--phase-timeout-sec", "lots"); r.code != 1 || !strings.Contains(r.stderr, "--phase-timeout-sec") {
+		t.Errorf("status with a run flag: %d %s", r.code, r.stderr)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"plain":                       "plain",
+		"two\nlines":                  `two\nlines`,
+		"tab\there":                   "tab here",
+		"title \x1b]0;owned\x07 done": `title \x1b]0;owned\x07 done`,
+		"clear \x1b[2J \u009b":        `clear \x1b[2J \x9b`,
+		"ünïcödé ✓":                   "ünïcödé ✓",
+	}
+	for in, want := range cases {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := oneLine(strings.Repeat("é", maxLine))
+	if len(long) > maxLine+len("… (cut)") || !strings.HasSuffix(long, "… (cut)") || !strings.HasPrefix(long, "éé") {
+		t.Fatalf("a long message: %d bytes, ends %q", len(long), long[len(long)-12:])
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"peal/internal/fakes"
+)
+
+// startPeal starts `peal run` in the sandbox and returns it with a channel
+// that closes when it has exited.
+func startPeal(t *testing.T, s *sandbox, env []string, stderr *os.File) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command(bins["peal"], "run")
+	cmd.Dir, cmd.Env, cmd.Stderr = s.dir, env, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	return cmd, done
+}
+
+// waitExited waits (a generous bound) for peal to exit.
+func waitExited(t *testing.T, cmd *exec.Cmd, done <-chan struct{}, bound time.Duration) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		cmd.Process.Kill()
+		t.Fatalf("peal did not exit within %s", bound)
+	}
+}
+
+// agentsGone fails the test when an agent of the sandbox is still alive.
+func agentsGone(t *testing.T, s *sandbox) {
+	t.Helper()
+	calls, _ := fakes.ReadCalls(s.agentDir)
+	pids, _ := fakes.GrandchildPIDs(s.agentDir)
+	for _, c := range fakes.Starts(calls) {
+		pids = append(pids, c.PID)
+	}
+	for _, pid := range pids {
+		if fakes.ProcessAlive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("process %d outlived peal", pid)
+		}
+	}
+}
+
+func fifo(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A second interrupt stops at once: the agent that ignores SIGTERM is killed
+// without waiting out a long kill grace, the state is saved, and the exit
+// code is the first signal's.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	ready, term := fifo(t, s.dir, "ready"), fifo(t, s.dir, "term")
+	s.scenario(map[string][]fakes.Outcome{"execute:2": {{IgnoreTerm: true, TermFile: term, WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	var stderr bytes.Buffer
+	r, w, _ := os.Pipe()
+	go func() { stderr.ReadFrom(r) }()
+	cmd, done := startPeal(t, s, s.env("PEAL_KILL_GRACE_SEC=600"), w)
+	w.Close()
+	if _, err := os.ReadFile(ready); err != nil { // the agent of task 2 runs
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	// The agent ignores the SIGTERM of the first interrupt, so peal would wait
+	// 600 s for the grace; the second interrupt ends that.
+	if _, err := os.ReadFile(term); err != nil { // the agent got its SIGTERM
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	waitExited(t, cmd, done, 30*time.Second)
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, want 130", code)
+	}
+	if !slices.Equal(s.completed(), []int{1}) {
+		t.Fatalf("state %v", s.completed())
+	}
+	agentsGone(t, s)
+}
+
+// When peal's stderr loses its reader (`peal run 2>&1 | tee`, tee killed),
+// the next log line does not kill peal: the run stops as on a hangup, the
+// agents are stopped, the state is saved, and the exit code is 141.
+func TestLostStderrStopsTheRun(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	ready, gate := fifo(t, s.dir, "ready"), fifo(t, s.dir, "gate")
+	s.scenario(map[string][]fakes.Outcome{
+		"plan:2":    {{WriteFiles: map[string]string{ready: "x"}, WaitFile: gate}},
+		"execute:2": {{Grandchild: true, Hang: true}},
+	})
+	r, w, _ := os.Pipe()
+	cmd, done := startPeal(t, s, s.env("PEAL_KILL_GRACE_SEC=1"), w)
+	w.Close()
+	if _, err := os.ReadFile(ready); err != nil { // task 2's plan call runs
+		t.Fatal(err)
+	}
+	r.Close()                                              // the reader goes away
+	if err := os.WriteFile(gate, nil, 0o644); err != nil { // let the plan call finish: peal logs again
+		t.Fatal(err)
+	}
+	waitExited(t, cmd, done, 60*time.Second)
+	if code := cmd.ProcessState.ExitCode(); code != 141 {
+		t.Fatalf("exit %d, want 141", code)
+	}
+	if !slices.Equal(s.completed(), []int{1}) {
+		t.Fatalf("state %v", s.completed())
+	}
+	agentsGone(t, s)
+}
+
+// Killing peal with SIGKILL kills its agent too (the parent-death signal).
+func TestAgentDiesWithKilledPeal(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	ready := fifo(t, s.dir, "ready")
+	s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	cmd, done := startPeal(t, s, s.env(), nil)
+	if _, err := os.ReadFile(ready); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	waitExited(t, cmd, done, 30*time.Second)
+	calls, _ := fakes.ReadCalls(s.agentDir)
+	starts := fakes.Starts(calls)
+	agent := starts[len(starts)-1].PID
+	waitPID(agent, 30*time.Second)
+	if fakes.ProcessAlive(agent) {
+		syscall.Kill(agent, syscall.SIGKILL)
+		t.Fatalf("agent %d outlived a killed peal", agent)
+	}
+	if !strings.Contains(strings.Join(fakes.Keys(starts), " "), "execute:2") {
+		t.Fatalf("calls %v", fakes.Keys(starts))
+	}
+}
+
+// waitPID waits until process pid exits, at most d (on a pidfd: no polling).
+func waitPID(pid int, d time.Duration) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(d.Milliseconds()))
+}

@@ -1,0 +1,48 @@
+package owndir
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMake(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	// A folder of the user's that already exists is left alone.
+	mine := filepath.Join(repo, "mine")
+	os.MkdirAll(mine, 0o755)
+	os.WriteFile(filepath.Join(mine, "notes.txt"), []byte("x"), 0o644)
+
+	state := filepath.Join(repo, ".peal", "sub", "deeper")
+	if err := Make(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := Make(filepath.Join(mine, "peal")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(state, "state.json"), filepath.Join(mine, "peal", "state.json")} {
+		os.WriteFile(f, []byte("{}"), 0o644)
+	}
+	if data, err := os.ReadFile(filepath.Join(repo, ".peal", ".gitignore")); err != nil || string(data) != Ignore {
+		t.Fatalf("topmost created folder's .gitignore: %q, %v", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(mine, ".gitignore")); err == nil {
+		t.Fatal("a .gitignore was written into a folder peal did not create")
+	}
+	if err := Make(state); err != nil {
+		t.Fatalf("an existing folder: %v", err)
+	}
+	out, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=all").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "?? mine/notes.txt" {
+		t.Fatalf("git status shows %q, want only the user's file", got)
+	}
+}

@@ -1,0 +1,25 @@
+//go:build unix && !linux
+
+package phase
+
+import (
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Without a parent-death signal, children outlive a peal that is killed
+// with SIGKILL here (docs/behaviour.md says so).
+func dieWithParent(attr *syscall.SysProcAttr) {}
+
+func startChild(cmd *exec.Cmd) error { return cmd.Start() }
+
+// strays has no cheap way to read other processes' environments here.
+func strays(callID string, pgid int) []int { return nil }
+
+// waitGone has no cheap way to list a group's members here: the signals
+// that were sent are all it can do.
+func waitGone(pgid int, pids []int, limit time.Duration) {}
+
+// SweepLeftovers finds nothing here: see strays.
+func SweepLeftovers(scope string, grace time.Duration) int { return 0 }

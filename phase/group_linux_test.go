@@ -1,0 +1,174 @@
+package phase
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"peal/internal/fakes"
+)
+
+// A daemon the agent started in a session of its own (out of the call's
+// group) is found by its call id and stopped when the call ends.
+func TestDaemonOutsideGroupIsStopped(t *testing.T) {
+	t.Parallel()
+	dir := setup(t, fakes.Outcome{Daemon: true, Stdout: "done"})
+	res, err := Run(context.Background(), agentSpec(dir, 60*time.Second, time.Second))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	for _, pid := range grandchildren(t, dir) {
+		if g, _ := procGroup(pid); g == res.ProcessGroupPID {
+			t.Fatalf("the daemon %d stayed in the call's group", pid)
+		}
+		if fakes.ProcessAlive(pid) {
+			t.Fatalf("daemon %d outlived the call", pid)
+		}
+	}
+}
+
+// helperEnv makes the test binary act as a peal-like parent (see
+// TestMain's caller in TestHelperParent).
+const helperEnv = "PEAL_PHASE_TEST_PARENT"
+
+// TestHelperParent is not a test: run as a child of the test with helperEnv
+// set to a fake agent folder, it supervises one hanging agent call, as peal
+// would, until it is killed.
+func TestHelperParent(t *testing.T) {
+	dir := os.Getenv(helperEnv)
+	if dir == "" {
+		t.Skip("only runs as the child of TestAgentDiesWithPeal")
+	}
+	spec := agentSpec(dir, time.Hour, time.Second)
+	Run(context.Background(), spec)
+	os.Exit(0)
+}
+
+// An agent dies with the peal that supervises it, even when peal is killed
+// with SIGKILL and cannot stop it itself.
+func TestAgentDiesWithPeal(t *testing.T) {
+	t.Parallel()
+	dir := setup(t, fakes.Outcome{Hang: true})
+	parent := exec.Command(os.Args[0], "-test.run=^TestHelperParent$")
+	parent.Env = append(os.Environ(), helperEnv+"="+dir)
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { parent.Process.Kill(); parent.Wait() })
+	agent := waitForCall(t, dir)
+	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	parent.Wait()
+	waitExit(agent, 30*time.Second)
+	if fakes.ProcessAlive(agent) {
+		syscall.Kill(agent, syscall.SIGKILL)
+		t.Fatalf("agent %d outlived its killed parent", agent)
+	}
+}
+
+// waitForCall waits (on the fake's record file, with a generous bound) for
+// the first agent call to start and returns its pid.
+func waitForCall(t *testing.T, dir string) int {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_MODIFY|unix.IN_CREATE); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, _ := fakes.ReadCalls(dir); len(c) > 0 {
+			return c[0].PID
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		unix.Poll(fds, 1000)
+		buf := make([]byte, 4096)
+		if fds[0].Revents&unix.POLLIN != 0 {
+			unix.Read(fd, buf)
+		}
+	}
+	t.Fatal("the agent never started")
+	return 0
+}
+
+// The parent-death signal must not fire when the thread that asked for the
+// child exits while peal lives on: a child started from a goroutine whose
+// locked thread then ends is still running.
+func TestChildSurvivesThreadExit(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	dieWithParent(cmd.SysProcAttr)
+	tid := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := startChild(cmd); err != nil {
+			t.Error(err)
+		}
+		tid <- unix.Gettid()
+	}()
+	thread := <-tid
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if cmd.Process == nil {
+		t.FailNow()
+	}
+	// Wait until that thread is gone from this process.
+	task := filepath.Join("/proc/self/task", strconv.Itoa(thread))
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := os.Stat(task); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Skip("the runtime kept the locked thread; nothing to check")
+		}
+		runtime.Gosched()
+	}
+	if !fakes.ProcessAlive(cmd.Process.Pid) {
+		t.Fatal("the child was killed when the thread that started it ended")
+	}
+}
+
+// SweepLeftovers stops what another (dead) peal left in the same scope, and
+// nothing of this process or of another scope.
+func TestSweepLeftovers(t *testing.T) {
+	t.Parallel()
+	scope := fmt.Sprintf("sweep%d", time.Now().UnixNano())
+	start := func(id string) *exec.Cmd {
+		cmd := exec.Command("sleep", "60")
+		cmd.Env = append(os.Environ(), CallIDEnv+"="+id)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go cmd.Wait()
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return cmd
+	}
+	dead := start(scope + "/1/7")
+	own := start(fmt.Sprintf("%s/%d/3", scope, os.Getpid()))
+	other := start("other" + scope + "/1/7")
+	if n := SweepLeftovers(scope, time.Second); n != 1 {
+		t.Fatalf("swept %d processes, want 1", n)
+	}
+	waitExit(dead.Process.Pid, 10*time.Second)
+	if fakes.ProcessAlive(dead.Process.Pid) {
+		t.Fatal("the dead run's leftover is alive")
+	}
+	for _, c := range []*exec.Cmd{own, other} {
+		if !fakes.ProcessAlive(c.Process.Pid) {
+			t.Fatalf("process %d was swept", c.Process.Pid)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+//go:build unix
+
+package phase
+
+import (
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// group is what a call's child started: the process group the child leads
+// (it starts in a group of its own, so that a signal reaches whatever it
+// started too) and, where the platform can find them, the processes that
+// carry the call's id in their environment although they left the group
+// (a daemon started with setsid).
+type group struct {
+	cmd    *exec.Cmd
+	pgid   int // set once started; read by the cancel of exec's watcher through pid
+	pid    atomic.Int64
+	callID string
+	grace  time.Duration
+	hard   <-chan struct{} // closes on a hard stop: no more grace
+	exited chan struct{}   // closed once the child has been waited for
+
+	mu   sync.Mutex
+	kill *time.Timer // SIGKILL after the grace, armed by the first SIGTERM
+}
+
+// newGroup prepares cmd to start in its own group and to be stopped as a
+// group: when the call's context ends, SIGTERM to the group, then SIGKILL
+// after the grace; exec stops waiting on the pipes after the grace too.
+func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan struct{}) *group {
+	g := &group{cmd: cmd, callID: callID, grace: grace, hard: hard, exited: make(chan struct{})}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
+	cmd.Cancel = func() error {
+		g.signal(unix.SIGTERM)
+		g.mu.Lock()
+		if g.kill == nil {
+			g.kill = time.AfterFunc(grace, func() { g.signal(unix.SIGKILL) })
+			if hard != nil {
+				go func() {
+					select {
+					case <-hard:
+						g.signal(unix.SIGKILL)
+					case <-g.exited:
+					}
+				}()
+			}
+		}
+		g.mu.Unlock()
+		return nil
+	}
+	cmd.WaitDelay = grace
+	return g
+}
+
+func (g *group) start() error {
+	if err := startChild(g.cmd); err != nil {
+		return err
+	}
+	g.pgid = g.cmd.Process.Pid
+	g.pid.Store(int64(g.pgid))
+	return nil
+}
+
+// signal signals every process of the group and reports whether any
+// process was there to receive it.
+func (g *group) signal(sig unix.Signal) bool {
+	// exec may cancel (and so signal) before start has returned: the pid is
+	// read atomically, and 0 means nothing to signal yet.
+	pgid := int(g.pid.Load())
+	if pgid <= 0 {
+		return false
+	}
+	return unix.Kill(-pgid, sig) == nil
+}
+
+// reap stops what the child left behind once the child is gone — its group
+// and the processes that carry its call id — with SIGTERM, then SIGKILL
+// when the output pipes close or the grace runs out, and returns only when
+// they are gone (or the grace has passed once more), so that a call's end
+// means nothing of it is running.
+func (g *group) reap(outputDone <-chan struct{}) {
+	close(g.exited)
+	strays := strays(g.callID, g.pgid)
+	signalAll(strays, unix.SIGTERM)
+	if g.signal(unix.SIGTERM) || len(strays) > 0 {
+		select {
+		case <-outputDone:
+		case <-g.hard:
+		case <-time.After(g.grace):
+		}
+		g.signal(unix.SIGKILL)
+		signalAll(strays, unix.SIGKILL)
+		waitGone(g.pgid, strays, g.grace)
+	}
+	g.mu.Lock()
+	if g.kill != nil {
+		g.kill.Stop()
+	}
+	g.mu.Unlock()
+}
+
+func signalAll(pids []int, sig unix.Signal) {
+	for _, pid := range pids {
+		unix.Kill(pid, sig)
+	}
+}

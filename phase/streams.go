@@ -1,0 +1,194 @@
+package phase
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// streams are the two output pipes of a call: the child writes into one
+// end, peal drains the other to the end, keeping the first MaxCapture bytes
+// of each, feeding sinks, the idle watchdog and the Watcher.
+type streams struct {
+	outR, errR         *os.File // peal's read ends
+	childOut, childErr *os.File // the child's write ends, closed in peal once it has started
+	stdout, stderr     *capture
+	done               chan struct{} // closed when both streams reached EOF (or were closed)
+
+	start    time.Time
+	lastSeen atomic.Int64 // time of the latest output, as nanoseconds since start
+}
+
+func newStreams(spec Spec) (*streams, error) {
+	s := &streams{stdout: &capture{sink: spec.StdoutSink}, stderr: &capture{sink: spec.StderrSink}, done: make(chan struct{})}
+	var err error
+	if s.outR, s.childOut, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	if s.errR, s.childErr, err = os.Pipe(); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	return s, nil
+}
+
+// closeChildEnds drops peal's copies of the child's ends, so that EOF comes
+// when the last process holding them is gone.
+func (s *streams) closeChildEnds() {
+	s.childOut.Close()
+	s.childErr.Close()
+}
+
+// read starts draining both streams; w, when set, gets every line.
+func (s *streams) read(start time.Time, w Watcher) {
+	s.start = start
+	var lines *lineFeed
+	if w != nil {
+		lines = &lineFeed{w: w}
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go s.drain(&wg, s.outR, s.stdout, lines.splitter(Stdout))
+	go s.drain(&wg, s.errR, s.stderr, lines.splitter(Stderr))
+	go func() { wg.Wait(); close(s.done) }()
+}
+
+func (s *streams) drain(wg *sync.WaitGroup, r *os.File, c *capture, lines *splitter) {
+	defer wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			c.write(buf[:n])
+			s.lastSeen.Store(int64(time.Since(s.start)))
+			lines.write(buf[:n])
+		}
+		if err != nil {
+			lines.flush()
+			return
+		}
+	}
+}
+
+// silentFor is how long the call has written nothing on either stream.
+func (s *streams) silentFor() time.Duration {
+	return time.Since(s.start) - time.Duration(s.lastSeen.Load())
+}
+
+// stop waits at most grace (nothing after a hard stop) for both streams to
+// reach EOF, then stops reading: a process outside the group may still hold
+// a pipe.
+func (s *streams) stop(grace time.Duration, hard <-chan struct{}) {
+	select {
+	case <-s.done:
+	case <-hard:
+		s.outR.Close()
+		s.errR.Close()
+		<-s.done
+	case <-time.After(grace):
+		s.outR.Close()
+		s.errR.Close()
+		<-s.done
+	}
+}
+
+func (s *streams) closeAll() {
+	for _, f := range []*os.File{s.outR, s.errR, s.childOut, s.childErr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// capture keeps the first MaxCapture bytes of a stream and counts the rest.
+type capture struct {
+	mu      sync.Mutex
+	kept    []byte
+	dropped int64
+	sink    io.Writer
+	sinkErr error
+}
+
+func (c *capture) write(p []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sink != nil && c.sinkErr == nil {
+		_, c.sinkErr = c.sink.Write(p)
+	}
+	room := MaxCapture - len(c.kept)
+	if room >= len(p) {
+		c.kept = append(c.kept, p...)
+		return
+	}
+	if room > 0 {
+		c.kept = append(c.kept, p[:room]...)
+	}
+	c.dropped += int64(len(p) - max(room, 0))
+}
+
+func (c *capture) result() (string, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.kept), c.dropped
+}
+
+// maxLine bounds the memory a Watcher's line can take: a longer line is
+// handed over in pieces of this size.
+const maxLine = 1 << 20
+
+// lineFeed hands the lines of both streams to one Watcher, one at a time.
+type lineFeed struct {
+	mu sync.Mutex
+	w  Watcher
+}
+
+func (f *lineFeed) splitter(s Stream) *splitter {
+	if f == nil {
+		return nil
+	}
+	return &splitter{feed: f, stream: s}
+}
+
+// splitter cuts one stream into lines.
+type splitter struct {
+	feed    *lineFeed
+	stream  Stream
+	partial []byte
+}
+
+func (sp *splitter) write(p []byte) {
+	if sp == nil {
+		return
+	}
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			sp.partial = append(sp.partial, p...)
+			if len(sp.partial) >= maxLine {
+				sp.emit()
+			}
+			return
+		}
+		sp.partial = append(sp.partial, p[:i]...)
+		sp.emit()
+		p = p[i+1:]
+	}
+}
+
+// flush hands over a last line without a newline.
+func (sp *splitter) flush() {
+	if sp != nil && len(sp.partial) > 0 {
+		sp.emit()
+	}
+}
+
+func (sp *splitter) emit() {
+	line := bytes.TrimSuffix(sp.partial, []byte{'\r'})
+	sp.feed.mu.Lock()
+	sp.feed.w.Line(sp.stream, line)
+	sp.feed.mu.Unlock()
+	sp.partial = sp.partial[:0]
+}

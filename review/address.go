@@ -1,0 +1,310 @@
+package review
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"peal/phase"
+)
+
+// Result is how Phase 3 of a task ended.
+type Result struct {
+	Err          error   // nil: Phase 3 let the task complete
+	FindingsLeft bool    // completed with findings left (on_findings_remaining = warn, or skip after a failed loop)
+	Deferred     bool    // findings left under on_findings_remaining = defer
+	Leftover     *Review // the last review, when findings were left
+	Skipped      bool    // Phase 3 was skipped under on_stet_fail = skip
+}
+
+// Review runs Phase 3 of the session's tasks after their execute, their work
+// already committed when Commits() says so: the review, then the address
+// loop while findings remain. task is the index the agent calls carry (the
+// lowest task of a parallel block). on_stet_fail decides what a failed stet
+// call or address loop does; on_findings_remaining what findings left after
+// the last round do.
+func (s *Session) Review(ctx context.Context, task int) Result {
+	if s == nil {
+		return Result{}
+	}
+	if s.skipped {
+		return Result{Skipped: true}
+	}
+	rv := s.rv
+	defer s.flushDismissals(ctx, task)
+	first, err := s.review(ctx, task)
+	if err != nil {
+		if ctx.Err() == nil && !endsRun(err) && rv.cfg.OnStetFail == "skip" {
+			rv.log.Warn("review failed; the task finishes without Phase 3 (on_stet_fail = skip)", "task", task, "err", err)
+			return Result{Skipped: true}
+		}
+		return Result{Err: err}
+	}
+	if !first.Present {
+		return Result{}
+	}
+	res, err := s.addressLoop(ctx, task, first)
+	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) && !isTooLarge(err) {
+		switch rv.cfg.OnStetFail {
+		case "retry_once":
+			rv.log.Warn("address loop failed, running it once more (on_stet_fail = retry_once)", "task", task, "err", err)
+			res, err = s.addressLoop(ctx, task, res.last)
+		case "skip":
+			rv.log.Warn("address loop failed; the task completes with findings left (on_stet_fail = skip)", "task", task, "err", err)
+			return Result{FindingsLeft: true, Leftover: &res.last}
+		}
+	}
+	if err != nil {
+		return Result{Err: err}
+	}
+	if res.resolved {
+		rv.log.Info("review findings resolved", "task", task, "rounds", res.rounds)
+		return Result{}
+	}
+	switch rv.cfg.OnFindingsRemaining {
+	case "warn":
+		rv.log.Warn("findings remain after the last address round (on_findings_remaining = warn)", "task", task,
+			"rounds", res.rounds, "remaining", res.last.Count())
+		return Result{FindingsLeft: true, Leftover: &res.last}
+	case "defer":
+		rv.log.Warn("findings remain: the task is deferred to the next run (on_findings_remaining = defer)", "task", task,
+			"rounds", res.rounds, "remaining", res.last.Count())
+		return Result{Deferred: true, Leftover: &res.last}
+	}
+	out := res.last.Output
+	if res.last.Stderr != "" {
+		out += "\n" + res.last.Stderr
+	}
+	head, herr := rv.git.Head(context.WithoutCancel(ctx))
+	if herr != nil {
+		head = "unknown"
+	}
+	ferr := &FindingsRemainingError{Task: task, Rounds: res.rounds, Remaining: res.last.Count(), Head: head, Output: out}
+	rv.log.Error("findings remain after the last address round", "task", task, "rounds", res.rounds,
+		"remaining", ferr.Remaining, "head", ferr.Head, "review", out)
+	return Result{Err: ferr, Leftover: &res.last}
+}
+
+// review runs one review: stet's, or the last custom command (whose non-zero
+// exit means findings, as for a linter; only a timeout fails it).
+func (s *Session) review(ctx context.Context, task int) (Review, error) {
+	rv := s.rv
+	if rv.Builtin() {
+		out, err := rv.stet.review(ctx, task)
+		return s.filter(out), err
+	}
+	argv := rv.custom[len(rv.custom)-1]
+	attempts := 1
+	if rv.cfg.OnStetFail == "retry_once" {
+		attempts = 2
+	}
+	res, _, err := phase.Do(ctx, rv.log.With("task", task), phase.Policy{Attempts: attempts, Failure: onlyTimeout}, func(a phase.Attempt) phase.Spec {
+		return rv.customSpec(task, a, argv)
+	})
+	if err != nil {
+		return Review{}, fmt.Errorf("review (%s): %w", strings.Join(argv, " "), err)
+	}
+	out := ParseReview(res.Stdout, res.ExitCode)
+	out.Stderr = res.Stderr
+	rv.log.Info("review finished", "task", task, "findings", out.Present, "count", out.Count(), "exit_code", res.ExitCode)
+	return out, nil
+}
+
+// onlyTimeout: a custom review's non-zero exit means findings, as for a
+// linter; only a timeout is a failure.
+func onlyTimeout(res phase.Result) error {
+	if res.TimedOut {
+		return phase.CheckExit(res)
+	}
+	return nil
+}
+
+// loopResult is where an address loop ended.
+type loopResult struct {
+	resolved bool
+	rounds   int
+	last     Review // the latest review (the one before a failure, on error)
+}
+
+// addressLoop is the one address loop of both review modes: each round
+// triages (built-in mode: findings not worth a fix are set aside), asks the
+// agent to fix what is left, commits the fix so that the review sees it, and
+// reviews again, until no finding is left or max_address_rounds is used up.
+func (s *Session) addressLoop(ctx context.Context, task int, cur Review) (loopResult, error) {
+	rv := s.rv
+	rounds := int(rv.cfg.MaxAddressRounds)
+	stalled := 0 // rounds in a row after which the findings did not go down
+	for round := 1; round <= rounds; round++ {
+		rv.log.Info("address round", "task", task, "round", round, "of", rounds, "findings", cur.Count())
+		if rv.Builtin() {
+			next, err := s.triage(ctx, task, cur)
+			if err != nil {
+				return loopResult{rounds: round, last: cur}, err
+			}
+			if cur = next; !cur.Present {
+				return loopResult{resolved: true, rounds: round, last: cur}, nil
+			}
+		}
+		before := cur.Count()
+		prompt := phase.AddressPrompt(cur.Output, cur.Suggestions())
+		if err := checkPrompt("address", prompt); err != nil {
+			return loopResult{rounds: round, last: cur}, err
+		}
+		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), prompt); err != nil {
+			return loopResult{rounds: round, last: cur}, err
+		}
+		if rv.Commits() {
+			if _, err := rv.git.Commit(ctx, s.tasks, fmt.Sprintf("address round %d", round)); err != nil {
+				return loopResult{rounds: round, last: cur}, err
+			}
+		}
+		next, err := s.review(ctx, task)
+		if err != nil {
+			return loopResult{rounds: round, last: cur}, err
+		}
+		if cur = next; !cur.Present {
+			return loopResult{resolved: true, rounds: round, last: cur}, nil
+		}
+		if stalled++; cur.Count() < before {
+			stalled = 0
+		}
+		if p := int(rv.cfg.PlateauRounds); p > 0 && stalled >= p {
+			rv.log.Warn("address loop ends early on a plateau: the findings stopped going down", "task", task,
+				"round", round, "rounds_without_progress", stalled, "findings", cur.Count())
+			return loopResult{rounds: round, last: cur}, nil
+		}
+	}
+	return loopResult{rounds: rounds, last: cur}, nil
+}
+
+// Phase3Attempts is 1 + min(phase_3_retry_count, 2): the cap holds whatever
+// layer set the count.
+func (rv *Reviewer) Phase3Attempts() int {
+	return 1 + int(min(rv.cfg.Phase3RetryCount, 2))
+}
+
+// triage decides which findings of a review are not worth addressing and
+// sets them aside for the rest of the session's Phase 3. It never fails the
+// task: a failed triage call sets nothing aside. Only an interruption, an
+// unreachable agent, a fatal failure or a prompt too large is an error.
+//
+// The findings set aside are dismissed in stet only when the address loop
+// ends (flushDismissals): stet never reviews again a hunk that holds a
+// dismissed finding, so dismissing one before the agent fixes another in
+// the same hunk would hide the fix from every later review.
+func (s *Session) triage(ctx context.Context, task int, cur Review) (Review, error) {
+	rv := s.rv
+	if !cur.Structured {
+		rv.log.Warn("review output is not structured JSON: the structured dismiss step is skipped", "task", task)
+		return cur, nil
+	}
+	var dismissals []dismissal
+	if rv.cfg.StetDisableLLMTriage {
+		dismissals = triageByPatterns(cur.Findings, rv.cfg.StetDismissPatterns)
+	} else {
+		answer, err := s.askTriage(ctx, task, cur)
+		if err != nil {
+			return cur, err
+		}
+		dismissals = ParseTriage(answer, cur.Findings)
+	}
+	for _, d := range dismissals {
+		if s.ignored[d.ID] {
+			continue
+		}
+		if s.ignored == nil {
+			s.ignored = map[string]bool{}
+		}
+		s.ignored[d.ID] = true
+		s.dismissals = append(s.dismissals, d)
+		rv.log.Info("finding set aside by triage; it is dismissed in stet when the address loop ends", "task", task, "id", d.ID, "reason", d.Reason)
+	}
+	return s.filter(cur), nil
+}
+
+// filter leaves out of a structured review the findings triage set aside.
+func (s *Session) filter(rv Review) Review {
+	if !rv.Structured || len(s.ignored) == 0 {
+		return rv
+	}
+	kept := slices.DeleteFunc(slices.Clone(rv.Findings), func(f Finding) bool { return s.ignored[f.ID] })
+	if len(kept) == len(rv.Findings) {
+		return rv
+	}
+	rv.Findings, rv.Present = kept, len(kept) > 0
+	if data, err := json.Marshal(struct {
+		Findings []Finding `json:"findings"`
+	}{nonNilFindings(kept)}); err == nil {
+		rv.Output = string(data)
+	}
+	return rv
+}
+
+func nonNilFindings(fs []Finding) []Finding {
+	if fs == nil {
+		return []Finding{}
+	}
+	return fs
+}
+
+// flushDismissals dismisses in stet the findings triage set aside (`stet
+// dismiss ID REASON`, each a warning on failure), so that stet's history
+// keeps the reasons. An interrupted run skips it.
+func (s *Session) flushDismissals(ctx context.Context, task int) {
+	if ctx.Err() != nil || !s.rv.Builtin() {
+		return
+	}
+	for _, d := range s.dismissals {
+		s.rv.stet.dismiss(ctx, task, d)
+	}
+	s.dismissals = nil
+}
+
+// askTriage asks the agent the triage question. After its attempts, a timeout
+// is logged as an error and a non-zero exit counts as an empty answer: either
+// way nothing is dismissed. Only an interruption, an unreachable agent, a
+// fatal failure or a prompt too large to send is returned.
+func (s *Session) askTriage(ctx context.Context, task int, cur Review) (string, error) {
+	rv := s.rv
+	prompt := phase.TriagePrompt(cur.Output)
+	if err := checkPrompt("triage", prompt); err != nil {
+		return "", err
+	}
+	answer, err := rv.agent.Call(ctx, "triage", task, rv.Phase3Attempts(), prompt)
+	switch {
+	case err == nil:
+		return answer, nil
+	case ctx.Err() != nil, endsRun(err), isFatal(err):
+		return "", err
+	case isTimeout(err):
+		rv.log.Error("triage call failed; nothing is dismissed this round", "task", task, "err", err)
+	default:
+		rv.log.Warn("triage call failed; its answer counts as empty and nothing is dismissed", "task", task, "err", err)
+	}
+	return "", nil
+}
+
+// endsRun reports an error after which no task can succeed: the agent or
+// the review model is unreachable.
+func endsRun(err error) bool {
+	var ue *phase.UnreachableError
+	return errors.As(err, &ue)
+}
+
+func isFatal(err error) bool {
+	var fe *phase.FatalError
+	return errors.As(err, &fe)
+}
+
+func isTimeout(err error) bool {
+	var te *phase.TimeoutError
+	return errors.As(err, &te)
+}
+
+func isTooLarge(err error) bool {
+	var pe *PromptTooLargeError
+	return errors.As(err, &pe)
+}

@@ -1,0 +1,157 @@
+package review
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"peal/phase"
+)
+
+// FindingsRemainingError: findings were left after the last address round
+// under on_findings_remaining = "fail".
+type FindingsRemainingError struct {
+	Task      int
+	Rounds    int
+	Remaining int
+	Head      string // HEAD commit of the repo when the loop ended
+	Output    string // the last review's stdout and stderr
+}
+
+func (e *FindingsRemainingError) Error() string {
+	return fmt.Sprintf("%d finding(s) remain after %d address round(s) at commit %s; last review: %s",
+		e.Remaining, e.Rounds, e.Head, snippet(e.Output))
+}
+
+// IsFindingsRemaining reports whether err is a *FindingsRemainingError.
+func IsFindingsRemaining(err error) bool {
+	var fe *FindingsRemainingError
+	return errors.As(err, &fe)
+}
+
+// StetError: a stet command failed (exit 1, or any status but 0 and 2);
+// Cause is the line of stet's stderr that says what failed. Its message
+// leaves the command out: the error that carries it names the command.
+type StetError struct {
+	Command string // e.g. "stet start"
+	Code    int
+	Cause   string
+}
+
+func (e *StetError) Error() string {
+	if e.Code < 0 {
+		return "killed by a signal"
+	}
+	msg := fmt.Sprintf("exited with status %d", e.Code)
+	if e.Cause != "" {
+		msg += ": " + e.Cause
+	}
+	return msg
+}
+
+// UnreachableError: every attempt of a stet command exited 2, stet's code
+// for a review model it cannot reach (or that refused its request). It
+// unwraps to *phase.UnreachableError, so the run stops with exit 4 as it
+// does for an unreachable agent.
+type UnreachableError struct {
+	Command  string
+	Attempts int
+	Cause    string
+	err      *phase.UnreachableError
+}
+
+func (e *UnreachableError) Error() string {
+	word := "attempts"
+	if e.Attempts == 1 {
+		word = "attempt"
+	}
+	return fmt.Sprintf("the review model looks unreachable: %s exited 2 on %d %s; stet says: %s",
+		e.Command, e.Attempts, word, e.Cause)
+}
+func (e *UnreachableError) Unwrap() error { return e.err }
+
+// PromptTooLargeError: a prompt built from a review does not fit in one
+// argument of the agent's command line. It is checked before the call, so
+// that it is a clear error rather than a failed exec.
+type PromptTooLargeError struct {
+	Phase string
+	Size  int
+}
+
+func (e *PromptTooLargeError) Error() string {
+	return fmt.Sprintf("the %s prompt would be %d bytes, more than the %d bytes the system allows in one argument: "+
+		"the review has too many findings to hand to the agent (lower them, e.g. with stet's --strictness in stet_run_extra_args)",
+		e.Phase, e.Size, maxArgument)
+}
+
+// maxArgument is the longest single argument Linux accepts (MAX_ARG_STRLEN,
+// 32 pages, the terminating NUL included). The prompt is the agent's last
+// argument until prompts go to the agent on stdin; checkPrompt goes then.
+const maxArgument = 32*4096 - 1
+
+// checkPrompt fails a prompt that cannot be passed as one argument.
+func checkPrompt(phaseName, prompt string) error {
+	if len(prompt) > maxArgument {
+		return &PromptTooLargeError{Phase: phaseName, Size: len(prompt)}
+	}
+	return nil
+}
+
+// ansi matches terminal escape sequences (colours, cursor movement).
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]`)
+
+// maxCause bounds the cause quoted in one error line.
+const maxCause = 300
+
+// Cause is the line of a stet failure's stderr that says what failed, with
+// the "Details:" line that follows it in parentheses: stet prints its
+// message first, then details, then a hint ("Hint: ..."), and warnings
+// anywhere. Colour codes and control characters are removed and the result
+// is cut to 300 characters; "" when stderr says nothing.
+func Cause(stderr string) string {
+	var primary, details string
+	for _, line := range strings.Split(ansi.ReplaceAllString(stderr, ""), "\n") {
+		line = clean(line)
+		lower := strings.ToLower(line)
+		switch {
+		case line == "", strings.HasPrefix(lower, "hint:"), strings.HasPrefix(lower, "warning:"):
+		case strings.HasPrefix(lower, "details:"):
+			if details == "" {
+				details = strings.TrimSpace(line[len("details:"):])
+			}
+		case primary == "":
+			primary = line
+		}
+	}
+	if primary == "" {
+		primary = details
+		details = ""
+	}
+	if details != "" {
+		primary += " (" + details + ")"
+	}
+	if r := []rune(primary); len(r) > maxCause {
+		primary = string(r[:maxCause]) + "…"
+	}
+	return primary
+}
+
+// clean drops control characters and surrounding space from one line.
+func clean(s string) string {
+	return strings.TrimSpace(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s))
+}
+
+func snippet(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 80 {
+		return string(r[:80]) + "…"
+	}
+	return s
+}

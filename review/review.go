@@ -1,0 +1,415 @@
+// Package review owns Phase 3 of a task: the review of its committed work by
+// the stet CLI (or by custom review commands), the address loop that asks the
+// agent to fix what the review found, and the review session around it, one
+// per task (or per parallel block), kept in peal's state folder. It calls the
+// agent through the small Agent interface and runs every stet and git
+// command through the one retry loop of package phase.
+package review
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"peal/config"
+	"peal/internal/owndir"
+	"peal/phase"
+	"peal/state"
+)
+
+// Agent runs the agent calls of Phase 3.
+type Agent interface {
+	// Call runs one agent call of the given phase ("triage" or "address")
+	// for task, with up to attempts attempts for ordinary failures, and
+	// returns its stdout, or the typed error of package phase that ended it.
+	Call(ctx context.Context, phase string, task, attempts int, prompt string) (string, error)
+}
+
+// Options are what a Reviewer needs from the run.
+type Options struct {
+	Config *config.Config
+	Agent  Agent
+	// Caller builds the Spec of every stet command (folder, limits,
+	// environment, observer).
+	Caller phase.Caller
+	Git    Git
+	Log    *slog.Logger
+	// LookPath finds stet on PATH; nil means config.ResolveCommand.
+	LookPath func(string) (string, error)
+}
+
+// Reviewer runs Phase 3 for the tasks of one run.
+type Reviewer struct {
+	cfg    *config.Config
+	agent  Agent
+	git    Git
+	log    *slog.Logger
+	stet   *stet      // built-in mode; nil in custom mode
+	custom [][]string // custom mode: stet_commands split exec-style
+	caller phase.Caller
+	dir    string // peal's review folder, {state_dir}/review
+	off    bool   // custom mode only: the commands failed at run start under on_stet_fail = skip
+}
+
+// Folder is where peal keeps the review state of a run in state_dir: stet's
+// state (STET_STATE_DIR), its worktrees (STET_WORKTREE_ROOT) and the record
+// of the task under review.
+const Folder = "review"
+
+// New decides whether this run has Phase 3 and how it reviews; nil means no
+// Phase 3. A stet_path that is not an executable file is a warning and no
+// Phase 3; no stet on PATH means no Phase 3 either.
+func New(o Options) *Reviewer {
+	cfg := o.Config
+	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: o.Log, caller: o.Caller}
+	if abs, err := filepath.Abs(cfg.StateDir); err == nil {
+		rv.dir = filepath.Join(abs, Folder)
+	} else {
+		rv.dir = filepath.Join(cfg.StateDir, Folder)
+	}
+	for _, c := range cfg.StetCommands {
+		if argv := strings.Fields(c); len(argv) > 0 {
+			rv.custom = append(rv.custom, argv)
+		}
+	}
+	if len(rv.custom) > 0 {
+		return rv
+	}
+	path := cfg.StetPath
+	if path != "" {
+		info, err := os.Stat(path)
+		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+			o.Log.Warn("stet_path is not an executable file: Phase 3 is skipped for this run", "stet_path", path)
+			return nil
+		}
+	} else {
+		look := o.LookPath
+		if look == nil {
+			look = config.ResolveCommand
+		}
+		var err error
+		if path, err = look("stet"); err != nil {
+			o.Log.Info("stet not found on PATH: Phase 3 is skipped for this run")
+			return nil
+		}
+	}
+	attempts := 1
+	if cfg.OnStetFail == "retry_once" {
+		attempts = 2
+	}
+	rv.stet = &stet{
+		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
+		startArgs: cfg.StetStartExtraArgs, runArgs: cfg.StetRunExtraArgs, attempts: attempts,
+		network: func() *phase.NetworkPolicy {
+			return &phase.NetworkPolicy{
+				Retries: int(cfg.NetworkRetryCount),
+				Backoff: exponential(time.Duration(cfg.NetworkRetryDelaySec)*time.Second, time.Duration(cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2),
+			}
+		},
+		caller: o.Caller, log: o.Log,
+	}
+	if cfg.StetStartRef != "" {
+		o.Log.Warn("stet_start_ref is ignored: each task's review session starts at the commit before the task, so that its review covers its own changes only",
+			"stet_start_ref", cfg.StetStartRef)
+	}
+	return rv
+}
+
+// exponential is a delay that starts at first and doubles up to most, with
+// ±jitter, and never gives up by itself (the policy's budgets decide).
+func exponential(first, most time.Duration, jitter float64) backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = first
+	b.MaxInterval = max(most, first)
+	b.Multiplier = 2
+	b.RandomizationFactor = jitter
+	b.MaxElapsedTime = 0
+	return b
+}
+
+// Builtin reports whether the built-in stet sequence is used (triage,
+// dismiss, sessions and finish exist only there).
+func (rv *Reviewer) Builtin() bool { return rv != nil && rv.stet != nil }
+
+// Commits reports whether each task's work is committed after its execute
+// and after each address round: always in built-in mode, since stet reviews
+// committed changes only; in custom mode as commit_after_phase2 says.
+func (rv *Reviewer) Commits() bool {
+	return rv.Builtin() || (rv != nil && rv.cfg.CommitAfterPhase2)
+}
+
+// CheckConfig fails a configuration under which the review could not see the
+// work it reviews; it runs before any agent call.
+func (rv *Reviewer) CheckConfig() error {
+	if !rv.Builtin() {
+		return nil
+	}
+	if src, set := rv.cfg.Sources["commit_after_phase2"]; set && src != config.SourceDefault && !rv.cfg.CommitAfterPhase2 {
+		return fmt.Errorf("commit_after_phase2 is false (set by %s), but stet (stet_path, or stet on PATH) reviews committed changes only, "+
+			"so Phase 3 would review nothing: drop the setting (with stet, peal commits each task's changes before its review), "+
+			"review the work tree with stet_commands instead, or run without stet", src)
+	}
+	return nil
+}
+
+// CheckRepo fails a repository whose tasks' work stet could not review: one
+// without a commit to start a review at, or with uncommitted changes that no
+// task of peal left behind (stet refuses them, and peal would commit them as
+// a task's work). It runs before the first task.
+func (rv *Reviewer) CheckRepo(ctx context.Context) error {
+	if !rv.Builtin() {
+		return nil
+	}
+	if _, err := rv.git.Head(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("repository %s has no commit yet: stet reviews the commits made after a base commit; make a first commit (git commit --allow-empty -m init)", rv.cfg.RepoPath)
+	}
+	changes, err := rv.git.Changes(ctx)
+	if err != nil || len(changes) == 0 || slices.Contains(rv.cfg.StetStartExtraArgs, "--allow-dirty") {
+		return err
+	}
+	if m, ok := rv.readMarker(); ok {
+		rv.log.Info("uncommitted changes are left from an unfinished task", "tasks", m.Tasks, "paths", len(changes))
+		return nil
+	}
+	return fmt.Errorf("repository %s has uncommitted changes (%s): stet reviews commits only and refuses to start a review over them, "+
+		"and peal would commit them as the first task's work; commit or stash them (or add --allow-dirty to stet_start_extra_args)",
+		rv.cfg.RepoPath, listPaths(changes))
+}
+
+func listPaths(paths []string) string {
+	if len(paths) <= 3 {
+		return strings.Join(paths, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(paths[:3], ", "), len(paths)-3)
+}
+
+// Open prepares the review side of a run before its first task. Built-in
+// mode: peal's review folder, and a session or worktrees an earlier run left
+// behind are cleared. Custom mode: every command runs once, and
+// on_stet_fail decides what a failure does (fail and retry_once: the run
+// fails; skip: no Phase 3 in this run).
+func (rv *Reviewer) Open(ctx context.Context) error {
+	if err := owndir.Make(rv.dir); err != nil {
+		return fmt.Errorf("review folder %s: %w", rv.dir, err)
+	}
+	if rv.Builtin() {
+		rv.stet.clear(ctx, phase.NoTask)
+		return ctx.Err()
+	}
+	attempts := 1
+	if rv.cfg.OnStetFail == "retry_once" {
+		attempts = 2
+	}
+	for _, argv := range rv.custom {
+		_, _, err := phase.Do(ctx, rv.log, phase.Policy{Attempts: attempts}, func(a phase.Attempt) phase.Spec {
+			return rv.customSpec(phase.NoTask, a, argv)
+		})
+		if err == nil {
+			continue
+		}
+		err = fmt.Errorf("stet command %q at session start: %w", strings.Join(argv, " "), err)
+		if ctx.Err() == nil && rv.cfg.OnStetFail == "skip" {
+			rv.log.Warn("review commands failed at session start: Phase 3 is skipped for this run (on_stet_fail = skip)", "err", err)
+			rv.off = true
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// customSpec is the Spec of a custom review command: stet's folders are set
+// for it too, in case it runs stet.
+func (rv *Reviewer) customSpec(task int, a phase.Attempt, argv []string) phase.Spec {
+	spec := rv.caller.Spec("stet", task, a, argv, false)
+	spec.Env = append(spec.Env, "STET_STATE_DIR="+filepath.Join(rv.dir, "stet"), "STET_WORKTREE_ROOT="+filepath.Join(rv.dir, "worktrees"))
+	spec.IdleTimeout = 0
+	return spec
+}
+
+// marker records the tasks whose review session is open and the commit it
+// started at, in the review folder. It outlives a crash, an interruption or
+// a failure of those tasks, so that the next session knows whose
+// uncommitted changes are in the tree and where the unfinished task's work
+// began.
+type marker struct {
+	Tasks    []int  `json:"tasks"`
+	Baseline string `json:"baseline"`
+}
+
+const markerFile = "task.json"
+
+func (rv *Reviewer) readMarker() (marker, bool) {
+	var m marker
+	path := filepath.Join(rv.dir, markerFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return m, false
+	}
+	if err := json.Unmarshal(data, &m); err != nil || len(m.Tasks) == 0 {
+		// Kept aside, not lost: the next session starts as if no task were
+		// unfinished.
+		aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
+		if rerr := os.Rename(path, aside); rerr != nil {
+			rv.log.Warn("the record of the task under review is unreadable and could not be moved aside", "file", path, "err", rerr)
+		} else {
+			rv.log.Warn("the record of the task under review is unreadable; kept aside, it is ignored", "file", aside)
+		}
+		return marker{}, false
+	}
+	return m, true
+}
+
+func (rv *Reviewer) writeMarker(m marker) error {
+	if err := owndir.Make(rv.dir); err != nil {
+		return err
+	}
+	return state.WriteJSONAtomic(filepath.Join(rv.dir, markerFile), m)
+}
+
+func (rv *Reviewer) removeMarker() {
+	if err := os.Remove(filepath.Join(rv.dir, markerFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		rv.log.Warn("could not remove the record of the task under review", "err", err)
+	}
+}
+
+// Session is the review of one task, or of one parallel block whose tasks
+// share a commit: a stet session from the commit before the task(s) to the
+// end of their Phase 3. A nil Session reviews nothing.
+type Session struct {
+	rv      *Reviewer
+	tasks   []int
+	open    bool // a stet session was started and is not finished
+	skipped bool // Phase 3 is skipped for these tasks (on_stet_fail = skip)
+	// ignored are the ids triage set aside; dismissals are the `stet
+	// dismiss` calls still to make for them, in order.
+	ignored    map[string]bool
+	dismissals []dismissal
+}
+
+// Begin opens the review session of tasks (one task, or the tasks of a
+// parallel block), before their first agent call. In built-in mode it
+// starts a stet session at the commit before the tasks: the commit the
+// unfinished run of the same tasks started at, when an earlier run of them
+// did not complete; uncommitted changes left by another unfinished task are
+// committed as that task's first. A start that fails follows on_stet_fail
+// (skip: the tasks run without Phase 3); an unreachable review model or an
+// interruption is returned as is. A nil Reviewer returns a nil Session.
+func (rv *Reviewer) Begin(ctx context.Context, tasks []int) (*Session, error) {
+	if rv == nil {
+		return nil, nil
+	}
+	s := &Session{rv: rv, tasks: tasks, skipped: rv.off}
+	if !rv.Builtin() {
+		return s, nil
+	}
+	baseline, allowDirty, err := rv.baseline(ctx, tasks)
+	if err == nil {
+		if err = rv.writeMarker(marker{Tasks: tasks, Baseline: baseline}); err != nil {
+			err = fmt.Errorf("review folder %s: %w", rv.dir, err)
+		}
+	}
+	if err == nil {
+		err = rv.stet.start(ctx, tasks[0], baseline, allowDirty)
+	}
+	switch {
+	case err == nil:
+		s.open = true
+		return s, nil
+	case ctx.Err() != nil, endsRun(err):
+		return nil, err
+	case rv.cfg.OnStetFail == "skip":
+		rv.log.Warn("review session could not start: the task runs without Phase 3 (on_stet_fail = skip)", "tasks", tasks, "err", err)
+		s.skipped = true
+		return s, nil
+	}
+	return nil, err
+}
+
+// baseline is the commit the session of tasks starts at, and whether stet
+// must accept uncommitted changes: those of the tasks' own unfinished run, or
+// only files in peal's own folders.
+func (rv *Reviewer) baseline(ctx context.Context, tasks []int) (string, bool, error) {
+	head, err := rv.git.Head(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("the commit before task %d: %w", tasks[0], err)
+	}
+	changes, err := rv.git.Changes(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	if m, ok := rv.readMarker(); ok {
+		switch {
+		case slices.ContainsFunc(m.Tasks, func(t int) bool { return slices.Contains(tasks, t) }):
+			if m.Baseline != head && rv.git.IsAncestor(ctx, m.Baseline, head) {
+				rv.log.Info("resuming the review of an unfinished task from the commit it started at", "tasks", tasks, "baseline", m.Baseline)
+				head = m.Baseline
+			}
+			changes = nil // the unfinished run's changes are the tasks' own
+		case len(changes) > 0:
+			rv.log.Warn("committing the uncommitted changes an unfinished task left, apart from the next task's work", "unfinished", m.Tasks, "next", tasks)
+			if _, err := rv.git.Commit(ctx, m.Tasks, "unfinished work (the task did not complete)"); err != nil {
+				return "", false, err
+			}
+			if head, err = rv.git.Head(ctx); err != nil {
+				return "", false, err
+			}
+			changes = nil
+		}
+	}
+	if len(changes) > 0 {
+		// Not the tasks' own: stet refuses them, and says so.
+		return head, false, nil
+	}
+	dirty, err := rv.git.AnyChanges(ctx)
+	return head, dirty, err
+}
+
+// End closes the session after the tasks' Phase 3 (or their failure).
+// completed: every task of the session completed, so nothing of theirs is
+// left to resume and the record of the session goes; otherwise it stays for
+// the next session.
+func (s *Session) End(ctx context.Context, completed bool) {
+	if s == nil || !s.rv.Builtin() {
+		return
+	}
+	if s.open {
+		s.rv.stet.finish(ctx, s.tasks[0])
+		s.open = false
+	}
+	if completed && ctx.Err() == nil {
+		s.rv.removeMarker()
+	}
+}
+
+// Describe says in one line how Phase 3 runs (for the dry run).
+func (rv *Reviewer) Describe() string {
+	if !rv.Builtin() {
+		return fmt.Sprintf("custom commands, all once at session start; each review runs %q", strings.Join(rv.custom[len(rv.custom)-1], " "))
+	}
+	return fmt.Sprintf("stet %s, one session per task (per parallel block): %s before the task's first call, %s finish after its Phase 3; "+
+		"stet's state in %s, its worktrees in %s", rv.stet.path, strings.Join(rv.stet.startArgv(), " "), rv.stet.path, rv.stet.stateDir, rv.stet.worktrees)
+}
+
+// ReviewCommands are the commands of one review, as the dry run shows them.
+func (rv *Reviewer) ReviewCommands() []string {
+	if !rv.Builtin() {
+		return []string{strings.Join(rv.custom[len(rv.custom)-1], " ")}
+	}
+	return []string{
+		strings.Join(append([]string{rv.stet.path}, rv.stet.streamArgv()...), " "),
+		strings.Join(append([]string{rv.stet.path}, rv.stet.listArgv()...), " "),
+	}
+}

@@ -1,0 +1,108 @@
+package review
+
+import (
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"peal/phase"
+)
+
+func TestCause(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, stderr, want string
+	}{
+		{"message, details and hint", "Could not resolve baseline ref \"nope\".\nDetails: Invalid ref or commit.: exit status 128: fatal: bad revision\nHint: If you used HEAD~N, the repo may be shallow; try the commit SHA (e.g. stet start <sha>).\n",
+			`Could not resolve baseline ref "nope". (Invalid ref or commit.: exit status 128: fatal: bad revision)`},
+		{"colours and a warning first", "\x1b[33mWarning: proceeding with uncommitted changes\x1b[0m\n\x1b[1;31mworking tree has uncommitted changes; commit or stash before starting\x1b[0m\nHint: Commit or stash your changes, then run 'stet start HEAD' again.\n",
+			"working tree has uncommitted changes; commit or stash before starting"},
+		{"unreachable", "OpenAI-compat server (e.g. LM Studio) unreachable at http://127.0.0.1:9/v1. Is the server running?\nDetails: openai models: connection refused\n",
+			"OpenAI-compat server (e.g. LM Studio) unreachable at http://127.0.0.1:9/v1. Is the server running? (openai models: connection refused)"},
+		{"details only", "Details: something\n", "something"},
+		{"only a hint", "Hint: run stet doctor\n", ""},
+		{"empty", "", ""},
+		{"control characters", "bad\x07 thing\r\n", "bad thing"},
+		{"long", strings.Repeat("é", 400), strings.Repeat("é", 300) + "…"},
+	}
+	for _, tc := range cases {
+		if got := Cause(tc.stderr); got != tc.want {
+			t.Errorf("%s: Cause = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestEventSink: progress events of `stet run --stream` feed the status
+// line, whatever chunks they arrive in; finding events and other lines do
+// not.
+func TestEventSink(t *testing.T) {
+	t.Parallel()
+	e := &eventSink{log: slog.New(slog.DiscardHandler)}
+	if got := e.detail(); got != "review" {
+		t.Fatalf("before any event: %q", got)
+	}
+	stream := `{"type":"progress","msg":"2 hunks to review"}` + "\n" +
+		`{"type":"progress","msg":"Reviewing hunk 1/2: a.go"}` + "\n" +
+		`{"type":"finding","data":{"id":"x","message":"Reviewing hunk 9/9"}}` + "\n" +
+		"not json\n" +
+		`{"type":"progress","msg":"Reviewing hunk 2/2: \u001b[1mb.go\u001b[0m\u0007"}` + "\n" +
+		`{"type":"done"}` + "\n"
+	for i := 0; i < len(stream); i += 7 {
+		e.Write([]byte(stream[i:min(i+7, len(stream))]))
+	}
+	if got := e.detail(); got != "review: Reviewing hunk 2/2: b.go" {
+		t.Fatalf("detail %q", got)
+	}
+	if e.hunks() != 2 {
+		t.Fatalf("hunks %d", e.hunks())
+	}
+	e.reset()
+	if e.detail() != "review" || e.hunks() != 0 {
+		t.Fatal("reset kept the last attempt's progress")
+	}
+}
+
+func TestCheckPrompt(t *testing.T) {
+	t.Parallel()
+	if err := checkPrompt("address", strings.Repeat("x", maxArgument)); err != nil {
+		t.Fatalf("the longest argument the system takes was refused: %v", err)
+	}
+	err := checkPrompt("triage", strings.Repeat("x", maxArgument+1))
+	if pe, ok := err.(*PromptTooLargeError); !ok || pe.Phase != "triage" || pe.Size != maxArgument+1 {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestGitExcludes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		own  []string
+		want []string
+	}{
+		{"outside the repository", []string{"/work/state", "/elsewhere/knowledge"}, nil},
+		{"inside", []string{"/repo/.peal", "/repo/.tf/knowledge"}, []string{":(exclude).peal", ":(exclude).tf/knowledge"}},
+		{"the repository itself, its parent, a sibling", []string{"/repo", "/", "/repo2/state", ""}, nil},
+	}
+	for _, tc := range cases {
+		g := NewGit(phase.Caller{}, nil, 0, "/repo", tc.own...)
+		want := append([]string{":(top,exclude).review", ":(top,exclude).peal"}, tc.want...)
+		if !slices.Equal(g.Exclude, want) {
+			t.Errorf("%s: %q, want %q", tc.name, g.Exclude, want)
+		}
+	}
+}
+
+func TestCommitSubject(t *testing.T) {
+	t.Parallel()
+	if got := commitSubject([]int{2}); got != "task 2" {
+		t.Fatal(got)
+	}
+	if got := commitSubject([]int{2, 3, 5}); got != "tasks 2, 3, 5" {
+		t.Fatal(got)
+	}
+	if got := FirstLine("\n  first line that is long\nsecond", 10); got != "first line" {
+		t.Fatalf("%q", got)
+	}
+}

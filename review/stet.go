@@ -1,0 +1,283 @@
+package review
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"peal/phase"
+)
+
+// stet drives the real stet CLI: `start`, `run`, `dismiss`, `finish`,
+// `status` and `cleanup`, with its state and worktrees in peal's state
+// folder. Every command is a supervised child fed to the one retry loop
+// (phase.Do) with its own policy. stet's exit codes decide: 0 success (with
+// or without findings), 2 the review model is unreachable (a network
+// failure: the network budget and delays of agent calls apply, and when it
+// persists the run stops with exit 4), anything else a stet failure.
+type stet struct {
+	path      string
+	stateDir  string // STET_STATE_DIR
+	worktrees string // STET_WORKTREE_ROOT
+	startArgs []string
+	runArgs   []string
+	attempts  int // 2 under on_stet_fail = retry_once
+	network   func() *phase.NetworkPolicy
+	caller    phase.Caller
+	log       *slog.Logger
+}
+
+// env points stet at peal's folders, whatever the environment says.
+func (s *stet) env() []string {
+	return []string{"STET_STATE_DIR=" + s.stateDir, "STET_WORKTREE_ROOT=" + s.worktrees}
+}
+
+// spec is the Spec of one stet command. The idle timeout does not apply: a
+// review prints nothing while the model works on a hunk, however long that
+// takes, and stet bounds each model request itself; phase_timeout_sec
+// bounds the whole command.
+func (s *stet) spec(task int, a phase.Attempt, argv []string) phase.Spec {
+	spec := s.caller.Spec("stet", task, a, argv, false)
+	spec.Env = append(spec.Env, s.env()...)
+	spec.IdleTimeout = 0
+	return spec
+}
+
+// exitRule judges a finished stet command by its exit status.
+func exitRule(command string) func(phase.Result) error {
+	return func(res phase.Result) error {
+		if res.TimedOut {
+			return phase.CheckExit(res)
+		}
+		switch res.ExitCode {
+		case 0:
+			return nil
+		case 2:
+			return &phase.NetworkError{Err: &StetError{Command: command, Code: 2, Cause: Cause(res.Stderr)}}
+		}
+		return &StetError{Command: command, Code: res.ExitCode, Cause: Cause(res.Stderr)}
+	}
+}
+
+// call runs one stet command under the exit-code rule. prepare, when set,
+// runs before every attempt after the first (a retry from a clean slate).
+func (s *stet) call(ctx context.Context, task int, args []string, attempts int, prepare func(context.Context), detail func() string, sink *eventSink) (phase.Result, error) {
+	command := "stet " + args[0]
+	argv := append([]string{s.path}, args...)
+	policy := phase.Policy{Attempts: attempts, Failure: exitRule(command), Network: s.network()}
+	res, n, err := phase.Do(ctx, s.log.With("task", task), policy, func(a phase.Attempt) phase.Spec {
+		if a.N > 1 && prepare != nil {
+			prepare(ctx)
+		}
+		spec := s.spec(task, a, argv)
+		spec.Detail = detail
+		if sink != nil {
+			sink.reset()
+			spec.StdoutSink = sink
+		}
+		return spec
+	})
+	var ue *phase.UnreachableError
+	if errors.As(err, &ue) {
+		return res, &UnreachableError{Command: command, Attempts: n, Cause: Cause(res.Stderr), err: ue}
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", command, err)
+	}
+	return res, nil
+}
+
+// start opens a review session at baseline (a commit). allowDirty passes
+// --allow-dirty: the uncommitted changes are known to be the task's own.
+// retry_once retries from a clean slate.
+func (s *stet) start(ctx context.Context, task int, baseline string, allowDirty bool) error {
+	args := []string{"start", baseline}
+	if allowDirty {
+		args = append(args, "--allow-dirty")
+	}
+	args = append(args, s.startArgs...)
+	_, err := s.call(ctx, task, args, s.attempts, func(ctx context.Context) { s.clear(ctx, task) }, nil, nil)
+	return err
+}
+
+// startArgv is what start runs for a session at <baseline> (for the dry run).
+func (s *stet) startArgv() []string {
+	return append([]string{s.path, "start", "<commit before the task>"}, s.startArgs...)
+}
+
+// streamArgv and listArgv are the two commands of a review: the review
+// itself, streaming its progress, then the session's active findings as one
+// JSON document (the streaming form does not print them; a run with nothing
+// new to review prints them at once, without asking the model).
+func (s *stet) streamArgv() []string {
+	return append([]string{"run", "--output=json", "--stream"}, s.runArgs...)
+}
+
+func (s *stet) listArgv() []string {
+	return append([]string{"run", "--output=json"}, s.runArgs...)
+}
+
+// review reviews the session's new commits and returns every active finding
+// of the session.
+func (s *stet) review(ctx context.Context, task int) (Review, error) {
+	sink := &eventSink{log: s.log, task: task}
+	if _, err := s.call(ctx, task, s.streamArgv(), s.attempts, nil, sink.detail, sink); err != nil {
+		return Review{}, err
+	}
+	res, err := s.call(ctx, task, s.listArgv(), s.attempts, nil, nil, nil)
+	if err != nil {
+		return Review{}, err
+	}
+	rv := ParseReview(res.Stdout, 0)
+	rv.Stderr = res.Stderr
+	s.log.Info("review finished", "task", task, "findings", rv.Count(), "hunks_reviewed", sink.hunks())
+	return rv, nil
+}
+
+// dismiss runs `stet dismiss ID REASON`; a failure is only a warning.
+func (s *stet) dismiss(ctx context.Context, task int, d dismissal) {
+	if _, err := s.call(ctx, task, []string{"dismiss", d.ID, d.Reason}, 1, nil, nil, nil); err != nil {
+		s.log.Warn("stet dismiss failed, continuing", "task", task, "id", d.ID, "reason", d.Reason, "err", err)
+	}
+}
+
+// finish closes the session. It runs even after a failure or a signal,
+// under its own deadline; a failure is only a warning. It reports whether
+// the session is closed.
+func (s *stet) finish(ctx context.Context, task int) bool {
+	timeout := s.caller.Limits.Timeout
+	if ctx.Err() != nil {
+		// Interrupted: finish best-effort, without holding peal up longer
+		// than the kill grace (a second signal ends it at once: the hard
+		// stop travels with the context's values).
+		timeout = min(timeout, max(s.caller.Limits.KillGrace, time.Second))
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if _, err := s.call(fctx, task, []string{"finish"}, 1, nil, nil, nil); err != nil {
+		s.log.Warn("stet finish failed", "task", task, "err", err)
+		return false
+	}
+	return true
+}
+
+// clear finds a session or worktrees that an earlier run left behind (a
+// crash, an interruption, a failed start) and removes them: `stet status`
+// tells whether a session is open, `stet finish` closes it, `stet cleanup`
+// removes worktrees no session owns. Failures are warnings: a start that
+// still cannot succeed says why.
+func (s *stet) clear(ctx context.Context, task int) {
+	open, err := s.open(ctx, task)
+	if err != nil {
+		s.log.Warn("could not ask stet for a session left open", "err", err)
+	}
+	if open {
+		s.log.Warn("a review session was left open (a crash, an interruption or a failed start): closing it with stet finish")
+		s.finish(ctx, task)
+	}
+	if entries, _ := os.ReadDir(s.worktrees); len(entries) > 0 {
+		if _, err := s.call(ctx, task, []string{"cleanup"}, 1, nil, nil, nil); err != nil {
+			s.log.Warn("stet cleanup failed", "err", err)
+		}
+	}
+}
+
+// open reports whether stet has a session open (`stet status` exits 0; 1
+// means none).
+func (s *stet) open(ctx context.Context, task int) (bool, error) {
+	statusRule := func(res phase.Result) error {
+		switch {
+		case res.TimedOut:
+			return phase.CheckExit(res)
+		case res.ExitCode == 0, res.ExitCode == 1:
+			return nil
+		}
+		return &StetError{Command: "stet status", Code: res.ExitCode, Cause: Cause(res.Stderr)}
+	}
+	res, _, err := phase.Do(ctx, s.log, phase.Policy{Attempts: 1, Failure: statusRule}, func(a phase.Attempt) phase.Spec {
+		return s.spec(task, a, []string{s.path, "status"})
+	})
+	if err != nil {
+		return false, fmt.Errorf("stet status: %w", err)
+	}
+	return res.ExitCode == 0, nil
+}
+
+// eventSink reads the NDJSON events of `stet run --stream` as they arrive:
+// progress messages feed the live status line and the log. Events are never
+// findings: the findings come from the JSON document of the review.
+type eventSink struct {
+	log     *slog.Logger
+	task    int
+	mu      sync.Mutex
+	partial []byte
+	last    string
+	reviewd int
+}
+
+func (e *eventSink) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.partial, e.last, e.reviewd = nil, "", 0
+}
+
+func (e *eventSink) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.partial = append(e.partial, p...)
+	for {
+		i := bytes.IndexByte(e.partial, '\n')
+		if i < 0 {
+			break
+		}
+		e.event(e.partial[:i])
+		e.partial = e.partial[i+1:]
+	}
+	if len(e.partial) > 64<<10 {
+		e.partial = nil // not an event stream; nothing to show
+	}
+	return len(p), nil
+}
+
+// event handles one line; callers hold mu.
+func (e *eventSink) event(line []byte) {
+	var ev struct {
+		Type string `json:"type"`
+		Msg  string `json:"msg"`
+	}
+	if json.Unmarshal(line, &ev) != nil || ev.Type != "progress" {
+		return
+	}
+	msg := clean(ansi.ReplaceAllString(ev.Msg, ""))
+	if r := []rune(msg); len(r) > 80 {
+		msg = string(r[:80]) + "…"
+	}
+	if strings.HasPrefix(msg, "Reviewing hunk ") {
+		e.reviewd++
+	}
+	e.last = msg
+	e.log.Debug("review progress", "task", e.task, "msg", msg)
+}
+
+// detail is what the status line shows of the review.
+func (e *eventSink) detail() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == "" {
+		return "review"
+	}
+	return "review: " + e.last
+}
+
+func (e *eventSink) hunks() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reviewd
+}
