@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,8 +53,9 @@ func startChild(cmd *exec.Cmd) error {
 // strays lists the live processes, outside group pgid, whose environment
 // carries callID: what a call started and then lost track of (a daemon that
 // called setsid). Processes of other users cannot be read and are never
-// listed. It runs at the end of every call, so it reads each environment
-// once and the process state only of the few that match.
+// listed. It runs at the end of every call, so it reads the environment only
+// of processes started since the call's child (the group leader, pgid), and
+// the state only of the few that carry the id.
 func strays(callID string, pgid int) []int {
 	if callID == "" {
 		return nil
@@ -62,11 +64,12 @@ func strays(callID string, pgid int) []int {
 	if err != nil {
 		return nil
 	}
+	since := startedSince(pgid)
 	var pids []int
 	want := []byte(CallIDEnv + "=" + callID + "\x00")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !carries(pid, want) {
+		if err != nil || !since(pid) || !carries(pid, want) {
 			continue
 		}
 		if g, alive := procGroup(pid); alive && g != pgid {
@@ -74,6 +77,30 @@ func strays(callID string, pgid int) []int {
 		}
 	}
 	return pids
+}
+
+// startedSince tells which pids may belong to processes started at or after
+// pid first: the kernel hands out pids in increasing order up to pid_max and
+// then wraps around, and it says which pid it handed out last. When that
+// cannot be read, every pid may.
+func startedSince(first int) func(pid int) bool {
+	data, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	last, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || perr != nil {
+		return func(int) bool { return true }
+	}
+	return pidRange(first, last)
+}
+
+// pidRange tells whether a pid was handed out from first to last, in the
+// kernel's order (which wraps around at pid_max).
+func pidRange(first, last int) func(pid int) bool {
+	switch {
+	case last >= first:
+		return func(pid int) bool { return pid >= first && pid <= last }
+	default: // wrapped around since first
+		return func(pid int) bool { return pid >= first || pid <= last }
+	}
 }
 
 // carries reports whether the environment of pid holds the entry want

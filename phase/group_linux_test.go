@@ -172,3 +172,19 @@ func TestSweepLeftovers(t *testing.T) {
 		}
 	}
 }
+
+func TestPidRange(t *testing.T) {
+	t.Parallel()
+	in := pidRange(100, 200)
+	for pid, want := range map[int]bool{99: false, 100: true, 150: true, 200: true, 201: false} {
+		if in(pid) != want {
+			t.Errorf("100..200: pid %d in = %v", pid, !want)
+		}
+	}
+	wrapped := pidRange(4000000, 50) // pid_max passed since 4000000
+	for pid, want := range map[int]bool{3999999: false, 4000000: true, 4194303: true, 1: true, 50: true, 51: false} {
+		if wrapped(pid) != want {
+			t.Errorf("wrapped: pid %d in = %v", pid, !want)
+		}
+	}
+}

@@ -5,6 +5,8 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,6 +137,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {
 		return Outcome{}, err
 	}
+	// Every call carries an id scoped to the state folder. Holding the
+	// folder's lock, this run knows that whatever still carries such an id
+	// from another peal was left by a run that died (SIGKILL) and stops it,
+	// so that no earlier agent works beside this run's.
+	r.caller.Scope = callScope(cfg.StateDir)
+	if n := phase.SweepLeftovers(r.caller.Scope, r.caller.Limits.KillGrace); n > 0 {
+		log.Warn("stopped processes an earlier run on this state folder left running (it died without stopping them)", "processes", n)
+	}
 	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
@@ -170,6 +180,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	store.Close()
 	r.postRun(ctx)
 	return out, nil
+}
+
+// callScope is the call-id scope of runs on a state folder: a short hash of
+// its path.
+func callScope(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return hex.EncodeToString(sum[:6])
 }
 
 // newRun prepares a run of cfg; it starts nothing and writes nothing.

@@ -165,3 +165,36 @@ func waitPID(pid int, d time.Duration) {
 	defer unix.Close(fd)
 	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(d.Milliseconds()))
 }
+
+// What a killed peal's agent left outside its group (a daemon) is stopped by
+// the next run on the same state folder, before that run's first call.
+func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	ready := fifo(t, s.dir, "ready")
+	s.scenario(map[string][]fakes.Outcome{"execute:2": {{Daemon: true, WriteFiles: map[string]string{ready: "x"}, Hang: true}, {}}})
+	cmd, done := startPeal(t, s, s.env(), nil)
+	if _, err := os.ReadFile(ready); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	waitExited(t, cmd, done, 30*time.Second)
+	daemons, err := fakes.GrandchildPIDs(s.agentDir)
+	if err != nil || len(daemons) != 1 {
+		t.Fatalf("daemons %v, %v", daemons, err)
+	}
+	t.Cleanup(func() { syscall.Kill(daemons[0], syscall.SIGKILL) })
+	if !fakes.ProcessAlive(daemons[0]) {
+		t.Fatal("the daemon died with peal: the test proves nothing")
+	}
+	r := s.peal(s.env(), "run")
+	if r.code != 0 {
+		t.Fatalf("re-run: exit %d: %s", r.code, r.stderr)
+	}
+	if fakes.ProcessAlive(daemons[0]) {
+		t.Fatalf("the killed run's daemon %d outlived the re-run", daemons[0])
+	}
+	if !strings.Contains(r.stderr, "earlier run on this state folder left running") {
+		t.Fatalf("the re-run did not say what it stopped: %s", r.stderr)
+	}
+}
