@@ -98,7 +98,7 @@ type Config struct {
 	PlateauRounds              uint32           `key:"plateau_rounds" default:"0" help:"End the address loop after this many rounds in a row without fewer findings (0: off)"`
 	KnowledgeDir               string           `key:"knowledge_dir" kind:"path" help:"Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"`
 	TicketID                   string           `key:"ticket_id" flag:"ticket" placeholder:"ID" help:"Run the whole plan as one attempt of this ticket (unset: one ticket per task)"`
-	TicketPrefix               string           `key:"ticket_prefix" placeholder:"PREFIX" help:"Prefix of per-task ticket ids <prefix>-<task> (unset: from the plan file name)"`
+	TicketPrefix               string           `key:"ticket_prefix" placeholder:"PREFIX" help:"Prefix of per-task ticket ids <prefix>-<task> (unset: the plan file name and a hash of its path, unique per plan)"`
 	FailOn                     []string         `key:"fail_on" kind:"severities" default:"Critical,Major" help:"Severities of left-over findings that block a ticket (empty: no gate)"`
 	EscalationEnabled          bool             `key:"escalation.enabled" flag:"escalation" default:"false" help:"Escalate models on retried tickets and skip exhausted ones"`
 	EscalationMaxRetries       uint32           `key:"escalation.max_retries" flag:"max-retries" default:"3" help:"Blocked attempts after which a ticket is skipped"`

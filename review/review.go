@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 
 	"peal/config"
 	"peal/internal/owndir"
+	"peal/internal/safefs"
 	"peal/phase"
 	"peal/state"
 )
@@ -253,23 +255,27 @@ const markerFile = "task.json"
 
 func (rv *Reviewer) readMarker() (marker, bool) {
 	var m marker
-	path := filepath.Join(rv.dir, markerFile)
-	data, err := os.ReadFile(path)
+	d, err := safefs.OpenDir(rv.dir, false)
 	if err != nil {
+		return m, false // no review folder yet: no task was left unfinished
+	}
+	defer d.Close()
+	data, err := d.ReadFile(markerFile, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
 		return m, false
 	}
-	if err := json.Unmarshal(data, &m); err != nil || len(m.Tasks) == 0 {
-		// Kept aside, not lost: the next session starts as if no task were
-		// unfinished.
-		aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
-		if rerr := os.Rename(path, aside); rerr != nil {
-			rv.log.Warn("the record of the task under review is unreadable and could not be moved aside", "file", path, "err", rerr)
-		} else {
-			rv.log.Warn("the record of the task under review is unreadable; kept aside, it is ignored", "file", aside)
-		}
-		return marker{}, false
+	if err == nil && json.Unmarshal(data, &m) == nil && len(m.Tasks) > 0 {
+		return m, true
 	}
-	return m, true
+	// Kept aside, not lost (under a name no other copy has): the next
+	// session starts as if no task were unfinished.
+	aside, kerr := d.KeepAside(markerFile, markerFile+".corrupt-"+time.Now().UTC().Format("20060102T150405Z"))
+	if kerr != nil {
+		rv.log.Warn("the record of the task under review is unreadable and could not be moved aside", "file", d.Join(markerFile), "err", safefs.Reason(kerr))
+	} else {
+		rv.log.Warn("the record of the task under review is unreadable; kept aside, it is ignored", "file", aside)
+	}
+	return marker{}, false
 }
 
 func (rv *Reviewer) writeMarker(m marker) error {

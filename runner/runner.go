@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"peal/config"
 	"peal/internal/owndir"
+	"peal/internal/safefs"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
@@ -294,12 +294,16 @@ func (r *run) loadPlan(ctx context.Context, tasks []Task, text string) ([]Task, 
 	return SelectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
 }
 
+// maxPlanBytes bounds what peal reads of a plan or a prompt template: far
+// beyond any real plan, and never a surprise of memory.
+const maxPlanBytes = 16 << 20
+
 // readPlan reads and parses the plan. No task and no error means the plan
 // needs normalizing (normalize_plan is on); the text is returned for it.
 func (r *run) readPlan() ([]Task, string, error) {
-	data, err := os.ReadFile(r.cfg.PlanPath)
+	data, err := safefs.ReadFile(r.cfg.PlanPath, maxPlanBytes)
 	if err != nil {
-		return nil, "", fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
+		return nil, "", fmt.Errorf("plan %s: %w", r.cfg.PlanPath, safefs.Reason(err))
 	}
 	text := string(data)
 	if strings.TrimSpace(text) == "" {
@@ -429,9 +433,9 @@ func (r *run) execute(ctx context.Context, t Task, planText string) error {
 func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 	template := ""
 	if p := r.cfg.NormalizePromptPath; p != "" {
-		data, err := os.ReadFile(p)
+		data, err := safefs.ReadFile(p, maxPlanBytes)
 		if err != nil {
-			return nil, fmt.Errorf("normalize prompt %s: %w", p, err)
+			return nil, fmt.Errorf("normalize prompt %s: %w", p, safefs.Reason(err))
 		}
 		template = string(data)
 	}

@@ -56,6 +56,9 @@ func (c *RetryStateShowCmd) Run(e *env) error {
 	if err != nil {
 		return failf("ticket %s: %v", c.Ticket, err)
 	}
+	for _, w := range st.Warnings {
+		fmt.Fprintf(e.stderr, "peal: warning: ticket %s: %s\n", c.Ticket, w)
+	}
 	if c.JSON {
 		return printJSON(e.stdout, st)
 	}

@@ -44,6 +44,22 @@ func TestRetryStateCommands(t *testing.T) {
 	}
 }
 
+// A file ticketflow accepts but that is odd (another ticket's id) is shown,
+// with a warning saying what is odd.
+func TestRetryStateShowWarns(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n")
+	store := filepath.Join(s.stateDir, "knowledge")
+	dir := filepath.Join(store, "tickets", "pt-abcd")
+	os.MkdirAll(dir, 0o755)
+	doc := `{"version": 1, "ticketId": "pt-other", "attempts": [], "lastAttemptAt": null, "status": "active", "retryCount": 0}`
+	os.WriteFile(filepath.Join(dir, "retry-state.json"), []byte(doc), 0o644)
+	r := s.peal(s.env("PEAL_KNOWLEDGE_DIR="+store), "retry-state", "show", "pt-abcd")
+	if r.code != 0 || !strings.Contains(r.stderr, "peal: warning: ticket pt-abcd: it names ticket") {
+		t.Fatalf("show: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestRetryStateDetect(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
