@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Protocol names the wire protocol a request arrived on.
@@ -118,6 +119,8 @@ type Script struct {
 
 // Request is the server's record of one request.
 type Request struct {
+	// Time is when the request arrived.
+	Time     time.Time
 	Protocol Protocol
 	Method   string
 	Path     string
@@ -205,6 +208,7 @@ func (s *Server) Requests() []Request {
 const Unknown Protocol = "unknown"
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	var p protocolImpl
 	switch {
@@ -218,7 +222,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		(strings.HasSuffix(r.URL.Path, ":generateContent") || strings.HasSuffix(r.URL.Path, ":streamGenerateContent")):
 		p = geminiImpl{}
 	case r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/models/") && strings.HasSuffix(r.URL.Path, ":countTokens"):
-		s.record(Request{Protocol: Gemini, Method: r.Method, Path: r.URL.Path, Key: geminiKey(r), Status: http.StatusOK})
+		s.record(Request{Time: arrived, Protocol: Gemini, Method: r.Method, Path: r.URL.Path, Key: geminiKey(r), Status: http.StatusOK})
 		writeJSON(w, http.StatusOK, map[string]any{"totalTokens": len(body) / 4})
 		return
 	case r.Method == http.MethodHead && r.URL.Path == "/":
@@ -226,12 +230,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	default:
-		s.record(Request{Protocol: Unknown, Method: r.Method, Path: r.URL.Path, Status: http.StatusNotFound})
+		s.record(Request{Time: arrived, Protocol: Unknown, Method: r.Method, Path: r.URL.Path, Status: http.StatusNotFound})
 		http.NotFound(w, r)
 		return
 	}
 	req, err := p.parse(r, body)
-	req.Method, req.Path, req.Body = r.Method, r.URL.Path, body
+	req.Time, req.Method, req.Path, req.Body = arrived, r.Method, r.URL.Path, body
 	if err != nil {
 		req.Status = http.StatusBadRequest
 		s.record(req)
@@ -327,8 +331,8 @@ func (s *Server) record(r Request) {
 	if len(last) > 300 {
 		last = last[:300] + "..."
 	}
-	fmt.Fprintf(logw, "mockllm: %s %s %s model=%q tools=%d results=%d stream=%v -> %s\n",
-		r.Protocol, r.Method, r.Path, r.Model, len(r.Tools), r.ToolResults, r.Stream, answer)
+	fmt.Fprintf(logw, "mockllm: %s %s %s %s model=%q tools=%d results=%d stream=%v -> %s\n",
+		r.Time.Format("15:04:05.000"), r.Protocol, r.Method, r.Path, r.Model, len(r.Tools), r.ToolResults, r.Stream, answer)
 	if last != "" {
 		fmt.Fprintf(logw, "mockllm:   last tool result: %q\n", last)
 	}

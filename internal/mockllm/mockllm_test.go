@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A client's view of one model turn.
@@ -666,6 +667,26 @@ func TestWriteFileToolChoice(t *testing.T) {
 	}
 }
 
+func TestRunShellToolChoice(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		tools []Tool
+		want  *Call
+	}{
+		{[]Tool{{Name: "Write"}, {Name: "Bash"}}, &Call{Name: "Bash", Args: map[string]any{"command": "go test ./...", "description": "Run a command"}}},
+		{[]Tool{{Name: "exec_command"}}, &Call{Name: "exec_command", Args: map[string]any{"cmd": "go test ./...", "workdir": "/r"}}},
+		{[]Tool{{Name: "shell"}}, &Call{Name: "shell", Args: map[string]any{"command": []string{"bash", "-lc", "go test ./..."}, "workdir": "/r"}}},
+		{[]Tool{{Name: "write_file"}, {Name: "run_shell_command"}}, &Call{Name: "run_shell_command", Args: map[string]any{"command": "go test ./...", "description": "Run a command"}}},
+		{[]Tool{{Name: "write"}, {Name: "bash"}}, &Call{Name: "bash", Args: map[string]any{"command": "go test ./...", "description": "Run a command"}}},
+		{[]Tool{{Name: "write_file"}}, nil},
+	}
+	for _, c := range cases {
+		if got := RunShell("go test ./...", "/r").Input(c.tools); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("tools %v: call = %+v, want %+v", c.tools, got, c.want)
+		}
+	}
+}
+
 func TestAddFilePatch(t *testing.T) {
 	t.Parallel()
 	got := AddFilePatch("x/y.go", "package y\n\nfunc F() {}\n")
@@ -729,8 +750,13 @@ func TestSidePaths(t *testing.T) {
 	}
 	resp.Body.Close()
 	var got []string
+	var last time.Time
 	for _, r := range s.Requests() {
 		got = append(got, string(r.Protocol)+" "+r.Path+" "+statusText(r.Status))
+		if r.Time.Before(last) || r.Time.IsZero() {
+			t.Errorf("request times out of order: %v after %v", r.Time, last)
+		}
+		last = r.Time
 	}
 	want := []string{"gemini /v1beta/models/g:countTokens OK", "unknown /v1/responses Not Found", "anthropic /v1/messages Bad Request"}
 	if !reflect.DeepEqual(got, want) {

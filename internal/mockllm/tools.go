@@ -40,22 +40,37 @@ func WriteFile(path, content string) *ToolCall {
 			}
 			return &Call{Name: "apply_patch", Args: map[string]any{"input": patch}}
 		}
-		script := "printf '%s' " + shellQuote(content) + " > " + shellQuote(path)
-		if _, ok := has["shell"]; ok {
-			return &Call{Name: "shell", Args: map[string]any{"command": []string{"bash", "-lc", script},
-				"workdir": filepath.Dir(path)}}
-		}
-		if _, ok := has["exec_command"]; ok {
-			return &Call{Name: "exec_command", Args: map[string]any{"cmd": script, "workdir": filepath.Dir(path)}}
-		}
-		for _, name := range []string{"Bash", "run_shell_command", "bash"} {
-			if _, ok := has[name]; ok {
-				args := map[string]any{"command": script, "description": "Write " + filepath.Base(path)}
-				return &Call{Name: name, Args: args}
-			}
-		}
-		return nil
+		return shellCall(has, "printf '%s' "+shellQuote(content)+" > "+shellQuote(path), filepath.Dir(path), "Write "+filepath.Base(path))
 	}}
+}
+
+// RunShell is a tool call that runs script with the CLI's shell tool (see
+// WriteFile for the names), in workdir where the tool takes one. It is nil
+// when the request offers no shell tool.
+func RunShell(script, workdir string) *ToolCall {
+	return &ToolCall{Input: func(tools []Tool) *Call {
+		has := map[string]Tool{}
+		for _, t := range tools {
+			has[t.Name] = t
+		}
+		return shellCall(has, script, workdir, "Run a command")
+	}}
+}
+
+// shellCall calls the first shell tool of has with script.
+func shellCall(has map[string]Tool, script, workdir, description string) *Call {
+	if _, ok := has["shell"]; ok {
+		return &Call{Name: "shell", Args: map[string]any{"command": []string{"bash", "-lc", script}, "workdir": workdir}}
+	}
+	if _, ok := has["exec_command"]; ok {
+		return &Call{Name: "exec_command", Args: map[string]any{"cmd": script, "workdir": workdir}}
+	}
+	for _, name := range []string{"Bash", "run_shell_command", "bash"} {
+		if _, ok := has[name]; ok {
+			return &Call{Name: name, Args: map[string]any{"command": script, "description": description}}
+		}
+	}
+	return nil
 }
 
 // AddFilePatch is a patch in the apply_patch format that creates path with

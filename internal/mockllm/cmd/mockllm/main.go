@@ -25,19 +25,21 @@ func main() {
 		execMarker = flag.String("exec-marker", "---PLAN---", "text that marks an execute prompt")
 		write      = flag.String("write", "", "absolute path of the file an execute prompt writes (empty: no tool call)")
 		content    = flag.String("content", "written by the mock model\n", "content of the written file")
+		shell      = flag.String("shell", "", "a command an execute prompt runs with the CLI's shell tool (instead of -write)")
 		done       = flag.String("done", "DONE: the file is written.", "final answer after the tool result")
 		status     = flag.Int("status", 0, "answer every request with this HTTP status")
 		retryAfter = flag.String("retry-after", "", "Retry-After header of a -status answer")
 		message    = flag.String("message", "", "error message of a -status answer")
 		closeConn  = flag.Bool("close", false, "drop every connection without an answer")
 		midStream  = flag.Bool("close-mid-stream", false, "drop every connection after the first streamed event")
+		first      = flag.Int("first", 0, "with -status: fail only the first N requests, then answer as without -status")
 		key        = flag.String("key", "", "answer 401 to requests that do not carry this key")
 		dump       = flag.String("dump", "", "folder that receives every model request body as N.json when the server stops")
 	)
 	flag.Parse()
 	var script mockllm.Script
 	switch {
-	case *status != 0:
+	case *status != 0 && *first == 0:
 		script = mockllm.Always(mockllm.Failure{Status: *status, RetryAfter: *retryAfter, Message: *message})
 	case *closeConn:
 		script = mockllm.Always(mockllm.Failure{Close: true})
@@ -45,9 +47,19 @@ func main() {
 		script = mockllm.Always(mockllm.Failure{CloseMidStream: true})
 	case *write != "":
 		script = mockllm.PlanExecute(*planMarker, *plan, *execMarker, *write, *content, *done)
+	case *shell != "":
+		script = mockllm.Script{Rules: []mockllm.Rule{
+			{Contains: *execMarker, Replies: []mockllm.Reply{{Text: "Running it.", Tool: mockllm.RunShell(*shell, ".")}, {Text: *done}}},
+			{Contains: *planMarker, Replies: []mockllm.Reply{{Text: *plan}}},
+		}}
 	default:
 		script = mockllm.Script{Rules: []mockllm.Rule{{Contains: *planMarker, Replies: []mockllm.Reply{{Text: *plan}}}},
 			Default: mockllm.Reply{Text: *done}}
+	}
+	if *status != 0 && *first > 0 {
+		for i := 0; i < *first; i++ {
+			script.First = append(script.First, mockllm.Reply{Fail: &mockllm.Failure{Status: *status, RetryAfter: *retryAfter, Message: *message}})
+		}
 	}
 	opts := []mockllm.Option{mockllm.WithLog(os.Stderr)}
 	if *key != "" {
