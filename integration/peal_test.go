@@ -256,25 +256,25 @@ func TestPealInvalidKey(t *testing.T) {
 }
 
 // TestPealConnectionRefused: with the API unreachable, peal stops with exit
-// 4 after its network retries (1 + network_retry_count attempts), within a
-// few minutes, at default timeouts, even for a CLI that never gives up by
-// itself.
+// 4 after its network retries (1 + network_retry_count attempts), at default
+// timeouts, within minutes rather than the half hour of one phase timeout,
+// even for a CLI that never gives up by itself.
 func TestPealConnectionRefused(t *testing.T) {
 	t.Parallel()
-	const within = 6 * time.Minute
-	if d, ok := t.Deadline(); ok && time.Until(d) < 2*within {
+	const within = 10 * time.Minute
+	if d, ok := t.Deadline(); ok && time.Until(d) < within+5*time.Minute {
 		t.Skipf("waits out peal's default network retries: run with -timeout 30m (%s left)", time.Until(d).Round(time.Second))
 	}
 	for _, a := range agents {
 		t.Run(a.kind, func(t *testing.T) {
 			t.Parallel()
 			p := startPeal(t, a, taskScript, testKey, closedURL(t))
-			r := p.run(t, 2*within)
+			r := p.run(t, within+3*time.Minute)
 			if r.code != 4 {
 				t.Fatalf("want exit 4\n%s", p)
 			}
 			if r.elapsed > within {
-				t.Errorf("exit 4 came after %s, want within %s", r.elapsed.Round(time.Second), within)
+				t.Errorf("exit 4 came after %s, want within %s\n%s", r.elapsed.Round(time.Second), within, p)
 			}
 			if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 3}) {
 				t.Errorf("attempts = %v, want 3 plan attempts (1 + network_retry_count 2)", n)
