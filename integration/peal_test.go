@@ -286,3 +286,38 @@ func TestPealConnectionRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPealRateLimit: the first requests are refused with 429 and a short
+// Retry-After; whether the CLI waits by itself or peal waits for it, the task
+// completes at default settings, where an ordinary failure would have ended
+// it (phase_retry_count is 0).
+func TestPealRateLimit(t *testing.T) {
+	t.Parallel()
+	for _, a := range agents {
+		t.Run(a.kind, func(t *testing.T) {
+			t.Parallel()
+			limited := func(repo string) mockllm.Script {
+				s := taskScript(repo)
+				rl := mockllm.Reply{Fail: &mockllm.Failure{Status: 429, RetryAfter: "2"}}
+				s.First = []mockllm.Reply{rl, rl}
+				return s
+			}
+			p := startPeal(t, a, limited, testKey, "")
+			r := p.run(t, 10*time.Minute)
+			got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
+			if r.code != 0 || err != nil || string(got) != fileContent {
+				t.Fatalf("want exit 0 and hello.txt = %q; got %q (%v)\n%s", fileContent, got, err, p)
+			}
+			var limitedN int
+			for _, req := range modelRequests(p.srv) {
+				if req.Status == 429 {
+					limitedN++
+				}
+			}
+			if limitedN != 2 {
+				t.Errorf("%d requests were answered 429, want 2\n%s", limitedN, p)
+			}
+			t.Logf("%s: %v attempts, %s", a.kind, p.attempts(t), r.elapsed.Round(time.Second))
+		})
+	}
+}
