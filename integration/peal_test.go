@@ -1,0 +1,323 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"peal/internal/mockllm"
+	"peal/internal/testbin"
+)
+
+var (
+	binDir string // TestMain's folder for built programs
+
+	pealOnce sync.Once
+	pealPath string
+	pealErr  error
+	pealHelp string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "peal-integration-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// pealBin builds ./cmd/peal once (only when a test gets this far, so runs
+// without any agent CLI build nothing), or takes the peal named by PEAL_BIN,
+// and skips the test when that peal does not know agent kinds.
+func pealBin(t *testing.T) string {
+	t.Helper()
+	pealOnce.Do(func() {
+		if pealPath = os.Getenv("PEAL_BIN"); pealPath == "" {
+			var bins map[string]string
+			bins, pealErr = testbin.Build(binDir, "peal/cmd/peal")
+			if pealErr != nil {
+				return
+			}
+			pealPath = bins["peal"]
+		}
+		r := run(t, binDir, []string{"PATH=" + os.Getenv("PATH")}, nil, time.Minute, pealPath, "run", "--help")
+		pealHelp = r.stdout + r.stderr
+	})
+	if pealErr != nil {
+		t.Fatal(pealErr)
+	}
+	if !strings.Contains(pealHelp, "--agent-kind") {
+		t.Skip("this peal has no --agent-kind option yet: nothing to test against the real CLIs")
+	}
+	return pealPath
+}
+
+// pealRun is one peal run against one real CLI and a mock.
+type pealRun struct {
+	agent
+	bin, peal   string
+	sb          *sandbox
+	srv         *mockllm.Server
+	plan, state string
+	logs        string
+	env         []string
+	result      result
+}
+
+// startPeal prepares a plan of one task, a sandbox and a mock, and the CLI's
+// configuration (with key, retries as the CLI has them by default). url,
+// when not empty, replaces the mock's address.
+func startPeal(t *testing.T, a agent, script func(repo string) mockllm.Script, key, url string) *pealRun {
+	t.Helper()
+	bin := findCLI(t, a.kind)
+	peal := pealBin(t)
+	sb := newSandbox(t, filepath.Dir(bin))
+	srv := mockllm.New(script(sb.repo), mockllm.WithKey(testKey))
+	t.Cleanup(srv.Close)
+	if url == "" {
+		url = srv.URL
+	}
+	root := filepath.Dir(sb.repo)
+	p := &pealRun{agent: a, bin: bin, peal: peal, sb: sb, srv: srv,
+		plan: filepath.Join(root, "plan.md"), state: filepath.Join(root, "state"), logs: filepath.Join(root, "agent-logs")}
+	writeFile(t, p.plan, "# Plan\n\n## Task 1\n\nCreate hello.txt with a greeting.\n")
+	p.env = append(append([]string(nil), sb.base...), a.setup(t, sb.home, url, key, false)...)
+	return p
+}
+
+// run runs peal; the agent's environment is peal's.
+func (p *pealRun) run(t *testing.T, limit time.Duration, extra ...string) result {
+	t.Helper()
+	argv := append([]string{p.peal, "run",
+		"--plan", p.plan, "--repo", p.sb.repo, "--state-dir", p.state,
+		"--agent-kind", p.kind, "--agent-cmd", p.bin,
+		"--agent-log-dir", p.logs}, extra...)
+	p.result = run(t, p.sb.repo, p.env, nil, limit, argv...)
+	return p.result
+}
+
+var attemptLog = regexp.MustCompile(`-task-(\d+)-(\w+)-call-\d+-attempt-(\d+)\.stdout\.log$`)
+
+// attempts counts the agent attempts of each phase from agent_log_dir, where
+// peal writes one pair of files per attempt.
+func (p *pealRun) attempts(t *testing.T) map[string]int {
+	t.Helper()
+	entries, err := os.ReadDir(p.logs)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range entries {
+		if m := attemptLog.FindStringSubmatch(e.Name()); m != nil {
+			out[m[2]]++
+		}
+	}
+	return out
+}
+
+func (p *pealRun) completed(t *testing.T) []int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.state, "state.json"))
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		Completed []int `json:"completed_task_indices"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("state.json: %v\n%s", err, b)
+	}
+	return st.Completed
+}
+
+func (p *pealRun) String() string {
+	return fmt.Sprintf("%s\nmock requests:\n%s", p.result, describe(p.srv))
+}
+
+// TestPealTask: peal runs a plan of one task through each real CLI: the
+// plan call's answer becomes the execute prompt, the execute call writes the
+// file, the task is recorded as completed, exit 0.
+func TestPealTask(t *testing.T) {
+	t.Parallel()
+	for _, a := range agents {
+		t.Run(a.kind, func(t *testing.T) {
+			t.Parallel()
+			p := startPeal(t, a, taskScript, testKey, "")
+			r := p.run(t, 10*time.Minute)
+			got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
+			if r.code != 0 || err != nil || string(got) != fileContent {
+				t.Fatalf("want exit 0 and hello.txt = %q; got %q (%v)\n%s", fileContent, got, err, p)
+			}
+			if c := p.completed(t); !reflect.DeepEqual(c, []int{1}) {
+				t.Errorf("completed tasks = %v, want [1]", c)
+			}
+			if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 1, "execute": 1}) {
+				t.Errorf("attempts = %v, want one plan and one execute call", n)
+			}
+			var planAsked, planPassedOn, toolResult bool
+			for _, req := range modelRequests(p.srv) {
+				planAsked = planAsked || strings.Contains(req.UserText, "Create hello.txt with a greeting.")
+				planPassedOn = planPassedOn || (strings.Contains(req.UserText, execMarker) && strings.Contains(req.UserText, planText))
+				toolResult = toolResult || (req.ToolResults > 0 && strings.Contains(req.UserText, execMarker))
+			}
+			if !planAsked || !planPassedOn || !toolResult {
+				t.Errorf("plan prompt seen %v, plan text in the execute prompt %v, tool result returned %v\n%s", planAsked, planPassedOn, toolResult, p)
+			}
+		})
+	}
+}
+
+// fatal runs peal with retries allowed and checks that the failure was
+// classified as fatal: at most one plan attempt (none when peal finds out
+// before calling the CLI), no execute call, exit 1, and peal's error quoting
+// one of the lines that explain the failure.
+func fatal(t *testing.T, p *pealRun, explain []string) {
+	t.Helper()
+	r := p.run(t, 10*time.Minute, "--phase-retry-count", "2")
+	if r.code != 1 {
+		t.Fatalf("want exit 1\n%s", p)
+	}
+	n := p.attempts(t)
+	if n["plan"] > 1 || len(n) > 1 || (len(n) == 1 && n["plan"] != 1) {
+		t.Errorf("attempts = %v, want at most one plan attempt: the failure is fatal, not retried\n%s", n, p)
+	}
+	var quoted bool
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if !strings.HasPrefix(line, "peal: error:") {
+			continue
+		}
+		for _, e := range explain {
+			quoted = quoted || strings.Contains(line, e)
+		}
+	}
+	if !quoted {
+		t.Errorf("peal's error line quotes none of %q\n%s", explain, p)
+	}
+	if c := p.completed(t); len(c) != 0 {
+		t.Errorf("completed tasks = %v, want none", c)
+	}
+	if _, err := os.Stat(filepath.Join(p.sb.repo, "hello.txt")); !os.IsNotExist(err) {
+		t.Errorf("hello.txt exists after a failed plan call")
+	}
+}
+
+// The lines that explain each failure, per CLI: the CLI's own (as measured
+// in TestCLIFailures) or the variable that peal's check before the first
+// call names.
+var noCredentials = map[string][]string{
+	"claude":   {"Not logged in", "ANTHROPIC_API_KEY"},
+	"codex":    {"Missing environment variable: `OPENAI_API_KEY`", "OPENAI_API_KEY"},
+	"gemini":   {"Please set an Auth method", "GEMINI_API_KEY"},
+	"opencode": {"Incorrect API key provided"},
+}
+
+var invalidKey = map[string][]string{
+	"claude":   {"Invalid API key"},
+	"codex":    {"401 Unauthorized"},
+	"gemini":   {"API key not valid"},
+	"opencode": {"Incorrect API key provided"},
+}
+
+// TestPealNoCredentials: a CLI without credentials fails the run after one
+// attempt, even with retries allowed.
+func TestPealNoCredentials(t *testing.T) {
+	t.Parallel()
+	for _, a := range agents {
+		t.Run(a.kind, func(t *testing.T) {
+			t.Parallel()
+			p := startPeal(t, a, taskScript, "", "")
+			fatal(t, p, noCredentials[a.kind])
+		})
+	}
+}
+
+// TestPealInvalidKey: an API that answers 401 fails the run after one
+// attempt, even with retries allowed.
+func TestPealInvalidKey(t *testing.T) {
+	t.Parallel()
+	for _, a := range agents {
+		t.Run(a.kind, func(t *testing.T) {
+			t.Parallel()
+			p := startPeal(t, a, taskScript, "sk-wrong", "")
+			fatal(t, p, invalidKey[a.kind])
+		})
+	}
+}
+
+// TestPealConnectionRefused: with the API unreachable, peal stops with exit
+// 4 after its network retries (1 + network_retry_count attempts), at default
+// timeouts, within minutes rather than the half hour of one phase timeout,
+// even for a CLI that never gives up by itself.
+func TestPealConnectionRefused(t *testing.T) {
+	t.Parallel()
+	const within = 10 * time.Minute
+	if d, ok := t.Deadline(); ok && time.Until(d) < within+5*time.Minute {
+		t.Skipf("waits out peal's default network retries: run with -timeout 30m (%s left)", time.Until(d).Round(time.Second))
+	}
+	for _, a := range agents {
+		t.Run(a.kind, func(t *testing.T) {
+			t.Parallel()
+			p := startPeal(t, a, taskScript, testKey, closedURL(t))
+			r := p.run(t, within+3*time.Minute)
+			if r.code != 4 {
+				t.Fatalf("want exit 4\n%s", p)
+			}
+			if r.elapsed > within {
+				t.Errorf("exit 4 came after %s, want within %s\n%s", r.elapsed.Round(time.Second), within, p)
+			}
+			if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 3}) {
+				t.Errorf("attempts = %v, want 3 plan attempts (1 + network_retry_count 2)", n)
+			}
+			if n := len(modelRequests(p.srv)); n != 0 {
+				t.Errorf("%d requests reached the mock that is not configured", n)
+			}
+			t.Logf("%s: exit 4 after %s", a.kind, r.elapsed.Round(time.Second))
+		})
+	}
+}
+
+// TestPealRateLimit: the first requests are refused with 429 and a short
+// Retry-After; whether the CLI waits by itself or peal waits for it, the task
+// completes at default settings, where an ordinary failure would have ended
+// it (phase_retry_count is 0).
+func TestPealRateLimit(t *testing.T) {
+	t.Parallel()
+	for _, a := range agents {
+		t.Run(a.kind, func(t *testing.T) {
+			t.Parallel()
+			limited := func(repo string) mockllm.Script {
+				s := taskScript(repo)
+				rl := mockllm.Reply{Fail: &mockllm.Failure{Status: 429, RetryAfter: "2"}}
+				s.First = []mockllm.Reply{rl, rl}
+				return s
+			}
+			p := startPeal(t, a, limited, testKey, "")
+			r := p.run(t, 10*time.Minute)
+			got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
+			if r.code != 0 || err != nil || string(got) != fileContent {
+				t.Fatalf("want exit 0 and hello.txt = %q; got %q (%v)\n%s", fileContent, got, err, p)
+			}
+			var limitedN int
+			for _, req := range modelRequests(p.srv) {
+				if req.Status == 429 {
+					limitedN++
+				}
+			}
+			if limitedN != 2 {
+				t.Errorf("%d requests were answered 429, want 2\n%s", limitedN, p)
+			}
+			t.Logf("%s: %v attempts, %s", a.kind, p.attempts(t), r.elapsed.Round(time.Second))
+		})
+	}
+}
