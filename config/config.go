@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	toml "github.com/pelletier/go-toml/v2"
+
+	"peal/agent"
 )
 
 // Source names the layer a value came from.
@@ -31,6 +33,7 @@ const (
 type Config struct {
 	PlanPath                   string           `key:"plan_path"`
 	RepoPath                   string           `key:"repo_path"`
+	AgentKind                  string           `key:"agent_kind"`
 	AgentCmd                   string           `key:"agent_cmd"`
 	Model                      string           `key:"model"`
 	Sandbox                    string           `key:"sandbox"`
@@ -71,8 +74,16 @@ type Config struct {
 	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec"`
 	NetworkErrorPatterns       []string         `key:"network_error_patterns"`
 	FatalErrorPatterns         []string         `key:"fatal_error_patterns"`
+	BuiltinErrorPatterns       bool             `key:"builtin_error_patterns"`
+	NetworkStallSec            uint64           `key:"network_stall_sec"`
+	RateLimitMaxWaitSec        uint64           `key:"rate_limit_max_wait_sec"`
+	StructuredOutput           bool             `key:"structured_output"`
+	MaxCostUSD                 *float64         `key:"max_cost_usd"`
+	CursorTrust                bool             `key:"cursor_trust"`
+	CursorForce                bool             `key:"cursor_force"`
 	RetryDelaySec              uint64           `key:"retry_delay_sec"`
 	FallbackAgentCmd           string           `key:"fallback_agent_cmd"`
+	FallbackAgentKind          string           `key:"fallback_agent_kind"`
 	FallbackModel              string           `key:"fallback_model"`
 	PlateauRounds              uint32           `key:"plateau_rounds"`
 	KnowledgeDir               string           `key:"knowledge_dir"`
@@ -93,7 +104,7 @@ type Config struct {
 	// this run's tickets before it starts.
 	RetryReset bool
 	// AgentPath is agent_cmd resolved to an executable by Validate, and
-	// FallbackPath fallback_agent_cmd ("" when unset).
+	// FallbackPath fallback_agent_cmd ("" when there is no fallback agent).
 	AgentPath, FallbackPath string
 	// Sources tells, for every key, the layer its value came from.
 	Sources map[string]Source
@@ -157,6 +168,7 @@ func Load(in Inputs) (*Config, error) {
 	}
 	assign(cfg, resolved)
 	cfg.resolveParallel()
+	cfg.resolveAgentCmd()
 	if cfg.RunSummaryPath == "" {
 		cfg.RunSummaryPath = filepath.Join(cfg.StateDir, "run_summary.json")
 		cfg.Sources["run_summary_path"] = SourceDefault
@@ -172,6 +184,21 @@ func repoFrom(layers ...layer) string {
 		}
 	}
 	return ""
+}
+
+// resolveAgentCmd fills agent_cmd, when no layer set it, with the usual
+// binary of agent_kind, and fallback_agent_cmd, when only
+// fallback_agent_kind is set, with that kind's.
+func (c *Config) resolveAgentCmd() {
+	if k, err := agent.Lookup(c.AgentKind); c.AgentCmd == "" && err == nil {
+		c.AgentCmd = k.DefaultCmd
+	}
+	if c.FallbackAgentKind == "" {
+		return
+	}
+	if k, err := agent.Lookup(c.FallbackAgentKind); c.FallbackAgentCmd == "" && err == nil {
+		c.FallbackAgentCmd = k.DefaultCmd
+	}
 }
 
 // resolveParallel applies the rules of A3: max_parallel = 0 forces parallel
@@ -314,7 +341,11 @@ func assign(cfg *Config, values map[string]any) {
 			f.SetUint(v.(uint64))
 		case reflect.Pointer:
 			p := reflect.New(f.Type().Elem())
-			p.Elem().SetUint(v.(uint64))
+			if x, ok := v.(float64); ok {
+				p.Elem().SetFloat(x)
+			} else {
+				p.Elem().SetUint(v.(uint64))
+			}
 			f.Set(p)
 		default:
 			f.Set(reflect.ValueOf(v))
@@ -343,6 +374,8 @@ func (c *Config) Value(name string) any {
 		switch {
 		case f.Kind() == reflect.Pointer && f.IsNil():
 			return nil
+		case f.Kind() == reflect.Pointer && f.Elem().Kind() == reflect.Float64:
+			return f.Elem().Float()
 		case f.Kind() == reflect.Pointer:
 			return f.Elem().Uint()
 		case f.Kind() == reflect.Uint32 || f.Kind() == reflect.Uint64:

@@ -63,7 +63,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 	values := map[Kind][2]string{ // text form, TOML form
 		KindString: {"x", `"x"`}, KindPath: {"p", `"p"`}, KindBool: {"true", "true"},
 		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindCommands: {"a b,c", `["a b", "c"]`},
-		KindArgs: {"a,b", `["a", "b"]`}, KindSeverities: {"Minor", `["Minor"]`}, KindList: {"a,b", `["a", "b"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
+		KindF64: {"2.5", "2.5"}, KindArgs: {"a,b", `["a", "b"]`}, KindSeverities: {"Minor", `["Minor"]`}, KindList: {"a,b", `["a", "b"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
 	}
 	for _, k := range Keys {
 		text, tomlText := values[k.Kind][0], values[k.Kind][1]

@@ -1,6 +1,10 @@
 package config
 
-import "strings"
+import (
+	"strings"
+
+	"peal/agent"
+)
 
 // Kind says how a key's raw value is parsed, whichever layer it comes from.
 type Kind int
@@ -17,6 +21,7 @@ const (
 	KindPatterns        // list of {pattern, reason}; env text is "pattern|reason,..."
 	KindSeverities      // list of review severities; env/flag text splits on commas
 	KindList            // list of strings; env/flag text splits on commas
+	KindF64             // non-negative decimal number
 )
 
 // Key describes one configuration key: its names in every layer and its default.
@@ -51,28 +56,13 @@ var DismissReasons = []string{"false_positive", "already_correct", "wrong_sugges
 // ticketflow's order.
 var Severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}
 
-// DefaultNetworkPatterns mark failures of reaching the model's API.
-var DefaultNetworkPatterns = []string{
-	"connection reset", "connection refused", "connection timed out", "network is unreachable",
-	"econnreset", "econnrefused", "etimedout", "enotfound", "eai_again", "socket hang up",
-	"could not resolve host", "temporary failure in name resolution", "no such host",
-	"tls handshake timeout", "timeout awaiting response", "request timed out",
-	"rate limit", "too many requests", "status code 429", "http 429",
-	"502 bad gateway", "503 service unavailable", "504 gateway timeout",
-	"status code 502", "status code 503", "status code 504", "http 502", "http 503", "http 504",
-}
-
-// DefaultFatalPatterns mark failures that no retry can heal.
-var DefaultFatalPatterns = []string{
-	"not logged in", "authentication required", "unauthorized", "invalid api key",
-}
-
 // Keys is the single table of configuration keys; config loading, validation,
 // help text and the documentation checks all read it.
 var Keys = []Key{
 	{Name: "plan_path", Flag: "plan", Kind: KindPath, Type: "path", Help: "Markdown plan to execute (required)"},
 	{Name: "repo_path", Flag: "repo", Kind: KindPath, Type: "path", Help: "Git work tree the agent works in (required)"},
-	{Name: "agent_cmd", Flag: "agent-cmd", Kind: KindString, Default: "agent", Type: "string", Help: "Agent CLI: a name on PATH or a path to an executable"},
+	{Name: "agent_kind", Flag: "agent-kind", Kind: KindEnum, Enum: agent.Names(), Default: agent.Default, Type: strings.Join(agent.Names(), "|"), Help: "Which agent CLI peal drives: its argv, prompt delivery, failure messages and events"},
+	{Name: "agent_cmd", Flag: "agent-cmd", Kind: KindString, Type: "string", Help: "Agent CLI: a name on PATH or a path to an executable (unset: the kind's usual binary, e.g. agent for cursor)"},
 	{Name: "model", Flag: "model", Kind: KindString, Type: "string", Help: "Model passed to the agent as --model (unset: none)"},
 	{Name: "sandbox", Flag: "sandbox", Kind: KindString, Default: "disabled", Type: "string", Help: "Value of --sandbox for execute, address and triage calls"},
 	{Name: "state_dir", Flag: "state-dir", Kind: KindPath, Default: ".peal", Type: "path", Help: "Folder for state.json and the run summary"},
@@ -110,10 +100,18 @@ var Keys = []Key{
 	{Name: "network_retry_count", Flag: "network-retry-count", Kind: KindU32, Default: uint64(2), Type: "u32", Help: "Retries of agent calls that failed with a network error (apart from the retry counts)"},
 	{Name: "network_retry_delay_sec", Flag: "network-retry-delay-sec", Kind: KindU64, Default: uint64(60), Type: "u64", Help: "First wait before a network retry; it doubles each time, ±20% jitter"},
 	{Name: "network_retry_max_delay_sec", Flag: "network-retry-max-delay-sec", Kind: KindU64, Default: uint64(600), Type: "u64", Help: "Longest wait before a network retry"},
-	{Name: "network_error_patterns", Flag: "network-error-patterns", Kind: KindList, Default: DefaultNetworkPatterns, Type: "list of strings", Help: "Case-insensitive texts of stderr or the stdout tail that mark a network failure"},
-	{Name: "fatal_error_patterns", Flag: "fatal-error-patterns", Kind: KindList, Default: DefaultFatalPatterns, Type: "list of strings", Help: "Case-insensitive texts that mark a failure no retry can heal (not retried)"},
+	{Name: "network_error_patterns", Flag: "network-error-patterns", Kind: KindList, Default: []string{}, Type: "list of strings", Help: "Case-insensitive texts of stderr or the stdout tail that mark a network failure, on top of the agent kind's own"},
+	{Name: "fatal_error_patterns", Flag: "fatal-error-patterns", Kind: KindList, Default: []string{}, Type: "list of strings", Help: "Case-insensitive texts that mark a failure no retry can heal (not retried), on top of the agent kind's own"},
+	{Name: "builtin_error_patterns", Flag: "builtin-error-patterns", Kind: KindBool, Default: true, Type: "bool", Help: "Use the agent kind's own failure messages and exit codes (false: only fatal_error_patterns and network_error_patterns)"},
+	{Name: "network_stall_sec", Flag: "network-stall-sec", Kind: KindU64, Default: uint64(60), Type: "u64", Help: "End an agent attempt that printed nothing but network errors for this long, as a network failure (0: off)"},
+	{Name: "rate_limit_max_wait_sec", Flag: "rate-limit-max-wait-sec", Kind: KindU64, Default: uint64(1800), Type: "u64", Help: "Most time one agent call waits on rate limits, in all; a reset announced beyond it fails at once"},
+	{Name: "structured_output", Flag: "structured-output", Kind: KindBool, Default: false, Type: "bool", Help: "Ask the agent for its event stream: the result event ends the call, tokens and cost are counted"},
+	{Name: "max_cost_usd", Flag: "max-cost-usd", Kind: KindF64, Type: "f64", Help: "Stop the run (exit 3) after the call that brings the run's cost to this many US dollars (needs structured_output and a CLI that reports cost)"},
+	{Name: "cursor_trust", Flag: "cursor-trust", Kind: KindBool, Default: true, Type: "bool", Help: "Pass --trust to every Cursor CLI call: trust the repository as a workspace without asking"},
+	{Name: "cursor_force", Flag: "cursor-force", Kind: KindBool, Default: true, Type: "bool", Help: "Pass --force to Cursor CLI execute and address calls: run commands without asking for approval"},
 	{Name: "retry_delay_sec", Flag: "retry-delay-sec", Kind: KindU64, Default: uint64(0), Type: "u64", Help: "First wait before an ordinary retry; it doubles each time (0: none)"},
-	{Name: "fallback_agent_cmd", Flag: "fallback-agent-cmd", Kind: KindString, Type: "string", Help: "Agent CLI used by even attempts of a call (unset: always the primary)"},
+	{Name: "fallback_agent_cmd", Flag: "fallback-agent-cmd", Kind: KindString, Type: "string", Help: "Agent CLI used by even attempts of a call (unset: always the primary, unless fallback_agent_kind is set)"},
+	{Name: "fallback_agent_kind", Flag: "fallback-agent-kind", Kind: KindEnum, Enum: agent.Names(), Type: strings.Join(agent.Names(), "|"), Help: "Kind of the fallback agent (unset: agent_kind); setting it alone uses that kind's usual binary as the fallback"},
 	{Name: "fallback_model", Flag: "fallback-model", Kind: KindString, Type: "string", Help: "Model of fallback attempts (unset: the model the primary would get)"},
 	{Name: "plateau_rounds", Flag: "plateau-rounds", Kind: KindU32, Default: uint64(0), Type: "u32", Help: "End the address loop after this many rounds in a row without fewer findings (0: off)"},
 	{Name: "knowledge_dir", Flag: "knowledge-dir", Kind: KindPath, Type: "path", Help: "Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"},

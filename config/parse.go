@@ -37,6 +37,12 @@ func parseText(k Key, raw, where string) (any, error) {
 			return nil, fmt.Errorf("%s: invalid value %q: want a non-negative whole number%s", where, raw, u32Hint(k))
 		}
 		return n, nil
+	case KindF64:
+		x, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+		if err != nil || x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, fmt.Errorf("%s: invalid value %q: want a non-negative number such as 2.5", where, raw)
+		}
+		return x, nil
 	case KindCommands, KindList:
 		return splitCommas(raw), nil
 	case KindArgs:
@@ -130,6 +136,20 @@ func parseTOML(k Key, v any, where string) (any, error) {
 			return nil, fmt.Errorf("%s: invalid value %d: want a non-negative whole number%s", where, n, u32Hint(k))
 		}
 		return uint64(n), nil
+	case KindF64:
+		var x float64
+		switch n := v.(type) {
+		case float64:
+			x = n
+		case int64:
+			x = float64(n)
+		default:
+			return nil, wrongType()
+		}
+		if x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, fmt.Errorf("%s: invalid value %v: want a non-negative number", where, v)
+		}
+		return x, nil
 	case KindCommands, KindArgs, KindSeverities, KindList:
 		list, ok := v.([]any)
 		if !ok {

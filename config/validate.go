@@ -60,7 +60,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.AgentPath, err = ResolveCommand(c.AgentCmd); err != nil {
-		return fmt.Errorf("agent command %q not found (%v): install the Cursor CLI or set %s", c.AgentCmd, err, describe("agent_cmd", c.Sources))
+		return fmt.Errorf("agent command %q not found (%v): install the %s CLI or set %s", c.AgentCmd, err, c.AgentKind, describe("agent_cmd", c.Sources))
 	}
 	if c.FallbackAgentCmd != "" {
 		if c.FallbackPath, err = ResolveCommand(c.FallbackAgentCmd); err != nil {

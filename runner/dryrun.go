@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"peal/agent"
 	"peal/config"
 	"peal/phase"
 	"peal/state"
@@ -20,15 +21,19 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "plan %s\nrepo %s\nagent %s", cfg.PlanPath, cfg.RepoPath, cfg.AgentPath)
-	if cfg.FallbackPath != "" {
-		fmt.Fprintf(w, " (fallback on even attempts: %s)", cfg.FallbackPath)
+	fmt.Fprintf(w, "plan %s\nrepo %s\nagent %s (%s)", cfg.PlanPath, cfg.RepoPath, cfg.AgentPath, r.agents.primary.kind.Name)
+	if f := r.agents.fallback; f != nil {
+		fmt.Fprintf(w, " (fallback on even attempts: %s (%s))", f.path, f.kind.Name)
 	}
 	fmt.Fprintln(w)
+	for _, s := range r.agents.sides() {
+		if s.kind.Notes != "" {
+			fmt.Fprintf(w, "note: %s: %s\n", s.kind.Name, s.kind.Notes)
+		}
+	}
 	if len(tasks) == 0 {
-		argv := phase.Agent.PlanArgv(r.agent, cfg.Model, phase.NormalizePrompt("", text))
 		fmt.Fprintf(w, "\nthe plan has no task heading: a run first asks the agent to normalize it (up to %d attempts):\n  %s\n"+
-			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, strings.Join(phase.LogArgv(argv, true), " "))
+			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, r.shownArgv("normalize", cfg.Model, phase.NormalizePrompt("", text), ""))
 		return nil
 	}
 	if tasks, err = SelectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
@@ -96,21 +101,18 @@ func (r *run) describeTask(w io.Writer, t Task, completed, commit bool) {
 	r.tickets.byTask[t.Index] = &ticketRun{id: id, attempt: attempt}
 	defer delete(r.tickets.byTask, t.Index)
 
-	call := func(name string, attempts int, argv argvFunc, prompt string, promptLen string) {
+	call := func(name string, attempts int, prompt string, promptLen string) {
 		model := r.modelFor(t.Index, name)
-		args := phase.LogArgv(argv(r.agent, model, prompt), true)
-		if promptLen != "" {
-			args[len(args)-1] = promptLen
-		}
+		args := r.shownArgv(name, model, prompt, promptLen)
 		shown := model
 		if shown == "" {
 			shown = "(agent default)"
 		}
-		fmt.Fprintf(w, "    %-8s model %s, attempts %d: %s\n", name, shown, attempts, strings.Join(args, " "))
+		fmt.Fprintf(w, "    %-8s model %s, attempts %d: %s\n", name, shown, attempts, args)
 	}
 	phases := 1 + int(r.cfg.PhaseRetryCount)
-	call("plan", phases, phase.Agent.PlanArgv, phase.PlanPrompt(t.Body), "")
-	call("execute", phases, phase.Agent.ActArgv, "", "<prompt: the plan text>")
+	call("plan", phases, phase.PlanPrompt(t.Body), "")
+	call("execute", phases, "", "<prompt: the plan text>")
 	if r.cfg.CommitAfterPhase2 && commit {
 		fmt.Fprintf(w, "    %-8s git add -A; git commit -m \"peal: task %d - <first line of the plan text>\"\n", "commit", t.Index)
 	}
@@ -120,9 +122,9 @@ func (r *run) describeTask(w io.Writer, t Task, completed, commit bool) {
 	fmt.Fprintf(w, "    %-8s %s\n", "review", strings.Join(r.stet.reviewArgv(), " "))
 	fmt.Fprintf(w, "    while findings remain, up to %d rounds:\n", r.cfg.MaxAddressRounds)
 	if r.stet.builtin() && !r.cfg.StetDisableLLMTriage {
-		call("triage", r.phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and the triage question>")
+		call("triage", r.phase3Attempts(), "", "<prompt: the review and the triage question>")
 	}
-	call("address", r.phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and its suggestions>")
+	call("address", r.phase3Attempts(), "", "<prompt: the review and its suggestions>")
 }
 
 // peekAttempt reads which attempt a ticket's next run would be, without
@@ -137,4 +139,27 @@ func (r *run) peekAttempt(id string) (int, string) {
 		return 0, fmt.Sprintf("skipped: %d blocked attempts reached max_retries %d", st.RetryCount, r.cfg.EscalationMaxRetries)
 	}
 	return st.NextAttempt(), ""
+}
+
+// shownArgv is the argv of a call of the primary agent as the dry run shows
+// it: the prompt as <prompt len=N> (or shown, when given), as the last
+// argument or after "<" when it goes on stdin.
+func (r *run) shownArgv(name, model, prompt, shown string) string {
+	s := &r.agents.primary
+	c := r.agentRequest(s, name, model, "")
+	inv, _ := s.kind.Invocation(s.path, c)
+	argv := inv.Argv
+	if inv.PromptInArgv() {
+		argv = argv[:len(argv)-1]
+	}
+	if shown == "" {
+		shown = fmt.Sprintf("<prompt len=%d>", len(prompt))
+	}
+	if s.kind.PromptOnStdin {
+		return strings.Join(argv, " ") + " < " + shown
+	}
+	if len(prompt) > agent.MaxArgLen {
+		shown += " (too long for an argument: the call would fail)"
+	}
+	return strings.Join(append(argv, shown), " ")
 }

@@ -108,7 +108,7 @@ func (r *run) addressLoop(ctx context.Context, t Task, cur Review) (loopResult, 
 			}
 		}
 		prompt := phase.AddressPrompt(cur.Output, cur.Suggestions())
-		if _, err := r.agentCall(ctx, "address", t.Index, r.phase3Attempts(), nil, phase.Agent.ActArgv, prompt); err != nil {
+		if _, err := r.agentCall(ctx, "address", t.Index, r.phase3Attempts(), nil, prompt); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
 		next, err := r.stet.review(ctx, t.Index)
@@ -170,7 +170,7 @@ func (r *run) triage(ctx context.Context, t Task, cur Review) (Review, error) {
 // is logged as an error and a non-zero exit counts as an empty answer: either
 // way nothing is dismissed. Only an interruption is returned.
 func (r *run) askTriage(ctx context.Context, t Task, cur Review) (string, error) {
-	res, err := r.agentCall(ctx, "triage", t.Index, r.phase3Attempts(), nil, phase.Agent.ActArgv, phase.TriagePrompt(cur.Output))
+	res, err := r.agentCall(ctx, "triage", t.Index, r.phase3Attempts(), nil, phase.TriagePrompt(cur.Output))
 	switch {
 	case err == nil:
 		return res.Stdout, nil
@@ -188,7 +188,7 @@ func (r *run) askTriage(ctx context.Context, t Task, cur Review) (string, error)
 // unreachable (every attempt of a call failed with a network error).
 func endsRun(err error) bool {
 	var ue *phase.UnreachableError
-	return errors.As(err, &ue)
+	return errors.As(err, &ue) || endsRunAgent(err)
 }
 
 func isFatal(err error) bool {

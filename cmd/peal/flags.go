@@ -20,6 +20,7 @@ type RunFlags struct {
 
 	Plan                       string `peal:"plan_path" placeholder:"PATH"`
 	Repo                       string `peal:"repo_path" placeholder:"PATH"`
+	AgentKind                  string `peal:"agent_kind" placeholder:"KIND"`
 	AgentCmd                   string `peal:"agent_cmd" placeholder:"CMD"`
 	Model                      string `peal:"model" placeholder:"MODEL"`
 	Sandbox                    string `peal:"sandbox" placeholder:"MODE"`
@@ -57,8 +58,16 @@ type RunFlags struct {
 	NetworkRetryMaxDelaySec    string `peal:"network_retry_max_delay_sec" placeholder:"SEC"`
 	NetworkErrorPatterns       string `peal:"network_error_patterns" placeholder:"TEXTS"`
 	FatalErrorPatterns         string `peal:"fatal_error_patterns" placeholder:"TEXTS"`
+	BuiltinErrorPatterns       bool   `peal:"builtin_error_patterns" negatable:""`
+	NetworkStallSec            string `peal:"network_stall_sec" placeholder:"SEC"`
+	RateLimitMaxWaitSec        string `peal:"rate_limit_max_wait_sec" placeholder:"SEC"`
+	StructuredOutput           bool   `peal:"structured_output" negatable:""`
+	MaxCostUSD                 string `peal:"max_cost_usd" name:"max-cost-usd" placeholder:"USD"`
+	CursorTrust                bool   `peal:"cursor_trust" negatable:""`
+	CursorForce                bool   `peal:"cursor_force" negatable:""`
 	RetryDelaySec              string `peal:"retry_delay_sec" placeholder:"SEC"`
 	FallbackAgentCmd           string `peal:"fallback_agent_cmd" placeholder:"CMD"`
+	FallbackAgentKind          string `peal:"fallback_agent_kind" placeholder:"KIND"`
 	FallbackModel              string `peal:"fallback_model" placeholder:"MODEL"`
 	PlateauRounds              string `peal:"plateau_rounds" placeholder:"N"`
 	KnowledgeDir               string `peal:"knowledge_dir" placeholder:"PATH"`
