@@ -16,11 +16,11 @@ import (
 // told apart. Patterns are case-insensitive substrings of one line of
 // output, colour codes stripped.
 type Failures struct {
-	Fatal     []string // no retry can heal it: not logged in, invalid key, refusals, usage errors
+	Fatal []string // no retry can heal it: not logged in, invalid key, refusals, usage errors
 	// Blocking are messages after which the CLI waits for a person (a
 	// browser login, a trust prompt) or does nothing: fatal, and they end
 	// the call as soon as they are seen.
-	Blocking []string
+	Blocking  []string
 	Network   []string // the model's API cannot be reached
 	RateLimit []string // HTTP 429, usage limits, overloaded
 	Transient []string // hiccups of the CLI itself, retried at once
@@ -58,9 +58,9 @@ type UserPatterns struct {
 
 // rules are the merged patterns of one kind and one configuration.
 type rules struct {
-	kind                                     *Kind
+	kind                                        *Kind
 	fatal, login, network, rateLimit, transient []string
-	exitCodes                                map[int]phase.Class
+	exitCodes                                   map[int]phase.Class
 }
 
 func (k *Kind) rules(u UserPatterns) *rules {

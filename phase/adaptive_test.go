@@ -109,7 +109,7 @@ func TestClassesHaveTheirOwnBudgets(t *testing.T) {
 			func(err error) bool { return err == nil }},
 		{"rate limit budget spent", Policy{Attempts: 3, Budgets: rate(1, 0)}, []fakes.Outcome{rateFail}, 2,
 			func(err error) bool { var r *RateLimitError; return errors.As(err, &r) && r.Attempts == 2 }},
-		{"rate limit waits stop at the cap", Policy{Attempts: 3, Budgets: rate(10, 90 * time.Second)}, []fakes.Outcome{rateFail}, 3,
+		{"rate limit waits stop at the cap", Policy{Attempts: 3, Budgets: rate(10, 90*time.Second)}, []fakes.Outcome{rateFail}, 3,
 			func(err error) bool {
 				var r *RateLimitError
 				return errors.As(err, &r) && r.Waited == 90*time.Second && strings.Contains(err.Error(), "rate_limit_max_wait_sec (90 s)")

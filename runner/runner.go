@@ -126,8 +126,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 // newRun prepares a run of cfg; it starts nothing and writes nothing.
 func newRun(cfg *config.Config, log *slog.Logger) *run {
 	return &run{
-		cfg:   cfg,
-		log:   log,
+		cfg:    cfg,
+		log:    log,
 		agents: newAgents(cfg),
 		linger: defaultLinger,
 		caller: phase.Caller{
