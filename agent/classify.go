@@ -33,7 +33,9 @@ type Failures struct {
 // Common are the failure messages every kind shares: the spellings of
 // network and HTTP trouble in Node, Go, Rust and curl-like clients.
 var Common = Failures{
-	Fatal: []string{"authentication required", "unauthorized", "invalid api key", "not logged in"},
+	Fatal: []string{
+		"authentication required", "unauthorized", "invalid api key", "not logged in",
+	},
 	Network: []string{
 		"connection reset", "connection refused", "connection timed out", "network is unreachable",
 		"econnreset", "econnrefused", "etimedout", "enotfound", "eai_again", "socket hang up",
@@ -48,6 +50,10 @@ var Common = Failures{
 		"usage limit", "quota exceeded", "resource_exhausted", "overloaded", "(529)", "529 overloaded",
 	},
 }
+
+// usageErrors are how the CLIs' argument parsers reject an argv: most often
+// a binary of another kind than agent_kind. Fatal.
+var usageErrors = []string{"unknown option", "unexpected argument", "unknown arguments", "unrecognized option", "unrecognized arguments", "unrecognized subcommand"}
 
 // UserPatterns are the patterns a user configured: they extend the kind's
 // built-in ones, or replace them when Builtin is false.
@@ -67,7 +73,7 @@ func (k *Kind) rules(u UserPatterns) *rules {
 	r := &rules{kind: k, exitCodes: map[int]phase.Class{}}
 	if u.Builtin {
 		f := k.Failures
-		r.fatal = concat(Common.Fatal, f.Fatal)
+		r.fatal = concat(Common.Fatal, usageErrors, f.Fatal)
 		r.login = slices.Clone(f.Blocking)
 		r.network = concat(Common.Network, f.Network)
 		r.rateLimit = concat(Common.RateLimit, f.RateLimit)
@@ -214,8 +220,15 @@ func (k *Kind) Classifier(u UserPatterns, failure func(phase.Result) error, w fu
 			watch = w()
 		}
 		v := r.classify(res, failure, watch, now)
-		if v.Class == phase.Fatal && k.Failures.Hint != "" {
-			v.Err = &hinted{err: v.Err, hint: k.Failures.Hint}
+		if v.Class == phase.Fatal {
+			hint := k.Failures.Hint
+			msg := strings.ToLower(v.Err.Error())
+			if slices.ContainsFunc(usageErrors, func(p string) bool { return strings.Contains(msg, p) }) {
+				hint = fmt.Sprintf("the CLI rejected the %s argv: check that agent_kind names the CLI that agent_cmd runs", k.Name)
+			}
+			if hint != "" {
+				v.Err = &hinted{err: v.Err, hint: hint}
+			}
 		}
 		return v
 	}

@@ -123,9 +123,9 @@ func (h *harness) config(env ...string) *config.Config {
 	return cfg
 }
 
-func (h *harness) runCfg(cfg *config.Config) (Outcome, error) {
+func (h *harness) runCfg(cfg *config.Config, more ...Option) (Outcome, error) {
 	log := slog.New(slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return Run(context.Background(), cfg, log, h.opts()...)
+	return Run(context.Background(), cfg, log, h.opts(more...)...)
 }
 
 func (h *harness) run(env ...string) (Outcome, error) {

@@ -61,7 +61,11 @@ func parseArgs(kind string, argv []string) cliCall {
 	c := cliCall{kind: kind, opts: map[string]string{}}
 	if s.sub != "" {
 		if len(argv) == 0 || argv[0] != s.sub {
-			c.usage, c.code = s.usage(strings.Join(argv, " "))
+			first := ""
+			if len(argv) > 0 {
+				first = argv[0]
+			}
+			c.usage, c.code = s.usage(first)
 			return c
 		}
 		argv = argv[1:]
@@ -158,7 +162,8 @@ func (c cliCall) refuse() (code int, done bool) {
 	}
 	switch c.kind {
 	case "cursor":
-		if os.Getenv("CURSOR_API_KEY") == "" && os.Getenv(fakes.SessionEnv) != "1" {
+		// Print mode wants the key: a stored session is not enough.
+		if os.Getenv("CURSOR_API_KEY") == "" {
 			fmt.Println(fakes.CursorLoginPrompt)
 			forever()
 		}
