@@ -92,7 +92,7 @@ func (r *run) patterns() agent.UserPatterns {
 // (nil: timeout or non-zero exit) to judge an attempt's answer. With
 // structured output the result's Stdout is the answer text of the events.
 // The call's tokens and cost are added to the run's; once they reach
-// max_cost_usd the call returns *CostLimitError, and so does every later one.
+// max_cost_usd, every later call returns *CostLimitError without starting.
 func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
 	if err := r.agents.costErr(r.cfg); err != nil {
 		return phase.Result{Phase: name}, err
@@ -161,10 +161,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 	if r.agents.add(task, usage) {
 		log.Info("agent usage", "phase", name, "input_tokens", usage.InputTokens, "output_tokens", usage.OutputTokens, "cost_usd", usage.CostUSD)
 	}
-	if err != nil {
-		return res, err
-	}
-	return res, r.agents.costErr(r.cfg)
+	return res, err
 }
 
 func (r *run) sideOf(role string) *side {
