@@ -41,6 +41,9 @@ type Call struct {
 	Prompt     string
 	Structured bool // ask for the CLI's event stream instead of plain text
 	Options    Options
+	// Extra are arguments the user adds to every call (agent_extra_args),
+	// after the kind's own and before the prompt.
+	Extra []string
 }
 
 // Options are the configuration knobs that change a kind's argv.
@@ -154,10 +157,11 @@ func Names() []string {
 	return names
 }
 
-// withModel appends the model flag when a model is set.
-func withModel(args []string, flag, model string) []string {
-	if model == "" {
-		return args
+// finish appends the model flag, when a model is set, and the user's extra
+// arguments.
+func finish(args []string, flag string, c Call) []string {
+	if c.Model != "" {
+		args = append(args, flag, c.Model)
 	}
-	return append(args, flag, model)
+	return append(args, c.Extra...)
 }

@@ -133,7 +133,7 @@ func TestClassificationTable(t *testing.T) {
 		{"claude", res(1, "API Error: Request rejected (429) · Number of requests has exceeded your rate limit\n", ""), phase.RateLimited, "(429)"},
 		{"claude", res(1, "API Error: Repeated 529 Overloaded errors\n", ""), phase.RateLimited, "Overloaded"},
 		// codex
-		{"codex", res(-1, "", "warning: Codex could not find bubblewrap on PATH.\nERROR: Reconnecting... 1/5\nstream disconnected before completion: failed to lookup address information: Name does not resolve\nERROR: Reconnecting... waiting for network\n"), phase.Network, "Reconnecting"},
+		{"codex", res(-1, "", "warning: Codex could not find bubblewrap on PATH.\nERROR: Reconnecting... 1/5\nstream disconnected before completion: failed to lookup address information: Name does not resolve\nERROR: Reconnecting... waiting for network\n"), phase.Network, "failed to lookup address information: Name does not resolve"},
 		{"codex", res(-1, "", "stream disconnected before completion: Connection refused (os error 111)\n"), phase.Network, "Connection refused (os error 111)"},
 		{"codex", res(1, "", "ERROR: Reconnecting... 5/5\nERROR: unexpected status 401 Unauthorized: Incorrect API key provided\n"), phase.Fatal, "401 Unauthorized: Incorrect API key provided"},
 		{"codex", res(2, "", "error: unexpected argument '--print' found\n\nUsage: codex exec [OPTIONS] [PROMPT]\n"), phase.Fatal, "unexpected argument '--print' found"},
@@ -278,5 +278,20 @@ func TestResetWait(t *testing.T) {
 	v := classify(t, "cursor", builtin, res(0, "You've hit your usage limit. Try again in 2 minutes.\n", ""))
 	if v.Class != phase.RateLimited || v.Wait != 2*time.Minute {
 		t.Fatalf("%s wait %s", v.Class, v.Wait)
+	}
+}
+
+func TestExtraArgsBeforeThePrompt(t *testing.T) {
+	t.Parallel()
+	extra := []string{"-c", "openai_base_url=http://127.0.0.1:1/v1"}
+	codex, _ := Lookup("codex")
+	inv, _ := codex.Invocation("codex", Call{Phase: "plan", Repo: "/r", Prompt: "P", Extra: extra})
+	if got := strings.Join(inv.Argv[len(inv.Argv)-3:], " "); got != "-c openai_base_url=http://127.0.0.1:1/v1 -" {
+		t.Fatalf("codex argv %q", inv.Argv)
+	}
+	cursor, _ := Lookup("cursor")
+	inv, _ = cursor.Invocation("agent", Call{Phase: "plan", Repo: "/r", Prompt: "P", Model: "m", Extra: []string{"--x"}})
+	if got := strings.Join(inv.Argv[len(inv.Argv)-4:], " "); got != "--model m --x P" {
+		t.Fatalf("cursor argv %q", inv.Argv)
 	}
 }

@@ -57,7 +57,7 @@ func claudeArgs(c Call) []string {
 	} else {
 		args = append(args, "--permission-mode", "plan")
 	}
-	return withModel(args, "--model", c.Model)
+	return finish(args, "--model", c)
 }
 
 func indexByte(s string, b byte) int {

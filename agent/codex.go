@@ -23,7 +23,9 @@ func init() {
 				"not logged in",
 			},
 			RateLimit: []string{"usage limit", "429 too many requests", "last status: 429"},
-			Network:   []string{"reconnecting...", "os error 111", "error sending request"},
+			// Not "Reconnecting... n/5": codex says so while it waits out a
+			// 429's Retry-After too.
+			Network:   []string{"os error 111", "error sending request"},
 			ExitCodes: map[int]phase.Class{2: phase.Fatal}, // clap's usage errors
 			Hint:      "set OPENAI_API_KEY (or CODEX_API_KEY), or run `codex login` once",
 		},
@@ -50,7 +52,7 @@ func codexArgs(c Call) []string {
 	} else {
 		args = append(args, "-s", "read-only")
 	}
-	return append(withModel(args, "-m", c.Model), "-")
+	return append(finish(args, "-m", c), "-")
 }
 
 // codexEvents reads `codex exec --json`: agent messages as completed items,

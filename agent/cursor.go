@@ -60,7 +60,7 @@ func cursorArgs(c Call) []string {
 	if c.Options.Force && ModeOf(c.Phase) == Write {
 		args = append(args, "--force")
 	}
-	return withModel(args, "--model", c.Model)
+	return finish(args, "--model", c)
 }
 
 // claudeEvents reads Claude Code's stream-json (also the Cursor CLI's):

@@ -51,7 +51,7 @@ func geminiArgs(c Call) []string {
 	if c.Structured {
 		args = append(args, "--output-format", "stream-json")
 	}
-	return withModel(args, "-m", c.Model)
+	return finish(args, "-m", c)
 }
 
 // geminiEvents reads `--output-format stream-json`: assistant message

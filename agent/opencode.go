@@ -33,7 +33,7 @@ func opencodeArgs(c Call) []string {
 	if c.Structured {
 		args = append(args, "--format", "json")
 	}
-	return withModel(args, "-m", c.Model)
+	return finish(args, "-m", c)
 }
 
 // opencodeEvents reads `run --format json`: text parts, step_finish with

@@ -72,7 +72,7 @@ func TestWatcherStall(t *testing.T) {
 func TestWatcherStallStartsOver(t *testing.T) {
 	t.Parallel()
 	w, e := watch(t, "codex", WatchOptions{Phase: "execute", NetworkStall: time.Hour})
-	w.Line(phase.Stderr, []byte("ERROR: Reconnecting... 1/5"))
+	w.Line(phase.Stderr, []byte("ERROR: Reconnecting... waiting for network"))
 	if w.stallAt == nil {
 		t.Fatal("a network line starts the stall")
 	}

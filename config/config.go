@@ -35,6 +35,7 @@ type Config struct {
 	RepoPath                   string           `key:"repo_path"`
 	AgentKind                  string           `key:"agent_kind"`
 	AgentCmd                   string           `key:"agent_cmd"`
+	AgentExtraArgs             []string         `key:"agent_extra_args"`
 	Model                      string           `key:"model"`
 	Sandbox                    string           `key:"sandbox"`
 	StateDir                   string           `key:"state_dir"`

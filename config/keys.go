@@ -63,6 +63,7 @@ var Keys = []Key{
 	{Name: "repo_path", Flag: "repo", Kind: KindPath, Type: "path", Help: "Git work tree the agent works in (required)"},
 	{Name: "agent_kind", Flag: "agent-kind", Kind: KindEnum, Enum: agent.Names(), Default: agent.Default, Type: strings.Join(agent.Names(), "|"), Help: "Which agent CLI peal drives: its argv, prompt delivery, failure messages and events"},
 	{Name: "agent_cmd", Flag: "agent-cmd", Kind: KindString, Type: "string", Help: "Agent CLI: a name on PATH or a path to an executable (unset: the kind's usual binary, e.g. agent for cursor)"},
+	{Name: "agent_extra_args", Flag: "agent-extra-args", Kind: KindArgs, Default: []string{}, Type: "list", Help: "Arguments added to every agent call after peal's own, before the prompt (comma or space separated)"},
 	{Name: "model", Flag: "model", Kind: KindString, Type: "string", Help: "Model passed to the agent as --model (unset: none)"},
 	{Name: "sandbox", Flag: "sandbox", Kind: KindString, Default: "disabled", Type: "string", Help: "Value of --sandbox for execute, address and triage calls"},
 	{Name: "state_dir", Flag: "state-dir", Kind: KindPath, Default: ".peal", Type: "path", Help: "Folder for state.json and the run summary"},

@@ -109,3 +109,20 @@ func TestCostLimitExit3(t *testing.T) {
 		t.Fatalf("state %s, %v", data, err)
 	}
 }
+
+// TestStatusShowsUsage: tokens and cost of the last run, per task and in all.
+func TestStatusShowsUsage(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n## Task 2\nB\n")
+	s.scenario(map[string][]fakes.Outcome{"plan": {{InputTokens: 10, OutputTokens: 2, CostUSD: 0.5}}, "execute": {{InputTokens: 5, OutputTokens: 1, CostUSD: 0.25}}})
+	env := s.env("PEAL_AGENT_CMD="+cli(t, s.dir, "claude"), "PEAL_AGENT_KIND=claude", "ANTHROPIC_API_KEY=sk-test", "PEAL_STRUCTURED_OUTPUT=true")
+	if r := s.peal(env, "run"); r.code != 0 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	r := s.peal(env, "status")
+	for _, want := range []string{"last run tokens in/out", "15/3", "$0.7500", "last run usage: 30 input tokens, 6 output tokens, $1.5000"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -22,6 +22,7 @@ type RunFlags struct {
 	Repo                       string `peal:"repo_path" placeholder:"PATH"`
 	AgentKind                  string `peal:"agent_kind" placeholder:"KIND"`
 	AgentCmd                   string `peal:"agent_cmd" placeholder:"CMD"`
+	AgentExtraArgs             string `peal:"agent_extra_args" placeholder:"ARGS"`
 	Model                      string `peal:"model" placeholder:"MODEL"`
 	Sandbox                    string `peal:"sandbox" placeholder:"MODE"`
 	StateDir                   string `peal:"state_dir" placeholder:"PATH"`
