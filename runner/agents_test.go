@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -255,10 +256,10 @@ func TestCursorLaunchesStaggered(t *testing.T) {
 		}
 	}
 	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	k, _ := agent.Lookup("cursor")
-	// Unstaggered, both start within milliseconds; the bound leaves room for
-	// the time each process takes to start and record itself.
-	if len(starts) != 2 || starts[1].Sub(starts[0]) < k.LaunchGap/2 {
+	// The Cursor CLI's launches are a second apart. Unstaggered, both start
+	// within milliseconds; the bound leaves room for the time each process
+	// takes to start and record itself.
+	if k, _ := agent.Lookup("cursor"); len(starts) != 2 || k.LaunchGap != time.Second || starts[1].Sub(starts[0]) < time.Second/2 {
 		t.Fatalf("plan calls started at %v", starts)
 	}
 }
@@ -427,4 +428,30 @@ func TestStructuredOutput(t *testing.T) {
 			t.Fatalf("calls %q, err %v", h.keys(), err)
 		}
 	})
+}
+
+// TestDryRunShowsEachKindsArgv: the dry run prints the argv a run would
+// use, with the prompt on stdin for the kinds that read it there.
+func TestDryRunShowsEachKindsArgv(t *testing.T) {
+	t.Parallel()
+	for kind, want := range map[string]string{
+		"claude": "-p --permission-mode plan < <prompt len=",
+		"codex":  "exec -C %s --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox - < <prompt: the plan text>",
+		"cursor": "--print --workspace %s --sandbox disabled --trust --force <prompt: the plan text>",
+	} {
+		h, env := kindHarness(t, kind, "## Task 1\nA\n")
+		var out strings.Builder
+		if err := DryRun(h.config(env...), slog.New(slog.DiscardHandler), &out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(want, "%s") {
+			want = strings.ReplaceAll(want, "%s", h.repo)
+		}
+		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "("+kind+")") {
+			t.Errorf("%s: dry run lacks %q:\n%s", kind, want, out.String())
+		}
+		if len(h.calls()) != 0 {
+			t.Errorf("%s: the dry run called the agent", kind)
+		}
+	}
 }
