@@ -236,6 +236,15 @@ func TestRefusalOnlyInShortOutput(t *testing.T) {
 	if v := classify(t, "cursor", builtin, res(0, "ok\n", "Error: not logged in\n")); v.Class != phase.Fatal {
 		t.Errorf("stderr of an exit-0 call: %s", v.Class)
 	}
+	short := "1. Rate limit the API calls.\n2. Unauthorized requests get 401; invalid API keys are logged.\n"
+	for _, kind := range Names() {
+		if v := classify(t, kind, builtin, res(0, short, "")); v.Class != phase.Succeeded {
+			t.Errorf("%s: a short answer about rate limits and keys is no refusal: %s %v", kind, v.Class, v.Err)
+		}
+	}
+	if v := classify(t, "cursor", UserPatterns{Fatal: []string{"quota gone"}}, res(0, "Quota gone for today\n", "")); v.Class != phase.Fatal {
+		t.Errorf("a user fatal pattern at the start of a line refuses: %s", v.Class)
+	}
 	v := classify(t, "cursor", builtin, res(0, fakes.CursorTrustRequired, ""))
 	if v.Class != phase.Fatal || !strings.Contains(v.Err.Error(), "exited 0 but did nothing: ⚠ Workspace Trust Required") || !strings.Contains(v.Err.Error(), "CURSOR_API_KEY") {
 		t.Errorf("trust refusal: %v", v.Err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"peal/phase"
 )
@@ -66,7 +67,11 @@ type UserPatterns struct {
 type rules struct {
 	kind                                        *Kind
 	fatal, login, network, rateLimit, transient []string
-	exitCodes                                   map[int]phase.Class
+	// refusals are the messages that, at the start of a line, make a call
+	// that exited 0 a failure: the kind's own (not the common ones, which
+	// a real answer may well contain) and the user's fatal patterns.
+	refusals  []string
+	exitCodes map[int]phase.Class
 }
 
 func (k *Kind) rules(u UserPatterns) *rules {
@@ -82,9 +87,13 @@ func (k *Kind) rules(u UserPatterns) *rules {
 			r.exitCodes[code] = class
 		}
 	}
+	if u.Builtin {
+		r.refusals = concat(k.Failures.Blocking, k.Failures.Fatal, k.Failures.RateLimit)
+	}
+	r.refusals = append(r.refusals, u.Fatal...)
 	r.fatal = append(r.fatal, u.Fatal...)
 	r.network = append(r.network, u.Network...)
-	for _, list := range []*[]string{&r.fatal, &r.login, &r.network, &r.rateLimit, &r.transient} {
+	for _, list := range []*[]string{&r.fatal, &r.login, &r.network, &r.rateLimit, &r.transient, &r.refusals} {
 		*list = lower(*list)
 	}
 	return r
@@ -145,6 +154,29 @@ const tailBytes = 4 << 10
 // only when it is this short. A refusal is a short message; a real answer
 // that merely mentions the same words is longer.
 const refusalBytes = 2 << 10
+
+// findRefusal finds a line that starts with a refusal (after any symbols,
+// list markers and an "Error:" prefix) and returns its class.
+func (r *rules) findRefusal(texts ...string) (match, bool) {
+	for _, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			line = phase.Clean(line)
+			l := strings.ToLower(strings.TrimLeftFunc(line, func(c rune) bool { return !unicode.IsLetter(c) }))
+			for _, prefix := range []string{"error:", "fatal:", "warning:"} {
+				l = strings.TrimSpace(strings.TrimPrefix(l, prefix))
+			}
+			if !slices.ContainsFunc(r.refusals, func(p string) bool { return strings.HasPrefix(l, p) }) {
+				continue
+			}
+			class, ok := r.matchLine(line)
+			if !ok || (class != phase.Fatal && class != phase.RateLimited) {
+				class = phase.Fatal
+			}
+			return match{class: class, line: phase.Quote(line)}, true
+		}
+	}
+	return match{}, false
+}
 
 // find searches the output for the first line of the strongest class: stderr
 // and the stdout tail, each line cleaned of colour codes. Fatal wins over
@@ -266,7 +298,7 @@ func (r *rules) classify(res phase.Result, failure func(phase.Result) error, w *
 		if out := strings.TrimSpace(phase.Clean(answer.Stdout)); len(out) <= refusalBytes {
 			texts = append(texts, out)
 		}
-		if m, ok := r.find(texts...); ok && (m.class == phase.Fatal || m.class == phase.RateLimited) {
+		if m, ok := r.findRefusal(texts...); ok {
 			return r.verdict(m.class, &RefusalError{Phase: res.Phase, Line: m.line}, res, now)
 		}
 		return phase.Verdict{Class: phase.Succeeded}

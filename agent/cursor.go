@@ -14,7 +14,7 @@ func init() {
 		DefaultCmd: "agent",
 		Args:       cursorArgs,
 		Failures: Failures{
-			Fatal: []string{"invalid cursor api key", "invalid api key", "authentication failed", "unknown option", "unknown argument"},
+			Fatal: []string{"invalid cursor api key", "invalid api key", "authentication failed", "authentication required", "not logged in"},
 			Blocking: []string{
 				"workspace trust required", "waiting for browser", "opening browser", "log in to cursor", "sign in to cursor",
 				"press any key to sign in", "press enter to log in", "run 'agent login'", "run `agent login`",

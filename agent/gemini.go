@@ -21,7 +21,7 @@ func init() {
 				"please set an auth method", "invalid auth method", "api key not valid", "not running in a trusted directory",
 				"unknown arguments", "permission_denied",
 			},
-			RateLimit: []string{"quota", "resource_exhausted"},
+			RateLimit: []string{"resource has been exhausted"},
 			ExitCodes: map[int]phase.Class{
 				41: phase.Fatal, // authentication
 				42: phase.Fatal, // bad input

@@ -211,6 +211,3 @@ func Explain(r Result) string {
 	}
 	return LastMeaningful(r.Stdout)
 }
-
-// Tail is the last meaningful line of s, quoted, for one-line messages.
-func Tail(s string) string { return LastMeaningful(s) }
