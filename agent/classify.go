@@ -140,10 +140,21 @@ func (r *rules) matchLine(line string) (phase.Class, bool) {
 	return 0, false
 }
 
-// isBlocking reports whether a line says the CLI waits for a person.
+// isBlocking reports whether a line says the CLI waits for a person: it
+// begins with one of the kind's waiting messages.
 func (r *rules) isBlocking(line string) bool {
-	l := strings.ToLower(line)
-	return slices.ContainsFunc(r.login, func(p string) bool { return strings.Contains(l, p) })
+	l := lead(line)
+	return slices.ContainsFunc(r.login, func(p string) bool { return strings.HasPrefix(l, p) })
+}
+
+// lead is a line as a message starts: lower case, without leading symbols,
+// list markers and an "Error:" prefix.
+func lead(line string) string {
+	l := strings.ToLower(strings.TrimLeftFunc(line, func(c rune) bool { return !unicode.IsLetter(c) }))
+	for _, prefix := range []string{"error:", "fatal:", "warning:"} {
+		l = strings.TrimSpace(strings.TrimPrefix(l, prefix))
+	}
+	return l
 }
 
 // tailBytes is how much of stdout is searched for failure messages: agents
@@ -161,10 +172,7 @@ func (r *rules) findRefusal(texts ...string) (match, bool) {
 	for _, text := range texts {
 		for _, line := range strings.Split(text, "\n") {
 			line = phase.Clean(line)
-			l := strings.ToLower(strings.TrimLeftFunc(line, func(c rune) bool { return !unicode.IsLetter(c) }))
-			for _, prefix := range []string{"error:", "fatal:", "warning:"} {
-				l = strings.TrimSpace(strings.TrimPrefix(l, prefix))
-			}
+			l := lead(line)
 			if !slices.ContainsFunc(r.refusals, func(p string) bool { return strings.HasPrefix(l, p) }) {
 				continue
 			}

@@ -17,7 +17,7 @@ func init() {
 			Fatal: []string{"invalid cursor api key", "invalid api key", "authentication failed", "authentication required", "not logged in"},
 			Blocking: []string{
 				"workspace trust required", "waiting for browser", "opening browser", "log in to cursor", "sign in to cursor",
-				"press any key to sign in", "press enter to log in", "run 'agent login'", "run `agent login`",
+				"press any key to sign in", "press enter to log in",
 			},
 			RateLimit: []string{"you've hit your usage limit", "hit your usage limit"},
 			// Parallel processes race on the CLI's configuration file.

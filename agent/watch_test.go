@@ -46,11 +46,12 @@ func TestWatcherEndsOnAPromptForAPerson(t *testing.T) {
 	t.Parallel()
 	w, e := watch(t, "cursor", WatchOptions{Phase: "plan"})
 	w.Line(phase.Stdout, []byte("starting"))
+	w.Line(phase.Stdout, []byte("The plan: first, make sure nobody is left waiting for browser authentication."))
 	for _, line := range strings.Split("Not logged in. Opening browser for login…\nWaiting for browser authentication (press Ctrl+C to cancel)", "\n") {
 		w.Line(phase.Stdout, []byte(line))
 	}
 	ed := ending(t, e)
-	if ed.Class != phase.Fatal || !strings.Contains(ed.Error(), "waits for a person: Not logged in. Opening browser") {
+	if ed.Class != phase.Fatal || !strings.Contains(ed.Error(), "waits for a person: Waiting for browser authentication (press Ctrl+C to cancel)") {
 		t.Fatalf("%s: %v", ed.Class, ed)
 	}
 }

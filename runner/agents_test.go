@@ -302,7 +302,7 @@ func TestCursorInCI(t *testing.T) {
 		h.env = append(without(h.env, "CURSOR_API_KEY"), fakes.SessionEnv+"=1")
 		_, err := h.run(append(env, "PEAL_PHASE_TIMEOUT_SEC=600", "PEAL_PHASE_RETRY_COUNT=2")...)
 		var f *phase.FatalError
-		if !errors.As(err, &f) || h.keys() != "plan:1" || !strings.Contains(err.Error(), "waits for a person: Not logged in. Opening browser for login") {
+		if !errors.As(err, &f) || h.keys() != "plan:1" || !strings.Contains(err.Error(), "waits for a person: Waiting for browser authentication") {
 			t.Fatalf("calls %q, err %v", h.keys(), err)
 		}
 	})
