@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"peal/agent"
+	"peal/config"
 	"peal/internal/fakes"
 	"peal/phase"
 )
@@ -453,5 +454,28 @@ func TestDryRunShowsEachKindsArgv(t *testing.T) {
 		if len(h.calls()) != 0 {
 			t.Errorf("%s: the dry run called the agent", kind)
 		}
+	}
+}
+
+// TestFallbackOfAnotherKind: even attempts use the fallback kind's binary,
+// argv and prompt delivery, and are judged by its messages.
+func TestFallbackOfAnotherKind(t *testing.T) {
+	t.Parallel()
+	h, env := kindHarness(t, "cursor", "## Task 1\nA\n")
+	h.scenario(map[string][]fakes.Outcome{"plan": {fail, {Stdout: "THE PLAN"}}})
+	if _, err := h.run(append(env, "PEAL_FALLBACK_AGENT_KIND=claude", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_PHASE_RETRY_COUNT=1")...); err != nil {
+		t.Fatal(err)
+	}
+	c := h.calls()
+	if len(c) != 3 || c[0].Kind != "cursor" || c[1].Kind != "claude" || c[1].Env["PEAL_AGENT_ROLE"] != "fallback" || c[2].Kind != "cursor" {
+		t.Fatalf("calls %v", c)
+	}
+	if !slices.Equal(c[1].Argv, []string{"-p", "--permission-mode", "plan"}) || !strings.Contains(c[1].Stdin, "---TASK---") || !c[0].StdinNull {
+		t.Fatalf("fallback argv %q, stdin %q", c[1].Argv, c[1].Stdin)
+	}
+	// Set alone, fallback_agent_kind uses that kind's usual binary.
+	cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_FALLBACK_AGENT_KIND=claude", "PEAL_AGENT_KIND=codex"}})
+	if err != nil || cfg.FallbackAgentCmd != "claude" || cfg.AgentCmd != "codex" {
+		t.Fatalf("fallback_agent_cmd %q, agent_cmd %q, %v", cfg.FallbackAgentCmd, cfg.AgentCmd, err)
 	}
 }
