@@ -128,7 +128,7 @@ func TestClassificationTable(t *testing.T) {
 		{"claude", res(1, "API Error: Unable to connect to API (ConnectionRefused)\n", ""), phase.Network, "Unable to connect to API (ConnectionRefused)"},
 		{"claude", res(1, "API Error: Unable to connect to API (FailedToOpenSocket)\n", ""), phase.Network, "FailedToOpenSocket"},
 		{"claude", res(1, "Invalid API key · Fix external API key\n", ""), phase.Fatal, "Invalid API key · Fix external API key"},
-		{"claude", res(1, "", "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons\n"), phase.Fatal, "root/sudo privileges"},
+		{"claude", res(1, "", "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons\n"), phase.Fatal, "or set IS_SANDBOX=1"},
 		{"claude", res(1, "", "error: unknown option '--plan'\n"), phase.Fatal, "unknown option '--plan'"},
 		{"claude", res(1, "API Error: Request rejected (429) · Number of requests has exceeded your rate limit\n", ""), phase.RateLimited, "(429)"},
 		{"claude", res(1, "API Error: Repeated 529 Overloaded errors\n", ""), phase.RateLimited, "Overloaded"},
@@ -246,7 +246,7 @@ func TestRefusalOnlyInShortOutput(t *testing.T) {
 		t.Errorf("a user fatal pattern at the start of a line refuses: %s", v.Class)
 	}
 	v := classify(t, "cursor", builtin, res(0, fakes.CursorTrustRequired, ""))
-	if v.Class != phase.Fatal || !strings.Contains(v.Err.Error(), "exited 0 but did nothing: ⚠ Workspace Trust Required") || !strings.Contains(v.Err.Error(), "CURSOR_API_KEY") {
+	if v.Class != phase.Fatal || !strings.Contains(v.Err.Error(), "exited 0 but did nothing: ⚠ Workspace Trust Required") || !strings.Contains(v.Err.Error(), "keep cursor_trust on") {
 		t.Errorf("trust refusal: %v", v.Err)
 	}
 }

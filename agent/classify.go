@@ -27,8 +27,10 @@ type Failures struct {
 	Transient []string // hiccups of the CLI itself, retried at once
 	// ExitCodes decide the class of a non-zero exit by its code alone.
 	ExitCodes map[int]phase.Class
-	// Hint says how to fix a fatal failure (e.g. how to log in).
-	Hint string
+	// Hint says how to fix a fatal failure (e.g. how to log in); Hints
+	// replace it for the failures whose message contains their key.
+	Hint  string
+	Hints map[string]string
 }
 
 // Common are the failure messages every kind shares: the spellings of
@@ -263,6 +265,11 @@ func (k *Kind) Classifier(u UserPatterns, failure func(phase.Result) error, w fu
 		if v.Class == phase.Fatal {
 			hint := k.Failures.Hint
 			msg := strings.ToLower(v.Err.Error())
+			for p, h := range k.Failures.Hints {
+				if strings.Contains(msg, p) {
+					hint = h
+				}
+			}
 			if slices.ContainsFunc(usageErrors, func(p string) bool { return strings.Contains(msg, p) }) {
 				hint = fmt.Sprintf("the CLI rejected the %s argv: check that agent_kind names the CLI that agent_cmd runs", k.Name)
 			}

@@ -25,7 +25,11 @@ func init() {
 			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
 			Network:   []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
 			ExitCodes: map[int]phase.Class{},
-			Hint:      "set ANTHROPIC_API_KEY (or log in with `claude` once); as root, bypassing permissions is refused unless IS_SANDBOX=1 marks the machine as a sandbox",
+			Hint:      "set ANTHROPIC_API_KEY (or log in with `claude` once)",
+			Hints: map[string]string{
+				"root/sudo":      "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
+				"credit balance": "add credit to the Anthropic account of the key",
+			},
 		},
 		Events: claudeEvents,
 		Auth: Auth{

@@ -22,7 +22,10 @@ func init() {
 			RateLimit: []string{"you've hit your usage limit", "hit your usage limit"},
 			// Parallel processes race on the CLI's configuration file.
 			Transient: []string{"cli-config.json.tmp"},
-			Hint:      "set CURSOR_API_KEY (an API key from the Cursor dashboard) in the job's environment, and keep cursor_trust on for a fresh checkout",
+			Hint:      "set CURSOR_API_KEY (an API key from the Cursor dashboard) in the job's environment",
+			Hints: map[string]string{
+				"workspace trust required": "keep cursor_trust on (the default) so that peal passes --trust for the repository",
+			},
 		},
 		Events: claudeEvents, // the Cursor CLI's stream-json follows Claude Code's shape
 		Auth: Auth{
