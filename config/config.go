@@ -13,6 +13,8 @@ import (
 
 	toml "github.com/pelletier/go-toml/v2"
 
+	"peal/agent"
+
 	"peal/internal/safefs"
 )
 
@@ -52,7 +54,9 @@ const (
 type Config struct {
 	PlanPath                   string           `key:"plan_path" flag:"plan" kind:"path" required:"" help:"Markdown plan to execute"`
 	RepoPath                   string           `key:"repo_path" flag:"repo" kind:"path" required:"" help:"Git work tree the agent works in"`
-	AgentCmd                   string           `key:"agent_cmd" default:"agent" placeholder:"CMD" help:"Agent CLI: a name on PATH or a path to an executable"`
+	AgentKind                  string           `key:"agent_kind" enum:"cursor,claude,codex,gemini,opencode" default:"cursor" help:"Which agent CLI peal drives: its argv, prompt delivery, failure messages and events (see docs/agents.md)"`
+	AgentCmd                   string           `key:"agent_cmd" placeholder:"CMD" defaultdoc:"the kind's usual binary" help:"Agent CLI: a name on PATH or a path to an executable (unset: the kind's usual binary, e.g. agent for cursor)"`
+	AgentExtraArgs             []string         `key:"agent_extra_args" kind:"args" help:"Arguments added to every agent call after peal's own, before the prompt (comma or space separated)"`
 	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
 	Sandbox                    string           `key:"sandbox" default:"disabled" placeholder:"MODE" help:"Value of --sandbox for execute, address and triage calls"`
 	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json, the run summary and the review state (created with a .gitignore that ignores everything in it)"`
@@ -90,10 +94,18 @@ type Config struct {
 	NetworkRetryCount          uint32           `key:"network_retry_count" default:"2" help:"Retries of agent calls that failed with a network error (apart from the retry counts)"`
 	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" default:"60" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
 	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec" default:"600" help:"Longest wait before a network retry"`
-	NetworkErrorPatterns       []string         `key:"network_error_patterns" defaultdoc:"built-in list" help:"Case-insensitive texts of stderr or the stdout tail that mark a network failure"`
-	FatalErrorPatterns         []string         `key:"fatal_error_patterns" defaultdoc:"built-in list" help:"Case-insensitive texts that mark a failure no retry can heal (not retried)"`
+	NetworkErrorPatterns       []string         `key:"network_error_patterns" help:"Case-insensitive texts of stderr or the stdout tail that mark a network failure, on top of the agent kind's own"`
+	FatalErrorPatterns         []string         `key:"fatal_error_patterns" help:"Case-insensitive texts that mark a failure no retry can heal (not retried), on top of the agent kind's own"`
+	BuiltinErrorPatterns       bool             `key:"builtin_error_patterns" default:"true" help:"Use the agent kind's own failure messages and exit codes (false: only fatal_error_patterns and network_error_patterns)"`
+	NetworkStallSec            uint64           `key:"network_stall_sec" default:"60" help:"End an agent attempt that printed nothing but network errors for this long, as a network failure (0: off)"`
+	RateLimitMaxWaitSec        uint64           `key:"rate_limit_max_wait_sec" default:"1800" help:"Most time one agent call waits on rate limits, in all; a reset announced beyond it fails at once"`
+	StructuredOutput           bool             `key:"structured_output" default:"false" help:"Ask the agent for its event stream: the result event ends the call, tokens and cost are counted"`
+	MaxCostUSD                 *float64         `key:"max_cost_usd" placeholder:"USD" help:"Stop the run (exit 3) after the call that brings the run's cost to this many US dollars (needs structured_output and a CLI that reports cost)"`
+	CursorTrust                bool             `key:"cursor_trust" default:"true" help:"Pass --trust to every Cursor CLI call: trust the repository as a workspace without asking"`
+	CursorForce                bool             `key:"cursor_force" default:"true" help:"Pass --force to Cursor CLI execute and address calls: run commands without asking for approval"`
 	RetryDelaySec              uint64           `key:"retry_delay_sec" default:"0" help:"First wait before an ordinary retry; it doubles each time (0: none)"`
-	FallbackAgentCmd           string           `key:"fallback_agent_cmd" placeholder:"CMD" help:"Agent CLI used by even attempts of a call (unset: always the primary)"`
+	FallbackAgentCmd           string           `key:"fallback_agent_cmd" placeholder:"CMD" help:"Agent CLI used by even attempts of a call (unset: always the primary, unless fallback_agent_kind is set)"`
+	FallbackAgentKind          string           `key:"fallback_agent_kind" enum:"cursor,claude,codex,gemini,opencode" help:"Kind of the fallback agent (unset: agent_kind); setting it alone uses that kind's usual binary as the fallback"`
 	FallbackModel              string           `key:"fallback_model" placeholder:"MODEL" help:"Model of fallback attempts (unset: the model the primary would get)"`
 	PlateauRounds              uint32           `key:"plateau_rounds" default:"0" help:"End the address loop after this many rounds in a row without fewer findings (0: off)"`
 	KnowledgeDir               string           `key:"knowledge_dir" kind:"path" help:"Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"`
@@ -184,6 +196,7 @@ func Load(in Inputs) (*Config, error) {
 		}
 	}
 	cfg.resolveParallel()
+	cfg.resolveAgentCmd()
 	if cfg.RunSummaryPath == "" {
 		cfg.RunSummaryPath = filepath.Join(cfg.StateDir, "run_summary.json")
 		cfg.Sources["run_summary_path"] = SourceDefault
@@ -199,6 +212,21 @@ func repoFrom(layers ...layer) string {
 		}
 	}
 	return ""
+}
+
+// resolveAgentCmd fills agent_cmd, when no layer set it, with the usual
+// binary of agent_kind, and fallback_agent_cmd, when only
+// fallback_agent_kind is set, with that kind's.
+func (c *Config) resolveAgentCmd() {
+	if k, err := agent.Lookup(c.AgentKind); c.AgentCmd == "" && err == nil {
+		c.AgentCmd = k.DefaultCmd
+	}
+	if c.FallbackAgentKind == "" {
+		return
+	}
+	if k, err := agent.Lookup(c.FallbackAgentKind); c.FallbackAgentCmd == "" && err == nil {
+		c.FallbackAgentCmd = k.DefaultCmd
+	}
 }
 
 // resolveParallel applies the rules of parallel and max_parallel:
@@ -351,6 +379,8 @@ func setField(f reflect.Value, v any) {
 	switch f.Kind() {
 	case reflect.Uint32, reflect.Uint64:
 		f.SetUint(v.(uint64))
+	case reflect.Float64:
+		f.SetFloat(v.(float64))
 	default:
 		f.Set(reflect.ValueOf(v))
 	}

@@ -68,7 +68,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 	// Each key set only by one layer reports that layer as its source.
 	values := map[Kind][2]string{ // text form, TOML form
 		KindString: {"x", `"x"`}, KindPath: {"p", `"p"`}, KindBool: {"true", "true"},
-		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindSeconds: {"7", "7"}, KindLogLevel: {"peal=trace,warn", `"peal=trace,warn"`}, KindCommands: {"a b,c", `["a b", "c"]`},
+		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindSeconds: {"7", "7"}, KindF64: {"2.5", "2.5"}, KindLogLevel: {"peal=trace,warn", `"peal=trace,warn"`}, KindCommands: {"a b,c", `["a b", "c"]`},
 		KindArgs: {"a,b", `["a", "b"]`}, KindSeverities: {"Minor", `["Minor"]`}, KindList: {"a,b", `["a", "b"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
 	}
 	for _, k := range Keys {

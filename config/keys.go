@@ -23,6 +23,7 @@ const (
 	KindSeverities      // list of review severities; env/flag text splits on commas
 	KindList            // list of strings; env/flag text splits on commas
 	KindLogLevel        // a level, or tracing-style directives such as "peal=trace,warn"
+	KindF64             // non-negative decimal number
 )
 
 // MaxSeconds is the largest value of a seconds key (about 31 years): far
@@ -101,6 +102,7 @@ var kindInfo = map[Kind]struct {
 	KindSeverities: {"list of severities", "SEVERITIES", reflect.TypeFor[[]string]()},
 	KindPatterns:   {"list of {pattern, reason}", "", reflect.TypeFor[[]DismissPattern]()},
 	KindLogLevel:   {"level or directives", "LEVEL", nil},
+	KindF64:        {"number", "N", nil},
 	KindEnum:       {"", "", nil}, // its values
 }
 
@@ -141,12 +143,6 @@ func (k Key) DefaultText() string {
 		return "none"
 	}
 	return fmt.Sprint(k.Default)
-}
-
-// builtinDefaults are the defaults too long for a struct tag.
-var builtinDefaults = map[string]any{
-	"network_error_patterns": DefaultNetworkPatterns,
-	"fatal_error_patterns":   DefaultFatalPatterns,
 }
 
 // deriveKeys reads the declaration of every key from the tags of Config's
@@ -199,6 +195,8 @@ func keyOf(f reflect.StructField, name string) (Key, error) {
 		k.Kind = KindBool
 	case (base.Kind() == reflect.Uint32 || base.Kind() == reflect.Uint64) && strings.HasSuffix(name, "_sec"):
 		k.Kind = KindSeconds
+	case base.Kind() == reflect.Float64:
+		k.Kind = KindF64
 	case base.Kind() == reflect.Uint32:
 		k.Kind = KindU32
 	case base.Kind() == reflect.Uint64:
@@ -222,8 +220,6 @@ func keyOf(f reflect.StructField, name string) (Key, error) {
 			return k, fmt.Errorf("default: %v", err)
 		}
 		k.Default = v
-	} else if d, ok := builtinDefaults[name]; ok {
-		k.Default = d
 	} else if isList(k.Kind) {
 		k.Default = reflect.MakeSlice(base, 0, 0).Interface()
 	}
@@ -248,6 +244,11 @@ func goTypeFits(kind Kind, t reflect.Type) bool {
 			t = t.Elem()
 		}
 		return t.Kind() == reflect.Uint32 || t.Kind() == reflect.Uint64
+	case KindF64:
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		return t.Kind() == reflect.Float64
 	}
 	if want := kindInfo[kind].goType; want != nil {
 		return t == want
@@ -266,19 +267,3 @@ var DismissReasons = []string{"false_positive", "already_correct", "wrong_sugges
 // Severities are the quality-gate severities of the retry-state store, in
 // ticketflow's order.
 var Severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}
-
-// DefaultNetworkPatterns mark failures of reaching the model's API.
-var DefaultNetworkPatterns = []string{
-	"connection reset", "connection refused", "connection timed out", "network is unreachable",
-	"econnreset", "econnrefused", "etimedout", "enotfound", "eai_again", "socket hang up",
-	"could not resolve host", "temporary failure in name resolution", "no such host",
-	"tls handshake timeout", "timeout awaiting response", "request timed out",
-	"rate limit", "too many requests", "status code 429", "http 429",
-	"502 bad gateway", "503 service unavailable", "504 gateway timeout",
-	"status code 502", "status code 503", "status code 504", "http 502", "http 503", "http 504",
-}
-
-// DefaultFatalPatterns mark failures that no retry can heal.
-var DefaultFatalPatterns = []string{
-	"not logged in", "authentication required", "unauthorized", "invalid api key",
-}

@@ -174,7 +174,7 @@ func TestDeclarations(t *testing.T) {
 		return reflect.StructField{Name: "X", Type: reflect.TypeOf(typ), Tag: reflect.StructTag(tag)}
 	}
 	bad := map[string]reflect.StructField{
-		"unsupported type":       field(1.5, `key:"x"`),
+		"unsupported type":       field(int8(1), `key:"x"`),
 		"unknown kind":           field("", `key:"x" kind:"colour"`),
 		"kind against type":      field("", `key:"x" kind:"seconds"`),
 		"default does not parse": field(uint32(0), `key:"x" default:"many"`),

@@ -57,6 +57,12 @@ func parseText(k Key, raw string) (any, error) {
 			return nil, fmt.Errorf("invalid value %s: want a non-negative whole number", Quote(raw))
 		}
 		return checkMax(k, n, raw)
+	case KindF64:
+		x, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+		if err != nil || x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, fmt.Errorf("invalid value %s: want a non-negative number such as 2.5", Quote(raw))
+		}
+		return x, nil
 	case KindCommands, KindList:
 		return splitCommas(raw), nil
 	case KindArgs:
@@ -245,6 +251,20 @@ func parseTOML(k Key, v any) (any, error) {
 			return nil, fmt.Errorf("invalid value %d: want a non-negative whole number", n)
 		}
 		return checkMax(k, uint64(n), n)
+	case KindF64:
+		var x float64
+		switch n := v.(type) {
+		case float64:
+			x = n
+		case int64:
+			x = float64(n)
+		default:
+			return nil, wrongType()
+		}
+		if x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, fmt.Errorf("invalid value %v: want a non-negative number", v)
+		}
+		return x, nil
 	case KindCommands, KindArgs, KindSeverities, KindList:
 		list, ok := v.([]any)
 		if !ok {

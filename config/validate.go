@@ -78,7 +78,7 @@ func (c *Config) ValidateWithoutAgent() error {
 func (c *Config) ResolveAgents() error {
 	var err error
 	if c.AgentPath, err = ResolveCommand(c.AgentCmd); err != nil {
-		return fmt.Errorf("agent command %s not found (%v): install the Cursor CLI or set %s", Quote(c.AgentCmd), err, describe("agent_cmd", c.Sources))
+		return fmt.Errorf("agent command %s not found (%v): install the %s CLI or set %s", Quote(c.AgentCmd), err, c.AgentKind, describe("agent_cmd", c.Sources))
 	}
 	if c.FallbackAgentCmd != "" {
 		if c.FallbackPath, err = ResolveCommand(c.FallbackAgentCmd); err != nil {

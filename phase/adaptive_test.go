@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +17,44 @@ var (
 	netFail   = fakes.Outcome{Exit: 1, Stderr: "request failed: read tcp: ECONNRESET"}
 	fatalFail = fakes.Outcome{Exit: 1, Stderr: "Error: not logged in. Run `agent login`."}
 	plainFail = fakes.Outcome{Exit: 1, Stderr: "compile error"}
+	rateFail  = fakes.Outcome{Exit: 1, Stderr: "429 Too Many Requests"}
+	raceFail  = fakes.Outcome{Exit: 1, Stderr: "ENOENT: rename cli-config.json.tmp"}
 	success   = fakes.Outcome{Stdout: "fine"}
 )
+
+// byText is a classifier for these tests: the class follows from a word of
+// stderr; wait is the reset a rate limit announces.
+func byText(wait time.Duration) Classifier {
+	return func(r Result) Verdict {
+		err := CheckExit(r)
+		switch {
+		case err == nil:
+			return Verdict{Class: Succeeded}
+		case strings.Contains(r.Stderr, "not logged in"):
+			return Verdict{Class: Fatal, Err: err}
+		case strings.Contains(r.Stderr, "ECONNRESET"):
+			return Verdict{Class: Network, Err: err}
+		case strings.Contains(r.Stderr, "429"):
+			return Verdict{Class: RateLimited, Err: err, Wait: wait}
+		case strings.Contains(r.Stderr, "cli-config"):
+			return Verdict{Class: Transient, Err: err}
+		}
+		return Verdict{Class: Ordinary, Err: err}
+	}
+}
+
+// sleeps records the waits of Do instead of sleeping.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
 
 func adaptiveCall(t *testing.T, p Policy, outcomes ...fakes.Outcome) (string, []fakes.Call, error) {
 	t.Helper()
@@ -33,12 +70,15 @@ func adaptiveCall(t *testing.T, p Policy, outcomes ...fakes.Outcome) (string, []
 	return dir, c, err
 }
 
-func net(retries int) *NetworkPolicy {
-	return &NetworkPolicy{Patterns: []string{"econnreset", "rate limit"}, Retries: retries}
+func withNet(retries int) map[Class]Budget {
+	return map[Class]Budget{Network: {Retries: retries}}
 }
 
-func TestNetworkFailuresHaveTheirOwnBudget(t *testing.T) {
+func TestClassesHaveTheirOwnBudgets(t *testing.T) {
 	t.Parallel()
+	rate := func(n int, maxWait time.Duration) map[Class]Budget {
+		return map[Class]Budget{RateLimited: {Retries: n, Backoff: backoff.NewConstantBackOff(time.Minute), MaxWait: maxWait}}
+	}
 	cases := []struct {
 		name     string
 		policy   Policy
@@ -46,41 +86,112 @@ func TestNetworkFailuresHaveTheirOwnBudget(t *testing.T) {
 		calls    int
 		check    func(error) bool
 	}{
-		{"network retries without a phase retry count", Policy{Attempts: 1, Network: net(2)}, []fakes.Outcome{netFail, netFail, success}, 3,
+		{"network retries without a phase retry count", Policy{Attempts: 1, Budgets: withNet(2)}, []fakes.Outcome{netFail, netFail, success}, 3,
 			func(err error) bool { return err == nil }},
-		{"every attempt a network failure: unreachable", Policy{Attempts: 1, Network: net(2)}, []fakes.Outcome{netFail}, 3,
+		{"every attempt a network failure: unreachable", Policy{Attempts: 1, Budgets: withNet(2)}, []fakes.Outcome{netFail}, 3,
 			func(err error) bool { var u *UnreachableError; return errors.As(err, &u) && u.Attempts == 3 }},
-		{"network budget does not use the phase budget", Policy{Attempts: 2, Network: net(1)}, []fakes.Outcome{netFail, plainFail, success}, 3,
+		{"network budget does not use the phase budget", Policy{Attempts: 2, Budgets: withNet(1)}, []fakes.Outcome{netFail, plainFail, success}, 3,
 			func(err error) bool { return err == nil }},
-		{"a mix is an ordinary failure", Policy{Attempts: 2, Network: net(1)}, []fakes.Outcome{plainFail, netFail, netFail}, 3,
+		{"a mix is an ordinary failure", Policy{Attempts: 2, Budgets: withNet(1)}, []fakes.Outcome{plainFail, netFail, netFail}, 3,
 			func(err error) bool {
 				var f *FailedError
 				var u *UnreachableError
 				return errors.As(err, &f) && !errors.As(err, &u)
 			}},
-		{"without a network policy it is ordinary", Policy{Attempts: 2}, []fakes.Outcome{netFail}, 2,
+		{"a class without a budget is ordinary", Policy{Attempts: 2}, []fakes.Outcome{netFail}, 2,
 			func(err error) bool { var f *FailedError; return errors.As(err, &f) }},
-		{"fatal is never retried", Policy{Attempts: 3, Network: net(2), Fatal: []string{"NOT LOGGED IN"}}, []fakes.Outcome{fatalFail, success}, 1,
+		{"fatal is never retried", Policy{Attempts: 3, Budgets: withNet(2)}, []fakes.Outcome{fatalFail, success}, 1,
 			func(err error) bool {
 				var f *FatalError
 				return errors.As(err, &f) && strings.Contains(err.Error(), "not logged in")
 			}},
-		{"custom patterns", Policy{Attempts: 1, Network: &NetworkPolicy{Patterns: []string{"compile"}, Retries: 1}}, []fakes.Outcome{plainFail, success}, 2,
+		{"rate limits do not spend the ordinary budget", Policy{Attempts: 1, Budgets: rate(5, 0)}, []fakes.Outcome{rateFail, rateFail, success}, 3,
 			func(err error) bool { return err == nil }},
-		{"only the stdout tail counts", Policy{Attempts: 1, Network: net(2)},
-			[]fakes.Outcome{{Exit: 1, Stdout: "ECONNRESET in a file the agent printed\n" + strings.Repeat("x", 5000)}}, 1,
+		{"rate limit budget spent", Policy{Attempts: 3, Budgets: rate(1, 0)}, []fakes.Outcome{rateFail}, 2,
+			func(err error) bool { var r *RateLimitError; return errors.As(err, &r) && r.Attempts == 2 }},
+		{"rate limit waits stop at the cap", Policy{Attempts: 3, Budgets: rate(10, 90*time.Second)}, []fakes.Outcome{rateFail}, 3,
+			func(err error) bool {
+				var r *RateLimitError
+				return errors.As(err, &r) && r.Waited == 90*time.Second && strings.Contains(err.Error(), "rate_limit_max_wait_sec (90 s)")
+			}},
+		{"transient retried without the budget", Policy{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 3}}}, []fakes.Outcome{raceFail, raceFail, success}, 3,
+			func(err error) bool { return err == nil }},
+		{"transient budget spent", Policy{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 1}}}, []fakes.Outcome{raceFail}, 2,
 			func(err error) bool { var f *FailedError; return errors.As(err, &f) }},
-		{"the stdout tail is searched", Policy{Attempts: 1, Network: net(1)},
-			[]fakes.Outcome{{Exit: 1, Stdout: strings.Repeat("x", 5000) + "\nRate limit exceeded"}, success}, 2,
-			func(err error) bool { return err == nil }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var s sleeps
+			tc.policy.Classify = byText(0)
+			tc.policy.Sleep = s.sleep
 			_, c, err := adaptiveCall(t, tc.policy, tc.outcomes...)
 			if len(c) != tc.calls || !tc.check(err) {
 				t.Fatalf("%d calls (want %d), err %v", len(c), tc.calls, err)
 			}
 		})
+	}
+}
+
+func TestRateLimitWaits(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		reset   time.Duration
+		maxWait time.Duration
+		calls   int
+		want    []time.Duration
+	}{
+		{"backoff when no reset is announced", 0, time.Hour, 3, []time.Duration{time.Minute, time.Minute}},
+		{"the announced reset", 7 * time.Second, time.Hour, 3, []time.Duration{7 * time.Second, 7 * time.Second}},
+		{"the last wait is cut to the cap", 0, 90 * time.Second, 3, []time.Duration{time.Minute, 30 * time.Second}},
+		{"a reset beyond the cap fails at once", 2 * time.Hour, time.Hour, 1, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var s sleeps
+			p := Policy{Attempts: 1, Classify: byText(tc.reset), Sleep: s.sleep,
+				Budgets: map[Class]Budget{RateLimited: {Retries: 10, Backoff: backoff.NewConstantBackOff(time.Minute), MaxWait: tc.maxWait}}}
+			outcomes := []fakes.Outcome{rateFail, rateFail, success}
+			_, c, err := adaptiveCall(t, p, outcomes...)
+			if len(c) != tc.calls || !slicesEqual(s.d, tc.want) {
+				t.Fatalf("%d calls (want %d), waits %v (want %v), err %v", len(c), tc.calls, s.d, tc.want, err)
+			}
+			var r *RateLimitError
+			if (tc.calls == 3) != (err == nil) || (err != nil && !errors.As(err, &r)) {
+				t.Fatalf("err %v", err)
+			}
+		})
+	}
+}
+
+func slicesEqual(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAttemptOfCountsBudgetsLeft(t *testing.T) {
+	t.Parallel()
+	var s sleeps
+	p := Policy{Attempts: 2, Budgets: withNet(1), Classify: byText(0), Sleep: s.sleep}
+	_, c, err := adaptiveCall(t, p, netFail, plainFail, success)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, call := range c {
+		got = append(got, call.Env["PEAL_ATTEMPT"])
+	}
+	if strings.Join(got, " ") != "1 2 3" {
+		t.Fatalf("attempts %v", got)
 	}
 }
 
@@ -105,13 +216,12 @@ func TestFallbackAlternates(t *testing.T) {
 
 func TestNetworkDelayHonoured(t *testing.T) {
 	t.Parallel()
-	p := Policy{Attempts: 1, Network: &NetworkPolicy{Patterns: []string{"econnreset"}, Retries: 1, Backoff: backoff.NewConstantBackOff(time.Second)}}
-	_, c, err := adaptiveCall(t, p, netFail, success)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gap := c[1].Time.Sub(c[0].Time); gap < 900*time.Millisecond {
-		t.Fatalf("second attempt %s after the first, want the 1 s delay", gap)
+	var s sleeps
+	p := Policy{Attempts: 1, Classify: byText(0), Sleep: s.sleep,
+		Budgets: map[Class]Budget{Network: {Retries: 1, Backoff: backoff.NewConstantBackOff(time.Second)}}}
+	_, _, err := adaptiveCall(t, p, netFail, success)
+	if err != nil || !slicesEqual(s.d, []time.Duration{time.Second}) {
+		t.Fatalf("waits %v, err %v", s.d, err)
 	}
 }
 
@@ -120,8 +230,9 @@ func TestNetworkDelayCancelled(t *testing.T) {
 	dir := setup(t, netFail)
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := Policy{Attempts: 1, Network: &NetworkPolicy{Patterns: []string{"econnreset"}, Retries: 3, Backoff: backoff.NewConstantBackOff(time.Hour)},
-		Failure: func(r Result) error { cancel(); return CheckExit(r) }}
+	classify := byText(0)
+	p := Policy{Attempts: 1, Budgets: map[Class]Budget{Network: {Retries: 3, Backoff: backoff.NewConstantBackOff(time.Hour)}},
+		Classify: func(r Result) Verdict { cancel(); return classify(r) }}
 	start := time.Now()
 	_, n, err := Do(ctx, nil, p, func(a Attempt) Spec { return caller.Spec("plan", 1, a, []string{fakeAgent, "x"}, true) })
 	var ie *InterruptedError
@@ -130,43 +241,25 @@ func TestNetworkDelayCancelled(t *testing.T) {
 	}
 }
 
-// TestNetworkErrorFromFailure: a Failure that returns *NetworkError puts the
-// attempt in the network class whatever its output says (stet's exit 2).
-func TestNetworkErrorFromFailure(t *testing.T) {
+func TestMessagesQuoteTheExplainingLine(t *testing.T) {
 	t.Parallel()
-	byExit := func(r Result) error {
-		if r.ExitCode == 2 {
-			return &NetworkError{Err: errors.New("the model is unreachable")}
-		}
-		return CheckExit(r)
-	}
-	quiet := fakes.Outcome{Exit: 2, Stderr: "nothing a pattern knows"}
 	cases := []struct {
-		name     string
-		policy   Policy
-		outcomes []fakes.Outcome
-		calls    int
-		check    func(error) bool
+		name string
+		res  Result
+		want string
 	}{
-		{"network retries, then success", Policy{Attempts: 1, Failure: byExit, Network: &NetworkPolicy{Retries: 2}}, []fakes.Outcome{quiet, quiet, success}, 3,
-			func(err error) bool { return err == nil }},
-		{"every attempt: unreachable", Policy{Attempts: 2, Failure: byExit, Network: &NetworkPolicy{Retries: 1}}, []fakes.Outcome{quiet}, 2,
-			func(err error) bool {
-				var u *UnreachableError
-				return errors.As(err, &u) && u.Attempts == 2 && strings.Contains(err.Error(), "the model is unreachable")
-			}},
-		{"no network policy: unreachable at once", Policy{Attempts: 3, Failure: byExit}, []fakes.Outcome{quiet}, 1,
-			func(err error) bool { var u *UnreachableError; return errors.As(err, &u) }},
-		{"other exits stay ordinary", Policy{Attempts: 2, Failure: byExit, Network: &NetworkPolicy{Retries: 3}}, []fakes.Outcome{plainFail}, 2,
-			func(err error) bool { var f *FailedError; return errors.As(err, &f) }},
+		{"stderr's last meaningful line", Result{Phase: "plan", ExitCode: 1, Stderr: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API\n\n", Stdout: "x"},
+			"plan call exited with status 1: Error: Cannot connect to API"},
+		{"never an object dump", Result{Phase: "plan", ExitCode: 1, Stderr: "exception TypeError: fetch failed sending request\nAn unexpected critical error occurred:[object Object]\n"},
+			"plan call exited with status 1: exception TypeError: fetch failed sending request"},
+		{"stdout when stderr is silent", Result{Phase: "execute", ExitCode: 1, Stdout: "Not logged in · Please run /login\n"},
+			"execute call exited with status 1: Not logged in · Please run /login"},
+		{"nothing printed", Result{Phase: "execute", ExitCode: 2}, "execute call exited with status 2 and printed nothing"},
+		{"capped", Result{Phase: "plan", ExitCode: 1, Stderr: strings.Repeat("y", 1000)}, "plan call exited with status 1: " + strings.Repeat("y", 300) + "…"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, c, err := adaptiveCall(t, tc.policy, tc.outcomes...)
-			if len(c) != tc.calls || !tc.check(err) {
-				t.Fatalf("%d calls (want %d), err %v", len(c), tc.calls, err)
-			}
-		})
+		if got := CheckExit(tc.res).Error(); got != tc.want {
+			t.Errorf("%s: %q\nwant %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -6,33 +6,6 @@ import (
 	"time"
 )
 
-// Agent describes how the agent CLI is invoked; the argv of every agent call
-// is built here.
-type Agent struct {
-	Path    string // resolved executable
-	Repo    string // --workspace and working folder
-	Sandbox string
-}
-
-// PlanArgv is the argv of plan and normalize calls: plan mode, text output.
-func (a Agent) PlanArgv(model, prompt string) []string {
-	argv := []string{a.Path, "--print", "--plan", "--workspace", a.Repo, "--output-format", "text"}
-	return appendModel(argv, model, prompt)
-}
-
-// ActArgv is the argv of execute, address and triage calls.
-func (a Agent) ActArgv(model, prompt string) []string {
-	argv := []string{a.Path, "--print", "--workspace", a.Repo, "--sandbox", a.Sandbox}
-	return appendModel(argv, model, prompt)
-}
-
-func appendModel(argv []string, model, prompt string) []string {
-	if model != "" {
-		argv = append(argv, "--model", model)
-	}
-	return append(argv, prompt)
-}
-
 // Limits are the time limits every call of a run shares.
 type Limits struct {
 	Timeout, Idle, KillGrace time.Duration

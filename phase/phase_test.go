@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -432,26 +431,6 @@ type countingBackOff struct{ resets, calls int }
 
 func (b *countingBackOff) NextBackOff() time.Duration { b.calls++; return 0 }
 func (b *countingBackOff) Reset()                     { b.resets++ }
-
-func TestAgentArgv(t *testing.T) {
-	t.Parallel()
-	a := Agent{Path: "/bin/agent", Repo: "/r", Sandbox: "disabled"}
-	cases := []struct {
-		name string
-		got  []string
-		want []string
-	}{
-		{"plan", a.PlanArgv("", "P"), []string{"/bin/agent", "--print", "--plan", "--workspace", "/r", "--output-format", "text", "P"}},
-		{"plan with model", a.PlanArgv("m1", "P"), []string{"/bin/agent", "--print", "--plan", "--workspace", "/r", "--output-format", "text", "--model", "m1", "P"}},
-		{"act", a.ActArgv("", "P"), []string{"/bin/agent", "--print", "--workspace", "/r", "--sandbox", "disabled", "P"}},
-		{"act with model", a.ActArgv("m1", "P"), []string{"/bin/agent", "--print", "--workspace", "/r", "--sandbox", "disabled", "--model", "m1", "P"}},
-	}
-	for _, tc := range cases {
-		if !slices.Equal(tc.got, tc.want) {
-			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
-		}
-	}
-}
 
 func TestLogArgvHidesPrompt(t *testing.T) {
 	t.Parallel()

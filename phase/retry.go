@@ -2,41 +2,103 @@ package phase
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 )
 
+// Class is how a finished attempt ended, as far as retrying goes.
+type Class int
+
+const (
+	// Succeeded: the attempt did what was asked.
+	Succeeded Class = iota
+	// Ordinary: a timeout, a non-zero exit or a bad answer; retried by the
+	// call's own budget (Policy.Attempts).
+	Ordinary
+	// Fatal: no retry can heal it (not logged in, invalid key, a refusal).
+	Fatal
+	// Network: the model's API could not be reached.
+	Network
+	// RateLimited: the API refused for now (HTTP 429, a usage limit, overloaded).
+	RateLimited
+	// Transient: a known hiccup of the CLI itself (e.g. two processes racing
+	// on one configuration file); retried at once.
+	Transient
+)
+
+func (c Class) String() string {
+	switch c {
+	case Succeeded:
+		return "success"
+	case Ordinary:
+		return "ordinary"
+	case Fatal:
+		return "fatal"
+	case Network:
+		return "network"
+	case RateLimited:
+		return "rate limit"
+	case Transient:
+		return "transient"
+	}
+	return fmt.Sprintf("class %d", int(c))
+}
+
+// Verdict is the classification of one finished attempt.
+type Verdict struct {
+	Class Class
+	// Err describes the failure (nil on success): what the final error
+	// message quotes.
+	Err error
+	// Wait is, for RateLimited, how long until the limit resets as the
+	// agent said; 0 when it did not say.
+	Wait time.Duration
+}
+
+// Classifier decides what a finished attempt means. Deciding whether an
+// attempt failed, and how, is kept apart from deciding how often and when
+// to retry it (the Budgets), so a new kind of failure is a new Class and a
+// new Budget, not a new branch in Do.
+type Classifier func(Result) Verdict
+
+// Budget is how one class of failure is retried within one call.
+type Budget struct {
+	// Retries is how many failures of this class the call absorbs.
+	Retries int
+	// Backoff yields the delay before each retry; nil means none.
+	Backoff backoff.BackOff
+	// MaxWait, when set, caps the total time the call spends waiting on
+	// this class; a wait the agent announced (Verdict.Wait) is used instead
+	// of the backoff when there is one.
+	MaxWait time.Duration
+}
+
 // Policy is everything that differs between kinds of calls as far as
-// retrying goes: how a failure is classified, which budget it draws on, how
-// long to wait, and which agent the next attempt uses. The loop that applies
-// it exists once, in Do.
+// retrying goes: how a result is classified, the budget and delays of each
+// class of failure, and which agent the next attempt uses. The loop that
+// applies it exists once, in Do.
 type Policy struct {
 	// Attempts is the budget of ordinary failures: 1 + the retry count.
 	Attempts int
-	// Failure tells why a finished attempt failed, or nil when it succeeded.
-	// nil means CheckExit: a timeout or a non-zero exit is a failure.
+	// Classify judges each attempt. nil means: Failure (CheckExit when nil)
+	// decides, and every failure is Ordinary.
+	Classify Classifier
+	// Failure tells why a finished attempt failed, or nil when it
+	// succeeded; used only when Classify is nil.
 	Failure func(Result) error
 	// Backoff yields the delay before each ordinary retry; nil means none.
 	Backoff backoff.BackOff
-	// Fatal lists case-insensitive substrings of a failed call's output that
-	// no retry can heal (an agent that is not logged in): no retry at all.
-	Fatal []string
-	// Network, when set, gives failures that look like network trouble their
-	// own budget and delays.
-	Network *NetworkPolicy
+	// Budgets of the other classes. A class without a budget is treated as
+	// Ordinary; Fatal is never retried.
+	Budgets map[Class]Budget
 	// Fallback makes even attempts use the fallback agent.
 	Fallback bool
-}
-
-// NetworkPolicy is the budget of network failures.
-type NetworkPolicy struct {
-	Patterns []string        // case-insensitive substrings of stderr or the stdout tail
-	Retries  int             // network failures retried, apart from Attempts
-	Backoff  backoff.BackOff // delays before network retries
+	// Sleep waits between attempts; nil waits on a timer (tests pass a
+	// recorder).
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Agent roles, in the environment of every agent call as PEAL_AGENT_ROLE.
@@ -51,135 +113,150 @@ type Attempt struct {
 	Role  string // RolePrimary or RoleFallback
 }
 
-// tailBytes is how much of stdout is searched for error patterns: agents echo
-// file contents, so only the end of their output speaks for the failure.
-const tailBytes = 4 << 10
-
-// matchOutput reports the first pattern found (case-insensitively) in the
-// call's stderr or the last 4 KiB of its stdout.
-func matchOutput(res Result, patterns []string) (string, bool) {
-	if len(patterns) == 0 {
-		return "", false
-	}
-	out := res.Stdout
-	if len(out) > tailBytes {
-		out = out[len(out)-tailBytes:]
-	}
-	text := strings.ToLower(res.Stderr + "\n" + out)
-	for _, p := range patterns {
-		if p != "" && strings.Contains(text, strings.ToLower(p)) {
-			return p, true
-		}
-	}
-	return "", false
-}
-
-// NetworkError marks the failure of an attempt as network trouble whatever
-// its output says. A Policy's Failure returns it for results whose exit
-// status alone means that a service could not be reached (stet exits 2 when
-// its review model is unreachable); Do then draws on the network budget.
-type NetworkError struct{ Err error }
-
-func (e *NetworkError) Error() string { return e.Err.Error() }
-func (e *NetworkError) Unwrap() error { return e.Err }
-
-// networkFailure reports whether a failed attempt is network trouble: its
-// failure says so, or its output matches a network pattern.
-func networkFailure(res Result, fail error, patterns []string) (string, bool) {
-	var ne *NetworkError
-	if errors.As(fail, &ne) {
-		return "exit status", true
-	}
-	return matchOutput(res, patterns)
-}
-
-// CheckExit is the default failure rule: timeout or non-zero exit.
+// CheckExit is the default failure rule: timeout or non-zero exit. The error
+// quotes the line of the output that explains the failure.
 func CheckExit(r Result) error {
 	if r.TimedOut {
-		return &TimeoutError{Phase: r.Phase, Limit: r.Limit, Idle: r.Idle}
+		return &TimeoutError{Phase: r.Phase, Limit: r.Limit, Idle: r.Idle, Line: Explain(r)}
 	}
 	if r.ExitCode != 0 {
-		return &ExitError{Phase: r.Phase, Code: r.ExitCode, Stderr: Tail(r.Stderr)}
+		return &ExitError{Phase: r.Phase, Code: r.ExitCode, Line: Explain(r)}
 	}
 	return nil
 }
 
+// budgetState is what is left of one class's budget during a call.
+type budgetState struct {
+	Budget
+	left   int
+	waited time.Duration
+}
+
 // Do runs build(attempt) under the policy until an attempt succeeds or a
 // failure ends the call. It returns the last result and the number of
-// attempts made. Each failed attempt is classified: a fatal pattern ends the
-// call at once (*FatalError); a network pattern draws on the network budget
-// and, once every attempt failed that way and the budget is spent, ends it
-// with *UnreachableError; anything else draws on Attempts (*FailedError when
-// spent). A start failure or an interruption ends the loop at once.
+// attempts made. Each failed attempt is classified: Fatal ends the call at
+// once (*FatalError); any other class draws on its own budget and waits its
+// own delay. A spent budget ends the call: *UnreachableError when every
+// failure was a network failure, *RateLimitError for a rate limit that
+// outlasts its budget, *FailedError otherwise. A start failure or an
+// interruption ends the loop at once.
 func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spec) (Result, int, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	failure := p.Failure
-	if failure == nil {
-		failure = CheckExit
+	classify := p.Classify
+	if classify == nil {
+		classify = byFailure(p.Failure)
 	}
-	ordinary := p.Backoff
-	if ordinary == nil {
-		ordinary = &backoff.ZeroBackOff{}
+	sleep := p.Sleep
+	if sleep == nil {
+		sleep = wait
 	}
-	ordinary.Reset()
-	var network backoff.BackOff = &backoff.ZeroBackOff{}
-	var networkPatterns []string
-	networkLeft := 0
-	if p.Network != nil {
-		networkPatterns, networkLeft = p.Network.Patterns, p.Network.Retries
-		if p.Network.Backoff != nil {
-			network = p.Network.Backoff
+	budgets := map[Class]*budgetState{Ordinary: {Budget: Budget{Retries: max(p.Attempts, 1) - 1, Backoff: p.Backoff}}}
+	for class, b := range p.Budgets {
+		if class != Ordinary && class != Fatal && class != Succeeded {
+			budgets[class] = &budgetState{Budget: b}
 		}
 	}
-	network.Reset()
-	ordinaryLeft := max(p.Attempts, 1) - 1
-	most := 1 + ordinaryLeft + networkLeft
+	for _, b := range budgets {
+		b.left = b.Retries
+		if b.Backoff == nil {
+			b.Backoff = &backoff.ZeroBackOff{}
+		}
+		b.Backoff.Reset()
+	}
 	allNetwork := true
 	for n := 1; ; n++ {
 		role := RolePrimary
 		if p.Fallback && n%2 == 0 {
 			role = RoleFallback
 		}
-		spec := build(Attempt{N: n, Of: most, Role: role})
+		// The most attempts the call can still make: the counted budgets
+		// (ordinary and network) that are left.
+		of := n + budgets[Ordinary].left
+		if nb := budgets[Network]; nb != nil {
+			of += nb.left
+		}
+		spec := build(Attempt{N: n, Of: of, Role: role})
 		res, err := Run(ctx, spec)
 		if err != nil {
 			return res, n, err
 		}
-		fail := failure(res)
-		if fail == nil {
+		v := classify(res)
+		if v.Class == Succeeded {
 			return res, n, nil
 		}
-		var delays backoff.BackOff
-		if pattern, fatal := matchOutput(res, p.Fatal); fatal {
-			return res, n, &FatalError{Phase: spec.Phase, Pattern: pattern, Last: fail}
-		} else if pattern, isNetwork := networkFailure(res, fail, networkPatterns); isNetwork {
-			if networkLeft == 0 {
-				if allNetwork {
-					return res, n, &UnreachableError{Phase: spec.Phase, Attempts: n, Last: fail}
-				}
-				return res, n, &FailedError{Phase: spec.Phase, Attempts: n, Last: fail}
-			}
-			networkLeft--
-			delays = network
-			log.Warn("network failure, retrying", "phase", spec.Phase, "attempt", n, "pattern", pattern, "network_retries_left", networkLeft)
-		} else {
+		if v.Err == nil {
+			v.Err = fmt.Errorf("%s call failed", spec.Phase)
+		}
+		if v.Class == Fatal {
+			return res, n, &FatalError{Phase: spec.Phase, Last: v.Err}
+		}
+		b := budgets[v.Class]
+		if b == nil {
+			v.Class, b = Ordinary, budgets[Ordinary]
+		}
+		if v.Class != Network && v.Class != Transient {
 			allNetwork = false
-			if ordinaryLeft == 0 {
-				return res, n, &FailedError{Phase: spec.Phase, Attempts: n, Last: fail}
+		}
+		delay, ok := b.next(v)
+		if !ok {
+			switch {
+			case v.Class == Network && allNetwork:
+				return res, n, &UnreachableError{Phase: spec.Phase, Attempts: n, Last: v.Err}
+			case v.Class == RateLimited:
+				return res, n, &RateLimitError{Phase: spec.Phase, Attempts: n, Waited: b.waited, Limit: b.MaxWait, Last: v.Err}
 			}
-			ordinaryLeft--
-			delays = ordinary
+			return res, n, &FailedError{Phase: spec.Phase, Attempts: n, Last: v.Err}
 		}
-		delay := delays.NextBackOff()
-		if delay == backoff.Stop {
-			return res, n, &FailedError{Phase: spec.Phase, Attempts: n, Last: fail}
+		msg := "call failed, retrying"
+		if v.Class == RateLimited {
+			msg = fmt.Sprintf("the agent is rate limited: waiting %s before the next attempt", seconds(delay.Round(time.Second)))
 		}
-		log.Warn("call failed, retrying", "phase", spec.Phase, "attempt", n, "err", fail, "delay", delay)
-		if err := wait(ctx, delay); err != nil {
+		log.Warn(msg, "phase", spec.Phase, "attempt", n, "class", v.Class.String(), "err", v.Err,
+			"delay", delay, "retries_left", b.left)
+		if err := sleep(ctx, delay); err != nil {
 			return res, n, interrupted(spec.Phase, ctx)
 		}
+	}
+}
+
+// next spends one retry of the budget and returns the delay before it;
+// false when the budget is spent.
+func (b *budgetState) next(v Verdict) (time.Duration, bool) {
+	if b.left <= 0 {
+		return 0, false
+	}
+	delay := b.Backoff.NextBackOff()
+	if delay == backoff.Stop {
+		return 0, false
+	}
+	if v.Wait > 0 {
+		delay = v.Wait
+	}
+	if b.MaxWait > 0 {
+		rest := b.MaxWait - b.waited
+		if rest <= 0 || (v.Wait > 0 && v.Wait > rest) {
+			// Waiting for a reset beyond the cap is pointless: give up now.
+			return 0, false
+		}
+		delay = min(delay, rest)
+	}
+	b.left--
+	b.waited += delay
+	return delay, true
+}
+
+// byFailure is the classifier of calls that only tell success from failure.
+func byFailure(failure func(Result) error) Classifier {
+	if failure == nil {
+		failure = CheckExit
+	}
+	return func(r Result) Verdict {
+		if err := failure(r); err != nil {
+			return Verdict{Class: Ordinary, Err: err}
+		}
+		return Verdict{Class: Succeeded}
 	}
 }
 

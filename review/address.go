@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"peal/agent"
 	"peal/phase"
 )
 
@@ -150,9 +151,6 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur Review) (loopRe
 		}
 		before := cur.Count()
 		prompt := phase.AddressPrompt(cur.Output, cur.Suggestions())
-		if err := checkPrompt("address", prompt); err != nil {
-			return loopResult{rounds: round, last: cur}, err
-		}
 		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), prompt); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
@@ -270,14 +268,11 @@ func (s *Session) flushDismissals(ctx context.Context, task int) {
 func (s *Session) askTriage(ctx context.Context, task int, cur Review) (string, error) {
 	rv := s.rv
 	prompt := phase.TriagePrompt(cur.Output)
-	if err := checkPrompt("triage", prompt); err != nil {
-		return "", err
-	}
 	answer, err := rv.agent.Call(ctx, "triage", task, rv.Phase3Attempts(), prompt)
 	switch {
 	case err == nil:
 		return answer, nil
-	case ctx.Err() != nil, endsRun(err), isFatal(err):
+	case ctx.Err() != nil, endsRun(err), isFatal(err), isTooLarge(err):
 		return "", err
 	case isTimeout(err):
 		rv.log.Error("triage call failed; nothing is dismissed this round", "task", task, "err", err)
@@ -287,12 +282,9 @@ func (s *Session) askTriage(ctx context.Context, task int, cur Review) (string, 
 	return "", nil
 }
 
-// endsRun reports an error after which no task can succeed: the agent or
-// the review model is unreachable.
-func endsRun(err error) bool {
-	var ue *phase.UnreachableError
-	return errors.As(err, &ue)
-}
+// endsRun reports an error after which no task can succeed (see
+// phase.RunEnder).
+func endsRun(err error) bool { return phase.EndsRun(err) }
 
 func isFatal(err error) bool {
 	var fe *phase.FatalError
@@ -304,7 +296,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &te)
 }
 
+// isTooLarge: the prompt cannot be handed to the agent (a review too large
+// for the argument of a CLI that takes its prompt there); no retry helps.
 func isTooLarge(err error) bool {
-	var pe *PromptTooLargeError
+	var pe *agent.PromptTooLongError
 	return errors.As(err, &pe)
 }

@@ -72,33 +72,6 @@ func (e *UnreachableError) Error() string {
 }
 func (e *UnreachableError) Unwrap() error { return e.err }
 
-// PromptTooLargeError: a prompt built from a review does not fit in one
-// argument of the agent's command line. It is checked before the call, so
-// that it is a clear error rather than a failed exec.
-type PromptTooLargeError struct {
-	Phase string
-	Size  int
-}
-
-func (e *PromptTooLargeError) Error() string {
-	return fmt.Sprintf("the %s prompt would be %d bytes, more than the %d bytes the system allows in one argument: "+
-		"the review has too many findings to hand to the agent (lower them, e.g. with stet's --strictness in stet_run_extra_args)",
-		e.Phase, e.Size, maxArgument)
-}
-
-// maxArgument is the longest single argument Linux accepts (MAX_ARG_STRLEN,
-// 32 pages, the terminating NUL included). The prompt is the agent's last
-// argument until prompts go to the agent on stdin; checkPrompt goes then.
-const maxArgument = 32*4096 - 1
-
-// checkPrompt fails a prompt that cannot be passed as one argument.
-func checkPrompt(phaseName, prompt string) error {
-	if len(prompt) > maxArgument {
-		return &PromptTooLargeError{Phase: phaseName, Size: len(prompt)}
-	}
-	return nil
-}
-
 // ansi matches terminal escape sequences (colours, cursor movement).
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]`)
 

@@ -111,8 +111,8 @@ func New(o Options) *Reviewer {
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
 		startArgs: cfg.StetStartExtraArgs, runArgs: cfg.StetRunExtraArgs, attempts: attempts,
-		network: func() *phase.NetworkPolicy {
-			return &phase.NetworkPolicy{
+		network: func() phase.Budget {
+			return phase.Budget{
 				Retries: int(cfg.NetworkRetryCount),
 				Backoff: exponential(time.Duration(cfg.NetworkRetryDelaySec)*time.Second, time.Duration(cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2),
 			}

@@ -63,17 +63,6 @@ func TestEventSink(t *testing.T) {
 	}
 }
 
-func TestCheckPrompt(t *testing.T) {
-	t.Parallel()
-	if err := checkPrompt("address", strings.Repeat("x", maxArgument)); err != nil {
-		t.Fatalf("the longest argument the system takes was refused: %v", err)
-	}
-	err := checkPrompt("triage", strings.Repeat("x", maxArgument+1))
-	if pe, ok := err.(*PromptTooLargeError); !ok || pe.Phase != "triage" || pe.Size != maxArgument+1 {
-		t.Fatalf("err = %v", err)
-	}
-}
-
 func TestGitExcludes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

@@ -28,8 +28,8 @@ type stet struct {
 	worktrees string // STET_WORKTREE_ROOT
 	startArgs []string
 	runArgs   []string
-	attempts  int // 2 under on_stet_fail = retry_once
-	network   func() *phase.NetworkPolicy
+	attempts  int                 // 2 under on_stet_fail = retry_once
+	network   func() phase.Budget // the budget of exit 2, the model unreachable
 	caller    phase.Caller
 	log       *slog.Logger
 }
@@ -50,19 +50,21 @@ func (s *stet) spec(task int, a phase.Attempt, argv []string) phase.Spec {
 	return spec
 }
 
-// exitRule judges a finished stet command by its exit status.
-func exitRule(command string) func(phase.Result) error {
-	return func(res phase.Result) error {
-		if res.TimedOut {
-			return phase.CheckExit(res)
+// exitRule classifies a finished stet command by its exit status: 0 is
+// success; 2 means the review model could not be reached (network, drawing
+// on the network budget); anything else, or a timeout, is an ordinary
+// failure.
+func exitRule(command string) phase.Classifier {
+	return func(res phase.Result) phase.Verdict {
+		switch {
+		case res.TimedOut:
+			return phase.Verdict{Class: phase.Ordinary, Err: phase.CheckExit(res)}
+		case res.ExitCode == 0:
+			return phase.Verdict{Class: phase.Succeeded}
+		case res.ExitCode == 2:
+			return phase.Verdict{Class: phase.Network, Err: &StetError{Command: command, Code: 2, Cause: Cause(res.Stderr)}}
 		}
-		switch res.ExitCode {
-		case 0:
-			return nil
-		case 2:
-			return &phase.NetworkError{Err: &StetError{Command: command, Code: 2, Cause: Cause(res.Stderr)}}
-		}
-		return &StetError{Command: command, Code: res.ExitCode, Cause: Cause(res.Stderr)}
+		return phase.Verdict{Class: phase.Ordinary, Err: &StetError{Command: command, Code: res.ExitCode, Cause: Cause(res.Stderr)}}
 	}
 }
 
@@ -71,7 +73,7 @@ func exitRule(command string) func(phase.Result) error {
 func (s *stet) call(ctx context.Context, task int, args []string, attempts int, prepare func(context.Context), detail func() string, sink *eventSink) (phase.Result, error) {
 	command := "stet " + args[0]
 	argv := append([]string{s.path}, args...)
-	policy := phase.Policy{Attempts: attempts, Failure: exitRule(command), Network: s.network()}
+	policy := phase.Policy{Attempts: attempts, Classify: exitRule(command), Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
 	res, n, err := phase.Do(ctx, s.log.With("task", task), policy, func(a phase.Attempt) phase.Spec {
 		if a.N > 1 && prepare != nil {
 			prepare(ctx)

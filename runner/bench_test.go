@@ -63,6 +63,7 @@ func benchRun(b *testing.B, plan string, rules map[string][]fakes.Outcome, env .
 		b.Fatal(err)
 	}
 	b.Setenv(fakes.AgentDirEnv, agentDir)
+	b.Setenv("CURSOR_API_KEY", "bench-key")
 	base := []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + filepath.Join(tmp, "state"),
 		"PEAL_AGENT_CMD=" + fakeAgent, "PEAL_PHASE_TIMEOUT_SEC=60"}
 	cfg, err := config.Load(config.Inputs{Env: append(base, env...)})

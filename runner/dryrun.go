@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"peal/agent"
 	"peal/config"
 	"peal/phase"
 	"peal/state"
@@ -20,15 +21,19 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "plan %s\nrepo %s\nagent %s", cfg.PlanPath, cfg.RepoPath, cfg.AgentPath)
-	if cfg.FallbackPath != "" {
-		fmt.Fprintf(w, " (fallback on even attempts: %s)", cfg.FallbackPath)
+	fmt.Fprintf(w, "plan %s\nrepo %s\nagent %s (%s)", cfg.PlanPath, cfg.RepoPath, cfg.AgentPath, r.agents.primary.kind.Name)
+	if f := r.agents.fallback; f != nil {
+		fmt.Fprintf(w, " (fallback on even attempts: %s (%s))", f.path, f.kind.Name)
 	}
 	fmt.Fprintln(w)
+	for _, s := range r.agents.sides() {
+		if s.kind.Notes != "" {
+			fmt.Fprintf(w, "note: %s: %s\n", s.kind.Name, s.kind.Notes)
+		}
+	}
 	if len(tasks) == 0 {
-		argv := phase.Agent.PlanArgv(r.agent, cfg.Model, phase.NormalizePrompt("", text))
 		fmt.Fprintf(w, "\nthe plan has no task heading: a run first asks the agent to normalize it (up to %d attempts):\n  %s\n"+
-			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, strings.Join(phase.LogArgv(argv, true), " "))
+			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, r.shownArgv("normalize", cfg.Model, phase.NormalizePrompt("", text), ""))
 		return nil
 	}
 	if tasks, err = SelectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
@@ -96,8 +101,8 @@ func (r *run) describeTask(w io.Writer, t Task, completed, sequential bool) bool
 	}
 	fmt.Fprintf(w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
 	phases := 1 + int(r.cfg.PhaseRetryCount)
-	r.describeCall(w, "    ", attempt, "plan", phases, phase.Agent.PlanArgv, phase.PlanPrompt(t.Body), "")
-	r.describeCall(w, "    ", attempt, "execute", phases, phase.Agent.ActArgv, "", "<prompt: the plan text>")
+	r.describeCall(w, "    ", attempt, "plan", phases, phase.PlanPrompt(t.Body), "")
+	r.describeCall(w, "    ", attempt, "execute", phases, "", "<prompt: the plan text>")
 	if sequential {
 		r.describePhase3(w, []Task{t}, "    ")
 	}
@@ -106,17 +111,13 @@ func (r *run) describeTask(w io.Writer, t Task, completed, sequential bool) bool
 
 // describeCall prints one agent call of a ticket's attempt: its model,
 // attempts and argv.
-func (r *run) describeCall(w io.Writer, indent string, attempt int, name string, attempts int, argv argvFunc, prompt, promptLen string) {
+func (r *run) describeCall(w io.Writer, indent string, attempt int, name string, attempts int, prompt, promptLen string) {
 	model := modelFor(r.cfg, attempt, name)
-	args := phase.LogArgv(argv(r.agent, model, prompt), true)
-	if promptLen != "" {
-		args[len(args)-1] = promptLen
-	}
 	shown := model
 	if shown == "" {
 		shown = "(agent default)"
 	}
-	fmt.Fprintf(w, "%s%-8s model %s, attempts %d: %s\n", indent, name, shown, attempts, strings.Join(args, " "))
+	fmt.Fprintf(w, "%s%-8s model %s, attempts %d: %s\n", indent, name, shown, attempts, r.shownArgv(name, model, prompt, promptLen))
 }
 
 // describePhase3 prints the commit after the execute(s) of tasks and their
@@ -140,9 +141,9 @@ func (r *run) describePhase3(w io.Writer, tasks []Task, indent string) {
 	fmt.Fprintf(w, "%s%-8s %s\n", indent, "review", review)
 	fmt.Fprintf(w, "%swhile findings remain, up to %d rounds:\n", indent, r.cfg.MaxAddressRounds)
 	if r.reviewer.Builtin() && !r.cfg.StetDisableLLMTriage {
-		r.describeCall(w, indent, attempt, "triage", r.reviewer.Phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and the triage question>")
+		r.describeCall(w, indent, attempt, "triage", r.reviewer.Phase3Attempts(), "", "<prompt: the review and the triage question>")
 	}
-	r.describeCall(w, indent, attempt, "address", r.reviewer.Phase3Attempts(), phase.Agent.ActArgv, "", "<prompt: the review and its suggestions>")
+	r.describeCall(w, indent, attempt, "address", r.reviewer.Phase3Attempts(), "", "<prompt: the review and its suggestions>")
 	commit("address round <N>")
 	fmt.Fprintf(w, "%s%-8s %s\n", indent, "review", review)
 }
@@ -159,4 +160,27 @@ func (r *run) peekAttempt(id string) (int, string) {
 		return 0, fmt.Sprintf("skipped: %d blocked attempts reached max_retries %d", st.RetryCount, r.cfg.EscalationMaxRetries)
 	}
 	return st.NextAttempt(), ""
+}
+
+// shownArgv is the argv of a call of the primary agent as the dry run shows
+// it: the prompt as <prompt len=N> (or shown, when given), as the last
+// argument or after "<" when it goes on stdin.
+func (r *run) shownArgv(name, model, prompt, shown string) string {
+	s := &r.agents.primary
+	c := r.agentRequest(s, name, model, "")
+	inv, _ := s.kind.Invocation(s.path, c)
+	argv := inv.Argv
+	if inv.PromptInArgv() {
+		argv = argv[:len(argv)-1]
+	}
+	if shown == "" {
+		shown = fmt.Sprintf("<prompt len=%d>", len(prompt))
+	}
+	if s.kind.PromptOnStdin {
+		return strings.Join(argv, " ") + " < " + shown
+	}
+	if len(prompt) > agent.MaxArgLen {
+		shown += " (too long for an argument: the call would fail)"
+	}
+	return strings.Join(append(argv, shown), " ")
 }

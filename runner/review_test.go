@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"peal/agent"
 	"peal/internal/fakes"
 	"peal/phase"
 	"peal/review"
@@ -621,20 +622,32 @@ func TestReviewProgress(t *testing.T) {
 }
 
 // TestPromptTooLarge: a review too large for an argument is a clear error
-// before the address call, not a failed exec.
+// before the address call of a CLI that takes its prompt as an argument (the
+// Cursor CLI), not a failed exec; a CLI that reads it on stdin gets it whole.
 func TestPromptTooLarge(t *testing.T) {
 	t.Parallel()
+	huge := fakes.Finding{ID: "F001", File: "a.go", Severity: "error", Message: strings.Repeat("x", 140<<10)}
 	h := newHarness(t, "## Task 1\nA\n")
 	env := h.withStet(fakes.StetScenario{})
-	huge := fakes.Finding{ID: "F001", File: "a.go", Severity: "error", Message: strings.Repeat("x", 140<<10)}
 	h.scenario(map[string][]fakes.Outcome{"execute": plants(huge)})
 	_, err := h.run(append(env, "PEAL_STET_DISABLE_LLM_TRIAGE=true", "PEAL_ON_STET_FAIL=retry_once")...)
-	var pe *review.PromptTooLargeError
-	if !errors.As(err, &pe) || pe.Phase != "address" || !strings.Contains(err.Error(), "bytes the system allows in one argument") {
+	var pe *agent.PromptTooLongError
+	if !errors.As(err, &pe) || pe.Phase != "address" || !strings.Contains(err.Error(), "longer than one command-line argument") {
 		t.Fatalf("err = %v", err)
 	}
 	if h.keys() != "plan:1 execute:1" {
 		t.Fatalf("agent %q", h.keys())
+	}
+
+	h2, kind := kindHarness(t, "claude", "## Task 1\nA\n")
+	env2 := h2.withStet(fakes.StetScenario{})
+	h2.scenario(map[string][]fakes.Outcome{"execute": plants(huge), "address": {{StetFix: -1}}})
+	if _, err := h2.run(append(append(env2, kind...), "PEAL_STET_DISABLE_LLM_TRIAGE=true")...); err != nil {
+		t.Fatalf("a CLI reading its prompt on stdin: %v", err)
+	}
+	calls := h2.calls()
+	if h2.keys() != "plan:1 execute:1 address:1" || !strings.Contains(calls[2].Stdin, huge.Message) {
+		t.Fatalf("agent %q", h2.keys())
 	}
 }
 

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"peal/config"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
@@ -72,7 +70,7 @@ func (e *TaskError) Unwrap() error { return e.Err }
 type run struct {
 	cfg    *config.Config
 	log    *slog.Logger
-	agent  phase.Agent
+	agents *agents
 	caller phase.Caller
 	store  *state.Store
 	// reviewer runs Phase 3 (nil: no Phase 3 in this run); git makes the
@@ -94,6 +92,10 @@ type run struct {
 	// before the task's outcome is recorded in state.json; tests use it to
 	// hold a run at that point.
 	ticketClosed func(Task)
+	// sleep waits between the attempts of an agent call (nil: a timer).
+	sleep func(context.Context, time.Duration) error
+	// linger is how long an agent may go on after its final result event.
+	linger time.Duration
 }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of
@@ -192,9 +194,10 @@ func callScope(stateDir string) string {
 // newRun prepares a run of cfg; it starts nothing and writes nothing.
 func newRun(cfg *config.Config, log *slog.Logger) *run {
 	return &run{
-		cfg:   cfg,
-		log:   log,
-		agent: phase.Agent{Path: cfg.AgentPath, Repo: cfg.RepoPath, Sandbox: cfg.Sandbox},
+		cfg:    cfg,
+		log:    log,
+		agents: newAgents(cfg),
+		linger: defaultLinger,
 		caller: phase.Caller{
 			Dir: cfg.RepoPath,
 			Limits: phase.Limits{
@@ -228,7 +231,7 @@ func (r *run) newReviewer(log *slog.Logger) *review.Reviewer {
 type phase3Agent struct{ r *run }
 
 func (a phase3Agent) Call(ctx context.Context, name string, task, attempts int, prompt string) (string, error) {
-	res, err := a.r.agentCall(ctx, name, task, attempts, nil, phase.Agent.ActArgv, prompt)
+	res, err := a.r.agentCall(ctx, name, task, attempts, nil, prompt)
 	return res.Stdout, err
 }
 
@@ -319,77 +322,11 @@ func (r *run) readPlan() ([]Task, string, error) {
 	return tasks, text, nil
 }
 
-// argvFunc builds an agent argv: phase.Agent.PlanArgv or phase.Agent.ActArgv.
-type argvFunc func(a phase.Agent, model, prompt string) []string
-
-// agentCall runs one agent call with the adaptive retry policy of the run:
-// attempts (1 + the retry count of its kind) for ordinary failures, failure
-// (nil: timeout or non-zero exit) to judge an attempt.
-func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, argv argvFunc, prompt string) (phase.Result, error) {
-	log := r.log.With("task", task)
-	model := modelFor(r.cfg, r.attemptOf(task), name)
-	fallback := r.agent
-	fallback.Path = r.cfg.FallbackPath
-	fallbackModel := model
-	if r.cfg.FallbackModel != "" {
-		fallbackModel = r.cfg.FallbackModel
-	}
-	var env []string
-	if tr := r.ticketFor(task); tr != nil {
-		env = append(env, "PEAL_TICKET_ID="+tr.id)
-	}
-	files := r.agentLogs.call(name, task)
-	defer files.close()
-	res, _, err := phase.Do(ctx, log, r.agentPolicy(attempts, failure), func(a phase.Attempt) phase.Spec {
-		args := argv(r.agent, model, prompt)
-		if a.Role == phase.RoleFallback {
-			args = argv(fallback, fallbackModel, prompt)
-		}
-		spec := r.caller.Spec(name, task, a, args, true)
-		spec.Env = append(spec.Env, env...)
-		files.attach(&spec, a.N)
-		return spec
-	})
-	return res, err
-}
-
-// agentPolicy is the retry policy of agent calls: fatal patterns are never
-// retried, network failures have their own budget and growing delays,
-// ordinary retries wait retry_delay_sec (doubling), and with a fallback agent
-// even attempts use it.
-func (r *run) agentPolicy(attempts int, failure func(phase.Result) error) phase.Policy {
-	p := phase.Policy{Attempts: attempts, Failure: failure, Fatal: r.cfg.FatalErrorPatterns, Fallback: r.cfg.FallbackPath != ""}
-	if d := r.cfg.RetryDelaySec; d > 0 {
-		p.Backoff = exponential(time.Duration(d)*time.Second, 10*time.Minute, 0)
-	}
-	if len(r.cfg.NetworkErrorPatterns) > 0 {
-		p.Network = &phase.NetworkPolicy{
-			Patterns: r.cfg.NetworkErrorPatterns,
-			Retries:  int(r.cfg.NetworkRetryCount),
-			Backoff: exponential(time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
-				time.Duration(r.cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2),
-		}
-	}
-	return p
-}
-
-// exponential is a delay that starts at first and doubles up to most, with
-// ±jitter, and never gives up by itself (the policy's budgets decide).
-func exponential(first, most time.Duration, jitter float64) backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = first
-	b.MaxInterval = max(most, first)
-	b.Multiplier = 2
-	b.RandomizationFactor = jitter
-	b.MaxElapsedTime = 0
-	return b
-}
-
 // planTask runs Phase 1 and returns the plan text.
 func (r *run) planTask(ctx context.Context, t Task) (string, error) {
 	attempts := 1 + int(r.cfg.PhaseRetryCount)
 	prompt := phase.PlanPrompt(t.Body)
-	res, err := r.agentCall(ctx, "plan", t.Index, attempts, nil, phase.Agent.PlanArgv, prompt)
+	res, err := r.agentCall(ctx, "plan", t.Index, attempts, nil, prompt)
 	if err != nil {
 		return "", err
 	}
@@ -398,7 +335,7 @@ func (r *run) planTask(ctx context.Context, t Task) (string, error) {
 		return text, nil
 	}
 	r.log.Warn("plan text is empty or too short, running the plan call once more", "task", t.Index, "len", len(text))
-	if res, err = r.agentCall(ctx, "plan", t.Index, attempts, nil, phase.Agent.PlanArgv, prompt); err != nil {
+	if res, err = r.agentCall(ctx, "plan", t.Index, attempts, nil, prompt); err != nil {
 		return "", err
 	}
 	if text = strings.TrimSpace(res.Stdout); !r.planTextValid(text) {
@@ -424,7 +361,7 @@ func (r *run) minPlanLen() string {
 
 // execute runs Phase 2.
 func (r *run) execute(ctx context.Context, t Task, planText string) error {
-	_, err := r.agentCall(ctx, "execute", t.Index, 1+int(r.cfg.PhaseRetryCount), nil, phase.Agent.ActArgv, phase.ExecutePrompt(planText))
+	_, err := r.agentCall(ctx, "execute", t.Index, 1+int(r.cfg.PhaseRetryCount), nil, phase.ExecutePrompt(planText))
 	return err
 }
 
@@ -456,7 +393,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 	}
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
-	if _, err := r.agentCall(ctx, "normalize", phase.NoTask, attempts, failure, phase.Agent.PlanArgv, phase.NormalizePrompt(template, doc)); err != nil {
+	if _, err := r.agentCall(ctx, "normalize", phase.NoTask, attempts, failure, phase.NormalizePrompt(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil
@@ -483,6 +420,7 @@ func (r *run) writeSummary(out Outcome) {
 		PlanPath:                   r.cfg.PlanPath,
 		RepoPath:                   r.cfg.RepoPath,
 		CompletedAt:                r.now().UTC().Format(time.RFC3339),
+		Usage:                      r.agents.summary(),
 	}
 	if err := state.WriteJSONAtomic(r.cfg.RunSummaryPath, sum); err != nil {
 		r.log.Warn("could not write the run summary", "path", r.cfg.RunSummaryPath, "err", err)

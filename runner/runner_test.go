@@ -37,6 +37,8 @@ type harness struct {
 	env []string
 	// extra options of every run (e.g. withTaskStart)
 	extra []Option
+	// bin holds the fake agent under CLI names; agent is the Cursor CLI.
+	bin, agent string
 }
 
 // gitIdentity lets peal's and the tests' commits work without a git config.
@@ -66,8 +68,27 @@ func newHarness(t *testing.T, plan string) *harness {
 	if err := os.WriteFile(h.plan, []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h.env = append([]string{fakes.AgentDirEnv + "=" + h.agentDir}, gitIdentity...)
+	h.env = append([]string{fakes.AgentDirEnv + "=" + h.agentDir, "CURSOR_API_KEY=test-key"}, gitIdentity...)
+	h.bin = filepath.Join(tmp, "bin")
+	h.agent = h.cli("agent")
 	return h
+}
+
+// cli is the fake agent under a CLI's name (agent for the Cursor CLI,
+// claude, codex, gemini, opencode), which makes it imitate that CLI.
+func (h *harness) cli(name string) string {
+	h.t.Helper()
+	path := filepath.Join(h.bin, name)
+	if _, err := os.Lstat(path); err == nil {
+		return path
+	}
+	if err := os.MkdirAll(h.bin, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Symlink(fakeAgent, path); err != nil {
+		h.t.Fatal(err)
+	}
+	return path
 }
 
 func git(t *testing.T, dir string, args ...string) string {
@@ -91,7 +112,7 @@ func (h *harness) scenario(rules map[string][]fakes.Outcome) {
 func (h *harness) config(env ...string) *config.Config {
 	h.t.Helper()
 	base := []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
-		"PEAL_AGENT_CMD=" + fakeAgent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1"}
+		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1"}
 	cfg, err := config.Load(config.Inputs{Env: append(base, env...)})
 	if err != nil {
 		h.t.Fatal(err)
@@ -102,9 +123,9 @@ func (h *harness) config(env ...string) *config.Config {
 	return cfg
 }
 
-func (h *harness) runCfg(cfg *config.Config) (Outcome, error) {
+func (h *harness) runCfg(cfg *config.Config, more ...Option) (Outcome, error) {
 	log := slog.New(slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return Run(context.Background(), cfg, log, h.opts()...)
+	return Run(context.Background(), cfg, log, h.opts(more...)...)
 }
 
 func (h *harness) run(env ...string) (Outcome, error) {
@@ -204,8 +225,8 @@ func TestAgentContract(t *testing.T) {
 			}
 			return argv
 		}
-		wantPlan := withModel("--print", "--plan", "--workspace", h.repo, "--output-format", "text")
-		wantExec := withModel("--print", "--workspace", h.repo, "--sandbox", "enabled")
+		wantPlan := withModel("--print", "--plan", "--workspace", h.repo, "--output-format", "text", "--trust")
+		wantExec := withModel("--print", "--workspace", h.repo, "--sandbox", "enabled", "--trust", "--force")
 		if got := c[0].Argv[:len(c[0].Argv)-1]; !slices.Equal(got, wantPlan) {
 			t.Errorf("plan argv %q, want %q", got, wantPlan)
 		}
@@ -223,6 +244,13 @@ func TestAgentContract(t *testing.T) {
 			e := c[i].Env
 			if e["PEAL_PHASE"] != phaseName || e["PEAL_TASK_INDEX"] != "3" || e["PEAL_ATTEMPT"] != "1" || !c[i].StdinNull || c[i].Cwd != h.repo {
 				t.Errorf("%s call env %v, stdin null %v, cwd %s", phaseName, e, c[i].StdinNull, c[i].Cwd)
+			}
+			// Each call has a temporary folder of its own under the state
+			// folder, gone once the call has ended.
+			if filepath.Dir(c[i].TmpDir) != filepath.Join(h.stateDir, "tmp") {
+				t.Errorf("%s call TMPDIR %q, want a folder in %s", phaseName, c[i].TmpDir, filepath.Join(h.stateDir, "tmp"))
+			} else if _, err := os.Stat(c[i].TmpDir); !os.IsNotExist(err) {
+				t.Errorf("%s call's TMPDIR %s is still there: %v", phaseName, c[i].TmpDir, err)
 			}
 		}
 		if strings.Contains(h.log.String(), "Do C") || strings.Contains(h.log.String(), "THE PLAN") {

@@ -176,13 +176,9 @@ func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task) task
 	return phase3Result(sess.Review(ctx, t.Index))
 }
 
-// endsRun reports an error after which no task can succeed: the agent (or
-// the review model) is unreachable (every attempt of a call failed with a
-// network error).
-func endsRun(err error) bool {
-	var ue *phase.UnreachableError
-	return errors.As(err, &ue)
-}
+// endsRun reports an error after which no task can succeed (see
+// phase.RunEnder).
+func endsRun(err error) bool { return phase.EndsRun(err) }
 
 // planAndExecute runs Phases 1 and 2 and returns the plan text.
 func (r *run) planAndExecute(ctx context.Context, t Task) (string, error) {

@@ -17,6 +17,9 @@ type TaskStatus struct {
 	Attempts          int    `json:"attempts"`
 	RetryCount        int    `json:"retry_count"`
 	LastAttemptStatus string `json:"last_attempt_status"` // "" when the ticket has no attempt
+	// Usage is the tokens and cost of the task's agent calls in the last
+	// run, when they were counted (structured_output).
+	Usage *state.Usage `json:"usage,omitempty"`
 }
 
 // StatusReport is what `peal status` prints.
@@ -61,6 +64,11 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 		case report.LastRun != nil && slices.Contains(report.LastRun.TasksFailed, t.Index),
 			ts.LastAttemptStatus == state.AttemptError, ts.LastAttemptStatus == state.AttemptBlocked:
 			ts.Status = "failed"
+		}
+		if lr := report.LastRun; lr != nil && lr.Usage != nil {
+			if u, ok := lr.Usage.Tasks[t.Index]; ok {
+				ts.Usage = &u
+			}
 		}
 		report.Tasks = append(report.Tasks, ts)
 	}

@@ -485,6 +485,22 @@ type RunSummary struct {
 	PlanPath           string `json:"plan_path"`
 	RepoPath           string `json:"repo_path"`
 	CompletedAt        string `json:"completed_at"`
+	// Usage is present when agent calls reported tokens or cost
+	// (structured_output).
+	Usage *RunUsage `json:"usage,omitempty"`
+}
+
+// Usage is the tokens and cost that agent calls reported.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
+// RunUsage is a run's usage in all and per task.
+type RunUsage struct {
+	Usage
+	Tasks map[int]Usage `json:"tasks"`
 }
 
 // maxSummaryFile caps what is read of a run summary.

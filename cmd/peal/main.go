@@ -29,6 +29,7 @@ type CLI struct {
 	Config     ConfigCmd        `cmd:"" help:"Print the resolved configuration: every key, its value and the layer that set it."`
 	Status     StatusCmd        `cmd:"" help:"Show every task of the plan: completed, failed, deferred, skipped or pending, with its ticket and attempts."`
 	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
+	Doctor     DoctorCmd        `cmd:"" help:"Check that the agent CLI (and the fallback agent) is installed and can authenticate, and whether stet is found; exit 1 when a check fails."`
 }
 
 // newCLI is the command tree with the configuration flags of each command.
@@ -40,6 +41,7 @@ func newCLI() *CLI {
 	cli.RetryState.Show.Plugins = keyFlags(showKeys, storeNotes)
 	cli.RetryState.Reset.Plugins = keyFlags(storeKeys, storeNotes)
 	cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
+	cli.Doctor.Plugins = keyFlags(doctorKeys, nil)
 	return &cli
 }
 

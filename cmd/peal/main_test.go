@@ -71,7 +71,7 @@ func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {
 func (s *sandbox) env(extra ...string) []string {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
 		"PEAL_PLAN_PATH=" + s.plan, "PEAL_REPO_PATH=" + s.repo, "PEAL_STATE_DIR=" + s.stateDir,
-		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1"}
+		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1", "CURSOR_API_KEY=test-key"}
 	return append(env, extra...)
 }
 

@@ -109,11 +109,13 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 			signalName(sc.sig), filepath.Join(cfg.StateDir, "state.json"))
 	}
 	var unreachable *phase.UnreachableError
-	if errors.As(err, &unreachable) {
+	var rateLimited *phase.RateLimitError
+	if errors.As(err, &unreachable) || errors.As(err, &rateLimited) {
 		return runner.ExitUnreachable, "error: " + err.Error() + fmt.Sprintf(" (run stopped; state saved in %s)", filepath.Join(cfg.StateDir, "state.json"))
 	}
 	var stopped *runner.StoppedError
-	if errors.As(err, &stopped) {
+	var costly *runner.CostLimitError
+	if errors.As(err, &stopped) || errors.As(err, &costly) {
 		return runner.ExitStoppedEarly, "error: " + err.Error()
 	}
 	return runner.ExitFailure, "error: " + err.Error()

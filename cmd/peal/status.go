@@ -5,6 +5,7 @@ import (
 	"text/tabwriter"
 
 	"peal/runner"
+	"peal/state"
 )
 
 // StatusCmd is `peal status`: where the plan of this configuration stands.
@@ -36,18 +37,34 @@ func (c *StatusCmd) Run(e *env) error {
 		return printJSON(e.stdout, report)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "task\tstatus\tticket\tattempts\tretry count\tlast attempt")
+	withUsage := report.LastRun != nil && report.LastRun.Usage != nil
+	header := "task\tstatus\tticket\tattempts\tretry count\tlast attempt"
+	if withUsage {
+		header += "\tlast run tokens in/out\tcost"
+	}
+	fmt.Fprintln(tw, header)
 	for _, t := range report.Tasks {
 		last := t.LastAttemptStatus
 		if last == "" {
 			last = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\n", t.Index, t.Status, t.Ticket, t.Attempts, t.RetryCount, last)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s", t.Index, t.Status, t.Ticket, t.Attempts, t.RetryCount, last)
+		if withUsage {
+			u := state.Usage{}
+			if t.Usage != nil {
+				u = *t.Usage
+			}
+			fmt.Fprintf(tw, "\t%d/%d\t$%.4f", u.InputTokens, u.OutputTokens, u.CostUSD)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	if s := report.LastRun; s != nil {
 		fmt.Fprintf(e.stdout, "\nlast run: exit %d at %s; completed %v, failed %v, with findings %v, deferred %v, skipped %v\n",
 			s.ExitCode, s.CompletedAt, s.TasksCompleted, s.TasksFailed, s.TasksWithRemainingFindings, s.TasksDeferred, s.TasksSkipped)
+		if u := s.Usage; u != nil {
+			fmt.Fprintf(e.stdout, "last run usage: %d input tokens, %d output tokens, $%.4f\n", u.InputTokens, u.OutputTokens, u.CostUSD)
+		}
 	} else {
 		fmt.Fprintln(e.stdout, "\nlast run: no run summary (no run yet, or the last one failed hard)")
 	}

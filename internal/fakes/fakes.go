@@ -95,6 +95,27 @@ type Outcome struct {
 	// StetFix removes the marker lines of this many planted findings, lowest
 	// ids first (< 0: all): the fix of an address round.
 	StetFix int `json:"stet_fix"`
+
+	// The fields below concern a fake started under a CLI's name (see
+	// agents.go).
+
+	// Failure names a canned failure of that CLI (FailNoCredentials, ...):
+	// its exact message, stream and exit code, instead of the rest.
+	Failure string `json:"failure"`
+	// Edits are files the agent edits as a tool: written only when the
+	// call has write permission, else refused with a message.
+	Edits map[string]string `json:"edits"`
+	// Commands are commands the agent runs as a tool (argv, no shell): run
+	// only when allowed (the Cursor CLI: --force), else denied.
+	Commands [][]string `json:"commands"`
+	// With structured output: the usage the result event reports, an
+	// error it reports instead of the answer, and a process that lingers
+	// after its final event.
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+	EventError   string  `json:"event_error"`
+	Linger       bool    `json:"linger"`
 }
 
 // Scenario maps agent calls to outcomes.
@@ -149,6 +170,9 @@ type Call struct {
 	PID         int               `json:"pid"`
 	StdinNull   bool              `json:"stdin_null"`
 	Stdin       string            `json:"stdin,omitempty"` // what the call read on stdin when it was not /dev/null
+	Kind        string            `json:"kind,omitempty"`  // the CLI the fake imitated; "" for the plain fake
+	TmpDir      string            `json:"tmpdir,omitempty"`
+	Denied      []string          `json:"denied,omitempty"` // edits and commands refused for want of permission
 	Time        time.Time         `json:"time"`
 	Exit        int               `json:"exit"`
 	StdoutBytes int64             `json:"stdout_bytes"`

@@ -75,7 +75,7 @@ func run(keep bool) error {
 	cmd := exec.Command(bins["peal"], args...)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), gitEnv...)
-	cmd.Env = append(cmd.Env, fakes.AgentDirEnv+"="+agentDir, fakes.StetDirEnv+"="+stetDir)
+	cmd.Env = append(cmd.Env, fakes.AgentDirEnv+"="+agentDir, fakes.StetDirEnv+"="+stetDir, "CURSOR_API_KEY=demo-key")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("peal run: %w", err)

@@ -27,6 +27,11 @@ func main() {
 		return
 	}
 
+	kind := cliKind()
+	if kind != "" && subcommand(kind, os.Args[1:]) {
+		return
+	}
+
 	phase := os.Getenv("PEAL_PHASE")
 	if phase == "" {
 		phase = "execute"
@@ -55,7 +60,13 @@ func main() {
 	}
 
 	out := scenario.Pick(phase, task, call.N)
-	code, written := perform(dir, phase, task, out)
+	var code int
+	var written int64
+	if kind == "" {
+		code, written = perform(dir, phase, task, out, nil)
+	} else {
+		code, written = imitate(kind, dir, phase, task, out, &call)
+	}
 
 	call.Time = time.Now()
 	call.Exit = code
@@ -67,15 +78,35 @@ func main() {
 	os.Exit(code)
 }
 
+// imitate answers a call the way the CLI kind would, then carries out the
+// outcome.
+func imitate(kind, dir, phase, task string, out fakes.Outcome, call *fakes.Call) (int, int64) {
+	c := parseArgs(kind, os.Args[1:])
+	if code, done := c.refuse(); done {
+		return code, 0
+	}
+	if out.Failure != "" {
+		return c.fail(out.Failure), 0
+	}
+	call.Denied = c.tools(out)
+	code, written := perform(dir, phase, task, out, c.emitter(out))
+	if out.EventError != "" && code == 0 && c.structured() {
+		code = 1
+	}
+	return code, written
+}
+
 func newCall(phase, task string) fakes.Call {
 	c := fakes.Call{
-		Key:   fakes.CallKey(phase, task),
-		Phase: phase,
-		Task:  task,
-		Argv:  os.Args[1:],
-		Env:   map[string]string{},
-		PID:   os.Getpid(),
-		Time:  time.Now(),
+		Kind:   cliKind(),
+		TmpDir: os.Getenv("TMPDIR"),
+		Key:    fakes.CallKey(phase, task),
+		Phase:  phase,
+		Task:   task,
+		Argv:   os.Args[1:],
+		Env:    map[string]string{},
+		PID:    os.Getpid(),
+		Time:   time.Now(),
 	}
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "PEAL_") {
@@ -106,7 +137,8 @@ func stdinIsNull() bool {
 
 // perform carries out out in the documented order and returns the exit code
 // and the number of bytes written to stdout.
-func perform(dir, phase, task string, out fakes.Outcome) (code int, written int64) {
+// emit, when set, writes the answer text in place of a plain write to stdout.
+func perform(dir, phase, task string, out fakes.Outcome, emit func(string) (int64, error)) (code int, written int64) {
 	fail := func(format string, args ...any) (int, int64) {
 		fmt.Fprintf(os.Stderr, "fakeagent: "+format+"\n", args...)
 		return fakes.ExitFakeError, written
@@ -164,8 +196,14 @@ func perform(dir, phase, task string, out fakes.Outcome) (code int, written int6
 		if text == "" {
 			text = fakes.DefaultStdout(phase, task)
 		}
-		n, err := io.WriteString(os.Stdout, text)
-		written += int64(n)
+		if emit == nil {
+			emit = func(t string) (int64, error) {
+				n, err := io.WriteString(os.Stdout, t)
+				return int64(n), err
+			}
+		}
+		n, err := emit(text)
+		written += n
 		if err != nil {
 			return fail("stdout: %v", err)
 		}

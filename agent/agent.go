@@ -1,0 +1,167 @@
+// Package agent owns what differs between the coding-agent CLIs peal can
+// drive: for each kind (one file per CLI) the argv of read-only and writing
+// calls, how the prompt is delivered, the environment that caps the CLI's
+// own retries, its failure messages and exit codes, its structured output
+// and how it tells whether it is logged in. The rest of peal sees a Kind;
+// adding a CLI is one more file here and a row in docs/agents.md.
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Mode is what a call may do to the repository.
+type Mode int
+
+const (
+	// ReadOnly calls (plan, normalize, triage) answer with text.
+	ReadOnly Mode = iota
+	// Write calls (execute, address) edit the repository and run commands
+	// (tests, builds) unattended.
+	Write
+)
+
+// ModeOf is the mode of a call of the given phase.
+func ModeOf(phaseName string) Mode {
+	if phaseName == "execute" || phaseName == "address" {
+		return Write
+	}
+	return ReadOnly
+}
+
+// Call is what one agent call asks for.
+type Call struct {
+	Phase      string // plan, normalize, triage, execute, address
+	Repo       string // the repository: working folder and workspace
+	Model      string // "" for the CLI's default
+	Prompt     string
+	Structured bool // ask for the CLI's event stream instead of plain text
+	Options    Options
+	// Extra are arguments the user adds to every call (agent_extra_args),
+	// after the kind's own and before the prompt.
+	Extra []string
+}
+
+// Options are the configuration knobs that change a kind's argv.
+type Options struct {
+	Sandbox string // cursor: value of --sandbox on calls that are not plan calls
+	Trust   bool   // cursor: --trust on every call
+	Force   bool   // cursor: --force on writing calls
+}
+
+// Invocation is how to start one call.
+type Invocation struct {
+	Argv []string // program first
+	// Stdin carries the prompt when the kind reads it there; nil means
+	// standard input is /dev/null and the prompt is the last argument.
+	Stdin []byte
+	Env   []string // added to the call's environment
+}
+
+// PromptInArgv reports whether the prompt is the last argument.
+func (inv Invocation) PromptInArgv() bool { return inv.Stdin == nil }
+
+// Kind is one coding-agent CLI.
+type Kind struct {
+	Name       string
+	DefaultCmd string // the binary's usual name, looked up on PATH
+	// Args are the arguments of a call after the program, without the
+	// prompt; the prompt goes on stdin when PromptOnStdin, else last.
+	Args          func(c Call) []string
+	PromptOnStdin bool
+	// Env is added to every call: it caps the CLI's own retries, so that
+	// peal's budgets govern.
+	Env []string
+	// Failures are the kind's own failure messages and exit codes.
+	Failures Failures
+	// Events parses one line of the structured output; nil when the kind
+	// has none. StructuredFlag documents the flag it needs.
+	Events func(line []byte) (Event, bool)
+	// Auth is how to tell, before the first call, whether the CLI can
+	// authenticate.
+	Auth Auth
+	// LaunchGap, when set, staggers parallel launches: while a call of this
+	// CLI runs, the next one starts no sooner than this after the last
+	// launch (the CLI races on its own files at start-up).
+	LaunchGap time.Duration
+	// VersionArgs print the CLI's version.
+	VersionArgs []string
+	// Notes are shown by the dry run: what the write permissions imply.
+	Notes string
+}
+
+// MaxArgLen is the longest single argument Linux accepts (MAX_ARG_STRLEN,
+// 32 pages, the terminating NUL included).
+const MaxArgLen = 128<<10 - 1
+
+// PromptTooLongError: the prompt cannot be an argument of the CLI.
+type PromptTooLongError struct {
+	Kind  string
+	Phase string
+	Len   int
+}
+
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("the %s prompt is %d bytes, longer than one command-line argument may be (%d bytes), and the %s CLI only takes its prompt as an argument: shorten the task, plan or review, or use an agent_kind that reads the prompt on stdin",
+		e.Phase, e.Len, MaxArgLen, e.Kind)
+}
+
+// Invocation is the argv, stdin and environment of call c with the binary at
+// path. A prompt that the kind takes as an argument and that is longer than
+// an argument may be is an error before anything runs.
+func (k *Kind) Invocation(path string, c Call) (Invocation, error) {
+	inv := Invocation{Argv: append([]string{path}, k.Args(c)...), Env: slices.Clone(k.Env)}
+	if k.PromptOnStdin {
+		inv.Stdin = []byte(c.Prompt)
+		return inv, nil
+	}
+	if len(c.Prompt) > MaxArgLen {
+		return Invocation{}, &PromptTooLongError{Kind: k.Name, Phase: c.Phase, Len: len(c.Prompt)}
+	}
+	inv.Argv = append(inv.Argv, c.Prompt)
+	return inv, nil
+}
+
+var kinds = map[string]*Kind{}
+
+// register adds a kind; each kind's file calls it from init.
+func register(k *Kind) {
+	if _, dup := kinds[k.Name]; dup {
+		panic("agent kind registered twice: " + k.Name)
+	}
+	kinds[k.Name] = k
+}
+
+// Default is the kind used when agent_kind is not set.
+const Default = "cursor"
+
+// Lookup returns the kind named name.
+func Lookup(name string) (*Kind, error) {
+	if k, ok := kinds[name]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("unknown agent kind %q: want one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Names lists every kind, sorted.
+func Names() []string {
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// finish appends the model flag, when a model is set, and the user's extra
+// arguments.
+func finish(args []string, flag string, c Call) []string {
+	if c.Model != "" {
+		args = append(args, flag, c.Model)
+	}
+	return append(args, c.Extra...)
+}

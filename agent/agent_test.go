@@ -1,0 +1,306 @@
+package agent
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+	"peal/phase"
+)
+
+func TestArgvAndStdin(t *testing.T) {
+	t.Parallel()
+	opts := Options{Sandbox: "disabled", Trust: true, Force: true}
+	cases := []struct {
+		kind, phase string
+		model       string
+		structured  bool
+		want        []string // after the program
+		stdin       bool
+	}{
+		{"cursor", "plan", "", false, []string{"--print", "--plan", "--workspace", "/r", "--output-format", "text", "--trust", "P"}, false},
+		{"cursor", "normalize", "m", false, []string{"--print", "--plan", "--workspace", "/r", "--output-format", "text", "--trust", "--model", "m", "P"}, false},
+		{"cursor", "triage", "", false, []string{"--print", "--workspace", "/r", "--sandbox", "disabled", "--trust", "P"}, false},
+		{"cursor", "execute", "m", false, []string{"--print", "--workspace", "/r", "--sandbox", "disabled", "--trust", "--force", "--model", "m", "P"}, false},
+		{"cursor", "plan", "", true, []string{"--print", "--plan", "--workspace", "/r", "--output-format", "stream-json", "--trust", "P"}, false},
+		{"cursor", "address", "", true, []string{"--print", "--workspace", "/r", "--sandbox", "disabled", "--output-format", "stream-json", "--trust", "--force", "P"}, false},
+		{"claude", "plan", "", false, []string{"-p", "--permission-mode", "plan"}, true},
+		{"claude", "execute", "opus", true, []string{"-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "bypassPermissions", "--model", "opus"}, true},
+		{"codex", "triage", "", false, []string{"exec", "-C", "/r", "--skip-git-repo-check", "-s", "read-only", "-"}, true},
+		{"codex", "address", "o3", true, []string{"exec", "-C", "/r", "--skip-git-repo-check", "--json", "--dangerously-bypass-approvals-and-sandbox", "-m", "o3", "-"}, true},
+		{"gemini", "plan", "g", false, []string{"--skip-trust", "--approval-mode", "plan", "-m", "g"}, true},
+		{"gemini", "execute", "", true, []string{"--skip-trust", "--approval-mode", "yolo", "--output-format", "stream-json"}, true},
+		{"opencode", "normalize", "", false, []string{"run", "--dir", "/r", "--agent", "plan"}, true},
+		{"opencode", "execute", "p/m", true, []string{"run", "--dir", "/r", "--auto", "--format", "json", "-m", "p/m"}, true},
+	}
+	for _, tc := range cases {
+		k, err := Lookup(tc.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := k.Invocation("/bin/x", Call{Phase: tc.phase, Repo: "/r", Model: tc.model, Prompt: "P", Structured: tc.structured, Options: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(inv.Argv[1:], tc.want) || inv.Argv[0] != "/bin/x" {
+			t.Errorf("%s %s: argv %q\nwant %q", tc.kind, tc.phase, inv.Argv[1:], tc.want)
+		}
+		if tc.stdin != (string(inv.Stdin) == "P") || tc.stdin == inv.PromptInArgv() {
+			t.Errorf("%s %s: stdin %q, prompt in argv %v", tc.kind, tc.phase, inv.Stdin, inv.PromptInArgv())
+		}
+	}
+}
+
+func TestCursorTrustAndForceCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
+	k, _ := Lookup("cursor")
+	for _, o := range []Options{{Sandbox: "enabled"}, {Sandbox: "enabled", Trust: true}, {Sandbox: "enabled", Force: true}} {
+		inv, _ := k.Invocation("agent", Call{Phase: "execute", Repo: "/r", Prompt: "P", Options: o})
+		if slices.Contains(inv.Argv, "--trust") != o.Trust || slices.Contains(inv.Argv, "--force") != o.Force {
+			t.Errorf("options %+v: argv %q", o, inv.Argv)
+		}
+		plan, _ := k.Invocation("agent", Call{Phase: "plan", Repo: "/r", Prompt: "P", Options: o})
+		if slices.Contains(plan.Argv, "--force") {
+			t.Errorf("a plan call never gets --force: %q", plan.Argv)
+		}
+	}
+}
+
+func TestPromptTooLongForAnArgument(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", MaxArgLen+1)
+	cursor, _ := Lookup("cursor")
+	_, err := cursor.Invocation("agent", Call{Phase: "execute", Repo: "/r", Prompt: long})
+	var pe *PromptTooLongError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "execute prompt is 131072 bytes") || !strings.Contains(err.Error(), "stdin") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := cursor.Invocation("agent", Call{Phase: "execute", Repo: "/r", Prompt: long[1:]}); err != nil {
+		t.Fatalf("a prompt of exactly the limit: %v", err)
+	}
+	claude, _ := Lookup("claude")
+	inv, err := claude.Invocation("claude", Call{Phase: "execute", Repo: "/r", Prompt: long + long})
+	if err != nil || len(inv.Stdin) != 2*len(long) {
+		t.Fatalf("stdin has no such limit: %v", err)
+	}
+}
+
+func TestEnvCapsOwnRetries(t *testing.T) {
+	t.Parallel()
+	k, _ := Lookup("claude")
+	inv, _ := k.Invocation("claude", Call{Phase: "plan", Prompt: "P"})
+	if !slices.Contains(inv.Env, "CLAUDE_CODE_MAX_RETRIES=0") {
+		t.Fatalf("env %q", inv.Env)
+	}
+}
+
+// res is a finished attempt for the classification tables.
+func res(exit int, stdout, stderr string) phase.Result {
+	return phase.Result{Phase: "execute", ExitCode: exit, Stdout: stdout, Stderr: stderr}
+}
+
+func classify(t *testing.T, kind string, u UserPatterns, r phase.Result) phase.Verdict {
+	t.Helper()
+	k, err := Lookup(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Classifier(u, nil, nil, func() time.Time { return time.Unix(1_700_000_000, 0) })(r)
+}
+
+var builtin = UserPatterns{Builtin: true}
+
+// TestClassificationTable: every measured failure of every CLI gets its
+// class, and its message quotes the line that explains it.
+func TestClassificationTable(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		kind  string
+		r     phase.Result
+		class phase.Class
+		quote string
+	}{
+		// claude
+		{"claude", res(1, "Not logged in · Please run /login\n", ""), phase.Fatal, "Not logged in · Please run /login"},
+		{"claude", res(1, "API Error: Unable to connect to API (ConnectionRefused)\n", ""), phase.Network, "Unable to connect to API (ConnectionRefused)"},
+		{"claude", res(1, "API Error: Unable to connect to API (FailedToOpenSocket)\n", ""), phase.Network, "FailedToOpenSocket"},
+		{"claude", res(1, "Invalid API key · Fix external API key\n", ""), phase.Fatal, "Invalid API key · Fix external API key"},
+		{"claude", res(1, "", "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons\n"), phase.Fatal, "or set IS_SANDBOX=1"},
+		{"claude", res(1, "", "error: unknown option '--plan'\n"), phase.Fatal, "unknown option '--plan'"},
+		{"claude", res(1, "API Error: Request rejected (429) · Number of requests has exceeded your rate limit\n", ""), phase.RateLimited, "(429)"},
+		{"claude", res(1, "API Error: Repeated 529 Overloaded errors\n", ""), phase.RateLimited, "Overloaded"},
+		// codex
+		{"codex", res(-1, "", "warning: Codex could not find bubblewrap on PATH.\nERROR: Reconnecting... 1/5\nstream disconnected before completion: failed to lookup address information: Name does not resolve\nERROR: Reconnecting... waiting for network\n"), phase.Network, "failed to lookup address information: Name does not resolve"},
+		{"codex", res(-1, "", "stream disconnected before completion: Connection refused (os error 111)\n"), phase.Network, "Connection refused (os error 111)"},
+		{"codex", res(1, "", "ERROR: Reconnecting... 5/5\nERROR: unexpected status 401 Unauthorized: Incorrect API key provided\n"), phase.Fatal, "401 Unauthorized: Incorrect API key provided"},
+		{"codex", res(2, "", "error: unexpected argument '--print' found\n\nUsage: codex exec [OPTIONS] [PROMPT]\n"), phase.Fatal, "unexpected argument '--print' found"},
+		{"codex", res(1, "", "ERROR: exceeded retry limit, last status: 429 Too Many Requests\n"), phase.RateLimited, "429 Too Many Requests"},
+		// gemini
+		{"gemini", res(41, "", "Please set an Auth method in your /root/.gemini/settings.json or specify one of the following environment variables before running: GEMINI_API_KEY\n"), phase.Fatal, "Please set an Auth method"},
+		{"gemini", res(41, "", "Invalid auth method selected.\n"), phase.Fatal, "Invalid auth method selected."},
+		{"gemini", res(55, "", "Gemini CLI is not running in a trusted directory.\n"), phase.Fatal, "not running in a trusted directory"},
+		{"gemini", res(52, "", "some configuration problem\n"), phase.Fatal, "some configuration problem"},
+		{"gemini", res(1, "", "exception TypeError: fetch failed sending request\nAn unexpected critical error occurred:[object Object]\n"), phase.Network, "exception TypeError: fetch failed sending request"},
+		{"gemini", res(1, "", "[API Error: Resource has been exhausted (e.g. check quota). RESOURCE_EXHAUSTED]\n"), phase.RateLimited, "RESOURCE_EXHAUSTED"},
+		{"gemini", res(1, "", "Unknown arguments: plan, workspace\n"), phase.Fatal, "Unknown arguments: plan, workspace"},
+		// opencode (colours its stderr)
+		{"opencode", res(1, "", "\x1b[0m\n> build · big-pickle\n\x1b[0m\n\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?\n"), phase.Network, "Error: Cannot connect to API: Unable to connect."},
+		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key\n"), phase.Fatal, "Error: invalid x-api-key"},
+		// cursor
+		{"cursor", res(1, "", "Error: ENOENT: no such file or directory, rename '/root/.cursor/cli-config.json.tmp' -> '/root/.cursor/cli-config.json'\n"), phase.Transient, "cli-config.json.tmp"},
+		{"cursor", res(1, "", "ConnectError: [unavailable] connect ECONNREFUSED 127.0.0.1:443\n"), phase.Network, "ECONNREFUSED"},
+		{"cursor", res(0, fakes.CursorTrustRequired+"\n", ""), phase.Fatal, "Workspace Trust Required"},
+		{"cursor", res(0, "Invalid Cursor API key. Check the value of CURSOR_API_KEY.\n", ""), phase.Fatal, "Invalid Cursor API key"},
+		{"cursor", res(0, "You've hit your usage limit. Try again in 2 minutes, or upgrade your plan.\n", ""), phase.RateLimited, "usage limit"},
+		{"cursor", res(1, "", "compile error in main.go\n"), phase.Ordinary, "compile error in main.go"},
+		{"cursor", res(0, "the plan\n", ""), phase.Succeeded, ""},
+	}
+	for _, tc := range cases {
+		v := classify(t, tc.kind, builtin, tc.r)
+		if v.Class != tc.class {
+			t.Errorf("%s %q/%q: class %s, want %s (err %v)", tc.kind, tc.r.Stdout, tc.r.Stderr, v.Class, tc.class, v.Err)
+			continue
+		}
+		if tc.class == phase.Succeeded {
+			continue
+		}
+		msg := v.Err.Error()
+		if !strings.Contains(msg, tc.quote) || strings.Contains(msg, "\x1b") || strings.Contains(msg, "[object Object]") || strings.Contains(msg, "\n") {
+			t.Errorf("%s: message %q does not quote %q cleanly", tc.kind, msg, tc.quote)
+		}
+	}
+}
+
+// TestFakeFailuresAreClassified: the fake's canned failures, which the
+// runner tests use, are classified as the real messages they copy.
+func TestFakeFailuresAreClassified(t *testing.T) {
+	t.Parallel()
+	want := map[string]phase.Class{
+		fakes.FailNoCredentials: phase.Fatal, fakes.FailInvalidKey: phase.Fatal, fakes.FailRoot: phase.Fatal,
+		fakes.FailConnectionRefused: phase.Network, fakes.FailRateLimit: phase.RateLimited, fakes.FailOverloaded: phase.RateLimited,
+		fakes.FailConfigRace: phase.Transient,
+	}
+	for kind, failures := range fakes.Failures {
+		for name, f := range failures {
+			class := want[name]
+			if kind == "codex" && name == fakes.FailNoCredentials || kind == "opencode" && name == fakes.FailNoCredentials {
+				// Without credentials, codex dials the API forever and
+				// opencode falls back to a free model it cannot reach.
+				class = phase.Network
+			}
+			text := f.Text + "\n" + f.Repeat
+			r := res(f.Exit, text, "")
+			if f.Stderr {
+				r = res(f.Exit, "", text)
+			}
+			if f.Forever {
+				r.ExitCode = -1
+			}
+			if v := classify(t, kind, builtin, r); v.Class != class {
+				t.Errorf("%s %s: %s, want %s (%v)", kind, name, v.Class, class, v.Err)
+			}
+		}
+	}
+}
+
+func TestUserPatternsExtendOrReplace(t *testing.T) {
+	t.Parallel()
+	hiccup := res(1, "", "upstream hiccup\n")
+	notLogged := res(1, "Not logged in · Please run /login\n", "")
+	if v := classify(t, "claude", UserPatterns{Network: []string{"HICCUP"}, Builtin: true}, hiccup); v.Class != phase.Network {
+		t.Errorf("a user pattern: %s", v.Class)
+	}
+	if v := classify(t, "claude", UserPatterns{Network: []string{"hiccup"}, Builtin: true}, notLogged); v.Class != phase.Fatal {
+		t.Errorf("user patterns extend the built-in ones: %s", v.Class)
+	}
+	if v := classify(t, "claude", UserPatterns{Network: []string{"hiccup"}}, notLogged); v.Class != phase.Ordinary {
+		t.Errorf("without the built-in patterns: %s", v.Class)
+	}
+	if v := classify(t, "gemini", UserPatterns{}, res(41, "", "whatever\n")); v.Class != phase.Ordinary {
+		t.Errorf("without the built-in patterns exit codes mean nothing: %s", v.Class)
+	}
+	if v := classify(t, "claude", UserPatterns{Fatal: []string{"quota gone"}}, res(1, "", "quota gone\n")); v.Class != phase.Fatal {
+		t.Errorf("a user fatal pattern alone: %s", v.Class)
+	}
+}
+
+func TestRefusalOnlyInShortOutput(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("A step of the plan.\n", 200) + "Handle the case where the user is not logged in.\n"
+	if v := classify(t, "cursor", builtin, res(0, long, "")); v.Class != phase.Succeeded {
+		t.Errorf("a long answer that mentions the words is no refusal: %s %v", v.Class, v.Err)
+	}
+	if v := classify(t, "cursor", builtin, res(0, "ok\n", "Error: not logged in\n")); v.Class != phase.Fatal {
+		t.Errorf("stderr of an exit-0 call: %s", v.Class)
+	}
+	short := "1. Rate limit the API calls.\n2. Unauthorized requests get 401; invalid API keys are logged.\n"
+	for _, kind := range Names() {
+		if v := classify(t, kind, builtin, res(0, short, "")); v.Class != phase.Succeeded {
+			t.Errorf("%s: a short answer about rate limits and keys is no refusal: %s %v", kind, v.Class, v.Err)
+		}
+	}
+	if v := classify(t, "cursor", UserPatterns{Fatal: []string{"quota gone"}}, res(0, "Quota gone for today\n", "")); v.Class != phase.Fatal {
+		t.Errorf("a user fatal pattern at the start of a line refuses: %s", v.Class)
+	}
+	v := classify(t, "cursor", builtin, res(0, fakes.CursorTrustRequired, ""))
+	if v.Class != phase.Fatal || !strings.Contains(v.Err.Error(), "exited 0 but did nothing: ⚠ Workspace Trust Required") || !strings.Contains(v.Err.Error(), "keep cursor_trust on") {
+		t.Errorf("trust refusal: %v", v.Err)
+	}
+}
+
+func TestAnswerFailureIsOrdinary(t *testing.T) {
+	t.Parallel()
+	k, _ := Lookup("cursor")
+	failure := func(r phase.Result) error {
+		if !strings.Contains(r.Stdout, "## Task") {
+			return errors.New("no task heading")
+		}
+		return nil
+	}
+	v := k.Classifier(builtin, failure, nil, nil)(res(0, "I could not connect to the database, so: no tasks\n", ""))
+	if v.Class != phase.Ordinary || v.Err.Error() != "no task heading" {
+		t.Fatalf("%s %v", v.Class, v.Err)
+	}
+}
+
+func TestResetWait(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	cases := map[string]time.Duration{
+		"Claude AI usage limit reached|" + "1772362800":                      time.Hour,
+		"You've hit your usage limit. Try again in 2 minutes":                2 * time.Minute,
+		"Rate limit exceeded, please try again in 20 seconds":                20 * time.Second,
+		"quota exhausted; retry after 1.5h":                                  90 * time.Minute,
+		"usage limit reached; resets at 2026-03-01T10:05:00Z":                5 * time.Minute,
+		"429 Too Many Requests":                                              0,
+		"resets in 1 minute\nlater: try again in 30s":                        30 * time.Second,
+		"usage limit reached; resets at 2026-03-01T09:00:00Z (already past)": 0,
+	}
+	for text, want := range cases {
+		if got := ResetWait(text, now); got != want {
+			t.Errorf("%q: %s, want %s", text, got, want)
+		}
+	}
+	v := classify(t, "cursor", builtin, res(0, "You've hit your usage limit. Try again in 2 minutes.\n", ""))
+	if v.Class != phase.RateLimited || v.Wait != 2*time.Minute {
+		t.Fatalf("%s wait %s", v.Class, v.Wait)
+	}
+}
+
+func TestExtraArgsBeforeThePrompt(t *testing.T) {
+	t.Parallel()
+	extra := []string{"-c", "openai_base_url=http://127.0.0.1:1/v1"}
+	codex, _ := Lookup("codex")
+	inv, _ := codex.Invocation("codex", Call{Phase: "plan", Repo: "/r", Prompt: "P", Extra: extra})
+	if got := strings.Join(inv.Argv[len(inv.Argv)-3:], " "); got != "-c openai_base_url=http://127.0.0.1:1/v1 -" {
+		t.Fatalf("codex argv %q", inv.Argv)
+	}
+	cursor, _ := Lookup("cursor")
+	inv, _ = cursor.Invocation("agent", Call{Phase: "plan", Repo: "/r", Prompt: "P", Model: "m", Extra: []string{"--x"}})
+	if got := strings.Join(inv.Argv[len(inv.Argv)-4:], " "); got != "--model m --x P" {
+		t.Fatalf("cursor argv %q", inv.Argv)
+	}
+}

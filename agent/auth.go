@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"peal/phase"
+)
+
+// Auth is how to tell whether a CLI can authenticate without asking a
+// person.
+type Auth struct {
+	// Env are variables that carry credentials: any one set is enough.
+	Env []string
+	// Status are the arguments of the CLI's own "am I logged in" command;
+	// nil when it has none.
+	Status []string
+	// LoggedIn reads that command's output and exit code: known is false
+	// when the output does not say.
+	LoggedIn func(out string, exit int) (loggedIn, known bool)
+	// BeforeRun makes peal check before the first call and stop at once
+	// when the CLI cannot authenticate (it would otherwise wait or retry).
+	BeforeRun bool
+	// Hint says how to authenticate in CI.
+	Hint string
+}
+
+// AuthStatus is the outcome of an authentication check.
+type AuthStatus struct {
+	OK     bool   // the CLI can authenticate
+	Known  bool   // the check could tell
+	Detail string // how it knows, for one line of output
+}
+
+// StatusTimeout bounds the CLI's status command.
+const StatusTimeout = 30 * time.Second
+
+// CheckAuth tells whether the CLI at path can authenticate: one of the
+// kind's credential variables is set in env (the environment its calls
+// get), or its status command reports a session.
+func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string) AuthStatus {
+	a := k.Auth
+	for _, name := range a.Env {
+		if v := lookup(env, name); v != "" {
+			return AuthStatus{OK: true, Known: true, Detail: name + " is set"}
+		}
+	}
+	if a.Status == nil {
+		if len(a.Env) == 0 {
+			return AuthStatus{Detail: "the " + k.Name + " CLI has no way to tell; its first call will"}
+		}
+		return AuthStatus{Detail: fmt.Sprintf("none of %s is set, and the %s CLI cannot say whether it has a session", strings.Join(a.Env, ", "), k.Name)}
+	}
+	argv := append([]string{path}, a.Status...)
+	res, err := phase.Run(ctx, phase.Spec{Phase: "auth", Argv: argv, Dir: dir, Env: env, Timeout: StatusTimeout, KillGrace: time.Second})
+	shown := strings.Join(append([]string{k.DefaultCmd}, a.Status...), " ")
+	switch {
+	case err != nil:
+		return AuthStatus{Detail: fmt.Sprintf("`%s` could not run: %v", shown, err)}
+	case res.TimedOut:
+		return AuthStatus{Detail: fmt.Sprintf("`%s` did not answer within %s", shown, StatusTimeout)}
+	}
+	out := phase.Clean(res.Stdout + "\n" + res.Stderr)
+	in, known := a.LoggedIn(out, res.ExitCode)
+	line := phase.LastMeaningful(out)
+	switch {
+	case known && in:
+		return AuthStatus{OK: true, Known: true, Detail: fmt.Sprintf("`%s` reports a session: %s", shown, line)}
+	case known:
+		return AuthStatus{Known: true, Detail: fmt.Sprintf("no credential variable set (%s) and `%s` says: %s", strings.Join(a.Env, ", "), shown, line)}
+	}
+	return AuthStatus{Detail: fmt.Sprintf("`%s` exited %d without saying whether there is a session: %s", shown, res.ExitCode, line)}
+}
+
+// AuthError: the CLI cannot authenticate, so no call is made.
+type AuthError struct {
+	Kind   string
+	Detail string
+	Hint   string
+}
+
+// EndsRun: no later call can authenticate either.
+func (e *AuthError) EndsRun() bool { return true }
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("the %s CLI cannot authenticate: %s; %s", e.Kind, e.Detail, e.Hint)
+}
+
+// lookup is the value of name in env, the last setting winning as in exec.
+func lookup(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// saysLoggedIn is the usual reading of a status command: "not logged in"
+// says no, "logged in" says yes.
+func saysLoggedIn(out string, _ int) (bool, bool) {
+	l := strings.ToLower(out)
+	switch {
+	case strings.Contains(l, "not logged in"), strings.Contains(l, "not authenticated"), strings.Contains(l, "logged out"):
+		return false, true
+	case strings.Contains(l, "logged in"), strings.Contains(l, "authenticated as"):
+		return true, true
+	}
+	return false, false
+}

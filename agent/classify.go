@@ -1,0 +1,402 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"peal/phase"
+)
+
+// Failures are the messages and exit codes by which a kind's failures are
+// told apart. Patterns are case-insensitive substrings of one line of
+// output, colour codes stripped.
+type Failures struct {
+	Fatal []string // no retry can heal it: not logged in, invalid key, refusals, usage errors
+	// Blocking are messages after which the CLI waits for a person (a
+	// browser login, a trust prompt) or does nothing: fatal, and they end
+	// the call as soon as they are seen.
+	Blocking  []string
+	Network   []string // the model's API cannot be reached
+	RateLimit []string // HTTP 429, usage limits, overloaded
+	Transient []string // hiccups of the CLI itself, retried at once
+	// ExitCodes decide the class of a non-zero exit by its code alone.
+	ExitCodes map[int]phase.Class
+	// Hint says how to fix a fatal failure (e.g. how to log in); Hints
+	// replace it for the failures whose message contains their key.
+	Hint  string
+	Hints map[string]string
+}
+
+// Common are the failure messages every kind shares: the spellings of
+// network and HTTP trouble in Node, Go, Rust and curl-like clients.
+var Common = Failures{
+	Fatal: []string{
+		"authentication required", "unauthorized", "invalid api key", "not logged in",
+	},
+	Network: []string{
+		"connection reset", "connection refused", "connection timed out", "network is unreachable",
+		"econnreset", "econnrefused", "etimedout", "enotfound", "eai_again", "socket hang up",
+		"could not resolve host", "temporary failure in name resolution", "no such host", "name does not resolve",
+		"failed to lookup address", "tls handshake timeout", "timeout awaiting response", "request timed out",
+		"fetch failed", "unable to connect", "failed to connect", "waiting for network", "stream disconnected",
+		"502 bad gateway", "503 service unavailable", "504 gateway timeout",
+		"status code 502", "status code 503", "status code 504", "http 502", "http 503", "http 504",
+	},
+	RateLimit: []string{
+		"rate limit", "rate_limit", "too many requests", "status code 429", "http 429", "(429)", "429 too many",
+		"usage limit", "quota exceeded", "resource_exhausted", "overloaded", "(529)", "529 overloaded",
+	},
+}
+
+// usageErrors are how the CLIs' argument parsers reject an argv: most often
+// a binary of another kind than agent_kind. Fatal.
+var usageErrors = []string{"unknown option", "unexpected argument", "unknown arguments", "unrecognized option", "unrecognized arguments", "unrecognized subcommand"}
+
+// UserPatterns are the patterns a user configured: they extend the kind's
+// built-in ones, or replace them when Builtin is false.
+type UserPatterns struct {
+	Fatal, Network []string
+	Builtin        bool
+}
+
+// rules are the merged patterns of one kind and one configuration.
+type rules struct {
+	kind                                        *Kind
+	fatal, login, network, rateLimit, transient []string
+	// refusals are the messages that, at the start of a line, make a call
+	// that exited 0 a failure: the kind's own (not the common ones, which
+	// a real answer may well contain) and the user's fatal patterns.
+	refusals  []string
+	exitCodes map[int]phase.Class
+}
+
+func (k *Kind) rules(u UserPatterns) *rules {
+	r := &rules{kind: k, exitCodes: map[int]phase.Class{}}
+	if u.Builtin {
+		f := k.Failures
+		r.fatal = concat(Common.Fatal, usageErrors, f.Fatal)
+		r.login = slices.Clone(f.Blocking)
+		r.network = concat(Common.Network, f.Network)
+		r.rateLimit = concat(Common.RateLimit, f.RateLimit)
+		r.transient = slices.Clone(f.Transient)
+		for code, class := range f.ExitCodes {
+			r.exitCodes[code] = class
+		}
+	}
+	if u.Builtin {
+		r.refusals = concat(k.Failures.Blocking, k.Failures.Fatal, k.Failures.RateLimit)
+	}
+	r.refusals = append(r.refusals, u.Fatal...)
+	r.fatal = append(r.fatal, u.Fatal...)
+	r.network = append(r.network, u.Network...)
+	for _, list := range []*[]string{&r.fatal, &r.login, &r.network, &r.rateLimit, &r.transient, &r.refusals} {
+		*list = lower(*list)
+	}
+	return r
+}
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+func lower(list []string) []string {
+	out := list[:0]
+	for _, p := range list {
+		if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// match is a pattern found in a line of output.
+type match struct {
+	class phase.Class
+	line  string // quoted
+}
+
+// matchLine finds the class of one (cleaned) line: login and fatal first,
+// then rate limit, transient and network.
+func (r *rules) matchLine(line string) (phase.Class, bool) {
+	l := strings.ToLower(line)
+	for _, c := range []struct {
+		class    phase.Class
+		patterns []string
+	}{{phase.Fatal, r.login}, {phase.Fatal, r.fatal}, {phase.RateLimited, r.rateLimit}, {phase.Transient, r.transient}, {phase.Network, r.network}} {
+		for _, p := range c.patterns {
+			if strings.Contains(l, p) {
+				return c.class, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// isBlocking reports whether a line says the CLI waits for a person: it
+// begins with one of the kind's waiting messages.
+func (r *rules) isBlocking(line string) bool {
+	l := lead(line)
+	return slices.ContainsFunc(r.login, func(p string) bool { return strings.HasPrefix(l, p) })
+}
+
+// lead is a line as a message starts: lower case, without leading symbols,
+// list markers and an "Error:" prefix.
+func lead(line string) string {
+	l := strings.ToLower(strings.TrimLeftFunc(line, func(c rune) bool { return !unicode.IsLetter(c) }))
+	for _, prefix := range []string{"error:", "fatal:", "warning:"} {
+		l = strings.TrimSpace(strings.TrimPrefix(l, prefix))
+	}
+	return l
+}
+
+// tailBytes is how much of stdout is searched for failure messages: agents
+// echo file contents, so only the end of their output speaks for the failure.
+const tailBytes = 4 << 10
+
+// refusalBytes: the stdout of a call that exited 0 is searched for a refusal
+// only when it is this short. A refusal is a short message; a real answer
+// that merely mentions the same words is longer.
+const refusalBytes = 2 << 10
+
+// findRefusal finds a line that starts with a refusal (after any symbols,
+// list markers and an "Error:" prefix) and returns its class.
+func (r *rules) findRefusal(texts ...string) (match, bool) {
+	for _, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			line = phase.Clean(line)
+			l := lead(line)
+			if !slices.ContainsFunc(r.refusals, func(p string) bool { return strings.HasPrefix(l, p) }) {
+				continue
+			}
+			class, ok := r.matchLine(line)
+			if !ok || (class != phase.Fatal && class != phase.RateLimited) {
+				class = phase.Fatal
+			}
+			return match{class: class, line: phase.Quote(line)}, true
+		}
+	}
+	return match{}, false
+}
+
+// find searches the output for the first line of the strongest class: stderr
+// and the stdout tail, each line cleaned of colour codes. Fatal wins over
+// rate limit, rate limit over transient, transient over network.
+func (r *rules) find(texts ...string) (match, bool) {
+	best, found := match{}, false
+	rank := map[phase.Class]int{phase.Fatal: 4, phase.RateLimited: 3, phase.Transient: 2, phase.Network: 1}
+	for _, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			line = phase.Clean(line)
+			class, ok := r.matchLine(line)
+			if ok && (!found || rank[class] > rank[best.class]) {
+				best, found = match{class: class, line: phase.Quote(line)}, true
+			}
+		}
+	}
+	return best, found
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// RefusalError: a call exited 0, but its output is a refusal (trust
+// required, not logged in, an invalid key, a usage limit).
+type RefusalError struct {
+	Phase string
+	Line  string
+}
+
+func (e *RefusalError) Error() string {
+	return fmt.Sprintf("%s call exited 0 but did nothing: %s", e.Phase, e.Line)
+}
+
+// ReportedError: the call's event stream reported an error.
+type ReportedError struct {
+	Phase string
+	Line  string
+}
+
+func (e *ReportedError) Error() string {
+	return fmt.Sprintf("%s call reported an error: %s", e.Phase, e.Line)
+}
+
+// hinted adds the kind's hint to a fatal failure's message.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return h.err.Error() + " (" + h.hint + ")" }
+func (h *hinted) Unwrap() error { return h.err }
+
+// Classifier is the phase.Classifier of this kind's calls: failure (nil:
+// timeout or non-zero exit) says whether an attempt that was not stopped by
+// its watcher failed, reading the answer text (with structured output, the
+// result event's text); w, when set, is the watcher of the attempt being
+// classified. now is the clock used to turn a reset time into a wait.
+func (k *Kind) Classifier(u UserPatterns, failure func(phase.Result) error, w func() *Watcher, now func() time.Time) phase.Classifier {
+	r := k.rules(u)
+	if failure == nil {
+		failure = phase.CheckExit
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return func(res phase.Result) phase.Verdict {
+		var watch *Watcher
+		if w != nil {
+			watch = w()
+		}
+		v := r.classify(res, failure, watch, now)
+		if v.Class == phase.Fatal {
+			hint := k.Failures.Hint
+			msg := strings.ToLower(v.Err.Error())
+			for p, h := range k.Failures.Hints {
+				if strings.Contains(msg, p) {
+					hint = h
+				}
+			}
+			if slices.ContainsFunc(usageErrors, func(p string) bool { return strings.Contains(msg, p) }) {
+				hint = fmt.Sprintf("the CLI rejected the %s argv: check that agent_kind names the CLI that agent_cmd runs", k.Name)
+			}
+			if hint != "" {
+				v.Err = &hinted{err: v.Err, hint: hint}
+			}
+		}
+		return v
+	}
+}
+
+func (r *rules) classify(res phase.Result, failure func(phase.Result) error, w *Watcher, now func() time.Time) phase.Verdict {
+	var ended *Ending
+	if errors.As(res.Ended, &ended) && ended.Class != phase.Succeeded {
+		return r.verdict(ended.Class, ended.Err, res, now)
+	}
+	answer := res
+	if w != nil {
+		if text, ok := w.Answer(); ok {
+			answer.Stdout = text
+		}
+		if ended != nil || w.Final() {
+			// The result event came: the call succeeded whatever
+			// happened to the lingering process afterwards.
+			answer.ExitCode, answer.TimedOut = 0, false
+		}
+		if msg, isErr := w.Failed(); isErr {
+			if m, ok := r.find(msg); ok {
+				return r.verdict(m.class, &ReportedError{Phase: res.Phase, Line: m.line}, res, now)
+			}
+			if m, ok := r.find(res.Stderr, tail(res.Stdout, tailBytes)); ok {
+				return r.verdict(m.class, &ReportedError{Phase: res.Phase, Line: m.line}, res, now)
+			}
+			return phase.Verdict{Class: phase.Ordinary, Err: &ReportedError{Phase: res.Phase, Line: phase.Quote(msg)}}
+		}
+	}
+	fail := failure(answer)
+	if fail == nil {
+		// A refusal that exits 0 is never a success.
+		texts := []string{tail(res.Stderr, tailBytes)}
+		if out := strings.TrimSpace(phase.Clean(answer.Stdout)); len(out) <= refusalBytes {
+			texts = append(texts, out)
+		}
+		if m, ok := r.findRefusal(texts...); ok {
+			return r.verdict(m.class, &RefusalError{Phase: res.Phase, Line: m.line}, res, now)
+		}
+		return phase.Verdict{Class: phase.Succeeded}
+	}
+	var exitErr *phase.ExitError
+	if errors.As(fail, &exitErr) {
+		if class, ok := r.exitCodes[res.ExitCode]; ok {
+			if m, found := r.find(res.Stderr, tail(res.Stdout, tailBytes)); found {
+				exitErr.Line = m.line
+			}
+			return r.verdict(class, fail, res, now)
+		}
+	}
+	if !res.TimedOut && res.ExitCode == 0 && !errors.As(fail, &exitErr) {
+		// The process did its part; the answer was wrong (e.g. a plan
+		// without tasks): an ordinary failure, whatever the output says.
+		return phase.Verdict{Class: phase.Ordinary, Err: fail}
+	}
+	if m, ok := r.find(res.Stderr, tail(res.Stdout, tailBytes)); ok {
+		quoteLine(fail, m.line)
+		return r.verdict(m.class, fail, res, now)
+	}
+	return phase.Verdict{Class: phase.Ordinary, Err: fail}
+}
+
+// quoteLine makes the attempt's error quote the matched line.
+func quoteLine(err error, line string) {
+	var ee *phase.ExitError
+	var te *phase.TimeoutError
+	switch {
+	case errors.As(err, &ee):
+		ee.Line = line
+	case errors.As(err, &te):
+		te.Line = line
+	}
+}
+
+// verdict is a failure of class with its error; a rate limit learns, from
+// the output, when the limit resets.
+func (r *rules) verdict(class phase.Class, err error, res phase.Result, now func() time.Time) phase.Verdict {
+	v := phase.Verdict{Class: class, Err: err}
+	if class == phase.RateLimited {
+		v.Wait = ResetWait(res.Stderr+"\n"+tail(res.Stdout, tailBytes), now())
+	}
+	return v
+}
+
+var (
+	// "…|1767225600": a reset time as Unix seconds after a bar.
+	resetEpoch = regexp.MustCompile(`\|(\d{10})\b`)
+	// "try again in 5 minutes", "retry after 30s", "resets in 2h".
+	resetIn = regexp.MustCompile(`(?i)(?:try again|retry|resets?)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?)\b`)
+	// "resets at 2026-03-01T10:00:00Z".
+	resetAt = regexp.MustCompile(`(?i)(?:try again|retry|resets?)\s+(?:at|after)\s+(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))`)
+)
+
+// ResetWait reads, from an agent's output, how long until its rate limit
+// resets; 0 when it does not say. The latest mention wins.
+func ResetWait(out string, now time.Time) time.Duration {
+	var best time.Duration
+	if m := resetEpoch.FindAllStringSubmatch(out, -1); m != nil {
+		if sec, err := strconv.ParseInt(m[len(m)-1][1], 10, 64); err == nil {
+			best = time.Unix(sec, 0).Sub(now)
+		}
+	}
+	if m := resetAt.FindAllStringSubmatch(out, -1); m != nil {
+		if t, err := time.Parse(time.RFC3339, m[len(m)-1][1]); err == nil {
+			best = t.Sub(now)
+		}
+	}
+	if m := resetIn.FindAllStringSubmatch(out, -1); m != nil {
+		last := m[len(m)-1]
+		n, _ := strconv.ParseFloat(last[1], 64)
+		unit := time.Second
+		switch u := strings.ToLower(last[2]); {
+		case strings.HasPrefix(u, "ms"), strings.HasPrefix(u, "milli"):
+			unit = time.Millisecond
+		case strings.HasPrefix(u, "m"):
+			unit = time.Minute
+		case strings.HasPrefix(u, "h"):
+			unit = time.Hour
+		}
+		best = time.Duration(n * float64(unit))
+	}
+	return max(best, 0)
+}

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"encoding/json"
+
+	"peal/phase"
+)
+
+// Claude Code (binary `claude`): print mode, the prompt on stdin, write
+// access by bypassing permission prompts, and its own retries capped so that
+// an outage fails in seconds rather than after minutes of silent retries.
+func init() {
+	register(&Kind{
+		Name:          "claude",
+		DefaultCmd:    "claude",
+		Args:          claudeArgs,
+		PromptOnStdin: true,
+		Env:           []string{"CLAUDE_CODE_MAX_RETRIES=0"},
+		Failures: Failures{
+			Fatal: []string{
+				"not logged in · please run /login", "please run /login", "invalid api key · fix external api key",
+				"cannot be used with root/sudo privileges", "credit balance is too low", "oauth token has expired",
+				"unknown option", "error: unknown", "error: option",
+			},
+			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
+			Network:   []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
+			ExitCodes: map[int]phase.Class{},
+			Hint:      "set ANTHROPIC_API_KEY (or log in with `claude` once)",
+			Hints: map[string]string{
+				"root/sudo":      "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
+				"credit balance": "add credit to the Anthropic account of the key",
+			},
+		},
+		Events: claudeEvents,
+		Auth: Auth{
+			Env:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+			Status: []string{"auth", "status"},
+			LoggedIn: func(out string, _ int) (bool, bool) {
+				var s struct {
+					LoggedIn *bool `json:"loggedIn"`
+				}
+				if i := indexByte(out, '{'); i >= 0 && json.Unmarshal([]byte(out[i:]), &s) == nil && s.LoggedIn != nil {
+					return *s.LoggedIn, true
+				}
+				return saysLoggedIn(out, 0)
+			},
+			Hint: "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (from `claude setup-token`) in the job's environment",
+		},
+		VersionArgs: []string{"--version"},
+		Notes:       "writing calls pass --permission-mode bypassPermissions: every edit and command is allowed",
+	})
+}
+
+func claudeArgs(c Call) []string {
+	args := []string{"-p"}
+	if c.Structured {
+		args = append(args, "--output-format", "stream-json", "--verbose")
+	}
+	if ModeOf(c.Phase) == Write {
+		args = append(args, "--permission-mode", "bypassPermissions")
+	} else {
+		args = append(args, "--permission-mode", "plan")
+	}
+	return finish(args, "--model", c)
+}
+
+func indexByte(s string, b byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == b {
+			return i
+		}
+	}
+	return -1
+}

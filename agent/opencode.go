@@ -1,0 +1,68 @@
+package agent
+
+import "encoding/json"
+
+// opencode (binary `opencode`): `opencode run` with the prompt on stdin, the
+// plan agent for read-only calls and --auto (approve what is not denied)
+// for writing calls. It colours its stderr even without a terminal.
+func init() {
+	register(&Kind{
+		Name:          "opencode",
+		DefaultCmd:    "opencode",
+		Args:          opencodeArgs,
+		PromptOnStdin: true,
+		Failures: Failures{
+			Fatal:     []string{"invalid x-api-key", "invalid api key", "api key is missing", "unknown arguments", "providermodelnotfound"},
+			Network:   []string{"cannot connect to api", "is the computer able to access the url"},
+			RateLimit: []string{"rate limit exceeded"},
+			Hint:      "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",
+		},
+		Events:      opencodeEvents,
+		VersionArgs: []string{"--version"},
+		Notes:       "writing calls pass --auto: every permission that is not explicitly denied is granted",
+	})
+}
+
+func opencodeArgs(c Call) []string {
+	args := []string{"run", "--dir", c.Repo}
+	if ModeOf(c.Phase) == Write {
+		args = append(args, "--auto")
+	} else {
+		args = append(args, "--agent", "plan")
+	}
+	if c.Structured {
+		args = append(args, "--format", "json")
+	}
+	return finish(args, "-m", c)
+}
+
+// opencodeEvents reads `run --format json`: text parts, step_finish with
+// tokens and cost (one per step, summed), and error events. It has no final
+// result event: the process ends when the session is idle.
+func opencodeEvents(line []byte) (Event, bool) {
+	var e struct {
+		Type string `json:"type"`
+		Part struct {
+			Text   string  `json:"text"`
+			Cost   float64 `json:"cost"`
+			Tokens struct {
+				Input     int64 `json:"input"`
+				Output    int64 `json:"output"`
+				Reasoning int64 `json:"reasoning"`
+			} `json:"tokens"`
+		} `json:"part"`
+		Error any `json:"error"`
+	}
+	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+		return Event{}, false
+	}
+	switch e.Type {
+	case "text":
+		return Event{Text: e.Part.Text}, true
+	case "step_finish":
+		return Event{Usage: Usage{InputTokens: e.Part.Tokens.Input, OutputTokens: e.Part.Tokens.Output + e.Part.Tokens.Reasoning, CostUSD: e.Part.Cost}}, true
+	case "error":
+		return Event{Error: nonEmpty(errorText(e.Error), "opencode reported an error")}, true
+	}
+	return Event{}, true
+}

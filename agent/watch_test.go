@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/phase"
+)
+
+// ends records what a watcher ended the call with.
+type ends chan error
+
+func (e ends) end(cause error) {
+	select {
+	case e <- cause:
+	default:
+	}
+}
+
+func watch(t *testing.T, kind string, o WatchOptions) (*Watcher, ends) {
+	t.Helper()
+	k, err := Lookup(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Patterns = builtin
+	w := k.Watcher(o)
+	e := make(ends, 1)
+	w.Begin(e.end)
+	t.Cleanup(w.Done)
+	return w, e
+}
+
+func ending(t *testing.T, e ends) *Ending {
+	t.Helper()
+	var ed *Ending
+	if err := <-e; !errors.As(err, &ed) {
+		t.Fatalf("ended with %v", err)
+	}
+	return ed
+}
+
+func TestWatcherEndsOnAPromptForAPerson(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "cursor", WatchOptions{Phase: "plan"})
+	w.Line(phase.Stdout, []byte("starting"))
+	w.Line(phase.Stdout, []byte("The plan: first, make sure nobody is left waiting for browser authentication."))
+	for _, line := range strings.Split("Not logged in. Opening browser for login…\nWaiting for browser authentication (press Ctrl+C to cancel)", "\n") {
+		w.Line(phase.Stdout, []byte(line))
+	}
+	ed := ending(t, e)
+	if ed.Class != phase.Fatal || !strings.Contains(ed.Error(), "waits for a person: Waiting for browser authentication (press Ctrl+C to cancel)") {
+		t.Fatalf("%s: %v", ed.Class, ed)
+	}
+}
+
+func TestWatcherStall(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "codex", WatchOptions{Phase: "execute", NetworkStall: 50 * time.Millisecond})
+	w.Line(phase.Stderr, []byte("warning: Codex could not find bubblewrap on PATH."))
+	w.Line(phase.Stderr, []byte("stream disconnected before completion: Connection refused (os error 111)"))
+	w.Line(phase.Stderr, []byte("ERROR: Reconnecting... waiting for network"))
+	ed := ending(t, e)
+	if ed.Class != phase.Network || !strings.Contains(ed.Error(), "nothing but network errors: stream disconnected before completion: Connection refused") {
+		t.Fatalf("%s: %v", ed.Class, ed)
+	}
+}
+
+// TestWatcherStallStartsOver: a line that is not a network error is
+// progress; with the stall limit far away, nothing ends the call.
+func TestWatcherStallStartsOver(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "codex", WatchOptions{Phase: "execute", NetworkStall: time.Hour})
+	w.Line(phase.Stderr, []byte("ERROR: Reconnecting... waiting for network"))
+	if w.stallAt == nil {
+		t.Fatal("a network line starts the stall")
+	}
+	w.Line(phase.Stdout, []byte("editing main.go"))
+	if w.stallAt != nil {
+		t.Fatal("progress stops the stall")
+	}
+	select {
+	case err := <-e:
+		t.Fatalf("ended: %v", err)
+	default:
+	}
+}
+
+func TestWatcherFinalResultEndsLingeringCall(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true})
+	w.Line(phase.Stdout, []byte(`{"type":"system","subtype":"init"}`))
+	w.Line(phase.Stdout, []byte(`{"type":"assistant","message":{"content":[{"type":"text","text":"draft"}]}}`))
+	if text, _ := w.Answer(); text != "draft" || w.Final() {
+		t.Fatalf("answer %q before the result", text)
+	}
+	w.Line(phase.Stdout, []byte(`{"type":"result","subtype":"success","is_error":false,"result":"1. do it","total_cost_usd":0.25,"usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`))
+	ed := ending(t, e)
+	if ed.Class != phase.Succeeded {
+		t.Fatalf("%v", ed)
+	}
+	text, ok := w.Answer()
+	if !ok || text != "1. do it" || !w.Final() {
+		t.Fatalf("answer %q %v", text, ok)
+	}
+	if u := w.Usage(); u != (Usage{InputTokens: 15, OutputTokens: 7, CostUSD: 0.25}) {
+		t.Fatalf("usage %+v", u)
+	}
+	if _, failed := w.Failed(); failed {
+		t.Fatal("a successful result is no failure")
+	}
+}
+
+// TestEvents reads each CLI's events: the answer, an error, the usage.
+func TestEvents(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		kind   string
+		lines  []string
+		answer string
+		failed string
+		usage  Usage
+	}{
+		// As Claude Code 2.1 printed it for a 401 (shortened).
+		{"claude", []string{`{"type":"assistant","message":{"content":[{"type":"text","text":"Invalid API key · Fix external API key"}]},"error":"authentication_failed"}`,
+			`{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Invalid API key · Fix external API key","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}`},
+			"Invalid API key · Fix external API key", "Invalid API key · Fix external API key", Usage{}},
+		{"cursor", []string{`{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}`}, "done", "", Usage{}},
+		{"codex", []string{`{"type":"thread.started","thread_id":"t"}`, `{"type":"error","message":"Reconnecting... 1/5"}`,
+			`{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"the plan"}}`,
+			`{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":50,"output_tokens":20}}`},
+			"the plan", "", Usage{InputTokens: 100, OutputTokens: 20}},
+		{"codex", []string{`{"type":"error","message":"stream error"}`, `{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}`},
+			"", "unexpected status 401 Unauthorized", Usage{}},
+		{"gemini", []string{`{"type":"init"}`, `{"type":"message","role":"user","content":"prompt"}`,
+			`{"type":"message","role":"assistant","content":"part one, ","delta":true}`, `{"type":"message","role":"assistant","content":"part two","delta":true}`,
+			`{"type":"result","status":"success","stats":{"total_tokens":9,"input_tokens":6,"output_tokens":3}}`},
+			"part one, part two", "", Usage{InputTokens: 6, OutputTokens: 3}},
+		{"gemini", []string{`{"type":"result","status":"error","error":{"type":"FatalAuthenticationError","message":"API key not valid"}}`},
+			"", "API key not valid", Usage{}},
+		{"opencode", []string{`{"type":"step_start","part":{}}`, `{"type":"text","part":{"type":"text","text":"answer"}}`,
+			`{"type":"step_finish","part":{"cost":0.5,"tokens":{"input":4,"output":2,"reasoning":1}}}`,
+			`{"type":"step_finish","part":{"cost":0.25,"tokens":{"input":1,"output":1,"reasoning":0}}}`},
+			"answer", "", Usage{InputTokens: 5, OutputTokens: 4, CostUSD: 0.75}},
+		{"opencode", []string{`{"type":"error","error":{"name":"APIError","data":{"message":"invalid x-api-key"}}}`}, "", "invalid x-api-key", Usage{}},
+	}
+	for _, tc := range cases {
+		w, _ := watch(t, tc.kind, WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour})
+		for _, l := range tc.lines {
+			w.Line(phase.Stdout, []byte(l))
+		}
+		msg, failed := w.Failed()
+		if tc.failed != "" {
+			if !failed || msg != tc.failed {
+				t.Errorf("%s: failed %q %v, want %q", tc.kind, msg, failed, tc.failed)
+			}
+		} else if text, _ := w.Answer(); failed || text != tc.answer {
+			t.Errorf("%s: answer %q (failed %q), want %q", tc.kind, text, msg, tc.answer)
+		}
+		if u := w.Usage(); u != tc.usage {
+			t.Errorf("%s: usage %+v, want %+v", tc.kind, u, tc.usage)
+		}
+	}
+}
+
+// TestReportedErrorIsClassified: an error the events report is classified
+// by its text.
+func TestReportedErrorIsClassified(t *testing.T) {
+	t.Parallel()
+	k, _ := Lookup("claude")
+	w, _ := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour})
+	w.Line(phase.Stdout, []byte(`{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Fix external API key"}`))
+	v := k.Classifier(builtin, nil, func() *Watcher { return w }, nil)(phase.Result{Phase: "plan", ExitCode: 1})
+	if v.Class != phase.Fatal || !strings.Contains(v.Err.Error(), "plan call reported an error: Invalid API key") {
+		t.Fatalf("%s %v", v.Class, v.Err)
+	}
+	w2, _ := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour})
+	w2.Line(phase.Stdout, []byte(`{"type":"result","subtype":"error_max_turns","is_error":true,"result":""}`))
+	v = k.Classifier(builtin, nil, func() *Watcher { return w2 }, nil)(phase.Result{Phase: "plan", ExitCode: 1})
+	if v.Class != phase.Ordinary || !strings.Contains(v.Err.Error(), "error_max_turns") {
+		t.Fatalf("%s %v", v.Class, v.Err)
+	}
+}

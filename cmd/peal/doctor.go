@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+
+	"peal/runner"
+)
+
+// DoctorCmd is `peal doctor`: are the agent CLI and stet ready for a run?
+type DoctorCmd struct {
+	configFlags
+}
+
+// Run prints one line per check and exits 1 when any check failed.
+func (c *DoctorCmd) Run(e *env) error {
+	cfg, err := c.load(e)
+	if err != nil {
+		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
+	}
+	failed := 0
+	for _, ch := range runner.Doctor(e.ctx, cfg, e.environ) {
+		fmt.Fprintf(e.stdout, "%-4s  %s: %s\n", ch.Status, ch.Name, ch.Detail)
+		if ch.Status == runner.CheckFail {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: runner.ExitFailure, msg: fmt.Sprintf("error: %d check(s) failed", failed)}
+	}
+	return nil
+}

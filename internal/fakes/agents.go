@@ -1,0 +1,91 @@
+package fakes
+
+// The fake agent imitates each agent CLI when it is started under that CLI's
+// name (a symlink named claude, codex, gemini, opencode, or agent for the
+// Cursor CLI): it checks its argv the way the CLI does, reads the prompt
+// where the CLI does, emits the CLI's events with structured output, and
+// prints the CLI's own failure messages, word for word.
+
+// Kind names the fake answers to; any other name is the plain fake.
+var KindNames = map[string]string{
+	"agent": "cursor", "cursor-agent": "cursor", "claude": "claude", "codex": "codex", "gemini": "gemini", "opencode": "opencode",
+}
+
+// SessionEnv set to "1" makes a fake CLI report a stored login session
+// (its status command says logged in, and the Cursor fake needs no key).
+const SessionEnv = "FAKE_AGENT_SESSION"
+
+// Canned failures an Outcome can name in its Failure field.
+const (
+	FailNoCredentials     = "no_credentials"
+	FailConnectionRefused = "connection_refused"
+	FailInvalidKey        = "invalid_key"
+	FailRateLimit         = "rate_limit"
+	FailOverloaded        = "overloaded"
+	FailConfigRace        = "config_race"
+	FailRoot              = "root"
+)
+
+// Failure is how a CLI shows one canned failure.
+type Failure struct {
+	Stderr bool   // on stderr (else stdout)
+	Text   string // printed as is, with a final newline
+	Exit   int
+	// Forever: the CLI never exits; it repeats Repeat on the same stream.
+	Forever bool
+	Repeat  string
+}
+
+// Failures are the messages of the real CLIs, as measured (see
+// docs/agents.md).
+var Failures = map[string]map[string]Failure{
+	"claude": {
+		FailNoCredentials:     {Text: "Not logged in · Please run /login", Exit: 1},
+		FailConnectionRefused: {Text: "API Error: Unable to connect to API (ConnectionRefused)", Exit: 1},
+		FailInvalidKey:        {Text: "Invalid API key · Fix external API key", Exit: 1},
+		FailRateLimit:         {Text: "API Error: Request rejected (429) · Number of requests has exceeded your rate limit", Exit: 1},
+		FailOverloaded:        {Text: "API Error: Repeated 529 Overloaded errors", Exit: 1},
+		FailRoot:              {Stderr: true, Text: "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", Exit: 1},
+	},
+	"codex": {
+		FailNoCredentials: {Stderr: true, Forever: true,
+			Text:   "ERROR: Reconnecting... 1/5\nwarning: Falling back from WebSockets to HTTPS transport. stream disconnected before completion: failed to lookup address information: Name does not resolve",
+			Repeat: "ERROR: Reconnecting... waiting for network"},
+		FailConnectionRefused: {Stderr: true, Forever: true,
+			Text:   "ERROR: Reconnecting... 1/5\nwarning: Falling back from WebSockets to HTTPS transport. stream disconnected before completion: Connection refused (os error 111)",
+			Repeat: "ERROR: Reconnecting... waiting for network"},
+		FailInvalidKey: {Stderr: true, Text: "ERROR: unexpected status 401 Unauthorized: Incorrect API key provided", Exit: 1},
+		FailRateLimit:  {Stderr: true, Text: "ERROR: exceeded retry limit, last status: 429 Too Many Requests", Exit: 1},
+	},
+	"gemini": {
+		FailNoCredentials: {Stderr: true, Exit: 41,
+			Text: "Please set an Auth method in your /root/.gemini/settings.json or specify one of the following environment variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA"},
+		FailConnectionRefused: {Stderr: true, Exit: 1,
+			Text: "exception TypeError: fetch failed sending request\nAn unexpected critical error occurred:[object Object]"},
+		FailRateLimit: {Stderr: true, Exit: 1, Text: "[API Error: Resource has been exhausted (e.g. check quota). RESOURCE_EXHAUSTED]"},
+	},
+	"opencode": {
+		FailNoCredentials:     {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
+		FailConnectionRefused: {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
+		FailInvalidKey:        {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key"},
+		FailRateLimit:         {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mRate limit exceeded, please try again in 20 seconds"},
+	},
+	"cursor": {
+		FailInvalidKey:        {Text: "Invalid Cursor API key. Check the value of CURSOR_API_KEY.", Exit: 0},
+		FailRateLimit:         {Text: "You've hit your usage limit. Try again in 2 minutes, or upgrade your plan.", Exit: 0},
+		FailConnectionRefused: {Stderr: true, Exit: 1, Text: "ConnectError: [unavailable] connect ECONNREFUSED 127.0.0.1:443"},
+		FailConfigRace: {Stderr: true, Exit: 1,
+			Text: "Error: ENOENT: no such file or directory, rename '/root/.cursor/cli-config.json.tmp' -> '/root/.cursor/cli-config.json'"},
+	},
+}
+
+// Cursor's refusals and prompts, as the fake prints them.
+const (
+	CursorTrustRequired = "⚠ Workspace Trust Required\n" +
+		"This folder has not been trusted yet.\n" +
+		"To proceed, you can either:\n" +
+		"  • Run 'agent' interactively to decide\n" +
+		"  • Pass --trust, --yolo, or -f if you trust this directory"
+	CursorLoginPrompt = "Not logged in. Opening browser for login…\nWaiting for browser authentication (press Ctrl+C to cancel)"
+	CursorDenied      = "Command denied (requires approval; pass --force to allow): "
+)

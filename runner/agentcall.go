@@ -1,0 +1,357 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"peal/agent"
+	"peal/config"
+	"peal/phase"
+	"peal/state"
+)
+
+// side is one agent a call can use: the primary, or the fallback of even
+// attempts.
+type side struct {
+	kind  *agent.Kind
+	path  string
+	role  string
+	model func(base string) string // the model of this side given the primary's
+}
+
+// agents is what a run knows of its agent CLIs: which kinds, the
+// authentication check made once before the first call, the staggering of
+// parallel launches, and the tokens and cost the calls reported.
+type agents struct {
+	primary  side
+	fallback *side // nil: no fallback agent
+
+	authOnce sync.Once
+	authErr  error
+
+	launch launchGate
+
+	mu      sync.Mutex
+	total   agent.Usage
+	perTask map[int]agent.Usage
+	counted bool // some call reported usage
+}
+
+func newAgents(cfg *config.Config) *agents {
+	a := &agents{perTask: map[int]agent.Usage{}}
+	kind, err := agent.Lookup(cfg.AgentKind)
+	if err != nil {
+		// Validate has checked the kind; an unknown one here is a bug.
+		kind, _ = agent.Lookup(agent.Default)
+	}
+	a.primary = side{kind: kind, path: cfg.AgentPath, role: phase.RolePrimary, model: func(m string) string { return m }}
+	if cfg.FallbackPath != "" {
+		fk := kind
+		if k, err := agent.Lookup(cfg.FallbackAgentKind); err == nil {
+			fk = k
+		}
+		a.fallback = &side{kind: fk, path: cfg.FallbackPath, role: phase.RoleFallback, model: func(m string) string {
+			if cfg.FallbackModel != "" {
+				return cfg.FallbackModel
+			}
+			return m
+		}}
+	}
+	return a
+}
+
+// sides are the agents of a run, primary first.
+func (a *agents) sides() []*side {
+	s := []*side{&a.primary}
+	if a.fallback != nil {
+		s = append(s, a.fallback)
+	}
+	return s
+}
+
+// call is what an agent call of the given phase asks of side s.
+func (r *run) agentRequest(s *side, name, model, prompt string) agent.Call {
+	return agent.Call{Phase: name, Repo: r.cfg.RepoPath, Model: s.model(model), Prompt: prompt, Structured: r.cfg.StructuredOutput,
+		Options: agent.Options{Sandbox: r.cfg.Sandbox, Trust: r.cfg.CursorTrust, Force: r.cfg.CursorForce}, Extra: r.cfg.AgentExtraArgs}
+}
+
+// patterns are the failure patterns the user configured.
+func (r *run) patterns() agent.UserPatterns {
+	return agent.UserPatterns{Fatal: r.cfg.FatalErrorPatterns, Network: r.cfg.NetworkErrorPatterns, Builtin: r.cfg.BuiltinErrorPatterns}
+}
+
+// agentCall runs one agent call with the adaptive retry policy of the run:
+// attempts (1 + the retry count of its kind) for ordinary failures, failure
+// (nil: timeout or non-zero exit) to judge an attempt's answer. With
+// structured output the result's Stdout is the answer text of the events.
+// The call's tokens and cost are added to the run's; once they reach
+// max_cost_usd, every later call returns *CostLimitError without starting.
+func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
+	if err := r.agents.costErr(r.cfg); err != nil {
+		return phase.Result{Phase: name}, err
+	}
+	if err := r.checkAuth(ctx); err != nil {
+		return phase.Result{Phase: name}, err
+	}
+	log := r.log.With("task", task)
+	model := modelFor(r.cfg, r.attemptOf(task), name)
+	invs := map[string]agent.Invocation{}
+	classifiers := map[string]phase.Classifier{}
+	var watcher *agent.Watcher // the latest attempt's
+	var usage agent.Usage
+	for _, s := range r.agents.sides() {
+		inv, err := s.kind.Invocation(s.path, r.agentRequest(s, name, model, prompt))
+		if err != nil {
+			return phase.Result{Phase: name}, err
+		}
+		invs[s.role] = inv
+		classifiers[s.role] = s.kind.Classifier(r.patterns(), failure, func() *agent.Watcher { return watcher }, r.now)
+	}
+	var env []string
+	if tr := r.ticketFor(task); tr != nil {
+		env = append(env, "PEAL_TICKET_ID="+tr.id)
+	}
+	files := r.agentLogs.call(name, task)
+	defer files.close()
+	role := phase.RolePrimary
+	launched := false
+	land := func() {
+		if launched {
+			r.agents.launch.done(r.sideOf(role).kind)
+			launched = false
+		}
+	}
+	defer land()
+	classify := func(res phase.Result) phase.Verdict {
+		land()
+		return classifiers[role](res)
+	}
+	res, _, err := phase.Do(ctx, log, r.agentPolicy(attempts, classify), func(a phase.Attempt) phase.Spec {
+		if watcher != nil {
+			usage = usage.Add(watcher.Usage())
+		}
+		role = a.Role
+		s := r.sideOf(role)
+		inv := invs[role]
+		spec := r.caller.Spec(name, task, a, inv.Argv, true)
+		spec.Stdin = inv.Stdin
+		spec.Env = append(append(spec.Env, inv.Env...), env...)
+		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
+		watcher = s.kind.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput, Patterns: r.patterns(),
+			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger})
+		spec.Watch = watcher
+		files.attach(&spec, a.N)
+		r.agents.launch.wait(ctx, s.kind)
+		launched = true
+		return spec
+	})
+	if watcher != nil {
+		usage = usage.Add(watcher.Usage())
+		if text, ok := watcher.Answer(); ok && err == nil {
+			res.Stdout = text
+		}
+	}
+	if r.agents.add(task, usage) {
+		log.Info("agent usage", "phase", name, "input_tokens", usage.InputTokens, "output_tokens", usage.OutputTokens, "cost_usd", usage.CostUSD)
+	}
+	return res, err
+}
+
+func (r *run) sideOf(role string) *side {
+	if role == phase.RoleFallback && r.agents.fallback != nil {
+		return r.agents.fallback
+	}
+	return &r.agents.primary
+}
+
+// agentPolicy is the retry policy of agent calls: fatal failures are never
+// retried; network failures have their own budget and growing delays; rate
+// limits wait for the announced reset, or back off, within
+// rate_limit_max_wait_sec; transient failures of the CLI are retried at
+// once; ordinary retries wait retry_delay_sec (doubling); with a fallback
+// agent even attempts use it.
+func (r *run) agentPolicy(attempts int, classify phase.Classifier) phase.Policy {
+	p := phase.Policy{Attempts: attempts, Classify: classify, Fallback: r.agents.fallback != nil, Sleep: r.sleep}
+	if d := r.cfg.RetryDelaySec; d > 0 {
+		p.Backoff = exponential(time.Duration(d)*time.Second, 10*time.Minute, 0)
+	}
+	maxWait := time.Duration(r.cfg.RateLimitMaxWaitSec) * time.Second
+	rateRetries := 0
+	if maxWait > 0 {
+		rateRetries = maxRateLimitRetries
+	}
+	p.Budgets = map[phase.Class]phase.Budget{
+		phase.Network: {Retries: int(r.cfg.NetworkRetryCount), Backoff: exponential(time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
+			time.Duration(r.cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2)},
+		phase.RateLimited: {Retries: rateRetries, Backoff: exponential(rateLimitFirstWait, rateLimitLongestWait, 0.1), MaxWait: maxWait},
+		phase.Transient:   {Retries: transientRetries},
+	}
+	return p
+}
+
+const (
+	// A rate limit without an announced reset waits 30 s, doubling up to
+	// 5 minutes, until rate_limit_max_wait_sec is spent.
+	rateLimitFirstWait   = 30 * time.Second
+	rateLimitLongestWait = 5 * time.Minute
+	maxRateLimitRetries  = 100
+	// Transient failures of the CLI (Cursor's configuration-file race) are
+	// retried at once, this many times per call.
+	transientRetries = 3
+	// defaultLinger is how long an agent may go on after its final result
+	// event before its process group is stopped.
+	defaultLinger = 3 * time.Second
+)
+
+// exponential is a delay that starts at first and doubles up to most, with
+// ±jitter, and never gives up by itself (the policy's budgets decide).
+func exponential(first, most time.Duration, jitter float64) backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = first
+	b.MaxInterval = max(most, first)
+	b.Multiplier = 2
+	b.RandomizationFactor = jitter
+	b.MaxElapsedTime = 0
+	return b
+}
+
+// checkAuth makes sure, once, before the first agent call, that every agent
+// of the run whose CLI would otherwise wait or retry without credentials
+// can authenticate.
+func (r *run) checkAuth(ctx context.Context) error {
+	r.agents.authOnce.Do(func() {
+		env := append(os.Environ(), r.caller.Env...)
+		for _, s := range r.agents.sides() {
+			if !s.kind.Auth.BeforeRun {
+				continue
+			}
+			st := s.kind.CheckAuth(ctx, s.path, r.cfg.RepoPath, env)
+			if st.OK {
+				r.log.Debug("agent can authenticate", "kind", s.kind.Name, "role", s.role, "how", st.Detail)
+				continue
+			}
+			if ctx.Err() != nil {
+				r.agents.authErr = &phase.InterruptedError{Phase: "auth", Cause: context.Cause(ctx)}
+				return
+			}
+			r.agents.authErr = &agent.AuthError{Kind: s.kind.Name, Detail: st.Detail, Hint: s.kind.Auth.Hint}
+			return
+		}
+	})
+	return r.agents.authErr
+}
+
+// add counts the usage of one call; it reports whether there was any.
+func (a *agents) add(task int, u agent.Usage) bool {
+	if u == (agent.Usage{}) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.counted = true
+	a.total = a.total.Add(u)
+	a.perTask[task] = a.perTask[task].Add(u)
+	return true
+}
+
+// CostLimitError: the run's agent calls reached max_cost_usd; the run stops
+// after the call that reached it (exit 3).
+type CostLimitError struct {
+	Limit, Spent float64
+}
+
+// EndsRun: every later call would be refused.
+func (e *CostLimitError) EndsRun() bool { return true }
+
+func (e *CostLimitError) Error() string {
+	return fmt.Sprintf("the run's agent calls cost $%.4f, which reaches max_cost_usd ($%.4f): stopped after the call that reached it", e.Spent, e.Limit)
+}
+
+// costErr is a *CostLimitError once the run's cost reached max_cost_usd.
+func (a *agents) costErr(cfg *config.Config) error {
+	if cfg.MaxCostUSD == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.total.CostUSD >= *cfg.MaxCostUSD {
+		return &CostLimitError{Limit: *cfg.MaxCostUSD, Spent: a.total.CostUSD}
+	}
+	return nil
+}
+
+// summary is the usage for the run summary; nil when no call reported any.
+func (a *agents) summary() *state.RunUsage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.counted {
+		return nil
+	}
+	u := &state.RunUsage{Usage: toState(a.total), Tasks: map[int]state.Usage{}}
+	for task, tu := range a.perTask {
+		if task != phase.NoTask {
+			u.Tasks[task] = toState(tu)
+		}
+	}
+	return u
+}
+
+func toState(u agent.Usage) state.Usage {
+	return state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
+}
+
+// launchGate staggers the launches of a CLI that cannot start in parallel
+// safely: while one of its calls runs, the next starts no sooner than the
+// kind's LaunchGap after the previous launch.
+type launchGate struct {
+	mu      sync.Mutex
+	running map[string]int
+	last    map[string]time.Time
+}
+
+// wait blocks until a call of kind k may start, and counts it as running.
+func (g *launchGate) wait(ctx context.Context, k *agent.Kind) {
+	if k.LaunchGap <= 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running == nil {
+		g.running, g.last = map[string]int{}, map[string]time.Time{}
+	}
+	for g.running[k.Name] > 0 {
+		d := time.Until(g.last[k.Name].Add(k.LaunchGap))
+		if d <= 0 {
+			break
+		}
+		g.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		g.mu.Lock()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	g.running[k.Name]++
+	g.last[k.Name] = time.Now()
+}
+
+// done counts a call of kind k as ended.
+func (g *launchGate) done(k *agent.Kind) {
+	if k.LaunchGap <= 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running[k.Name]--
+}
