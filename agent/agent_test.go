@@ -149,6 +149,8 @@ func TestClassificationTable(t *testing.T) {
 		// opencode (colours its stderr)
 		{"opencode", res(1, "", "\x1b[0m\n> build · big-pickle\n\x1b[0m\n\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?\n"), phase.Network, "Error: Cannot connect to API: Unable to connect."},
 		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key\n"), phase.Fatal, "Error: invalid x-api-key"},
+		// opencode with an OpenAI-compatible provider relays OpenAI's 401.
+		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.\n"), phase.Fatal, "Error: Incorrect API key provided"},
 		// cursor
 		{"cursor", res(1, "", "Error: ENOENT: no such file or directory, rename '/root/.cursor/cli-config.json.tmp' -> '/root/.cursor/cli-config.json'\n"), phase.Transient, "cli-config.json.tmp"},
 		{"cursor", res(1, "", "ConnectError: [unavailable] connect ECONNREFUSED 127.0.0.1:443\n"), phase.Network, "ECONNREFUSED"},
