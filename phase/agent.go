@@ -22,7 +22,7 @@ func CallEnv(phaseName string, task int, attempt int) []string {
 }
 
 // Caller turns an argv into the Spec of one attempt, adding the working
-// folder, the limits and the environment of B6.
+// folder, the limits and the environment of every call.
 type Caller struct {
 	Dir      string
 	Limits   Limits

@@ -149,7 +149,7 @@ func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 	}
 }
 
-// B1: a grandchild that holds the pipes and ignores SIGTERM does not keep Run
+// A grandchild that holds the pipes and ignores SIGTERM does not keep Run
 // waiting past the grace, and is dead afterwards.
 func TestTimeoutGrandchildHoldingPipes(t *testing.T) {
 	t.Parallel()
@@ -169,7 +169,7 @@ func TestTimeoutGrandchildHoldingPipes(t *testing.T) {
 	}
 }
 
-// B1: whatever a successful call leaves in its group is terminated at once:
+// Whatever a successful call leaves in its group is terminated at once:
 // with a 60 s grace, Run must not wait for the grace.
 func TestSuccessfulCallLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
@@ -210,7 +210,7 @@ func TestLeftoverIgnoringTermIsKilledAfterGrace(t *testing.T) {
 	}
 }
 
-// B3: 200 MiB of output: the agent finishes normally, 10 MiB are kept.
+// 200 MiB of output: the agent finishes normally, 10 MiB are kept.
 func TestLargeOutputIsDrained(t *testing.T) {
 	t.Parallel()
 	dir := setup(t, fakes.Outcome{StdoutMiB: 200})
@@ -250,7 +250,7 @@ type countingWriter struct{ n int64 }
 
 func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
 
-// B10: a silent child is stopped by the idle timeout; a chatty one is not.
+// A silent child is stopped by the idle timeout; a chatty one is not.
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel()
 	dir := setup(t, fakes.Outcome{NoStdout: true, Hang: true})
@@ -281,7 +281,7 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
-// B4 at the call level: cancelling the context stops the child's group.
+// Cancelling the context stops the child's group.
 func TestCancelStopsGroup(t *testing.T) {
 	t.Parallel()
 	dir := setup(t, fakes.Outcome{Grandchild: true, Hang: true})

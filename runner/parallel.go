@@ -12,7 +12,7 @@ import (
 	"peal/review"
 )
 
-// runsAsBlock reports whether a segment's pending tasks run concurrently (A8):
+// runsAsBlock reports whether a segment's pending tasks run concurrently:
 // a parallel block, parallel on, more than one slot and more than one task.
 func (r *run) runsAsBlock(seg Segment, pending []Task) bool {
 	return seg.Parallel && r.cfg.Parallel && r.cfg.MaxParallel > 1 && len(pending) > 1
@@ -79,7 +79,7 @@ func (b *block) stopCertain() bool {
 	return false
 }
 
-// runBlock runs a parallel block (A8, B8, B9): Phases 1–2 of its tasks on a
+// runBlock runs a parallel block: Phases 1–2 of its tasks on a
 // work-conserving pool of max_parallel, one commit for the block, then Phase 3
 // of the successes one at a time in index order, each outcome recorded in
 // index order as a sequential task's would be.

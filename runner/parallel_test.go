@@ -421,7 +421,7 @@ func TestBlockBetweenSequentialTasks(t *testing.T) {
 	}
 }
 
-// TestParallelOff: every way of turning parallel off (A3), or a single slot,
+// TestParallelOff: every way of turning parallel off, or a single slot,
 // runs a block one task after the other.
 func TestParallelOff(t *testing.T) {
 	t.Parallel()
@@ -466,7 +466,7 @@ func TestBlockOfOnePendingTaskIsSequential(t *testing.T) {
 	}
 }
 
-// TestBlockFailureStopsNewStarts (B9): with two slots, task 1 ends at once and
+// TestBlockFailureStopsNewStarts: with two slots, task 1 ends at once and
 // task 3 takes its slot; task 2 fails while task 3 runs. Task 3 finishes and
 // is kept although it comes after the failure; tasks 4 to 6 never start.
 func TestBlockFailureStopsNewStarts(t *testing.T) {
@@ -712,7 +712,7 @@ func TestBlockTaskPanic(t *testing.T) {
 	})
 }
 
-// TestBlockInterrupted (B4): three agents hang in a block of four on three
+// TestBlockInterrupted: three agents hang in a block of four on three
 // slots; task 4 can only have started once task 1 was done. Cancelling
 // stops every agent and keeps task 1.
 func TestBlockInterrupted(t *testing.T) {

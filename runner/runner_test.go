@@ -201,7 +201,7 @@ func TestSequentialRun(t *testing.T) {
 	}
 }
 
-// TestAgentContract checks the argv of A5 and the environment of B6 as the
+// TestAgentContract checks the agent argv and the call environment as the
 // agent saw them, with and without a model.
 func TestAgentContract(t *testing.T) {
 	t.Parallel()
@@ -262,7 +262,7 @@ func TestAgentContract(t *testing.T) {
 	}
 }
 
-// TestRetryRows checks each Phase 1–2 row of A6 with exact attempt counts.
+// TestRetryRows checks each Phase 1–2 row of the retry table with exact attempt counts.
 func TestRetryRows(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -479,7 +479,7 @@ func TestStateOfAnotherPlanIsKept(t *testing.T) {
 	}
 }
 
-// B5: an unreadable state file is kept aside, never overwritten.
+// An unreadable state file is kept aside, never overwritten.
 func TestCorruptStateKeptAside(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, twoTasks)

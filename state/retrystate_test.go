@@ -441,7 +441,7 @@ func plainLine(t *testing.T, name, msg string) {
 var timestampRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
 
 // checkSchema validates a retry-state file written by peal against schema v1
-// (spec section 2.2): required members, types, enums, and tf's timestamps.
+// (the schema): required members, types, enums, and tf's timestamps.
 func checkSchema(t *testing.T, data []byte) {
 	t.Helper()
 	if !strings.HasPrefix(string(data), "{\n  \"version\": 1,\n  \"ticketId\": ") || !strings.HasSuffix(string(data), "}\n") {
