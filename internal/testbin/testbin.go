@@ -4,11 +4,14 @@ package testbin
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -96,5 +99,21 @@ func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
 		return 1
 	}
 	set(bins)
+	WidenParallel()
 	return m.Run()
+}
+
+// WidenParallel lets more parallel tests run at once than the default
+// (GOMAXPROCS) unless -test.parallel was given: tests that drive child
+// processes spend their time waiting on them, not on a CPU, so on a small
+// machine the default leaves it idle. Call it from TestMain before m.Run.
+func WidenParallel() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
+	}
 }
