@@ -585,12 +585,27 @@ func TestCommitAfterPhase2(t *testing.T) {
 	}
 	subjects := strings.Split(strings.TrimSpace(git(t, h.repo, "log", "--format=%s")), "\n")
 	line := "Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters"
-	want := "peal: task 1 - " + strings.TrimSpace(line[:80])
+	// As Peal: a first line longer than 80 characters keeps 77 and "...".
+	want := "peal: task 1 - " + line[:77] + "..."
 	if len(subjects) != 2 || subjects[0] != want {
 		t.Fatalf("commits %q, want %q on top of root", subjects, want)
 	}
 	if files := git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); strings.TrimSpace(files) != "widget.go" {
 		t.Fatalf("committed files %q", files)
+	}
+
+	// An empty plan text gives the subject without a dash.
+	h = newHarness(t, "## Task 1\nA\n")
+	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	h.scenario(map[string][]fakes.Outcome{
+		"plan:1":    {{NoStdout: true}},
+		"execute:1": {{WriteFiles: map[string]string{"a.txt": "a\n"}}},
+	})
+	if out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=true"); err != nil || out.ExitCode != 0 {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if got := strings.TrimSpace(git(t, h.repo, "log", "-1", "--format=%s")); got != "peal: task 1" {
+		t.Fatalf("subject %q", got)
 	}
 }
 
