@@ -195,6 +195,9 @@ func Load(in Inputs) (*Config, error) {
 			}
 		}
 	}
+	if err := cfg.applyPealLog(in.Env); err != nil {
+		return nil, err
+	}
 	cfg.resolveParallel()
 	cfg.resolveAgentCmd()
 	if cfg.RunSummaryPath == "" {
@@ -202,6 +205,30 @@ func Load(in Inputs) (*Config, error) {
 		cfg.Sources["run_summary_path"] = SourceDefault
 	}
 	return cfg, nil
+}
+
+// PealLogEnv is the variable Peal read its log filter from, above every
+// layer, --log-level included.
+const PealLogEnv = "PEAL_LOG"
+
+// applyPealLog lets PEAL_LOG, when set, decide log_level over every layer,
+// as it did in Peal, so that a job written for Peal keeps its logs.
+func (c *Config) applyPealLog(environ []string) error {
+	raw := ""
+	for _, kv := range environ {
+		if name, value, ok := strings.Cut(kv, "="); ok && name == PealLogEnv {
+			raw = value
+		}
+	}
+	if raw == "" {
+		return nil
+	}
+	level, err := ParseLogLevel(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", PealLogEnv, err)
+	}
+	c.LogLevel, c.Sources["log_level"] = level, SourceEnv
+	return nil
 }
 
 // repoFrom is repo_path as the layers above the ticketflow settings give it.
