@@ -336,6 +336,17 @@ func TestLogFile(t *testing.T) {
 	if !sawArgv || strings.Contains(string(data), "SECRET TASK TEXT") || strings.Contains(r.stderr, "SECRET TASK TEXT") {
 		t.Fatal("prompt text logged, or no argv logged")
 	}
+
+	// The file gets every record whatever log_level says (as Peal's did);
+	// stderr keeps to log_level.
+	s = newSandbox(t, "## Task 1\nA\n")
+	logFile = filepath.Join(s.dir, "quiet.jsonl")
+	r = s.peal(s.env("PEAL_LOG_FILE="+logFile, "PEAL_LOG_LEVEL=warn"), "run")
+	data, _ = os.ReadFile(logFile)
+	if r.code != 0 || strings.Contains(r.stderr, "level=INFO") || !strings.Contains(string(data), `"level":"DEBUG"`) ||
+		!strings.Contains(string(data), `"level":"INFO"`) {
+		t.Fatalf("exit %d, stderr:\n%s\nfile:\n%s", r.code, r.stderr, data)
+	}
 }
 
 func TestHelpShowsVariablesAndDefaults(t *testing.T) {
