@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"peal/config"
 	"peal/internal/fakes"
@@ -614,7 +615,8 @@ func TestPostRunCommands(t *testing.T) {
 	h := newHarness(t, twoTasks)
 	marker := filepath.Join(h.tmp, "marker")
 	summaryCopy := filepath.Join(h.tmp, "summary-copy.json")
-	env := []string{"PEAL_POST_RUN_COMMANDS=false, touch " + marker + ", cp " + filepath.Join(h.stateDir, "run_summary.json") + " " + summaryCopy}
+	env := []string{"PEAL_POST_RUN_COMMANDS=false, touch " + marker + ", cp " + filepath.Join(h.stateDir, "run_summary.json") + " " + summaryCopy +
+		", echo post-run says hi, ls " + filepath.Join(h.tmp, "nonexistent")}
 	if _, err := h.run(env...); err != nil {
 		t.Fatal(err)
 	}
@@ -627,6 +629,14 @@ func TestPostRunCommands(t *testing.T) {
 	if !strings.Contains(h.log.String(), "post-run command failed") {
 		t.Fatal("a failing post-run command is not warned about")
 	}
+	// What a command prints is logged: at info when it succeeds, at warn
+	// when it fails.
+	if !strings.Contains(h.log.String(), `level=INFO msg="post-run stdout" command="echo post-run says hi" stdout="post-run says hi"`) {
+		t.Fatalf("post-run stdout not logged:\n%s", h.log.String())
+	}
+	if !strings.Contains(h.log.String(), `level=WARN msg="post-run stderr" command="ls `+filepath.Join(h.tmp, "nonexistent")+`"`) {
+		t.Fatalf("post-run stderr of a failure not logged:\n%s", h.log.String())
+	}
 
 	// Not after a hard failure.
 	h2 := newHarness(t, twoTasks)
@@ -637,6 +647,18 @@ func TestPostRunCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(marker2); err == nil {
 		t.Fatal("post-run command ran after a hard failure")
+	}
+}
+
+func TestCapOutput(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", maxLoggedOutput) // two bytes each
+	got := capOutput(long)
+	if !utf8.ValidString(got) || len(got) > maxLoggedOutput+len("…") || !strings.HasSuffix(got, "é…") {
+		t.Fatalf("%d bytes, valid %v, ends %q", len(got), utf8.ValidString(got), got[len(got)-6:])
+	}
+	if got := capOutput("ok\xff"); got != "ok\uFFFD" {
+		t.Fatalf("%q", got)
 	}
 }
 
