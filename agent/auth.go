@@ -29,9 +29,15 @@ type Auth struct {
 
 // AuthStatus is the outcome of an authentication check.
 type AuthStatus struct {
-	OK     bool   // the CLI can authenticate
-	Known  bool   // the check could tell
-	Detail string // how it knows, for one line of output
+	OK    bool // the CLI can authenticate
+	Known bool // the check could tell
+	// Unclear: the status command ran and answered, but said neither yes
+	// nor no. That is no CLI of this kind as peal knows it (a wrapper, a
+	// stand-in such as a script), so a run goes on and lets its first call
+	// tell; the kind's refusal and login-prompt messages still end that
+	// call at once.
+	Unclear bool
+	Detail  string // how it knows, for one line of output
 }
 
 // StatusTimeout bounds the CLI's status command.
@@ -71,7 +77,7 @@ func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string) Au
 	case known:
 		return AuthStatus{Known: true, Detail: fmt.Sprintf("no credential variable set (%s) and `%s` says: %s", strings.Join(a.Env, ", "), shown, line)}
 	}
-	return AuthStatus{Detail: fmt.Sprintf("`%s` exited %d without saying whether there is a session: %s", shown, res.ExitCode, line)}
+	return AuthStatus{Unclear: true, Detail: fmt.Sprintf("`%s` exited %d without saying whether there is a session: %s", shown, res.ExitCode, line)}
 }
 
 // AuthError: the CLI cannot authenticate, so no call is made.

@@ -86,8 +86,8 @@ type Config struct {
 	MinPlanTextLen             *uint64          `key:"min_plan_text_len" help:"Shortest plan text accepted by validate_plan_text"`
 	RunSummaryPath             string           `key:"run_summary_path" kind:"path" defaultdoc:"{state_dir}/run_summary.json" help:"Where the run summary is written"`
 	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
-	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr and in log_file: debug, info, warn, error, off, or directives such as peal=trace,warn"`
-	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines are appended to"`
+	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr (log_file gets every level): debug, info, warn, error, off, or directives such as peal=trace,warn"`
+	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines of every level (debug included) are appended to"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
 	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
 	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet)"`
@@ -195,6 +195,9 @@ func Load(in Inputs) (*Config, error) {
 			}
 		}
 	}
+	if err := cfg.applyPealLog(in.Env); err != nil {
+		return nil, err
+	}
 	cfg.resolveParallel()
 	cfg.resolveAgentCmd()
 	if cfg.RunSummaryPath == "" {
@@ -202,6 +205,30 @@ func Load(in Inputs) (*Config, error) {
 		cfg.Sources["run_summary_path"] = SourceDefault
 	}
 	return cfg, nil
+}
+
+// PealLogEnv is the variable Peal read its log filter from, above every
+// layer, --log-level included.
+const PealLogEnv = "PEAL_LOG"
+
+// applyPealLog lets PEAL_LOG, when set, decide log_level over every layer,
+// as it did in Peal, so that a job written for Peal keeps its logs.
+func (c *Config) applyPealLog(environ []string) error {
+	raw := ""
+	for _, kv := range environ {
+		if name, value, ok := strings.Cut(kv, "="); ok && name == PealLogEnv {
+			raw = value
+		}
+	}
+	if raw == "" {
+		return nil
+	}
+	level, err := ParseLogLevel(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", PealLogEnv, err)
+	}
+	c.LogLevel, c.Sources["log_level"] = level, SourceEnv
+	return nil
 }
 
 // repoFrom is repo_path as the layers above the ticketflow settings give it.

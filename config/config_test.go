@@ -192,6 +192,7 @@ func TestBadInput(t *testing.T) {
 		{"flag enum", Inputs{Flags: map[string]any{"on_findings_remaining": "ignore"}}, []string{"--on-findings-remaining", `"ignore"`}},
 		{"toml enum", Inputs{ConfigPath: writeTOML(t, "log_level = \"loud\"\n")}, []string{"log_level", `"loud"`}},
 		{"flag number", Inputs{Flags: map[string]any{"phase_timeout_sec": "1.5"}}, []string{"--phase-timeout-sec", `"1.5"`}},
+		{"PEAL_LOG", Inputs{Env: []string{"PEAL_LOG=loud"}}, []string{"PEAL_LOG", `"loud"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -442,15 +442,50 @@ func TestLogArgvHidesPrompt(t *testing.T) {
 
 func TestPromptsAreFenced(t *testing.T) {
 	t.Parallel()
-	cases := map[string]struct{ prompt, fence, payload string }{
-		"plan":      {PlanPrompt("do X"), "---TASK---", "do X"},
-		"execute":   {ExecutePrompt("step 1"), "---PLAN---", "step 1"},
-		"normalize": {NormalizePrompt("", "my doc"), "---DOC---", "my doc"},
+	fences := []string{"---TASK---", "---PLAN---", "---DOC---", "---STET---", "---SUGGESTIONS---"}
+	cases := map[string]struct {
+		prompt string
+		// blocks are the fenced blocks the prompt holds, fence then payload.
+		blocks [][2]string
+	}{
+		"plan":              {PlanPrompt("do X\nthen Y"), [][2]string{{"---TASK---", "do X\nthen Y"}}},
+		"plan, empty":       {PlanPrompt(""), [][2]string{{"---TASK---", ""}}},
+		"execute":           {ExecutePrompt("step 1"), [][2]string{{"---PLAN---", "step 1"}}},
+		"execute, empty":    {ExecutePrompt(""), [][2]string{{"---PLAN---", ""}}},
+		"normalize":         {NormalizePrompt("", "my doc"), [][2]string{{"---DOC---", "my doc"}}},
+		"normalize, empty":  {NormalizePrompt("", ""), [][2]string{{"---DOC---", ""}}},
+		"address":           {AddressPrompt("finding: bad code", nil), [][2]string{{"---STET---", "finding: bad code"}}},
+		"address, empty":    {AddressPrompt("", nil), [][2]string{{"---STET---", ""}}},
+		"address, hints":    {AddressPrompt("{}", []string{"use X", "use Y"}), [][2]string{{"---STET---", "{}"}, {"---SUGGESTIONS---", "use X\nuse Y"}}},
+		"triage":            {TriagePrompt("finding: bad code"), [][2]string{{"---STET---", "finding: bad code"}}},
+		"custom normalize":  {NormalizePrompt("Convert this.", "abc"), [][2]string{{"---DOC---", "abc"}}},
+		"plan, no fence in": {PlanPrompt("a\n---PLAN---\nb"), [][2]string{{"---TASK---", "a\n---PLAN---\nb"}}},
 	}
 	for name, c := range cases {
-		if strings.Count(c.prompt, c.fence) != 2 || !strings.Contains(c.prompt, c.fence+"\n"+c.payload+"\n"+c.fence) {
-			t.Errorf("%s prompt not fenced: %q", name, c.prompt)
+		own := map[string]bool{}
+		for _, b := range c.blocks {
+			own[b[0]] = true
+			if !strings.Contains(c.prompt, b[0]+"\n"+b[1]+"\n"+b[0]) {
+				t.Errorf("%s: no %s block around %q: %q", name, b[0], b[1], c.prompt)
+			}
 		}
+		// Each block's fence appears twice; the fences of other calls not at
+		// all (beyond the payload's own text).
+		for _, f := range fences {
+			want := 0
+			if own[f] {
+				want = 2
+			}
+			for _, b := range c.blocks {
+				want += strings.Count(b[1], f)
+			}
+			if got := strings.Count(c.prompt, f); got != want {
+				t.Errorf("%s: %d times %s, want %d: %q", name, got, f, want, c.prompt)
+			}
+		}
+	}
+	if got := TriagePrompt("x"); !strings.HasSuffix(got, "---STET---\n\n"+TriageQuestion) {
+		t.Errorf("triage prompt does not end with its question: %q", got)
 	}
 	if got := NormalizePrompt("Convert: {{DOC}}!", "abc"); got != "Convert: abc!" {
 		t.Errorf("custom normalize template: %q", got)

@@ -81,8 +81,9 @@ func (rv Review) Suggestions() []string {
 
 // ParseReview applies the findings heuristic to a review's stdout and exit code.
 //
-// JSON: an object with a non-empty findings (or issues) array or count > 0, or
-// a non-empty top-level array, reports findings; other JSON reports none. Not
+// JSON: an object whose findings array (or, without one, issues array) is
+// not empty, or without either array a count above 0, or a non-empty
+// top-level array, reports findings; other JSON reports none. Not
 // JSON: exit 0 with a last line "0 finding(s)." / "0 finding(s)" / "0
 // finding(s) at …" reports none; a non-zero exit reports findings; exit 0 with
 // non-blank output reports findings.
@@ -125,24 +126,19 @@ func decodeReview(data []byte) (present, structured bool, findings []Finding) {
 		}
 		return len(v) > 0, typed, list
 	case map[string]any:
-		seen, typed, elements := false, true, 0
+		// The first of findings and issues that is an array decides, even
+		// an empty one; count speaks only when neither is an array.
 		for _, key := range []string{"findings", "issues"} {
-			items, ok := v[key].([]any)
-			if !ok {
-				continue
+			if items, ok := v[key].([]any); ok {
+				list, typed := findingList(items)
+				if !typed {
+					list = nil
+				}
+				return len(items) > 0, typed, list
 			}
-			list, listTyped := findingList(items)
-			seen, typed, elements = true, typed && listTyped, elements+len(items)
-			findings = append(findings, list...)
 		}
-		count := 0.0
-		if n, ok := v["count"].(json.Number); ok {
-			count = parseCount(string(n))
-		}
-		if structured = seen && typed; !structured {
-			findings = nil
-		}
-		return elements > 0 || count > 0, structured, findings
+		n, ok := v["count"].(json.Number)
+		return ok && positiveWhole(string(n)), false, nil
 	}
 	return false, false, nil
 }
@@ -221,16 +217,12 @@ func intOf(v any, dst *int) bool {
 	return false
 }
 
-// parseCount is a count's value; a number too large for float64 keeps its sign.
-func parseCount(n string) float64 {
-	f, err := strconv.ParseFloat(n, 64)
-	if err == nil {
-		return f
-	}
-	if strings.HasPrefix(n, "-") {
-		return -1
-	}
-	return 1
+// positiveWhole reports whether a JSON number is a count above 0: a whole
+// number written without a fraction or exponent, within 64 bits, as Peal
+// read one ("2.5", "1e2", "-1" and 2^64 are not counts).
+func positiveWhole(n string) bool {
+	c, err := strconv.ParseUint(n, 10, 64)
+	return err == nil && c > 0
 }
 
 // dismissal is one `stet dismiss ID REASON`.

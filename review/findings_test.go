@@ -45,6 +45,17 @@ func TestParseReview(t *testing.T) {
 		{"blank, exit 0", "  \n", 0, false, false, 0},
 		{"blank, non-zero exit", "", 1, true, false, 1},
 		{"broken json", `{"findings":[`, 0, true, false, 1},
+		// As Peal: the first of findings and issues that is an array
+		// decides, even empty; count speaks only without either array and
+		// only as a whole number.
+		{"empty findings outweigh count", `{"findings":[],"count":3}`, 0, false, true, 0},
+		{"empty findings outweigh issues", `{"findings":[],"issues":[{"id":"I1"}]}`, 0, false, true, 0},
+		{"findings outweigh issues", `{"findings":[{"id":"F1"}],"issues":[{"id":"I1"},{"id":"I2"}]}`, 0, true, true, 1},
+		{"findings not an array, issues", `{"findings":"none","issues":[{"id":"I1"}]}`, 0, true, true, 1},
+		{"count with a fraction", `{"count":2.5}`, 0, false, false, 0},
+		{"count with an exponent", `{"count":1e2}`, 0, false, false, 0},
+		{"negative count", `{"count":-1}`, 0, false, false, 0},
+		{"count as text", `{"count":"3"}`, 0, false, false, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,10 +136,13 @@ func TestParseReviewFields(t *testing.T) {
 	want := []Finding{
 		{ID: "Fé", File: "a.go", Line: 12, Range: &LineRange{12, 14}, Severity: "error", Category: "bug", Confidence: 0.75, Message: "tab\there 😀",
 			Suggestion: "x", CursorURI: "cursor://file/a.go:12", EvidenceLines: []int{12, 13}},
-		{ID: "I1", Path: "p/q.go"},
 	}
 	if !rv.Structured || !reflect.DeepEqual(rv.Findings, want) {
 		t.Fatalf("findings %+v\nwant     %+v", rv.Findings, want)
+	}
+	rv = ParseReview(`{"issues":[{"id":"I1","path":"p/q.go","message":"m"}]}`, 0)
+	if want := []Finding{{ID: "I1", Path: "p/q.go", Message: "m"}}; !rv.Structured || !reflect.DeepEqual(rv.Findings, want) {
+		t.Fatalf("issues %+v", rv.Findings)
 	}
 }
 
@@ -200,29 +214,24 @@ func referenceReview(stdout string) (present, structured, isJSON bool, findings 
 	if json.Unmarshal(data, &doc) != nil {
 		return false, false, true, nil
 	}
-	seen, typed, n := false, true, 0
+	// The first of findings and issues that is an array decides; count
+	// speaks only without either, as an integer that fits 64 bits.
 	for _, key := range []string{"findings", "issues"} {
 		raw, ok := doc[key]
 		if !ok || raw[0] != '[' {
 			continue
 		}
-		fs, items, listTyped := list(raw)
-		seen, typed, n = true, typed && listTyped, n+items
-		findings = append(findings, fs...)
-	}
-	count := 0.0
-	if raw, ok := doc["count"]; ok && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9')) {
-		if json.Unmarshal(raw, &count) != nil {
-			count = 1 // out of float64's range: a huge count (a huge negative one has a sign)
-			if raw[0] == '-' {
-				count = -1
-			}
+		fs, items, typed := list(raw)
+		if !typed {
+			fs = nil
 		}
+		return items > 0, typed, true, fs
 	}
-	if !seen || !typed {
-		findings = nil
+	var count uint64
+	if raw, ok := doc["count"]; ok && json.Unmarshal(raw, &count) == nil && !strings.ContainsAny(string(raw), ".eE") {
+		return count > 0, false, true, nil
 	}
-	return n > 0 || count > 0, seen && typed, true, findings
+	return false, false, true, nil
 }
 
 // referenceFinding reads one finding: exact keys through a map of raw
@@ -272,6 +281,7 @@ func FuzzParseReview(f *testing.F) {
 	f.Add(`{"findings":[{"ID":"x","id":"y","range":{"start":1,"END":2},"evidence_lines":[1,2]}]}`, 0)
 	f.Add("{\"findings\":[{\"message\":\"\xff\xfe\"}]}", 0)
 	f.Add(`{"count":1e999,"findings":[{"line":1e2,"confidence":1e999}]}`, 0)
+	f.Add(`{"findings":[],"issues":[{"id":"I"}],"count":18446744073709551616}`, 0)
 	f.Fuzz(func(t *testing.T, stdout string, exit int) {
 		rv := ParseReview(stdout, exit)
 		trimmed := strings.TrimSpace(stdout)

@@ -102,13 +102,16 @@ func (g Git) IsAncestor(ctx context.Context, a, b string) bool {
 
 // Commit records everything in the work tree but the excluded folders as
 // one commit "peal: task N - what" ("tasks 2, 3 - what" for a parallel
-// block). "Nothing to commit" is not an error; committed reports whether a
+// block; "peal: task N" when what is empty). "Nothing to commit" is not an error; committed reports whether a
 // commit was made.
 func (g Git) Commit(ctx context.Context, tasks []int, what string) (committed bool, err error) {
 	if _, err := g.run(ctx, append([]string{"add", "-A", "--"}, g.Exclude...)...); err != nil {
 		return false, fmt.Errorf("git add -A failed: %w", err)
 	}
-	msg := fmt.Sprintf("peal: %s - %s", commitSubject(tasks), what)
+	msg := "peal: " + commitSubject(tasks)
+	if what != "" {
+		msg += " - " + what
+	}
 	res, err := g.run(ctx, "commit", "-m", msg)
 	if err != nil {
 		if out := res.Stdout + res.Stderr; strings.Contains(out, "nothing to commit") || strings.Contains(out, "nothing added to commit") {
@@ -134,12 +137,13 @@ func commitSubject(tasks []int) string {
 	return "tasks " + strings.Join(parts, ", ")
 }
 
-// FirstLine is the first non-blank line of s, cut to n characters.
+// FirstLine is the first non-blank line of s, at most n characters: a
+// longer line keeps its first n-3 and ends in "...", as Peal cut it.
 func FirstLine(s string, n int) string {
 	for _, line := range strings.Split(s, "\n") {
 		if line = strings.TrimSpace(line); line != "" {
 			if rs := []rune(line); len(rs) > n {
-				return strings.TrimSpace(string(rs[:n]))
+				return string(rs[:max(n-3, 0)]) + "..."
 			}
 			return line
 		}

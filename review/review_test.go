@@ -91,7 +91,19 @@ func TestCommitSubject(t *testing.T) {
 	if got := commitSubject([]int{2, 3, 5}); got != "tasks 2, 3, 5" {
 		t.Fatal(got)
 	}
-	if got := FirstLine("\n  first line that is long\nsecond", 10); got != "first line" {
-		t.Fatalf("%q", got)
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"\n  first line that is long\nsecond", 10, "first l..."},
+		{"first line", 10, "first line"},
+		{"  éàü  ", 3, "éàü"},
+		{"éàüö", 3, "..."},
+		{" \n\t\n", 80, ""},
+	} {
+		if got := FirstLine(c.in, c.n); got != c.want {
+			t.Errorf("FirstLine(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
 	}
 }

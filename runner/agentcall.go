@@ -236,6 +236,10 @@ func (r *run) checkAuth(ctx context.Context) error {
 				r.log.Debug("agent can authenticate", "kind", s.kind.Name, "role", s.role, "how", st.Detail)
 				continue
 			}
+			if st.Unclear {
+				r.log.Warn("cannot tell whether the agent can authenticate; its first call will", "kind", s.kind.Name, "role", s.role, "why", st.Detail)
+				continue
+			}
 			if ctx.Err() != nil {
 				r.agents.authErr = &phase.InterruptedError{Phase: "auth", Cause: context.Cause(ctx)}
 				return

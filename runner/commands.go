@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"peal/phase"
 )
@@ -33,8 +35,35 @@ func (r *run) postRun(ctx context.Context) {
 			continue
 		}
 		r.log.Info("post-run command", "command", command)
-		if _, err := r.command(ctx, "post-run", argv, timeout); err != nil {
+		res, err := r.command(ctx, "post-run", argv, timeout)
+		level := slog.LevelInfo
+		if err != nil {
 			r.log.Warn("post-run command failed", "command", command, "err", err)
+			level = slog.LevelWarn
+		}
+		// What the command printed is logged, as Peal did, so that a
+		// post-run `stet finish` or report is visible in the run's log.
+		for _, out := range []struct{ name, text string }{{"stdout", res.Stdout}, {"stderr", res.Stderr}} {
+			if text := strings.TrimSpace(out.text); text != "" {
+				r.log.Log(ctx, level, "post-run "+out.name, "command", command, out.name, capOutput(text))
+			}
 		}
 	}
+}
+
+// maxLoggedOutput caps what the log shows of a post-run command's output.
+const maxLoggedOutput = 2048
+
+// capOutput is s cut to maxLoggedOutput bytes on a character boundary, with
+// invalid UTF-8 replaced.
+func capOutput(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxLoggedOutput {
+		return s
+	}
+	cut := maxLoggedOutput
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -66,7 +66,7 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []Check {
 		switch {
 		case st.OK:
 			checks = append(checks, Check{name + " login", CheckOK, st.Detail})
-		case st.Known || k.Auth.BeforeRun:
+		case st.Known || (k.Auth.BeforeRun && !st.Unclear):
 			checks = append(checks, Check{name + " login", CheckFail, st.Detail + "; " + k.Auth.Hint})
 		default:
 			checks = append(checks, Check{name + " login", CheckWarn, st.Detail})

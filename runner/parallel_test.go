@@ -466,6 +466,41 @@ func TestBlockOfOnePendingTaskIsSequential(t *testing.T) {
 	}
 }
 
+// TestResumeInsideABlock: a re-run runs only the block's pending tasks,
+// still as a block when more than one is pending, and skips a block whose
+// tasks are all done.
+func TestResumeInsideABlock(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		done  []int
+		calls []string
+		block bool
+	}{
+		{"two pending run as a block", []int{1, 2}, []string{"execute:3", "execute:4", "plan:3", "plan:4"}, true},
+		{"every task done", []int{1, 2, 3, 4}, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, parallelPlan("sppp"))
+			writeState(t, h, tc.done)
+			out, err := h.run("PEAL_PARALLEL=true")
+			if err != nil || out.ExitCode != 0 {
+				t.Fatalf("err %v, outcome %+v", err, out)
+			}
+			calls := strings.Fields(h.keys())
+			slices.Sort(calls)
+			if !slices.Equal(calls, tc.calls) || strings.Contains(h.log.String(), "parallel block started") != tc.block {
+				t.Fatalf("calls %q; log:\n%s", h.keys(), h.log)
+			}
+			if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2, 3, 4}) {
+				t.Fatalf("state %+v", h.state())
+			}
+		})
+	}
+}
+
 // TestBlockFailureStopsNewStarts: with two slots, task 1 ends at once and
 // task 3 takes its slot; task 2 fails while task 3 runs. Task 3 finishes and
 // is kept although it comes after the failure; tasks 4 to 6 never start.

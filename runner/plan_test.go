@@ -36,6 +36,12 @@ func TestParsePlan(t *testing.T) {
 		{"tabs in heading", "## Task\t7\t(parallel)\nX\n", []want{{7, true, "X"}}},
 		{"empty body", "## Task 1\n## Task 2\nB", []want{{1, false, ""}, {2, false, "B"}}},
 		{"no tasks", "# Plan\nJust prose.\n", nil},
+		{"other level-2 headings stay in the body", "## Task 1\nBody.\n\n## Not a task heading\nStill task 1.\n",
+			[]want{{1, false, "Body.\n\n## Not a task heading\nStill task 1."}}},
+		{"body to the end of a file without a final newline", "## Task 1\nOnly task.\nMultiple lines.\nNo trailing heading.",
+			[]want{{1, false, "Only task.\nMultiple lines.\nNo trailing heading."}}},
+		{"heading at the end of the file", "## Task 999", []want{{999, false, ""}}},
+		{"gaps in indices", "## Task 5\nFifth.\n\n## Task 1\nFirst.\n\n## Task 3\nThird.\n", []want{{1, false, "First."}, {3, false, "Third."}, {5, false, "Fifth."}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,6 +147,16 @@ func TestSelectTasks(t *testing.T) {
 	}
 	if _, err := SelectTasks(tasks, nil, u(9)); err == nil || !strings.Contains(err.Error(), "--from-task 9") {
 		t.Errorf("--from-task 9: %v", err)
+	}
+	// --from-task in the middle of a parallel block leaves a block of one,
+	// which runs sequentially.
+	block, _ := ParsePlan("## Task 1\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n## Task 4\nD\n")
+	from3, _ := SelectTasks(block, nil, u(3))
+	if segs := Segments(from3); len(segs) != 2 || segs[0].Parallel || segs[1].Parallel || segs[0].Tasks[0].Index != 3 {
+		t.Errorf("--from-task 3 segments %+v", segs)
+	}
+	if segs := Segments(block); len(segs) != 3 || !segs[1].Parallel || len(segs[1].Tasks) != 2 {
+		t.Errorf("whole plan segments %+v", segs)
 	}
 }
 

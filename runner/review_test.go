@@ -832,6 +832,70 @@ func TestCustomStetCommands(t *testing.T) {
 	})
 }
 
+// TestCustomStetPolicies: Peal's rules for custom review commands. The
+// command runs once at session start, then once per review; a non-zero exit
+// is findings, only a timeout (or a failed start) is a stet failure, and
+// on_stet_fail and on_findings_remaining apply as with stet.
+func TestCustomStetPolicies(t *testing.T) {
+	t.Parallel()
+	ready := fakes.Outcome{Stdout: "ready\n"}
+	lint := fakes.Outcome{Exit: 1, Stdout: "a.go:1 style\n"}
+	clean := fakes.Outcome{Stdout: "reviewing...\n0 finding(s).\n"}
+	cases := []struct {
+		name      string
+		runs      []fakes.Outcome // the command's outcomes, call by call (the last repeats)
+		env       []string
+		wantAgent string
+		wantRuns  int
+		wantErr   string
+		want      Outcome
+	}{
+		{"findings remain: fail", []fakes.Outcome{ready, lint}, []string{"PEAL_MAX_ADDRESS_ROUNDS=2"},
+			"plan:1 execute:1 address:1 address:1", 4, "1 finding(s) remain after 2 address round(s)", Outcome{}},
+		{"findings remain: warn", []fakes.Outcome{ready, lint}, []string{"PEAL_MAX_ADDRESS_ROUNDS=2", "PEAL_ON_FINDINGS_REMAINING=warn"},
+			"plan:1 execute:1 address:1 address:1", 4, "", Outcome{ExitCode: 2, WithFindings: []int{1}}},
+		{"no rounds: findings remain at once", []fakes.Outcome{ready, lint}, []string{"PEAL_MAX_ADDRESS_ROUNDS=0"},
+			"plan:1 execute:1", 2, "remain after 0 address round(s)", Outcome{}},
+		{"a silent non-zero exit is findings", []fakes.Outcome{ready, {Exit: 1}, clean}, nil,
+			"plan:1 execute:1 address:1", 3, "", Outcome{Completed: []int{1}}},
+		{"review times out: fail", []fakes.Outcome{ready, {Hang: true}}, []string{"PEAL_PHASE_TIMEOUT_SEC=2"},
+			"plan:1 execute:1", 2, "timed out", Outcome{}},
+		{"review times out: skip", []fakes.Outcome{ready, {Hang: true}}, []string{"PEAL_PHASE_TIMEOUT_SEC=2", "PEAL_ON_STET_FAIL=skip"},
+			"plan:1 execute:1", 2, "", Outcome{Completed: []int{1}, ReviewSkipped: []int{1}}},
+		{"session start fails: fail", []fakes.Outcome{{Exit: 1, Stderr: "boom"}}, nil,
+			"", 1, "boom", Outcome{}},
+		{"session start fails: retry_once", []fakes.Outcome{{Exit: 1, Stderr: "boom"}, ready, clean}, []string{"PEAL_ON_STET_FAIL=retry_once"},
+			"plan:1 execute:1", 3, "", Outcome{Completed: []int{1}}},
+		{"session start fails: skip turns Phase 3 off", []fakes.Outcome{{Exit: 1, Stderr: "boom"}}, []string{"PEAL_ON_STET_FAIL=skip"},
+			"plan:1 execute:1", 1, "", Outcome{Completed: []int{1}, ReviewSkipped: []int{1}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": tc.runs}})
+			out, err := h.run(append([]string{"PEAL_STET_COMMANDS=" + fakeStet + " run"}, tc.env...)...)
+			runs := strings.Repeat("run; ", tc.wantRuns)
+			if h.keys() != tc.wantAgent || h.stetCmds() != strings.TrimSuffix(runs, "; ") {
+				t.Fatalf("agent %q (want %q), stet %q (want %d runs)", h.keys(), tc.wantAgent, h.stetCmds(), tc.wantRuns)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.ExitCode != tc.want.ExitCode || !slices.Equal(out.Completed, tc.want.Completed) ||
+				!slices.Equal(out.WithFindings, tc.want.WithFindings) || !slices.Equal(out.ReviewSkipped, tc.want.ReviewSkipped) {
+				t.Fatalf("outcome %+v, want %+v", out, tc.want)
+			}
+		})
+	}
+}
+
 func TestStetResolution(t *testing.T) {
 	t.Parallel()
 	t.Run("stet_path not executable: no Phase 3", func(t *testing.T) {

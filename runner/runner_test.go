@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"peal/config"
 	"peal/internal/fakes"
@@ -585,12 +586,27 @@ func TestCommitAfterPhase2(t *testing.T) {
 	}
 	subjects := strings.Split(strings.TrimSpace(git(t, h.repo, "log", "--format=%s")), "\n")
 	line := "Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters"
-	want := "peal: task 1 - " + strings.TrimSpace(line[:80])
+	// As Peal: a first line longer than 80 characters keeps 77 and "...".
+	want := "peal: task 1 - " + line[:77] + "..."
 	if len(subjects) != 2 || subjects[0] != want {
 		t.Fatalf("commits %q, want %q on top of root", subjects, want)
 	}
 	if files := git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); strings.TrimSpace(files) != "widget.go" {
 		t.Fatalf("committed files %q", files)
+	}
+
+	// An empty plan text gives the subject without a dash.
+	h = newHarness(t, "## Task 1\nA\n")
+	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	h.scenario(map[string][]fakes.Outcome{
+		"plan:1":    {{NoStdout: true}},
+		"execute:1": {{WriteFiles: map[string]string{"a.txt": "a\n"}}},
+	})
+	if out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=true"); err != nil || out.ExitCode != 0 {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if got := strings.TrimSpace(git(t, h.repo, "log", "-1", "--format=%s")); got != "peal: task 1" {
+		t.Fatalf("subject %q", got)
 	}
 }
 
@@ -599,7 +615,8 @@ func TestPostRunCommands(t *testing.T) {
 	h := newHarness(t, twoTasks)
 	marker := filepath.Join(h.tmp, "marker")
 	summaryCopy := filepath.Join(h.tmp, "summary-copy.json")
-	env := []string{"PEAL_POST_RUN_COMMANDS=false, touch " + marker + ", cp " + filepath.Join(h.stateDir, "run_summary.json") + " " + summaryCopy}
+	env := []string{"PEAL_POST_RUN_COMMANDS=false, touch " + marker + ", cp " + filepath.Join(h.stateDir, "run_summary.json") + " " + summaryCopy +
+		", echo post-run says hi, ls " + filepath.Join(h.tmp, "nonexistent")}
 	if _, err := h.run(env...); err != nil {
 		t.Fatal(err)
 	}
@@ -612,6 +629,14 @@ func TestPostRunCommands(t *testing.T) {
 	if !strings.Contains(h.log.String(), "post-run command failed") {
 		t.Fatal("a failing post-run command is not warned about")
 	}
+	// What a command prints is logged: at info when it succeeds, at warn
+	// when it fails.
+	if !strings.Contains(h.log.String(), `level=INFO msg="post-run stdout" command="echo post-run says hi" stdout="post-run says hi"`) {
+		t.Fatalf("post-run stdout not logged:\n%s", h.log.String())
+	}
+	if !strings.Contains(h.log.String(), `level=WARN msg="post-run stderr" command="ls `+filepath.Join(h.tmp, "nonexistent")+`"`) {
+		t.Fatalf("post-run stderr of a failure not logged:\n%s", h.log.String())
+	}
 
 	// Not after a hard failure.
 	h2 := newHarness(t, twoTasks)
@@ -622,6 +647,18 @@ func TestPostRunCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(marker2); err == nil {
 		t.Fatal("post-run command ran after a hard failure")
+	}
+}
+
+func TestCapOutput(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", maxLoggedOutput) // two bytes each
+	got := capOutput(long)
+	if !utf8.ValidString(got) || len(got) > maxLoggedOutput+len("…") || !strings.HasSuffix(got, "é…") {
+		t.Fatalf("%d bytes, valid %v, ends %q", len(got), utf8.ValidString(got), got[len(got)-6:])
+	}
+	if got := capOutput("ok\xff"); got != "ok\uFFFD" {
+		t.Fatalf("%q", got)
 	}
 }
 

@@ -207,6 +207,10 @@ func TestLogLevelDirectives(t *testing.T) {
 		{nil, []string{"--log-level", "hyper=debug,warn"}, false, false},
 		{nil, []string{"--log-level", "TRACE"}, true, true},
 		{[]string{"PEAL_LOG_LEVEL=debug"}, []string{"--log-level", "peal=info"}, false, true},
+		// PEAL_LOG, Peal's own variable, outranks every layer, as it did there.
+		{[]string{"PEAL_LOG=debug"}, []string{"--log-level", "warn"}, true, true},
+		{[]string{"PEAL_LOG=peal=warn", "PEAL_LOG_LEVEL=debug"}, nil, false, false},
+		{[]string{"PEAL_LOG="}, []string{"--log-level", "warn"}, false, false},
 	}
 	for _, tc := range cases {
 		s := newSandbox(t, "## Task 1\nA\n")

@@ -46,6 +46,9 @@ func TestDoctor(t *testing.T) {
 		{"no key and no session", noKey(s.env("PEAL_AGENT_CMD=" + agentBin)), 1, []string{
 			"FAIL  agent (cursor) login: no credential variable set (CURSOR_API_KEY) and `agent status` says: Not logged in; in CI set CURSOR_API_KEY",
 		}},
+		{"a stand-in that cannot say", noKey(s.env("PEAL_AGENT_CMD=echo")), 0, []string{
+			"warn  agent (cursor) login: `agent status` exited 0 without saying whether there is a session: status",
+		}},
 		{"a session", noKey(s.env("PEAL_AGENT_CMD="+agentBin, fakes.SessionEnv+"=1")), 0, []string{
 			"ok    agent (cursor) login: `agent status` reports a session: ✓ Logged in as fake@example.com",
 		}},

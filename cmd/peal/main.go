@@ -155,6 +155,18 @@ func parse(parser *kong.Kong, args []string, stderr io.Writer) (p parsedOrCode, 
 			p, done = parsedOrCode{code: 0}, true
 		}
 	}()
+	if len(args) == 0 {
+		// Peal showed its help here; one line naming the commands does as well.
+		var names []string
+		for _, c := range parser.Model.Children {
+			if !c.Hidden {
+				names = append(names, c.Name)
+			}
+		}
+		fmt.Fprintf(stderr, "peal: error: no command given: use one of %s or %s (peal --help describes them)\n",
+			strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+		return parsedOrCode{code: runner.ExitFailure}, true
+	}
 	kctx, err := parser.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(err.Error()))

@@ -159,6 +159,11 @@ func TestExitCodes(t *testing.T) {
 			}
 		})
 	}
+	// No command at all is a usage error too, naming the commands.
+	s := newSandbox(t, plan3)
+	if r := s.peal(s.env()); r.code != 1 || r.stderr != "peal: error: no command given: use one of run, prompt, config, status, retry-state or doctor (peal --help describes them)\n" {
+		t.Fatalf("no command: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestBadInput: each class of bad input gets one line naming what to fix and
@@ -335,6 +340,17 @@ func TestLogFile(t *testing.T) {
 	}
 	if !sawArgv || strings.Contains(string(data), "SECRET TASK TEXT") || strings.Contains(r.stderr, "SECRET TASK TEXT") {
 		t.Fatal("prompt text logged, or no argv logged")
+	}
+
+	// The file gets every record whatever log_level says (as Peal's did);
+	// stderr keeps to log_level.
+	s = newSandbox(t, "## Task 1\nA\n")
+	logFile = filepath.Join(s.dir, "quiet.jsonl")
+	r = s.peal(s.env("PEAL_LOG_FILE="+logFile, "PEAL_LOG_LEVEL=warn"), "run")
+	data, _ = os.ReadFile(logFile)
+	if r.code != 0 || strings.Contains(r.stderr, "level=INFO") || !strings.Contains(string(data), `"level":"DEBUG"`) ||
+		!strings.Contains(string(data), `"level":"INFO"`) {
+		t.Fatalf("exit %d, stderr:\n%s\nfile:\n%s", r.code, r.stderr, data)
 	}
 }
 

@@ -122,7 +122,9 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 }
 
 // newLoggers builds the run's logger: text on stderr at log_level and, with
-// log_file, JSON lines appended to that file. fileLog writes to the file only
+// log_file, JSON lines appended to that file. The file gets every record,
+// debug included, whatever log_level says, as Peal's did: a quiet console
+// and a complete file for after the run. fileLog writes to the file only
 // (or nowhere), for records that stderr already shows as a plain line.
 func newLoggers(cfg *config.Config, stderr io.Writer) (log, fileLog *slog.Logger, closeFn func(), err error) {
 	level := slogLevel(cfg.LogLevel)
@@ -137,7 +139,7 @@ func newLoggers(cfg *config.Config, stderr io.Writer) (log, fileLog *slog.Logger
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("log file %s cannot be opened: %w (check %s)", cfg.LogFile, err, "log_file")
 	}
-	jsonHandler := slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level})
+	jsonHandler := slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})
 	return slog.New(slog.NewMultiHandler(text, jsonHandler)), slog.New(jsonHandler), func() { f.Close() }, nil
 }
 
