@@ -76,13 +76,6 @@ func runAgent(t *testing.T, dir string, env []string, args ...string) result {
 	return runCmd(t, agentCmd(dir, env, args...))
 }
 
-func runStet(t *testing.T, dir string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(stetBin, args...)
-	cmd.Env = cleanEnv(StetDirEnv + "=" + dir)
-	return runCmd(t, cmd)
-}
-
 func mustCalls(t *testing.T, dir string) []Call {
 	t.Helper()
 	calls, err := ReadCalls(dir)
