@@ -317,11 +317,22 @@ type launchGate struct {
 	mu      sync.Mutex
 	running map[string]int
 	last    map[string]time.Time
+	// gapOf, when set, replaces the kinds' gaps (tests run without one).
+	gapOf func(*agent.Kind) time.Duration
+}
+
+// gap is how far apart the launches of kind k must be.
+func (g *launchGate) gap(k *agent.Kind) time.Duration {
+	if g.gapOf != nil {
+		return g.gapOf(k)
+	}
+	return k.LaunchGap
 }
 
 // wait blocks until a call of kind k may start, and counts it as running.
 func (g *launchGate) wait(ctx context.Context, k *agent.Kind) {
-	if k.LaunchGap <= 0 {
+	gap := g.gap(k)
+	if gap <= 0 {
 		return
 	}
 	g.mu.Lock()
@@ -330,7 +341,7 @@ func (g *launchGate) wait(ctx context.Context, k *agent.Kind) {
 		g.running, g.last = map[string]int{}, map[string]time.Time{}
 	}
 	for g.running[k.Name] > 0 {
-		d := time.Until(g.last[k.Name].Add(k.LaunchGap))
+		d := time.Until(g.last[k.Name].Add(gap))
 		if d <= 0 {
 			break
 		}
@@ -352,7 +363,7 @@ func (g *launchGate) wait(ctx context.Context, k *agent.Kind) {
 
 // done counts a call of kind k as ended.
 func (g *launchGate) done(k *agent.Kind) {
-	if k.LaunchGap <= 0 {
+	if g.gap(k) <= 0 {
 		return
 	}
 	g.mu.Lock()

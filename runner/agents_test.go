@@ -246,6 +246,7 @@ func TestCursorConfigRaceRetriedAtOnce(t *testing.T) {
 func TestCursorLaunchesStaggered(t *testing.T) {
 	t.Parallel()
 	h, env := kindHarness(t, "cursor", "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n")
+	h.launchGap = true
 	h.scenario(map[string][]fakes.Outcome{"plan": {{SleepMS: 1500}}})
 	if _, err := h.run(append(env, "PEAL_PARALLEL=true", "PEAL_MAX_PARALLEL=2")...); err != nil {
 		t.Fatal(err)
@@ -346,8 +347,11 @@ func TestPromptTooLongIsAnErrorBeforeTheCall(t *testing.T) {
 	}
 	h2, env2 := kindHarness(t, "claude", "## Task 1\nA\n")
 	h2.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: strings.Repeat("step\n", 30<<10)}}})
-	if _, err := h2.run(env2...); err != nil || len(h2.calls()[1].Stdin) < 150<<10 {
-		t.Fatalf("on stdin a long prompt is fine: %v", err)
+	if _, err := h2.run(env2...); err != nil || h2.keys() != "plan:1 execute:1" {
+		t.Fatalf("on stdin a long prompt is fine: calls %q, err %v", h2.keys(), err)
+	}
+	if got := len(h2.calls()[1].Stdin); got < 150<<10 {
+		t.Fatalf("the execute call read %d bytes of its prompt on stdin\n%s", got, h2.log)
 	}
 }
 

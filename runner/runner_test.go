@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"peal/agent"
 	"peal/config"
 	"peal/internal/fakes"
 	"peal/internal/testbin"
@@ -38,6 +39,8 @@ type harness struct {
 	env []string
 	// extra options of every run (e.g. withTaskStart)
 	extra []Option
+	// launchGap keeps the agent kinds' gaps between parallel launches.
+	launchGap bool
 	// bin holds the fake agent under CLI names; agent is the Cursor CLI.
 	bin, agent string
 }
@@ -50,9 +53,20 @@ func withTaskStart(fn func(Task)) Option {
 	return func(r *run) { r.taskStart = fn }
 }
 
+// withoutLaunchGap starts the Cursor CLI's parallel calls without the gap
+// between launches that keeps the real CLI from racing on its files: the
+// fake does not race, and tests of parallel blocks would wait out the gaps.
+func withoutLaunchGap() Option {
+	return func(r *run) { r.agents.launch.gapOf = func(*agent.Kind) time.Duration { return 0 } }
+}
+
 // opts are the options every run of the harness gets.
 func (h *harness) opts(more ...Option) []Option {
-	return append(append([]Option{WithEnv(h.env...)}, h.extra...), more...)
+	base := []Option{WithEnv(h.env...)}
+	if !h.launchGap {
+		base = append(base, withoutLaunchGap())
+	}
+	return append(append(base, h.extra...), more...)
 }
 
 func newHarness(t *testing.T, plan string) *harness {
