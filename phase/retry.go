@@ -260,6 +260,18 @@ func byFailure(failure func(Result) error) Classifier {
 	}
 }
 
+// Exponential is a delay that starts at first and doubles up to most, with
+// ±jitter, and never gives up by itself (a Policy's budgets decide).
+func Exponential(first, most time.Duration, jitter float64) backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = first
+	b.MaxInterval = max(most, first)
+	b.Multiplier = 2
+	b.RandomizationFactor = jitter
+	b.MaxElapsedTime = 0
+	return b
+}
+
 // wait sleeps for d unless ctx ends first.
 func wait(ctx context.Context, d time.Duration) error {
 	if d <= 0 {

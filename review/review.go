@@ -19,8 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"peal/config"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
@@ -114,7 +112,7 @@ func New(o Options) *Reviewer {
 		network: func() phase.Budget {
 			return phase.Budget{
 				Retries: int(cfg.NetworkRetryCount),
-				Backoff: exponential(time.Duration(cfg.NetworkRetryDelaySec)*time.Second, time.Duration(cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2),
+				Backoff: phase.Exponential(time.Duration(cfg.NetworkRetryDelaySec)*time.Second, time.Duration(cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2),
 			}
 		},
 		caller: o.Caller, log: o.Log,
@@ -124,18 +122,6 @@ func New(o Options) *Reviewer {
 			"stet_start_ref", cfg.StetStartRef)
 	}
 	return rv
-}
-
-// exponential is a delay that starts at first and doubles up to most, with
-// ±jitter, and never gives up by itself (the policy's budgets decide).
-func exponential(first, most time.Duration, jitter float64) backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = first
-	b.MaxInterval = max(most, first)
-	b.Multiplier = 2
-	b.RandomizationFactor = jitter
-	b.MaxElapsedTime = 0
-	return b
 }
 
 // Builtin reports whether the built-in stet sequence is used (triage,

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"peal/agent"
 	"peal/config"
 	"peal/phase"
@@ -179,7 +177,7 @@ func (r *run) sideOf(role string) *side {
 func (r *run) agentPolicy(attempts int, classify phase.Classifier) phase.Policy {
 	p := phase.Policy{Attempts: attempts, Classify: classify, Fallback: r.agents.fallback != nil, Sleep: r.sleep}
 	if d := r.cfg.RetryDelaySec; d > 0 {
-		p.Backoff = exponential(time.Duration(d)*time.Second, 10*time.Minute, 0)
+		p.Backoff = phase.Exponential(time.Duration(d)*time.Second, 10*time.Minute, 0)
 	}
 	maxWait := time.Duration(r.cfg.RateLimitMaxWaitSec) * time.Second
 	rateRetries := 0
@@ -187,9 +185,9 @@ func (r *run) agentPolicy(attempts int, classify phase.Classifier) phase.Policy 
 		rateRetries = maxRateLimitRetries
 	}
 	p.Budgets = map[phase.Class]phase.Budget{
-		phase.Network: {Retries: int(r.cfg.NetworkRetryCount), Backoff: exponential(time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
+		phase.Network: {Retries: int(r.cfg.NetworkRetryCount), Backoff: phase.Exponential(time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
 			time.Duration(r.cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2)},
-		phase.RateLimited: {Retries: rateRetries, Backoff: exponential(rateLimitFirstWait, rateLimitLongestWait, 0.1), MaxWait: maxWait},
+		phase.RateLimited: {Retries: rateRetries, Backoff: phase.Exponential(rateLimitFirstWait, rateLimitLongestWait, 0.1), MaxWait: maxWait},
 		phase.Transient:   {Retries: transientRetries},
 	}
 	return p
@@ -208,18 +206,6 @@ const (
 	// event before its process group is stopped.
 	defaultLinger = 3 * time.Second
 )
-
-// exponential is a delay that starts at first and doubles up to most, with
-// ±jitter, and never gives up by itself (the policy's budgets decide).
-func exponential(first, most time.Duration, jitter float64) backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = first
-	b.MaxInterval = max(most, first)
-	b.Multiplier = 2
-	b.RandomizationFactor = jitter
-	b.MaxElapsedTime = 0
-	return b
-}
 
 // checkAuth makes sure, once, before the first agent call, that every agent
 // of the run whose CLI would otherwise wait or retry without credentials
