@@ -114,6 +114,10 @@ func (e *PromptTooLongError) Error() string {
 // path. A prompt that the kind takes as an argument and that is longer than
 // an argument may be is an error before anything runs.
 func (k *Kind) Invocation(path string, c Call) (Invocation, error) {
+	// A NUL byte (from an agent's plan text or a review's output) cannot be
+	// passed in an argument and means nothing to a model: it is shown as
+	// U+FFFD, so that the call can be made at all.
+	c.Prompt = strings.ReplaceAll(c.Prompt, "\x00", "\uFFFD")
 	inv := Invocation{Argv: append([]string{path}, k.Args(c)...), Env: slices.Clone(k.Env)}
 	if k.PromptOnStdin {
 		inv.Stdin = []byte(c.Prompt)

@@ -88,6 +88,26 @@ func TestPromptTooLongForAnArgument(t *testing.T) {
 	}
 }
 
+// A NUL byte in a prompt (an agent's plan text, a review) cannot be an
+// argument: it is shown as U+FFFD on every kind, so that the call is made.
+func TestPromptNUL(t *testing.T) {
+	t.Parallel()
+	for _, name := range Names() {
+		k, _ := Lookup(name)
+		inv, err := k.Invocation(name, Call{Phase: "execute", Repo: "/r", Prompt: "a\x00b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt := string(inv.Stdin)
+		if inv.PromptInArgv() {
+			prompt = inv.Argv[len(inv.Argv)-1]
+		}
+		if prompt != "a\uFFFDb" {
+			t.Errorf("%s: prompt %q", name, prompt)
+		}
+	}
+}
+
 func TestEnvCapsOwnRetries(t *testing.T) {
 	t.Parallel()
 	k, _ := Lookup("claude")

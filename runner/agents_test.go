@@ -483,3 +483,19 @@ func TestFallbackOfAnotherKind(t *testing.T) {
 		t.Fatalf("fallback_agent_cmd %q, agent_cmd %q, %v", cfg.FallbackAgentCmd, cfg.AgentCmd, err)
 	}
 }
+
+// A plan text holding a NUL byte still reaches the execute call of a CLI
+// that takes its prompt as an argument (an argument cannot hold a NUL: the
+// exec would fail with "invalid argument").
+func TestNULInPlanText(t *testing.T) {
+	t.Parallel()
+	h, env := kindHarness(t, "cursor", "## Task 1\nA\n")
+	h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "step one\x00 step two\n"}}})
+	if _, err := h.run(env...); err != nil || h.keys() != "plan:1 execute:1" {
+		t.Fatalf("calls %q, err %v", h.keys(), err)
+	}
+	argv := h.calls()[1].Argv
+	if prompt := argv[len(argv)-1]; !strings.Contains(prompt, "step one\uFFFD step two") {
+		t.Fatalf("execute prompt %q", prompt)
+	}
+}
