@@ -230,7 +230,10 @@ func newE2E(t *testing.T, bins map[string]string, stetBin, plan string) *e2e {
 		"STET_PROVIDER=openai", "STET_OPENAI_BASE_URL=" + e.model.base, "STET_MODEL=fake-model",
 		fakes.AgentDirEnv + "=" + e.agentDir,
 		"PEAL_PLAN_PATH=" + e.plan, "PEAL_REPO_PATH=" + e.repo, "PEAL_STATE_DIR=" + e.state,
-		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=120", "PEAL_KILL_GRACE_SEC=1"}
+		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=120", "PEAL_KILL_GRACE_SEC=1",
+		// The Cursor kind (the default) checks for a credential before its
+		// first call; a key in the environment is one.
+		"CURSOR_API_KEY=test-key"}
 	e.git("init", "-q")
 	e.git("commit", "-q", "--allow-empty", "-m", "root")
 	return e
