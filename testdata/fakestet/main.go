@@ -139,7 +139,7 @@ func (s *stet) handle(cmd string, args []string, n int) int {
 		}
 		fmt.Fprint(os.Stderr, out.Stderr)
 	}
-	root, err := git(".", "rev-parse", "--show-toplevel")
+	root, err := topLevel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "This directory is not inside a Git repository.")
 		fmt.Fprintf(os.Stderr, "Details: %v\n", err)
@@ -524,4 +524,24 @@ func (s *stet) cleanup() int {
 		fmt.Fprintln(os.Stderr, "No orphan worktrees.")
 	}
 	return 0
+}
+
+// topLevel is the work tree around the working folder: the nearest folder
+// holding .git (a folder, or a file in a linked worktree). Found without
+// running git, which every command of the fake would otherwise do once more.
+func topLevel() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no .git in this folder or any above it")
+		}
+		dir = parent
+	}
 }
