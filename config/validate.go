@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 )
@@ -33,10 +34,10 @@ func (c *Config) ValidateWithoutAgent() error {
 	if c.Task != nil && c.FromTask != nil {
 		return fmt.Errorf("--task and --from-task cannot be used together: choose one")
 	}
-	var err error
-	if c.PlanPath, err = filepath.Abs(c.PlanPath); err != nil {
-		return fmt.Errorf("plan %s: %w", c.PlanPath, err)
+	if err := c.absolutePaths(); err != nil {
+		return err
 	}
+	var err error
 	info, err := os.Stat(c.PlanPath)
 	switch {
 	case err != nil:
@@ -106,6 +107,28 @@ func (c *Config) ResolveStore() error {
 	}
 	if c.KnowledgeDir, err = filepath.Abs(c.KnowledgeDir); err != nil {
 		return fmt.Errorf("knowledge dir %s: %w", c.KnowledgeDir, err)
+	}
+	return nil
+}
+
+// absolutePaths makes every path key absolute, relative to the working
+// folder as documented: children run in the repository, so a relative path
+// (a stet_path of tools/stet) would otherwise be looked up there instead.
+func (c *Config) absolutePaths() error {
+	rv := reflect.ValueOf(c).Elem()
+	for _, k := range Keys {
+		if k.Kind != KindPath {
+			continue
+		}
+		f := rv.FieldByName(k.Field)
+		if f.String() == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f.String())
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", k.Name, Quote(f.String()), err)
+		}
+		f.SetString(abs)
 	}
 	return nil
 }

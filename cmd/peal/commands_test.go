@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"peal/config"
+	"peal/internal/fakes"
 	"peal/state"
 )
 
@@ -263,5 +264,27 @@ func TestDurationsRounded(t *testing.T) {
 	data, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(data), `"delay":941297198`) {
 		t.Fatalf("JSON log: %s", data)
+	}
+}
+
+// A relative stet_path is relative to the working folder, as every path is,
+// although stet runs in the repository.
+func TestRelativeStetPath(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n")
+	stetDir := filepath.Join(s.dir, "stet")
+	os.MkdirAll(filepath.Join(s.dir, "tools"), 0o755)
+	os.MkdirAll(stetDir, 0o755)
+	if err := os.Symlink(bins["fakestet"], filepath.Join(s.dir, "tools", "stet")); err != nil {
+		t.Fatal(err)
+	}
+	s.git(append(s.env(), gitIdentity...), "commit", "-q", "--allow-empty", "-m", "root")
+	r := s.peal(append(s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH=tools/stet"), gitIdentity...), "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	calls, err := fakes.ReadStetCalls(stetDir)
+	if err != nil || len(fakes.StetCmds(calls)) == 0 {
+		t.Fatalf("stet was never run: %v %s", err, r.stderr)
 	}
 }
