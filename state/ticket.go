@@ -47,6 +47,10 @@ type Ticket struct {
 	data []byte    // the file as last read or written; nil: there is none
 	mine *attempt  // the attempt this handle began, until it is completed
 	now  time.Time // when the handle was opened: the stamp of a fresh state
+	// summarized: this handle wrote close-summary.md, so the file speaks
+	// for its attempt (otherwise it is an earlier attempt's, or another
+	// program's).
+	summarized bool
 }
 
 // attempt identifies the attempt a handle began, to find it again after
@@ -309,10 +313,10 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 			}
 			a.set("qualityGate", g)
 		}
-		// An errored run usually stopped before writing a close summary, and
-		// a reference to a file that is not there would mislead whoever
-		// reads it.
-		if _, err := t.dir.Lstat(CloseSummaryFile); status != AttemptError || err == nil {
+		// An errored run usually stopped before writing a close summary: a
+		// file found there is an earlier attempt's, whose verdict must not
+		// be read as this attempt's.
+		if status != AttemptError || t.summarized {
 			a.set("closeSummaryRef", CloseSummaryFile)
 		}
 		items[i] = a.compact()
@@ -403,11 +407,13 @@ func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts) error {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
 	}
 	if old, err := t.dir.ReadFile(CloseSummaryFile, maxArtifact); err == nil && string(old) == text {
+		t.summarized = true
 		return nil // the same summary as the last attempt's: no write
 	}
 	if err := t.dir.WriteFile(CloseSummaryFile, []byte(text)); err != nil {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
 	}
+	t.summarized = true
 	return nil
 }
 

@@ -163,6 +163,28 @@ func TestCompleteErrorRecordsSummaryWhenPresent(t *testing.T) {
 	}
 }
 
+// A failed attempt that wrote no close summary does not point at the one an
+// earlier attempt left: that verdict is not its own.
+func TestCompleteErrorIgnoresAnEarlierSummary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tk := openTicket(t, dir, "pt-err")
+	tk.Begin(at(0), nil)
+	tk.WriteCloseSummary(false, Counts{})
+	if err := tk.Complete(at(1), AttemptClosed, nil); err != nil {
+		t.Fatal(err)
+	}
+	tk.Close()
+	tk = openTicket(t, dir, "pt-err")
+	tk.Begin(at(2), nil)
+	if err := tk.Complete(at(3), AttemptError, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ref := tk.State().Attempts[1].CloseSummaryRef; ref != "" {
+		t.Errorf("the failed attempt refers to %q, the closed attempt's summary", ref)
+	}
+}
+
 func TestBeginWithoutEscalationWritesNulls(t *testing.T) {
 	t.Parallel()
 	tk := openTicket(t, t.TempDir(), "pt-null")
