@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"peal/internal/owndir"
 	"peal/phase"
 )
 
@@ -19,26 +21,64 @@ type Git struct {
 	Caller  phase.Caller
 	Log     *slog.Logger
 	Timeout time.Duration
-	// Exclude are pathspecs `git add -A` leaves out: the folders of stet and
-	// peal, so that nothing of theirs is ever committed.
-	Exclude []string
+	// top is the top of the work tree; own are peal's folders in it (see
+	// Exclude).
+	top string
+	own []string
 }
 
 // NewGit is the git of a run in repo; own are peal's folders (state_dir,
-// knowledge_dir), excluded from commits when they lie inside the repository.
+// knowledge_dir, agent_log_dir), excluded from commits when they lie inside
+// the work tree (`git add -A` stages the whole work tree, not only repo).
 func NewGit(caller phase.Caller, log *slog.Logger, timeout time.Duration, repo string, own ...string) Git {
-	exclude := []string{":(top,exclude).review", ":(top,exclude).peal"}
-	repoAbs, err := filepath.Abs(repo)
+	g := Git{Caller: caller, Log: log, Timeout: timeout, top: workTreeTop(repo)}
 	for _, dir := range own {
-		abs, aerr := filepath.Abs(dir)
-		if err != nil || aerr != nil || dir == "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil || dir == "" {
 			continue
 		}
-		if rel, err := filepath.Rel(repoAbs, abs); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
-			exclude = append(exclude, ":(exclude)"+filepath.ToSlash(rel))
+		if rel, err := filepath.Rel(g.top, abs); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+			g.own = append(g.own, rel)
 		}
 	}
-	return Git{Caller: caller, Log: log, Timeout: timeout, Exclude: exclude}
+	return g
+}
+
+// Exclude are the pathspecs `git add -A` leaves out: the folders of stet and
+// peal, so that nothing of theirs is ever committed. A folder inside one that
+// peal's .gitignore already hides is left out through that one: naming an
+// ignored path in a pathspec makes git add fail.
+func (g Git) Exclude() []string {
+	exclude := []string{":(top,exclude).review", ":(top,exclude).peal"}
+	for _, rel := range g.own {
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		for i := 1; i < len(parts); i++ {
+			if owndir.Owned(filepath.Join(g.top, filepath.FromSlash(strings.Join(parts[:i], "/")))) {
+				parts = parts[:i]
+				break
+			}
+		}
+		exclude = append(exclude, ":(top,exclude)"+strings.Join(parts, "/"))
+	}
+	return exclude
+}
+
+// workTreeTop is the top of the git work tree around dir: the nearest folder
+// holding .git (a folder, or a file in a linked worktree); dir itself when
+// none is found.
+func workTreeTop(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return abs
+		}
+	}
 }
 
 // run runs git once in the repository.
@@ -66,7 +106,7 @@ func (g Git) Head(ctx context.Context) (string, error) {
 // Changes are the paths `git status --porcelain` lists apart from peal's
 // and stet's folders: the uncommitted changes that are not peal's own.
 func (g Git) Changes(ctx context.Context) ([]string, error) {
-	return g.status(ctx, g.Exclude...)
+	return g.status(ctx, g.Exclude()...)
 }
 
 // AnyChanges reports whether `git status --porcelain` lists anything, peal's
@@ -105,19 +145,22 @@ func (g Git) IsAncestor(ctx context.Context, a, b string) bool {
 // block; "peal: task N" when what is empty). "Nothing to commit" is not an error; committed reports whether a
 // commit was made.
 func (g Git) Commit(ctx context.Context, tasks []int, what string) (committed bool, err error) {
-	if _, err := g.run(ctx, append([]string{"add", "-A", "--"}, g.Exclude...)...); err != nil {
+	if _, err := g.run(ctx, append([]string{"add", "-A", "--"}, g.Exclude()...)...); err != nil {
 		return false, fmt.Errorf("git add -A failed: %w", err)
+	}
+	// Nothing staged is not an error. Asked of git by its exit status, not
+	// read from its message, which git translates.
+	if res, err := g.run(ctx, "diff", "--cached", "--quiet"); err == nil {
+		g.Log.Info("nothing to commit", "tasks", tasks)
+		return false, nil
+	} else if res.ExitCode != 1 {
+		return false, fmt.Errorf("git diff --cached failed: %w", err)
 	}
 	msg := "peal: " + commitSubject(tasks)
 	if what != "" {
 		msg += " - " + what
 	}
-	res, err := g.run(ctx, "commit", "-m", msg)
-	if err != nil {
-		if out := res.Stdout + res.Stderr; strings.Contains(out, "nothing to commit") || strings.Contains(out, "nothing added to commit") {
-			g.Log.Info("nothing to commit", "tasks", tasks)
-			return false, nil
-		}
+	if _, err := g.run(ctx, "commit", "-m", msg); err != nil {
 		return false, fmt.Errorf("git commit failed (check git user.name/user.email and hooks in the repo): %w", err)
 	}
 	g.Log.Info("committed", "tasks", tasks, "message", msg)

@@ -2,6 +2,8 @@ package review
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -71,15 +73,24 @@ func TestGitExcludes(t *testing.T) {
 		want []string
 	}{
 		{"outside the repository", []string{"/work/state", "/elsewhere/knowledge"}, nil},
-		{"inside", []string{"/repo/.peal", "/repo/.tf/knowledge"}, []string{":(exclude).peal", ":(exclude).tf/knowledge"}},
+		{"inside", []string{"/repo/.peal", "/repo/.tf/knowledge"}, []string{":(top,exclude).peal", ":(top,exclude).tf/knowledge"}},
 		{"the repository itself, its parent, a sibling", []string{"/repo", "/", "/repo2/state", ""}, nil},
 	}
 	for _, tc := range cases {
 		g := NewGit(phase.Caller{}, nil, 0, "/repo", tc.own...)
 		want := append([]string{":(top,exclude).review", ":(top,exclude).peal"}, tc.want...)
-		if !slices.Equal(g.Exclude, want) {
-			t.Errorf("%s: %q, want %q", tc.name, g.Exclude, want)
+		if !slices.Equal(g.Exclude(), want) {
+			t.Errorf("%s: %q, want %q", tc.name, g.Exclude(), want)
 		}
+	}
+	// `git add -A` stages the whole work tree: a folder of peal's in the
+	// work tree but outside repo_path is excluded too, from the top.
+	top := t.TempDir()
+	os.MkdirAll(filepath.Join(top, ".git"), 0o755)
+	os.MkdirAll(filepath.Join(top, "sub", "repo"), 0o755)
+	g := NewGit(phase.Caller{}, nil, 0, filepath.Join(top, "sub", "repo"), filepath.Join(top, "state"))
+	if ex := g.Exclude(); ex[len(ex)-1] != ":(top,exclude)state" {
+		t.Errorf("a state folder beside the repository in the work tree: %q", ex)
 	}
 }
 

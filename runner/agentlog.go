@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"peal/internal/owndir"
 	"peal/phase"
 )
 
@@ -76,7 +77,7 @@ func (c *callLog) attach(spec *phase.Spec, n int) {
 		return
 	}
 	c.close()
-	if err := os.MkdirAll(c.l.dir, 0o755); err != nil {
+	if err := owndir.Make(c.l.dir); err != nil {
 		c.l.log.Warn("agent log folder cannot be created; this attempt is not logged", "agent_log_dir", c.l.dir, "err", err)
 		return
 	}

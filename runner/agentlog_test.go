@@ -30,6 +30,9 @@ func agentLogFiles(t *testing.T, dir string) map[string]string {
 	files := map[string]string{}
 	stamp := ""
 	for _, e := range entries {
+		if e.Name() == ".gitignore" {
+			continue // a folder peal creates keeps git out
+		}
 		s := runStamp.FindString(e.Name())
 		if s == "" || stamp != "" && s != stamp {
 			t.Fatalf("%s does not start with the run's start time", e.Name())
@@ -213,5 +216,28 @@ func TestAgentLogUnusableIsWarning(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir, "20260315T101502Z-task-2-execute-call-1-attempt-1.stdout.log"))
 	if err != nil || string(data) != "first run" {
 		t.Fatalf("first run's file: %q, %v", data, err)
+	}
+}
+
+// An agent log folder inside the repository is peal's own: it gets a
+// .gitignore and is never part of a task's commit.
+func TestAgentLogsNeverCommitted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{filepath.Join(h.repo, "work.txt"): "done"}}}})
+	dir := filepath.Join(h.repo, "logs", "agents")
+	if _, err := h.run("PEAL_AGENT_LOG_DIR="+dir, "PEAL_COMMIT_AFTER_PHASE2=true"); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(h.repo, "logs", ".gitignore")); err != nil || string(data) != "*\n" {
+		t.Fatalf(".gitignore %q, %v", data, err)
+	}
+	files := strings.Fields(git(t, h.repo, "show", "--name-only", "--format=", "HEAD"))
+	if !slices.Equal(files, []string{"work.txt"}) {
+		t.Fatalf("the task's commit holds %q", files)
+	}
+	if status := git(t, h.repo, "status", "--porcelain"); status != "" {
+		t.Fatalf("git status after the run:\n%s", status)
 	}
 }

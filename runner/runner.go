@@ -216,7 +216,7 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 // after the options, so that stet calls get the run's observer and
 // environment.
 func (r *run) setUpReview() {
-	r.git = review.NewGit(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir)
+	r.git = review.NewGit(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
 	r.reviewer = r.newReviewer(r.log)
 	r.commits = r.cfg.CommitAfterPhase2 || r.reviewer.Commits()
 }

@@ -5,7 +5,9 @@ package owndir
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 )
@@ -39,8 +41,29 @@ func Make(dir string) error {
 	if top == "" {
 		return nil
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	// The topmost new folder is made under a temporary name with its
+	// .gitignore inside, then renamed into place: a crash never leaves it
+	// without one (a later run would take it for the user's and leave it so).
+	tmp := filepath.Join(filepath.Dir(top), fmt.Sprintf(".%s.tmp-%d", filepath.Base(top), rand.Int64()))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(top, ".gitignore"), []byte(Ignore), 0o644)
+	if err := os.WriteFile(filepath.Join(tmp, ".gitignore"), []byte(Ignore), 0o644); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, top); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(top); serr != nil { // not another maker's folder
+			return err
+		}
+	}
+	return os.MkdirAll(abs, 0o755)
+}
+
+// Owned reports whether dir holds the .gitignore Make writes: a folder peal
+// created for its own files, which git ignores whole.
+func Owned(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, ".gitignore"))
+	return err == nil && string(data) == Ignore
 }
