@@ -3,9 +3,7 @@ package review
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"unicode"
 
 	"peal/phase"
 )
@@ -72,57 +70,38 @@ func (e *UnreachableError) Error() string {
 }
 func (e *UnreachableError) Unwrap() error { return e.err }
 
-// ansi matches terminal escape sequences (colours, cursor movement).
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]`)
-
-// maxCause bounds the cause quoted in one error line.
-const maxCause = 300
-
 // Cause is the line of a stet failure's stderr that says what failed, with
-// the "Details:" line that follows it in parentheses: stet prints its
-// message first, then details, then a hint ("Hint: ..."), and warnings
-// anywhere. Colour codes and control characters are removed and the result
-// is cut to 300 characters; "" when stderr says nothing.
+// the "Details:" line that follows it in parentheses: stet prints progress
+// first (a worktree created, hunks reviewed), then its message, then
+// details, then a hint ("Hint: ..."), and warnings anywhere. The message is
+// the line just before the first "Details:", else the last other line.
+// Colour codes and control characters are removed and the result is cut to
+// a bounded length; "" when stderr says nothing.
 func Cause(stderr string) string {
 	var primary, details string
-	for _, line := range strings.Split(ansi.ReplaceAllString(stderr, ""), "\n") {
-		line = clean(line)
+	for _, line := range strings.Split(phase.Clean(stderr), "\n") {
+		line = strings.TrimSpace(line)
 		lower := strings.ToLower(line)
 		switch {
-		case line == "", strings.HasPrefix(lower, "hint:"), strings.HasPrefix(lower, "warning:"):
+		case details != "", line == "", strings.HasPrefix(lower, "hint:"), strings.HasPrefix(lower, "warning:"):
 		case strings.HasPrefix(lower, "details:"):
-			if details == "" {
-				details = strings.TrimSpace(line[len("details:"):])
-			}
-		case primary == "":
+			details = strings.TrimSpace(line[len("details:"):])
+		default:
 			primary = line
 		}
 	}
 	if primary == "" {
-		primary = details
-		details = ""
+		primary, details = details, ""
 	}
 	if details != "" {
 		primary += " (" + details + ")"
 	}
-	if r := []rune(primary); len(r) > maxCause {
-		primary = string(r[:maxCause]) + "…"
-	}
-	return primary
+	return phase.Quote(primary)
 }
 
-// clean drops control characters and surrounding space from one line.
-func clean(s string) string {
-	return strings.TrimSpace(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s))
-}
-
+// snippet is the start of a review's output for a one-line message.
 func snippet(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = phase.Quote(s)
 	if r := []rune(s); len(r) > 80 {
 		return string(r[:80]) + "…"
 	}

@@ -22,6 +22,8 @@ func TestCause(t *testing.T) {
 			"working tree has uncommitted changes; commit or stash before starting"},
 		{"unreachable", "OpenAI-compat server (e.g. LM Studio) unreachable at http://127.0.0.1:9/v1. Is the server running?\nDetails: openai models: connection refused\n",
 			"OpenAI-compat server (e.g. LM Studio) unreachable at http://127.0.0.1:9/v1. Is the server running? (openai models: connection refused)"},
+		{"progress first", "Worktree created at /s/worktrees/stet-abc\nReviewing hunk 1/2: a.go\nCould not run the review.\nDetails: 400 bad request\nHint: check the model\n",
+			"Could not run the review. (400 bad request)"},
 		{"details only", "Details: something\n", "something"},
 		{"only a hint", "Hint: run stet doctor\n", ""},
 		{"empty", "", ""},

@@ -257,7 +257,7 @@ func (e *eventSink) event(line []byte) {
 	if json.Unmarshal(line, &ev) != nil || ev.Type != "progress" {
 		return
 	}
-	msg := clean(ansi.ReplaceAllString(ev.Msg, ""))
+	msg := phase.Quote(ev.Msg)
 	if r := []rune(msg); len(r) > 80 {
 		msg = string(r[:80]) + "…"
 	}
