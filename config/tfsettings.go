@@ -58,7 +58,7 @@ func tfSettingsLayer(repo string) (layer, []string) {
 		l.values["escalation.enabled"] = *esc.Enabled
 	}
 	if n := esc.MaxRetries; n != nil {
-		if *n < 0 || *n > math.MaxUint32 {
+		if *n < 0 || int64(*n) > math.MaxUint32 {
 			warnings = append(warnings, fmt.Sprintf("ignoring workflow.escalation.maxRetries %d in %s: it must be a count from 0 to %d", *n, path, uint32(math.MaxUint32)))
 		} else {
 			l.values["escalation.max_retries"] = uint64(*n)

@@ -90,6 +90,9 @@ func Open(dir string, plan Plan, now time.Time) (*Store, []string, error) {
 	}
 	s := &Store{dir: d}
 	if err := s.take(); err != nil {
+		if s.lock != nil { // take got the lock before failing
+			s.lock.Close()
+		}
 		d.Close()
 		return nil, nil, err
 	}

@@ -361,6 +361,11 @@ func TestReadOnlyStateFolder(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "state folder "+dir+" cannot be written to (") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("error %v", err)
 	}
+	// The failed Open let go of the lock it had taken: a second try meets
+	// the same problem, not "in use by another peal run".
+	if _, _, err := Open(dir, p, at(0)); err == nil || errors.Is(err, ErrStateLocked) {
+		t.Fatalf("second open: %v", err)
+	}
 	if _, _, err := Peek(dir, p); err != nil {
 		t.Errorf("reading a read-only folder: %v", err)
 	}
