@@ -343,13 +343,21 @@ func (rv *Reviewer) baseline(ctx context.Context, tasks []int) (string, bool, er
 		return "", false, err
 	}
 	if m, ok := rv.readMarker(); ok {
+		mine := func(t int) bool { return slices.Contains(tasks, t) }
 		switch {
-		case slices.ContainsFunc(m.Tasks, func(t int) bool { return slices.Contains(tasks, t) }):
+		case !slices.ContainsFunc(m.Tasks, func(t int) bool { return !mine(t) }):
+			// Every task of the unfinished session runs again: its work since
+			// the session's start is theirs.
 			if m.Baseline != head && rv.git.IsAncestor(ctx, m.Baseline, head) {
 				rv.log.Info("resuming the review of an unfinished task from the commit it started at", "tasks", tasks, "baseline", m.Baseline)
 				head = m.Baseline
 			}
 			changes = nil // the unfinished run's changes are the tasks' own
+		case slices.ContainsFunc(m.Tasks, mine):
+			// Some tasks of that session completed since: its work since the
+			// start is partly theirs, and must not be charged to these tasks.
+			rv.log.Info("the unfinished review also held tasks that completed since: the review starts at the current commit", "unfinished", m.Tasks, "tasks", tasks)
+			changes = nil
 		case len(changes) > 0:
 			rv.log.Warn("committing the uncommitted changes an unfinished task left, apart from the next task's work", "unfinished", m.Tasks, "next", tasks)
 			if _, err := rv.git.Commit(ctx, m.Tasks, "unfinished work (the task did not complete)"); err != nil {

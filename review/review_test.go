@@ -1,13 +1,17 @@
 package review
 
 import (
+	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"peal/config"
 	"peal/phase"
 )
 
@@ -117,6 +121,45 @@ func TestCommitSubject(t *testing.T) {
 	} {
 		if got := FirstLine(c.in, c.n); got != c.want {
 			t.Errorf("FirstLine(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+// The record of an unfinished session resumes its review from the session's
+// start only when every task of it runs again: when a task of it completed
+// since, that task's committed work is not the others' to answer for.
+func TestBaselineOfAnUnfinishedSession(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	env := []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	git("commit", "-q", "--allow-empty", "-m", "before the block")
+	start := git("rev-parse", "HEAD")
+	git("commit", "-q", "--allow-empty", "-m", "the block's work")
+	head := git("rev-parse", "HEAD")
+	state := t.TempDir()
+	caller := phase.Caller{Dir: repo, Env: env, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	rv := &Reviewer{cfg: &config.Config{}, dir: filepath.Join(state, Folder), log: slog.New(slog.DiscardHandler),
+		git: NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, repo, state)}
+	for _, tc := range []struct {
+		tasks []int
+		want  string
+	}{{[]int{2, 3}, start}, {[]int{3}, head}} {
+		if err := rv.writeMarker(marker{Tasks: []int{2, 3}, Baseline: start}); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := rv.baseline(context.Background(), tc.tasks)
+		if err != nil || got != tc.want {
+			t.Errorf("tasks %v: baseline %s, want %s (%v)", tc.tasks, got, tc.want, err)
 		}
 	}
 }
