@@ -246,6 +246,9 @@ func TestOutputsKeepOffStateFiles(t *testing.T) {
 		{[]string{"PEAL_LOG_FILE=" + filepath.Join(stateDir, "state.json.corrupt-20260101T000000Z")}, []string{"log_file"}},
 		{[]string{"PEAL_AGENT_LOG_DIR=" + filepath.Join(stateDir, "knowledge", "tickets", "plan-1")}, []string{"agent_log_dir", "retry-state store"}},
 		{[]string{"PEAL_LOG_FILE=" + filepath.Join(dir, "out.json"), "PEAL_RUN_SUMMARY_PATH=" + filepath.Join(dir, "out.json")}, []string{"run_summary_path and log_file"}},
+		{[]string{"PEAL_RUN_SUMMARY_PATH=" + plan}, []string{"run_summary_path", "the plan"}},
+		{[]string{"PEAL_LOG_FILE=" + filepath.Join(stateDir, "review", "task.json")}, []string{"log_file", "review or temporary files"}},
+		{[]string{"PEAL_AGENT_LOG_DIR=" + filepath.Join(stateDir, "tmp")}, []string{"agent_log_dir", "review or temporary files"}},
 		{[]string{"PEAL_LOG_FILE=" + filepath.Join(stateDir, "peal.log"), "PEAL_AGENT_LOG_DIR=" + stateDir}, nil},
 		{nil, nil}, // the default summary lives in the state folder
 	}

@@ -168,6 +168,10 @@ func (c *Config) stateFile(path string) string {
 		return "the state file " + filepath.Join(c.StateDir, stateFileName) + " or its companions"
 	case path == c.KnowledgeDir || within(path, filepath.Join(c.KnowledgeDir, "tickets")):
 		return "the retry-state store " + c.KnowledgeDir
+	case within(path, filepath.Join(c.StateDir, "review")) || within(path, filepath.Join(c.StateDir, "tmp")):
+		return "peal's review or temporary files in " + c.StateDir
+	case path == c.PlanPath || sameFile(path, c.PlanPath):
+		return "the plan " + c.PlanPath
 	case sameFile(path, filepath.Join(c.StateDir, stateFileName)):
 		return "the state file " + filepath.Join(c.StateDir, stateFileName)
 	}
