@@ -7,8 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
+
+	"peal/state"
 )
 
 // Validate checks everything `peal run` needs before any child process
@@ -195,13 +196,10 @@ func sameFile(a, b string) bool {
 	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
-// TicketIDPattern is the form of ticketflow ticket ids.
-var TicketIDPattern = regexp.MustCompile(`^[a-z]+-[a-z0-9]+$`)
-
 // checkTickets fills the ticket prefix and checks the ids this run will use.
 func (c *Config) checkTickets() error {
 	if c.TicketID != "" {
-		if !TicketIDPattern.MatchString(c.TicketID) {
+		if !state.ValidTicketID(c.TicketID) {
 			return fmt.Errorf("ticket id %s is not a ticket id (lower-case letters, a dash, lower-case letters or digits, like pt-te9b): check %s", Quote(c.TicketID), describe("ticket_id", c.Sources))
 		}
 		return nil
@@ -209,7 +207,7 @@ func (c *Config) checkTickets() error {
 	if c.TicketPrefix == "" {
 		c.TicketPrefix = DefaultTicketPrefix(c.PlanPath, c.RepoPath)
 	}
-	if id := c.TicketPrefix + "-1"; !TicketIDPattern.MatchString(id) {
+	if id := c.TicketPrefix + "-1"; !state.ValidTicketID(id) {
 		return fmt.Errorf("ticket prefix %s gives ids like %s, which are not ticket ids (use lower-case letters only): check %s", Quote(c.TicketPrefix), Quote(id), describe("ticket_prefix", c.Sources))
 	}
 	return nil

@@ -98,10 +98,7 @@ func (s *Session) review(ctx context.Context, task int) (Review, error) {
 		return s.filter(out), err
 	}
 	argv := rv.custom[len(rv.custom)-1]
-	attempts := 1
-	if rv.cfg.OnStetFail == "retry_once" {
-		attempts = 2
-	}
+	attempts := stetAttempts(rv.cfg)
 	res, _, err := phase.Do(ctx, rv.log.With("task", task), phase.Policy{Attempts: attempts, Failure: onlyTimeout}, func(a phase.Attempt) phase.Spec {
 		return rv.customSpec(task, a, argv)
 	})

@@ -102,10 +102,7 @@ func New(o Options) *Reviewer {
 			return nil
 		}
 	}
-	attempts := 1
-	if cfg.OnStetFail == "retry_once" {
-		attempts = 2
-	}
+	attempts := stetAttempts(cfg)
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
 		startArgs: cfg.StetStartExtraArgs, runArgs: cfg.StetRunExtraArgs, attempts: attempts,
@@ -122,6 +119,15 @@ func New(o Options) *Reviewer {
 			"stet_start_ref", cfg.StetStartRef)
 	}
 	return rv
+}
+
+// stetAttempts is how often one stet (or custom review) command is tried:
+// twice under on_stet_fail = retry_once, else once.
+func stetAttempts(cfg *config.Config) int {
+	if cfg.OnStetFail == "retry_once" {
+		return 2
+	}
+	return 1
 }
 
 // Builtin reports whether the built-in stet sequence is used (triage,
@@ -196,10 +202,7 @@ func (rv *Reviewer) Open(ctx context.Context) error {
 		rv.stet.clear(ctx, phase.NoTask)
 		return ctx.Err()
 	}
-	attempts := 1
-	if rv.cfg.OnStetFail == "retry_once" {
-		attempts = 2
-	}
+	attempts := stetAttempts(rv.cfg)
 	for _, argv := range rv.custom {
 		_, _, err := phase.Do(ctx, rv.log, phase.Policy{Attempts: attempts}, func(a phase.Attempt) phase.Spec {
 			return rv.customSpec(phase.NoTask, a, argv)
