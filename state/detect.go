@@ -201,7 +201,7 @@ func DetectBlockedFromCloseSummary(path string) (*BlockedResult, error) {
 // failOn severity whose count is above zero: the count of its "Severity: n"
 // statistic, or else 1 if the section lists an item. Counts holds the failOn
 // severities that have a section. failOn names severities as tf spells them
-// (config.ParseSeverities gives that spelling); an empty failOn disables the
+// (as the configuration spells them); an empty failOn disables the
 // check, and the file is then not read.
 func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, error) {
 	if err := checkFailOn(failOn); err != nil {
@@ -225,7 +225,7 @@ func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, erro
 }
 
 // checkFailOn refuses a severity name that is not one of tf's five, as
-// config.ParseSeverities spells them.
+// the configuration spells them.
 func checkFailOn(failOn []string) error {
 	for _, sev := range failOn {
 		if _, ok := severityRes[sev]; !ok {

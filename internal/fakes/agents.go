@@ -12,7 +12,8 @@ var KindNames = map[string]string{
 }
 
 // SessionEnv set to "1" makes a fake CLI report a stored login session
-// (its status command says logged in, and the Cursor fake needs no key).
+// (its status command says logged in; the Cursor fake in print mode still
+// wants CURSOR_API_KEY, as some versions of the real CLI do).
 const SessionEnv = "FAKE_AGENT_SESSION"
 
 // Canned failures an Outcome can name in its Failure field.

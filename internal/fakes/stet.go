@@ -2,7 +2,6 @@ package fakes
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -392,13 +391,6 @@ func isSHA(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
-}
-
-// SortFindings orders findings by file, line and id.
-func SortFindings(fs []Finding) {
-	slices.SortFunc(fs, func(a, b Finding) int {
-		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), compareIDs(a.ID, b.ID))
-	})
 }
 
 // Hunk is one hunk of a unified diff: its file, the new-side line range and

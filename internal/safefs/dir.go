@@ -358,6 +358,3 @@ func (d *Dir) Lock(name string) (*Lock, error) {
 	}
 	return nil, fmt.Errorf("%s: %w", d.Join(name), ErrLocked)
 }
-
-func dirOf(path string) string  { return filepath.Dir(path) }
-func baseOf(path string) string { return filepath.Base(path) }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // NotRegularError is returned for an entry that exists but is not a regular
@@ -128,12 +129,12 @@ func readOpened(f *os.File, path string, want fs.FileInfo, limit int64) ([]byte,
 // through a temporary file and the folder is synced. A link at path is
 // replaced, not followed.
 func WriteFile(path string, data []byte) error {
-	d, err := OpenDir(dirOf(path), true)
+	d, err := OpenDir(filepath.Dir(path), true)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := d.WriteFile(baseOf(path), data); err != nil {
+	if err := d.WriteFile(filepath.Base(path), data); err != nil {
 		return err
 	}
 	return d.Sync()
