@@ -200,9 +200,9 @@ func DetectBlockedFromCloseSummary(path string) (*BlockedResult, error) {
 // DetectBlockedFromReview reports a block when review.md has a section for a
 // failOn severity whose count is above zero: the count of its "Severity: n"
 // statistic, or else 1 if the section lists an item. Counts holds the failOn
-// severities that have a section. failOn names severities as tf spells them
-// (as the configuration spells them); an empty failOn disables the
-// check, and the file is then not read.
+// severities that have a section. failOn names severities as tf and the
+// configuration spell them; an empty failOn disables the check, and the file
+// is then not read.
 func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, error) {
 	if err := checkFailOn(failOn); err != nil {
 		return nil, err
