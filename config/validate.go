@@ -264,6 +264,13 @@ func missing(name string) error {
 
 // describe names where a key can be (and, when known, was) set, for messages.
 func describe(name string, sources map[string]Source) string {
+	return Describe(name, sources)
+}
+
+// Describe names where key name was set (its flag, its variable, or the key
+// in the config file), or, when it was not, every place that can set it:
+// what an error tells the user to change.
+func Describe(name string, sources map[string]Source) string {
 	k, _ := KeyByName(name)
 	switch sources[name] {
 	case SourceFlag:

@@ -150,7 +150,7 @@ func (rv *Reviewer) CheckConfig() error {
 	if src, set := rv.cfg.Sources["commit_after_phase2"]; set && src != config.SourceDefault && !rv.cfg.CommitAfterPhase2 {
 		return fmt.Errorf("commit_after_phase2 is false (set by %s), but stet (stet_path, or stet on PATH) reviews committed changes only, "+
 			"so Phase 3 would review nothing: drop the setting (with stet, peal commits each task's changes before its review), "+
-			"review the work tree with stet_commands instead, or run without stet", src)
+			"review the work tree with stet_commands instead, or run without stet", config.Describe("commit_after_phase2", rv.cfg.Sources))
 	}
 	return nil
 }

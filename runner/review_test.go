@@ -225,7 +225,7 @@ func TestReviewCannotSeeTheWork(t *testing.T) {
 		env     []string
 		wantErr []string
 	}{
-		{"commit_after_phase2 = false", nil, []string{"PEAL_COMMIT_AFTER_PHASE2=false"}, []string{"commit_after_phase2", "stet_path", "stet_commands"}},
+		{"commit_after_phase2 = false", nil, []string{"PEAL_COMMIT_AFTER_PHASE2=false"}, []string{"commit_after_phase2", "set by PEAL_COMMIT_AFTER_PHASE2", "stet_path", "stet_commands"}},
 		{"no commit yet", func(h *harness) { git(h.t, h.repo, "update-ref", "-d", "HEAD") }, nil, []string{"has no commit yet"}},
 		{"uncommitted changes", func(h *harness) { os.WriteFile(filepath.Join(h.repo, "notes.txt"), []byte("mine"), 0o644) }, nil,
 			[]string{"uncommitted changes (notes.txt)", "stet_start_extra_args"}},
