@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"peal/agent"
 	"peal/internal/fakes"
@@ -999,6 +1000,37 @@ func TestInterruptedRunFinishesStet(t *testing.T) {
 	cancel(errors.New("SIGINT"))
 	if err := <-done; !IsInterrupted(err) {
 		t.Fatalf("err = %v", err)
+	}
+	if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
+		t.Fatalf("stet calls %q", h.stetCmds())
+	}
+}
+
+// TestHungFinishAfterASignal: after an interruption the cleanup calls run
+// under the kill grace, not the phase timeout: a stet finish that hangs does
+// not keep the run from ending.
+func TestHungFinishAfterASignal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"finish": {{Hang: true}}}})
+	ready := readyPipe(t)
+	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	cfg := h.config(append(env, "PEAL_PHASE_TIMEOUT_SEC=600", "PEAL_KILL_GRACE_SEC=1")...)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
+		done <- err
+	}()
+	waitReady(t, ready)
+	cancel(errors.New("SIGINT"))
+	select {
+	case err := <-done:
+		if !IsInterrupted(err) {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(60 * time.Second): // a hang bound: the phase timeout is 600 s
+		t.Fatal("a hung stet finish held the interrupted run")
 	}
 	if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
 		t.Fatalf("stet calls %q", h.stetCmds())
