@@ -1057,3 +1057,22 @@ func TestUnreadableTaskRecord(t *testing.T) {
 		t.Fatalf("the unreadable record was changed: %q", data)
 	}
 }
+
+// stet_start_ref has no effect any more: a run that sets it says so, and the
+// session still starts at the commit before the task.
+func TestStetStartRefIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	env := h.withStet(fakes.StetScenario{})
+	if _, err := h.run(append(env, "PEAL_STET_START_REF=main")...); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(h.log.String(), "stet_start_ref is ignored") {
+		t.Fatalf("no warning in the log:\n%s", h.log)
+	}
+	for _, c := range h.stetCalls() {
+		if c.Cmd == "start" && slices.Contains(c.Args, "main") {
+			t.Fatalf("stet start was given the ref: %v", c.Args)
+		}
+	}
+}
