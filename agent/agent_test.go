@@ -264,6 +264,19 @@ func TestRefusalOnlyInShortOutput(t *testing.T) {
 			t.Errorf("%s: a short answer about rate limits and keys is no refusal: %s %v", kind, v.Class, v.Err)
 		}
 	}
+	// The kind's own messages, in a short answer but not where a refusal
+	// stands (its first line), or as an item of a list, are the answer's.
+	for _, answer := range []string{
+		"Plan:\n2. Not logged in users get a 302 to /login.\n",
+		"The redirect.\nNot logged in users get a 302 to /login.\nYou've hit your usage limit? No: the limiter counts per key.\n",
+	} {
+		if v := classify(t, "cursor", builtin, res(0, answer, "")); v.Class != phase.Succeeded {
+			t.Errorf("an answer %q is no refusal: %s %v", answer, v.Class, v.Err)
+		}
+	}
+	if v := classify(t, "cursor", builtin, res(0, "Not logged in\n", "")); v.Class != phase.Fatal {
+		t.Errorf("a refusal as the whole output: %s", v.Class)
+	}
 	if v := classify(t, "cursor", UserPatterns{Fatal: []string{"quota gone"}}, res(0, "Quota gone for today\n", "")); v.Class != phase.Fatal {
 		t.Errorf("a user fatal pattern at the start of a line refuses: %s", v.Class)
 	}

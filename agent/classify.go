@@ -149,10 +149,11 @@ func (r *rules) isBlocking(line string) bool {
 	return slices.ContainsFunc(r.login, func(p string) bool { return strings.HasPrefix(l, p) })
 }
 
-// lead is a line as a message starts: lower case, without leading symbols,
-// list markers and an "Error:" prefix.
+// lead is a line as a message starts: lower case, without leading symbols
+// (a warning sign, bullets, colour remains) and an "Error:" prefix. Digits
+// stay: "2. Not logged in users…" is an item of an answer, not a message.
 func lead(line string) string {
-	l := strings.ToLower(strings.TrimLeftFunc(line, func(c rune) bool { return !unicode.IsLetter(c) }))
+	l := strings.ToLower(strings.TrimLeftFunc(line, func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) }))
 	for _, prefix := range []string{"error:", "fatal:", "warning:"} {
 		l = strings.TrimSpace(strings.TrimPrefix(l, prefix))
 	}
@@ -204,6 +205,16 @@ func (r *rules) find(texts ...string) (match, bool) {
 		}
 	}
 	return best, found
+}
+
+// firstMeaningful is the first line of s that can say something.
+func firstMeaningful(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if phase.Meaningful(line) {
+			return line
+		}
+	}
+	return ""
 }
 
 func tail(s string, n int) string {
@@ -308,10 +319,12 @@ func (r *rules) classify(res phase.Result, failure func(phase.Result) error, w *
 	}
 	fail := failure(answer)
 	if fail == nil {
-		// A refusal that exits 0 is never a success.
+		// A refusal that exits 0 is never a success. On stdout a refusal
+		// stands instead of the answer: it is the first line of a short
+		// output, while an answer may well mention the same words further on.
 		texts := []string{tail(res.Stderr, tailBytes)}
 		if out := strings.TrimSpace(phase.Clean(answer.Stdout)); len(out) <= refusalBytes {
-			texts = append(texts, out)
+			texts = append(texts, firstMeaningful(out))
 		}
 		if m, ok := r.findRefusal(texts...); ok {
 			return r.verdict(m.class, &RefusalError{Phase: res.Phase, Line: m.line}, res, now)

@@ -84,6 +84,7 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	end      func(error)
+	seen     int // bytes of output so far, for the prompts that wait for a person
 	final    bool
 	result   string
 	message  strings.Builder
@@ -144,7 +145,10 @@ func (w *Watcher) check(line string) {
 	if !phase.Meaningful(line) {
 		return
 	}
-	if w.rules.isBlocking(line) {
+	// A prompt that waits for a person comes before any work: later in the
+	// output, the same words are the agent's own (it may open a browser).
+	w.seen += len(line) + 1
+	if w.seen <= refusalBytes && w.rules.isBlocking(line) {
 		w.end(&Ending{Class: phase.Fatal, Err: &BlockedError{Phase: w.phase, Line: phase.Quote(line)}})
 		return
 	}

@@ -56,6 +56,22 @@ func TestWatcherEndsOnAPromptForAPerson(t *testing.T) {
 	}
 }
 
+// Well into a call's output, the same words are the agent's own work (it
+// may open a browser to check a page): the call goes on.
+func TestWatcherPromptOnlyAtTheStart(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "cursor", WatchOptions{Phase: "execute"})
+	for range 40 {
+		w.Line(phase.Stdout, []byte("Running the tests of the login page and checking each step carefully."))
+	}
+	w.Line(phase.Stdout, []byte("Opening browser to look at the page"))
+	select {
+	case err := <-e:
+		t.Fatalf("a working call was ended: %v", err)
+	default:
+	}
+}
+
 func TestWatcherStall(t *testing.T) {
 	t.Parallel()
 	w, e := watch(t, "codex", WatchOptions{Phase: "execute", NetworkStall: 50 * time.Millisecond})
