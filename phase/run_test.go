@@ -243,3 +243,28 @@ func TestHardStopSkipsGrace(t *testing.T) {
 		t.Fatal("the call still waits for the kill grace after a hard stop")
 	}
 }
+
+// slowWatcher takes its time over every line, as a watcher that parses
+// events may.
+type slowWatcher struct{}
+
+func (slowWatcher) Begin(func(error))   {}
+func (slowWatcher) Line(Stream, []byte) { time.Sleep(100 * time.Microsecond) }
+func (slowWatcher) Done()               {}
+
+// What a child printed before it exited is read to the end, however long the
+// reading takes after the exit: the kill grace bounds the wait for a pipe
+// that some leftover holds, not the reading of what is in it.
+func TestOutputReadToTheEndAfterExit(t *testing.T) {
+	t.Parallel()
+	line := strings.Repeat("a", 49) + "\n"
+	spec := Spec{Phase: "plan", Argv: []string{"/bin/sh", "-c", "yes " + line[:49] + " | head -n 2000"},
+		Timeout: time.Minute, KillGrace: 200 * time.Millisecond, Watch: slowWatcher{}}
+	res, err := Run(context.Background(), spec)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	if want := strings.Repeat(line, 2000); res.Stdout != want {
+		t.Fatalf("read %d of %d bytes", len(res.Stdout), len(want))
+	}
+}

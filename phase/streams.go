@@ -20,6 +20,10 @@ type streams struct {
 
 	start    time.Time
 	lastSeen atomic.Int64 // time of the latest output, as nanoseconds since start
+	// chunks counts the reads handled, busy the ones being handled now: a
+	// reader still working through what is in the pipes is not cut off.
+	chunks atomic.Int64
+	busy   atomic.Int32
 }
 
 func newStreams(spec Spec) (*streams, error) {
@@ -62,9 +66,12 @@ func (s *streams) drain(wg *sync.WaitGroup, r *os.File, c *capture, lines *split
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
+			s.busy.Add(1)
 			c.write(buf[:n])
 			s.lastSeen.Store(int64(time.Since(s.start)))
 			lines.write(buf[:n])
+			s.chunks.Add(1)
+			s.busy.Add(-1)
 		}
 		if err != nil {
 			lines.flush()
@@ -78,22 +85,34 @@ func (s *streams) silentFor() time.Duration {
 	return time.Since(s.start) - time.Duration(s.lastSeen.Load())
 }
 
-// stop waits at most grace (nothing after a hard stop) for both streams to
-// reach EOF, then stops reading: a process outside the group may still hold
-// a pipe.
+// stop waits for both streams to reach EOF once the call's processes are
+// gone, and stops reading when nothing is coming any more: after a grace
+// (nothing after a hard stop) in which no output was read, a process outside
+// the group may hold a pipe and is not waited for. A reader still working
+// through what the pipes hold is not cut off, up to maxDrain.
 func (s *streams) stop(grace time.Duration, hard <-chan struct{}) {
-	select {
-	case <-s.done:
-	case <-hard:
+	deadline := time.Now().Add(grace + maxDrain)
+	for {
+		before := s.chunks.Load()
+		select {
+		case <-s.done:
+			return
+		case <-hard:
+		case <-time.After(grace):
+			if (s.busy.Load() > 0 || s.chunks.Load() != before) && time.Now().Before(deadline) {
+				continue
+			}
+		}
 		s.outR.Close()
 		s.errR.Close()
 		<-s.done
-	case <-time.After(grace):
-		s.outR.Close()
-		s.errR.Close()
-		<-s.done
+		return
 	}
 }
+
+// maxDrain bounds how long reading may go on after the grace while output
+// keeps coming from a process peal could not stop.
+const maxDrain = time.Minute
 
 func (s *streams) closeAll() {
 	for _, f := range []*os.File{s.outR, s.errR, s.childOut, s.childErr} {
