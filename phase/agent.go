@@ -44,3 +44,14 @@ func (c Caller) Spec(phase string, task int, a Attempt, argv []string, prompt bo
 		Log: c.Log, Attempt: a, Task: task, Observer: c.Observer, Scope: c.Scope,
 	}
 }
+
+// Command is the Spec of a call that is no agent call (git, a post-run
+// command): run once, with no PEAL_* call context, under timeout and
+// without the idle timeout, which is for agents (a build may well be silent).
+func (c Caller) Command(name string, argv []string, timeout time.Duration) Spec {
+	spec := c.Spec(name, NoTask, Attempt{N: 1, Of: 1}, argv, false)
+	spec.Env = c.Env
+	spec.Timeout = timeout
+	spec.IdleTimeout = 0
+	return spec
+}

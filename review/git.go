@@ -83,11 +83,7 @@ func workTreeTop(dir string) string {
 
 // run runs git once in the repository.
 func (g Git) run(ctx context.Context, args ...string) (phase.Result, error) {
-	spec := g.Caller.Spec("git", phase.NoTask, phase.Attempt{N: 1, Of: 1}, append([]string{"git"}, args...), false)
-	spec.Env = g.Caller.Env // no PEAL_* call context: git is not an agent call
-	spec.Timeout = g.Timeout
-	spec.IdleTimeout = 0
-	res, err := phase.Run(ctx, spec)
+	res, err := phase.Run(ctx, g.Caller.Command("git", append([]string{"git"}, args...), g.Timeout))
 	if err != nil {
 		return res, err
 	}

@@ -10,12 +10,13 @@ import (
 	"peal/phase"
 )
 
-// command runs one non-agent child (git, a post-run command) once, under the
-// same supervision as an agent call.
+// command runs one post-run command once, under the same supervision as an
+// agent call. It carries no call-id scope: it runs after the state folder is
+// released, and the next run on the folder must not take it for what a
+// dead run left.
 func (r *run) command(ctx context.Context, name string, argv []string, timeout time.Duration) (phase.Result, error) {
-	spec := r.caller.Spec(name, phase.NoTask, phase.Attempt{N: 1, Of: 1}, argv, false)
-	spec.Env = r.caller.Env // no PEAL_* call context: these are not agent calls
-	spec.Timeout = timeout
+	spec := r.caller.Command(name, argv, timeout)
+	spec.Scope = ""
 	res, err := phase.Run(ctx, spec)
 	if err != nil {
 		return res, err

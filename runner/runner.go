@@ -181,6 +181,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	// run.
 	store.Close()
 	r.postRun(ctx)
+	if ctx.Err() != nil {
+		// A signal during the post-run commands ends the run with its code.
+		return out, &phase.InterruptedError{Phase: "post-run", Cause: context.Cause(ctx)}
+	}
 	return out, nil
 }
 

@@ -852,6 +852,58 @@ func TestPostRunTimeout(t *testing.T) {
 	}
 }
 
+// TestPostRunSignalsAndSweep: a signal during the post-run commands ends the run as
+// interrupted (never exit 0); while they run, the state folder is free and
+// the next run on it neither waits for them nor takes them for what a dead
+// run left; and the idle timeout, which is for agents, does not stop a
+// silent command.
+func TestPostRunSignalsAndSweep(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	ready := readyPipe(t)
+	// The plain fake as the post-run command: the key of a call of no phase
+	// and no task is "execute".
+	h.scenario(map[string][]fakes.Outcome{"execute:1": {{}}, "execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	cfg := h.config("PEAL_POST_RUN_COMMANDS="+fakeAgent, "PEAL_IDLE_TIMEOUT_SEC=1")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
+		done <- err
+	}()
+	waitReady(t, ready)
+	post := h.calls()[len(h.calls())-1]
+	if post.Key != "execute" {
+		t.Fatalf("calls %q", h.keys())
+	}
+	// A second run meanwhile: nothing to do, and the post-run command of
+	// the first is none of its business.
+	if out, err := h.runCfg(h.config()); err != nil || !slices.Equal(out.Completed, []int{1}) {
+		t.Fatalf("second run: %v %+v", err, out)
+	}
+	if !fakes.ProcessAlive(post.PID) {
+		t.Fatal("the second run stopped the first run's post-run command")
+	}
+	cancel(errors.New("SIGINT"))
+	if err := <-done; !IsInterrupted(err) {
+		t.Fatalf("a signal during the post-run commands: err = %v", err)
+	}
+}
+
+// TestPostRunNotIdle: the idle timeout, which is for agents, does not stop a
+// silent post-run command (a build may well print nothing for a while).
+func TestPostRunNotIdle(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	h.scenario(map[string][]fakes.Outcome{"execute:1": {{}}, "execute": {{NoStdout: true, SleepMS: 2500}}})
+	if _, err := h.run("PEAL_POST_RUN_COMMANDS="+fakeAgent, "PEAL_IDLE_TIMEOUT_SEC=1"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(h.log.String(), "post-run command failed") {
+		t.Fatalf("a silent post-run command was stopped:\n%s", h.log)
+	}
+}
+
 // TestSummaryWriteFailureIsAWarning: a run summary that cannot be written
 // changes nothing but a warning.
 func TestSummaryWriteFailureIsAWarning(t *testing.T) {

@@ -198,3 +198,33 @@ func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
 		t.Fatalf("the re-run did not say what it stopped: %s", r.stderr)
 	}
 }
+
+// The post-run commands of a run go on after it has released its state
+// folder: the next run on the folder does not take them for what a killed
+// run left.
+func TestNextRunLeavesPostRunCommandsAlone(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n")
+	ready := fifo(t, s.dir, "ready")
+	// The plain fake as the post-run command: a call of no phase and no
+	// task is "execute".
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{}}, "execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	cmd, done := startPeal(t, s, s.env("PEAL_POST_RUN_COMMANDS="+bins["fakeagent"]), nil)
+	if _, err := os.ReadFile(ready); err != nil {
+		t.Fatal(err)
+	}
+	calls, _ := fakes.ReadCalls(s.agentDir)
+	starts := fakes.Starts(calls)
+	post := starts[len(starts)-1]
+	if r := s.peal(s.env(), "run"); r.code != 0 {
+		t.Fatalf("second run: exit %d: %s", r.code, r.stderr)
+	}
+	if !fakes.ProcessAlive(post.PID) {
+		t.Fatal("the second run stopped the first run's post-run command")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitExited(t, cmd, done, 30*time.Second)
+	if code := cmd.ProcessState.ExitCode(); code != 143 {
+		t.Fatalf("a signal during the post-run commands: exit %d, want 143", code)
+	}
+}
