@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,7 +253,7 @@ func TestDurationsRounded(t *testing.T) {
 	}
 	var text bytes.Buffer
 	logFile := filepath.Join(t.TempDir(), "peal.jsonl")
-	log, _, closeLog, err := newLoggers(&config.Config{LogLevel: "info", LogFile: logFile}, &text)
+	log, _, closeLog, err := newLoggers(&config.Config{LogLevel: "info", LogFile: logFile}, &text, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,5 +287,28 @@ func TestRelativeStetPath(t *testing.T) {
 	calls, err := fakes.ReadStetCalls(stetDir)
 	if err != nil || len(fakes.StetCmds(calls)) == 0 {
 		t.Fatalf("stet was never run: %v %s", err, r.stderr)
+	}
+}
+
+// The log file: a named pipe there is refused at once rather than waited on
+// (peal would hang, deaf to SIGINT and SIGTERM), and a dry run writes no
+// log file at all.
+func TestLogFileSpecialAndDryRun(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n")
+	pipe := filepath.Join(s.dir, "log.fifo")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := s.peal(s.env("PEAL_LOG_FILE="+pipe), "run")
+	if r.code != 1 || !strings.Contains(r.stderr, "log file "+pipe+" cannot be opened") || !strings.Contains(r.stderr, "named pipe") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	logFile := filepath.Join(s.dir, "logs", "peal.jsonl")
+	if r := s.peal(s.env("PEAL_LOG_FILE="+logFile), "run", "--dry-run"); r.code != 0 {
+		t.Fatalf("dry run: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Dir(logFile)); !os.IsNotExist(err) {
+		t.Fatalf("the dry run created the log file's folder: %v", err)
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"peal/config"
+	"peal/internal/safefs"
 	"peal/phase"
 	"peal/runner"
 )
@@ -66,7 +66,7 @@ func (c *RunCmd) Run(e *env) error {
 		defer prog.Close()
 		stderr, opts = prog, append(opts, runner.WithObserver(prog))
 	}
-	log, fileLog, closeLog, err := newLoggers(cfg, stderr)
+	log, fileLog, closeLog, err := newLoggers(cfg, stderr, c.DryRun)
 	if err != nil {
 		return failf("%v", err)
 	}
@@ -126,18 +126,16 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 // debug included, whatever log_level says, as Peal's did: a quiet console
 // and a complete file for after the run. fileLog writes to the file only
 // (or nowhere), for records that stderr already shows as a plain line.
-func newLoggers(cfg *config.Config, stderr io.Writer) (log, fileLog *slog.Logger, closeFn func(), err error) {
+// A dry run writes no file, the log file included.
+func newLoggers(cfg *config.Config, stderr io.Writer, dryRun bool) (log, fileLog *slog.Logger, closeFn func(), err error) {
 	level := slogLevel(cfg.LogLevel)
 	text := slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: roundDurations})
-	if cfg.LogFile == "" {
+	if cfg.LogFile == "" || dryRun {
 		return slog.New(text), slog.New(slog.DiscardHandler), func() {}, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {
-		return nil, nil, nil, fmt.Errorf("log file %s: %w", cfg.LogFile, err)
-	}
-	f, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := safefs.OpenAppend(cfg.LogFile)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("log file %s cannot be opened: %w (check %s)", cfg.LogFile, err, "log_file")
+		return nil, nil, nil, fmt.Errorf("log file %s cannot be opened: %w (check %s)", cfg.LogFile, safefs.Reason(err), config.Describe("log_file", cfg.Sources))
 	}
 	jsonHandler := slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})
 	return slog.New(slog.NewMultiHandler(text, jsonHandler)), slog.New(jsonHandler), func() { f.Close() }, nil

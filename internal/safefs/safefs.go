@@ -99,6 +99,32 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	return readOpened(f, path, info, limit)
 }
 
+// OpenAppend opens the regular file at path for appending, creating it (and
+// its folder) when missing. A named pipe or a device there is refused
+// rather than waited on: the open does not block, and the file must be
+// regular.
+func OpenAppend(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return nil, &NotRegularError{Path: path, Kind: kind(info.Mode())}
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|nonblock, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = &NotRegularError{Path: path, Kind: kind(info.Mode())}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // readOpened reads f, which must still be the file described by want.
 func readOpened(f *os.File, path string, want fs.FileInfo, limit int64) ([]byte, error) {
 	info, err := f.Stat()
