@@ -318,6 +318,10 @@ func TestCursorInCI(t *testing.T) {
 			!strings.Contains(err.Error(), "says: Not logged in") {
 			t.Fatalf("calls %q, err %v", h.keys(), err)
 		}
+		// Nothing was recorded or started for the agent: no ticket attempt.
+		if _, err := os.Stat(filepath.Join(h.knowledge(), "tickets", h.ticket(1))); !os.IsNotExist(err) {
+			t.Fatalf("a ticket attempt was recorded: %v", err)
+		}
 	})
 	t.Run("a session is enough for the check", func(t *testing.T) {
 		t.Parallel()

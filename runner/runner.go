@@ -252,6 +252,11 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		}
 		return out, nil
 	}
+	// The agent must be able to authenticate before anything is recorded or
+	// started for it: a ticket attempt, a review session.
+	if err := r.checkAuth(ctx); err != nil {
+		return Outcome{}, err
+	}
 	if r.cfg.RetryReset {
 		if err := r.resetTickets(pending); err != nil {
 			return Outcome{}, err
