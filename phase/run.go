@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -117,9 +118,24 @@ type call struct {
 	stdin   *os.File // the write end of standard input; nil when it is /dev/null
 	tempDir string   // "" when the call has none
 	started time.Time
-	stops   []func() // timers and watchers to stop when the call ends
+	stops   []func() // timers to stop when the child has exited
+	watched func()   // the Watcher's Done, once its last line is in
 	hard    <-chan struct{}
 	waitErr error
+
+	endMu  sync.Mutex
+	exited bool // the child has been waited for: a limit that fires now is too late
+}
+
+// end stops the call with cause (a limit or the Watcher), unless the child
+// has already exited by itself: a timer that fires after the exit, while
+// the output is still being read, does not make a finished call a failure.
+func (c *call) end(cause error) {
+	c.endMu.Lock()
+	defer c.endMu.Unlock()
+	if !c.exited {
+		c.cancel(cause)
+	}
 }
 
 // CallIDEnv is the variable that carries a call's id into its child's
@@ -184,8 +200,8 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	}
 	if w := spec.Watch; w != nil {
 		// Begin comes before the first line can be read.
-		w.Begin(func(cause error) { c.cancel(&endedError{cause}) })
-		c.stops = append(c.stops, w.Done)
+		w.Begin(func(cause error) { c.end(&endedError{cause}) })
+		c.watched = w.Done
 	}
 	c.out.read(c.started, spec.Watch)
 	return c, nil
@@ -201,10 +217,10 @@ func writeStdin(w *os.File, data []byte) {
 
 // armLimits starts the call timeout and the idle watchdog.
 func (c *call) armLimits() {
-	timer := time.AfterFunc(c.spec.Timeout, func() { c.cancel(errCallTimeout) })
+	timer := time.AfterFunc(c.spec.Timeout, func() { c.end(errCallTimeout) })
 	c.stops = append(c.stops, func() { timer.Stop() })
 	if c.spec.IdleTimeout > 0 {
-		c.stops = append(c.stops, watchIdle(c.out, c.spec.IdleTimeout, func() { c.cancel(errIdleTimeout) }))
+		c.stops = append(c.stops, watchIdle(c.out, c.spec.IdleTimeout, func() { c.end(errIdleTimeout) }))
 	}
 }
 
@@ -212,11 +228,17 @@ func (c *call) armLimits() {
 // the rest of its output.
 func (c *call) finish() {
 	c.waitErr = c.cmd.Wait()
+	c.endMu.Lock()
+	c.exited = true
+	c.endMu.Unlock()
 	for _, stop := range c.stops {
 		stop()
 	}
 	c.group.reap(c.out.done)
 	c.out.stop(c.spec.KillGrace, c.hard)
+	if c.watched != nil {
+		c.watched() // after the last line: Line never follows Done
+	}
 }
 
 // result fills res from the finished call.

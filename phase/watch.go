@@ -34,7 +34,8 @@ type Watcher interface {
 	// end, in order within a stream and never concurrently. The slice is
 	// only valid during the call.
 	Line(s Stream, line []byte)
-	// Done is called once, when the child has exited.
+	// Done is called once, when the child has exited and its output has
+	// been read; no Line follows it.
 	Done()
 }
 

@@ -68,8 +68,8 @@ func main() {
 	// A write to peal's own output whose reader has gone (`peal … | tee`,
 	// tee killed) fails instead of killing peal: the run then stops as on a
 	// hangup, its agents stopped and its state saved.
-	stdout := &outputGuard{w: os.Stdout, lost: sig.stop}
-	stderr := &outputGuard{w: os.Stderr, lost: sig.stop}
+	stdout := &outputGuard{w: os.Stdout, lost: sig.lose}
+	stderr := &outputGuard{w: os.Stderr, lost: sig.lose}
 	code := Main(sig.ctx, os.Args[1:], os.Environ(), stdout, stderr)
 	sig.release()
 	os.Exit(code)

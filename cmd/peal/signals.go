@@ -22,16 +22,18 @@ type signals struct {
 	ctx     context.Context // cancelled by the first stop, its cause a *signalCause
 	cancel  context.CancelCauseFunc
 	hard    context.CancelFunc // the second stop
+	hardCtx context.Context
 	ch      chan os.Signal
 	pipe    chan os.Signal
 	once    sync.Once
 	stopped chan struct{}
+	mu      sync.Mutex // one stop at a time: the first cancels, a second is hard
 }
 
 func watchSignals() *signals {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	hardCtx, hard := context.WithCancel(context.Background())
-	s := &signals{ctx: phase.WithHardStop(ctx, hardCtx), cancel: cancel, hard: hard,
+	s := &signals{ctx: phase.WithHardStop(ctx, hardCtx), cancel: cancel, hard: hard, hardCtx: hardCtx,
 		ch: make(chan os.Signal, 4), pipe: make(chan os.Signal, 1), stopped: make(chan struct{})}
 	signal.Notify(s.ch, stopSignals...)
 	// Catching SIGPIPE turns a write to a pipe nobody reads into an EPIPE
@@ -62,11 +64,23 @@ func watchSignals() *signals {
 
 // stop ends the run with sig as the cause; a second stop is a hard one.
 func (s *signals) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
 		s.hard()
 		return
 	}
 	s.cancel(&signalCause{sig: sig})
+}
+
+// lose ends the run because peal's output lost its reader: a graceful stop
+// like a hangup's, never a hard one (stdout and stderr may both go).
+func (s *signals) lose() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() == nil {
+		s.cancel(&signalCause{sig: syscall.SIGPIPE})
+	}
 }
 
 func (s *signals) release() {
@@ -105,7 +119,7 @@ func signalName(sig syscall.Signal) string {
 type outputGuard struct {
 	mu   sync.Mutex
 	w    io.Writer
-	lost func(syscall.Signal)
+	lost func()
 	gone bool
 }
 
@@ -118,7 +132,7 @@ func (g *outputGuard) Write(p []byte) (int, error) {
 	n, err := g.w.Write(p)
 	if errors.Is(err, syscall.EPIPE) {
 		g.gone = true
-		go g.lost(syscall.SIGPIPE)
+		go g.lost()
 		return len(p), nil
 	}
 	return n, err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,5 +228,25 @@ func TestNextRunLeavesPostRunCommandsAlone(t *testing.T) {
 	waitExited(t, cmd, done, 30*time.Second)
 	if code := cmd.ProcessState.ExitCode(); code != 143 {
 		t.Fatalf("a signal during the post-run commands: exit %d, want 143", code)
+	}
+}
+
+// Losing both stdout and stderr is one graceful stop, not a first and a
+// second (hard) one; a signal after it is the second stop.
+func TestLostOutputsStopOnce(t *testing.T) {
+	s := watchSignals()
+	defer s.release()
+	s.lose()
+	s.lose()
+	var sc *signalCause
+	if !errors.As(context.Cause(s.ctx), &sc) || sc.sig != syscall.SIGPIPE {
+		t.Fatalf("cause %v", context.Cause(s.ctx))
+	}
+	if s.hardCtx.Err() != nil {
+		t.Fatal("losing the second output was taken for a second stop")
+	}
+	s.stop(syscall.SIGINT)
+	if s.hardCtx.Err() == nil {
+		t.Fatal("a signal after the loss is not a hard stop")
 	}
 }
