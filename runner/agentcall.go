@@ -91,6 +91,9 @@ func (r *run) patterns() agent.UserPatterns {
 // The call's tokens and cost are added to the run's; once they reach
 // max_cost_usd, every later call returns *CostLimitError without starting.
 func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
+	if r.callStart != nil {
+		r.callStart(name, task)
+	}
 	if err := r.agents.costErr(r.cfg); err != nil {
 		return phase.Result{Phase: name}, err
 	}

@@ -207,7 +207,10 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 	var shared *taskResult
 	for _, bt := range bts {
 		if bt.started && bt.err == nil && shared == nil {
-			res := phase3Result(sess.Review(ctx, bt.task.Index))
+			var res taskResult
+			if err := r.recoverTask(bt.task, func() { res = phase3Result(sess.Review(ctx, bt.task.Index)) }); err != nil {
+				res = taskResult{err: err} // a panic in the review is the block's failure, not peal's
+			}
 			shared = &res
 		}
 	}

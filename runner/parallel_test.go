@@ -960,3 +960,31 @@ func TestBlockReviewFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockReviewPanic: a panic in a parallel block's Phase 3 is the
+// block's failure, as in its Phases 1-2 and in a sequential task, not a
+// crash of peal; the tickets record the failure.
+func TestBlockReviewPanic(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, parallelPlan("pp"))
+	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...)})
+	h.extra = append(h.extra, func(r *run) {
+		r.callStart = func(name string, task int) {
+			if name == "address" {
+				panic("boom in review")
+			}
+		}
+	})
+	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
+	if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	cfg := h.config()
+	for _, task := range []int{1, 2} {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptError {
+			t.Fatalf("task %d's ticket is %s", task, a.Status)
+		}
+	}
+}

@@ -88,6 +88,9 @@ type run struct {
 	// taskStart, when set, runs at the start of every task (sequential or in
 	// a parallel block); tests use it to make a task panic.
 	taskStart func(Task)
+	// callStart, when set, runs at the start of every agent call; tests use
+	// it to make a call panic.
+	callStart func(name string, task int)
 	// ticketClosed, when set, runs when a task's ticket attempt has ended,
 	// before the task's outcome is recorded in state.json; tests use it to
 	// hold a run at that point.
