@@ -2,8 +2,10 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"peal/agent"
@@ -41,5 +43,27 @@ func TestAgentKindEnum(t *testing.T) {
 		if !slices.Equal(slices.Sorted(slices.Values(k.Enum)), slices.Sorted(slices.Values(agent.Names()))) {
 			t.Errorf("%s accepts %v, the agent kinds are %v", name, k.Enum, agent.Names())
 		}
+	}
+}
+
+// max_cost_usd must be above 0, and is only worth a warning without the
+// event stream that reports cost.
+func TestMaxCostValidation(t *testing.T) {
+	t.Parallel()
+	repo := gitRepo(t)
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.md")
+	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
+	base := []string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + filepath.Join(dir, "st")}
+	cfg, err := loadIn(dir, append(base, "PEAL_MAX_COST_USD=0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ValidateWithoutAgent(); err == nil || !strings.Contains(err.Error(), "max_cost_usd must be above 0 (set by PEAL_MAX_COST_USD)") {
+		t.Fatalf("0: %v", err)
+	}
+	cfg, _ = loadIn(dir, append(base, "PEAL_MAX_COST_USD=2.5"))
+	if err := cfg.ValidateWithoutAgent(); err != nil || !slices.ContainsFunc(cfg.Warnings, func(w string) bool { return strings.Contains(w, "without structured_output") }) {
+		t.Fatalf("no structured output: %v, warnings %q", err, cfg.Warnings)
 	}
 }

@@ -58,6 +58,14 @@ func (c *Config) ValidateWithoutAgent() error {
 	case !insideGitWorkTree(c.RepoPath):
 		return fmt.Errorf("repo %s is not inside a git work tree: run `git init` there or point %s at a git checkout", c.RepoPath, describe("repo_path", c.Sources))
 	}
+	if c.MaxCostUSD != nil {
+		switch {
+		case *c.MaxCostUSD <= 0:
+			return fmt.Errorf("max_cost_usd must be above 0 (set by %s): it would stop the run before its first call", describe("max_cost_usd", c.Sources))
+		case !c.StructuredOutput:
+			c.Warnings = append(c.Warnings, "max_cost_usd has no effect without structured_output: only the agent's event stream reports cost")
+		}
+	}
 	if c.PhaseTimeoutSec == 0 {
 		return fmt.Errorf("phase_timeout_sec must be at least 1 (set by %s)", describe("phase_timeout_sec", c.Sources))
 	}

@@ -95,6 +95,10 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	c, err := start(ctx, spec)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The signal came while the child was being started.
+			return res, interrupted(spec.Phase, ctx)
+		}
 		return res, err
 	}
 	defer c.release()
