@@ -79,7 +79,7 @@ type Kind struct {
 	// Failures are the kind's own failure messages and exit codes.
 	Failures Failures
 	// Events parses one line of the structured output; nil when the kind
-	// has none. StructuredFlag documents the flag it needs.
+	// has none.
 	Events func(line []byte) (Event, bool)
 	// Auth is how to tell, before the first call, whether the CLI can
 	// authenticate.

@@ -2,8 +2,7 @@ package agent
 
 import (
 	"encoding/json"
-
-	"peal/phase"
+	"strings"
 )
 
 // Claude Code (binary `claude`): print mode, the prompt on stdin, write
@@ -24,7 +23,6 @@ func init() {
 			},
 			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
 			Network:   []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
-			ExitCodes: map[int]phase.Class{},
 			Hint:      "set ANTHROPIC_API_KEY (or log in with `claude` once)",
 			Hints: map[string]string{
 				"root/sudo":      "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
@@ -39,7 +37,7 @@ func init() {
 				var s struct {
 					LoggedIn *bool `json:"loggedIn"`
 				}
-				if i := indexByte(out, '{'); i >= 0 && json.Unmarshal([]byte(out[i:]), &s) == nil && s.LoggedIn != nil {
+				if i := strings.IndexByte(out, '{'); i >= 0 && json.Unmarshal([]byte(out[i:]), &s) == nil && s.LoggedIn != nil {
 					return *s.LoggedIn, true
 				}
 				return saysLoggedIn(out, 0)
@@ -62,13 +60,4 @@ func claudeArgs(c Call) []string {
 		args = append(args, "--permission-mode", "plan")
 	}
 	return finish(args, "--model", c)
-}
-
-func indexByte(s string, b byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == b {
-			return i
-		}
-	}
-	return -1
 }

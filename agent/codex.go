@@ -2,7 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"strings"
 
 	"peal/phase"
 )
@@ -84,10 +83,8 @@ func codexEvents(line []byte) (Event, bool) {
 		return Event{Final: true, Error: nonEmpty(errorText(e.Error), "the turn failed")}, true
 	case e.Type == "error":
 		return Event{Error: nonEmpty(e.Message, errorText(e.Error))}, true
-	case strings.HasPrefix(e.Type, "item.") || strings.HasPrefix(e.Type, "turn.") || strings.HasPrefix(e.Type, "thread."):
-		return Event{}, true
 	}
-	return Event{}, true
+	return Event{}, true // other events (thread.started, turn.started, ...) tell nothing
 }
 
 func nonEmpty(s, fallback string) string {

@@ -66,7 +66,7 @@ type StallError struct {
 }
 
 func (e *StallError) Error() string {
-	return fmt.Sprintf("%s call stopped after %s of nothing but network errors: %s", e.Phase, e.Limit, e.Line)
+	return fmt.Sprintf("%s call stopped after %d s of nothing but network errors: %s", e.Phase, int64(e.Limit.Round(time.Second)/time.Second), e.Line)
 }
 
 // Watcher reads one attempt's output as it arrives (a phase.Watcher): it

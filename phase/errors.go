@@ -25,7 +25,7 @@ func (e *StartError) Error() string {
 }
 func (e *StartError) Unwrap() error { return e.Err }
 
-// InterruptedError: the run was cancelled (SIGINT/SIGTERM) while the call ran
+// InterruptedError: the run was cancelled (a signal) while the call ran
 // or waited; the child's group has been stopped.
 type InterruptedError struct {
 	Phase string

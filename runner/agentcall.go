@@ -73,7 +73,7 @@ func (a *agents) sides() []*side {
 	return s
 }
 
-// call is what an agent call of the given phase asks of side s.
+// agentRequest is what an agent call of the given phase asks of side s.
 func (r *run) agentRequest(s *side, name, model, prompt string) agent.Call {
 	return agent.Call{Phase: name, Repo: r.cfg.RepoPath, Model: s.model(model), Prompt: prompt, Structured: r.cfg.StructuredOutput,
 		Options: agent.Options{Sandbox: r.cfg.Sandbox, Trust: r.cfg.CursorTrust, Force: r.cfg.CursorForce}, Extra: r.cfg.AgentExtraArgs}

@@ -62,7 +62,13 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "\nsegment %d: %s\n", n+1, kind)
-		block := seg.Parallel && r.cfg.Parallel && r.cfg.MaxParallel > 1
+		var left []Task
+		for _, t := range seg.Tasks {
+			if !completed[t.Index] {
+				left = append(left, t)
+			}
+		}
+		block := r.runsAsBlock(seg, left) // as a run decides it
 		var pending []Task
 		for _, t := range seg.Tasks {
 			if r.describeTask(w, t, completed[t.Index], !block) {

@@ -135,9 +135,6 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 	// (as Peal does): a cap of 1 stops at the first failure with exit 3.
 	tl.consecutive++
 	if max := r.cfg.MaxConsecutiveTaskFailures; max != nil && tl.consecutive >= int(*max) {
-		if r.cfg.ContinueWithRemainingTasks {
-			tl.out.Failed = append(tl.out.Failed, t.Index)
-		}
 		return &StoppedError{Failures: tl.consecutive, Last: taskErr}
 	}
 	if !r.cfg.ContinueWithRemainingTasks {

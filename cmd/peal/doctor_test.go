@@ -87,7 +87,7 @@ func TestRunStopsWithoutCursorKey(t *testing.T) {
 	r := s.peal(env, "run")
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	last := lines[len(lines)-1]
-	if r.code != 1 || !strings.HasPrefix(last, "peal: error: task 1: the cursor CLI cannot authenticate") || !strings.Contains(last, "in CI set CURSOR_API_KEY") {
+	if r.code != 1 || !strings.HasPrefix(last, "peal: error: the cursor CLI cannot authenticate") || !strings.Contains(last, "in CI set CURSOR_API_KEY") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if calls, _ := fakes.ReadCalls(s.agentDir); len(calls) != 0 {

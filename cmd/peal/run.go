@@ -35,7 +35,8 @@ type taskFlags struct {
 
 // Run resolves the configuration, runs the plan and maps the result to an
 // exit code: 0 done, 1 hard failure, 2 finished with issues, 3 stopped by the
-// consecutive-failure cap, 4 agent unreachable, 130/143 interrupted.
+// consecutive-failure cap or the cost cap, 4 agent or review model
+// unreachable, 130/143/129 interrupted, 141 output lost.
 func (c *RunCmd) Run(e *env) error {
 	cfg, err := c.load(e)
 	if err == nil {
