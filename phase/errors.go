@@ -181,6 +181,16 @@ func Quote(line string) string {
 	return line
 }
 
+// Snippet is the start of a child's output for a one-line message: cleaned,
+// its whitespace collapsed, cut to n characters.
+func Snippet(s string, n int) string {
+	s = strings.Join(strings.Fields(Clean(s)), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
 // Meaningful reports whether a line of output can explain a failure: it has
 // a letter or digit, and it is not a bare dump of an object whose text the
 // program failed to print (JavaScript's "[object Object]").

@@ -20,7 +20,7 @@ type FindingsRemainingError struct {
 
 func (e *FindingsRemainingError) Error() string {
 	return fmt.Sprintf("%d finding(s) remain after %d address round(s) at commit %s; last review: %s",
-		e.Remaining, e.Rounds, e.Head, snippet(e.Output))
+		e.Remaining, e.Rounds, e.Head, phase.Snippet(e.Output, 80))
 }
 
 // IsFindingsRemaining reports whether err is a *FindingsRemainingError.
@@ -97,13 +97,4 @@ func Cause(stderr string) string {
 		primary += " (" + details + ")"
 	}
 	return phase.Quote(primary)
-}
-
-// snippet is the start of a review's output for a one-line message.
-func snippet(s string) string {
-	s = phase.Quote(s)
-	if r := []rune(s); len(r) > 80 {
-		return string(r[:80]) + "…"
-	}
-	return s
 }

@@ -398,7 +398,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 			return fmt.Errorf("normalized plan: %w", err)
 		}
 		if len(parsed) == 0 {
-			return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", snippet(res.Stdout))
+			return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", phase.Snippet(res.Stdout, 80))
 		}
 		tasks = parsed
 		return nil
@@ -409,14 +409,6 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil
-}
-
-func snippet(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 80 {
-		return string(r[:80]) + "…"
-	}
-	return s
 }
 
 // writeSummary writes the run summary; a failure is only a warning.
