@@ -90,7 +90,7 @@ type Config struct {
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines of every level (debug included) are appended to"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
 	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
-	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet)"`
+	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet, git or post-run commands)"`
 	NetworkRetryCount          uint32           `key:"network_retry_count" default:"2" help:"Retries of agent calls that failed with a network error (apart from the retry counts)"`
 	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" default:"60" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
 	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec" default:"600" help:"Longest wait before a network retry"`
