@@ -241,6 +241,15 @@ func repoFrom(layers ...layer) string {
 	return ""
 }
 
+// FallbackKind is the kind of the fallback agent: fallback_agent_kind, or
+// agent_kind when it is unset.
+func (c *Config) FallbackKind() string {
+	if c.FallbackAgentKind != "" {
+		return c.FallbackAgentKind
+	}
+	return c.AgentKind
+}
+
 // resolveAgentCmd fills agent_cmd, when no layer set it, with the usual
 // binary of agent_kind, and fallback_agent_cmd, when only
 // fallback_agent_kind is set, with that kind's.

@@ -86,8 +86,7 @@ func New(o Options) *Reviewer {
 	}
 	path := cfg.StetPath
 	if path != "" {
-		info, err := os.Stat(path)
-		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		if !Executable(path) {
 			o.Log.Warn("stet_path is not an executable file: Phase 3 is skipped for this run", "stet_path", path)
 			return nil
 		}
@@ -128,6 +127,13 @@ func stetAttempts(cfg *config.Config) int {
 		return 2
 	}
 	return 1
+}
+
+// Executable reports whether path is an executable file, as stet_path must
+// be for Phase 3 to run.
+func Executable(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0
 }
 
 // Builtin reports whether the built-in stet sequence is used (triage,

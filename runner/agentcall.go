@@ -51,7 +51,7 @@ func newAgents(cfg *config.Config) *agents {
 	a.primary = side{kind: kind, path: cfg.AgentPath, role: phase.RolePrimary, model: func(m string) string { return m }}
 	if cfg.FallbackPath != "" {
 		fk := kind
-		if k, err := agent.Lookup(cfg.FallbackAgentKind); err == nil {
+		if k, err := agent.Lookup(cfg.FallbackKind()); err == nil {
 			fk = k
 		}
 		a.fallback = &side{kind: fk, path: cfg.FallbackPath, role: phase.RoleFallback, model: func(m string) string {

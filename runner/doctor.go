@@ -10,6 +10,7 @@ import (
 	"peal/agent"
 	"peal/config"
 	"peal/phase"
+	"peal/review"
 )
 
 // Check is one line of `peal doctor`.
@@ -38,11 +39,7 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []Check {
 	}
 	wants := []want{{"agent", cfg.AgentKind, cfg.AgentCmd}}
 	if cfg.FallbackAgentCmd != "" {
-		kind := cfg.FallbackAgentKind
-		if kind == "" {
-			kind = cfg.AgentKind
-		}
-		wants = append(wants, want{"fallback agent", kind, cfg.FallbackAgentCmd})
+		wants = append(wants, want{"fallback agent", cfg.FallbackKind(), cfg.FallbackAgentCmd})
 	}
 	dir := cfg.RepoPath
 	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
@@ -98,8 +95,7 @@ func stetCheck(cfg *config.Config) Check {
 	case len(cfg.StetCommands) > 0:
 		return Check{"stet", CheckOK, "custom review commands: " + strings.Join(cfg.StetCommands, "; ")}
 	case cfg.StetPath != "":
-		info, err := os.Stat(cfg.StetPath)
-		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		if !review.Executable(cfg.StetPath) {
 			return Check{"stet", CheckFail, fmt.Sprintf("stet_path %s is not an executable file: a run would skip Phase 3", cfg.StetPath)}
 		}
 		return Check{"stet", CheckOK, cfg.StetPath}

@@ -106,7 +106,7 @@ func (r *run) describeTask(w io.Writer, t Task, completed, sequential bool) bool
 		return false
 	}
 	fmt.Fprintf(w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
-	phases := 1 + int(r.cfg.PhaseRetryCount)
+	phases := r.phaseAttempts()
 	r.describeCall(w, "    ", attempt, "plan", phases, phase.PlanPrompt(t.Body), "")
 	r.describeCall(w, "    ", attempt, "execute", phases, "", "<prompt: the plan text>")
 	if sequential {

@@ -334,9 +334,13 @@ func (r *run) readPlan() ([]Task, string, error) {
 	return tasks, text, nil
 }
 
+// phaseAttempts is how many attempts a plan or execute call has:
+// 1 + phase_retry_count.
+func (r *run) phaseAttempts() int { return 1 + int(r.cfg.PhaseRetryCount) }
+
 // planTask runs Phase 1 and returns the plan text.
 func (r *run) planTask(ctx context.Context, t Task) (string, error) {
-	attempts := 1 + int(r.cfg.PhaseRetryCount)
+	attempts := r.phaseAttempts()
 	prompt := phase.PlanPrompt(t.Body)
 	res, err := r.agentCall(ctx, "plan", t.Index, attempts, nil, prompt)
 	if err != nil {
@@ -373,7 +377,7 @@ func (r *run) minPlanLen() string {
 
 // execute runs Phase 2.
 func (r *run) execute(ctx context.Context, t Task, planText string) error {
-	_, err := r.agentCall(ctx, "execute", t.Index, 1+int(r.cfg.PhaseRetryCount), nil, phase.ExecutePrompt(planText))
+	_, err := r.agentCall(ctx, "execute", t.Index, r.phaseAttempts(), nil, phase.ExecutePrompt(planText))
 	return err
 }
 
