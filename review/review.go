@@ -264,7 +264,7 @@ func (rv *Reviewer) readMarker() (marker, bool) {
 	}
 	// Kept aside, not lost (under a name no other copy has): the next
 	// session starts as if no task were unfinished.
-	aside, kerr := d.KeepAside(markerFile, markerFile+".corrupt-"+time.Now().UTC().Format("20060102T150405Z"))
+	aside, kerr := d.KeepUnreadable(markerFile, time.Now())
 	if kerr != nil {
 		rv.log.Warn("the record of the task under review is unreadable and could not be moved aside", "file", d.Join(markerFile), "err", safefs.Reason(kerr))
 	} else {

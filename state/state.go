@@ -157,7 +157,7 @@ func (s *Store) load(plan Plan, now time.Time) ([]string, error) {
 	}
 	var warnings []string
 	if problem != "" {
-		aside, err := s.dir.KeepAside(FileName, FileName+".corrupt-"+now.UTC().Format("20060102T150405Z"))
+		aside, err := s.dir.KeepUnreadable(FileName, now)
 		if err == nil {
 			err = s.dir.Sync()
 		}

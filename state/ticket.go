@@ -124,7 +124,7 @@ func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 	case errors.Is(err, ErrUnusable):
 		return RetryState{}, nil, fmt.Errorf("retry state %s cannot be used: %w; ticketflow reads it, but peal would have to guess: correct it, or move it aside with `peal retry-state reset %s`", path, err, t.id)
 	case err != nil:
-		aside, kerr := t.dir.KeepAside(RetryStateFile, RetryStateFile+".corrupt-"+now.UTC().Format("20060102T150405Z"))
+		aside, kerr := t.dir.KeepUnreadable(RetryStateFile, now)
 		if kerr == nil {
 			kerr = t.dir.Sync()
 		}
@@ -479,7 +479,7 @@ func ResetTicket(knowledgeDir, id string, now time.Time) (string, error) {
 		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
 	}
 	defer lock.Close()
-	backup, err := dir.KeepAside(RetryStateFile, RetryStateFile+".bak."+now.UTC().Format("20060102T150405Z"))
+	backup, err := dir.KeepAside(RetryStateFile, RetryStateFile+".bak."+safefs.Stamp(now))
 	if err == nil {
 		err = dir.Sync()
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Dir is an open folder. Every name given to its methods is one entry of the
@@ -284,6 +285,16 @@ func (d *Dir) RemoveTemps(names ...string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Stamp is how a kept-aside or backed-up file's name tells when: UTC,
+// to the second.
+func Stamp(now time.Time) string { return now.UTC().Format("20060102T150405Z") }
+
+// KeepUnreadable keeps an unreadable file aside as name.corrupt-<stamp>
+// (see KeepAside): never overwritten, never lost.
+func (d *Dir) KeepUnreadable(name string, now time.Time) (string, error) {
+	return d.KeepAside(name, name+".corrupt-"+Stamp(now))
 }
 
 // KeepAside renames name to the first free name of aside, aside.1, aside.2…
