@@ -118,7 +118,7 @@ func (s *Store) take() error {
 		err = d.CheckWritable()
 	}
 	if err == nil {
-		_, err = d.RemoveTemps(FileName, SummaryName)
+		_, err = d.RemoveTemps(FileName, SummaryName, safefs.WriteCheck)
 	}
 	var nr *safefs.NotRegularError
 	switch {

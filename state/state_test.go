@@ -272,7 +272,7 @@ func TestStaleTemporaryFilesRemoved(t *testing.T) {
 	p := plan(t, base, "plan.md")
 	dir := filepath.Join(base, "state")
 	os.MkdirAll(dir, 0o755)
-	stale := []string{".state.json.tmp-12345", ".state.json.tmp-x", ".run_summary.json.tmp-9"}
+	stale := []string{".state.json.tmp-12345", ".state.json.tmp-x", ".run_summary.json.tmp-9", ".peal-write-check.tmp-7"}
 	for _, name := range append(stale, "keep.txt") {
 		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644)
 	}

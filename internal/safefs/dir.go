@@ -249,10 +249,14 @@ func (d *Dir) Sync() error {
 	return nil
 }
 
+// WriteCheck names the probe of CheckWritable; RemoveTemps(WriteCheck)
+// clears the probes of a process that died in between.
+const WriteCheck = "peal-write-check"
+
 // CheckWritable creates and removes a file in the folder, so that a folder
 // peal cannot write to is found before any work depends on it.
 func (d *Dir) CheckWritable() error {
-	f, name, err := d.createTemp(TempPrefix("peal-write-check"))
+	f, name, err := d.createTemp(TempPrefix(WriteCheck))
 	if err != nil {
 		return err
 	}
