@@ -279,7 +279,7 @@ func TestStaleTemporaryFilesRemoved(t *testing.T) {
 	if _, _, err := Peek(dir, p); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*")); len(left) != 3 {
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*")); len(left) != len(stale) {
 		t.Fatalf("Peek removed files: %v", left)
 	}
 	openStore(t, dir, p)
