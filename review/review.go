@@ -255,6 +255,7 @@ func (rv *Reviewer) readMarker() (marker, bool) {
 		return m, false // no review folder yet: no task was left unfinished
 	}
 	defer d.Close()
+	d.RemoveTemps(markerFile) // what a killed save left; the run holds the state folder
 	data, err := d.ReadFile(markerFile, 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, false

@@ -1046,8 +1046,12 @@ func TestUnreadableTaskRecord(t *testing.T) {
 	dir := filepath.Join(h.stateDir, review.Folder)
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "task.json"), []byte("{not json"), 0o644)
+	os.WriteFile(filepath.Join(dir, ".task.json.tmp-1"), []byte("half"), 0o644) // a killed save's
 	if _, err := h.run(env...); err != nil {
 		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".task.json.tmp-*")); len(left) != 0 {
+		t.Fatalf("a killed save's temporary file was left: %v", left)
 	}
 	aside, _ := filepath.Glob(filepath.Join(dir, "task.json.corrupt-*"))
 	if len(aside) != 1 || !strings.Contains(h.log.String(), "kept aside") {
