@@ -195,6 +195,20 @@ func fail(msg string, details error, hint string) int {
 	return 1
 }
 
+// session reads the active session; without one it prints missing (run,
+// dismiss and finish word it differently from status) and exits 1.
+func (s *stet) session(missing string) (fakes.Session, int) {
+	sess, ok, err := fakes.ReadSession(s.stateDir)
+	if err != nil {
+		return sess, fail("Session file is invalid or corrupted.", err, "")
+	}
+	if !ok {
+		fmt.Fprintln(os.Stderr, missing)
+		return sess, 1
+	}
+	return sess, 0
+}
+
 func (s *stet) start(args []string) int {
 	f, err := parseFlags(args)
 	if err != nil {
@@ -263,19 +277,15 @@ func (s *stet) run(args []string) int {
 	if err != nil {
 		return fail(err.Error(), nil, "")
 	}
-	sess, ok, err := fakes.ReadSession(s.stateDir)
-	if err != nil {
-		return fail("Session file is invalid or corrupted.", err, "")
-	}
-	if !ok {
-		fmt.Fprintln(os.Stderr, "no active session; run stet start first")
-		return 1
+	sess, code := s.session("no active session; run stet start first")
+	if code != 0 {
+		return code
 	}
 	head, err := git(s.root, "rev-parse", "HEAD")
 	if err != nil {
 		return fail("Could not resolve current commit (HEAD).", err, "")
 	}
-	if code := s.review(&sess, f, head, true); code != 0 {
+	if code = s.review(&sess, f, head, true); code != 0 {
 		return code
 	}
 	return s.print(f, &sess)
@@ -440,13 +450,9 @@ func (s *stet) dismiss(args []string) int {
 	if len(args) >= 2 && !fakes.ValidDismissReason(args[1]) {
 		return fail("Invalid reason; use one of: false_positive, already_correct, wrong_suggestion, out_of_scope.", nil, "")
 	}
-	sess, ok, err := fakes.ReadSession(s.stateDir)
-	if err != nil {
-		return fail("Session file is invalid or corrupted.", err, "")
-	}
-	if !ok {
-		fmt.Fprintln(os.Stderr, "no active session; run stet start first")
-		return 1
+	sess, code := s.session("no active session; run stet start first")
+	if code != 0 {
+		return code
 	}
 	id, err := sess.Resolve(args[0])
 	if err != nil {
@@ -462,13 +468,9 @@ func (s *stet) dismiss(args []string) int {
 }
 
 func (s *stet) finish() int {
-	sess, ok, err := fakes.ReadSession(s.stateDir)
-	if err != nil {
-		return fail("Session file is invalid or corrupted.", err, "")
-	}
-	if !ok {
-		fmt.Fprintln(os.Stderr, "no active session; run stet start first")
-		return 1
+	sess, code := s.session("no active session; run stet start first")
+	if code != 0 {
+		return code
 	}
 	if sess.Worktree != "" {
 		if _, err := os.Stat(sess.Worktree); err == nil {
@@ -484,13 +486,9 @@ func (s *stet) finish() int {
 }
 
 func (s *stet) status() int {
-	sess, ok, err := fakes.ReadSession(s.stateDir)
-	if err != nil {
-		return fail("Session file is invalid or corrupted.", err, "")
-	}
-	if !ok {
-		fmt.Fprintln(os.Stderr, "No active session. Run 'stet start' to begin a review.")
-		return 1
+	sess, code := s.session("No active session. Run 'stet start' to begin a review.")
+	if code != 0 {
+		return code
 	}
 	fmt.Printf("baseline: %s\nlast_reviewed_at: %s\nworktree: %s\nfindings: %d\ndismissed: %d\n",
 		sess.Baseline, sess.LastReviewed, sess.Worktree, len(sess.Findings), len(sess.Dismissed))
