@@ -224,27 +224,6 @@ func tail(s string, n int) string {
 	return s
 }
 
-// RefusalError: a call exited 0, but its output is a refusal (trust
-// required, not logged in, an invalid key, a usage limit).
-type RefusalError struct {
-	Phase string
-	Line  string
-}
-
-func (e *RefusalError) Error() string {
-	return fmt.Sprintf("%s call exited 0 but did nothing: %s", e.Phase, e.Line)
-}
-
-// ReportedError: the call's event stream reported an error.
-type ReportedError struct {
-	Phase string
-	Line  string
-}
-
-func (e *ReportedError) Error() string {
-	return fmt.Sprintf("%s call reported an error: %s", e.Phase, e.Line)
-}
-
 // hinted adds the kind's hint to a fatal failure's message.
 type hinted struct {
 	err  error
@@ -308,13 +287,15 @@ func (r *rules) classify(res phase.Result, failure func(phase.Result) error, w *
 			answer.ExitCode, answer.TimedOut = 0, false
 		}
 		if msg, isErr := w.Failed(); isErr {
-			if m, ok := r.find(msg); ok {
-				return r.verdict(m.class, &ReportedError{Phase: res.Phase, Line: m.line}, res, now)
+			// The reported message itself first, then what the CLI printed.
+			m, ok := r.find(msg)
+			if !ok {
+				m, ok = r.find(res.Stderr, tail(res.Stdout, tailBytes))
 			}
-			if m, ok := r.find(res.Stderr, tail(res.Stdout, tailBytes)); ok {
-				return r.verdict(m.class, &ReportedError{Phase: res.Phase, Line: m.line}, res, now)
+			if !ok {
+				return phase.Verdict{Class: phase.Ordinary, Err: fmt.Errorf("%s call reported an error: %s", res.Phase, phase.Quote(msg))}
 			}
-			return phase.Verdict{Class: phase.Ordinary, Err: &ReportedError{Phase: res.Phase, Line: phase.Quote(msg)}}
+			return r.verdict(m.class, fmt.Errorf("%s call reported an error: %s", res.Phase, m.line), res, now)
 		}
 	}
 	fail := failure(answer)
@@ -327,7 +308,7 @@ func (r *rules) classify(res phase.Result, failure func(phase.Result) error, w *
 			texts = append(texts, firstMeaningful(out))
 		}
 		if m, ok := r.findRefusal(texts...); ok {
-			return r.verdict(m.class, &RefusalError{Phase: res.Phase, Line: m.line}, res, now)
+			return r.verdict(m.class, fmt.Errorf("%s call exited 0 but did nothing: %s", res.Phase, m.line), res, now)
 		}
 		return phase.Verdict{Class: phase.Succeeded}
 	}

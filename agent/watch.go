@@ -48,27 +48,6 @@ func (e *Ending) Error() string {
 	return e.Err.Error()
 }
 
-// BlockedError: the CLI printed a prompt that waits for a person.
-type BlockedError struct {
-	Phase string
-	Line  string
-}
-
-func (e *BlockedError) Error() string {
-	return fmt.Sprintf("%s call stopped: the agent waits for a person: %s", e.Phase, e.Line)
-}
-
-// StallError: an attempt printed nothing but network errors for too long.
-type StallError struct {
-	Phase string
-	Limit time.Duration
-	Line  string
-}
-
-func (e *StallError) Error() string {
-	return fmt.Sprintf("%s call stopped after %d s of nothing but network errors: %s", e.Phase, int64(e.Limit.Round(time.Second)/time.Second), e.Line)
-}
-
 // Watcher reads one attempt's output as it arrives (a phase.Watcher): it
 // collects the structured events, ends the call once the final result has
 // come and the process lingers, ends it at once on a prompt that waits for a
@@ -92,7 +71,6 @@ type Watcher struct {
 	errors   []string
 	usage    Usage
 	stallAt  *time.Timer
-	stallOn  string // the network line that started the stall
 	lingerAt *time.Timer
 }
 
@@ -149,7 +127,7 @@ func (w *Watcher) check(line string) {
 	// output, the same words are the agent's own (it may open a browser).
 	w.seen += len(line) + 1
 	if w.seen <= refusalBytes && w.rules.isBlocking(line) {
-		w.end(&Ending{Class: phase.Fatal, Err: &BlockedError{Phase: w.phase, Line: phase.Quote(line)}})
+		w.end(&Ending{Class: phase.Fatal, Err: fmt.Errorf("%s call stopped: the agent waits for a person: %s", w.phase, phase.Quote(line))})
 		return
 	}
 	if w.stall <= 0 {
@@ -157,8 +135,7 @@ func (w *Watcher) check(line string) {
 	}
 	if class, ok := w.rules.matchLine(line); ok && class == phase.Network {
 		if w.stallAt == nil {
-			w.stallOn = phase.Quote(line)
-			err := &StallError{Phase: w.phase, Limit: w.stall, Line: w.stallOn}
+			err := fmt.Errorf("%s call stopped after %d s of nothing but network errors: %s", w.phase, int64(w.stall.Round(time.Second)/time.Second), phase.Quote(line))
 			end := w.end
 			w.stallAt = time.AfterFunc(w.stall, func() { end(&Ending{Class: phase.Network, Err: err}) })
 		}
