@@ -169,6 +169,8 @@ type backgroundRun struct {
 	done   chan struct{}
 	out    Outcome
 	err    error
+	// cancel stands for a signal: cancel(errors.New("SIGINT")).
+	cancel context.CancelCauseFunc
 }
 
 // startRun starts Run as h.run would, logging to h.log and to the returned
@@ -177,14 +179,19 @@ type backgroundRun struct {
 // included, and waits for it.
 func startRun(h *harness, env ...string) *backgroundRun {
 	h.t.Helper()
-	cfg := h.config(env...)
+	return startCfg(h, h.config(env...))
+}
+
+// startCfg is startRun with a config of the test's own and more options.
+func startCfg(h *harness, cfg *config.Config, more ...Option) *backgroundRun {
 	r := &backgroundRun{events: newLogEvents(), done: make(chan struct{})}
 	text := slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug})
 	log := slog.New(eventHandler{Handler: text, events: r.events})
 	ctx, cancel := context.WithCancelCause(context.Background())
+	r.cancel = cancel
 	go func() {
 		defer close(r.done)
-		r.out, r.err = Run(ctx, cfg, log, h.opts()...)
+		r.out, r.err = Run(ctx, cfg, log, h.opts(more...)...)
 	}()
 	h.t.Cleanup(func() {
 		cancel(errors.New("the test ended"))
@@ -761,18 +768,12 @@ func TestBlockInterrupted(t *testing.T) {
 	}
 	h.scenario(rules)
 	cfg := h.config("PEAL_MAX_PARALLEL=3")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
-		done <- err
-	}()
+	r := startCfg(h, cfg)
 	for _, task := range []int{2, 3, 4} {
 		waitReady(t, pipes[task])
 	}
-	cancel(errors.New("SIGINT"))
-	err := <-done
-	if !IsInterrupted(err) {
+	r.cancel(errors.New("SIGINT"))
+	if _, err := r.wait(t); !IsInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, c := range h.calls() {

@@ -1,16 +1,13 @@
 package runner
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"peal/agent"
 	"peal/internal/fakes"
@@ -516,15 +513,10 @@ func TestResumeReviewsTheEarlierWork(t *testing.T) {
 		"address": {{StetFix: -1}},
 	})
 	cfg := h.config(env...)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
-		done <- err
-	}()
+	r := startCfg(h, cfg)
 	waitReady(t, ready)
-	cancel(errors.New("SIGINT"))
-	if err := <-done; !IsInterrupted(err) {
+	r.cancel(errors.New("SIGINT"))
+	if _, err := r.wait(t); !IsInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	before := len(h.stetCalls())
@@ -990,15 +982,10 @@ func TestInterruptedRunFinishesStet(t *testing.T) {
 	ready := readyPipe(t)
 	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
 	cfg := h.config(env...)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
-		done <- err
-	}()
+	r := startCfg(h, cfg)
 	waitReady(t, ready)
-	cancel(errors.New("SIGINT"))
-	if err := <-done; !IsInterrupted(err) {
+	r.cancel(errors.New("SIGINT"))
+	if _, err := r.wait(t); !IsInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
@@ -1016,21 +1003,12 @@ func TestHungFinishAfterASignal(t *testing.T) {
 	ready := readyPipe(t)
 	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
 	cfg := h.config(append(env, "PEAL_PHASE_TIMEOUT_SEC=600", "PEAL_KILL_GRACE_SEC=1")...)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
-		done <- err
-	}()
+	r := startCfg(h, cfg)
 	waitReady(t, ready)
-	cancel(errors.New("SIGINT"))
-	select {
-	case err := <-done:
-		if !IsInterrupted(err) {
-			t.Fatalf("err = %v", err)
-		}
-	case <-time.After(60 * time.Second): // a hang bound: the phase timeout is 600 s
-		t.Fatal("a hung stet finish held the interrupted run")
+	r.cancel(errors.New("SIGINT"))
+	// r.wait's bound is well below the phase timeout of 600 s.
+	if _, err := r.wait(t); !IsInterrupted(err) {
+		t.Fatalf("err = %v", err)
 	}
 	if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
 		t.Fatalf("stet calls %q", h.stetCmds())

@@ -564,17 +564,11 @@ func TestInterruptedRunSavesState(t *testing.T) {
 	h := newHarness(t, threeTasks)
 	ready := readyPipe(t)
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
-	ctx, cancel := context.WithCancelCause(context.Background())
 	cfg := h.config()
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
-		done <- err
-	}()
+	r := startCfg(h, cfg)
 	waitReady(t, ready)
-	cancel(errors.New("SIGTERM"))
-	err := <-done
-	if !IsInterrupted(err) {
+	r.cancel(errors.New("SIGTERM"))
+	if _, err := r.wait(t); !IsInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
@@ -865,12 +859,7 @@ func TestPostRunSignalsAndSweep(t *testing.T) {
 	// and no task is "execute".
 	h.scenario(map[string][]fakes.Outcome{"execute:1": {{}}, "execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
 	cfg := h.config("PEAL_POST_RUN_COMMANDS="+fakeAgent, "PEAL_IDLE_TIMEOUT_SEC=1")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts()...)
-		done <- err
-	}()
+	r := startCfg(h, cfg)
 	waitReady(t, ready)
 	post := h.calls()[len(h.calls())-1]
 	if post.Key != "execute" {
@@ -884,8 +873,8 @@ func TestPostRunSignalsAndSweep(t *testing.T) {
 	if !fakes.ProcessAlive(post.PID) {
 		t.Fatal("the second run stopped the first run's post-run command")
 	}
-	cancel(errors.New("SIGINT"))
-	if err := <-done; !IsInterrupted(err) {
+	r.cancel(errors.New("SIGINT"))
+	if _, err := r.wait(t); !IsInterrupted(err) {
 		t.Fatalf("a signal during the post-run commands: err = %v", err)
 	}
 }

@@ -1,10 +1,8 @@
 package runner
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,23 +34,18 @@ func TestSecondRunOnTheStateFolderStopsAtOnce(t *testing.T) {
 			}
 		}
 	}
-	cfg := h.config()
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler), h.opts(hold)...)
-		done <- err
-	}()
+	a := startCfg(h, h.config(), hold)
 	select {
 	case <-held:
 	case <-time.After(60 * time.Second):
 		t.Fatal("run A never reached the end of task 1")
 	}
-	_, err := Run(context.Background(), h.config(), slog.New(slog.DiscardHandler), h.opts()...)
+	_, err := h.runCfg(h.config())
 	close(release)
 	if !errors.Is(err, state.ErrStateLocked) || !strings.Contains(err.Error(), h.stateDir) {
 		t.Errorf("run B: %v", err)
 	}
-	if err := <-done; err != nil {
+	if _, err := a.wait(t); err != nil {
 		t.Fatalf("run A: %v", err)
 	}
 	if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2" {
