@@ -204,38 +204,36 @@ const (
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
-// stringOf reads a string member.
-func stringOf(o *object, key string) (string, kind) {
+// memberOf reads member key with read, which tells whether the value is of
+// the type the member must hold.
+func memberOf[T any](o *object, key string, read func(json.RawMessage) (T, bool)) (T, kind) {
+	var zero T
 	raw, ok := o.get(key)
 	switch {
 	case !ok:
-		return "", kindMissing
+		return zero, kindMissing
 	case isNull(raw):
-		return "", kindNull
+		return zero, kindNull
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", kindWrong
+	v, ok := read(raw)
+	if !ok {
+		return zero, kindWrong
 	}
-	return s, kindOK
+	return v, kindOK
 }
+
+// decoded is a read of memberOf for the types encoding/json decodes as such.
+func decoded[T any](raw json.RawMessage) (T, bool) {
+	var v T
+	return v, json.Unmarshal(raw, &v) == nil
+}
+
+// stringOf reads a string member.
+func stringOf(o *object, key string) (string, kind) { return memberOf(o, key, decoded[string]) }
 
 // intOf reads a member that must hold a whole number: 3 and 3.0 alike, as
 // Python compares them.
-func intOf(o *object, key string) (int, kind) {
-	raw, ok := o.get(key)
-	switch {
-	case !ok:
-		return 0, kindMissing
-	case isNull(raw):
-		return 0, kindNull
-	}
-	n, ok := wholeNumber(raw)
-	if !ok {
-		return 0, kindWrong
-	}
-	return n, kindOK
-}
+func intOf(o *object, key string) (int, kind) { return memberOf(o, key, wholeNumber) }
 
 // wholeNumber reads a JSON number with an integer value that fits an int.
 func wholeNumber(raw json.RawMessage) (int, bool) {
@@ -257,34 +255,15 @@ func wholeNumber(raw json.RawMessage) (int, bool) {
 
 // objectOf reads a member that holds an object.
 func objectOf(o *object, key string) (*object, kind) {
-	raw, ok := o.get(key)
-	switch {
-	case !ok:
-		return nil, kindMissing
-	case isNull(raw):
-		return nil, kindNull
-	}
-	sub, err := parseObject(raw)
-	if err != nil {
-		return nil, kindWrong
-	}
-	return sub, kindOK
+	return memberOf(o, key, func(raw json.RawMessage) (*object, bool) {
+		sub, err := parseObject(raw)
+		return sub, err == nil
+	})
 }
 
 // arrayOf reads a member that holds an array, as its raw items.
 func arrayOf(o *object, key string) ([]json.RawMessage, kind) {
-	raw, ok := o.get(key)
-	switch {
-	case !ok:
-		return nil, kindMissing
-	case isNull(raw):
-		return nil, kindNull
-	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) != nil {
-		return nil, kindWrong
-	}
-	return items, kindOK
+	return memberOf(o, key, decoded[[]json.RawMessage])
 }
 
 // jsonProblem says in plain words why data is not the JSON it should be,
