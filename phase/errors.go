@@ -82,11 +82,12 @@ type FailedError struct {
 }
 
 func (e *FailedError) Error() string {
-	return fmt.Sprintf("%s failed after %s: %v", e.Phase, attempts(e.Attempts), e.Last)
+	return fmt.Sprintf("%s failed after %s: %v", e.Phase, AttemptCount(e.Attempts), e.Last)
 }
 func (e *FailedError) Unwrap() error { return e.Last }
 
-func attempts(n int) string {
+// AttemptCount is n attempts in words: "1 attempt", "3 attempts".
+func AttemptCount(n int) string {
 	if n == 1 {
 		return "1 attempt"
 	}
@@ -121,7 +122,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("the agent looks unreachable: all %s of the %s call failed with network errors; last: %v", attempts(e.Attempts), e.Phase, e.Last)
+	return fmt.Sprintf("the agent looks unreachable: all %s of the %s call failed with network errors; last: %v", AttemptCount(e.Attempts), e.Phase, e.Last)
 }
 func (e *UnreachableError) Unwrap() error { return e.Last }
 
@@ -141,7 +142,7 @@ func (e *RateLimitError) Error() string {
 		why = fmt.Sprintf("the limit does not reset within rate_limit_max_wait_sec (%s)", seconds(e.Limit))
 	}
 	return fmt.Sprintf("the agent is rate limited: %s call failed after %s and %s of waiting, and %s; last: %v",
-		e.Phase, attempts(e.Attempts), seconds(e.Waited.Round(time.Second)), why, e.Last)
+		e.Phase, AttemptCount(e.Attempts), seconds(e.Waited.Round(time.Second)), why, e.Last)
 }
 func (e *RateLimitError) Unwrap() error { return e.Last }
 

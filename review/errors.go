@@ -54,19 +54,14 @@ func (e *StetError) Error() string {
 // unwraps to *phase.UnreachableError, so the run stops with exit 4 as it
 // does for an unreachable agent.
 type UnreachableError struct {
-	Command  string
-	Attempts int
-	Cause    string
-	err      *phase.UnreachableError
+	Command string
+	Cause   string
+	err     *phase.UnreachableError
 }
 
 func (e *UnreachableError) Error() string {
-	word := "attempts"
-	if e.Attempts == 1 {
-		word = "attempt"
-	}
-	return fmt.Sprintf("the review model looks unreachable: %s exited 2 on %d %s; stet says: %s",
-		e.Command, e.Attempts, word, e.Cause)
+	return fmt.Sprintf("the review model looks unreachable: %s exited 2 on %s; stet says: %s",
+		e.Command, phase.AttemptCount(e.err.Attempts), e.Cause)
 }
 func (e *UnreachableError) Unwrap() error { return e.err }
 

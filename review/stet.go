@@ -74,7 +74,7 @@ func (s *stet) call(ctx context.Context, task int, args []string, attempts int, 
 	command := "stet " + args[0]
 	argv := append([]string{s.path}, args...)
 	policy := phase.Policy{Attempts: attempts, Classify: exitRule(command), Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
-	res, n, err := phase.Do(ctx, s.log.With("task", task), policy, func(a phase.Attempt) phase.Spec {
+	res, _, err := phase.Do(ctx, s.log.With("task", task), policy, func(a phase.Attempt) phase.Spec {
 		if a.N > 1 && prepare != nil {
 			prepare(ctx)
 		}
@@ -88,7 +88,7 @@ func (s *stet) call(ctx context.Context, task int, args []string, attempts int, 
 	})
 	var ue *phase.UnreachableError
 	if errors.As(err, &ue) {
-		return res, &UnreachableError{Command: command, Attempts: n, Cause: Cause(res.Stderr), err: ue}
+		return res, &UnreachableError{Command: command, Cause: Cause(res.Stderr), err: ue}
 	}
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", command, err)
