@@ -230,20 +230,13 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 			stop = r.record(ctx, tl, bt.task, res)
 			continue
 		}
-		if res.deferred {
-			if err := r.store.Defer(bt.task.Index); err != nil {
-				r.log.Error("could not save a deferred task", "task", bt.task.Index, "err", err)
-			}
-			continue
+		// The run stops at an earlier task of the block: this one's
+		// outcome is saved, not counted.
+		if err := r.save(bt.task, res); err != nil {
+			r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", err)
+		} else if res.completed() || res.deferred {
+			r.log.Info("task outcome saved although the run stops at an earlier task", "task", bt.task.Index, "deferred", res.deferred, "findings_left", res.findingsLeft)
 		}
-		if res.err != nil {
-			continue
-		}
-		if err := r.store.Complete(bt.task.Index); err != nil {
-			r.log.Error("could not save a completed task", "task", bt.task.Index, "err", err)
-			continue
-		}
-		r.log.Info("task completed; saved although the run stops at an earlier task", "task", bt.task.Index, "findings_left", res.findingsLeft)
 	}
 	return stop
 }

@@ -962,6 +962,28 @@ func TestBlockReviewFailure(t *testing.T) {
 	}
 }
 
+// TestBlockStopSavesDeferrals: when a block's task fails and stops the run,
+// the block's other tasks keep the outcome of the shared review in
+// state.json: deferred under on_findings_remaining = defer, so that the next
+// run tries them again rather than taking them for completed or new.
+func TestBlockStopSavesDeferrals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, parallelPlan("ppp"))
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{Exit: 1, Stderr: "broke"}},
+		"execute:3": plants(twoFindings()...),
+	})
+	_, err := h.run(append(env, "PEAL_MAX_PARALLEL=3", "PEAL_ON_FINDINGS_REMAINING=defer", "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
+	var te *TaskError
+	if !errors.As(err, &te) || te.Index != 1 {
+		t.Fatalf("err = %v", err)
+	}
+	if st := h.state(); len(st.CompletedTaskIndices) != 0 || !slices.Equal(st.DeferredTaskIndices, []int{2, 3}) {
+		t.Fatalf("state %+v", st)
+	}
+}
+
 // TestBlockReviewPanic: a panic in a parallel block's Phase 3 is the
 // block's failure, as in its Phases 1-2 and in a sequential task, not a
 // crash of peal; the tickets record the failure.

@@ -103,11 +103,11 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 	if res.deferred {
 		// Neither a completion nor a failure: the consecutive count stays.
 		tl.out.Deferred = append(tl.out.Deferred, t.Index)
-		return r.store.Defer(t.Index)
+		return r.save(t, res)
 	}
 	if res.err == nil {
 		tl.consecutive = 0
-		if err := r.store.Complete(t.Index); err != nil {
+		if err := r.save(t, res); err != nil {
 			return err
 		}
 		if res.findingsLeft {
@@ -142,6 +142,18 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 	}
 	tl.out.Failed = append(tl.out.Failed, t.Index)
 	r.log.Error("task failed, continuing with the remaining tasks", "task", t.Index, "err", res.err)
+	return nil
+}
+
+// save writes what a task's result means for state.json: a completion or a
+// deferral; a failure or a skip leaves it as it is.
+func (r *run) save(t Task, res taskResult) error {
+	switch {
+	case res.deferred:
+		return r.store.Defer(t.Index)
+	case res.completed():
+		return r.store.Complete(t.Index)
+	}
 	return nil
 }
 
