@@ -263,7 +263,3 @@ func isList(k Kind) bool {
 
 // DismissReasons are the reasons stet accepts for `stet dismiss`.
 var DismissReasons = []string{"false_positive", "already_correct", "wrong_suggestion", "out_of_scope"}
-
-// Severities are the quality-gate severities of the retry-state store, in
-// ticketflow's order.
-var Severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"peal/state"
 )
 
 // DismissPattern dismisses a stet finding whose message or path contains Pattern.
@@ -130,11 +132,11 @@ func splitCommas(raw string) []string {
 func checkSeverities(list []string) (any, error) {
 	out := make([]string, 0, len(list))
 	for _, s := range list {
-		i := slices.IndexFunc(Severities, func(sev string) bool { return strings.EqualFold(sev, strings.TrimSpace(s)) })
+		i := slices.IndexFunc(state.Severities, func(sev string) bool { return strings.EqualFold(sev, strings.TrimSpace(s)) })
 		if i < 0 {
-			return nil, fmt.Errorf("unknown severity %s: want %s", Quote(s), strings.Join(Severities, ", "))
+			return nil, fmt.Errorf("unknown severity %s: want %s", Quote(s), strings.Join(state.Severities, ", "))
 		}
-		out = append(out, Severities[i])
+		out = append(out, state.Severities[i])
 	}
 	return out, nil
 }

@@ -253,9 +253,8 @@ func gateCounts(reviews []review.Review) state.Counts {
 // blocks reports whether any count of a fail_on severity is above zero; an
 // empty fail_on is no gate.
 func blocks(c state.Counts, failOn []string) bool {
-	byName := map[string]int{"Critical": c.Critical, "Major": c.Major, "Minor": c.Minor, "Warnings": c.Warnings, "Suggestions": c.Suggestions}
 	for _, sev := range failOn {
-		if byName[sev] > 0 {
+		if c.Of(sev) > 0 {
 			return true
 		}
 	}

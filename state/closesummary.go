@@ -16,20 +16,12 @@ func CloseSummary(blocked bool, counts Counts) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Status\n**%s**\n\n## Summary Statistics\n", status)
-	for _, sc := range []struct {
-		name string
-		n    int
-	}{
-		{"Critical", counts.Critical},
-		{"Major", counts.Major},
-		{"Minor", counts.Minor},
-		{"Warnings", counts.Warnings},
-		{"Suggestions", counts.Suggestions},
-	} {
-		if sc.n < 0 {
-			return "", fmt.Errorf("the %s count %d is negative", sc.name, sc.n)
+	for _, name := range Severities {
+		n := counts.Of(name)
+		if n < 0 {
+			return "", fmt.Errorf("the %s count %d is negative", name, n)
 		}
-		fmt.Fprintf(&b, "- %s: %d\n", sc.name, sc.n)
+		fmt.Fprintf(&b, "- %s: %d\n", name, n)
 	}
 	return b.String(), nil
 }

@@ -100,8 +100,8 @@ func (c SeverityCounts) MarshalJSON() ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')
-	names := slices.DeleteFunc(slices.Sorted(maps.Keys(c)), func(k string) bool { return slices.Contains(severities, k) })
-	for _, k := range slices.Concat(severities, names) {
+	names := slices.DeleteFunc(slices.Sorted(maps.Keys(c)), func(k string) bool { return slices.Contains(Severities, k) })
+	for _, k := range slices.Concat(Severities, names) {
 		v, ok := c[k]
 		if !ok {
 			continue
@@ -229,7 +229,7 @@ func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, erro
 func checkFailOn(failOn []string) error {
 	for _, sev := range failOn {
 		if _, ok := severityRes[sev]; !ok {
-			return fmt.Errorf("unknown severity %s: fail_on takes %s", quote(sev), strings.Join(severities, ", "))
+			return fmt.Errorf("unknown severity %s: fail_on takes %s", quote(sev), strings.Join(Severities, ", "))
 		}
 	}
 	return nil
@@ -275,8 +275,8 @@ func closeStatus(content string) CloseResult {
 
 // severityCounts reads the five statistics of a close summary.
 func severityCounts(content string) SeverityCounts {
-	counts := make(SeverityCounts, len(severities))
-	for _, sev := range severities {
+	counts := make(SeverityCounts, len(Severities))
+	for _, sev := range Severities {
 		counts[sev] = "0"
 		if m := severityRes[sev].stat.FindStringSubmatch(content); m != nil {
 			counts[sev] = number(m[1])

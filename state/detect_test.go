@@ -369,7 +369,7 @@ func checkReport(t *testing.T, r DetectReport, failOn []string) {
 			t.Fatalf("not blocked but %+v", r)
 		}
 	case CloseSummaryFile:
-		if !r.Blocked || r.CloseStatus != "blocked" || len(r.Counts) != len(severities) {
+		if !r.Blocked || r.CloseStatus != "blocked" || len(r.Counts) != len(Severities) {
 			t.Fatalf("close summary block but %+v", r)
 		}
 	case ReviewFile:
@@ -453,7 +453,7 @@ func FuzzDetect(f *testing.F) {
 		dir := t.TempDir()
 		writeArtifacts(t, dir, &closeSummary, &review)
 		r, err := Detect(dir, failOn)
-		known := !slices.ContainsFunc(failOn, func(s string) bool { return !slices.Contains(severities, s) })
+		known := !slices.ContainsFunc(failOn, func(s string) bool { return !slices.Contains(Severities, s) })
 		if err != nil {
 			if known && utf8.ValidString(closeSummary) && (len(failOn) == 0 || utf8.ValidString(review)) {
 				t.Fatalf("valid UTF-8 gave %v", err)
@@ -461,7 +461,7 @@ func FuzzDetect(f *testing.F) {
 			return
 		}
 		if !known {
-			t.Fatalf("unknown severities %q accepted", failOn)
+			t.Fatalf("unknown Severities %q accepted", failOn)
 		}
 		checkReport(t, r, failOn)
 		if len(failOn) == 0 && r.Source == ReviewFile {

@@ -147,8 +147,8 @@ type Escalation struct {
 	Worker                *string `json:"worker"`
 }
 
-// severities are the names tf counts, in the order it writes them.
-var severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}
+// Severities are the names tf counts, in the order it writes them.
+var Severities = []string{"Critical", "Major", "Minor", "Warnings", "Suggestions"}
 
 // Counts are the severity counts of a quality gate. peal writes all five,
 // as tf does; when reading, a count that is missing or not a whole number
@@ -159,6 +159,31 @@ type Counts struct {
 	Minor       int `json:"Minor"`
 	Warnings    int `json:"Warnings"`
 	Suggestions int `json:"Suggestions"`
+}
+
+// field is the count of severity name, nil for a name not in Severities.
+func (c *Counts) field(name string) *int {
+	switch name {
+	case "Critical":
+		return &c.Critical
+	case "Major":
+		return &c.Major
+	case "Minor":
+		return &c.Minor
+	case "Warnings":
+		return &c.Warnings
+	case "Suggestions":
+		return &c.Suggestions
+	}
+	return nil
+}
+
+// Of is the count of severity name; 0 for a name not in Severities.
+func (c Counts) Of(name string) int {
+	if p := c.field(name); p != nil {
+		return *p
+	}
+	return 0
 }
 
 // ModelsFor is tf's escalation curve: attempt 2 escalates the fixer, attempt
@@ -381,11 +406,8 @@ func readGate(o *object) *QualityGate {
 		}
 	}
 	if c, k := objectOf(o, "counts"); k == kindOK {
-		for _, sc := range []struct {
-			name string
-			to   *int
-		}{{"Critical", &g.Counts.Critical}, {"Major", &g.Counts.Major}, {"Minor", &g.Counts.Minor}, {"Warnings", &g.Counts.Warnings}, {"Suggestions", &g.Counts.Suggestions}} {
-			*sc.to, _ = intOf(c, sc.name)
+		for _, name := range Severities {
+			*g.Counts.field(name), _ = intOf(c, name)
 		}
 	}
 	return g

@@ -172,7 +172,7 @@ func (c *RetryStateDetectCmd) Run(e *env) error {
 		source = "-"
 	}
 	fmt.Fprintf(e.stdout, "blocked: %v\nsource: %s\nclose status: %s\n", report.Blocked, source, report.CloseStatus)
-	for _, sev := range config.Severities {
+	for _, sev := range state.Severities {
 		if n, ok := report.Counts[sev]; ok {
 			fmt.Fprintf(e.stdout, "%s: %s\n", sev, n)
 		}
