@@ -16,6 +16,7 @@ import (
 	"peal/agent"
 
 	"peal/internal/safefs"
+	"peal/state"
 )
 
 // Source names the layer a value came from.
@@ -201,7 +202,7 @@ func Load(in Inputs) (*Config, error) {
 	cfg.resolveParallel()
 	cfg.resolveAgentCmd()
 	if cfg.RunSummaryPath == "" {
-		cfg.RunSummaryPath = filepath.Join(cfg.StateDir, "run_summary.json")
+		cfg.RunSummaryPath = filepath.Join(cfg.StateDir, state.SummaryName)
 		cfg.Sources["run_summary_path"] = SourceDefault
 	}
 	return cfg, nil

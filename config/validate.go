@@ -172,17 +172,17 @@ func (c *Config) checkOutputs() error {
 func (c *Config) stateFile(path string) string {
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	switch {
-	case dir == c.StateDir && (base == stateFileName || base == "state.lock" ||
-		strings.HasPrefix(base, stateFileName+".") || strings.HasPrefix(base, "."+stateFileName+".tmp")):
-		return "the state file " + filepath.Join(c.StateDir, stateFileName) + " or its companions"
+	case dir == c.StateDir && (base == state.FileName || base == state.LockName ||
+		strings.HasPrefix(base, state.FileName+".") || strings.HasPrefix(base, "."+state.FileName+".tmp")):
+		return "the state file " + filepath.Join(c.StateDir, state.FileName) + " or its companions"
 	case path == c.KnowledgeDir || within(path, filepath.Join(c.KnowledgeDir, "tickets")):
 		return "the retry-state store " + c.KnowledgeDir
 	case within(path, filepath.Join(c.StateDir, "review")) || within(path, filepath.Join(c.StateDir, "tmp")):
 		return "peal's review or temporary files in " + c.StateDir
 	case path == c.PlanPath || sameFile(path, c.PlanPath):
 		return "the plan " + c.PlanPath
-	case sameFile(path, filepath.Join(c.StateDir, stateFileName)):
-		return "the state file " + filepath.Join(c.StateDir, stateFileName)
+	case sameFile(path, filepath.Join(c.StateDir, state.FileName)):
+		return "the state file " + filepath.Join(c.StateDir, state.FileName)
 	}
 	return ""
 }
@@ -191,10 +191,6 @@ func (c *Config) stateFile(path string) string {
 func within(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
-
-// stateFileName is the state file in the state folder; the state package
-// writes it (config does not import state).
-const stateFileName = "state.json"
 
 // sameFile reports whether a and b exist and are the same file (through a
 // link, for instance).

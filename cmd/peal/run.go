@@ -14,6 +14,7 @@ import (
 	"peal/internal/safefs"
 	"peal/phase"
 	"peal/runner"
+	"peal/state"
 )
 
 // RunCmd is `peal run`.
@@ -104,15 +105,15 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 	if errors.As(context.Cause(ctx), &sc) && ctx.Err() != nil {
 		if sc.sig == syscall.SIGPIPE {
 			return 128 + int(sc.sig), fmt.Sprintf("stopped: peal's output has no reader any more (SIGPIPE); running agents were stopped and the state was saved in %s",
-				filepath.Join(cfg.StateDir, "state.json"))
+				filepath.Join(cfg.StateDir, state.FileName))
 		}
 		return 128 + int(sc.sig), fmt.Sprintf("interrupted by %s: running agents were stopped and the state was saved in %s",
-			signalName(sc.sig), filepath.Join(cfg.StateDir, "state.json"))
+			signalName(sc.sig), filepath.Join(cfg.StateDir, state.FileName))
 	}
 	var unreachable *phase.UnreachableError
 	var rateLimited *phase.RateLimitError
 	if errors.As(err, &unreachable) || errors.As(err, &rateLimited) {
-		return runner.ExitUnreachable, "error: " + err.Error() + fmt.Sprintf(" (run stopped; state saved in %s)", filepath.Join(cfg.StateDir, "state.json"))
+		return runner.ExitUnreachable, "error: " + err.Error() + fmt.Sprintf(" (run stopped; state saved in %s)", filepath.Join(cfg.StateDir, state.FileName))
 	}
 	var stopped *runner.StoppedError
 	var costly *runner.CostLimitError
