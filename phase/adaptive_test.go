@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,19 +40,6 @@ func byText(wait time.Duration) Classifier {
 		}
 		return Verdict{Class: Ordinary, Err: err}
 	}
-}
-
-// sleeps records the waits of Do instead of sleeping.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
 }
 
 func adaptiveCall(t *testing.T, p Policy, outcomes ...fakes.Outcome) (string, []fakes.Call, error) {
@@ -122,9 +108,9 @@ func TestClassesHaveTheirOwnBudgets(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var s sleeps
+			var s fakes.Sleeps
 			tc.policy.Classify = byText(0)
-			tc.policy.Sleep = s.sleep
+			tc.policy.Sleep = s.Sleep
 			_, c, err := adaptiveCall(t, tc.policy, tc.outcomes...)
 			if len(c) != tc.calls || !tc.check(err) {
 				t.Fatalf("%d calls (want %d), err %v", len(c), tc.calls, err)
@@ -150,13 +136,13 @@ func TestRateLimitWaits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var s sleeps
-			p := Policy{Attempts: 1, Classify: byText(tc.reset), Sleep: s.sleep,
+			var s fakes.Sleeps
+			p := Policy{Attempts: 1, Classify: byText(tc.reset), Sleep: s.Sleep,
 				Budgets: map[Class]Budget{RateLimited: {Retries: 10, Backoff: backoff.NewConstantBackOff(time.Minute), MaxWait: tc.maxWait}}}
 			outcomes := []fakes.Outcome{rateFail, rateFail, success}
 			_, c, err := adaptiveCall(t, p, outcomes...)
-			if len(c) != tc.calls || !slicesEqual(s.d, tc.want) {
-				t.Fatalf("%d calls (want %d), waits %v (want %v), err %v", len(c), tc.calls, s.d, tc.want, err)
+			if len(c) != tc.calls || !slicesEqual(s.Waits(), tc.want) {
+				t.Fatalf("%d calls (want %d), waits %v (want %v), err %v", len(c), tc.calls, s.Waits(), tc.want, err)
 			}
 			var r *RateLimitError
 			if (tc.calls == 3) != (err == nil) || (err != nil && !errors.As(err, &r)) {
@@ -180,8 +166,8 @@ func slicesEqual(a, b []time.Duration) bool {
 
 func TestAttemptOfCountsBudgetsLeft(t *testing.T) {
 	t.Parallel()
-	var s sleeps
-	p := Policy{Attempts: 2, Budgets: withNet(1), Classify: byText(0), Sleep: s.sleep}
+	var s fakes.Sleeps
+	p := Policy{Attempts: 2, Budgets: withNet(1), Classify: byText(0), Sleep: s.Sleep}
 	_, c, err := adaptiveCall(t, p, netFail, plainFail, success)
 	if err != nil {
 		t.Fatal(err)
@@ -216,12 +202,12 @@ func TestFallbackAlternates(t *testing.T) {
 
 func TestNetworkDelayHonoured(t *testing.T) {
 	t.Parallel()
-	var s sleeps
-	p := Policy{Attempts: 1, Classify: byText(0), Sleep: s.sleep,
+	var s fakes.Sleeps
+	p := Policy{Attempts: 1, Classify: byText(0), Sleep: s.Sleep,
 		Budgets: map[Class]Budget{Network: {Retries: 1, Backoff: backoff.NewConstantBackOff(time.Second)}}}
 	_, _, err := adaptiveCall(t, p, netFail, success)
-	if err != nil || !slicesEqual(s.d, []time.Duration{time.Second}) {
-		t.Fatalf("waits %v, err %v", s.d, err)
+	if err != nil || !slicesEqual(s.Waits(), []time.Duration{time.Second}) {
+		t.Fatalf("waits %v, err %v", s.Waits(), err)
 	}
 }
 

@@ -1,14 +1,12 @@
 package runner
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,25 +17,13 @@ import (
 )
 
 // withSleep records the waits between attempts instead of sleeping.
-func withSleep(s *waits) Option {
-	return func(r *run) { r.sleep = s.sleep }
+func withSleep(s *fakes.Sleeps) Option {
+	return func(r *run) { r.sleep = s.Sleep }
 }
 
 // withLinger sets how long an agent may live on after its final result.
 func withLinger(d time.Duration) Option {
 	return func(r *run) { r.linger = d }
-}
-
-type waits struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (w *waits) sleep(ctx context.Context, d time.Duration) error {
-	w.mu.Lock()
-	w.d = append(w.d, d)
-	w.mu.Unlock()
-	return ctx.Err()
 }
 
 // kindHarness is a harness whose agent is the fake under the CLI name of
@@ -190,12 +176,12 @@ func TestRateLimitWaitsWithoutSpendingRetries(t *testing.T) {
 		t.Parallel()
 		h, env := kindHarness(t, "cursor", "## Task 1\nA\n")
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailRateLimit}, {Failure: fakes.FailRateLimit}, ok}})
-		var w waits
+		var w fakes.Sleeps
 		if _, err := h.runCfg(h.config(env...), withSleep(&w)); err != nil {
 			t.Fatal(err)
 		}
-		if h.keys() != "plan:1 plan:1 plan:1 execute:1" || !slices.Equal(w.d, []time.Duration{2 * time.Minute, 2 * time.Minute}) {
-			t.Fatalf("calls %q, waits %v", h.keys(), w.d)
+		if h.keys() != "plan:1 plan:1 plan:1 execute:1" || !slices.Equal(w.Waits(), []time.Duration{2 * time.Minute, 2 * time.Minute}) {
+			t.Fatalf("calls %q, waits %v", h.keys(), w.Waits())
 		}
 		if !strings.Contains(h.log.String(), "rate limited: waiting 120 s before the next attempt") {
 			t.Fatal("the log does not say how long it waits")
@@ -205,25 +191,25 @@ func TestRateLimitWaitsWithoutSpendingRetries(t *testing.T) {
 		t.Parallel()
 		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailRateLimit}, {Failure: fakes.FailOverloaded}, ok}})
-		var w waits
+		var w fakes.Sleeps
 		if _, err := h.runCfg(h.config(env...), withSleep(&w)); err != nil {
 			t.Fatal(err)
 		}
 		// 30 s, then 60 s, each ±10%.
-		if h.keys() != "plan:1 plan:1 plan:1 execute:1" || len(w.d) != 2 ||
-			w.d[0] < 27*time.Second || w.d[0] > 33*time.Second || w.d[1] < 54*time.Second || w.d[1] > 66*time.Second {
-			t.Fatalf("calls %q, waits %v", h.keys(), w.d)
+		if h.keys() != "plan:1 plan:1 plan:1 execute:1" || len(w.Waits()) != 2 ||
+			w.Waits()[0] < 27*time.Second || w.Waits()[0] > 33*time.Second || w.Waits()[1] < 54*time.Second || w.Waits()[1] > 66*time.Second {
+			t.Fatalf("calls %q, waits %v", h.keys(), w.Waits())
 		}
 	})
 	t.Run("beyond the cap", func(t *testing.T) {
 		t.Parallel()
 		h, env := kindHarness(t, "cursor", "## Task 1\nA\n## Task 2\nB\n")
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailRateLimit}}})
-		var w waits
+		var w fakes.Sleeps
 		_, err := h.runCfg(h.config(append(env, "PEAL_RATE_LIMIT_MAX_WAIT_SEC=60", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...), withSleep(&w))
 		var rl *phase.RateLimitError
-		if !errors.As(err, &rl) || h.keys() != "plan:1" || len(w.d) != 0 || !strings.Contains(err.Error(), "rate_limit_max_wait_sec (60 s)") {
-			t.Fatalf("calls %q, waits %v, err %v", h.keys(), w.d, err)
+		if !errors.As(err, &rl) || h.keys() != "plan:1" || len(w.Waits()) != 0 || !strings.Contains(err.Error(), "rate_limit_max_wait_sec (60 s)") {
+			t.Fatalf("calls %q, waits %v, err %v", h.keys(), w.Waits(), err)
 		}
 	})
 }
@@ -232,12 +218,12 @@ func TestCursorConfigRaceRetriedAtOnce(t *testing.T) {
 	t.Parallel()
 	h, env := kindHarness(t, "cursor", "## Task 1\nA\n")
 	h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailConfigRace}, {Failure: fakes.FailConfigRace}, ok}})
-	var w waits
+	var w fakes.Sleeps
 	if _, err := h.runCfg(h.config(append(env, "PEAL_RETRY_DELAY_SEC=600")...), withSleep(&w)); err != nil {
 		t.Fatal(err)
 	}
-	if h.keys() != "plan:1 plan:1 plan:1 execute:1" || !slices.Equal(w.d, []time.Duration{0, 0}) {
-		t.Fatalf("calls %q, waits %v", h.keys(), w.d)
+	if h.keys() != "plan:1 plan:1 plan:1 execute:1" || !slices.Equal(w.Waits(), []time.Duration{0, 0}) {
+		t.Fatalf("calls %q, waits %v", h.keys(), w.Waits())
 	}
 }
 
