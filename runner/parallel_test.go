@@ -185,7 +185,7 @@ func startRun(h *harness, env ...string) *backgroundRun {
 // startCfg is startRun with a config of the test's own and more options.
 func startCfg(h *harness, cfg *config.Config, more ...Option) *backgroundRun {
 	r := &backgroundRun{events: newLogEvents(), done: make(chan struct{})}
-	text := slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug})
+	text := slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug})
 	log := slog.New(eventHandler{Handler: text, events: r.events})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.cancel = cancel

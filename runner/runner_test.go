@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ type harness struct {
 	t                                   *testing.T
 	repo, plan, stateDir, agentDir, tmp string
 	stetDir                             string
-	log                                 *strings.Builder
+	log                                 *lockedLog
 	// env reaches every child of the run (the fakes' folders, a git
 	// identity), so that tests never change the process environment.
 	env []string
@@ -73,7 +74,7 @@ func newHarness(t *testing.T, plan string) *harness {
 	t.Helper()
 	tmp := t.TempDir()
 	h := &harness{t: t, tmp: tmp, repo: filepath.Join(tmp, "repo"), plan: filepath.Join(tmp, "plan.md"),
-		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &strings.Builder{}}
+		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &lockedLog{}}
 	for _, d := range []string{h.repo, h.agentDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -139,7 +140,7 @@ func (h *harness) config(env ...string) *config.Config {
 }
 
 func (h *harness) runCfg(cfg *config.Config, more ...Option) (Outcome, error) {
-	log := slog.New(slog.NewTextHandler(syncWriter{h.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return Run(context.Background(), cfg, log, h.opts(more...)...)
 }
 
@@ -184,9 +185,25 @@ func (h *harness) summary() (state.RunSummary, bool) {
 	return s, true
 }
 
-type syncWriter struct{ b *strings.Builder }
+// lockedLog is the harness's log: the runs of one test (a run in the
+// background and a second one, say) write to it through handlers of their
+// own, and the test reads it while they run.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
 
-func (w syncWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 var (
 	fail = fakes.Outcome{Exit: 1, Stderr: "agent broke"}
