@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"peal/config"
+	"peal/internal/fakes"
 	"peal/phase"
 )
 
@@ -131,7 +132,7 @@ func TestCommitSubject(t *testing.T) {
 func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 	t.Parallel()
 	repo := t.TempDir()
-	env := []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+	env := fakes.GitEnv
 	git := func(args ...string) string {
 		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
@@ -141,7 +142,7 @@ func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	git("init", "-q")
+	fakes.GitInit(t, repo)
 	git("commit", "-q", "--allow-empty", "-m", "before the block")
 	start := git("rev-parse", "HEAD")
 	git("commit", "-q", "--allow-empty", "-m", "the block's work")

@@ -46,9 +46,6 @@ type harness struct {
 	bin, agent string
 }
 
-// gitIdentity lets peal's and the tests' commits work without a git config.
-var gitIdentity = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
-
 // withTaskStart makes fn run at the start of every task.
 func withTaskStart(fn func(Task)) Option {
 	return func(r *run) { r.taskStart = fn }
@@ -80,11 +77,11 @@ func newHarness(t *testing.T, plan string) *harness {
 			t.Fatal(err)
 		}
 	}
-	git(t, h.repo, "init", "-q")
+	fakes.GitInit(t, h.repo)
 	if err := os.WriteFile(h.plan, []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h.env = append([]string{fakes.AgentDirEnv + "=" + h.agentDir, "CURSOR_API_KEY=test-key"}, gitIdentity...)
+	h.env = append([]string{fakes.AgentDirEnv + "=" + h.agentDir, "CURSOR_API_KEY=test-key"}, fakes.GitEnv...)
 	h.bin = filepath.Join(tmp, "bin")
 	h.agent = h.cli("agent")
 	return h
@@ -110,7 +107,7 @@ func (h *harness) cli(name string) string {
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), gitIdentity...)
+	cmd.Env = append(os.Environ(), fakes.GitEnv...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %v: %v\n%s", args, err, out)

@@ -39,15 +39,10 @@ func newSandbox(t *testing.T, plan string) *sandbox {
 	for _, d := range []string{s.repo, s.agentDir} {
 		os.MkdirAll(d, 0o755)
 	}
-	if out, err := exec.Command("git", "init", "-q", s.repo).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
+	fakes.GitInit(t, s.repo)
 	os.WriteFile(s.plan, []byte(plan), 0o644)
 	return s
 }
-
-// gitIdentity lets commits in a sandbox work without a git config.
-var gitIdentity = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
 
 // git runs git in the sandbox's repository with env.
 func (s *sandbox) git(env []string, args ...string) string {

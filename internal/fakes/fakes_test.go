@@ -679,19 +679,17 @@ func newStetRepo(t *testing.T, scenario StetScenario) *stetRepo {
 	r := &stetRepo{t: t, repo: filepath.Join(tmp, "repo"), dir: filepath.Join(tmp, "fake"), state: filepath.Join(tmp, "state"), wtRoot: filepath.Join(tmp, "worktrees")}
 	os.MkdirAll(r.repo, 0o755)
 	os.MkdirAll(r.dir, 0o755)
-	r.git("init", "-q")
+	GitInit(t, r.repo)
 	if err := WriteStetScenario(r.dir, scenario); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-var gitIdentity = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
-
 func (r *stetRepo) git(args ...string) string {
 	r.t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", r.repo}, args...)...)
-	cmd.Env = append(os.Environ(), gitIdentity...)
+	cmd.Env = append(os.Environ(), GitEnv...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		r.t.Fatalf("git %v: %v\n%s", args, err, out)

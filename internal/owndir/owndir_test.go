@@ -6,14 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"peal/internal/fakes"
 )
 
 func TestMake(t *testing.T) {
 	t.Parallel()
 	repo := t.TempDir()
-	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
+	fakes.GitInit(t, repo)
 	// A folder of the user's that already exists is left alone.
 	mine := filepath.Join(repo, "mine")
 	os.MkdirAll(mine, 0o755)

@@ -229,13 +229,15 @@ func (s *stet) start(args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "Warning: proceeding with uncommitted changes; review scope may be unclear")
 	}
-	sha, err := git(s.root, "rev-parse", ref)
+	// One git call resolves the baseline and HEAD; when it fails, a second
+	// one tells which of them it was.
+	both, err := git(s.root, "rev-parse", ref, "HEAD")
+	sha, head, _ := strings.Cut(both, "\n")
 	if err != nil {
-		return fail(fmt.Sprintf("Could not resolve baseline ref %q.", ref), err,
-			"Hint: If you used HEAD~N, the repo may be shallow; try the commit SHA (e.g. stet start <sha>).")
-	}
-	head, err := git(s.root, "rev-parse", "HEAD")
-	if err != nil {
+		if _, refErr := git(s.root, "rev-parse", ref); refErr != nil {
+			return fail(fmt.Sprintf("Could not resolve baseline ref %q.", ref), refErr,
+				"Hint: If you used HEAD~N, the repo may be shallow; try the commit SHA (e.g. stet start <sha>).")
+		}
 		return fail("Could not resolve current commit (HEAD).", err, "")
 	}
 	if sha == head {
