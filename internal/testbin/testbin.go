@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -83,9 +84,10 @@ func goBinary() (string, error) {
 	return p, nil
 }
 
-// Main is the body of a TestMain that needs helper programs: it builds pkgs
-// into a temporary folder, hands their paths to set, runs the tests, removes
-// the binaries and returns the exit code for os.Exit.
+// Main is the body of a TestMain that needs helper programs: it finds pkgs'
+// executables in the go command's cache (Cached), builds those it cannot
+// find there into a temporary folder, hands their paths to set, runs the
+// tests, removes what it built and returns the exit code for os.Exit.
 func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
 	dir, err := os.MkdirTemp("", "peal-test-bin-")
 	if err != nil {
@@ -93,14 +95,63 @@ func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bins, err := Build(dir, pkgs...)
+	bins, missing := Cached(pkgs...)
+	built, err := Build(dir, missing...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	maps.Copy(bins, built)
 	set(bins)
 	WidenParallel()
 	return m.Run()
+}
+
+// Cached finds the executables of pkgs in the go command's build cache,
+// where `go run` keeps what it links (Go 1.24 and later): the test packages
+// that need the same helper share one link, and a run of the tests after an
+// unchanged one links none. It returns them by binary name, as Build does,
+// and the packages it could not find there (the cache is off, an older go,
+// no echo program) for Build.
+//
+// The go command says where an executable is when it is asked to run it
+// through `-exec echo`. The run that links a package first hands out the
+// copy in its scratch folder, which is gone once it returns; the next run
+// hands out the cached one.
+func Cached(pkgs ...string) (bins map[string]string, missing []string) {
+	bins = map[string]string{}
+	goTool, err := goBinary()
+	echo, echoErr := exec.LookPath("echo")
+	if err != nil || echoErr != nil {
+		return bins, pkgs
+	}
+	for _, pkg := range pkgs {
+		if path, ok := cachedBinary(goTool, echo, pkg); ok {
+			bins[binName(pkg)] = path
+		} else {
+			missing = append(missing, pkg)
+		}
+	}
+	return bins, missing
+}
+
+func cachedBinary(goTool, echo, pkg string) (string, bool) {
+	for range 2 {
+		out, err := exec.Command(goTool, "run", "-exec", echo, pkg).Output()
+		if err != nil {
+			return "", false
+		}
+		path := strings.TrimSpace(string(out))
+		// The fakes take their part from the name they run under, so the
+		// cached copy must carry the binary's own name.
+		if !filepath.IsAbs(path) || filepath.Base(path) != binName(pkg) {
+			return "", false
+		}
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() {
+			return path, true
+		}
+	}
+	return "", false
 }
 
 // WidenParallel lets more parallel tests run at once than the default

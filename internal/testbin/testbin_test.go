@@ -3,6 +3,7 @@ package testbin
 import (
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -37,5 +38,24 @@ func TestBuild(t *testing.T) {
 
 	if _, err := Build(dir, "peal/testdata/doesnotexist"); err == nil {
 		t.Error("building a missing package succeeded")
+	}
+}
+
+func TestCached(t *testing.T) {
+	bins, missing := Cached("peal/testdata/fakeagent", "peal/testdata/doesnotexist")
+	if !slices.Equal(missing, []string{"peal/testdata/doesnotexist"}) {
+		t.Fatalf("missing = %q", missing)
+	}
+	bin := bins["fakeagent"]
+	if len(bins) != 1 || !filepath.IsAbs(bin) || filepath.Base(bin) != "fakeagent" {
+		t.Fatalf("bins = %v", bins)
+	}
+	if out, err := exec.Command(bin).Output(); err != nil || len(out) == 0 {
+		t.Errorf("running %s: %q, %v", bin, out, err)
+	}
+	// Once linked, the package is found where it was.
+	again, missing := Cached("peal/testdata/fakeagent")
+	if len(missing) != 0 || again["fakeagent"] != bin {
+		t.Fatalf("second lookup: %v, missing %q; first %s", again, missing, bin)
 	}
 }
