@@ -974,44 +974,29 @@ func TestPhase3FailureKeepsEarlierTasks(t *testing.T) {
 }
 
 // TestInterruptedRunFinishesStet: a signal mid-run still closes the review
-// session (best effort) after stopping the agent.
+// session (best effort) after stopping the agent. The cleanup calls run
+// under the kill grace, not the phase timeout: a stet finish that hangs does
+// not keep the run from ending (the wait's bound is well below the phase
+// timeout of 600 s).
 func TestInterruptedRunFinishesStet(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "## Task 1\nA\n")
-	env := h.withStet(fakes.StetScenario{})
-	ready := readyPipe(t)
-	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
-	cfg := h.config(env...)
-	r := startCfg(h, cfg)
-	waitReady(t, ready)
-	r.cancel(errors.New("SIGINT"))
-	if _, err := r.wait(t); !IsInterrupted(err) {
-		t.Fatalf("err = %v", err)
-	}
-	if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
-		t.Fatalf("stet calls %q", h.stetCmds())
-	}
-}
-
-// TestHungFinishAfterASignal: after an interruption the cleanup calls run
-// under the kill grace, not the phase timeout: a stet finish that hangs does
-// not keep the run from ending.
-func TestHungFinishAfterASignal(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, "## Task 1\nA\n")
-	env := h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"finish": {{Hang: true}}}})
-	ready := readyPipe(t)
-	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
-	cfg := h.config(append(env, "PEAL_PHASE_TIMEOUT_SEC=600", "PEAL_KILL_GRACE_SEC=1")...)
-	r := startCfg(h, cfg)
-	waitReady(t, ready)
-	r.cancel(errors.New("SIGINT"))
-	// r.wait's bound is well below the phase timeout of 600 s.
-	if _, err := r.wait(t); !IsInterrupted(err) {
-		t.Fatalf("err = %v", err)
-	}
-	if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
-		t.Fatalf("stet calls %q", h.stetCmds())
+	for name, finish := range map[string][]fakes.Outcome{"finish answers": nil, "finish hangs": {{Hang: true}}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			env := h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"finish": finish}})
+			ready := readyPipe(t)
+			h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+			r := startCfg(h, h.config(append(env, "PEAL_PHASE_TIMEOUT_SEC=600", "PEAL_KILL_GRACE_SEC=1")...))
+			waitReady(t, ready)
+			r.cancel(errors.New("SIGINT"))
+			if _, err := r.wait(t); !IsInterrupted(err) {
+				t.Fatalf("err = %v", err)
+			}
+			if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {
+				t.Fatalf("stet calls %q", h.stetCmds())
+			}
+		})
 	}
 }
 
