@@ -115,9 +115,7 @@ func TestRetryStateModeKept(t *testing.T) {
 // and by a reader, instead of blocking them.
 func TestFIFOStateFile(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	p := plan(t, base, "plan.md")
-	dir := filepath.Join(base, "state")
+	_, p, dir := scratch(t)
 	mkdir(t, dir)
 	if err := unix.Mkfifo(filepath.Join(dir, FileName), 0o644); err != nil {
 		t.Fatal(err)

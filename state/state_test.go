@@ -27,6 +27,14 @@ func plan(t *testing.T, base, name string) Plan {
 	return Plan{Path: p, Repo: repo, Base: base}
 }
 
+// scratch is a temporary folder with a plan (plan.md) and, not yet made, a
+// state folder in it.
+func scratch(t *testing.T) (base string, p Plan, dir string) {
+	t.Helper()
+	base = t.TempDir()
+	return base, plan(t, base, "plan.md"), filepath.Join(base, "state")
+}
+
 func mkdir(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -67,9 +75,7 @@ func nums(xs ...int) []any {
 // (status, dry run) never needs the lock.
 func TestOpenLocksTheFolder(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	p := plan(t, base, "plan.md")
-	dir := filepath.Join(base, "state")
+	_, p, dir := scratch(t)
 	first, _ := openStore(t, dir, p)
 	_, _, err := Open(dir, p, at(1))
 	if !errors.Is(err, ErrStateLocked) {
@@ -221,10 +227,8 @@ func TestPealStateResumes(t *testing.T) {
 // of its own, even three within one second, with a plain one-line reason.
 func TestUnreadableStateKeptAside(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	p := plan(t, base, "plan.md")
-	dir := filepath.Join(base, "state")
-	os.MkdirAll(dir, 0o755)
+	_, p, dir := scratch(t)
+	mkdir(t, dir)
 	contents := map[string]string{
 		"not json":          "{\"plan_path\": ",
 		"plan_path number":  `{"plan_path": 3, "repo_path": "/r", "completed_task_indices": []}`,
@@ -268,10 +272,8 @@ func TestUnreadableStateKeptAside(t *testing.T) {
 // next run, under the lock; never by a reader.
 func TestStaleTemporaryFilesRemoved(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	p := plan(t, base, "plan.md")
-	dir := filepath.Join(base, "state")
-	os.MkdirAll(dir, 0o755)
+	_, p, dir := scratch(t)
+	mkdir(t, dir)
 	stale := []string{".state.json.tmp-12345", ".state.json.tmp-x", ".run_summary.json.tmp-9", ".peal-write-check.tmp-7"}
 	for _, name := range append(stale, "keep.txt") {
 		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644)
@@ -295,9 +297,7 @@ func TestStaleTemporaryFilesRemoved(t *testing.T) {
 // does not touch it.
 func TestNoRewriteWhenUnchanged(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	p := plan(t, base, "plan.md")
-	dir := filepath.Join(base, "state")
+	_, p, dir := scratch(t)
 	s, _ := openStore(t, dir, p)
 	s.Complete(1)
 	before, _ := os.Stat(filepath.Join(dir, FileName))
@@ -321,10 +321,8 @@ func TestSpecialStateFiles(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			base := t.TempDir()
-			p := plan(t, base, "plan.md")
-			dir := filepath.Join(base, "state")
-			os.MkdirAll(dir, 0o755)
+			_, p, dir := scratch(t)
+			mkdir(t, dir)
 			os.WriteFile(filepath.Join(dir, "elsewhere"), []byte(`{}`), 0o644)
 			if err := setup(filepath.Join(dir, FileName)); err != nil {
 				t.Fatal(err)
@@ -351,9 +349,7 @@ func TestSpecialStateFiles(t *testing.T) {
 // run starts, before any work depends on it.
 func TestReadOnlyStateFolder(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	p := plan(t, base, "plan.md")
-	dir := filepath.Join(base, "state")
+	_, p, dir := scratch(t)
 	s, _ := openStore(t, dir, p) // state.lock exists from an earlier run
 	s.Close()
 	safefstest.ReadOnly(t, dir)
@@ -376,9 +372,7 @@ func TestReadOnlyStateFolder(t *testing.T) {
 
 func TestLinkedStateLock(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	p := plan(t, base, "plan.md")
-	dir := filepath.Join(base, "state")
+	base, p, dir := scratch(t)
 	mkdir(t, dir)
 	target := filepath.Join(base, "created-by-peal")
 	os.Symlink(target, filepath.Join(dir, LockName))
