@@ -126,6 +126,17 @@ var agents = []agent{
 	},
 }
 
+// eachAgent runs fn as a parallel subtest per CLI, named by its kind, so
+// that one CLI's case can be run alone (-run TestX/claude).
+func eachAgent(t *testing.T, fn func(t *testing.T, a agent)) {
+	for _, a := range agents {
+		t.Run(a.kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, a)
+		})
+	}
+}
+
 // findCLI returns the path of a CLI, from PEAL_AGENT_BIN_DIR or PATH, or
 // skips the test.
 func findCLI(t *testing.T, name string) string {

@@ -70,58 +70,52 @@ func (d *direct) run(t *testing.T, args []string, prompt string, limit time.Dura
 // prints the model's plan on stdout and exits 0.
 func TestCLIPlan(t *testing.T) {
 	t.Parallel()
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			d := startDirect(t, a, taskScript, testKey, "")
-			r := d.run(t, d.plan, planPrompt, 3*time.Minute)
-			if r.code != 0 || !strings.Contains(r.stdout, planText) {
-				t.Fatalf("plan call: want exit 0 and the plan on stdout\n%s\nrequests:\n%s", r, describe(d.srv))
+	eachAgent(t, func(t *testing.T, a agent) {
+		d := startDirect(t, a, taskScript, testKey, "")
+		r := d.run(t, d.plan, planPrompt, 3*time.Minute)
+		if r.code != 0 || !strings.Contains(r.stdout, planText) {
+			t.Fatalf("plan call: want exit 0 and the plan on stdout\n%s\nrequests:\n%s", r, describe(d.srv))
+		}
+		var sawPrompt bool
+		for _, req := range modelRequests(d.srv) {
+			if req.Key != testKey {
+				t.Errorf("a request carried key %q, want the configured one", req.Key)
 			}
-			var sawPrompt bool
-			for _, req := range modelRequests(d.srv) {
-				if req.Key != testKey {
-					t.Errorf("a request carried key %q, want the configured one", req.Key)
-				}
-				sawPrompt = sawPrompt || strings.Contains(req.UserText, "Create hello.txt with a greeting.")
-			}
-			if !sawPrompt {
-				t.Errorf("no request carried the prompt given on stdin\n%s", describe(d.srv))
-			}
-		})
-	}
+			sawPrompt = sawPrompt || strings.Contains(req.UserText, "Create hello.txt with a greeting.")
+		}
+		if !sawPrompt {
+			t.Errorf("no request carried the prompt given on stdin\n%s", describe(d.srv))
+		}
+	})
 }
 
 // TestCLIExecute: each CLI, in its writing mode, runs the model's tool call
 // and the file appears in the repository with the content the model gave.
 func TestCLIExecute(t *testing.T) {
 	t.Parallel()
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			d := startDirect(t, a, taskScript, testKey, "")
-			r := d.run(t, d.execute, execPrompt, 3*time.Minute)
-			got, err := os.ReadFile(filepath.Join(d.sb.repo, "hello.txt"))
-			if r.code != 0 || err != nil || string(got) != fileContent {
-				t.Fatalf("execute call: want exit 0 and hello.txt = %q; got %q (%v)\n%s\nrequests:\n%s", fileContent, got, err, r, describe(d.srv))
+	eachAgent(t, func(t *testing.T, a agent) {
+		d := startDirect(t, a, taskScript, testKey, "")
+		r := d.run(t, d.execute, execPrompt, 3*time.Minute)
+		got, err := os.ReadFile(filepath.Join(d.sb.repo, "hello.txt"))
+		if r.code != 0 || err != nil || string(got) != fileContent {
+			t.Fatalf("execute call: want exit 0 and hello.txt = %q; got %q (%v)\n%s\nrequests:\n%s", fileContent, got, err, r, describe(d.srv))
+		}
+		if !strings.Contains(r.stdout, doneText) {
+			t.Errorf("the final answer is not on stdout\n%s", r)
+		}
+		var calls, results int
+		for _, req := range modelRequests(d.srv) {
+			if req.Call != nil {
+				calls++
 			}
-			if !strings.Contains(r.stdout, doneText) {
-				t.Errorf("the final answer is not on stdout\n%s", r)
+			if req.ToolResults > 0 {
+				results++
 			}
-			var calls, results int
-			for _, req := range modelRequests(d.srv) {
-				if req.Call != nil {
-					calls++
-				}
-				if req.ToolResults > 0 {
-					results++
-				}
-			}
-			if calls != 1 || results == 0 {
-				t.Errorf("want one tool call and a request carrying its result; got %d calls, %d requests with results\n%s", calls, results, describe(d.srv))
-			}
-		})
-	}
+		}
+		if calls != 1 || results == 0 {
+			t.Errorf("want one tool call and a request carrying its result; got %d calls, %d requests with results\n%s", calls, results, describe(d.srv))
+		}
+	})
 }
 
 // TestCLIPlanModeCannotWrite: the read-only argv really is read-only: asked
@@ -129,27 +123,24 @@ func TestCLIExecute(t *testing.T) {
 // 0).
 func TestCLIPlanModeCannotWrite(t *testing.T) {
 	t.Parallel()
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			d := startDirect(t, a, taskScript, testKey, "")
-			r := d.run(t, d.plan, execPrompt, 3*time.Minute)
-			if _, err := os.Stat(filepath.Join(d.sb.repo, "hello.txt")); !os.IsNotExist(err) {
-				t.Fatalf("the read-only argv let the model write hello.txt (%v)\n%s\nrequests:\n%s", err, r, describe(d.srv))
+	eachAgent(t, func(t *testing.T, a agent) {
+		d := startDirect(t, a, taskScript, testKey, "")
+		r := d.run(t, d.plan, execPrompt, 3*time.Minute)
+		if _, err := os.Stat(filepath.Join(d.sb.repo, "hello.txt")); !os.IsNotExist(err) {
+			t.Fatalf("the read-only argv let the model write hello.txt (%v)\n%s\nrequests:\n%s", err, r, describe(d.srv))
+		}
+		if r.code != 0 {
+			t.Errorf("a refused tool call ended the CLI with exit %d, want 0\n%s", r.code, r)
+		}
+		// The model asked only if the CLI offered a tool for it (the
+		// Gemini CLI does not offer write_file in plan mode); when it
+		// asked, the result it got back is a refusal.
+		for _, req := range modelRequests(d.srv) {
+			if req.ToolResults > 0 && strings.Contains(strings.ToLower(req.LastToolResult), "success") {
+				t.Errorf("the tool result reads like a success: %q", req.LastToolResult)
 			}
-			if r.code != 0 {
-				t.Errorf("a refused tool call ended the CLI with exit %d, want 0\n%s", r.code, r)
-			}
-			// The model asked only if the CLI offered a tool for it (the
-			// Gemini CLI does not offer write_file in plan mode); when it
-			// asked, the result it got back is a refusal.
-			for _, req := range modelRequests(d.srv) {
-				if req.ToolResults > 0 && strings.Contains(strings.ToLower(req.LastToolResult), "success") {
-					t.Errorf("the tool result reads like a success: %q", req.LastToolResult)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // failureCase is one measured failure of one CLI: the exit code and the

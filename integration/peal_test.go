@@ -150,32 +150,29 @@ func (p *pealRun) String() string {
 // file, the task is recorded as completed, exit 0.
 func TestPealTask(t *testing.T) {
 	t.Parallel()
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			p := startPeal(t, a, taskScript, testKey, "")
-			r := p.run(t, 10*time.Minute)
-			got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
-			if r.code != 0 || err != nil || string(got) != fileContent {
-				t.Fatalf("want exit 0 and hello.txt = %q; got %q (%v)\n%s", fileContent, got, err, p)
-			}
-			if c := p.completed(t); !reflect.DeepEqual(c, []int{1}) {
-				t.Errorf("completed tasks = %v, want [1]", c)
-			}
-			if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 1, "execute": 1}) {
-				t.Errorf("attempts = %v, want one plan and one execute call", n)
-			}
-			var planAsked, planPassedOn, toolResult bool
-			for _, req := range modelRequests(p.srv) {
-				planAsked = planAsked || strings.Contains(req.UserText, "Create hello.txt with a greeting.")
-				planPassedOn = planPassedOn || (strings.Contains(req.UserText, execMarker) && strings.Contains(req.UserText, planText))
-				toolResult = toolResult || (req.ToolResults > 0 && strings.Contains(req.UserText, execMarker))
-			}
-			if !planAsked || !planPassedOn || !toolResult {
-				t.Errorf("plan prompt seen %v, plan text in the execute prompt %v, tool result returned %v\n%s", planAsked, planPassedOn, toolResult, p)
-			}
-		})
-	}
+	eachAgent(t, func(t *testing.T, a agent) {
+		p := startPeal(t, a, taskScript, testKey, "")
+		r := p.run(t, 10*time.Minute)
+		got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
+		if r.code != 0 || err != nil || string(got) != fileContent {
+			t.Fatalf("want exit 0 and hello.txt = %q; got %q (%v)\n%s", fileContent, got, err, p)
+		}
+		if c := p.completed(t); !reflect.DeepEqual(c, []int{1}) {
+			t.Errorf("completed tasks = %v, want [1]", c)
+		}
+		if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 1, "execute": 1}) {
+			t.Errorf("attempts = %v, want one plan and one execute call", n)
+		}
+		var planAsked, planPassedOn, toolResult bool
+		for _, req := range modelRequests(p.srv) {
+			planAsked = planAsked || strings.Contains(req.UserText, "Create hello.txt with a greeting.")
+			planPassedOn = planPassedOn || (strings.Contains(req.UserText, execMarker) && strings.Contains(req.UserText, planText))
+			toolResult = toolResult || (req.ToolResults > 0 && strings.Contains(req.UserText, execMarker))
+		}
+		if !planAsked || !planPassedOn || !toolResult {
+			t.Errorf("plan prompt seen %v, plan text in the execute prompt %v, tool result returned %v\n%s", planAsked, planPassedOn, toolResult, p)
+		}
+	})
 }
 
 // fatal runs peal with retries allowed and checks that the failure was
@@ -233,26 +230,20 @@ var invalidKey = map[string][]string{
 // attempt, even with retries allowed.
 func TestPealNoCredentials(t *testing.T) {
 	t.Parallel()
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			p := startPeal(t, a, taskScript, "", "")
-			fatal(t, p, noCredentials[a.kind])
-		})
-	}
+	eachAgent(t, func(t *testing.T, a agent) {
+		p := startPeal(t, a, taskScript, "", "")
+		fatal(t, p, noCredentials[a.kind])
+	})
 }
 
 // TestPealInvalidKey: an API that answers 401 fails the run after one
 // attempt, even with retries allowed.
 func TestPealInvalidKey(t *testing.T) {
 	t.Parallel()
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			p := startPeal(t, a, taskScript, "sk-wrong", "")
-			fatal(t, p, invalidKey[a.kind])
-		})
-	}
+	eachAgent(t, func(t *testing.T, a agent) {
+		p := startPeal(t, a, taskScript, "sk-wrong", "")
+		fatal(t, p, invalidKey[a.kind])
+	})
 }
 
 // TestPealConnectionRefused: with the API unreachable, peal stops with exit
@@ -265,26 +256,23 @@ func TestPealConnectionRefused(t *testing.T) {
 	if d, ok := t.Deadline(); ok && time.Until(d) < within+5*time.Minute {
 		t.Skipf("waits out peal's default network retries: run with -timeout 30m (%s left)", time.Until(d).Round(time.Second))
 	}
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			p := startPeal(t, a, taskScript, testKey, closedURL(t))
-			r := p.run(t, within+3*time.Minute)
-			if r.code != 4 {
-				t.Fatalf("want exit 4\n%s", p)
-			}
-			if r.elapsed > within {
-				t.Errorf("exit 4 came after %s, want within %s\n%s", r.elapsed.Round(time.Second), within, p)
-			}
-			if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 3}) {
-				t.Errorf("attempts = %v, want 3 plan attempts (1 + network_retry_count 2)", n)
-			}
-			if n := len(modelRequests(p.srv)); n != 0 {
-				t.Errorf("%d requests reached the mock that is not configured", n)
-			}
-			t.Logf("%s: exit 4 after %s", a.kind, r.elapsed.Round(time.Second))
-		})
-	}
+	eachAgent(t, func(t *testing.T, a agent) {
+		p := startPeal(t, a, taskScript, testKey, closedURL(t))
+		r := p.run(t, within+3*time.Minute)
+		if r.code != 4 {
+			t.Fatalf("want exit 4\n%s", p)
+		}
+		if r.elapsed > within {
+			t.Errorf("exit 4 came after %s, want within %s\n%s", r.elapsed.Round(time.Second), within, p)
+		}
+		if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 3}) {
+			t.Errorf("attempts = %v, want 3 plan attempts (1 + network_retry_count 2)", n)
+		}
+		if n := len(modelRequests(p.srv)); n != 0 {
+			t.Errorf("%d requests reached the mock that is not configured", n)
+		}
+		t.Logf("%s: exit 4 after %s", a.kind, r.elapsed.Round(time.Second))
+	})
 }
 
 // TestPealRateLimit: the first requests are refused with 429 and a short
@@ -293,31 +281,28 @@ func TestPealConnectionRefused(t *testing.T) {
 // it (phase_retry_count is 0).
 func TestPealRateLimit(t *testing.T) {
 	t.Parallel()
-	for _, a := range agents {
-		t.Run(a.kind, func(t *testing.T) {
-			t.Parallel()
-			limited := func(repo string) mockllm.Script {
-				s := taskScript(repo)
-				rl := mockllm.Reply{Fail: &mockllm.Failure{Status: 429, RetryAfter: "2"}}
-				s.First = []mockllm.Reply{rl, rl}
-				return s
+	eachAgent(t, func(t *testing.T, a agent) {
+		limited := func(repo string) mockllm.Script {
+			s := taskScript(repo)
+			rl := mockllm.Reply{Fail: &mockllm.Failure{Status: 429, RetryAfter: "2"}}
+			s.First = []mockllm.Reply{rl, rl}
+			return s
+		}
+		p := startPeal(t, a, limited, testKey, "")
+		r := p.run(t, 10*time.Minute)
+		got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
+		if r.code != 0 || err != nil || string(got) != fileContent {
+			t.Fatalf("want exit 0 and hello.txt = %q; got %q (%v)\n%s", fileContent, got, err, p)
+		}
+		var limitedN int
+		for _, req := range modelRequests(p.srv) {
+			if req.Status == 429 {
+				limitedN++
 			}
-			p := startPeal(t, a, limited, testKey, "")
-			r := p.run(t, 10*time.Minute)
-			got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
-			if r.code != 0 || err != nil || string(got) != fileContent {
-				t.Fatalf("want exit 0 and hello.txt = %q; got %q (%v)\n%s", fileContent, got, err, p)
-			}
-			var limitedN int
-			for _, req := range modelRequests(p.srv) {
-				if req.Status == 429 {
-					limitedN++
-				}
-			}
-			if limitedN != 2 {
-				t.Errorf("%d requests were answered 429, want 2\n%s", limitedN, p)
-			}
-			t.Logf("%s: %v attempts, %s", a.kind, p.attempts(t), r.elapsed.Round(time.Second))
-		})
-	}
+		}
+		if limitedN != 2 {
+			t.Errorf("%d requests were answered 429, want 2\n%s", limitedN, p)
+		}
+		t.Logf("%s: %v attempts, %s", a.kind, p.attempts(t), r.elapsed.Round(time.Second))
+	})
 }
