@@ -71,6 +71,17 @@ func grandchildren(t *testing.T, dir string) []int {
 	return pids
 }
 
+// noGrandchildLeft fails the test when a grandchild the fake recorded in dir
+// is still alive once the call (described by after, e.g. "the call") returned.
+func noGrandchildLeft(t *testing.T, dir, after string) {
+	t.Helper()
+	for _, pid := range grandchildren(t, dir) {
+		if fakes.ProcessAlive(pid) {
+			t.Fatalf("grandchild %d outlived %s", pid, after)
+		}
+	}
+}
+
 func TestRunSuccess(t *testing.T) {
 	t.Parallel()
 	dir := setup(t, fakes.Outcome{Stdout: "the plan", Stderr: "some noise"})
@@ -162,11 +173,7 @@ func TestTimeoutGrandchildHoldingPipes(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second || !res.TimedOut {
 		t.Fatalf("took %s, timed out %v", took, res.TimedOut)
 	}
-	for _, pid := range grandchildren(t, dir) {
-		if fakes.ProcessAlive(pid) {
-			t.Fatalf("grandchild %d outlived the call", pid)
-		}
-	}
+	noGrandchildLeft(t, dir, "the call")
 }
 
 // Whatever a successful call leaves in its group is terminated at once:
@@ -185,11 +192,7 @@ func TestSuccessfulCallLeavesNothingBehind(t *testing.T) {
 	if res.ExitCode != 0 || res.TimedOut {
 		t.Fatalf("result %+v", res)
 	}
-	for _, pid := range grandchildren(t, dir) {
-		if fakes.ProcessAlive(pid) {
-			t.Fatalf("grandchild %d outlived a successful call", pid)
-		}
-	}
+	noGrandchildLeft(t, dir, "a successful call")
 }
 
 func TestLeftoverIgnoringTermIsKilledAfterGrace(t *testing.T) {
@@ -203,11 +206,7 @@ func TestLeftoverIgnoringTermIsKilledAfterGrace(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second || res.ExitCode != 0 {
 		t.Fatalf("took %s, exit %d", took, res.ExitCode)
 	}
-	for _, pid := range grandchildren(t, dir) {
-		if fakes.ProcessAlive(pid) {
-			t.Fatalf("grandchild %d ignoring SIGTERM outlived the call", pid)
-		}
-	}
+	noGrandchildLeft(t, dir, "the call (it ignored SIGTERM)")
 }
 
 // 200 MiB of output: the agent finishes normally, 10 MiB are kept.
@@ -309,11 +308,7 @@ func TestCancelStopsGroup(t *testing.T) {
 	if fakes.ProcessAlive(calls(t, dir)[0].PID) {
 		t.Fatal("agent alive after cancellation")
 	}
-	for _, pid := range grandchildren(t, dir) {
-		if fakes.ProcessAlive(pid) {
-			t.Fatal("grandchild alive after cancellation")
-		}
-	}
+	noGrandchildLeft(t, dir, "a cancelled call")
 }
 
 // firstWrite closes ch on the first output of the child: the event tests wait on.

@@ -129,11 +129,7 @@ func TestWatcherEndsCall(t *testing.T) {
 	if res.Ended != cause || res.TimedOut || res.ExitCode != -1 || res.Stdout != "RESULT\n" {
 		t.Fatalf("result %+v", res)
 	}
-	for _, pid := range grandchildren(t, dir) {
-		if fakes.ProcessAlive(pid) {
-			t.Fatalf("grandchild %d outlived an ended call", pid)
-		}
-	}
+	noGrandchildLeft(t, dir, "an ended call")
 }
 
 // A call gets a temporary folder of its own in TMPDIR, removed afterwards.
@@ -204,11 +200,7 @@ func TestLeftoverWaitWithManyOpenFiles(t *testing.T) {
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("err %v, exit %d", err, res.ExitCode)
 	}
-	for _, pid := range grandchildren(t, dir) {
-		if fakes.ProcessAlive(pid) {
-			t.Fatalf("grandchild %d outlived the call", pid)
-		}
-	}
+	noGrandchildLeft(t, dir, "the call")
 }
 
 // After a hard stop a cancelled call no longer waits out the kill grace: a
