@@ -148,7 +148,7 @@ func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 	t.Parallel()
 	dir := setup(t, fakes.Outcome{Hang: true, IgnoreTerm: true})
 	start := time.Now()
-	res, err := Run(context.Background(), agentSpec(dir, time.Second, time.Second))
+	res, err := Run(context.Background(), agentSpec(dir, time.Second, 300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestTimeoutGrandchildHoldingPipes(t *testing.T) {
 	t.Parallel()
 	dir := setup(t, fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true, Hang: true})
 	start := time.Now()
-	res, err := Run(context.Background(), agentSpec(dir, time.Second, time.Second))
+	res, err := Run(context.Background(), agentSpec(dir, time.Second, 300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ type countingWriter struct{ n int64 }
 
 func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
 
-// A silent child is stopped by the idle timeout; a chatty one is not.
+// A silent child is stopped by the idle timeout.
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel()
 	dir := setup(t, fakes.Outcome{NoStdout: true, Hang: true})
@@ -267,14 +267,18 @@ func TestIdleTimeout(t *testing.T) {
 	if err := CheckExit(res); !errors.As(err, &te) || !te.Idle || !strings.Contains(err.Error(), "no output for 1 s") {
 		t.Fatalf("CheckExit = %v", err)
 	}
+}
 
-	// Chatter every 100 ms for 4 s against a 3 s idle limit: the agent
-	// outlives the limit only because its output keeps resetting it, and a
-	// loaded machine would have to stall it 30 times longer to fail this.
-	chatty := setup(t, fakes.Outcome{ChatterMS: 100, ChatterCount: 40})
-	spec = agentSpec(chatty, 60*time.Second, time.Second)
-	spec.IdleTimeout = 3 * time.Second
-	res, err = Run(context.Background(), spec)
+// A chatty child is not stopped by the idle timeout: chatter every 40 ms for
+// 1.6 s against a 1.2 s idle limit. The agent outlives the limit only because
+// its output keeps resetting it, and a loaded machine would have to stall it
+// 30 times longer to fail this.
+func TestOutputResetsIdleTimeout(t *testing.T) {
+	t.Parallel()
+	chatty := setup(t, fakes.Outcome{ChatterMS: 40, ChatterCount: 40})
+	spec := agentSpec(chatty, 60*time.Second, time.Second)
+	spec.IdleTimeout = 1200 * time.Millisecond
+	res, err := Run(context.Background(), spec)
 	if err != nil || res.TimedOut || res.ExitCode != 0 {
 		t.Fatalf("chatty agent stopped: %v %+v", err, res)
 	}
@@ -341,10 +345,18 @@ func TestDoRetries(t *testing.T) {
 		{"timeout is retried", []fakes.Outcome{hang, ok}, 2, 2, false},
 		{"timeouts exhaust", []fakes.Outcome{hang}, 2, 2, true},
 	}
+	// Calls that must answer get 1 s; where every attempt hangs, less does.
+	timeout := func(outcomes []fakes.Outcome) time.Duration {
+		if len(outcomes) == 1 && outcomes[0].Hang {
+			return 300 * time.Millisecond
+		}
+		return time.Second
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := setup(t, tc.outcomes...)
-			caller := Caller{Dir: dir, Limits: Limits{Timeout: time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
+			caller := Caller{Dir: dir, Limits: Limits{Timeout: timeout(tc.outcomes), KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
 			res, n, err := Do(context.Background(), nil, Policy{Attempts: tc.attempts}, func(a Attempt) Spec {
 				return caller.Spec("plan", 4, a, []string{fakeAgent, "p"}, true)
 			})

@@ -196,7 +196,7 @@ func TestLeftoverWaitWithManyOpenFiles(t *testing.T) {
 		files = append(files, f)
 	}
 	dir := setup(t, fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true})
-	res, err := Run(context.Background(), agentSpec(dir, 60*time.Second, time.Second))
+	res, err := Run(context.Background(), agentSpec(dir, 60*time.Second, 200*time.Millisecond))
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("err %v, exit %d", err, res.ExitCode)
 	}
@@ -236,13 +236,19 @@ func TestHardStopSkipsGrace(t *testing.T) {
 	}
 }
 
-// slowWatcher takes its time over every line, as a watcher that parses
-// events may.
-type slowWatcher struct{}
+// slowWatcher stalls once, at a line past what the pipes can hold: by then
+// the child has written everything and exited, and the reading goes on for
+// longer than the kill grace after the exit, as it may for a watcher that
+// parses events.
+type slowWatcher struct{ lines int }
 
-func (slowWatcher) Begin(func(error))   {}
-func (slowWatcher) Line(Stream, []byte) { time.Sleep(100 * time.Microsecond) }
-func (slowWatcher) Done()               {}
+func (slowWatcher) Begin(func(error)) {}
+func (w *slowWatcher) Line(Stream, []byte) {
+	if w.lines++; w.lines == 1500 {
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+func (*slowWatcher) Done() {}
 
 // What a child printed before it exited is read to the end, however long the
 // reading takes after the exit: the kill grace bounds the wait for a pipe
@@ -251,7 +257,7 @@ func TestOutputReadToTheEndAfterExit(t *testing.T) {
 	t.Parallel()
 	line := strings.Repeat("a", 49) + "\n"
 	spec := Spec{Phase: "plan", Argv: []string{"/bin/sh", "-c", "yes " + line[:49] + " | head -n 2000"},
-		Timeout: time.Minute, KillGrace: 200 * time.Millisecond, Watch: slowWatcher{}}
+		Timeout: time.Minute, KillGrace: 200 * time.Millisecond, Watch: &slowWatcher{}}
 	res, err := Run(context.Background(), spec)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("err %v, result %+v", err, res)
