@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,7 +84,14 @@ func workTreeTop(dir string) string {
 
 // run runs git once in the repository.
 func (g Git) run(ctx context.Context, args ...string) (phase.Result, error) {
-	res, err := phase.Run(ctx, g.Caller.Command("git", append([]string{"git"}, args...), g.Timeout))
+	return g.runEnv(ctx, nil, args...)
+}
+
+// runEnv runs git once in the repository with env added to its environment.
+func (g Git) runEnv(ctx context.Context, env []string, args ...string) (phase.Result, error) {
+	spec := g.Caller.Command("git", append([]string{"git"}, args...), g.Timeout)
+	spec.Env = append(slices.Clone(spec.Env), env...)
+	res, err := phase.Run(ctx, spec)
 	if err != nil {
 		return res, err
 	}
@@ -117,7 +125,9 @@ func (g Git) status(ctx context.Context, pathspecs ...string) ([]string, error) 
 	if len(pathspecs) > 0 {
 		args = append(append(args, "--"), pathspecs...)
 	}
-	res, err := g.run(ctx, args...)
+	// Only reading: git must not refresh the index as it would, taking its
+	// lock from an agent that runs git at the same time (a parallel block).
+	res, err := g.runEnv(ctx, []string{"GIT_OPTIONAL_LOCKS=0"}, args...)
 	if err != nil {
 		return nil, fmt.Errorf("git status failed: %w", err)
 	}

@@ -164,3 +164,46 @@ func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 		}
 	}
 }
+
+// Reading the work tree's changes does not rewrite the index (git status
+// would refresh it, taking the index's lock from an agent that runs git at
+// the same time): the index of a repository whose file's timestamp changed is
+// the same file afterwards.
+func TestChangesLeaveTheIndexAlone(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	fakes.GitInit(t, repo)
+	file := filepath.Join(repo, "a.txt")
+	if err := os.WriteFile(file, []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "a.txt"}, {"commit", "-q", "-m", "a"}} {
+		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+		cmd.Env = append(os.Environ(), fakes.GitEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(file, later, later); err != nil { // same content, stale stat data in the index
+		t.Fatal(err)
+	}
+	index := filepath.Join(repo, ".git", "index")
+	before, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := phase.Caller{Dir: repo, Env: fakes.GitEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	g := NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, repo, t.TempDir())
+	changes, err := g.Changes(context.Background())
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("changes %q, err %v", changes, err)
+	}
+	after, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("git status rewrote the index")
+	}
+}
