@@ -174,6 +174,7 @@ func (s *stet) handle(cmd string, args []string, n int) int {
 
 func git(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0") // no index refresh: a review only reads the repository
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -297,27 +298,9 @@ func (s *stet) run(args []string) int {
 // session's last review (and, for run, hold no dismissed finding), updates
 // the session's findings and saves it.
 func (s *stet) review(sess *fakes.Session, f flags, head string, skipDismissed bool) int {
-	diff, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+head)
+	toReview, err := s.newHunks(sess, head, skipDismissed)
 	if err != nil {
 		return fail("Could not compute hunks to review.", err, "")
-	}
-	current := fakes.ParseDiff([]byte(diff))
-	seen := map[string]bool{}
-	if sess.LastReviewed != "" {
-		old, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+sess.LastReviewed)
-		if err != nil {
-			return fail("Could not compute hunks to review.", err, "")
-		}
-		for _, h := range fakes.ParseDiff([]byte(old)) {
-			seen[h.File+"\x00"+h.Raw] = true
-		}
-	}
-	var toReview []fakes.Hunk
-	for _, h := range current {
-		if seen[h.File+"\x00"+h.Raw] || (skipDismissed && holdsDismissed(h, *sess)) {
-			continue
-		}
-		toReview = append(toReview, h)
 	}
 	event := func(v any) {
 		if f.stream {
@@ -404,6 +387,37 @@ func (s *stet) review(sess *fakes.Session, f flags, head string, skipDismissed b
 		return fail("Could not save session.", err, "")
 	}
 	return 0
+}
+
+// newHunks are the hunks of baseline..head that the session's last review
+// did not see (and, with skipDismissed, that hold no dismissed finding). A
+// review at the commit last reviewed has none, and one at the session's
+// baseline has seen nothing: neither needs the diff it would compare with.
+func (s *stet) newHunks(sess *fakes.Session, head string, skipDismissed bool) ([]fakes.Hunk, error) {
+	if sess.LastReviewed == head {
+		return nil, nil
+	}
+	diff, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+head)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	if sess.LastReviewed != "" && sess.LastReviewed != sess.Baseline {
+		old, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+sess.LastReviewed)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range fakes.ParseDiff([]byte(old)) {
+			seen[h.File+"\x00"+h.Raw] = true
+		}
+	}
+	var hunks []fakes.Hunk
+	for _, h := range fakes.ParseDiff([]byte(diff)) {
+		if !seen[h.File+"\x00"+h.Raw] && !(skipDismissed && holdsDismissed(h, *sess)) {
+			hunks = append(hunks, h)
+		}
+	}
+	return hunks, nil
 }
 
 // holdsDismissed reports whether a dismissed finding lies in the hunk.
