@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"peal/config"
+	"peal/internal/testbin"
 )
 
 // BenchmarkPlan50TasksOverhead runs a 50-task plan whose agent is a no-op
@@ -19,9 +20,10 @@ import (
 // run (the ticket's retry-state.json when its attempt starts and ends, its
 // close-summary.md, state.json). The baseline sub-benchmark is 100 bare
 // execs of the same binary; the target is at most 2x the baseline on disk
-// (Peal: 46x). The disk case runs in the test's temporary folder, the tmpfs
-// case in /dev/shm (or PEAL_BENCH_DIR), which tells the disk's share from
-// peal's own.
+// (Peal: 46x). The disk case runs in the process's temporary folder as it
+// found it (testbin.DiskTemp: TMPDIR or /tmp, not the tests' memory folder),
+// the tmpfs case in /dev/shm (or PEAL_BENCH_DIR), which tells the disk's
+// share from peal's own.
 func BenchmarkPlan50TasksOverhead(b *testing.B) {
 	bin, err := exec.LookPath("true")
 	if err != nil {
@@ -40,18 +42,16 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 	if tmpfs == "" {
 		tmpfs = "/dev/shm"
 	}
-	for _, where := range []struct{ name, parent string }{{"disk", ""}, {"tmpfs", tmpfs}} {
+	for _, where := range []struct{ name, parent string }{{"disk", testbin.DiskTemp}, {"tmpfs", tmpfs}} {
 		b.Run("peal-100-calls/"+where.name, func(b *testing.B) {
-			dir := b.TempDir()
-			if where.parent != "" {
-				if _, err := os.Stat(where.parent); err != nil {
-					b.Skipf("no %s here", where.parent)
-				}
-				if dir, err = os.MkdirTemp(where.parent, "peal-bench-"); err != nil {
-					b.Fatal(err)
-				}
-				defer os.RemoveAll(dir)
+			if _, err := os.Stat(where.parent); err != nil {
+				b.Skipf("no %s here", where.parent)
 			}
+			dir, err := os.MkdirTemp(where.parent, "peal-bench-")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
 			benchPlan50(b, bin, dir)
 		})
 	}

@@ -428,9 +428,13 @@ var goWords = regexp.MustCompile(`(^|[ (])json: |Go (struct|value)|unmarshal|inv
 
 // plainLine fails when a message could break a terminal or a log: more than
 // one line, control characters, a flood of text, or Go's own vocabulary.
+// Paths in the scratch folder count as short as they would be under /tmp:
+// the bound is on what peal writes, not on where the machine keeps its
+// temporary files.
 func plainLine(t *testing.T, name, msg string) {
 	t.Helper()
-	if len(msg) > 300 || strings.ContainsFunc(msg, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+	short := strings.ReplaceAll(msg, os.TempDir(), "/tmp")
+	if len(short) > 300 || strings.ContainsFunc(msg, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		t.Errorf("%s: not one bounded, clean line: %q", name, msg)
 	}
 	if goWords.MatchString(msg) {

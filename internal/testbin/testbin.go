@@ -86,9 +86,12 @@ func goBinary() (string, error) {
 
 // Main is the body of a TestMain that needs helper programs: it finds pkgs'
 // executables in the go command's cache (Cached), builds those it cannot
-// find there into a temporary folder, hands their paths to set, runs the
-// tests, removes what it built and returns the exit code for os.Exit.
+// find there into a temporary folder, hands their paths to set (nil: no
+// helpers), gives the tests' temporary files a memory folder
+// (UseMemoryTemp), runs the tests, removes what it built and returns the
+// exit code for os.Exit.
 func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
+	defer UseMemoryTemp()()
 	dir, err := os.MkdirTemp("", "peal-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -102,9 +105,43 @@ func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
 		return 1
 	}
 	maps.Copy(bins, built)
-	set(bins)
+	if set != nil {
+		set(bins)
+	}
 	WidenParallel()
 	return m.Run()
+}
+
+// DiskTemp is the temporary folder as the process found it (TMPDIR, else
+// the system's): where a benchmark that measures the disk writes, whatever
+// UseMemoryTemp chose for the tests.
+var DiskTemp = os.TempDir()
+
+// minMemoryTemp is the room a memory file system needs for the tests'
+// temporary files (a few MiB each package) with a wide margin; a small
+// /dev/shm, as containers often have, is left alone.
+const minMemoryTemp = 1 << 30
+
+// UseMemoryTemp points TMPDIR, when the user left it unset, at a folder of
+// its own in /dev/shm if that is a memory file system (tmpfs) with room:
+// the tests create and delete thousands of small files and git repositories
+// (t.TempDir, and every child process they start), which a memory file
+// system does without the disk's cost of allocating inodes. A TMPDIR the
+// user set is kept, so TMPDIR=/tmp runs the tests on the disk. It returns
+// what removes the folder.
+func UseMemoryTemp() (remove func()) {
+	if os.Getenv("TMPDIR") != "" || !roomyTmpfs(memoryTemp, minMemoryTemp) {
+		return func() {}
+	}
+	dir, err := os.MkdirTemp(memoryTemp, "peal-test-")
+	if err != nil {
+		return func() {}
+	}
+	os.Setenv("TMPDIR", dir)
+	return func() {
+		os.Unsetenv("TMPDIR")
+		os.RemoveAll(dir)
+	}
 }
 
 // Cached finds the executables of pkgs in the go command's build cache,

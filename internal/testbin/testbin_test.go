@@ -1,6 +1,7 @@
 package testbin
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -57,5 +58,36 @@ func TestCached(t *testing.T) {
 	again, missing := Cached("peal/testdata/fakeagent")
 	if len(missing) != 0 || again["fakeagent"] != bin {
 		t.Fatalf("second lookup: %v, missing %q; first %s", again, missing, bin)
+	}
+}
+
+// UseMemoryTemp moves the temporary folder to a memory file system only when
+// TMPDIR is unset, and its remover takes the folder away again.
+func TestUseMemoryTemp(t *testing.T) {
+	t.Setenv("TMPDIR", "/somewhere/else")
+	UseMemoryTemp()()
+	if got := os.Getenv("TMPDIR"); got != "/somewhere/else" {
+		t.Fatalf("a TMPDIR the user set became %q", got)
+	}
+	t.Setenv("TMPDIR", "")
+	if !roomyTmpfs(memoryTemp, minMemoryTemp) {
+		UseMemoryTemp()()
+		if got := os.Getenv("TMPDIR"); got != "" {
+			t.Fatalf("TMPDIR %q without a memory file system", got)
+		}
+		t.Skip("no tmpfs with room at " + memoryTemp)
+	}
+	remove := UseMemoryTemp()
+	dir := os.Getenv("TMPDIR")
+	if filepath.Dir(dir) != memoryTemp || os.TempDir() != dir {
+		remove()
+		t.Fatalf("TMPDIR %q, want a folder of its own in %s", dir, memoryTemp)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatal(err)
+	}
+	remove()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) || os.Getenv("TMPDIR") != "" {
+		t.Fatalf("after remove: %v, TMPDIR %q", err, os.Getenv("TMPDIR"))
 	}
 }

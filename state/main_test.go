@@ -1,0 +1,12 @@
+package state
+
+import (
+	"os"
+	"testing"
+
+	"peal/internal/testbin"
+)
+
+// TestMain gives the tests' scratch folders a memory file system when there
+// is one (testbin.UseMemoryTemp).
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m, nil)) }
