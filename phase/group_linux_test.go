@@ -201,3 +201,41 @@ func TestPidRange(t *testing.T) {
 		}
 	}
 }
+
+// exec cancels from a goroutine it starts once the child runs, which may be
+// before the group has stored the child's pid: that cancel still sends the
+// child its SIGTERM. The test makes the interleaving happen: it starts the
+// child as group.start does, then cancels as exec's watcher would, before
+// start stores the pid.
+func TestCancelBeforeThePidIsStored(t *testing.T) {
+	t.Parallel()
+	term := filepath.Join(t.TempDir(), "term")
+	if err := syscall.Mkfifo(term, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := setup(t, fakes.Outcome{IgnoreTerm: true, TermFile: term, Hang: true})
+	spec := agentSpec(dir, time.Hour, time.Hour)
+	cmd := exec.CommandContext(context.Background(), spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = append(os.Environ(), spec.Env...)
+	g := newGroup(cmd, "", time.Hour, nil)
+	if err := startChild(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitForCall(t, dir)
+	cmd.Cancel()
+	got := make(chan error, 1)
+	go func() { _, err := os.ReadFile(term); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		os.WriteFile(term, nil, 0o644) // let the reader go
+		t.Fatal("the child never got SIGTERM")
+	}
+	if g.pid.Load() != int64(cmd.Process.Pid) {
+		t.Fatalf("group pid %d, child %d", g.pid.Load(), cmd.Process.Pid)
+	}
+}

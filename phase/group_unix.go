@@ -38,6 +38,10 @@ func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan str
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithParent(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
+		// exec cancels from its own goroutine, which it starts once the
+		// child runs: that may be before start has stored the pid, and the
+		// SIGTERM must not be lost then.
+		g.pid.CompareAndSwap(0, int64(cmd.Process.Pid))
 		g.signal(unix.SIGTERM)
 		g.mu.Lock()
 		if g.kill == nil {
@@ -71,8 +75,7 @@ func (g *group) start() error {
 // signal signals every process of the group and reports whether any
 // process was there to receive it.
 func (g *group) signal(sig unix.Signal) bool {
-	// exec may cancel (and so signal) before start has returned: the pid is
-	// read atomically, and 0 means nothing to signal yet.
+	// The pid is read atomically: exec's cancel may store it first.
 	pgid := int(g.pid.Load())
 	if pgid <= 0 {
 		return false
