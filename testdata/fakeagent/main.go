@@ -53,6 +53,11 @@ func main() {
 		os.Exit(fakes.ExitBadScenario)
 	}
 
+	// SIGTERM is held from before the call is recorded until the outcome
+	// says what it does: a test that signals as soon as it sees the record
+	// must never meet the fake before its answer to SIGTERM is in place.
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
 	call, err := fakes.RecordStart(dir, newCall(phase, task))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fakeagent: record start: %v\n", err)
@@ -60,6 +65,7 @@ func main() {
 	}
 
 	out := scenario.Pick(phase, task, call.N)
+	onTerm(terms, out)
 	var code int
 	var written int64
 	if kind == "" {
@@ -76,6 +82,29 @@ func main() {
 		os.Exit(fakes.ExitFakeError)
 	}
 	os.Exit(code)
+}
+
+// onTerm gives SIGTERM, held since the start, the outcome's meaning: noted
+// in TermFile and otherwise ignored, ignored, or (by default) the end of the
+// fake, a SIGTERM that came while it was held included.
+func onTerm(terms chan os.Signal, out fakes.Outcome) {
+	switch {
+	case out.IgnoreTerm && out.TermFile != "":
+		go func() {
+			for range terms {
+				writeFile(out.TermFile, "term")
+			}
+		}()
+	case out.IgnoreTerm:
+		signal.Ignore(syscall.SIGTERM)
+	default:
+		signal.Reset(syscall.SIGTERM)
+		select {
+		case <-terms:
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		default:
+		}
+	}
 }
 
 // imitate answers a call the way the CLI kind would, then carries out the
@@ -144,17 +173,6 @@ func perform(dir, phase, task string, out fakes.Outcome, emit func(string) (int6
 		return fakes.ExitFakeError, written
 	}
 
-	if out.IgnoreTerm && out.TermFile != "" {
-		terms := make(chan os.Signal, 1)
-		signal.Notify(terms, syscall.SIGTERM)
-		go func() {
-			for range terms {
-				writeFile(out.TermFile, "term")
-			}
-		}()
-	} else if out.IgnoreTerm {
-		signal.Ignore(syscall.SIGTERM)
-	}
 	if out.Grandchild || out.Daemon {
 		if err := startGrandchild(out.GrandchildIgnoreTerm, out.Daemon); err != nil {
 			return fail("grandchild: %v", err)
