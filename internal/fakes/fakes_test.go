@@ -999,3 +999,29 @@ func TestMarkerLine(t *testing.T) {
 		t.Fatal("a line without a marker parsed")
 	}
 }
+
+// GitInit's copies are repositories of their own: a commit in one is not in
+// the other, and git takes both as fresh repositories.
+func TestGitInitCopies(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	GitInit(t, a)
+	GitInit(t, b)
+	git := func(dir string, args ...string) (string, error) {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), GitEnv...)
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	if out, err := git(a, "commit", "-q", "--allow-empty", "-m", "first"); err != nil {
+		t.Fatalf("commit: %v %s", err, out)
+	}
+	if out, err := git(a, "log", "--format=%s"); err != nil || out != "first" {
+		t.Fatalf("log of a: %q %v", out, err)
+	}
+	if out, err := git(b, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
+		t.Fatalf("b has a commit %q", out)
+	}
+	if out, err := git(b, "rev-parse", "--absolute-git-dir"); err != nil || out != filepath.Join(b, ".git") {
+		t.Fatalf("git dir of b: %q %v", out, err)
+	}
+}

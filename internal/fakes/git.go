@@ -1,6 +1,14 @@
 package fakes
 
-import "os/exec"
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing/fstest"
+)
 
 // GitEnv lets git work in a scratch repository whatever the machine's git
 // config holds: an identity for commits, and no automatic maintenance after
@@ -11,13 +19,63 @@ var GitEnv = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
 	"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=maintenance.auto", "GIT_CONFIG_VALUE_0=false"}
 
 // GitInit makes dir an empty git repository without the sample hooks and
-// files of git's template, which no test reads.
+// files of git's template, which no test reads. git init runs once per
+// process, into a folder of its own; every repository after that is a copy
+// of the one it made (the same files git init writes), which spares each
+// test a git process.
 func GitInit(t interface {
 	Helper()
 	Fatalf(string, ...any)
 }, dir string) {
 	t.Helper()
-	if out, err := exec.Command("git", "init", "-q", "--template=", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
+	emptyRepo.once.Do(func() {
+		tmp, err := os.MkdirTemp("", "peal-empty-repo-")
+		if err != nil {
+			emptyRepo.err = err
+			return
+		}
+		defer os.RemoveAll(tmp)
+		if out, err := exec.Command("git", "init", "-q", "--template=", tmp).CombinedOutput(); err != nil {
+			emptyRepo.err = fmt.Errorf("git init: %v %s", err, out)
+			return
+		}
+		emptyRepo.git, emptyRepo.err = readTree(filepath.Join(tmp, ".git"))
+	})
+	if emptyRepo.err != nil {
+		t.Fatalf("%v", emptyRepo.err)
 	}
+	if err := os.CopyFS(filepath.Join(dir, ".git"), emptyRepo.git); err != nil {
+		t.Fatalf("copying an empty repository: %v", err)
+	}
+}
+
+// emptyRepo is the .git folder every GitInit copies, held in memory.
+var emptyRepo struct {
+	once sync.Once
+	git  fstest.MapFS
+	err  error
+}
+
+// readTree reads the folder root, files and modes, into memory.
+func readTree(root string) (fstest.MapFS, error) {
+	tree := fstest.MapFS{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == root {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		f := &fstest.MapFile{Mode: info.Mode()}
+		if !d.IsDir() {
+			if f.Data, err = os.ReadFile(path); err != nil {
+				return err
+			}
+		}
+		tree[filepath.ToSlash(rel)] = f
+		return nil
+	})
+	return tree, err
 }
