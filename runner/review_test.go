@@ -29,10 +29,26 @@ func (h *harness) withStet(s fakes.StetScenario) []string {
 	}
 	h.env = append(h.env, fakes.StetDirEnv+"="+dir)
 	h.stetDir = dir
-	if strings.TrimSpace(git(h.t, h.repo, "log", "--oneline", "-1", "--all")) == "" {
+	if !hasCommit(h.t, h.repo) {
 		git(h.t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	}
 	return []string{"PEAL_STET_PATH=" + fakeStet}
+}
+
+// hasCommit reports whether the branch HEAD names in repo has a commit:
+// whether its ref file exists (a test's fresh repository packs no refs).
+func hasCommit(t *testing.T, repo string) bool {
+	t.Helper()
+	head, err := os.ReadFile(filepath.Join(repo, ".git", "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: ")
+	if !ok {
+		return true // detached: HEAD is a commit
+	}
+	_, err = os.Stat(filepath.Join(repo, ".git", filepath.FromSlash(ref)))
+	return err == nil
 }
 
 // stetCmds are the fake stet's calls, "; "-separated ("SHA" for a commit).
@@ -764,7 +780,7 @@ func TestOnStetFail(t *testing.T) {
 			h := newHarness(t, "## Task 1\nA\n")
 			env := h.withStet(fakes.StetScenario{Rules: tc.stetRules})
 			h.scenario(withRules(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)}, tc.agent))
-			out, err := h.run(append(env, "PEAL_ON_STET_FAIL="+tc.mode, "PEAL_PHASE_TIMEOUT_SEC=2")...)
+			out, err := h.run(append(env, "PEAL_ON_STET_FAIL="+tc.mode, "PEAL_PHASE_TIMEOUT_SEC=1")...)
 			if h.keys() != tc.wantAgent || h.stetCmds() != tc.wantStet {
 				t.Fatalf("agent %q (want %q), stet %q (want %q)", h.keys(), tc.wantAgent, h.stetCmds(), tc.wantStet)
 			}
@@ -851,9 +867,9 @@ func TestCustomStetPolicies(t *testing.T) {
 			"plan:1 execute:1", 2, "remain after 0 address round(s)", Outcome{}},
 		{"a silent non-zero exit is findings", []fakes.Outcome{ready, {Exit: 1}, clean}, nil,
 			"plan:1 execute:1 address:1", 3, "", Outcome{Completed: []int{1}}},
-		{"review times out: fail", []fakes.Outcome{ready, {Hang: true}}, []string{"PEAL_PHASE_TIMEOUT_SEC=2"},
+		{"review times out: fail", []fakes.Outcome{ready, {Hang: true}}, []string{"PEAL_PHASE_TIMEOUT_SEC=1"},
 			"plan:1 execute:1", 2, "timed out", Outcome{}},
-		{"review times out: skip", []fakes.Outcome{ready, {Hang: true}}, []string{"PEAL_PHASE_TIMEOUT_SEC=2", "PEAL_ON_STET_FAIL=skip"},
+		{"review times out: skip", []fakes.Outcome{ready, {Hang: true}}, []string{"PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_ON_STET_FAIL=skip"},
 			"plan:1 execute:1", 2, "", Outcome{Completed: []int{1}, ReviewSkipped: []int{1}}},
 		{"session start fails: fail", []fakes.Outcome{{Exit: 1, Stderr: "boom"}}, nil,
 			"", 1, "boom", Outcome{}},
