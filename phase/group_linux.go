@@ -205,19 +205,31 @@ func SweepLeftovers(scope string, grace time.Duration) int {
 	}
 	prefix := []byte(CallIDEnv + "=" + scope + "/")
 	mine := []byte(CallIDEnv + "=" + scope + "/" + strconv.Itoa(os.Getpid()) + "/")
+	// Only the few processes that carry such an id need to be alive (not a
+	// zombie): their state is read after their environment.
 	var pids []int
-	forEachProcess(func(pid, _ int) {
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			return
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
 			if bytes.HasPrefix(kv, prefix) && !bytes.HasPrefix(kv, mine) {
-				pids = append(pids, pid)
-				return
+				if _, alive := procGroup(pid); alive {
+					pids = append(pids, pid)
+				}
+				break
 			}
 		}
-	})
+	}
 	if len(pids) == 0 {
 		return 0
 	}
