@@ -202,6 +202,6 @@ func WidenParallel() {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
-		flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
+		flag.Set("test.parallel", strconv.Itoa(max(16, 8*runtime.GOMAXPROCS(0))))
 	}
 }
