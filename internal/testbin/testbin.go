@@ -98,18 +98,28 @@ func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bins, missing := Cached(pkgs...)
-	built, err := Build(dir, missing...)
+	bins, err := Programs(dir, pkgs...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	maps.Copy(bins, built)
 	if set != nil {
 		set(bins)
 	}
 	WidenParallel()
 	return m.Run()
+}
+
+// Programs returns the executables of pkgs by binary name: those the go
+// command's cache holds (Cached), and the others built into dir (Build).
+func Programs(dir string, pkgs ...string) (map[string]string, error) {
+	bins, missing := Cached(pkgs...)
+	built, err := Build(dir, missing...)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(bins, built)
+	return bins, nil
 }
 
 // DiskTemp is the temporary folder as the process found it (TMPDIR, else

@@ -1,5 +1,6 @@
 // Command demo shows a real peal run on a fresh machine with only Go: it
-// builds peal, a simulated agent and a simulated stet, makes a scratch git
+// builds peal, a simulated agent and a simulated stet (or takes them from the
+// go command's cache, where a run before left them), makes a scratch git
 // repository, and runs the plan in this folder. The simulated agent fails its
 // first execute of task 1 (so peal retries it), and the review of task 2
 // reports two findings: one dismissed by triage, one fixed in an address round.
@@ -43,7 +44,7 @@ func run(keep bool) error {
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	bins, err := testbin.Build(filepath.Join(work, "bin"), "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet")
+	bins, err := testbin.Programs(filepath.Join(work, "bin"), "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet")
 	if err != nil {
 		return err
 	}
