@@ -209,11 +209,7 @@ func TestPidRange(t *testing.T) {
 // start stores the pid.
 func TestCancelBeforeThePidIsStored(t *testing.T) {
 	t.Parallel()
-	term := filepath.Join(t.TempDir(), "term")
-	if err := syscall.Mkfifo(term, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := setup(t, fakes.Outcome{IgnoreTerm: true, TermFile: term, Hang: true})
+	dir, term := notingTerm(t)
 	spec := agentSpec(dir, time.Hour, time.Hour)
 	cmd := exec.CommandContext(context.Background(), spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = append(os.Environ(), spec.Env...)

@@ -203,15 +203,23 @@ func TestLeftoverWaitWithManyOpenFiles(t *testing.T) {
 	noGrandchildLeft(t, dir, "the call")
 }
 
+// notingTerm sets up a scenario whose child hangs, ignores SIGTERM and
+// notes it in term, a named pipe: reading term returns once the child got
+// SIGTERM.
+func notingTerm(t *testing.T) (dir, term string) {
+	t.Helper()
+	term = filepath.Join(t.TempDir(), "term")
+	if err := syscall.Mkfifo(term, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return setup(t, fakes.Outcome{IgnoreTerm: true, TermFile: term, Hang: true}), term
+}
+
 // After a hard stop a cancelled call no longer waits out the kill grace: a
 // child that ignores SIGTERM is killed at once.
 func TestHardStopSkipsGrace(t *testing.T) {
 	t.Parallel()
-	term := filepath.Join(t.TempDir(), "term")
-	if err := syscall.Mkfifo(term, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := setup(t, fakes.Outcome{IgnoreTerm: true, TermFile: term, Hang: true})
+	dir, term := notingTerm(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	hardCtx, hard := context.WithCancel(context.Background())
 	done := make(chan error, 1)
