@@ -220,17 +220,7 @@ func TestCancelBeforeThePidIsStored(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	waitForCall(t, dir)
 	cmd.Cancel()
-	got := make(chan error, 1)
-	go func() { _, err := os.ReadFile(term); got <- err }()
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		os.WriteFile(term, nil, 0o644) // let the reader go
-		t.Fatal("the child never got SIGTERM")
-	}
+	awaitTerm(t, term)
 	if g.pid.Load() != int64(cmd.Process.Pid) {
 		t.Fatalf("group pid %d, child %d", g.pid.Load(), cmd.Process.Pid)
 	}

@@ -215,6 +215,23 @@ func notingTerm(t *testing.T) (dir, term string) {
 	return setup(t, fakes.Outcome{IgnoreTerm: true, TermFile: term, Hang: true}), term
 }
 
+// awaitTerm waits, with a generous bound, until the child of notingTerm
+// has noted its SIGTERM in term.
+func awaitTerm(t *testing.T, term string) {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() { _, err := os.ReadFile(term); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		os.WriteFile(term, nil, 0o644) // let the reader go
+		t.Fatal("the child never got SIGTERM")
+	}
+}
+
 // After a hard stop a cancelled call no longer waits out the kill grace: a
 // child that ignores SIGTERM is killed at once.
 func TestHardStopSkipsGrace(t *testing.T) {
@@ -229,9 +246,7 @@ func TestHardStopSkipsGrace(t *testing.T) {
 	}()
 	waitForCall(t, dir)
 	cancel()
-	if _, err := os.ReadFile(term); err != nil { // the child got SIGTERM and ignored it
-		t.Fatal(err)
-	}
+	awaitTerm(t, term) // the child got SIGTERM and ignored it
 	hard()
 	select {
 	case err := <-done:
