@@ -397,22 +397,26 @@ func (s *stet) newHunks(sess *fakes.Session, head string, skipDismissed bool) ([
 	if sess.LastReviewed == head {
 		return nil, nil
 	}
-	diff, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+head)
+	since := func(commit string) ([]fakes.Hunk, error) {
+		diff, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+commit)
+		return fakes.ParseDiff([]byte(diff)), err
+	}
+	current, err := since(head)
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
 	if sess.LastReviewed != "" && sess.LastReviewed != sess.Baseline {
-		old, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+sess.LastReviewed)
+		old, err := since(sess.LastReviewed)
 		if err != nil {
 			return nil, err
 		}
-		for _, h := range fakes.ParseDiff([]byte(old)) {
+		for _, h := range old {
 			seen[h.File+"\x00"+h.Raw] = true
 		}
 	}
 	var hunks []fakes.Hunk
-	for _, h := range fakes.ParseDiff([]byte(diff)) {
+	for _, h := range current {
 		if !seen[h.File+"\x00"+h.Raw] && !(skipDismissed && holdsDismissed(h, *sess)) {
 			hunks = append(hunks, h)
 		}
