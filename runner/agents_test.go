@@ -196,9 +196,10 @@ func TestRateLimitWaitsWithoutSpendingRetries(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 30 s, then 60 s, each ±10%.
-		if h.keys() != "plan:1 plan:1 plan:1 execute:1" || len(w.Waits()) != 2 ||
-			w.Waits()[0] < 27*time.Second || w.Waits()[0] > 33*time.Second || w.Waits()[1] < 54*time.Second || w.Waits()[1] > 66*time.Second {
-			t.Fatalf("calls %q, waits %v", h.keys(), w.Waits())
+		waits := w.Waits()
+		if h.keys() != "plan:1 plan:1 plan:1 execute:1" || len(waits) != 2 ||
+			waits[0] < 27*time.Second || waits[0] > 33*time.Second || waits[1] < 54*time.Second || waits[1] > 66*time.Second {
+			t.Fatalf("calls %q, waits %v", h.keys(), waits)
 		}
 	})
 	t.Run("beyond the cap", func(t *testing.T) {
