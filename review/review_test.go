@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -133,15 +132,7 @@ func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 	t.Parallel()
 	repo := t.TempDir()
 	env := fakes.GitEnv
-	git := func(args ...string) string {
-		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := func(args ...string) string { return fakes.Git(t, repo, args...) }
 	fakes.GitInit(t, repo)
 	git("commit", "-q", "--allow-empty", "-m", "before the block")
 	start := git("rev-parse", "HEAD")
@@ -177,13 +168,8 @@ func TestChangesLeaveTheIndexAlone(t *testing.T) {
 	if err := os.WriteFile(file, []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"add", "a.txt"}, {"commit", "-q", "-m", "a"}} {
-		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
-		cmd.Env = append(os.Environ(), fakes.GitEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
+	fakes.Git(t, repo, "add", "a.txt")
+	fakes.Git(t, repo, "commit", "-q", "-m", "a")
 	later := time.Now().Add(time.Hour)
 	if err := os.Chtimes(file, later, later); err != nil { // same content, stale stat data in the index
 		t.Fatal(err)

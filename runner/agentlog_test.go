@@ -224,7 +224,7 @@ func TestAgentLogUnusableIsWarning(t *testing.T) {
 func TestAgentLogsNeverCommitted(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{filepath.Join(h.repo, "work.txt"): "done"}}}})
 	dir := filepath.Join(h.repo, "logs", "agents")
 	if _, err := h.run("PEAL_AGENT_LOG_DIR="+dir, "PEAL_COMMIT_AFTER_PHASE2=true"); err != nil {
@@ -233,11 +233,11 @@ func TestAgentLogsNeverCommitted(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(h.repo, "logs", ".gitignore")); err != nil || string(data) != "*\n" {
 		t.Fatalf(".gitignore %q, %v", data, err)
 	}
-	files := strings.Fields(git(t, h.repo, "show", "--name-only", "--format=", "HEAD"))
+	files := strings.Fields(fakes.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"))
 	if !slices.Equal(files, []string{"work.txt"}) {
 		t.Fatalf("the task's commit holds %q", files)
 	}
-	if status := git(t, h.repo, "status", "--porcelain"); status != "" {
+	if status := fakes.Git(t, h.repo, "status", "--porcelain"); status != "" {
 		t.Fatalf("git status after the run:\n%s", status)
 	}
 }

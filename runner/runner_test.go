@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -102,17 +101,6 @@ func (h *harness) cli(name string) string {
 		h.t.Fatal(err)
 	}
 	return path
-}
-
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), fakes.GitEnv...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
 }
 
 func (h *harness) scenario(rules map[string][]fakes.Outcome) {
@@ -596,7 +584,7 @@ func TestInterruptedRunSavesState(t *testing.T) {
 func TestCommitAfterPhase2(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, twoTasks)
-	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{
 		"plan:1":    {{Stdout: "\n  Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters\nsecond line"}},
 		"execute:1": {{WriteFiles: map[string]string{"widget.go": "package widget\n"}}},
@@ -606,20 +594,20 @@ func TestCommitAfterPhase2(t *testing.T) {
 	if err != nil || out.ExitCode != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	subjects := strings.Split(strings.TrimSpace(git(t, h.repo, "log", "--format=%s")), "\n")
+	subjects := strings.Split(strings.TrimSpace(fakes.Git(t, h.repo, "log", "--format=%s")), "\n")
 	line := "Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters"
 	// As Peal: a first line longer than 80 characters keeps 77 and "...".
 	want := "peal: task 1 - " + line[:77] + "..."
 	if len(subjects) != 2 || subjects[0] != want {
 		t.Fatalf("commits %q, want %q on top of root", subjects, want)
 	}
-	if files := git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); strings.TrimSpace(files) != "widget.go" {
+	if files := fakes.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); strings.TrimSpace(files) != "widget.go" {
 		t.Fatalf("committed files %q", files)
 	}
 
 	// An empty plan text gives the subject without a dash.
 	h = newHarness(t, "## Task 1\nA\n")
-	git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{
 		"plan:1":    {{NoStdout: true}},
 		"execute:1": {{WriteFiles: map[string]string{"a.txt": "a\n"}}},
@@ -627,7 +615,7 @@ func TestCommitAfterPhase2(t *testing.T) {
 	if out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=true"); err != nil || out.ExitCode != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	if got := strings.TrimSpace(git(t, h.repo, "log", "-1", "--format=%s")); got != "peal: task 1" {
+	if got := strings.TrimSpace(fakes.Git(t, h.repo, "log", "-1", "--format=%s")); got != "peal: task 1" {
 		t.Fatalf("subject %q", got)
 	}
 }

@@ -291,8 +291,8 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 	os.WriteFile(settings, []byte(`{"workflow": {"escalation": {"enabled": true, "maxRetries": 1, "models": {"fixer": "tf-fixer"}}}}`), 0o644)
 	// A ticketflow project keeps its settings in the repository; the store
 	// that peal writes in .tf/knowledge stays out of the commits.
-	git(t, h.repo, "add", ".tf")
-	git(t, h.repo, "commit", "-q", "-m", "tf settings")
+	fakes.Git(t, h.repo, "add", ".tf")
+	fakes.Git(t, h.repo, "commit", "-q", "-m", "tf settings")
 	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
 	env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1")
 	for run := 1; run <= 2; run++ {
@@ -301,7 +301,7 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 			t.Fatalf("run %d: err %v, outcome %+v", run, err, out)
 		}
 	}
-	if files := git(t, h.repo, "log", "--name-only", "--format="); strings.Contains(files, ".tf/knowledge") {
+	if files := fakes.Git(t, h.repo, "log", "--name-only", "--format="); strings.Contains(files, ".tf/knowledge") {
 		t.Fatalf("the retry-state store was committed:\n%s", files)
 	}
 	st, err := state.LoadRetryState(filepath.Join(h.repo, ".tf", "knowledge"), h.ticket(1))

@@ -688,13 +688,7 @@ func newStetRepo(t *testing.T, scenario StetScenario) *stetRepo {
 
 func (r *stetRepo) git(args ...string) string {
 	r.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", r.repo}, args...)...)
-	cmd.Env = append(os.Environ(), GitEnv...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return Git(r.t, r.repo, args...)
 }
 
 func (r *stetRepo) commit(msg string) string {
@@ -1006,22 +1000,14 @@ func TestGitInitCopies(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	GitInit(t, a)
 	GitInit(t, b)
-	git := func(dir string, args ...string) (string, error) {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		cmd.Env = append(os.Environ(), GitEnv...)
-		out, err := cmd.CombinedOutput()
-		return strings.TrimSpace(string(out)), err
+	Git(t, a, "commit", "-q", "--allow-empty", "-m", "first")
+	if out := Git(t, a, "log", "--format=%s"); out != "first" {
+		t.Fatalf("log of a: %q", out)
 	}
-	if out, err := git(a, "commit", "-q", "--allow-empty", "-m", "first"); err != nil {
-		t.Fatalf("commit: %v %s", err, out)
+	if err := exec.Command("git", "-C", b, "rev-parse", "--verify", "-q", "HEAD").Run(); err == nil {
+		t.Fatal("b has a commit")
 	}
-	if out, err := git(a, "log", "--format=%s"); err != nil || out != "first" {
-		t.Fatalf("log of a: %q %v", out, err)
-	}
-	if out, err := git(b, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
-		t.Fatalf("b has a commit %q", out)
-	}
-	if out, err := git(b, "rev-parse", "--absolute-git-dir"); err != nil || out != filepath.Join(b, ".git") {
-		t.Fatalf("git dir of b: %q %v", out, err)
+	if out := Git(t, b, "rev-parse", "--absolute-git-dir"); out != filepath.Join(b, ".git") {
+		t.Fatalf("git dir of b: %q", out)
 	}
 }
