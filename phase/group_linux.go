@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,43 +54,71 @@ func startChild(cmd *exec.Cmd) error {
 // strays lists the live processes, outside group pgid, whose environment
 // carries callID: what a call started and then lost track of (a daemon that
 // called setsid). Processes of other users cannot be read and are never
-// listed. It runs at the end of every call, so it reads the environment only
-// of processes started since the call's child (the group leader, pgid), and
-// the state only of the few that carry the id.
+// listed. It runs at the end of every call, so it looks only at processes
+// started since the call's child (the group leader, pgid), and reads the
+// state only of the few that carry the id.
 func strays(callID string, pgid int) []int {
 	if callID == "" {
 		return nil
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	since := startedSince(pgid)
-	var pids []int
-	want := []byte(CallIDEnv + "=" + callID + "\x00")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !since(pid) || !carries(pid, want) {
-			continue
-		}
-		if g, alive := procGroup(pid); alive && g != pgid {
-			pids = append(pids, pid)
+	want := []byte(CallIDEnv + "=" + callID)
+	var out []int
+	for _, p := range carriers(startedSince(pgid), func(kv []byte) bool { return bytes.Equal(kv, want) }) {
+		if p.pgid != pgid {
+			out = append(out, p.pid)
 		}
 	}
-	return pids
+	return out
 }
 
-// startedSince tells which pids may belong to processes started at or after
-// pid first: the kernel hands out pids in increasing order up to pid_max and
-// then wraps around, and it says which pid it handed out last. When that
-// cannot be read, every pid may.
-func startedSince(first int) func(pid int) bool {
+type proc struct{ pid, pgid int }
+
+// carriers lists the live processes among pids (zombies count as gone)
+// whose environment holds an entry for which match is true.
+func carriers(pids []int, match func(kv []byte) bool) []proc {
+	var out []proc
+	for _, pid := range pids {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), match) {
+			continue
+		}
+		if g, alive := procGroup(pid); alive && isProcess(pid) {
+			out = append(out, proc{pid, g})
+		}
+	}
+	return out
+}
+
+// isProcess tells a process from a thread of one: /proc answers for a
+// thread's id too, though it does not list it.
+func isProcess(pid int) bool {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	return err == nil && bytes.Contains(status, []byte("\nTgid:\t"+strconv.Itoa(pid)+"\n"))
+}
+
+// maxProbe bounds how many pids startedSince hands out one by one before it
+// lists /proc instead.
+const maxProbe = 512
+
+// startedSince lists the pids that may belong to processes started at or
+// after pid first: the kernel hands out pids in increasing order up to
+// pid_max and then wraps around, and it says which pid it handed out last.
+// A few pids are listed as such, without reading the whole of /proc; when
+// the last one cannot be read, every live process may be one.
+func startedSince(first int) []int {
 	data, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
 	last, perr := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || perr != nil {
-		return func(int) bool { return true }
+	switch {
+	case err != nil || perr != nil:
+		return processes(func(int) bool { return true })
+	case last >= first && last-first < maxProbe:
+		pids := make([]int, 0, last-first+1)
+		for pid := first; pid <= last; pid++ {
+			pids = append(pids, pid)
+		}
+		return pids
 	}
-	return pidRange(first, last)
+	return processes(pidRange(first, last))
 }
 
 // pidRange tells whether a pid was handed out from first to last, in the
@@ -103,32 +132,19 @@ func pidRange(first, last int) func(pid int) bool {
 	}
 }
 
-// carries reports whether the environment of pid holds the entry want
-// (NUL-terminated).
-func carries(pid int, want []byte) bool {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
-	}
-	return bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))
-}
-
-// forEachProcess calls fn with every live process and its process group
-// (zombies count as gone).
-func forEachProcess(fn func(pid, pgid int)) {
+// processes lists the pids of /proc for which keep is true.
+func processes(keep func(pid int) bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return
+		return nil
 	}
+	var pids []int
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, alive := procGroup(pid); alive {
-			fn(pid, g)
+		if pid, err := strconv.Atoi(e.Name()); err == nil && keep(pid) {
+			pids = append(pids, pid)
 		}
 	}
+	return pids
 }
 
 // procGroup reads the process group of pid from /proc/<pid>/stat; alive is
@@ -158,11 +174,7 @@ func procGroup(pid int) (pgid int, alive bool) {
 func waitGone(pgid int, pids []int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	if pgid > 0 {
-		forEachProcess(func(pid, group int) {
-			if group == pgid {
-				pids = append(pids, pid)
-			}
-		})
+		pids = append(pids, processes(func(pid int) bool { g, alive := procGroup(pid); return alive && g == pgid })...)
 	}
 	for _, pid := range pids {
 		waitExit(pid, time.Until(deadline))
@@ -205,30 +217,11 @@ func SweepLeftovers(scope string, grace time.Duration) int {
 	}
 	prefix := []byte(CallIDEnv + "=" + scope + "/")
 	mine := []byte(CallIDEnv + "=" + scope + "/" + strconv.Itoa(os.Getpid()) + "/")
-	// Only the few processes that carry such an id need to be alive (not a
-	// zombie): their state is read after their environment.
 	var pids []int
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.HasPrefix(kv, prefix) && !bytes.HasPrefix(kv, mine) {
-				if _, alive := procGroup(pid); alive {
-					pids = append(pids, pid)
-				}
-				break
-			}
-		}
+	for _, p := range carriers(processes(func(int) bool { return true }), func(kv []byte) bool {
+		return bytes.HasPrefix(kv, prefix) && !bytes.HasPrefix(kv, mine)
+	}) {
+		pids = append(pids, p.pid)
 	}
 	if len(pids) == 0 {
 		return 0

@@ -225,3 +225,29 @@ func TestCancelBeforeThePidIsStored(t *testing.T) {
 		t.Fatalf("group pid %d, child %d", g.pid.Load(), cmd.Process.Pid)
 	}
 }
+
+// /proc answers for a thread's id as for a process's: the sweep must tell
+// them apart, or it would count a process once per thread.
+func TestIsProcess(t *testing.T) {
+	t.Parallel()
+	if !isProcess(os.Getpid()) {
+		t.Fatal("this process is not taken for one")
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := 0
+	for _, e := range tasks {
+		tid, _ := strconv.Atoi(e.Name())
+		if tid != os.Getpid() {
+			threads++
+			if isProcess(tid) {
+				t.Errorf("thread %d is taken for a process", tid)
+			}
+		}
+	}
+	if threads == 0 {
+		t.Fatal("no thread besides the main one to check")
+	}
+}

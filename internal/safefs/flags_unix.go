@@ -14,48 +14,16 @@ const nonblock = unix.O_NONBLOCK
 
 // tryLock takes an exclusive flock on f without waiting. flock belongs to the
 // open file description, so the kernel drops it when the process dies, and a
-// second open of the same file, even in this process, is refused too.
+// second open of the same file, even in this process, is refused too. A
+// flock that does not wait is never interrupted by a signal (EINTR).
 func tryLock(f *os.File) (held bool, err error) {
-	conn, err := f.SyscallConn()
-	if err != nil {
-		return false, err
-	}
-	var lockErr error
-	err = conn.Control(func(fd uintptr) {
-		for {
-			lockErr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB)
-			if !errors.Is(lockErr, unix.EINTR) {
-				return
-			}
-		}
-	})
-	if err != nil {
-		return false, err
-	}
-	if errors.Is(lockErr, unix.EWOULDBLOCK) {
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
 	}
-	return lockErr == nil, lockErr
+	return err == nil, err
 }
 
 // unlock releases the flock of f's open file description, wherever else
 // that description is shared.
-func unlock(f *os.File) error {
-	conn, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var uerr error
-	err = conn.Control(func(fd uintptr) {
-		for {
-			uerr = unix.Flock(int(fd), unix.LOCK_UN)
-			if !errors.Is(uerr, unix.EINTR) {
-				return
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return uerr
-}
+func unlock(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN) }

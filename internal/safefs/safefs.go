@@ -24,12 +24,15 @@ type NotRegularError struct {
 	Want string // what it should be: "" for a regular file, or "a folder"
 }
 
-func (e *NotRegularError) Error() string {
+func (e *NotRegularError) Error() string { return e.Path + " " + e.what() }
+
+// what is the message without the path: "is a socket, not a regular file".
+func (e *NotRegularError) what() string {
 	want := e.Want
 	if want == "" {
 		want = "a regular file"
 	}
-	return fmt.Sprintf("%s is %s, not %s", e.Path, e.Kind, want)
+	return fmt.Sprintf("is %s, not %s", e.Kind, want)
 }
 
 // TooLargeError is returned for a file larger than the cap of its reader.
@@ -38,8 +41,10 @@ type TooLargeError struct {
 	Limit int64
 }
 
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is larger than %s, more than such a file can be", e.Path, size(e.Limit))
+func (e *TooLargeError) Error() string { return e.Path + " " + e.what() }
+
+func (e *TooLargeError) what() string {
+	return fmt.Sprintf("is larger than %s, more than such a file can be", size(e.Limit))
 }
 
 // ErrChanged is wrapped when a file was replaced between the check of what it
@@ -175,13 +180,9 @@ func Reason(err error) error {
 	var pe *fs.PathError
 	switch {
 	case errors.As(err, &nr):
-		want := nr.Want
-		if want == "" {
-			want = "a regular file"
-		}
-		return &reason{fmt.Sprintf("it is %s, not %s", nr.Kind, want), err}
+		return &reason{"it " + nr.what(), err}
 	case errors.As(err, &tl):
-		return &reason{fmt.Sprintf("it is larger than %s, more than such a file can be", size(tl.Limit)), err}
+		return &reason{"it " + tl.what(), err}
 	case errors.As(err, &pe):
 		return &reason{pe.Err.Error(), err}
 	}
