@@ -73,8 +73,8 @@ func strays(callID string, pgid int) []int {
 
 type proc struct{ pid, pgid int }
 
-// carriers lists the live processes among pids (zombies count as gone)
-// whose environment holds an entry for which match is true.
+// carriers lists the processes among pids whose environment holds an entry
+// for which match is true (a zombie's environment reads as empty).
 func carriers(pids []int, match func(kv []byte) bool) []proc {
 	var out []proc
 	for _, pid := range pids {
@@ -82,7 +82,7 @@ func carriers(pids []int, match func(kv []byte) bool) []proc {
 		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), match) {
 			continue
 		}
-		if g, alive := procGroup(pid); alive && isProcess(pid) {
+		if g, err := unix.Getpgid(pid); err == nil && isProcess(pid) {
 			out = append(out, proc{pid, g})
 		}
 	}
@@ -147,34 +147,13 @@ func processes(keep func(pid int) bool) []int {
 	return pids
 }
 
-// procGroup reads the process group of pid from /proc/<pid>/stat; alive is
-// false for a zombie or a process that is gone.
-func procGroup(pid int) (pgid int, alive bool) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name may hold spaces and parentheses: the fields after
-	// the last ')' are state, ppid, pgrp.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(stat[i+1:])
-	if len(f) < 3 || bytes.Equal(f[0], []byte("Z")) || bytes.Equal(f[0], []byte("X")) {
-		return 0, false
-	}
-	g, err := strconv.Atoi(string(f[2]))
-	return g, err == nil
-}
-
 // waitGone waits, at most limit, until no process of group pgid (none when
 // pgid is 0) and none of pids is left. It waits on a pidfd of each, so the
-// wait costs nothing.
+// wait costs nothing; a zombie's pidfd is ready at once.
 func waitGone(pgid int, pids []int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	if pgid > 0 {
-		pids = append(pids, processes(func(pid int) bool { g, alive := procGroup(pid); return alive && g == pgid })...)
+		pids = append(pids, processes(func(pid int) bool { g, err := unix.Getpgid(pid); return err == nil && g == pgid })...)
 	}
 	for _, pid := range pids {
 		waitExit(pid, time.Until(deadline))

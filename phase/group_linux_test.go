@@ -27,7 +27,7 @@ func TestDaemonOutsideGroupIsStopped(t *testing.T) {
 		t.Fatalf("err %v, result %+v", err, res)
 	}
 	for _, pid := range grandchildren(t, dir) {
-		if g, _ := procGroup(pid); g == res.ProcessGroupPID {
+		if g, err := unix.Getpgid(pid); err == nil && g == res.ProcessGroupPID {
 			t.Fatalf("the daemon %d stayed in the call's group", pid)
 		}
 		if fakes.ProcessAlive(pid) {
