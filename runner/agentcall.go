@@ -101,7 +101,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		return phase.Result{Phase: name}, err
 	}
 	log := r.log.With("task", task)
-	model := modelFor(r.cfg, r.attemptOf(task), name)
+	model := modelFor(r.cfg, r.tickets.attempt(task), name)
 	invs := map[string]agent.Invocation{}
 	classifiers := map[string]phase.Classifier{}
 	var watcher *agent.Watcher // the latest attempt's
@@ -115,7 +115,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		classifiers[s.role] = s.kind.Classifier(r.patterns(), failure, func() *agent.Watcher { return watcher }, r.now)
 	}
 	var env []string
-	if tr := r.ticketFor(task); tr != nil {
+	if tr := r.tickets.of(task); tr != nil {
 		env = append(env, "PEAL_TICKET_ID="+tr.id)
 	}
 	files := r.agentLogs.call(name, task)

@@ -17,6 +17,7 @@ import (
 // included. It starts no child process and writes no file.
 func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	r := newRun(cfg, log)
+	d := &dryRun{r: r, w: w}
 	tasks, text, err := r.readPlan()
 	if err != nil {
 		return err
@@ -33,7 +34,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	}
 	if len(tasks) == 0 {
 		fmt.Fprintf(w, "\nthe plan has no task heading: a run first asks the agent to normalize it (up to %d attempts):\n  %s\n"+
-			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, r.shownArgv("normalize", cfg.Model, phase.NormalizePrompt("", text), ""))
+			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv("normalize", cfg.Model, phase.NormalizePrompt("", text), ""))
 		return nil
 	}
 	if tasks, err = SelectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
@@ -51,7 +52,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		completed[i] = true
 	}
 	r.setUpReview()
-	r.describeReview(w)
+	d.describeReview()
 
 	for n, seg := range Segments(tasks) {
 		kind := "sequential"
@@ -71,109 +72,101 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		block := r.runsAsBlock(seg, left) // as a run decides it
 		var pending []Task
 		for _, t := range seg.Tasks {
-			if r.describeTask(w, t, completed[t.Index], !block) {
+			if d.describeTask(t, completed[t.Index], !block) {
 				pending = append(pending, t)
 			}
 		}
 		if block && len(pending) > 0 {
 			fmt.Fprintf(w, "  after the block's executes, for the block as a whole:\n")
-			r.describePhase3(w, pending, "  ")
+			d.describePhase3(pending, "  ")
 		}
 	}
 	return nil
 }
 
+// dryRun prints a run's calls as the run would make them.
+type dryRun struct {
+	r *run
+	w io.Writer
+}
+
 // describeReview prints how Phase 3 would run.
-func (r *run) describeReview(w io.Writer) {
-	if r.reviewer == nil {
-		fmt.Fprintln(w, "review: none (no stet): tasks end after execute")
+func (d *dryRun) describeReview() {
+	if d.r.reviewer == nil {
+		fmt.Fprintln(d.w, "review: none (no stet): tasks end after execute")
 		return
 	}
-	fmt.Fprintln(w, "review: "+r.reviewer.Describe())
+	fmt.Fprintln(d.w, "review: "+d.r.reviewer.Describe())
 }
 
 // describeTask prints one task's calls as a run would make them now, Phase 3
 // included for a sequential task, and reports whether the task would run.
-func (r *run) describeTask(w io.Writer, t Task, completed, sequential bool) bool {
+func (d *dryRun) describeTask(t Task, completed, sequential bool) bool {
 	if completed {
-		fmt.Fprintf(w, "  task %d: completed by an earlier run, skipped\n", t.Index)
+		fmt.Fprintf(d.w, "  task %d: completed by an earlier run, skipped\n", t.Index)
 		return false
 	}
-	id := r.ticketID(t.Index)
-	attempt, note := r.peekAttempt(id)
+	id := d.r.tickets.id(t.Index)
+	attempt, note := d.r.tickets.peek(id)
 	if note != "" {
-		fmt.Fprintf(w, "  task %d: ticket %s: %s\n", t.Index, id, note)
+		fmt.Fprintf(d.w, "  task %d: ticket %s: %s\n", t.Index, id, note)
 		return false
 	}
-	fmt.Fprintf(w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
-	phases := r.phaseAttempts()
-	r.describeCall(w, "    ", attempt, "plan", phases, phase.PlanPrompt(t.Body), "")
-	r.describeCall(w, "    ", attempt, "execute", phases, "", "<prompt: the plan text>")
+	fmt.Fprintf(d.w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
+	phases := d.r.phaseAttempts()
+	d.describeCall("    ", attempt, "plan", phases, phase.PlanPrompt(t.Body), "")
+	d.describeCall("    ", attempt, "execute", phases, "", "<prompt: the plan text>")
 	if sequential {
-		r.describePhase3(w, []Task{t}, "    ")
+		d.describePhase3([]Task{t}, "    ")
 	}
 	return true
 }
 
 // describeCall prints one agent call of a ticket's attempt: its model,
 // attempts and argv.
-func (r *run) describeCall(w io.Writer, indent string, attempt int, name string, attempts int, prompt, promptLen string) {
-	model := modelFor(r.cfg, attempt, name)
+func (d *dryRun) describeCall(indent string, attempt int, name string, attempts int, prompt, promptLen string) {
+	model := modelFor(d.r.cfg, attempt, name)
 	shown := model
 	if shown == "" {
 		shown = "(agent default)"
 	}
-	fmt.Fprintf(w, "%s%-8s model %s, attempts %d: %s\n", indent, name, shown, attempts, r.shownArgv(name, model, prompt, promptLen))
+	fmt.Fprintf(d.w, "%s%-8s model %s, attempts %d: %s\n", indent, name, shown, attempts, d.shownArgv(name, model, prompt, promptLen))
 }
 
 // describePhase3 prints the commit after the execute(s) of tasks and their
 // review; the agent calls carry the first task's index.
-func (r *run) describePhase3(w io.Writer, tasks []Task, indent string) {
+func (d *dryRun) describePhase3(tasks []Task, indent string) {
 	subject := fmt.Sprintf("task %d", tasks[0].Index)
 	if len(tasks) > 1 {
 		subject = "tasks " + indexList(tasks)
 	}
 	commit := func(what string) {
-		if r.commits {
-			fmt.Fprintf(w, "%s%-8s git add -A; git commit -m \"peal: %s - %s\"\n", indent, "commit", subject, what)
+		if d.r.commits {
+			fmt.Fprintf(d.w, "%s%-8s git add -A; git commit -m \"peal: %s - %s\"\n", indent, "commit", subject, what)
 		}
 	}
 	commit("<first line of the plan text>")
-	if r.reviewer == nil {
+	if d.r.reviewer == nil {
 		return
 	}
-	attempt, _ := r.peekAttempt(r.ticketID(tasks[0].Index))
-	review := strings.Join(r.reviewer.ReviewCommands(), "; ")
-	fmt.Fprintf(w, "%s%-8s %s\n", indent, "review", review)
-	fmt.Fprintf(w, "%swhile findings remain, up to %d rounds:\n", indent, r.cfg.MaxAddressRounds)
-	if r.reviewer.Builtin() && !r.cfg.StetDisableLLMTriage {
-		r.describeCall(w, indent, attempt, "triage", r.reviewer.Phase3Attempts(), "", "<prompt: the review and the triage question>")
+	attempt, _ := d.r.tickets.peek(d.r.tickets.id(tasks[0].Index))
+	review := strings.Join(d.r.reviewer.ReviewCommands(), "; ")
+	fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "review", review)
+	fmt.Fprintf(d.w, "%swhile findings remain, up to %d rounds:\n", indent, d.r.cfg.MaxAddressRounds)
+	if d.r.reviewer.Builtin() && !d.r.cfg.StetDisableLLMTriage {
+		d.describeCall(indent, attempt, "triage", d.r.reviewer.Phase3Attempts(), "", "<prompt: the review and the triage question>")
 	}
-	r.describeCall(w, indent, attempt, "address", r.reviewer.Phase3Attempts(), "", "<prompt: the review and its suggestions>")
+	d.describeCall(indent, attempt, "address", d.r.reviewer.Phase3Attempts(), "", "<prompt: the review and its suggestions>")
 	commit("address round <N>")
-	fmt.Fprintf(w, "%s%-8s %s\n", indent, "review", review)
-}
-
-// peekAttempt reads which attempt a ticket's next run would be, without
-// locking or writing; note says why the ticket would not run.
-func (r *run) peekAttempt(id string) (int, string) {
-	st, err := state.LoadRetryState(r.cfg.KnowledgeDir, id)
-	if err != nil {
-		// Missing or unreadable: a run starts a fresh state.
-		return 1, ""
-	}
-	if r.cfg.EscalationEnabled && st.Exhausted(int(r.cfg.EscalationMaxRetries)) {
-		return 0, fmt.Sprintf("skipped: %d blocked attempts reached max_retries %d", st.RetryCount, r.cfg.EscalationMaxRetries)
-	}
-	return st.NextAttempt(), ""
+	fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "review", review)
 }
 
 // shownArgv is the argv of a call of the primary agent as the dry run shows
 // it: the prompt as <prompt len=N> (or shown, when given), as the last
 // argument or after "<" when it goes on stdin.
-func (r *run) shownArgv(name, model, prompt, shown string) string {
-	s := &r.agents.primary
-	c := r.agentRequest(s, name, model, "")
+func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
+	s := &d.r.agents.primary
+	c := d.r.agentRequest(s, name, model, "")
 	inv, _ := s.kind.Invocation(s.path, c)
 	argv := inv.Argv
 	if inv.PromptInArgv() {

@@ -88,13 +88,13 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 	// never takes a slot.
 	var runnable []Task
 	for _, t := range tasks {
-		err := r.beginTaskTicket(t)
+		err := r.tickets.beginTask(t)
 		switch {
 		case errors.Is(err, errSkipped):
 			r.record(ctx, tl, t, taskResult{skipped: true})
 		case err != nil:
 			for _, begun := range runnable {
-				r.releaseTaskTicket(begun)
+				r.tickets.release(begun)
 			}
 			return err
 		default:
@@ -217,7 +217,7 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 	var stop error
 	for _, bt := range bts {
 		if !bt.started {
-			r.releaseTaskTicket(bt.task)
+			r.tickets.release(bt.task)
 			continue
 		}
 		res := taskResult{err: bt.err}
@@ -225,7 +225,7 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 			res = *shared
 		}
 		completed = completed && res.completed()
-		r.finishTaskTicket(ctx, bt.task, res)
+		r.tickets.finishTask(bt.task, res)
 		if stop == nil {
 			stop = r.record(ctx, tl, bt.task, res)
 			continue

@@ -798,7 +798,7 @@ func TestBlockInterrupted(t *testing.T) {
 }
 
 // ticketOf is the ticket of a task in a run of cfg.
-func ticketOf(cfg *config.Config, task int) string { return newRun(cfg, nil).ticketID(task) }
+func ticketOf(cfg *config.Config, task int) string { return newRun(cfg, nil).tickets.id(task) }
 
 // TestSignalAfterTheLastCall: a signal that arrives while a block finishes,
 // after every call has ended, still ends the run as interrupted (never exit

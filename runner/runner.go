@@ -80,7 +80,7 @@ type run struct {
 	commits  bool
 	// lookPath finds stet on PATH (nil: the process's PATH).
 	lookPath func(string) (string, error)
-	tickets  tickets
+	tickets  *tickets
 	now      func() time.Time
 	// observer hears of the plan's size (nil: none); caller hands it every call.
 	observer  Observer
@@ -91,10 +91,6 @@ type run struct {
 	// callStart, when set, runs at the start of every agent call; tests use
 	// it to make a call panic.
 	callStart func(name string, task int)
-	// ticketClosed, when set, runs when a task's ticket attempt has ended,
-	// before the task's outcome is recorded in state.json; tests use it to
-	// hold a run at that point.
-	ticketClosed func(Task)
 	// sleep waits between the attempts of an agent call (nil: a timer).
 	sleep func(context.Context, time.Duration) error
 	// linger is how long an agent may go on after its final result event.
@@ -214,7 +210,7 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 			},
 			Log: log,
 		},
-		tickets: tickets{byTask: map[int]*ticketRun{}},
+		tickets: newTickets(cfg, log, time.Now),
 		now:     time.Now,
 	}
 }
@@ -261,13 +257,13 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		return Outcome{}, err
 	}
 	if r.cfg.RetryReset {
-		if err := r.resetTickets(pending); err != nil {
+		if err := r.tickets.reset(pending); err != nil {
 			return Outcome{}, err
 		}
 	}
 	if r.cfg.TicketID != "" {
 		// terr, not err: the deferred close below must see the run's error.
-		tr, terr := r.beginTicket(r.cfg.TicketID)
+		tr, terr := r.tickets.begin(r.cfg.TicketID)
 		if errors.Is(terr, errSkipped) {
 			for _, t := range pending {
 				out.Skipped = append(out.Skipped, t.Index)
@@ -280,7 +276,7 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		r.tickets.run = tr
 		defer func() {
 			failed := (err != nil && !isFindingsRemaining(err)) || len(out.Failed) > 0
-			r.closeTicket(tr, r.tickets.leftovers, failed, IsInterrupted(err))
+			r.tickets.end(tr, r.tickets.leftovers, failed, IsInterrupted(err))
 		}()
 	}
 	if err := r.reviewer.CheckRepo(ctx); err != nil {

@@ -73,7 +73,7 @@ func (r *run) pending(tasks []Task) []Task {
 // runTicketedTask runs a sequential task inside its ticket's attempt. An
 // error ends the run (another process holds the ticket).
 func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
-	if err := r.beginTaskTicket(t); err != nil {
+	if err := r.tickets.beginTask(t); err != nil {
 		if errors.Is(err, errSkipped) {
 			return taskResult{skipped: true}, nil
 		}
@@ -83,7 +83,7 @@ func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
 	if err := r.recoverTask(t, func() { res = r.runTask(ctx, t) }); err != nil {
 		res = taskResult{err: err}
 	}
-	r.finishTaskTicket(ctx, t, res)
+	r.tickets.finishTask(t, res)
 	return res, nil
 }
 
@@ -92,9 +92,7 @@ func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
 // toward max_consecutive_task_failures. A non-nil error ends the run.
 func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) error {
 	if res.leftover != nil && r.cfg.TicketID != "" {
-		r.tickets.mu.Lock()
-		r.tickets.leftovers = append(r.tickets.leftovers, *res.leftover)
-		r.tickets.mu.Unlock()
+		r.tickets.addLeftover(*res.leftover)
 	}
 	if res.skipped {
 		tl.out.Skipped = append(tl.out.Skipped, t.Index)

@@ -28,7 +28,7 @@ func TestSecondRunOnTheStateFolderStopsAtOnce(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	hold := func(r *run) {
-		r.ticketClosed = func(task Task) {
+		r.tickets.closed = func(task Task) {
 			if task.Index == 1 {
 				once.Do(func() { close(held); <-release })
 			}

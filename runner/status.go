@@ -48,7 +48,7 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 	}
 	report := StatusReport{Tasks: []TaskStatus{}, LastRun: lastRun(cfg)}
 	for _, t := range tasks {
-		ts := TaskStatus{Index: t.Index, Ticket: r.ticketID(t.Index), Status: "pending"}
+		ts := TaskStatus{Index: t.Index, Ticket: r.tickets.id(t.Index), Status: "pending"}
 		rs, rerr := state.LoadRetryState(cfg.KnowledgeDir, ts.Ticket)
 		if rerr == nil {
 			ts.Attempts, ts.RetryCount, ts.LastAttemptStatus = len(rs.Attempts), rs.RetryCount, rs.LastStatus()

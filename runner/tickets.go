@@ -1,12 +1,13 @@
 package runner
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"peal/config"
 	"peal/review"
@@ -25,69 +26,95 @@ type ticketRun struct {
 	attempt int // attempt number, which drives escalation
 }
 
-// tickets tracks the attempts of a run.
+// tickets tracks the attempts of a run's tickets.
 type tickets struct {
+	cfg *config.Config
+	log *slog.Logger
+	now func() time.Time
+	// closed, when set, runs when a task's ticket attempt has ended, before
+	// the task's outcome is recorded in state.json; tests use it to hold a
+	// run at that point.
+	closed func(Task)
+
 	mu        sync.Mutex
 	byTask    map[int]*ticketRun // per-task mode
 	run       *ticketRun         // ticket mode (ticket_id)
 	leftovers []review.Review    // ticket mode: findings left by every task
 }
 
-// ticketID is the ticket of a task.
-func (r *run) ticketID(task int) string {
-	if r.cfg.TicketID != "" {
-		return r.cfg.TicketID
-	}
-	return fmt.Sprintf("%s-%d", r.cfg.TicketPrefix, task)
+func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *tickets {
+	return &tickets{cfg: cfg, log: log, now: now, byTask: map[int]*ticketRun{}}
 }
 
-// ticketFor is the attempt a task's calls belong to (nil outside one).
-func (r *run) ticketFor(task int) *ticketRun {
-	r.tickets.mu.Lock()
-	defer r.tickets.mu.Unlock()
-	if r.tickets.run != nil {
-		return r.tickets.run
+// id is the ticket of a task.
+func (ts *tickets) id(task int) string {
+	if ts.cfg.TicketID != "" {
+		return ts.cfg.TicketID
 	}
-	return r.tickets.byTask[task]
+	return fmt.Sprintf("%s-%d", ts.cfg.TicketPrefix, task)
+}
+
+// of is the attempt a task's calls belong to (nil outside one).
+func (ts *tickets) of(task int) *ticketRun {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.run != nil {
+		return ts.run
+	}
+	return ts.byTask[task]
 }
 
 // errSkipped: the ticket used up its retries; nothing runs for it.
 var errSkipped = errors.New("ticket skipped")
 
-// beginTicket opens a ticket and starts (or resumes) its attempt. It returns
+// begin opens a ticket and starts (or resumes) its attempt. It returns
 // errSkipped when escalation is on and the ticket's blocked attempts reached
 // max_retries, and an error that ends the run when another process holds the
 // ticket.
-func (r *run) beginTicket(id string) (*ticketRun, error) {
-	t, err := state.OpenTicket(r.cfg.KnowledgeDir, id, r.now(), func(w string) { r.log.Warn(w, "ticket", id) })
+func (ts *tickets) begin(id string) (*ticketRun, error) {
+	t, err := state.OpenTicket(ts.cfg.KnowledgeDir, id, ts.now(), func(w string) { ts.log.Warn(w, "ticket", id) })
 	if err != nil {
 		if errors.Is(err, state.ErrTicketLocked) {
 			return nil, fmt.Errorf("ticket %s is being worked on by another peal process (its retry state is locked): wait for it or run another ticket", id)
 		}
 		return nil, fmt.Errorf("ticket %s: %w", id, err)
 	}
-	if r.cfg.EscalationEnabled && t.Exhausted(int(r.cfg.EscalationMaxRetries)) {
+	if ts.cfg.EscalationEnabled && t.Exhausted(int(ts.cfg.EscalationMaxRetries)) {
 		st := t.State()
 		t.Close()
-		r.log.Warn("skipping ticket: its last attempt was blocked and it has used its retries",
-			"ticket", id, "retry_count", st.RetryCount, "max_retries", r.cfg.EscalationMaxRetries)
+		ts.log.Warn("skipping ticket: its last attempt was blocked and it has used its retries",
+			"ticket", id, "retry_count", st.RetryCount, "max_retries", ts.cfg.EscalationMaxRetries)
 		return nil, errSkipped
 	}
-	attempt, resumed, err := t.Begin(r.now(), r.escalationFor)
+	attempt, resumed, err := t.Begin(ts.now(), ts.escalationFor)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("ticket %s: %w", id, err)
 	}
-	r.log.Info("ticket attempt", "ticket", id, "attempt", attempt.AttemptNumber, "trigger", attempt.Trigger, "resumed", resumed)
+	ts.log.Info("ticket attempt", "ticket", id, "attempt", attempt.AttemptNumber, "trigger", attempt.Trigger, "resumed", resumed)
 	return &ticketRun{id: id, ticket: t, attempt: attempt.AttemptNumber}, nil
 }
 
+// peek reads which attempt a ticket's next run would be, without
+// locking or writing; note says why the ticket would not run.
+func (ts *tickets) peek(id string) (int, string) {
+	st, err := state.LoadRetryState(ts.cfg.KnowledgeDir, id)
+	if err != nil {
+		// Missing or unreadable: a run starts a fresh state.
+		return 1, ""
+	}
+	if ts.cfg.EscalationEnabled && st.Exhausted(int(ts.cfg.EscalationMaxRetries)) {
+		return 0, fmt.Sprintf("skipped: %d blocked attempts reached max_retries %d", st.RetryCount, ts.cfg.EscalationMaxRetries)
+	}
+	return st.NextAttempt(), ""
+}
+
 // escalationFor is the escalation recorded for attempt n.
-func (r *run) escalationFor(n int) state.Escalation {
-	if !r.cfg.EscalationEnabled {
+func (ts *tickets) escalationFor(n int) state.Escalation {
+	if !ts.cfg.EscalationEnabled {
 		return state.Escalation{}
 	}
-	return state.ModelsFor(n, r.cfg.EscalationFixer, r.cfg.EscalationSecondOpinion, r.cfg.EscalationWorker)
+	return state.ModelsFor(n, ts.cfg.EscalationFixer, ts.cfg.EscalationSecondOpinion, ts.cfg.EscalationWorker)
 }
 
 // modelFor is the model of a call of the given phase on attempt n of its
@@ -115,52 +142,52 @@ func modelFor(cfg *config.Config, n int, phaseName string) string {
 	return cfg.Model
 }
 
-// attemptOf is the attempt number of the ticket a task's calls belong to
+// attempt is the attempt number of the ticket a task's calls belong to
 // (0 outside one).
-func (r *run) attemptOf(task int) int {
-	if tr := r.ticketFor(task); tr != nil {
+func (ts *tickets) attempt(task int) int {
+	if tr := ts.of(task); tr != nil {
 		return tr.attempt
 	}
 	return 0
 }
 
-// beginTaskTicket starts the ticket of a task in per-task mode; errSkipped
+// beginTask starts the ticket of a task in per-task mode; errSkipped
 // means the task does not run.
-func (r *run) beginTaskTicket(t Task) error {
-	if r.cfg.TicketID != "" {
+func (ts *tickets) beginTask(t Task) error {
+	if ts.cfg.TicketID != "" {
 		return nil
 	}
-	tr, err := r.beginTicket(r.ticketID(t.Index))
+	tr, err := ts.begin(ts.id(t.Index))
 	if err != nil {
 		return err
 	}
-	r.tickets.mu.Lock()
-	r.tickets.byTask[t.Index] = tr
-	r.tickets.mu.Unlock()
+	ts.mu.Lock()
+	ts.byTask[t.Index] = tr
+	ts.mu.Unlock()
 	return nil
 }
 
-// releaseTaskTicket lets go of a task's ticket without ending its attempt
+// release lets go of a task's ticket without ending its attempt
 // (the task never started; a later run resumes the attempt).
-func (r *run) releaseTaskTicket(t Task) {
-	r.tickets.mu.Lock()
-	tr := r.tickets.byTask[t.Index]
-	delete(r.tickets.byTask, t.Index)
-	r.tickets.mu.Unlock()
+func (ts *tickets) release(t Task) {
+	ts.mu.Lock()
+	tr := ts.byTask[t.Index]
+	delete(ts.byTask, t.Index)
+	ts.mu.Unlock()
 	if tr != nil {
 		tr.ticket.Close()
 	}
 }
 
-// finishTaskTicket closes the attempt of a task's ticket in per-task mode.
-func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
-	if r.cfg.TicketID != "" {
+// finishTask closes the attempt of a task's ticket in per-task mode.
+func (ts *tickets) finishTask(t Task, res taskResult) {
+	if ts.cfg.TicketID != "" {
 		return
 	}
-	r.tickets.mu.Lock()
-	tr := r.tickets.byTask[t.Index]
-	delete(r.tickets.byTask, t.Index)
-	r.tickets.mu.Unlock()
+	ts.mu.Lock()
+	tr := ts.byTask[t.Index]
+	delete(ts.byTask, t.Index)
+	ts.mu.Unlock()
 	if tr == nil {
 		return
 	}
@@ -168,35 +195,35 @@ func (r *run) finishTaskTicket(ctx context.Context, t Task, res taskResult) {
 	if res.leftover != nil {
 		leftovers = append(leftovers, *res.leftover)
 	}
-	r.closeTicket(tr, leftovers, res.err != nil && !isFindingsRemaining(res.err), IsInterrupted(res.err))
-	if r.ticketClosed != nil {
-		r.ticketClosed(t)
+	ts.end(tr, leftovers, res.err != nil && !isFindingsRemaining(res.err), IsInterrupted(res.err))
+	if ts.closed != nil {
+		ts.closed(t)
 	}
 }
 
-// closeTicket ends an attempt as its work ended — not as the run is when
+// end ends an attempt as its work ended — not as the run is when
 // the attempt is closed: work cut short by an interruption stays in progress
 // (a signal does not cost an attempt), while work that finished is recorded
 // even if a signal came since, so that the ticket agrees with state.json.
 // Work that failed for another reason than left-over findings is an error;
 // otherwise close-summary.md is written from the left-over findings and the
 // attempt completes as that file says.
-func (r *run) closeTicket(tr *ticketRun, leftovers []review.Review, failed, interrupted bool) {
+func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, failed, interrupted bool) {
 	defer tr.ticket.Close()
-	log := r.log.With("ticket", tr.id, "attempt", tr.attempt)
+	log := ts.log.With("ticket", tr.id, "attempt", tr.attempt)
 	if interrupted {
 		log.Info("attempt left in progress: its work was interrupted")
 		return
 	}
 	if failed {
-		if err := tr.ticket.Complete(r.now(), state.AttemptError, nil); err != nil {
+		if err := tr.ticket.Complete(ts.now(), state.AttemptError, nil); err != nil {
 			log.Error("could not record the attempt", "err", err)
 		}
 		log.Info("attempt ended in error")
 		return
 	}
 	counts := gateCounts(leftovers)
-	blocked := blocks(counts, r.cfg.FailOn)
+	blocked := blocks(counts, ts.cfg.FailOn)
 	if err := tr.ticket.WriteCloseSummary(blocked, counts); err != nil {
 		log.Error("could not write close-summary.md", "err", err)
 		return
@@ -210,8 +237,8 @@ func (r *run) closeTicket(tr *ticketRun, leftovers []review.Review, failed, inte
 	if cs.Status == "blocked" {
 		status = state.AttemptBlocked
 	}
-	gate := &state.QualityGate{FailOn: slices.Clone(r.cfg.FailOn), Counts: counts}
-	if err := tr.ticket.Complete(r.now(), status, gate); err != nil {
+	gate := &state.QualityGate{FailOn: slices.Clone(ts.cfg.FailOn), Counts: counts}
+	if err := tr.ticket.Complete(ts.now(), status, gate); err != nil {
 		log.Error("could not record the attempt", "err", err)
 		return
 	}
@@ -263,24 +290,32 @@ func blocks(c state.Counts, failOn []string) bool {
 
 func isFindingsRemaining(err error) bool { return review.IsFindingsRemaining(err) }
 
-// resetTickets backs up the retry state of this run's tickets (--retry-reset).
-func (r *run) resetTickets(tasks []Task) error {
-	ids := []string{r.cfg.TicketID}
-	if r.cfg.TicketID == "" {
+// reset backs up the retry state of this run's tickets (--retry-reset).
+func (ts *tickets) reset(tasks []Task) error {
+	ids := []string{ts.cfg.TicketID}
+	if ts.cfg.TicketID == "" {
 		ids = ids[:0]
 		for _, t := range tasks {
-			ids = append(ids, r.ticketID(t.Index))
+			ids = append(ids, ts.id(t.Index))
 		}
 	}
 	for _, id := range ids {
-		backup, err := state.ResetTicket(r.cfg.KnowledgeDir, id, r.now())
+		backup, err := state.ResetTicket(ts.cfg.KnowledgeDir, id, ts.now())
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
 			return fmt.Errorf("--retry-reset: ticket %s: %w", id, err)
 		default:
-			r.log.Info("retry state reset", "ticket", id, "backup", backup)
+			ts.log.Info("retry state reset", "ticket", id, "backup", backup)
 		}
 	}
 	return nil
+}
+
+// addLeftover keeps the findings a task left, in ticket mode, for the close
+// of the run's ticket.
+func (ts *tickets) addLeftover(rv review.Review) {
+	ts.mu.Lock()
+	ts.leftovers = append(ts.leftovers, rv)
+	ts.mu.Unlock()
 }
