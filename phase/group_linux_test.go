@@ -226,8 +226,9 @@ func TestCancelBeforeThePidIsStored(t *testing.T) {
 	}
 }
 
-// /proc answers for a thread's id as for a process's: the sweep must tell
-// them apart, or it would count a process once per thread.
+// /proc answers for a thread's id as for a process's: the stray search, which
+// probes pids one by one, must tell them apart or count a process once per
+// thread.
 func TestIsProcess(t *testing.T) {
 	t.Parallel()
 	if !isProcess(os.Getpid()) {
