@@ -131,7 +131,6 @@ func TestCommitSubject(t *testing.T) {
 func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 	t.Parallel()
 	repo := t.TempDir()
-	env := fakes.GitEnv
 	git := func(args ...string) string { return fakes.Git(t, repo, args...) }
 	fakes.GitInit(t, repo)
 	git("commit", "-q", "--allow-empty", "-m", "before the block")
@@ -139,7 +138,7 @@ func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 	git("commit", "-q", "--allow-empty", "-m", "the block's work")
 	head := git("rev-parse", "HEAD")
 	state := t.TempDir()
-	caller := phase.Caller{Dir: repo, Env: env, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	caller := phase.Caller{Dir: repo, Env: fakes.GitEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
 	rv := &Reviewer{cfg: &config.Config{}, dir: filepath.Join(state, Folder), log: slog.New(slog.DiscardHandler),
 		git: NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, repo, state)}
 	for _, tc := range []struct {

@@ -696,7 +696,7 @@ func TestBlockCommit(t *testing.T) {
 			if _, err := h.run(append(tc.env, "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_MAX_PARALLEL=3")...); err != nil {
 				t.Fatal(err)
 			}
-			subjects := strings.Split(strings.TrimSpace(fakes.Git(t, h.repo, "log", "--format=%s")), "\n")
+			subjects := strings.Split(fakes.Git(t, h.repo, "log", "--format=%s"), "\n")
 			want := []string{tc.subject, "peal: task 1 - fake plan output for task 1", "root"}
 			if !slices.Equal(subjects, want) {
 				t.Fatalf("commits %q, want %q", subjects, want)

@@ -80,7 +80,7 @@ func (h *harness) stetCalls() []fakes.StetCall {
 // commits are the subjects of the repository's commits, oldest first.
 func (h *harness) commits() []string {
 	h.t.Helper()
-	out := strings.TrimSpace(fakes.Git(h.t, h.repo, "log", "--reverse", "--format=%s"))
+	out := fakes.Git(h.t, h.repo, "log", "--reverse", "--format=%s")
 	return strings.Split(out, "\n")
 }
 
@@ -182,7 +182,7 @@ func TestPhase3Sequences(t *testing.T) {
 			if h.stetCmds() != tc.wantStet {
 				t.Errorf("stet calls %q\nwant       %q", h.stetCmds(), tc.wantStet)
 			}
-			if got := strings.TrimSpace(fakes.Git(t, h.repo, "status", "--porcelain")); got != "" {
+			if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
 				t.Errorf("the run left uncommitted changes: %q", got)
 			}
 			if tc.wantErr != "" {
@@ -347,7 +347,7 @@ func TestStetFilesStayOut(t *testing.T) {
 	if strings.Contains(files, ".peal") || strings.Contains(files, ".review") {
 		t.Fatalf("peal or stet files were committed:\n%s", files)
 	}
-	if got := strings.TrimSpace(fakes.Git(t, h.repo, "status", "--porcelain")); got != "?? .review/" {
+	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "?? .review/" {
 		t.Fatalf("git status %q: only the user's own folder may show", got)
 	}
 	for _, c := range h.stetCalls() {
@@ -483,7 +483,7 @@ func TestRecovery(t *testing.T) {
 	worktrees := filepath.Join(h.stateDir, review.Folder, "worktrees")
 	// A crashed run: a session at an older commit, with its worktree, and an
 	// orphan worktree of an even older session.
-	base := strings.TrimSpace(fakes.Git(t, h.repo, "rev-parse", "HEAD"))
+	base := fakes.Git(t, h.repo, "rev-parse", "HEAD")
 	os.WriteFile(filepath.Join(h.repo, "x.go"), []byte("package x\n"), 0o644)
 	fakes.Git(t, h.repo, "add", "-A")
 	fakes.Git(t, h.repo, "commit", "-q", "-m", "work")
@@ -521,7 +521,7 @@ func TestResumeReviewsTheEarlierWork(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	env := h.withStet(fakes.StetScenario{})
-	base := strings.TrimSpace(fakes.Git(t, h.repo, "rev-parse", "HEAD"))
+	base := fakes.Git(t, h.repo, "rev-parse", "HEAD")
 	ready := readyPipe(t)
 	h.scenario(map[string][]fakes.Outcome{
 		"execute": plants(twoFindings()...),
@@ -670,7 +670,7 @@ func TestFindingsRemainingError(t *testing.T) {
 	if !errors.As(err, &fe) {
 		t.Fatalf("err = %v", err)
 	}
-	head := strings.TrimSpace(fakes.Git(t, h.repo, "rev-parse", "HEAD"))
+	head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
 	if fe.Task != 1 || fe.Rounds != 1 || fe.Remaining != 2 || fe.Head != head || !strings.Contains(fe.Output, "nil dereference") {
 		t.Fatalf("error %+v", fe)
 	}

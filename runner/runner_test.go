@@ -594,14 +594,14 @@ func TestCommitAfterPhase2(t *testing.T) {
 	if err != nil || out.ExitCode != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	subjects := strings.Split(strings.TrimSpace(fakes.Git(t, h.repo, "log", "--format=%s")), "\n")
+	subjects := strings.Split(fakes.Git(t, h.repo, "log", "--format=%s"), "\n")
 	line := "Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters"
 	// As Peal: a first line longer than 80 characters keeps 77 and "...".
 	want := "peal: task 1 - " + line[:77] + "..."
 	if len(subjects) != 2 || subjects[0] != want {
 		t.Fatalf("commits %q, want %q on top of root", subjects, want)
 	}
-	if files := fakes.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); strings.TrimSpace(files) != "widget.go" {
+	if files := fakes.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); files != "widget.go" {
 		t.Fatalf("committed files %q", files)
 	}
 
@@ -615,7 +615,7 @@ func TestCommitAfterPhase2(t *testing.T) {
 	if out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=true"); err != nil || out.ExitCode != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	if got := strings.TrimSpace(fakes.Git(t, h.repo, "log", "-1", "--format=%s")); got != "peal: task 1" {
+	if got := fakes.Git(t, h.repo, "log", "-1", "--format=%s"); got != "peal: task 1" {
 		t.Fatalf("subject %q", got)
 	}
 }
