@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -250,5 +252,51 @@ func TestIsProcess(t *testing.T) {
 	}
 	if threads == 0 {
 		t.Fatal("no thread besides the main one to check")
+	}
+}
+
+// TestHelperEscaped is not a test: run as a child of TestStraysCountThreadsOnce
+// with CallIDEnv set, it waits to be killed.
+func TestHelperEscaped(t *testing.T) {
+	if os.Getenv(CallIDEnv) == "" {
+		t.Skip("only runs as the child of TestStraysCountThreadsOnce")
+	}
+	time.Sleep(time.Hour)
+}
+
+// A process that left the call's group is found once however many threads
+// it runs: the stray search probes the pids handed out since the call's
+// child, and the ids of the process's threads are among them.
+func TestStraysCountThreadsOnce(t *testing.T) {
+	t.Parallel()
+	callID := fmt.Sprintf("test/%d/strays", os.Getpid())
+	child := exec.Command("sleep", "60") // stands for the call's child, its group's leader
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	escaped := exec.Command(os.Args[0], "-test.run=^TestHelperEscaped$")
+	escaped.Env = append(os.Environ(), CallIDEnv+"="+callID)
+	escaped.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := escaped.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { escaped.Process.Kill(); escaped.Wait() })
+	// Wait until the helper runs with its id and more than one thread (the
+	// Go runtime starts several at once).
+	pid := escaped.Process.Pid
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if strings.Contains(string(env), CallIDEnv+"="+callID) && len(tasks) > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the helper never ran with its id and several threads (%d threads)", len(tasks))
+		}
+	}
+	if got := strays(callID, child.Process.Pid); !slices.Equal(got, []int{pid}) {
+		t.Fatalf("strays %v, want [%d]", got, pid)
 	}
 }
