@@ -300,3 +300,25 @@ func TestStraysCountThreadsOnce(t *testing.T) {
 		t.Fatalf("strays %v, want [%d]", got, pid)
 	}
 }
+
+// The pids started since a call's child are probed one by one when few, and
+// read from the list of /proc when many: both hold a process started since,
+// and neither one started long before.
+func TestStartedSince(t *testing.T) {
+	t.Parallel()
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	pid := child.Process.Pid
+	if pid <= 2*maxProbe {
+		t.Skip("pids this low leave no room for the case of many")
+	}
+	for name, first := range map[string]int{"few": pid, "many": pid - 2*maxProbe} {
+		got := startedSince(first)
+		if !slices.Contains(got, pid) || slices.Contains(got, 1) {
+			t.Errorf("%s since %d: child %d listed %v, init listed %v", name, first, pid, slices.Contains(got, pid), slices.Contains(got, 1))
+		}
+	}
+}
