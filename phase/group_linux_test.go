@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -255,15 +254,6 @@ func TestIsProcess(t *testing.T) {
 	}
 }
 
-// TestHelperEscaped is not a test: run as a child of TestStraysCountThreadsOnce
-// with CallIDEnv set, it waits to be killed.
-func TestHelperEscaped(t *testing.T) {
-	if os.Getenv(CallIDEnv) == "" {
-		t.Skip("only runs as the child of TestStraysCountThreadsOnce")
-	}
-	time.Sleep(time.Hour)
-}
-
 // A process that left the call's group is found once however many threads
 // it runs: the stray search probes the pids handed out since the call's
 // child, and the ids of the process's threads are among them.
@@ -276,25 +266,22 @@ func TestStraysCountThreadsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	escaped := exec.Command(os.Args[0], "-test.run=^TestHelperEscaped$")
-	escaped.Env = append(os.Environ(), CallIDEnv+"="+callID)
+	// The escaped process is the fake agent, a Go program (several
+	// threads), hanging in a session of its own with the call's id and
+	// starting nothing else.
+	dir := setup(t, fakes.Outcome{Hang: true})
+	spec := agentSpec(dir, time.Hour, time.Second)
+	escaped := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	escaped.Env = append(append(os.Environ(), spec.Env...), CallIDEnv+"="+callID)
 	escaped.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := escaped.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { escaped.Process.Kill(); escaped.Wait() })
-	// Wait until the helper runs with its id and more than one thread (the
-	// Go runtime starts several at once).
+	waitForCall(t, dir)
 	pid := escaped.Process.Pid
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		if strings.Contains(string(env), CallIDEnv+"="+callID) && len(tasks) > 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the helper never ran with its id and several threads (%d threads)", len(tasks))
-		}
+	if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err != nil || len(tasks) < 2 {
+		t.Fatalf("the escaped process runs %d threads (%v): nothing to tell apart", len(tasks), err)
 	}
 	if got := strays(callID, child.Process.Pid); !slices.Equal(got, []int{pid}) {
 		t.Fatalf("strays %v, want [%d]", got, pid)
