@@ -21,5 +21,11 @@ func strays(callID string, pgid int) []int { return nil }
 // that were sent are all it can do.
 func waitGone(pgid int, pids []int, limit time.Duration) {}
 
+// There is no guard here: without the parent-death signal the agent itself
+// outlives a killed peal, and a guard could not read the environments.
+func guardStarting()                   {}
+func guardStarted(pgid int, err error) {}
+func guardEnded(pgid int)              {}
+
 // SweepLeftovers finds nothing here: see strays.
 func SweepLeftovers(scope string, grace time.Duration) int { return 0 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -77,9 +78,68 @@ func TestAgentDiesWithPeal(t *testing.T) {
 	}
 }
 
+// What an agent started, in its group or out of it (a daemon), dies with
+// the peal that supervises the agent, even when peal is killed with SIGKILL:
+// peal's guard kills it at once, without waiting for the next run's sweep.
+func TestGrandchildDiesWithPeal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		out  fakes.Outcome
+	}{
+		{"in the group", fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true, Hang: true}},
+		{"a daemon", fakes.Outcome{Daemon: true, Hang: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := setup(t, tc.out)
+			parent := exec.Command(os.Args[0], "-test.run=^TestHelperParent$")
+			parent.Env = append(os.Environ(), helperEnv+"="+dir)
+			if err := parent.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { parent.Process.Kill(); parent.Wait() })
+			grandchild := waitForGrandchild(t, dir)
+			t.Cleanup(func() { killIfAlive(grandchild) })
+			if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			parent.Wait()
+			waitExit(grandchild, 30*time.Second)
+			if fakes.ProcessAlive(grandchild) {
+				t.Fatalf("%s %d outlived the killed peal", tc.name, grandchild)
+			}
+		})
+	}
+}
+
 // waitForCall waits (on the fake's record file, with a generous bound) for
 // the first agent call to start and returns its pid.
 func waitForCall(t *testing.T, dir string) int {
+	t.Helper()
+	return waitForRecord(t, dir, func() int {
+		if c, _ := fakes.ReadCalls(dir); len(c) > 0 {
+			return c[0].PID
+		}
+		return 0
+	})
+}
+
+// waitForGrandchild waits, as waitForCall does, for the first grandchild
+// of an agent to record its pid, and returns the pid.
+func waitForGrandchild(t *testing.T, dir string) int {
+	t.Helper()
+	return waitForRecord(t, dir, func() int {
+		if p, _ := fakes.GrandchildPIDs(dir); len(p) > 0 {
+			return p[0]
+		}
+		return 0
+	})
+}
+
+// waitForRecord waits, on inotify events of the fake's folder dir, until
+// found returns a pid.
+func waitForRecord(t *testing.T, dir string, found func() int) int {
 	t.Helper()
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
 	if err != nil {
@@ -91,8 +151,8 @@ func waitForCall(t *testing.T, dir string) int {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if c, _ := fakes.ReadCalls(dir); len(c) > 0 {
-			return c[0].PID
+		if pid := found(); pid != 0 {
+			return pid
 		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		unix.Poll(fds, 1000)
@@ -101,7 +161,7 @@ func waitForCall(t *testing.T, dir string) int {
 			unix.Read(fd, buf)
 		}
 	}
-	t.Fatal("the agent never started")
+	t.Fatal("the fake never recorded what the test waits for")
 	return 0
 }
 
@@ -307,5 +367,67 @@ func TestStartedSince(t *testing.T) {
 		if !slices.Contains(got, pid) || slices.Contains(got, 1) {
 			t.Errorf("%s since %d: child %d listed %v, init listed %v", name, first, pid, slices.Contains(got, pid), slices.Contains(got, 1))
 		}
+	}
+}
+
+// A peal that dies between starting a child and reporting its group leaves
+// its guard only the call ids to go by: the guard kills every process whose
+// call id names that peal, and nothing else (another peal's call, whatever
+// its scope).
+func TestGuardKillsByCallIDBeforeTheGroupIsKnown(t *testing.T) {
+	t.Parallel()
+	const dead = "999999999" // no such pid: a peal that died
+	sleeper := func(callID string) *exec.Cmd {
+		cmd := exec.Command("sleep", "60")
+		cmd.Env = []string{CallIDEnv + "=" + callID}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	mine := sleeper("a/scope/with/" + dead + "/7")
+	other := sleeper("a/scope/with/" + dead + "1/7")
+	otherScope := sleeper(dead + "/" + strconv.Itoa(os.Getpid()) + "/3")
+	g := exec.Command(os.Args[0], "-test.run=^$")
+	g.Env = []string{guardEnv + "=" + dead}
+	g.Stdin = strings.NewReader("s\n") // a child is starting: its group is not known yet
+	out, err := g.CombinedOutput()
+	if err != nil {
+		t.Fatalf("guard: %v: %s", err, out)
+	}
+	if want := "its guard stopped 1 process(es)"; !strings.Contains(string(out), want) {
+		t.Errorf("guard said %q, want %q", out, want)
+	}
+	if err := mine.Wait(); err == nil || mine.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("the dead peal's process: %v, want killed", err)
+	}
+	for _, c := range []*exec.Cmd{other, otherScope} {
+		if !fakes.ProcessAlive(c.Process.Pid) {
+			t.Errorf("process %d of another peal was killed", c.Process.Pid)
+		}
+	}
+}
+
+// A guard whose peal ended with no call under way has nothing to look for:
+// it exits without searching (a process that carries such a call id is then
+// no call's: the calls were over).
+func TestGuardOfACleanExitStopsNothing(t *testing.T) {
+	t.Parallel()
+	const dead = "999999998"
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = []string{CallIDEnv + "=s/" + dead + "/1"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	g := exec.Command(os.Args[0], "-test.run=^$")
+	g.Env = []string{guardEnv + "=" + dead}
+	g.Stdin = strings.NewReader("s\ng 42\ns\nf\ne 42\n")
+	if out, err := g.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Fatalf("guard: %v: %q", err, out)
+	}
+	if !fakes.ProcessAlive(cmd.Process.Pid) {
+		t.Fatal("the guard of a clean exit searched and killed")
 	}
 }

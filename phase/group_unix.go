@@ -64,10 +64,15 @@ func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan str
 }
 
 func (g *group) start() error {
-	if err := startChild(g.cmd); err != nil {
+	guardStarting()
+	err := startChild(g.cmd)
+	if err == nil {
+		g.pgid = g.cmd.Process.Pid
+	}
+	guardStarted(g.pgid, err)
+	if err != nil {
 		return err
 	}
-	g.pgid = g.cmd.Process.Pid
 	g.pid.Store(int64(g.pgid))
 	return nil
 }
@@ -107,6 +112,7 @@ func (g *group) reap(outputDone <-chan struct{}) {
 		g.kill.Stop()
 	}
 	g.mu.Unlock()
+	guardEnded(g.pgid)
 }
 
 func signalAll(pids []int, sig unix.Signal) {

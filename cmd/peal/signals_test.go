@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,8 +170,66 @@ func waitPID(pid int, d time.Duration) {
 	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(d.Milliseconds()))
 }
 
+// Killing peal with SIGKILL kills what its agent started too, in the
+// agent's group or out of it (a daemon), before any other run: peal's guard
+// does it as soon as peal is gone.
+func TestGrandchildDiesWithKilledPeal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		out  fakes.Outcome
+	}{
+		{"in the group", fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true, Hang: true}},
+		{"a daemon", fakes.Outcome{Daemon: true, Hang: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSandbox(t, plan3)
+			ready := fifo(t, s.dir, "ready")
+			tc.out.WriteFiles = map[string]string{ready: "x"} // once the grandchild runs
+			s.scenario(map[string][]fakes.Outcome{"execute:2": {tc.out}})
+			cmd, done := startPeal(t, s, s.env(), nil)
+			if _, err := os.ReadFile(ready); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			waitExited(t, cmd, done, 30*time.Second)
+			pids, err := fakes.GrandchildPIDs(s.agentDir)
+			if err != nil || len(pids) != 1 {
+				t.Fatalf("grandchildren %v, %v", pids, err)
+			}
+			t.Cleanup(func() { syscall.Kill(pids[0], syscall.SIGKILL) })
+			waitPID(pids[0], 30*time.Second)
+			if fakes.ProcessAlive(pids[0]) {
+				t.Fatalf("%s %d outlived the killed peal", tc.name, pids[0])
+			}
+		})
+	}
+}
+
+// guardOf returns the pid of the guard of peal pid (see phase's guard):
+// peal's child whose environment names peal.
+func guardOf(t *testing.T, peal int) int {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", peal))
+	for _, f := range tasks {
+		data, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(data)) {
+			env, _ := os.ReadFile("/proc/" + field + "/environ")
+			if slices.Contains(strings.Split(string(env), "\x00"), fmt.Sprintf("PEAL_GUARD_OF=%d", peal)) {
+				pid, _ := strconv.Atoi(field)
+				return pid
+			}
+		}
+	}
+	t.Fatalf("peal %d has no guard", peal)
+	return 0
+}
+
 // What a killed peal's agent left outside its group (a daemon) is stopped by
-// the next run on the same state folder, before that run's first call.
+// the next run on the same state folder, before that run's first call, when
+// peal's guard could not do it: here it was killed with peal, as a machine
+// that ends a job's every process would.
 func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
@@ -179,6 +239,7 @@ func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
 	if _, err := os.ReadFile(ready); err != nil {
 		t.Fatal(err)
 	}
+	syscall.Kill(guardOf(t, cmd.Process.Pid), syscall.SIGKILL)
 	cmd.Process.Signal(syscall.SIGKILL)
 	waitExited(t, cmd, done, 30*time.Second)
 	daemons, err := fakes.GrandchildPIDs(s.agentDir)
