@@ -93,8 +93,9 @@ type Config struct {
 	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
 	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet, git or post-run commands)"`
 	NetworkRetryCount          uint32           `key:"network_retry_count" default:"2" help:"Retries of agent calls that failed with a network error (apart from the retry counts)"`
-	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" default:"60" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
+	NetworkRetryDelaySec       uint64           `key:"network_retry_delay_sec" default:"10" help:"First wait before a network retry; it doubles each time, ±20% jitter"`
 	NetworkRetryMaxDelaySec    uint64           `key:"network_retry_max_delay_sec" default:"600" help:"Longest wait before a network retry"`
+	NetworkGiveUpSec           uint64           `key:"network_give_up_sec" default:"110" help:"No network retry of a call starts later than this many seconds after its first attempt began, so that an outage ends in exit 4 within minutes whatever the CLI (0: no limit)"`
 	NetworkErrorPatterns       []string         `key:"network_error_patterns" help:"Case-insensitive texts of stderr or the stdout tail that mark a network failure, on top of the agent kind's own"`
 	FatalErrorPatterns         []string         `key:"fatal_error_patterns" help:"Case-insensitive texts that mark a failure no retry can heal (not retried), on top of the agent kind's own"`
 	BuiltinErrorPatterns       bool             `key:"builtin_error_patterns" default:"true" help:"Use the agent kind's own failure messages and exit codes (false: only fatal_error_patterns and network_error_patterns)"`

@@ -247,12 +247,13 @@ func TestPealInvalidKey(t *testing.T) {
 }
 
 // TestPealConnectionRefused: with the API unreachable, peal stops with exit
-// 4 after its network retries (1 + network_retry_count attempts), at default
-// timeouts, within minutes rather than the half hour of one phase timeout,
-// even for a CLI that never gives up by itself.
+// 4 after its network retries (1 + network_retry_count attempts, fewer when
+// network_give_up_sec comes first), at default settings, within 3 minutes,
+// even for a CLI that never gives up by itself (codex) or retries silently
+// for a minute (opencode).
 func TestPealConnectionRefused(t *testing.T) {
 	t.Parallel()
-	const within = 10 * time.Minute
+	const within = 3 * time.Minute
 	if d, ok := t.Deadline(); ok && time.Until(d) < within+5*time.Minute {
 		t.Skipf("waits out peal's default network retries: run with -timeout 30m (%s left)", time.Until(d).Round(time.Second))
 	}
@@ -265,13 +266,13 @@ func TestPealConnectionRefused(t *testing.T) {
 		if r.elapsed > within {
 			t.Errorf("exit 4 came after %s, want within %s\n%s", r.elapsed.Round(time.Second), within, p)
 		}
-		if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 3}) {
-			t.Errorf("attempts = %v, want 3 plan attempts (1 + network_retry_count 2)", n)
+		if n := p.attempts(t); len(n) != 1 || n["plan"] < 2 || n["plan"] > 3 {
+			t.Errorf("attempts = %v, want 2 or 3 plan attempts (1 + network_retry_count 2, cut by network_give_up_sec)", n)
 		}
 		if n := len(modelRequests(p.srv)); n != 0 {
 			t.Errorf("%d requests reached the mock that is not configured", n)
 		}
-		t.Logf("%s: exit 4 after %s", a.kind, r.elapsed.Round(time.Second))
+		t.Logf("%s: exit 4 after %s, attempts %v", a.kind, r.elapsed.Round(time.Second), p.attempts(t))
 	})
 }
 

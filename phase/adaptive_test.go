@@ -100,6 +100,10 @@ func TestClassesHaveTheirOwnBudgets(t *testing.T) {
 				var r *RateLimitError
 				return errors.As(err, &r) && r.Waited == 90*time.Second && strings.Contains(err.Error(), "rate_limit_max_wait_sec (90 s)")
 			}},
+		{"no network retry starts past the give-up time", Policy{Attempts: 1, Budgets: map[Class]Budget{
+			Network: {Retries: 5, Backoff: backoff.NewConstantBackOff(time.Minute), GiveUp: 150 * time.Second}}}, []fakes.Outcome{netFail}, 3,
+			// Waits of 60 s: the third attempt starts at 120 s, a fourth would at 180 s.
+			func(err error) bool { var u *UnreachableError; return errors.As(err, &u) && u.Attempts == 3 }},
 		{"transient retried without the budget", Policy{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 3}}}, []fakes.Outcome{raceFail, raceFail, success}, 3,
 			func(err error) bool { return err == nil }},
 		{"transient budget spent", Policy{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 1}}}, []fakes.Outcome{raceFail}, 2,

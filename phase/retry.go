@@ -74,6 +74,18 @@ type Budget struct {
 	// this class; a wait the agent announced (Verdict.Wait) is used instead
 	// of the backoff when there is one.
 	MaxWait time.Duration
+	// GiveUp, when set, is the latest a retry of this class may start,
+	// counted from the start of the call's first attempt (its attempts and
+	// waits so far, and this retry's wait): a CLI whose every attempt takes
+	// long by itself cannot stretch the budget's retries out.
+	GiveUp time.Duration
+}
+
+// NetworkBudget is the budget of network failures: retries after a wait of
+// first, doubling up to most, ±20%, none starting later than giveUp after
+// the call began (0: no such limit).
+func NetworkBudget(retries int, first, most, giveUp time.Duration) Budget {
+	return Budget{Retries: retries, Backoff: Exponential(first, most, 0.2), GiveUp: giveUp}
 }
 
 // Policy is everything that differs between kinds of calls as far as
@@ -166,6 +178,7 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		b.Backoff.Reset()
 	}
 	allNetwork := true
+	var spent time.Duration // the call's attempts and waits so far
 	for n := 1; ; n++ {
 		role := RolePrimary
 		if p.Fallback && n%2 == 0 {
@@ -199,7 +212,8 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		if v.Class != Network && v.Class != Transient {
 			allNetwork = false
 		}
-		delay, ok := b.next(v)
+		spent += res.Duration
+		delay, ok := b.next(v, spent)
 		if !ok {
 			switch {
 			case v.Class == Network && allNetwork:
@@ -218,12 +232,14 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		if err := sleep(ctx, delay); err != nil {
 			return res, n, interrupted(spec.Phase, ctx)
 		}
+		spent += delay
 	}
 }
 
 // next spends one retry of the budget and returns the delay before it;
-// false when the budget is spent.
-func (b *budgetState) next(v Verdict) (time.Duration, bool) {
+// false when the budget is spent, or the retry would start past GiveUp
+// (spent is how long the call has taken so far).
+func (b *budgetState) next(v Verdict, spent time.Duration) (time.Duration, bool) {
 	if b.left <= 0 {
 		return 0, false
 	}
@@ -241,6 +257,9 @@ func (b *budgetState) next(v Verdict) (time.Duration, bool) {
 			return 0, false
 		}
 		delay = min(delay, rest)
+	}
+	if b.GiveUp > 0 && spent+delay > b.GiveUp {
+		return 0, false
 	}
 	b.left--
 	b.waited += delay

@@ -106,10 +106,8 @@ func New(o Options) *Reviewer {
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
 		startArgs: cfg.StetStartExtraArgs, runArgs: cfg.StetRunExtraArgs, attempts: attempts,
 		network: func() phase.Budget {
-			return phase.Budget{
-				Retries: int(cfg.NetworkRetryCount),
-				Backoff: phase.Exponential(time.Duration(cfg.NetworkRetryDelaySec)*time.Second, time.Duration(cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2),
-			}
+			return phase.NetworkBudget(int(cfg.NetworkRetryCount), time.Duration(cfg.NetworkRetryDelaySec)*time.Second,
+				time.Duration(cfg.NetworkRetryMaxDelaySec)*time.Second, time.Duration(cfg.NetworkGiveUpSec)*time.Second)
 		},
 		caller: o.Caller, log: o.Log,
 	}

@@ -188,8 +188,8 @@ func (r *run) agentPolicy(attempts int, classify phase.Classifier) phase.Policy 
 		rateRetries = maxRateLimitRetries
 	}
 	p.Budgets = map[phase.Class]phase.Budget{
-		phase.Network: {Retries: int(r.cfg.NetworkRetryCount), Backoff: phase.Exponential(time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
-			time.Duration(r.cfg.NetworkRetryMaxDelaySec)*time.Second, 0.2)},
+		phase.Network: phase.NetworkBudget(int(r.cfg.NetworkRetryCount), time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
+			time.Duration(r.cfg.NetworkRetryMaxDelaySec)*time.Second, time.Duration(r.cfg.NetworkGiveUpSec)*time.Second),
 		phase.RateLimited: {Retries: rateRetries, Backoff: phase.Exponential(rateLimitFirstWait, rateLimitLongestWait, 0.1), MaxWait: maxWait},
 		phase.Transient:   {Retries: transientRetries},
 	}
