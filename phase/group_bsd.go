@@ -23,9 +23,9 @@ func waitGone(pgid int, pids []int, limit time.Duration) {}
 
 // There is no guard here: without the parent-death signal the agent itself
 // outlives a killed peal, and a guard could not read the environments.
-func guardStarting()                   {}
-func guardStarted(pgid int, err error) {}
-func guardEnded(pgid int)              {}
+func guardStarting()                       {}
+func guardStarted(pgid int, err error) int { return 0 }
+func guardEnded(slot int)                  {}
 
 // SweepLeftovers finds nothing here: see strays.
 func SweepLeftovers(scope string, grace time.Duration) int { return 0 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -370,42 +371,89 @@ func TestStartedSince(t *testing.T) {
 	}
 }
 
-// A peal that dies between starting a child and reporting its group leaves
+// runGuard runs the test binary as the guard of peal pid dead, with a
+// shared table that says count calls were under way, in groups, and
+// returns what the guard printed once it has seen peal's end.
+func runGuard(t *testing.T, dead string, count int32, groups ...int32) string {
+	t.Helper()
+	fd, err := unix.MemfdCreate("guard-test", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := os.NewFile(uintptr(fd), "guard-test")
+	defer mem.Close()
+	if err := mem.Truncate(guardSlots * 4); err != nil {
+		t.Fatal(err)
+	}
+	table, err := mapTable(fd, unix.PROT_READ|unix.PROT_WRITE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table[0] = count
+	copy(table[1:], groups)
+	g := exec.Command(os.Args[0], "-test.run=^$")
+	g.Env = []string{guardEnv + "=" + dead}
+	g.ExtraFiles = []*os.File{mem}
+	out, err := g.CombinedOutput() // standard input is /dev/null: peal has ended
+	if err != nil {
+		t.Fatalf("guard: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+// sleeper starts a process that carries callID and, in a group of its
+// own when own is set.
+func sleeper(t *testing.T, callID string, own bool) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if callID != "" {
+		cmd.Env = []string{CallIDEnv + "=" + callID}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: own}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+func killedBySIGKILL(c *exec.Cmd) bool {
+	err := c.Wait()
+	return err != nil && c.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+}
+
+// A peal that dies between starting a child and recording its group leaves
 // its guard only the call ids to go by: the guard kills every process whose
 // call id names that peal, and nothing else (another peal's call, whatever
 // its scope).
 func TestGuardKillsByCallIDBeforeTheGroupIsKnown(t *testing.T) {
 	t.Parallel()
 	const dead = "999999999" // no such pid: a peal that died
-	sleeper := func(callID string) *exec.Cmd {
-		cmd := exec.Command("sleep", "60")
-		cmd.Env = []string{CallIDEnv + "=" + callID}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
-	}
-	mine := sleeper("a/scope/with/" + dead + "/7")
-	other := sleeper("a/scope/with/" + dead + "1/7")
-	otherScope := sleeper(dead + "/" + strconv.Itoa(os.Getpid()) + "/3")
-	g := exec.Command(os.Args[0], "-test.run=^$")
-	g.Env = []string{guardEnv + "=" + dead}
-	g.Stdin = strings.NewReader("s\n") // a child is starting: its group is not known yet
-	out, err := g.CombinedOutput()
-	if err != nil {
-		t.Fatalf("guard: %v: %s", err, out)
-	}
-	if want := "its guard stopped 1 process(es)"; !strings.Contains(string(out), want) {
+	mine := sleeper(t, "a/scope/with/"+dead+"/7", false)
+	other := sleeper(t, "a/scope/with/"+dead+"1/7", false)
+	otherScope := sleeper(t, dead+"/"+strconv.Itoa(os.Getpid())+"/3", false)
+	out := runGuard(t, dead, 1) // a child is starting: its group is not known yet
+	if want := "its guard stopped 1 process(es)"; !strings.Contains(out, want) {
 		t.Errorf("guard said %q, want %q", out, want)
 	}
-	if err := mine.Wait(); err == nil || mine.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Errorf("the dead peal's process: %v, want killed", err)
+	if !killedBySIGKILL(mine) {
+		t.Error("the dead peal's process was not killed")
 	}
 	for _, c := range []*exec.Cmd{other, otherScope} {
 		if !fakes.ProcessAlive(c.Process.Pid) {
 			t.Errorf("process %d of another peal was killed", c.Process.Pid)
 		}
+	}
+}
+
+// The group of a running call is killed whole, even a process of it that
+// carries no call id (it cleared its environment).
+func TestGuardKillsRecordedGroups(t *testing.T) {
+	t.Parallel()
+	leader := sleeper(t, "", true)
+	out := runGuard(t, "999999997", 1, int32(leader.Process.Pid))
+	if !killedBySIGKILL(leader) {
+		t.Fatalf("the recorded group was not killed (guard said %q)", out)
 	}
 }
 
@@ -415,19 +463,45 @@ func TestGuardKillsByCallIDBeforeTheGroupIsKnown(t *testing.T) {
 func TestGuardOfACleanExitStopsNothing(t *testing.T) {
 	t.Parallel()
 	const dead = "999999998"
-	cmd := exec.Command("sleep", "60")
-	cmd.Env = []string{CallIDEnv + "=s/" + dead + "/1"}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	g := exec.Command(os.Args[0], "-test.run=^$")
-	g.Env = []string{guardEnv + "=" + dead}
-	g.Stdin = strings.NewReader("s\ng 42\ns\nf\ne 42\n")
-	if out, err := g.CombinedOutput(); err != nil || len(out) > 0 {
-		t.Fatalf("guard: %v: %q", err, out)
+	cmd := sleeper(t, "s/"+dead+"/1", false)
+	if out := runGuard(t, dead, 0); out != "" {
+		t.Fatalf("guard said %q", out)
 	}
 	if !fakes.ProcessAlive(cmd.Process.Pid) {
 		t.Fatal("the guard of a clean exit searched and killed")
+	}
+}
+
+// tableWatcher reads the guard's table while its call runs.
+type tableWatcher struct{ count, groups []int32 }
+
+func (w *tableWatcher) Begin(func(error)) {
+	w.count = append(w.count, atomic.LoadInt32(&guard.table[0]))
+	for i := 1; i < len(guard.table); i++ {
+		if g := atomic.LoadInt32(&guard.table[i]); g != 0 {
+			w.groups = append(w.groups, g)
+		}
+	}
+}
+func (w *tableWatcher) Line(Stream, []byte) {}
+func (w *tableWatcher) Done()               {}
+
+// The table peal shares with its guard holds a running call's group and
+// forgets it when the call ends. Not parallel: no other call runs meanwhile.
+func TestGuardTableFollowsCalls(t *testing.T) {
+	w := &tableWatcher{}
+	spec := agentSpec(setup(t, fakes.Outcome{Stdout: "x"}), time.Minute, time.Second)
+	spec.Watch = w
+	res, err := Run(context.Background(), spec)
+	if err != nil || guard.table == nil {
+		t.Fatalf("err %v, guard table %v", err, guard.table != nil)
+	}
+	if !slices.Equal(w.count, []int32{1}) || !slices.Equal(w.groups, []int32{int32(res.ProcessGroupPID)}) {
+		t.Fatalf("while the call ran: count %v, groups %v; want [1] and [%d]", w.count, w.groups, res.ProcessGroupPID)
+	}
+	w2 := &tableWatcher{}
+	w2.Begin(nil)
+	if !slices.Equal(w2.count, []int32{0}) || len(w2.groups) != 0 {
+		t.Fatalf("once it ended: count %v, groups %v", w2.count, w2.groups)
 	}
 }

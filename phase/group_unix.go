@@ -18,13 +18,14 @@ import (
 // carry the call's id in their environment although they left the group
 // (a daemon started with setsid).
 type group struct {
-	cmd    *exec.Cmd
-	pgid   int // set once started; read by the cancel of exec's watcher through pid
-	pid    atomic.Int64
-	callID string
-	grace  time.Duration
-	hard   <-chan struct{} // closes on a hard stop: no more grace
-	exited chan struct{}   // closed once the child has been waited for
+	cmd       *exec.Cmd
+	pgid      int // set once started; read by the cancel of exec's watcher through pid
+	pid       atomic.Int64
+	callID    string
+	grace     time.Duration
+	hard      <-chan struct{} // closes on a hard stop: no more grace
+	exited    chan struct{}   // closed once the child has been waited for
+	guardSlot int             // where peal's guard finds the group (0: nowhere)
 
 	mu   sync.Mutex
 	kill *time.Timer // SIGKILL after the grace, armed by the first SIGTERM
@@ -69,7 +70,7 @@ func (g *group) start() error {
 	if err == nil {
 		g.pgid = g.cmd.Process.Pid
 	}
-	guardStarted(g.pgid, err)
+	g.guardSlot = guardStarted(g.pgid, err)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func (g *group) reap(outputDone <-chan struct{}) {
 		g.kill.Stop()
 	}
 	g.mu.Unlock()
-	guardEnded(g.pgid)
+	guardEnded(g.guardSlot)
 }
 
 func signalAll(pids []int, sig unix.Signal) {

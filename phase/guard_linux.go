@@ -1,16 +1,18 @@
 package phase
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,17 +25,24 @@ import (
 //
 // It learns of peal's death from a pipe: peal holds the only write end, so
 // the guard reads EOF when peal is gone, whatever killed it and whichever
-// thread started the guard. Peal tells it, one short line each, when a call
-// is about to start its child, when the child has started (its process
-// group), and when the call is over. When peal dies with no call under way,
-// nothing of it can be running and the guard exits at once; otherwise it
-// SIGKILLs the groups of the calls under way, then every process whose call
-// id names peal's pid, until none is left: that search covers a child whose
-// group peal had not reported yet, and what left its group.
+// thread started the guard. What is under way it reads from memory the two
+// share (a memfd): the number of calls between the start of their child
+// and their end, and the group of each running call; peal keeps it up to
+// date with atomic stores, without a system call. When peal dies with no
+// call under way, nothing of it can be running and the guard exits at once;
+// otherwise it SIGKILLs the groups of the calls under way, then every
+// process whose call id names peal's pid, until none is left: that search
+// covers a child whose group peal had not recorded yet, and what left its
+// group.
 
 // guardEnv, set only in the guard's environment, makes peal's binary act
 // as the guard of the peal whose pid it names (see init).
 const guardEnv = "PEAL_GUARD_OF"
+
+// guardSlots is the size of the shared table, in int32 slots: slot 0
+// counts the calls under way, the others hold their groups (0: free). More
+// calls at once than slots is harmless: the search by call id finds them.
+const guardSlots = 1024
 
 func init() {
 	if pid := os.Getenv(guardEnv); pid != "" {
@@ -41,32 +50,24 @@ func init() {
 	}
 }
 
-// guardMain is the guard's whole life: it reads peal's reports from
-// standard input until EOF, then stops what is left.
+// guardMain is the guard's whole life: it waits for EOF on standard input,
+// then reads the shared table (fd 3) and stops what is left.
 func guardMain(pealPID string) int {
 	// Signals meant for peal's terminal or group are not for the guard: it
 	// lives in a group of its own and ends on EOF alone.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
-	pending, groups := 0, map[int]int{} // calls starting; live group -> calls in it
-	sc := bufio.NewScanner(os.Stdin)
-	for sc.Scan() {
-		op, arg, _ := bytes.Cut(sc.Bytes(), []byte{' '})
-		n, _ := strconv.Atoi(string(arg))
-		switch string(op) {
-		case "s": // a child is about to start
-			pending++
-		case "g": // it started, leading group n
-			pending--
-			groups[n]++
-		case "f": // it could not start
-			pending--
-		case "e": // the call of group n is over
-			if groups[n]--; groups[n] <= 0 {
-				delete(groups, n)
-			}
+	table, err := mapTable(3, unix.PROT_READ)
+	io.Copy(io.Discard, os.Stdin)
+	if err != nil {
+		table = nil // no table: search as if calls were under way
+	}
+	groups := map[int]bool{}
+	for i := 1; i < len(table); i++ {
+		if g := atomic.LoadInt32(&table[i]); g > 0 {
+			groups[int(g)] = true
 		}
 	}
-	if pending <= 0 && len(groups) == 0 {
+	if table != nil && atomic.LoadInt32(&table[0]) <= 0 && len(groups) == 0 {
 		return 0
 	}
 	killed := guardKill(pealPID, groups)
@@ -76,10 +77,19 @@ func guardMain(pealPID string) int {
 	return 0
 }
 
+// mapTable maps the shared table of file descriptor fd.
+func mapTable(fd, prot int) ([]int32, error) {
+	mem, err := unix.Mmap(fd, 0, guardSlots*4, prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&mem[0])), guardSlots), nil
+}
+
 // guardKill SIGKILLs the groups, then every process whose call id was given
 // by peal pid pealPID, again until a search finds none (a process may start
 // another while it is being killed), and returns how many it found.
-func guardKill(pealPID string, groups map[int]int) int {
+func guardKill(pealPID string, groups map[int]bool) int {
 	for pgid := range groups {
 		unix.Kill(-pgid, unix.SIGKILL)
 	}
@@ -131,51 +141,73 @@ func isDigits(b []byte) bool {
 	return len(b) > 0
 }
 
-// guard is peal's end of the pipe to its guard; nil when there is none.
+// guard is peal's side: the write end of the pipe, which it never writes
+// to, and the shared table; table is nil when there is no guard.
 var guard struct {
-	once sync.Once
-	mu   sync.Mutex
-	w    *os.File
+	once  sync.Once
+	pipe  *os.File
+	table []int32
 }
 
-// guardStarting tells the guard, started on first use, that a child is
-// about to start. Without a guard (it could not start, or it died) the
-// reports are dropped: the next run's sweep remains.
+// guardStarting records, starting the guard on first use, that a child is
+// about to start. Without a guard (it could not start) nothing is
+// recorded: the next run's sweep remains.
 func guardStarting() {
 	guard.once.Do(startGuard)
-	guardSay("s\n")
+	if guard.table != nil {
+		atomic.AddInt32(&guard.table[0], 1)
+	}
 }
 
-// guardStarted tells the guard that the child now leads group pgid, or
-// could not start (err not nil).
-func guardStarted(pgid int, err error) {
+// guardStarted records that the child now leads group pgid, or could not
+// start (err not nil), and returns the slot that holds the group (0: none).
+func guardStarted(pgid int, err error) int {
+	t := guard.table
+	if t == nil {
+		return 0
+	}
 	if err != nil {
-		guardSay("f\n")
-		return
+		atomic.AddInt32(&t[0], -1)
+		return 0
 	}
-	guardSay("g " + strconv.Itoa(pgid) + "\n")
+	for i := 1; i < len(t); i++ {
+		if atomic.CompareAndSwapInt32(&t[i], 0, int32(pgid)) {
+			return i
+		}
+	}
+	return 0
 }
 
-// guardEnded tells the guard that the call of group pgid is over: nothing
-// of it is running any more.
-func guardEnded(pgid int) { guardSay("e " + strconv.Itoa(pgid) + "\n") }
-
-func guardSay(line string) {
-	guard.mu.Lock()
-	defer guard.mu.Unlock()
-	if guard.w == nil {
+// guardEnded records that the call whose group is in slot (0: none) is
+// over: nothing of it is running any more.
+func guardEnded(slot int) {
+	t := guard.table
+	if t == nil {
 		return
 	}
-	if _, err := guard.w.WriteString(line); err != nil {
-		guard.w.Close()
-		guard.w = nil
+	if slot > 0 {
+		atomic.StoreInt32(&t[slot], 0)
 	}
+	atomic.AddInt32(&t[0], -1)
 }
 
 // startGuard starts the guard: this very binary, in a group of its own (a
 // Ctrl-C for peal is not for it), with the read end of the pipe as its
-// standard input.
+// standard input and the shared table as fd 3.
 func startGuard() {
+	fd, err := unix.MemfdCreate("peal-guard", unix.MFD_CLOEXEC)
+	if err != nil {
+		return
+	}
+	mem := os.NewFile(uintptr(fd), "peal-guard")
+	defer mem.Close()
+	if err := mem.Truncate(guardSlots * 4); err != nil {
+		return
+	}
+	table, err := mapTable(fd, unix.PROT_READ|unix.PROT_WRITE)
+	if err != nil {
+		return
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return
@@ -184,11 +216,12 @@ func startGuard() {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = []string{guardEnv + "=" + strconv.Itoa(os.Getpid())}
 	cmd.Stdin, cmd.Stderr = r, os.Stderr
+	cmd.ExtraFiles = []*os.File{mem}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return
 	}
-	guard.w = w
+	guard.pipe, guard.table = w, table
 	go cmd.Wait() // reaps it should it die before peal
 }
