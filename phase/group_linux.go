@@ -62,38 +62,76 @@ func strays(callID string, pgid int) []int {
 		return nil
 	}
 	want := []byte(CallIDEnv + "=" + callID)
+	return carriers(startedSince(pgid), pgid, func(kv []byte) bool { return bytes.Equal(kv, want) })
+}
+
+// carriers lists the processes among pids, outside group except (none when
+// 0), whose environment holds an entry for which match is true (a zombie's
+// environment reads as empty). The group is asked first: it takes no file
+// to read, and a call's child and its threads are in the call's group.
+func carriers(pids []int, except int, match func(kv []byte) bool) []int {
 	var out []int
-	for _, p := range carriers(startedSince(pgid), func(kv []byte) bool { return bytes.Equal(kv, want) }) {
-		if p.pgid != pgid {
-			out = append(out, p.pid)
+	buf := make([]byte, 0, 16<<10)
+	for _, pid := range pids {
+		g, err := unix.Getpgid(pid)
+		if err != nil || (except != 0 && g == except) {
+			continue
+		}
+		buf, err = readProc(buf[:0], pid, "environ")
+		if err == nil && hasEntry(buf, match) && isProcess(pid) {
+			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-type proc struct{ pid, pgid int }
-
-// carriers lists the processes among pids whose environment holds an entry
-// for which match is true (a zombie's environment reads as empty).
-func carriers(pids []int, match func(kv []byte) bool) []proc {
-	var out []proc
-	for _, pid := range pids {
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), match) {
-			continue
+// hasEntry tells whether one of the NUL-separated entries of env matches.
+func hasEntry(env []byte, match func(kv []byte) bool) bool {
+	for len(env) > 0 {
+		kv, rest, _ := bytes.Cut(env, []byte{0})
+		if match(kv) {
+			return true
 		}
-		if g, err := unix.Getpgid(pid); err == nil && isProcess(pid) {
-			out = append(out, proc{pid, g})
-		}
+		env = rest
 	}
-	return out
+	return false
 }
 
 // isProcess tells a process from a thread of one: /proc answers for a
 // thread's id too, though it does not list it.
 func isProcess(pid int) bool {
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	status, err := readProc(nil, pid, "status")
 	return err == nil && bytes.Contains(status, []byte("\nTgid:\t"+strconv.Itoa(pid)+"\n"))
+}
+
+// readProc appends /proc/<pid>/<name> to buf. It reads with plain system
+// calls: it runs at the end of every call, and os.ReadFile's stat and
+// poller registration would double its cost.
+func readProc(buf []byte, pid int, name string) ([]byte, error) {
+	return readSmall(buf, "/proc/"+strconv.Itoa(pid)+"/"+name)
+}
+
+func readSmall(buf []byte, path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return buf, err
+	}
+	defer unix.Close(fd)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, max(cap(buf), 4096))
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return buf, err
+		case n == 0:
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // maxProbe bounds how many pids startedSince hands out one by one before it
@@ -106,7 +144,7 @@ const maxProbe = 512
 // A few pids are listed as such, without reading the whole of /proc; when
 // the last one cannot be read, every live process may be one.
 func startedSince(first int) []int {
-	data, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	data, err := readSmall(make([]byte, 0, 32), "/proc/sys/kernel/ns_last_pid")
 	last, perr := strconv.Atoi(strings.TrimSpace(string(data)))
 	switch {
 	case err != nil || perr != nil:
@@ -196,12 +234,9 @@ func SweepLeftovers(scope string, grace time.Duration) int {
 	}
 	prefix := []byte(CallIDEnv + "=" + scope + "/")
 	mine := []byte(CallIDEnv + "=" + scope + "/" + strconv.Itoa(os.Getpid()) + "/")
-	var pids []int
-	for _, p := range carriers(processes(func(int) bool { return true }), func(kv []byte) bool {
+	pids := carriers(processes(func(int) bool { return true }), 0, func(kv []byte) bool {
 		return bytes.HasPrefix(kv, prefix) && !bytes.HasPrefix(kv, mine)
-	}) {
-		pids = append(pids, p.pid)
-	}
+	})
 	if len(pids) == 0 {
 		return 0
 	}

@@ -109,10 +109,9 @@ func guardKill(pealPID string, groups map[int]bool) int {
 	}
 	seen := map[int]bool{}
 	for range 50 {
-		var pids []int
-		for _, p := range carriers(processes(func(int) bool { return true }), ofPeal) {
-			pids = append(pids, p.pid)
-			seen[p.pid] = true
+		pids := carriers(processes(func(int) bool { return true }), 0, ofPeal)
+		for _, pid := range pids {
+			seen[pid] = true
 		}
 		if len(pids) == 0 {
 			break

@@ -180,7 +180,9 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	c.cmd.Env = env
 	c.cmd.Stdout, c.cmd.Stderr = c.out.childOut, c.out.childErr // *os.File: no copying goroutines inside exec
 	var stdinRead *os.File
-	if spec.Stdin != nil {
+	if spec.Stdin == nil {
+		c.cmd.Stdin = devNull() // or exec would open it for every call
+	} else {
 		if stdinRead, c.stdin, err = os.Pipe(); err != nil {
 			return fail(err)
 		}
@@ -210,6 +212,16 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	c.out.read(c.started, spec.Watch)
 	return c, nil
 }
+
+// devNull is /dev/null, opened once and shared by every call's child as its
+// standard input (nil when it cannot be opened: exec then tries itself).
+var devNull = sync.OnceValue(func() io.Reader {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil
+	}
+	return f
+})
 
 // writeStdin hands the prompt to the child. A child that exits (or stops
 // reading) before taking all of it ends the write with an error, which
