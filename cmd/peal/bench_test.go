@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,10 +40,10 @@ func BenchmarkPeakRSS200MiB(b *testing.B) {
 	b.ReportMetric(float64(peak)/1024, "peak-RSS-MiB")
 }
 
-// benchRun runs `peal run` once in s with a fresh state folder and returns
-// its wall time and the CPU time of peal and every process it waited for
-// (the agent calls, git).
-func benchRun(b *testing.B, s *sandbox, env ...string) (wall, cpu time.Duration) {
+// benchRun runs `peal run` once in s with a fresh state folder, checks its
+// exit code, and returns its wall time and the CPU time of peal and every
+// process it waited for (the agent calls, git).
+func benchRun(b *testing.B, s *sandbox, code int, env ...string) (wall, cpu time.Duration) {
 	cmd := exec.Command(bins["peal"], "run")
 	cmd.Dir, cmd.Env = s.dir, s.env(append([]string{"PEAL_STATE_DIR=" + b.TempDir(), "PEAL_LOG_LEVEL=error"}, env...)...)
 	var stderr bytes.Buffer
@@ -49,8 +51,8 @@ func benchRun(b *testing.B, s *sandbox, env ...string) (wall, cpu time.Duration)
 	start := time.Now()
 	cmd.Run()
 	wall = time.Since(start)
-	if cmd.ProcessState == nil {
-		b.Fatalf("peal did not run: %s", stderr.String())
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != code {
+		b.Fatalf("peal: %v, want exit %d: %s", cmd.ProcessState, code, stderr.String())
 	}
 	return wall, cpuOf(cmd.ProcessState)
 }
@@ -90,7 +92,7 @@ func BenchmarkRunTimeout1s(b *testing.B) {
 	s.scenario(map[string][]fakes.Outcome{"plan": {hang}})
 	var peal, bare time.Duration
 	for b.Loop() {
-		w, _ := benchRun(b, s, "PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_PHASE_RETRY_COUNT=0")
+		w, _ := benchRun(b, s, 1, "PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_PHASE_RETRY_COUNT=0")
 		peal += w
 		w, _ = benchBare(b, hang, time.Second)
 		bare += w
@@ -100,25 +102,37 @@ func BenchmarkRunTimeout1s(b *testing.B) {
 }
 
 // BenchmarkRunWait6sCPU: the CPU time of `peal run` of one task whose plan
-// call sleeps 6 s, start-up, git and the execute call included, against the
-// same two agent calls as bare execs. Target: peal's share (the difference)
-// under 40 ms.
+// call sleeps 6 s, start-up and the execute call included, against the same
+// two agent calls as bare execs; with commit_after_phase2 (commit) peal
+// also runs git to commit what the execute call wrote. Target: peal's share
+// (the difference) under 40 ms.
 func BenchmarkRunWait6sCPU(b *testing.B) {
-	t := &testing.T{}
-	s := newSandbox(t, "## Task 1\nA\n")
-	s.t = t
-	sleep, done := fakes.Outcome{SleepMS: 6000, Stdout: "the plan\n"}, fakes.Outcome{Stdout: "done\n"}
-	s.scenario(map[string][]fakes.Outcome{"plan": {sleep}, "execute": {done}})
-	var peal, bare time.Duration
-	for b.Loop() {
-		_, c := benchRun(b, s)
-		peal += c
-		_, c1 := benchBare(b, sleep, 0)
-		_, c2 := benchBare(b, done, 0)
-		bare += c1 + c2
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{{"no-git", nil}, {"commit", []string{"PEAL_COMMIT_AFTER_PHASE2=true", "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@example.com"}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			t := &testing.T{}
+			s := newSandbox(t, "## Task 1\nA\n")
+			s.t = t
+			sleep, done := fakes.Outcome{SleepMS: 6000, Stdout: "the plan\n"}, fakes.Outcome{Stdout: "done\n"}
+			n := 0
+			var peal, bare time.Duration
+			for b.Loop() {
+				n++
+				write := done
+				write.WriteFiles = map[string]string{filepath.Join(s.repo, fmt.Sprintf("f%d.txt", n)): "x"}
+				s.scenario(map[string][]fakes.Outcome{"plan": {sleep}, "execute": {write}})
+				_, c := benchRun(b, s, 0, tc.env...)
+				peal += c
+				_, c1 := benchBare(b, sleep, 0)
+				_, c2 := benchBare(b, done, 0)
+				bare += c1 + c2
+			}
+			b.ReportMetric(float64(peal.Microseconds())/1000/float64(b.N), "cpu-ms/run")
+			b.ReportMetric(float64(bare.Microseconds())/1000/float64(b.N), "bare-cpu-ms/run")
+		})
 	}
-	b.ReportMetric(float64(peal.Microseconds())/1000/float64(b.N), "cpu-ms/run")
-	b.ReportMetric(float64(bare.Microseconds())/1000/float64(b.N), "bare-cpu-ms/run")
 }
 
 // BenchmarkGuard: what peal's guard costs a run (it starts once per peal
