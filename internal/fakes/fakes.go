@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -285,7 +284,7 @@ func ProcessAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+	if !exists(pid) {
 		return false
 	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -342,7 +341,7 @@ func appendLocked(path string, mk func(existing []byte) ([]byte, error)) error {
 		return err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lock(f, true); err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	existing, err := io.ReadAll(f)
@@ -371,7 +370,7 @@ func readLocked(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+	if err := lock(f, false); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return io.ReadAll(f)
