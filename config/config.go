@@ -74,7 +74,7 @@ type Config struct {
 	StetPath                   string           `key:"stet_path" kind:"path" help:"stet executable (unset: stet on PATH)"`
 	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"No effect (a warning): each task's review session starts at the commit before the task"`
 	StetStartExtraArgs         []string         `key:"stet_start_extra_args" flag:"stet-start-args" kind:"args" help:"Extra arguments of stet start (comma or space separated)"`
-	StetRunExtraArgs           []string         `key:"stet_run_extra_args" flag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated)"`
+	StetRunExtraArgs           []string         `key:"stet_run_extra_args" flag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated); --stream, --json and --output are dropped with a warning"`
 	StetCommands               []string         `key:"stet_commands" flag:"-" kind:"commands" help:"Custom review commands replacing the built-in stet sequence"`
 	StetDisableLLMTriage       bool             `key:"stet_disable_llm_triage" default:"false" help:"Dismiss findings by stet_dismiss_patterns instead of asking the agent"`
 	StetDismissPatterns        []DismissPattern `key:"stet_dismiss_patterns" flag:"-" help:"Findings to dismiss when LLM triage is disabled"`

@@ -102,9 +102,14 @@ func New(o Options) *Reviewer {
 		}
 	}
 	attempts := stetAttempts(cfg)
+	runArgs, dropped := formatArgs(cfg.StetRunExtraArgs)
+	if len(dropped) > 0 {
+		o.Log.Warn("arguments of stet_run_extra_args that change stet's output format are dropped: peal chooses the output of its review commands itself",
+			"set_by", config.Describe("stet_run_extra_args", cfg.Sources), "dropped", strings.Join(dropped, " "))
+	}
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
-		startArgs: cfg.StetStartExtraArgs, runArgs: cfg.StetRunExtraArgs, attempts: attempts,
+		startArgs: cfg.StetStartExtraArgs, runArgs: runArgs, attempts: attempts,
 		network: func() phase.Budget {
 			return phase.Budget{
 				Retries: int(cfg.NetworkRetryCount),
