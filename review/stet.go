@@ -221,6 +221,12 @@ func (s *stet) finish(ctx context.Context, task int) bool {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	if ctx.Err() == nil {
+		// A signal that comes while the finish runs (the one that closes a
+		// session an earlier run left open, a hung one included) stops it
+		// as it stops any call: SIGTERM, then SIGKILL after the kill grace.
+		defer context.AfterFunc(ctx, cancel)()
+	}
 	if _, err := s.call(fctx, task, []string{"finish"}, 1, nil, nil, nil); err != nil {
 		s.log.Warn("stet finish failed", "task", task, "err", err)
 		return false
