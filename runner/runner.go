@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -33,12 +32,15 @@ const (
 
 // Outcome is what a run that did not fail hard leaves behind.
 type Outcome struct {
-	ExitCode     int
-	Completed    []int
-	Failed       []int
-	WithFindings []int
-	Skipped      []int // tickets that used up their retries: nothing ran
-	Deferred     []int // left with findings under on_findings_remaining = defer
+	ExitCode int
+	// Completed are the tasks this run completed; AlreadyCompleted the
+	// selected tasks that earlier runs had completed (not run again).
+	Completed        []int
+	AlreadyCompleted []int
+	Failed           []int
+	WithFindings     []int
+	Skipped          []int // tickets that used up their retries: nothing ran
+	Deferred         []int // left with findings under on_findings_remaining = defer
 	// ReviewSkipped are completed tasks whose Phase 3 was skipped under
 	// on_stet_fail = skip (the review could not start or failed).
 	ReviewSkipped []int
@@ -242,13 +244,20 @@ func (a phase3Agent) Call(ctx context.Context, name string, task, attempts int, 
 // side when any task is pending, runs the schedule, and closes the ticket,
 // whatever happened.
 func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err error) {
-	pending := slices.DeleteFunc(slices.Clone(tasks), func(t Task) bool { return r.store.Completed(t.Index) })
-	if len(pending) == 0 {
-		// The summary of a run with nothing to do still lists what is done.
-		r.log.Info("every selected task is already completed")
-		for _, t := range tasks {
-			out.Completed = append(out.Completed, t.Index)
+	var pending []Task
+	var done []int
+	for _, t := range tasks {
+		if r.store.Completed(t.Index) {
+			done = append(done, t.Index)
+		} else {
+			pending = append(pending, t)
 		}
+	}
+	// Completed counts this run's work only; what earlier runs did is
+	// listed apart, in a run with nothing left to do too.
+	defer func() { out.AlreadyCompleted = done }()
+	if len(pending) == 0 {
+		r.log.Info("every selected task is already completed")
 		return out, nil
 	}
 	// The agent must be able to authenticate before anything is recorded or
@@ -415,6 +424,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 func (r *run) writeSummary(out Outcome) {
 	sum := state.RunSummary{
 		TasksCompleted:             nonNil(out.Completed),
+		TasksAlreadyCompleted:      nonNil(out.AlreadyCompleted),
 		TasksFailed:                nonNil(out.Failed),
 		TasksWithRemainingFindings: nonNil(out.WithFindings),
 		TasksSkipped:               nonNil(out.Skipped),
