@@ -296,10 +296,12 @@ func (rv *Reviewer) removeMarker() {
 // share a commit: a stet session from the commit before the task(s) to the
 // end of their Phase 3. A nil Session reviews nothing.
 type Session struct {
-	rv      *Reviewer
-	tasks   []int
-	open    bool // a stet session was started and is not finished
-	skipped bool // Phase 3 is skipped for these tasks (on_stet_fail = skip)
+	rv    *Reviewer
+	tasks []int
+	open  bool // a stet session was started and is not finished
+	// baseline is the commit the stet session started at.
+	baseline string
+	skipped  bool // Phase 3 is skipped for these tasks (on_stet_fail = skip)
 	// ignored are the ids triage set aside; dismissals are the `stet
 	// dismiss` calls still to make for them, in order.
 	ignored    map[string]bool
@@ -333,7 +335,7 @@ func (rv *Reviewer) Begin(ctx context.Context, tasks []int) (*Session, error) {
 	}
 	switch {
 	case err == nil:
-		s.open = true
+		s.open, s.baseline = true, baseline
 		return s, nil
 	case ctx.Err() != nil, endsRun(err):
 		return nil, err

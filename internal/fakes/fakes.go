@@ -87,7 +87,10 @@ type Outcome struct {
 	ChatterMS    int               `json:"chatter_ms"`
 	ChatterCount int               `json:"chatter_count"`
 	WriteFiles   map[string]string `json:"write_files"`
-	WaitFile     string            `json:"wait_file"`
+	// RemoveFiles are removed after WriteFiles are written (a fix by
+	// deletion).
+	RemoveFiles []string `json:"remove_files"`
+	WaitFile    string   `json:"wait_file"`
 	// Plant writes the marker lines of these findings into their files (in
 	// the working folder), for the fake stet to report once committed.
 	Plant []Finding `json:"plant"`
