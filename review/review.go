@@ -296,16 +296,15 @@ func (rv *Reviewer) removeMarker() {
 // share a commit: a stet session from the commit before the task(s) to the
 // end of their Phase 3. A nil Session reviews nothing.
 type Session struct {
-	rv    *Reviewer
-	tasks []int
-	open  bool // a stet session was started and is not finished
-	// baseline is the commit the stet session started at.
-	baseline string
-	skipped  bool // Phase 3 is skipped for these tasks (on_stet_fail = skip)
+	rv      *Reviewer
+	tasks   []int
+	open    bool // a stet session was started and is not finished
+	skipped bool // Phase 3 is skipped for these tasks (on_stet_fail = skip)
 	// ignored are the ids triage set aside; dismissals are the `stet
 	// dismiss` calls still to make for them, in order.
 	ignored    map[string]bool
 	dismissals []dismissal
+	baseline   string // the commit the stet session started at
 }
 
 // Begin opens the review session of tasks (one task, or the tasks of a

@@ -87,14 +87,9 @@ func documentRule(command string) phase.Classifier {
 // array, as `stet run --output=json` prints it.
 func isFindingsDocument(out string) bool {
 	var doc struct {
-		Findings json.RawMessage `json:"findings"`
+		Findings *[]json.RawMessage `json:"findings"`
 	}
-	trimmed := strings.TrimSpace(out)
-	if !json.Valid([]byte(trimmed)) || json.Unmarshal([]byte(trimmed), &doc) != nil {
-		return false
-	}
-	var list []json.RawMessage
-	return bytes.HasPrefix(bytes.TrimSpace(doc.Findings), []byte("[")) && json.Unmarshal(doc.Findings, &list) == nil
+	return json.Unmarshal([]byte(out), &doc) == nil && doc.Findings != nil
 }
 
 // formatArgs are the options of `stet run` that choose what it prints:
