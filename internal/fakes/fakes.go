@@ -57,11 +57,12 @@ const (
 )
 
 // Outcome is what one invocation of a fake does. The fake agent applies the
-// fields in this order: ignore_term, grandchild, write_files, wait_file,
-// plant, stet_fix, stdout_mib, chatter, stdout/stderr text, sleep_ms, hang,
-// exit. An empty Stdout without NoStdout prints DefaultStdout, so plan text
-// is non-empty. The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and
-// IgnoreTerm.
+// fields in this order: ignore_term, grandchild, write_files, remove_files,
+// wait_file, plant, stet_fix, stdout_mib, chatter, stdout/stderr text,
+// sleep_ms, hang, exit. An empty Stdout without NoStdout prints
+// DefaultStdout, so plan text is non-empty. The fake stet uses only
+// IgnoreTerm (with TermFile), WriteFiles (written when the command starts),
+// SleepMS, Hang, Exit, Stderr and Stdout.
 //
 // WaitFile is read to EOF before the fake goes on. A named pipe there is a
 // gate: the fake blocks until the test opens the pipe for writing and closes
