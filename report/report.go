@@ -34,8 +34,11 @@ const (
 
 // Call outcomes.
 const (
-	CallOK          = "ok"
-	CallFailed      = "failed" // an ordinary failure: a non-zero exit or a bad answer
+	CallOK     = "ok"
+	CallFailed = "failed" // an ordinary failure: a non-zero exit or a bad answer
+	// CallExited: a call that is not retried (git, a post-run command)
+	// exited non-zero, which may be its answer (git diff --quiet).
+	CallExited      = "nonzero_exit"
 	CallTimeout     = "timeout"
 	CallNetwork     = "network"
 	CallRateLimit   = "rate_limit"
@@ -144,6 +147,8 @@ type Call struct {
 	// that could still be read.
 	Logs    []string `json:"logs,omitempty"`
 	LogHead []string `json:"log_head,omitempty"`
+
+	judged bool // the retry loop judged it
 }
 
 // Input is what a report is made of.
@@ -259,7 +264,7 @@ func (b *builder) add(ev state.Event) {
 			return
 		}
 		c := &b.rep.Calls[i]
-		c.Retried, c.WaitMS, c.Reason = ev.Retry, ev.WaitMS, ev.Reason
+		c.judged, c.Retried, c.WaitMS, c.Reason = true, ev.Retry, ev.WaitMS, ev.Reason
 		if c.Outcome != CallTimeout && c.Outcome != CallInterrupted {
 			c.Outcome = outcomeOf(ev.Class)
 		}
@@ -319,6 +324,9 @@ func (b *builder) finish() Report {
 				rep.Run.CutOff = append(rep.Run.CutOff, c.ID)
 			}
 			c.DurationMS = max(end.Sub(c.Started).Milliseconds(), 0)
+		}
+		if c.Outcome == CallFailed && !c.judged {
+			c.Outcome = CallExited
 		}
 		c.LogHead = logHead(c.Logs, b.in.LogLines)
 	}

@@ -67,6 +67,7 @@ var runs = []struct {
 	{"parallel", "parallel", false},
 	{"retried", "retried", false},
 	{"killed", "killed", false},
+	{"reviewed", "reviewed", false},
 	// The killed run's record read while its process still runs.
 	{"running", "killed", true},
 }

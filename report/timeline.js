@@ -28,7 +28,7 @@
       detail.appendChild(line("log", ""));
       detail.appendChild(pre);
     } else {
-      detail.appendChild(line("log", "none kept (agent_log_dir unset, or not an agent call)"));
+      detail.appendChild(line("log", "none to show (agent_log_dir unset, not an agent call, or the file is gone)"));
     }
   }
   function barOf(e) {

@@ -27,6 +27,8 @@ type reportCase struct {
 	code  int
 	// kill: SIGKILL peal while execute:2 runs.
 	kill bool
+	// stet: review with the fake stet.
+	stet bool
 }
 
 var reportCases = []reportCase{
@@ -40,6 +42,14 @@ var reportCases = []reportCase{
 	}, env: []string{"PEAL_PHASE_RETRY_COUNT=1", "PEAL_NETWORK_RETRY_DELAY_SEC=1", "PEAL_IDLE_TIMEOUT_SEC=1",
 		"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, code: 2},
 	{name: "killed", plan: plan3, rules: map[string][]fakes.Outcome{}, kill: true},
+	// Task 2's review finds two problems; the first address round fixes
+	// the error (F001), the second nothing: the warning is left, a Major.
+	{name: "reviewed", plan: plan3, stet: true, rules: map[string][]fakes.Outcome{
+		"execute:2": {{Plant: []fakes.Finding{
+			{ID: "F001", File: "a.go", Severity: "error", Message: "nil map write"},
+			{ID: "F002", File: "b.go", Severity: "warning", Message: "unchecked error"}}}},
+		"address:2": {{StetFix: 1}, {}},
+	}, env: []string{"PEAL_ON_FINDINGS_REMAINING=warn", "PEAL_MAX_ADDRESS_ROUNDS=2", "PEAL_STET_DISABLE_LLM_TRIAGE=true"}, code: 2},
 }
 
 // TestReportOfRecordedRuns runs peal with the fake agent (in sequence, in a
@@ -65,6 +75,13 @@ func TestReportOfRecordedRuns(t *testing.T) {
 			}
 			s.scenario(tc.rules)
 			env := s.env(append([]string{"PEAL_STET_PATH=/nonexistent", "PEAL_AGENT_LOG_DIR=" + filepath.Join(s.dir, "logs")}, tc.env...)...)
+			if tc.stet {
+				stetDir := filepath.Join(s.dir, "stet")
+				os.MkdirAll(stetDir, 0o755)
+				fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
+				env = append(append(env, "FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"]), fakes.GitEnv...)
+				s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
+			}
 			if tc.kill {
 				s.runKilled(env, "execute:2")
 			} else if res := s.peal(env, "run"); res.code != tc.code {
@@ -108,6 +125,9 @@ func TestReportOfRecordedRuns(t *testing.T) {
 			}
 			if tc.name == "parallel" {
 				checkOverlap(t, rep, 2, 3)
+			}
+			if tc.name == "reviewed" {
+				checkReviewed(t, rep)
 			}
 			if dir := os.Getenv("PEAL_REPORT_FIXTURES"); dir != "" {
 				s.writeFixture(filepath.Join(dir, tc.name), env)
@@ -225,6 +245,34 @@ func checkOverlap(t *testing.T, rep report.Report, a, b int) {
 	}
 }
 
+// checkReviewed: task 2 had two address rounds and one Major finding
+// left; its review and commits are calls of the record too.
+func checkReviewed(t *testing.T, rep report.Report) {
+	t.Helper()
+	for _, task := range rep.Tasks {
+		if task.Index != 2 {
+			continue
+		}
+		if task.Result != "findings_left" || task.ReviewRounds != 2 || task.Findings == nil || task.Findings.Critical != 0 || task.Findings.Major != 1 {
+			t.Fatalf("task 2 %+v (findings %+v), want findings left after 2 rounds: 1 Major", task, *task.Findings)
+		}
+	}
+	var commits, reviews int
+	for _, c := range rep.Calls {
+		if c.Phase == "git" && slices.Contains(c.Argv, "commit") {
+			commits++
+		}
+		if c.Phase == "stet" && slices.Contains(c.Argv, "run") {
+			reviews++
+		}
+	}
+	// Only task 2's execute and its first address round change files:
+	// two commits; the other tasks and round leave nothing to commit.
+	if commits != 2 || reviews == 0 {
+		t.Fatalf("%d commits and %d stet runs in the record", commits, reviews)
+	}
+}
+
 func taskResult(t *testing.T, rep report.Report, i int) string {
 	t.Helper()
 	for _, task := range rep.Tasks {
@@ -255,5 +303,57 @@ func (s *sandbox) writeFixture(dir string, env []string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "status.json"), scrub([]byte(status)), 0o644); err != nil {
 		s.t.Fatal(err)
+	}
+}
+
+// TestReportOutputs: --output writes the file; in CI (CI=true) the Markdown
+// summary is appended to $GITHUB_STEP_SUMMARY unless report_step_summary is
+// false, and outside CI only when it is true.
+func TestReportOutputs(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	s.scenario(map[string][]fakes.Outcome{})
+	env := s.env("PEAL_STET_PATH=/nonexistent")
+	if r := s.peal(env, "run"); r.code != 0 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	html := filepath.Join(s.dir, "out", "report.html")
+	os.MkdirAll(filepath.Dir(html), 0o755)
+	cases := []struct {
+		name    string
+		env     []string
+		summary bool
+	}{
+		{"CI", []string{"CI=true"}, true},
+		{"CI, turned off", []string{"CI=true", "PEAL_REPORT_STEP_SUMMARY=false"}, false},
+		{"not CI", nil, false},
+		{"not CI, turned on", []string{"PEAL_REPORT_STEP_SUMMARY=true"}, true},
+	}
+	for _, tc := range cases {
+		summary := filepath.Join(s.dir, strings.ReplaceAll(tc.name, " ", "_")+".md")
+		os.WriteFile(summary, []byte("earlier step\n"), 0o644)
+		r := s.peal(append(append(slices.Clone(env), tc.env...), "GITHUB_STEP_SUMMARY="+summary), "report", "--format", "html", "--output", html)
+		if r.code != 0 || r.stdout != "" {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %s", tc.name, r.code, r.stdout, r.stderr)
+		}
+		data, _ := os.ReadFile(summary)
+		got := string(data)
+		if !strings.HasPrefix(got, "earlier step\n") {
+			t.Fatalf("%s: the job summary lost what was there: %q", tc.name, got)
+		}
+		if has := strings.Contains(got, "| 3 | completed |"); has != tc.summary {
+			t.Fatalf("%s: job summary written %v, want %v:\n%s", tc.name, has, tc.summary, got)
+		}
+		page, err := os.ReadFile(html)
+		if err != nil || !bytes.HasPrefix(page, []byte("<!DOCTYPE html>")) {
+			t.Fatalf("%s: html %v %.100s", tc.name, err, page)
+		}
+	}
+	// No agent CLI is needed: only files are read.
+	if r := s.peal(append(without(slices.Clone(env), "PEAL_AGENT_CMD"), "PEAL_AGENT_CMD=/nonexistent/agent"), "report"); r.code != 0 || !strings.Contains(r.stdout, "| 1 | completed |") {
+		t.Fatalf("report without the agent: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := s.peal(env, "report", "--format", "pdf"); r.code != 1 || !strings.Contains(r.stderr, "--format") {
+		t.Fatalf("a bad format: exit %d, %s", r.code, r.stderr)
 	}
 }
