@@ -14,8 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"peal/phase"
 	"peal/runner"
 	"peal/state"
 )
@@ -451,7 +451,8 @@ func nonNilStrings(s []string) []string {
 const maxHeadBytes = 4096
 
 // logHead is the first n lines of each log that can still be read, each
-// prefixed by its stream, without control characters.
+// prefixed by its stream, cleaned of control characters and cut at 300
+// characters.
 func logHead(logs []string, n int) []string {
 	if n <= 0 {
 		return nil
@@ -468,33 +469,14 @@ func logHead(logs []string, n int) []string {
 		}
 		sc := bufio.NewScanner(io.LimitReader(f, maxHeadBytes))
 		for k := 0; k < n && sc.Scan(); k++ {
-			out = append(out, stream+": "+clean(sc.Text()))
+			out = append(out, stream+": "+phase.Snippet(sc.Text(), 300))
 		}
 		f.Close()
 	}
 	return out
 }
 
-// clean drops control characters and invalid UTF-8, and cuts a line at 300
-// characters.
-func clean(s string) string {
-	s = strings.ToValidUTF8(s, "?")
-	s = strings.Map(func(r rune) rune {
-		if r == '\t' {
-			return ' '
-		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
-	if utf8.RuneCountInString(s) > 300 {
-		s = string([]rune(s)[:300]) + "…"
-	}
-	return s
-}
-
-// Selected reports whether task i is among the tasks the run selected.
+// task is the report's task i; false when there is none.
 func (r Report) task(i int) (Task, bool) {
 	j := slices.IndexFunc(r.Tasks, func(t Task) bool { return t.Index == i })
 	if j < 0 {

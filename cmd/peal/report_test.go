@@ -215,6 +215,12 @@ func checkRetried(t *testing.T, rep report.Report) {
 			t.Errorf("%s attempts %v, want %v", k, byKey[k], w)
 		}
 	}
+	// The first lines of a failed attempt's agent log are in the report.
+	for _, c := range rep.Calls {
+		if c.Task == 1 && c.Phase == "execute" && c.Attempt == 1 && !slices.Contains(c.LogHead, "stderr: agent broke") {
+			t.Errorf("execute:1 attempt 1 log head %q, want the agent's stderr", c.LogHead)
+		}
+	}
 	if r := taskResult(t, rep, 3); r != "failed" {
 		t.Fatalf("task 3 is %q, want failed", r)
 	}
