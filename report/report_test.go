@@ -269,3 +269,36 @@ func TestHTML(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageAndClasses: the tokens and cost agent calls reported add up per
+// task and for the run, and show as columns; each class the retry loop
+// names becomes its outcome.
+func TestUsageAndClasses(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	code, one := 0, 1
+	task := state.TaskOf(4)
+	var evs []state.Event
+	for i, class := range []string{"rate limit", "transient", "fatal"} {
+		id := fmt.Sprint(i)
+		evs = append(evs,
+			state.Event{Ev: state.EvCallStart, Time: at, Task: task, Call: id, Phase: "execute", Attempt: i + 1, Allowed: 1, Role: "primary", Argv: []string{"claude"}},
+			state.Event{Ev: state.EvCallEnd, Time: at.Add(time.Second), Call: id, ExitCode: &one},
+			state.Event{Ev: state.EvAttempt, Time: at.Add(time.Second), Call: id, Class: class, Retry: class != "fatal"})
+	}
+	evs = append(evs,
+		state.Event{Ev: state.EvUsage, Time: at, Task: task, Usage: &state.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.5}},
+		state.Event{Ev: state.EvUsage, Time: at, Task: task, Usage: &state.Usage{InputTokens: 50, OutputTokens: 5, CostUSD: 0.25}},
+		state.Event{Ev: state.EvRunEnd, Time: at.Add(time.Minute), ExitCode: &code})
+	rep := Build(Input{Events: evs, Now: at})
+	if len(rep.Tasks) != 1 || !slices.Equal(rep.Tasks[0].Phases[0].Failures, []string{CallRateLimit, CallTransient, CallFatal}) {
+		t.Fatalf("tasks %+v", rep.Tasks)
+	}
+	if u := rep.Tasks[0].Usage; u == nil || *u != (state.Usage{InputTokens: 150, OutputTokens: 25, CostUSD: 0.75}) || *rep.Usage != *u {
+		t.Fatalf("usage %+v, run %+v", u, rep.Usage)
+	}
+	var md bytes.Buffer
+	Markdown(&md, rep)
+	if !strings.Contains(md.String(), "| 4 | pending | execute 3 (rate limit, transient, fatal) | 0 | – | – | 150/25 | $0.7500 |") {
+		t.Fatalf("markdown:\n%s", md.String())
+	}
+}
