@@ -81,7 +81,9 @@ type tick struct{ Left, Label string }
 func HTML(w io.Writer, r Report) error {
 	d := pageData{Title: "peal run " + r.Run.ID, RunLine: runLine(r), CutOff: nil, Notes: r.Notes}
 	start, total := span(r)
-	pos := func(ms int64) string { return fmt.Sprintf("%.4f%%", float64(ms)*100/float64(total)) }
+	// The run spans 99% of a lane, so that the last bar, however short,
+	// stays inside it.
+	pos := func(ms int64) string { return fmt.Sprintf("%.4f%%", float64(ms)*99/float64(total)) }
 	lanes := map[int]int{}
 	laneOf := func(task int) *pageLane {
 		i, ok := lanes[task]
