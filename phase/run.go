@@ -109,11 +109,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	// The observer hears of the end after the group has been stopped and
 	// the output read, so nothing of the call is left.
 	ended := observe(spec, c.id, c.started)
+	defer func() { ended(res, err) }()
 	c.armLimits()
 	c.finish()
 	res = c.result(ctx, res)
 	err = interruptedIf(ctx, spec.Phase)
-	ended(res, err)
 	return res, err
 }
 
