@@ -62,6 +62,7 @@ type pageRow struct {
 
 type pageData struct {
 	Title, RunLine string
+	Totals         string
 	Lanes          []pageLane
 	Ticks          []tick
 	Rows           []pageRow
@@ -79,7 +80,7 @@ type tick struct{ Left, Label string }
 // per task and a bar per call, and the table of the Markdown summary. It
 // loads nothing: its style and script are inside it.
 func HTML(w io.Writer, r Report) error {
-	d := pageData{Title: "peal run " + r.Run.ID, RunLine: runLine(r), CutOff: nil, Notes: r.Notes}
+	d := pageData{Title: "peal run " + r.Run.ID, RunLine: runLine(r), Totals: totalsLine(r.Totals), Notes: r.Notes}
 	start, total := span(r)
 	// The run spans 99% of a lane, so that the last bar, however short,
 	// stays inside it.

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"peal/state"
@@ -14,6 +15,9 @@ func Markdown(w io.Writer, r Report) error {
 	var b strings.Builder
 	b.WriteString("## peal run\n\n")
 	fmt.Fprintf(&b, "%s\n\n", mdText(runLine(r)))
+	if line := totalsLine(r.Totals); line != "" {
+		fmt.Fprintf(&b, "%s\n\n", mdText(line))
+	}
 	withUsage := r.Usage != nil
 	for _, t := range r.Tasks {
 		withUsage = withUsage || t.Usage != nil
@@ -97,6 +101,51 @@ func runLine(r Report) string {
 		return fmt.Sprintf("No run record; the last run summary says exit code %d.", *run.ExitCode)
 	}
 	return "No run record: no run yet in this state folder."
+}
+
+// totalsLine says where the time and the retries went: "Time in calls:
+// execute 4 min 10 s (62%), plan 1 min 02 s (15%); waits before retries
+// 1 min 00 s. Failed attempts: 2 timeout, 1 network." "" without calls.
+func totalsLine(t Totals) string {
+	var all int64
+	for _, ms := range t.CallMSByPhase {
+		all += ms
+	}
+	if len(t.CallMSByPhase) == 0 {
+		return ""
+	}
+	phases := make([]string, 0, len(t.CallMSByPhase))
+	for p := range t.CallMSByPhase {
+		phases = append(phases, p)
+	}
+	sort.Slice(phases, func(i, j int) bool {
+		a, b := t.CallMSByPhase[phases[i]], t.CallMSByPhase[phases[j]]
+		return a > b || a == b && phases[i] < phases[j]
+	})
+	parts := make([]string, len(phases))
+	for i, p := range phases {
+		parts[i] = fmt.Sprintf("%s %s (%d%%)", p, formatMS(t.CallMSByPhase[p]), t.CallMSByPhase[p]*100/max(all, 1))
+	}
+	s := "Time in calls: " + strings.Join(parts, ", ")
+	if t.WaitMS > 0 {
+		s += "; waits before retries " + formatMS(t.WaitMS)
+	}
+	s += "."
+	if len(t.FailedAttempts) > 0 {
+		outcomes := make([]string, 0, len(t.FailedAttempts))
+		for o := range t.FailedAttempts {
+			outcomes = append(outcomes, o)
+		}
+		sort.Strings(outcomes)
+		fails := make([]string, len(outcomes))
+		for i, o := range outcomes {
+			fails[i] = fmt.Sprintf("%d %s", t.FailedAttempts[o], strings.ReplaceAll(o, "_", " "))
+		}
+		s += " Failed attempts: " + strings.Join(fails, ", ") + "."
+	} else {
+		s += " No attempt failed."
+	}
+	return s
 }
 
 // resultText is a task's result for people.

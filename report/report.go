@@ -57,10 +57,21 @@ type Report struct {
 	// Calls are every supervised call of the run, in the order they started;
 	// a call of no task (git, stet's session, normalize) has task -1.
 	Calls []Call `json:"calls"`
+	// Totals say where the time and the retries went.
+	Totals Totals `json:"totals"`
 	// Usage is the run's tokens and cost, when agent calls reported them.
 	Usage *state.Usage `json:"usage,omitempty"`
 	// Notes say what the report could not read (a missing record).
 	Notes []string `json:"notes,omitempty"`
+}
+
+// Totals add up the calls: the time spent in each phase's calls (parallel
+// calls each count), the time waited before retries, and the attempts that
+// failed by outcome.
+type Totals struct {
+	CallMSByPhase  map[string]int64 `json:"call_ms_by_phase"`
+	WaitMS         int64            `json:"wait_ms"`
+	FailedAttempts map[string]int   `json:"failed_attempts"`
 }
 
 // Run is the run as a whole.
@@ -336,6 +347,14 @@ func (b *builder) finish() Report {
 			stop = *rep.Run.Ended
 		}
 		rep.Run.DurationMS = max(stop.Sub(*rep.Run.Started).Milliseconds(), 0)
+	}
+	rep.Totals = Totals{CallMSByPhase: map[string]int64{}, FailedAttempts: map[string]int{}}
+	for _, c := range rep.Calls {
+		rep.Totals.CallMSByPhase[c.Phase] += c.DurationMS
+		rep.Totals.WaitMS += c.WaitMS
+		if c.Outcome != CallOK && c.Outcome != CallRunning && c.Outcome != CallExited {
+			rep.Totals.FailedAttempts[c.Outcome]++
+		}
 	}
 	rep.Tasks = b.taskList(end)
 	if rep.Calls == nil {
