@@ -47,7 +47,8 @@ type pageBar struct {
 }
 
 type pageLane struct {
-	Name, Result string
+	Name, Result string // Result: the task's result as a class name
+	Text         string // the lane's label
 	Bars         []pageBar
 }
 
@@ -98,7 +99,11 @@ func HTML(w io.Writer, r Report) error {
 					result = t.Result
 				}
 			}
-			d.Lanes = append(d.Lanes, pageLane{Name: name, Result: result})
+			text := name
+			if result != "" {
+				text += " · " + resultText(Task{Result: result})
+			}
+			d.Lanes = append(d.Lanes, pageLane{Name: name, Result: result, Text: text})
 		}
 		return &d.Lanes[i]
 	}

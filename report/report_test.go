@@ -234,7 +234,7 @@ func TestHTML(t *testing.T) {
 			var want []string
 			for _, task := range rep.Tasks {
 				want = append(want, fmt.Sprint(task.Index))
-				label := fmt.Sprintf("task %d · %s", task.Index, task.Result)
+				label := fmt.Sprintf("task %d · %s", task.Index, resultText(task))
 				if _, ok := p.lanes[label]; !ok {
 					t.Errorf("no lane %q (lanes: %v)", label, p.lanes)
 				}
@@ -254,7 +254,7 @@ func TestHTML(t *testing.T) {
 				lane := "run"
 				if c.Task >= 0 {
 					task, _ := rep.task(c.Task)
-					lane = fmt.Sprintf("task %d · %s", c.Task, task.Result)
+					lane = fmt.Sprintf("task %d · %s", c.Task, resultText(task))
 				}
 				perLane[lane]++
 				if !slices.Equal(data[i].Argv, c.Argv) || data[i].Phase != c.Phase || data[i].Task != c.Task {
