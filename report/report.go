@@ -35,7 +35,7 @@ const (
 // Call outcomes.
 const (
 	CallOK     = "ok"
-	CallFailed = "failed" // an ordinary failure: a non-zero exit or a bad answer
+	CallOrdinary = "ordinary" // an ordinary failure: a non-zero exit or a bad answer
 	// CallExited: a call that is not retried (git, a post-run command)
 	// exited non-zero, which may be its answer (git diff --quiet).
 	CallExited      = "nonzero_exit"
@@ -267,7 +267,7 @@ func (b *builder) add(ev state.Event) {
 		case ev.ExitCode != nil && *ev.ExitCode == 0:
 			c.Outcome = CallOK
 		default:
-			c.Outcome = CallFailed
+			c.Outcome = CallOrdinary
 		}
 	case state.EvAttempt:
 		i, ok := b.calls[ev.Call]
@@ -296,7 +296,7 @@ func outcomeOf(class string) string {
 	case "transient":
 		return CallTransient
 	}
-	return CallFailed
+	return CallOrdinary
 }
 
 func (b *builder) finish() Report {
@@ -336,7 +336,7 @@ func (b *builder) finish() Report {
 			}
 			c.DurationMS = max(end.Sub(c.Started).Milliseconds(), 0)
 		}
-		if c.Outcome == CallFailed && !c.judged {
+		if c.Outcome == CallOrdinary && !c.judged {
 			c.Outcome = CallExited
 		}
 		c.LogHead = logHead(c.Logs, b.in.LogLines)

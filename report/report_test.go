@@ -99,7 +99,7 @@ func TestReportFacts(t *testing.T) {
 			classes = append(classes, fmt.Sprintf("%d %s %d %v", task.Index, p.Name, p.Attempts, p.Failures))
 		}
 	}
-	want := []string{"1 plan 1 []", "1 execute 2 [failed]", "2 plan 2 [network]", "2 execute 1 []", "3 plan 1 []", "3 execute 2 [timeout failed]"}
+	want := []string{"1 plan 1 []", "1 execute 2 [ordinary]", "2 plan 2 [network]", "2 execute 1 []", "3 plan 1 []", "3 execute 2 [timeout ordinary]"}
 	if !slices.Equal(classes, want) {
 		t.Fatalf("phases %q\nwant %q", classes, want)
 	}

@@ -206,9 +206,9 @@ func checkRetried(t *testing.T, rep report.Report) {
 		}
 	}
 	want := map[string][]string{
-		"execute:1": {"1:failed:true:false", "2:ok:false:false"},
+		"execute:1": {"1:ordinary:true:false", "2:ok:false:false"},
 		"plan:2":    {"1:network:true:true", "2:ok:false:false"},
-		"execute:3": {"1:timeout:true:false", "2:failed:false:false"},
+		"execute:3": {"1:timeout:true:false", "2:ordinary:false:false"},
 	}
 	for k, w := range want {
 		if !slices.Equal(byKey[k], w) {
@@ -225,7 +225,7 @@ func checkRetried(t *testing.T, rep report.Report) {
 		t.Fatalf("task 3 is %q, want failed", r)
 	}
 	for _, task := range rep.Tasks {
-		if task.Index == 3 && !slices.Equal(task.Phases[len(task.Phases)-1].Failures, []string{"timeout", "failed"}) {
+		if task.Index == 3 && !slices.Equal(task.Phases[len(task.Phases)-1].Failures, []string{"timeout", "ordinary"}) {
 			t.Fatalf("task 3 phases %+v", task.Phases)
 		}
 	}
