@@ -34,7 +34,7 @@ const (
 
 // Call outcomes.
 const (
-	CallOK     = "ok"
+	CallOK       = "ok"
 	CallOrdinary = "ordinary" // an ordinary failure: a non-zero exit or a bad answer
 	// CallExited: a call that is not retried (git, a post-run command)
 	// exited non-zero, which may be its answer (git diff --quiet).
