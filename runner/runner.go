@@ -97,6 +97,10 @@ type run struct {
 	sleep func(context.Context, time.Duration) error
 	// linger is how long an agent may go on after its final result event.
 	linger time.Duration
+	// journal is the run record (nil: none); ending names the exit code and
+	// reason of its last line.
+	journal *state.Recorder
+	ending  func(Outcome, error) (int, string)
 }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of
@@ -107,6 +111,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	for _, o := range opts {
 		o(r)
 	}
+	out, err := r.do(ctx)
+	r.recordEnd(out, err)
+	return out, err
+}
+
+// do is Run once the options are applied.
+func (r *run) do(ctx context.Context) (Outcome, error) {
+	cfg, log := r.cfg, r.log
 	// A configuration under which the review could not see the work fails
 	// before any agent call, normalize included; the review's own notes
 	// (e.g. no stet on PATH) are logged once the plan is known to be good.
@@ -149,9 +161,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 		log.Warn("stopped processes an earlier run on this state folder left running (it died without stopping them)", "processes", n)
 	}
 	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
+	r.startRecord()
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
 	}
+	r.recordStart(tasks)
 	r.setUpReview()
 
 	out, err := r.runSegments(ctx, tasks)
