@@ -84,16 +84,10 @@ func TestAgentDiesWithPeal(t *testing.T) {
 // peal's guard kills it at once, without waiting for the next run's sweep.
 func TestGrandchildDiesWithPeal(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		out  fakes.Outcome
-	}{
-		{"in the group", fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true, Hang: true}},
-		{"a daemon", fakes.Outcome{Daemon: true, Hang: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range fakes.Leftovers() {
+		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			dir := setup(t, tc.out)
+			dir := setup(t, tc.Outcome)
 			parent := exec.Command(os.Args[0], "-test.run=^TestHelperParent$")
 			parent.Env = append(os.Environ(), helperEnv+"="+dir)
 			if err := parent.Start(); err != nil {
@@ -108,7 +102,7 @@ func TestGrandchildDiesWithPeal(t *testing.T) {
 			parent.Wait()
 			waitExit(grandchild, 30*time.Second)
 			if fakes.ProcessAlive(grandchild) {
-				t.Fatalf("%s %d outlived the killed peal", tc.name, grandchild)
+				t.Fatalf("%s %d outlived the killed peal", tc.Name, grandchild)
 			}
 		})
 	}
@@ -241,9 +235,16 @@ func TestSweepLeftovers(t *testing.T) {
 	if fakes.ProcessAlive(dead.Process.Pid) {
 		t.Fatal("the dead run's leftover is alive")
 	}
-	for _, c := range []*exec.Cmd{own, other} {
+	mustLive(t, own, other)
+}
+
+// mustLive fails the test when one of cmds, none of them the dead peal's,
+// is no longer alive.
+func mustLive(t *testing.T, cmds ...*exec.Cmd) {
+	t.Helper()
+	for _, c := range cmds {
 		if !fakes.ProcessAlive(c.Process.Pid) {
-			t.Fatalf("process %d was swept", c.Process.Pid)
+			t.Errorf("process %d was killed, though it was not the dead peal's", c.Process.Pid)
 		}
 	}
 }
@@ -439,11 +440,7 @@ func TestGuardKillsByCallIDBeforeTheGroupIsKnown(t *testing.T) {
 	if !killedBySIGKILL(mine) {
 		t.Error("the dead peal's process was not killed")
 	}
-	for _, c := range []*exec.Cmd{other, otherScope} {
-		if !fakes.ProcessAlive(c.Process.Pid) {
-			t.Errorf("process %d of another peal was killed", c.Process.Pid)
-		}
-	}
+	mustLive(t, other, otherScope)
 }
 
 // The group of a running call is killed whole, even a process of it that

@@ -175,19 +175,13 @@ func waitPID(pid int, d time.Duration) {
 // does it as soon as peal is gone.
 func TestGrandchildDiesWithKilledPeal(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		out  fakes.Outcome
-	}{
-		{"in the group", fakes.Outcome{Grandchild: true, GrandchildIgnoreTerm: true, Hang: true}},
-		{"a daemon", fakes.Outcome{Daemon: true, Hang: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range fakes.Leftovers() {
+		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
 			s := newSandbox(t, plan3)
 			ready := fifo(t, s.dir, "ready")
-			tc.out.WriteFiles = map[string]string{ready: "x"} // once the grandchild runs
-			s.scenario(map[string][]fakes.Outcome{"execute:2": {tc.out}})
+			tc.Outcome.WriteFiles = map[string]string{ready: "x"} // once the grandchild runs
+			s.scenario(map[string][]fakes.Outcome{"execute:2": {tc.Outcome}})
 			cmd, done := startPeal(t, s, s.env(), nil)
 			if _, err := os.ReadFile(ready); err != nil {
 				t.Fatal(err)
@@ -201,7 +195,7 @@ func TestGrandchildDiesWithKilledPeal(t *testing.T) {
 			t.Cleanup(func() { syscall.Kill(pids[0], syscall.SIGKILL) })
 			waitPID(pids[0], 30*time.Second)
 			if fakes.ProcessAlive(pids[0]) {
-				t.Fatalf("%s %d outlived the killed peal", tc.name, pids[0])
+				t.Fatalf("%s %d outlived the killed peal", tc.Name, pids[0])
 			}
 		})
 	}

@@ -120,3 +120,20 @@ const (
 	CursorLoginPrompt = "Not logged in. Opening browser for login…\nWaiting for browser authentication (press Ctrl+C to cancel)"
 	CursorDenied      = "Command denied (requires approval; pass --force to allow): "
 )
+
+// Leftover is a kind of process an agent leaves running: Outcome makes the
+// fake agent start it and then hang.
+type Leftover struct {
+	Name    string
+	Outcome Outcome
+}
+
+// Leftovers are what an agent can leave behind for peal to stop: a
+// grandchild in the call's process group that ignores SIGTERM, and a daemon
+// in a session of its own.
+func Leftovers() []Leftover {
+	return []Leftover{
+		{"in the group", Outcome{Grandchild: true, GrandchildIgnoreTerm: true, Hang: true}},
+		{"a daemon", Outcome{Daemon: true, Hang: true}},
+	}
+}
