@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/kong"
 
 	"peal/config"
 )
@@ -194,5 +197,59 @@ func TestOneLine(t *testing.T) {
 	long := oneLine(strings.Repeat("é", maxLine))
 	if len(long) > maxLine+len("… (cut)") || !strings.HasSuffix(long, "… (cut)") || !strings.HasPrefix(long, "éé") {
 		t.Fatalf("a long message: %d bytes, ends %q", len(long), long[len(long)-12:])
+	}
+}
+
+// TestOnlyTheNamedCommandGetsFlags: a parser built for a command's
+// arguments gives that command every flag the full parser gives it, and no
+// other command any; arguments that name no command get them all.
+func TestOnlyTheNamedCommandGetsFlags(t *testing.T) {
+	t.Parallel()
+	flagsOf := func(p *kong.Kong) map[string][]string {
+		out := map[string][]string{}
+		var walk func(n *kong.Node)
+		walk = func(n *kong.Node) {
+			for _, f := range n.Flags {
+				out[n.Path()] = append(out[n.Path()], f.Name)
+			}
+			for _, c := range n.Children {
+				walk(c)
+			}
+		}
+		walk(p.Model.Node)
+		return out
+	}
+	isKeyFlag := func(name string) bool {
+		return slices.ContainsFunc(config.Keys, func(k config.Key) bool { return k.Flag != "" && k.Flag == name })
+	}
+	full, err := newParser(io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := flagsOf(full)
+	for _, args := range [][]string{{"run"}, {"config"}, {"status"}, {"retry-state", "show"}, {"doctor"}, {"report"}} {
+		p, err := newParser(io.Discard, io.Discard, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := flagsOf(p)
+		for path, want := range all {
+			named := path == args[0] || strings.HasPrefix(path, args[0]+" ")
+			switch {
+			case named && !slices.Equal(got[path], want):
+				t.Errorf("%v: %s has flags %v, want %v", args, path, got[path], want)
+			case !named && slices.ContainsFunc(got[path], isKeyFlag):
+				t.Errorf("%v: %s has flags %v, want none of the keys", args, path, got[path])
+			}
+		}
+	}
+	for _, args := range [][]string{nil, {"--help"}, {"bogus"}} {
+		p, err := newParser(io.Discard, io.Discard, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := flagsOf(p); !reflect.DeepEqual(got, all) {
+			t.Errorf("%v: flags differ from the full parser's", args)
+		}
 	}
 }
