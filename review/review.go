@@ -147,6 +147,25 @@ func (rv *Reviewer) Commits() bool {
 	return rv.Builtin() || (rv != nil && rv.cfg.CommitAfterPhase2)
 }
 
+// InWorkTree is the reviewer of one task that works in a worktree of its
+// own: its stet commands run there (caller's folder), its commits are made
+// by git, and its review folder (stet's state and worktrees, the record of
+// the task under review) is dir, so that the reviews of concurrent tasks
+// share nothing. A nil Reviewer gives nil.
+func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, dir string) *Reviewer {
+	if rv == nil {
+		return nil
+	}
+	c := *rv
+	c.caller, c.git, c.dir = caller, git, dir
+	if rv.stet != nil {
+		st := *rv.stet
+		st.caller, st.stateDir, st.worktrees = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees")
+		c.stet = &st
+	}
+	return &c
+}
+
 // CheckConfig fails a configuration under which the review could not see the
 // work it reviews; it runs before any agent call.
 func (rv *Reviewer) CheckConfig() error {
