@@ -149,15 +149,16 @@ func (rv *Reviewer) Commits() bool {
 
 // InWorkTree is the reviewer of one task that works in a worktree of its
 // own: its stet commands run there (caller's folder), its commits are made
-// by git, and its review folder (stet's state and worktrees, the record of
-// the task under review) is dir, so that the reviews of concurrent tasks
-// share nothing. A nil Reviewer gives nil.
-func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, dir string) *Reviewer {
+// by git, its triage and address calls by agent, and its review folder
+// (stet's state and worktrees, the record of the task under review) is dir,
+// so that the reviews of concurrent tasks share nothing. A nil Reviewer
+// gives nil.
+func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir string) *Reviewer {
 	if rv == nil {
 		return nil
 	}
 	c := *rv
-	c.caller, c.git, c.dir = caller, git, dir
+	c.caller, c.git, c.agent, c.dir = caller, git, agent, dir
 	if rv.stet != nil {
 		st := *rv.stet
 		st.caller, st.stateDir, st.worktrees = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees")

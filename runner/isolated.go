@@ -87,7 +87,7 @@ func (r *run) inTree(tt *taskTree) *run {
 	v := *r
 	v.caller.Dir = tt.dir
 	v.git = review.NewGit(v.caller, r.log, r.caller.Limits.Timeout, tt.dir, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
-	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, tt.review)
+	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review)
 	v.commits = true
 	return &v
 }

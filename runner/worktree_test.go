@@ -423,3 +423,50 @@ func TestWorktreeFallsBackToShared(t *testing.T) {
 		t.Fatalf("log:\n%s", h.log.String())
 	}
 }
+
+// TestWorktreeReviewPerTask: with stet, each task of a block is reviewed on
+// its own, in its worktree, with stet's state and worktrees in the task's
+// own review folder; the address round of one task's finding is that
+// task's alone, and both tasks' commits land.
+func TestWorktreeReviewPerTask(t *testing.T) {
+	t.Parallel()
+	h := isolatedHarness(t, parallelPlan("pp"))
+	env := h.withStet(fakes.StetScenario{})
+	h.scenario(map[string][]fakes.Outcome{
+		"execute:1": plants(twoFindings()[:1]...),
+		"execute:2": {writes("two.txt", "2")},
+		"address":   {{StetFix: -1}},
+	})
+	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=2", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
+	if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	perTask := map[string][]string{}
+	for _, c := range h.stetCalls() {
+		task := c.Env["PEAL_TASK_INDEX"]
+		if task == "" {
+			continue // the run's own check of a session left open
+		}
+		wt := filepath.Join(h.stateDir, WorktreesFolder, "task-"+task)
+		if c.Cwd != wt || c.Env["STET_STATE_DIR"] != filepath.Join(wt+".review", "stet") || c.Env["STET_WORKTREE_ROOT"] != filepath.Join(wt+".review", "worktrees") {
+			t.Errorf("stet %s of task %s ran in %s with %v", c.Cmd, task, c.Cwd, c.Env)
+		}
+		perTask[task] = append(perTask[task], c.Cmd)
+	}
+	if got := strings.Join(perTask["1"], " "); got != "start run run run run finish" {
+		t.Errorf("task 1's stet commands %q", got)
+	}
+	if got := strings.Join(perTask["2"], " "); got != "start run run finish" {
+		t.Errorf("task 2's stet commands %q", got)
+	}
+	if keys := strings.Join(fakes.Keys(h.calls()), " "); !strings.Contains(keys, "address:1") || strings.Contains(keys, "address:2") {
+		t.Fatalf("agent calls %q", keys)
+	}
+	commits := strings.Join(strings.Split(fakes.Git(t, h.repo, "log", "--reverse", "--topo-order", "--format=%s", "--no-merges"), "\n"), "|")
+	if commits != "root|peal: task 1 - fake plan output for task 1|peal: task 1 - address round 1|peal: task 2 - fake plan output for task 2" {
+		t.Fatalf("commits %q", commits)
+	}
+	if left := leftovers(t, h); len(left) > 0 {
+		t.Fatalf("left behind: %q", left)
+	}
+}
