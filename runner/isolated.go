@@ -116,8 +116,13 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		if bt.branch == "" {
 			continue // failed, or never started: nothing to merge
 		}
-		err := r.trees.merge(ctx, bt.task.Index, bt.branch)
-		if err != nil && ctx.Err() != nil {
+		// A merge that started is let finish (it is short) even if a signal
+		// comes meanwhile, so that its outcome is known and saved: git
+		// killed after its commit would leave merged work unrecorded.
+		mctx, cancel := r.cleanupContext(context.WithoutCancel(ctx))
+		err := r.trees.merge(mctx, bt.task.Index, bt.branch)
+		cancel()
+		if err != nil && mctx.Err() != nil {
 			return // settleBranches keeps the work
 		}
 		b.mu.Lock()

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+)
+
+const parallelPlan3 = "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n"
+
+// committedSandbox is a sandbox whose repository has a first commit, as a
+// block in worktrees needs.
+func committedSandbox(t *testing.T, plan string) *sandbox {
+	t.Helper()
+	s := newSandbox(t, plan)
+	fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	return s
+}
+
+// worktreeLeftovers are the worktrees, branches of a run's namespace and
+// git lock files a run left in the sandbox's repository, and the entries of
+// its worktrees folder.
+func worktreeLeftovers(t *testing.T, s *sandbox) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(fakes.Git(t, s.repo, "worktree", "list", "--porcelain"), "\n") {
+		if p, ok := strings.CutPrefix(line, "worktree "); ok && p != s.repo {
+			out = append(out, "worktree "+p)
+		}
+	}
+	for _, b := range strings.Fields(fakes.Git(t, s.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
+		if strings.HasPrefix(b, "peal-") && !strings.HasPrefix(b, "peal-kept/") {
+			out = append(out, "branch "+b)
+		}
+	}
+	filepath.WalkDir(filepath.Join(s.repo, ".git"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".lock") {
+			out = append(out, "lock "+p)
+		}
+		return nil
+	})
+	entries, _ := os.ReadDir(filepath.Join(s.stateDir, "worktrees"))
+	for _, e := range entries {
+		out = append(out, "folder entry "+e.Name())
+	}
+	return out
+}
+
+// A block in worktrees interrupted by a real signal: the agents stop, the
+// task merged before the signal stays completed, no worktree or branch is
+// left, and the re-run runs the rest.
+func TestWorktreeBlockSignalThenRerun(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			s := committedSandbox(t, parallelPlan3)
+			r2, r3 := fifo(t, s.dir, "ready2"), fifo(t, s.dir, "ready3")
+			s.scenario(map[string][]fakes.Outcome{
+				"execute:1": {{WriteFiles: map[string]string{"one.txt": "1"}}},
+				"execute:2": {{WriteFiles: map[string]string{r2: "x", "two.txt": "2"}, Hang: true}, {WriteFiles: map[string]string{"two.txt": "2"}}},
+				"execute:3": {{WriteFiles: map[string]string{r3: "x", "three.txt": "3"}, Hang: true}, {WriteFiles: map[string]string{"three.txt": "3"}}},
+			})
+			// Two at a time: task 3 takes task 1's slot, which is free once
+			// task 1 is merged and saved.
+			env := s.env(append([]string{"PEAL_MAX_PARALLEL=2"}, fakes.GitEnv...)...)
+			cmd, done := startPeal(t, s, env, nil)
+			for _, p := range []string{r2, r3} {
+				if _, err := os.ReadFile(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd.Process.Signal(sig)
+			waitExited(t, cmd, done, 30*time.Second)
+			want := 130
+			if sig == syscall.SIGKILL {
+				want = -1
+			}
+			if code := cmd.ProcessState.ExitCode(); code != want {
+				t.Fatalf("exit %d, want %d", code, want)
+			}
+			if !slices.Equal(s.completed(), []int{1}) {
+				t.Fatalf("state %v", s.completed())
+			}
+			left := worktreeLeftovers(t, s)
+			switch {
+			case sig == syscall.SIGINT && len(left) > 0:
+				t.Fatalf("left behind after %v: %q", sig, left)
+			case sig == syscall.SIGKILL && len(left) == 0:
+				t.Fatal("a killed run left no worktree: the re-run proves nothing")
+			}
+
+			res := s.peal(env, "run")
+			if res.code != 0 {
+				t.Fatalf("re-run: exit %d: %s", res.code, res.stderr)
+			}
+			if !slices.Equal(s.completed(), []int{1, 2, 3}) {
+				t.Fatalf("state %v", s.completed())
+			}
+			if sig == syscall.SIGKILL && !strings.Contains(res.stderr, "removed the task worktrees and branches an earlier run left") {
+				t.Fatalf("the re-run did not say what it removed: %s", res.stderr)
+			}
+			if left := worktreeLeftovers(t, s); len(left) > 0 {
+				t.Fatalf("left behind after the re-run: %q", left)
+			}
+			for _, f := range []string{"one.txt", "two.txt", "three.txt"} {
+				if _, err := os.Stat(filepath.Join(s.repo, f)); err != nil {
+					t.Errorf("%s is not in the work tree: %v", f, err)
+				}
+			}
+			if st := fakes.Git(t, s.repo, "status", "--porcelain"); st != "" {
+				t.Fatalf("work tree not clean: %q", st)
+			}
+			agentsGone(t, s)
+		})
+	}
+}
