@@ -121,8 +121,9 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		// killed after its commit would leave merged work unrecorded.
 		mctx, cancel := r.cleanupContext(context.WithoutCancel(ctx))
 		err := r.trees.merge(mctx, bt.task.Index, bt.branch)
+		timedOut := mctx.Err() != nil
 		cancel()
-		if err != nil && mctx.Err() != nil {
+		if err != nil && timedOut {
 			return // settleBranches keeps the work
 		}
 		b.mu.Lock()

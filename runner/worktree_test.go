@@ -192,7 +192,7 @@ func TestWorktreeConflict(t *testing.T) {
 			}
 			sum, _ := h.summary()
 			if len(sum.ParallelTasks) != 2 || !slices.Equal(sum.ParallelTasks[1].Conflict, []string{"base.txt"}) || sum.ParallelTasks[1].Branch != kept[0] || sum.ParallelTasks[1].Merged {
-				t.Fatalf("summary parallel tasks %+v", sum.ParallelTasks)
+				t.Fatalf("summary parallel tasks %+v\n%s", sum.ParallelTasks, h.log.String())
 			}
 			if !strings.Contains(h.log.String(), "conflicts in base.txt") {
 				t.Fatalf("the conflict is not named in the log:\n%s", h.log.String())
