@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/sourcegraph/conc/pool"
 
@@ -86,6 +87,9 @@ func (r *run) isolatedTask(ctx context.Context, t Task, base string) (res taskRe
 func (r *run) inTree(tt *taskTree) *run {
 	v := *r
 	v.caller.Dir = tt.dir
+	if r.caller.Observer != nil {
+		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.path) + " on " + tt.branch}
+	}
 	v.git = review.NewGit(v.caller, r.log, r.caller.Limits.Timeout, tt.dir, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
 	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review)
 	v.commits = true
@@ -230,6 +234,27 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 		}
 	}
 	return nil
+}
+
+// treeObserver tells the run's observer, with every call of a task that
+// works in a worktree, which worktree and branch: the live line shows them
+// before what the call is doing.
+type treeObserver struct {
+	next  phase.Observer
+	where string
+}
+
+func (o treeObserver) CallStarted(info phase.CallInfo) func() {
+	detail := info.Detail
+	info.Detail = func() string {
+		if detail != nil {
+			if d := detail(); d != "" {
+				return o.where + " | " + d
+			}
+		}
+		return o.where
+	}
+	return o.next.CallStarted(info)
 }
 
 func nonNilStrings(xs []string) []string {

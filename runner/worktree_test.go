@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"peal/internal/fakes"
+	"peal/phase"
 	"peal/state"
 )
 
@@ -91,9 +93,16 @@ func TestWorktreeBlockBothLand(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
 	h.scenario(map[string][]fakes.Outcome{"execute:1": {writes("one.txt", "1")}, "execute:2": {writes("two.txt", "2")}})
-	out, err := h.run("PEAL_MAX_PARALLEL=2")
+	obs := &detailsSeen{}
+	out, err := h.runCfg(h.config("PEAL_MAX_PARALLEL=2"), WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
+	}
+	scope := callScope(h.stateDir)
+	// The live line of every call of a task names its worktree and branch.
+	if got, want := obs.seen(), fmt.Sprintf("execute:1 worktree task-1 on peal-%[1]s/task-1|execute:2 worktree task-2 on peal-%[1]s/task-2|"+
+		"plan:1 worktree task-1 on peal-%[1]s/task-1|plan:2 worktree task-2 on peal-%[1]s/task-2", scope); got != want {
+		t.Fatalf("details %q, want %q", got, want)
 	}
 	if !slices.Equal(out.Completed, []int{1, 2}) || !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2}) {
 		t.Fatalf("outcome %+v, state %+v", out, h.state())
@@ -104,7 +113,6 @@ func TestWorktreeBlockBothLand(t *testing.T) {
 	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
 		t.Fatalf("work tree not clean: %q", got)
 	}
-	scope := callScope(h.stateDir)
 	if got, want := firstParents(t, h), fmt.Sprintf("root|peal: merge task 1 (peal-%s/task-1)|peal: merge task 2 (peal-%s/task-2)", scope, scope); got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
@@ -469,4 +477,32 @@ func TestWorktreeReviewPerTask(t *testing.T) {
 	if left := leftovers(t, h); len(left) > 0 {
 		t.Fatalf("left behind: %q", left)
 	}
+}
+
+// detailsSeen is an Observer that keeps what the live line would show of
+// each agent call: phase:task and its detail.
+type detailsSeen struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (o *detailsSeen) PlanLoaded(int) {}
+func (o *detailsSeen) CallStarted(info phase.CallInfo) func() {
+	if info.Attempt.Role == "" {
+		return nil
+	}
+	d := ""
+	if info.Detail != nil {
+		d = info.Detail()
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lines = append(o.lines, fmt.Sprintf("%s:%d %s", info.Phase, info.Task, d))
+	return nil
+}
+
+func (o *detailsSeen) seen() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return strings.Join(slices.Sorted(slices.Values(o.lines)), "|")
 }

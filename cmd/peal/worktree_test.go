@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,6 +96,16 @@ func TestWorktreeBlockSignalThenRerun(t *testing.T) {
 			case sig == syscall.SIGKILL && len(left) == 0:
 				t.Fatal("a killed run left no worktree: the re-run proves nothing")
 			}
+			if sig == syscall.SIGKILL {
+				// peal status shows the worktrees the killed run left.
+				st := s.peal(env, "status")
+				for _, task := range []string{"2", "3"} {
+					want := "  task " + task + ": in " + filepath.Join(s.stateDir, "worktrees", "task-"+task) + " on branch peal-"
+					if !strings.Contains(st.stdout, want) {
+						t.Fatalf("status lacks %q:\n%s", want, st.stdout)
+					}
+				}
+			}
 
 			res := s.peal(env, "run")
 			if res.code != 0 {
@@ -109,6 +120,13 @@ func TestWorktreeBlockSignalThenRerun(t *testing.T) {
 			if left := worktreeLeftovers(t, s); len(left) > 0 {
 				t.Fatalf("left behind after the re-run: %q", left)
 			}
+			// peal status tells that the re-run's tasks were merged.
+			st := s.peal(env, "status")
+			for _, task := range []string{"2", "3"} {
+				if want := "  task " + task + ": merged into the work tree from branch peal-"; !strings.Contains(st.stdout, want) {
+					t.Fatalf("status lacks %q:\n%s", want, st.stdout)
+				}
+			}
 			for _, f := range []string{"one.txt", "two.txt", "three.txt"} {
 				if _, err := os.Stat(filepath.Join(s.repo, f)); err != nil {
 					t.Errorf("%s is not in the work tree: %v", f, err)
@@ -119,5 +137,44 @@ func TestWorktreeBlockSignalThenRerun(t *testing.T) {
 			}
 			agentsGone(t, s)
 		})
+	}
+}
+
+// Two tasks of a block change the same line: under parallel_conflict = fail
+// the second fails with one line naming the file and its kept branch, and
+// (a run that finished) the run summary and peal status show the conflict.
+func TestWorktreeConflictReported(t *testing.T) {
+	t.Parallel()
+	for _, keepGoing := range []bool{false, true} {
+		s := newSandbox(t, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n")
+		os.WriteFile(filepath.Join(s.repo, "f.txt"), []byte("base\n"), 0o644)
+		fakes.Git(t, s.repo, "add", "f.txt")
+		fakes.Git(t, s.repo, "commit", "-q", "-m", "root")
+		s.scenario(map[string][]fakes.Outcome{
+			"execute:1": {{WriteFiles: map[string]string{"f.txt": "one\n"}}},
+			"execute:2": {{WriteFiles: map[string]string{"f.txt": "two\n"}}},
+		})
+		env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", fmt.Sprintf("PEAL_CONTINUE_WITH_REMAINING_TASKS=%v", keepGoing)}, fakes.GitEnv...)...)
+		r := s.peal(env, "run")
+		if left := worktreeLeftovers(t, s); len(left) > 0 {
+			t.Fatalf("left behind: %q", left)
+		}
+		if !keepGoing {
+			line := lastLine(r.stderr)
+			if r.code != 1 || !strings.HasPrefix(line, "peal: error: task 2: merging task 2 into the work tree conflicts in f.txt; the merge was undone and the task's work is kept on branch peal-kept/task-2-") {
+				t.Fatalf("exit %d, last line %q", r.code, line)
+			}
+			continue
+		}
+		if r.code != 2 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		st := s.peal(env, "status")
+		if want := "  task 2: its merge conflicted in f.txt; its work is kept on branch peal-kept/task-2-"; !strings.Contains(st.stdout, want) {
+			t.Fatalf("status lacks %q:\n%s", want, st.stdout)
+		}
+		if want := "  task 1: merged into the work tree from branch peal-"; !strings.Contains(st.stdout, want) {
+			t.Fatalf("status lacks %q:\n%s", want, st.stdout)
+		}
 	}
 }
