@@ -32,7 +32,7 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 				b.tasks[i].refused = true
 				b.mu.Unlock()
 			} else {
-				res, branch := r.isolatedTask(ctx, t, base)
+				res, branch := r.isolatedTask(ctx, b, t, base)
 				b.mu.Lock()
 				b.tasks[i].done, b.tasks[i].err, b.tasks[i].res, b.tasks[i].branch = true, res.err, res, branch
 				b.mu.Unlock()
@@ -41,16 +41,18 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 		})
 	}
 	p.Wait()
+	b.removals.Wait()
 	// Every worker has returned: b is no longer shared.
 	r.settleBranches(ctx, b)
 	return r.finishIsolated(ctx, tl, b)
 }
 
-// isolatedTask runs task t in a new worktree at base and removes the
-// worktree when the task ends. The branch holding its work is returned when
-// the task completed (or was deferred), for the merge; otherwise it is
+// isolatedTask runs task t of block b in a new worktree at base; the
+// worktree is removed in the background once the task ends (the block
+// waits for it before it ends). The branch holding its work is returned
+// when the task completed (or was deferred), for the merge; otherwise it is
 // deleted.
-func (r *run) isolatedTask(ctx context.Context, t Task, base string) (res taskResult, branch string) {
+func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (res taskResult, branch string) {
 	tt, err := r.trees.add(ctx, t.Index, base)
 	if err != nil {
 		return taskResult{err: err}, ""
@@ -65,15 +67,21 @@ func (r *run) isolatedTask(ctx context.Context, t Task, base string) (res taskRe
 	}); err != nil {
 		res = taskResult{err: err}
 	}
-	cctx, cancel := r.cleanupContext(ctx)
-	defer cancel()
-	if err := r.trees.remove(cctx, tt); err != nil {
-		r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.path, "err", err)
-	}
-	if res.err != nil || res.skipped {
+	failed := res.err != nil || res.skipped
+	b.removals.Go(func() {
+		cctx, cancel := r.cleanupContext(ctx)
+		defer cancel()
+		if err := r.trees.remove(cctx, tt); err != nil {
+			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.path, "err", err)
+		}
+		if !failed {
+			return // the branch waits for its merge
+		}
 		if err := r.trees.deleteBranch(cctx, tt.branch); err != nil {
 			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.branch, "err", err)
 		}
+	})
+	if failed {
 		return res, ""
 	}
 	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.branch)

@@ -49,6 +49,7 @@ type block struct {
 	// order; mergeMu lets one worker at a time merge.
 	mergeMu   sync.Mutex
 	nextMerge int
+	removals  sync.WaitGroup // worktrees being removed
 }
 
 // start marks task i as started, unless the run is already certain to stop

@@ -101,17 +101,18 @@ func (r *run) worktreeBase(ctx context.Context) (base, why string) {
 	return head, ""
 }
 
-// add makes the worktree of task on a new branch at base.
+// add makes the worktree of task on a new branch at base. Worktrees of
+// different tasks are made at the same time: git marks a worktree it is
+// still making so that nothing prunes it meanwhile, and each has its own
+// branch and records.
 func (ts *trees) add(ctx context.Context, task int, base string) (*taskTree, error) {
 	tt := ts.of(task)
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	if err := os.MkdirAll(ts.root, 0o755); err != nil {
 		return nil, fmt.Errorf("worktrees folder %s: %w", ts.root, err)
 	}
 	if _, err := os.Lstat(tt.path); err == nil {
 		// Left by an earlier block of this run that could not remove it.
-		ts.forget(ctx, tt)
+		ts.remove(ctx, tt)
 	}
 	// Parallel checkout: a large tree is written by as many workers as
 	// there are cores.
