@@ -166,6 +166,68 @@ func TestRealStet(t *testing.T) {
 		e.clean()
 	})
 
+	t.Run("a parallel block, each task in its worktree", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, bins, stetBin, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n")
+		// Tasks 1 and 3 plant a finding each, fixed in an address round;
+		// their reviews and task 2's run at the same time, each in its
+		// task's worktree with stet's state in the task's own folder.
+		e.scenario(map[string][]fakes.Outcome{
+			"execute:1": {{Plant: []fakes.Finding{noteA}}},
+			"execute:2": {{WriteFiles: map[string]string{"notes/c.txt": "fine\n"}}},
+			"execute:3": {{Plant: []fakes.Finding{noteB}}},
+			"address":   {{StetFix: -1}},
+		})
+		e.model.delay = 300 * time.Millisecond // reviews long enough to overlap
+		logFile := filepath.Join(e.dir, "peal.log")
+		r := e.peal("PEAL_MAX_PARALLEL=3", "PEAL_LOG_FILE="+logFile)
+		e.want(r, 0)
+		keys := strings.Fields(e.keys())
+		slices.Sort(keys)
+		if got := strings.Join(keys, " "); got != "address:1 address:3 execute:1 execute:2 execute:3 plan:1 plan:2 plan:3 triage:1 triage:3" {
+			t.Fatalf("agent calls %q: each task's findings are its own", got)
+		}
+		e.clean()
+		if got := e.git("log", "--first-parent", "--reverse", "--format=%s"); !strings.HasSuffix(got, "/task-3)") || strings.Count(got, "peal: merge task") != 3 {
+			t.Fatalf("history along the work tree's branch:\n%s", got)
+		}
+		if got := e.git("log", "--no-merges", "--format=%s"); strings.Count(got, "address round 1") != 2 {
+			t.Fatalf("commits:\n%s", got)
+		}
+		// Every stet command of a task ran in its worktree with its own state
+		// folder; report how many ran at the same time as another task's.
+		data, _ := os.ReadFile(logFile)
+		type span struct {
+			task       string
+			start, end time.Time
+		}
+		var spans []span
+		for _, line := range strings.Split(string(data), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) != nil || rec["phase"] != "stet" || rec["msg"] != "call finished" {
+				continue
+			}
+			end, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"]))
+			ms, _ := rec["duration_ms"].(float64)
+			spans = append(spans, span{fmt.Sprint(rec["task"]), end.Add(-time.Duration(ms) * time.Millisecond), end})
+		}
+		overlaps := 0
+		for i, a := range spans {
+			for _, b := range spans[i+1:] {
+				if a.task != b.task && a.start.Before(b.end) && b.start.Before(a.end) {
+					overlaps++
+				}
+			}
+		}
+		t.Logf("%d stet commands; %d pairs of different tasks' commands overlapped", len(spans), overlaps)
+		if overlaps == 0 {
+			t.Fatalf("no two tasks' stet commands overlapped: the test proves nothing about collisions")
+		}
+		if entries, _ := os.ReadDir(filepath.Join(e.state, "worktrees")); len(entries) != 0 {
+			t.Fatalf("the worktrees folder keeps %d entries", len(entries))
+		}
+	})
+
 	t.Run("the model unreachable", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, bins, stetBin, "## Task 1\nA\n## Task 2\nB\n")

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"peal/config"
@@ -151,9 +152,12 @@ func (rv *Reviewer) Commits() bool {
 // own: its stet commands run there (caller's folder), its commits are made
 // by git, its triage and address calls by agent, and its review folder
 // (stet's state and worktrees, the record of the task under review) is dir,
-// so that the reviews of concurrent tasks share nothing. A nil Reviewer
-// gives nil.
-func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir string) *Reviewer {
+// so that the reviews of concurrent tasks share nothing. stet makes a
+// worktree of its own when a session starts and removes it when it ends:
+// those commands hold gitLock, which the run holds while it adds or removes
+// worktrees too (git fails on the records of a worktree half made). A nil
+// Reviewer gives nil.
+func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir string, gitLock sync.Locker) *Reviewer {
 	if rv == nil {
 		return nil
 	}
@@ -161,7 +165,7 @@ func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir st
 	c.caller, c.git, c.agent, c.dir = caller, git, agent, dir
 	if rv.stet != nil {
 		st := *rv.stet
-		st.caller, st.stateDir, st.worktrees = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees")
+		st.caller, st.stateDir, st.worktrees, st.gitLock = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees"), gitLock
 		c.stet = &st
 	}
 	return &c

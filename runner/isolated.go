@@ -99,7 +99,7 @@ func (r *run) inTree(tt *taskTree) *run {
 		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.path) + " on " + tt.branch}
 	}
 	v.git = review.NewGit(v.caller, r.log, r.caller.Limits.Timeout, tt.dir, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
-	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review)
+	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review, r.trees.mu)
 	v.commits = true
 	return &v
 }

@@ -42,11 +42,12 @@ type taskTree struct {
 }
 
 // trees makes, merges and removes the worktrees of a run's tasks. Its mutex
-// serializes peal's own git commands on what the worktrees share with the
-// work tree (adding and removing worktrees, branches, merges), so that they
-// never wait on each other's locks.
+// serializes the git commands that change what the worktrees share with the
+// work tree (adding and removing worktrees, branches, merges), peal's own
+// and stet's (a review makes and removes a worktree of its own), so that
+// none reads the records of a worktree half made or half removed.
 type trees struct {
-	mu     sync.Mutex
+	mu     *sync.Mutex
 	root   string     // {state_dir}/worktrees, absolute
 	prefix string     // the branch namespace of this state folder: peal-<scope>/
 	git    review.Git // the work tree's git
@@ -62,7 +63,7 @@ func newTrees(stateDir, scope string, git review.Git, repo string) *trees {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		rel = "."
 	}
-	return &trees{root: root, prefix: "peal-" + scope + "/", git: git, rel: rel}
+	return &trees{mu: &sync.Mutex{}, root: root, prefix: "peal-" + scope + "/", git: git, rel: rel}
 }
 
 // of is the worktree task would get.
@@ -101,18 +102,19 @@ func (r *run) worktreeBase(ctx context.Context) (base, why string) {
 	return head, ""
 }
 
-// add makes the worktree of task on a new branch at base. Worktrees of
-// different tasks are made at the same time: git marks a worktree it is
-// still making so that nothing prunes it meanwhile, and each has its own
-// branch and records.
+// add makes the worktree of task on a new branch at base. One at a time:
+// git worktree add reads the records of every other worktree, and fails on
+// one that is being made or removed ("failed to read .git/worktrees/…").
 func (ts *trees) add(ctx context.Context, task int, base string) (*taskTree, error) {
 	tt := ts.of(task)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	if err := os.MkdirAll(ts.root, 0o755); err != nil {
 		return nil, fmt.Errorf("worktrees folder %s: %w", ts.root, err)
 	}
 	if _, err := os.Lstat(tt.path); err == nil {
 		// Left by an earlier block of this run that could not remove it.
-		ts.remove(ctx, tt)
+		ts.forget(ctx, tt)
 	}
 	// Parallel checkout: a large tree is written by as many workers as
 	// there are cores.
