@@ -179,8 +179,16 @@ func TestRealStet(t *testing.T) {
 			"address":   {{StetFix: -1}},
 		})
 		e.model.delay = 300 * time.Millisecond // reviews long enough to overlap
-		logFile := filepath.Join(e.dir, "peal.log")
-		r := e.peal("PEAL_MAX_PARALLEL=3", "PEAL_LOG_FILE="+logFile)
+		// stet behind a wrapper that notes when each command of each task
+		// starts and ends, and in which state folder.
+		calls := filepath.Join(e.dir, "stet-calls")
+		wrapper := fmt.Sprintf("#!/bin/sh\necho \"start $PEAL_TASK_INDEX $1 $(date +%%s.%%N) $STET_STATE_DIR $PWD\" >> %s\n%s \"$@\"\nrc=$?\n"+
+			"echo \"end $PEAL_TASK_INDEX $1 $(date +%%s.%%N)\" >> %s\nexit $rc\n", calls, stetBin, calls)
+		os.Remove(filepath.Join(e.binDir, "stet"))
+		if err := os.WriteFile(filepath.Join(e.binDir, "stet"), []byte(wrapper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := e.peal("PEAL_MAX_PARALLEL=3")
 		e.want(r, 0)
 		keys := strings.Fields(e.keys())
 		slices.Sort(keys)
@@ -195,33 +203,46 @@ func TestRealStet(t *testing.T) {
 			t.Fatalf("commits:\n%s", got)
 		}
 		// Every stet command of a task ran in its worktree with its own state
-		// folder; report how many ran at the same time as another task's.
-		data, _ := os.ReadFile(logFile)
+		// folder; count how many ran at the same time as another task's.
+		data, _ := os.ReadFile(calls)
 		type span struct {
-			task       string
-			start, end time.Time
+			task, cmd  string
+			start, end float64
 		}
-		var spans []span
-		for _, line := range strings.Split(string(data), "\n") {
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) != nil || rec["phase"] != "stet" || rec["msg"] != "call finished" {
-				continue
+		var spans []*span
+		open := map[string]*span{}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			f := strings.Fields(line)
+			if _, err := strconv.Atoi(f[1]); err != nil || len(f) < 4 {
+				continue // the run's own check for a session left open, of no task
 			}
-			end, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"]))
-			ms, _ := rec["duration_ms"].(float64)
-			spans = append(spans, span{fmt.Sprint(rec["task"]), end.Add(-time.Duration(ms) * time.Millisecond), end})
-		}
-		overlaps := 0
-		for i, a := range spans {
-			for _, b := range spans[i+1:] {
-				if a.task != b.task && a.start.Before(b.end) && b.start.Before(a.end) {
-					overlaps++
+			at, _ := strconv.ParseFloat(f[3], 64)
+			key := f[1] + " " + f[2]
+			switch f[0] {
+			case "start":
+				wt := filepath.Join(e.state, "worktrees", "task-"+f[1])
+				if len(f) != 6 || f[4] != filepath.Join(wt+".review", "stet") || f[5] != wt {
+					t.Errorf("stet %s of task %s ran with state %v in %v", f[2], f[1], f[4:], f[5:])
+				}
+				sp := &span{task: f[1], cmd: f[2], start: at}
+				spans, open[key] = append(spans, sp), sp
+			case "end":
+				if sp := open[key]; sp != nil {
+					sp.end = at
 				}
 			}
 		}
-		t.Logf("%d stet commands; %d pairs of different tasks' commands overlapped", len(spans), overlaps)
-		if overlaps == 0 {
-			t.Fatalf("no two tasks' stet commands overlapped: the test proves nothing about collisions")
+		overlaps := map[string]int{}
+		for i, a := range spans {
+			for _, b := range spans[i+1:] {
+				if a.task != b.task && a.start < b.end && b.start < a.end {
+					overlaps[a.cmd+"/"+b.cmd]++
+				}
+			}
+		}
+		t.Logf("%d stet commands of the tasks; overlapping pairs of different tasks' commands: %v", len(spans), overlaps)
+		if overlaps["run/run"] == 0 {
+			t.Fatalf("no two tasks' reviews overlapped: the test proves nothing about collisions")
 		}
 		if entries, _ := os.ReadDir(filepath.Join(e.state, "worktrees")); len(entries) != 0 {
 			t.Fatalf("the worktrees folder keeps %d entries", len(entries))
