@@ -37,33 +37,10 @@ func writes(files ...string) fakes.Outcome {
 	return fakes.Outcome{WriteFiles: w}
 }
 
-// leftovers are what a block may leave behind in the repository: worktrees
-// git knows of besides the main one, branches of the run's namespace, lock
-// files in the git folder, and entries of the worktrees folder.
+// leftovers are what a block may leave behind in the harness's repository.
 func leftovers(t *testing.T, h *harness) []string {
 	t.Helper()
-	var out []string
-	for _, line := range strings.Split(fakes.Git(t, h.repo, "worktree", "list", "--porcelain"), "\n") {
-		if p, ok := strings.CutPrefix(line, "worktree "); ok && p != h.repo {
-			out = append(out, "worktree "+p)
-		}
-	}
-	for _, b := range strings.Fields(fakes.Git(t, h.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
-		if strings.HasPrefix(b, "peal-") && !strings.HasPrefix(b, KeptBranchPrefix) {
-			out = append(out, "branch "+b)
-		}
-	}
-	filepath.WalkDir(filepath.Join(h.repo, ".git"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".lock") {
-			out = append(out, "lock "+p)
-		}
-		return nil
-	})
-	entries, _ := os.ReadDir(filepath.Join(h.stateDir, WorktreesFolder))
-	for _, e := range entries {
-		out = append(out, "folder entry "+e.Name())
-	}
-	return out
+	return fakes.WorktreeLeftovers(t, h.repo, h.stateDir)
 }
 
 func keptBranches(t *testing.T, h *harness) []string {

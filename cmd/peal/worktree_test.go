@@ -24,33 +24,10 @@ func committedSandbox(t *testing.T, plan string) *sandbox {
 	return s
 }
 
-// worktreeLeftovers are the worktrees, branches of a run's namespace and
-// git lock files a run left in the sandbox's repository, and the entries of
-// its worktrees folder.
+// worktreeLeftovers are what a run left in the sandbox's repository.
 func worktreeLeftovers(t *testing.T, s *sandbox) []string {
 	t.Helper()
-	var out []string
-	for _, line := range strings.Split(fakes.Git(t, s.repo, "worktree", "list", "--porcelain"), "\n") {
-		if p, ok := strings.CutPrefix(line, "worktree "); ok && p != s.repo {
-			out = append(out, "worktree "+p)
-		}
-	}
-	for _, b := range strings.Fields(fakes.Git(t, s.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
-		if strings.HasPrefix(b, "peal-") && !strings.HasPrefix(b, "peal-kept/") {
-			out = append(out, "branch "+b)
-		}
-	}
-	filepath.WalkDir(filepath.Join(s.repo, ".git"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".lock") {
-			out = append(out, "lock "+p)
-		}
-		return nil
-	})
-	entries, _ := os.ReadDir(filepath.Join(s.stateDir, "worktrees"))
-	for _, e := range entries {
-		out = append(out, "folder entry "+e.Name())
-	}
-	return out
+	return fakes.WorktreeLeftovers(t, s.repo, s.stateDir)
 }
 
 // A block in worktrees interrupted by a real signal: the agents stop, the
