@@ -1,14 +1,16 @@
 package integration
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +52,7 @@ func shellWrite(name, content string) *mockllm.ToolCall {
 
 // blockScript answers the plan call of task N (its text holds TASK-N) with a
 // plan naming PLAN-N, the execute call of that plan by writing the task's
-// file, and a review request of stet (a hunk) with no finding.
+// file.
 func blockScript() mockllm.Script {
 	var s mockllm.Script
 	for i, f := range blockFiles {
@@ -63,8 +65,24 @@ func blockScript() mockllm.Script {
 			mockllm.Rule{Contains: fmt.Sprintf("TASK-%d ", n), Replies: []mockllm.Reply{{Text: fmt.Sprintf("PLAN-%d: write %s.", n, f.name)}}},
 		)
 	}
-	s.Rules = append(s.Rules, mockllm.Rule{Contains: "File: ", Replies: []mockllm.Reply{{Text: "[]"}}})
 	return s
+}
+
+// reviewModel serves stet's review model on 127.0.0.1: the model list stet
+// checks before a review, and an answer without findings to every hunk.
+func reviewModel(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"mock-model","object":"model"}]}`)
+		case "/v1/chat/completions":
+			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"[]"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // TestPealParallelWorktrees: a block of four tasks through each real CLI,
@@ -93,13 +111,18 @@ func TestPealParallelWorktrees(t *testing.T) {
 		writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
 		env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
 		withStet := os.Getenv("PEAL_STET_BIN") != ""
+		stetCalls := filepath.Join(root, "stet-calls")
 		if withStet {
 			stetDir := filepath.Join(root, "stet-bin")
 			os.MkdirAll(stetDir, 0o755)
-			if err := os.Symlink(os.Getenv("PEAL_STET_BIN"), filepath.Join(stetDir, "stet")); err != nil {
+			// stet behind a wrapper that notes when each command of each task
+			// starts and ends, in which folder and with which state folder.
+			wrapper := fmt.Sprintf("#!/bin/sh\necho \"start $PEAL_TASK_INDEX $1 $(date +%%s.%%N) $STET_STATE_DIR $PWD\" >> %s\n%s \"$@\"\nrc=$?\n"+
+				"echo \"end $PEAL_TASK_INDEX $1 $(date +%%s.%%N)\" >> %s\nexit $rc\n", stetCalls, os.Getenv("PEAL_STET_BIN"), stetCalls)
+			if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(wrapper), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+srv.URL+"/v1", "STET_MODEL=mock-model", "OPENAI_API_KEY="+testKey)
+			env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
 			for i, kv := range env {
 				if strings.HasPrefix(kv, "PATH=") {
 					env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
@@ -157,7 +180,9 @@ func TestPealParallelWorktrees(t *testing.T) {
 		for n := 1; n <= 4; n++ {
 			var where []string
 			for _, req := range modelRequests(srv) {
-				if req.ToolResults == 0 && strings.Contains(req.UserText, fmt.Sprintf("PLAN-%d:", n)) {
+				// Side requests (a title) offer no tool; some CLIs send the
+				// first turn twice.
+				if len(req.Tools) > 0 && req.ToolResults == 0 && strings.Contains(req.UserText, fmt.Sprintf("PLAN-%d:", n)) {
 					switch {
 					case strings.Contains(string(req.Body), filepath.Join(state, "worktrees", fmt.Sprintf("task-%d", n))):
 						where = append(where, "worktree")
@@ -168,6 +193,7 @@ func TestPealParallelWorktrees(t *testing.T) {
 					}
 				}
 			}
+			where = slices.Compact(where)
 			want := []string{"worktree"}
 			if n == 4 {
 				want = []string{"worktree", "repo"}
@@ -176,62 +202,69 @@ func TestPealParallelWorktrees(t *testing.T) {
 				t.Errorf("task %d's executes worked in %q, want %q", n, where, want)
 			}
 		}
-		reportStet(t, logFile, withStet)
+		if withStet {
+			reportStet(t, stetCalls, state)
+		}
 		if entries, _ := os.ReadDir(filepath.Join(state, "worktrees")); len(entries) != 0 {
 			t.Errorf("the worktrees folder holds %d entries after the run", len(entries))
 		}
 	})
 }
 
-// reportStet reads peal's JSON log: which stet commands each task ran, in
-// which state folder, and how many ran at the same time as another task's.
-func reportStet(t *testing.T, logFile string, withStet bool) {
+// reportStet reads the notes of the stet wrapper: each task's commands ran
+// in its worktree with its own state folder; it reports how many commands
+// of different tasks ran at the same time.
+func reportStet(t *testing.T, calls, state string) {
 	t.Helper()
-	f, err := os.Open(logFile)
+	data, err := os.ReadFile(calls)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	type span struct {
-		task       string
-		start, end time.Time
+		task, cmd  string
+		start, end float64
 	}
-	var spans []span
+	var spans []*span
+	open := map[string]*span{}
 	perTask := map[string][]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec["phase"] != "stet" {
-			continue
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if _, err := strconv.Atoi(f[1]); err != nil || len(f) < 4 {
+			continue // the run's own check for a session left open, of no task
 		}
-		tm, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"]))
-		task := fmt.Sprint(rec["task"])
-		switch rec["msg"] {
-		case "starting call":
-			argv := fmt.Sprint(rec["argv"])
-			if fs := strings.Fields(strings.Trim(argv, "[]")); len(fs) > 1 {
-				perTask[task] = append(perTask[task], fs[1])
+		at, _ := strconv.ParseFloat(f[3], 64)
+		key := f[1] + " " + f[2]
+		switch f[0] {
+		case "start":
+			perTask[f[1]] = append(perTask[f[1]], f[2])
+			wt := filepath.Join(state, "worktrees", "task-"+f[1])
+			wantState, wantDir := filepath.Join(wt+".review", "stet"), wt
+			if f[1] == "4" && len(perTask["4"]) > 4 { // task 4's retry, alone in the work tree
+				wantState, wantDir = filepath.Join(state, "review", "stet"), ""
 			}
-		case "call finished":
-			ms, _ := rec["duration_ms"].(float64)
-			spans = append(spans, span{task: task, start: tm.Add(-time.Duration(ms) * time.Millisecond), end: tm})
+			if len(f) != 6 || f[4] != wantState || (wantDir != "" && f[5] != wantDir) {
+				t.Errorf("stet %s of task %s ran with state and folder %q", f[2], f[1], f[4:])
+			}
+			sp := &span{task: f[1], cmd: f[2], start: at}
+			spans, open[key] = append(spans, sp), sp
+		case "end":
+			if sp := open[key]; sp != nil {
+				sp.end = at
+			}
 		}
 	}
-	overlaps := 0
+	overlaps := map[string]int{}
 	for i, a := range spans {
 		for _, b := range spans[i+1:] {
-			if a.task != b.task && a.start.Before(b.end) && b.start.Before(a.end) {
-				overlaps++
+			if a.task != b.task && a.start < b.end && b.start < a.end {
+				overlaps[a.cmd+"/"+b.cmd]++
 			}
 		}
 	}
-	t.Logf("stet commands per task: %v; pairs of stet commands of different tasks that overlapped: %d", perTask, overlaps)
-	if withStet {
-		for _, task := range []string{"1", "2", "3", "4"} {
-			if cmds := strings.Join(perTask[task], " "); !strings.HasPrefix(cmds, "start") || !strings.HasSuffix(cmds, "finish") {
-				t.Errorf("task %s's stet commands %q", task, cmds)
-			}
+	t.Logf("stet commands per task: %v; overlapping pairs of different tasks' commands: %v", perTask, overlaps)
+	for _, task := range []string{"1", "2", "3", "4"} {
+		if cmds := strings.Join(perTask[task], " "); !strings.HasPrefix(cmds, "start") || !strings.HasSuffix(cmds, "finish") {
+			t.Errorf("task %s's stet commands %q", task, cmds)
 		}
 	}
 }
