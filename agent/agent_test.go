@@ -203,7 +203,7 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 	want := map[string]phase.Class{
 		fakes.FailNoCredentials: phase.Fatal, fakes.FailInvalidKey: phase.Fatal, fakes.FailRoot: phase.Fatal,
 		fakes.FailConnectionRefused: phase.Network, fakes.FailRateLimit: phase.RateLimited, fakes.FailOverloaded: phase.RateLimited,
-		fakes.FailConfigRace: phase.Transient,
+		fakes.FailConfigRace: phase.Transient, fakes.FailUnauthorized: phase.Fatal, fakes.FailForbidden: phase.Fatal,
 	}
 	for kind, failures := range fakes.Failures {
 		for name, f := range failures {
@@ -337,5 +337,23 @@ func TestExtraArgsBeforeThePrompt(t *testing.T) {
 	inv, _ = cursor.Invocation("agent", Call{Phase: "plan", Repo: "/r", Prompt: "P", Model: "m", Extra: []string{"--x"}})
 	if got := strings.Join(inv.Argv[len(inv.Argv)-4:], " "); got != "--model m --x P" {
 		t.Fatalf("cursor argv %q", inv.Argv)
+	}
+}
+
+// TestQuoteShowsTheMatch: a long line whose failure message comes after a
+// long path (gemini prints its error report's path first) is quoted from a
+// little before the message, not cut before it.
+func TestQuoteShowsTheMatch(t *testing.T) {
+	t.Parallel()
+	line := "Error when talking to Gemini API Full report available at: /" + strings.Repeat("deep/", 60) +
+		`gemini-client-error.json _ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`
+	v := classify(t, "gemini", builtin, res(1, "", line+"\n  status: 401\n}\nAn unexpected critical error occurred:[object Object]\n"))
+	if v.Class != phase.Fatal || !strings.Contains(v.Err.Error(), `…`) ||
+		!strings.Contains(v.Err.Error(), `_ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`) {
+		t.Fatalf("%s: %v", v.Class, v.Err)
+	}
+	short := `_ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`
+	if v := classify(t, "gemini", builtin, res(1, "", short+"\n")); !strings.Contains(v.Err.Error(), "status 1: "+short+" (set GEMINI_API_KEY") {
+		t.Fatalf("a short line is quoted whole: %v", v.Err)
 	}
 }

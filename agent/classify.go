@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"peal/phase"
 )
@@ -38,6 +39,8 @@ type Failures struct {
 var Common = Failures{
 	Fatal: []string{
 		"authentication required", "unauthorized", "invalid api key", "not logged in",
+		// Google's answer to a wrong API key (HTTP 400), whichever CLI asked.
+		"api key not valid",
 	},
 	Network: []string{
 		"connection reset", "connection refused", "connection timed out", "network is unreachable",
@@ -128,6 +131,12 @@ type match struct {
 // matchLine finds the class of one (cleaned) line: login and fatal first,
 // then rate limit, transient and network.
 func (r *rules) matchLine(line string) (phase.Class, bool) {
+	class, _, ok := r.matchPattern(line)
+	return class, ok
+}
+
+// matchPattern is matchLine that also returns the pattern found.
+func (r *rules) matchPattern(line string) (phase.Class, string, bool) {
 	l := strings.ToLower(line)
 	for _, c := range []struct {
 		class    phase.Class
@@ -135,11 +144,29 @@ func (r *rules) matchLine(line string) (phase.Class, bool) {
 	}{{phase.Fatal, r.login}, {phase.Fatal, r.fatal}, {phase.RateLimited, r.rateLimit}, {phase.Transient, r.transient}, {phase.Network, r.network}} {
 		for _, p := range c.patterns {
 			if strings.Contains(l, p) {
-				return c.class, true
+				return c.class, p, true
 			}
 		}
 	}
-	return 0, false
+	return 0, "", false
+}
+
+// quoteMatch quotes a line so that the quote shows the pattern found in it:
+// a long line whose match lies past the quote's cut (gemini prints the path
+// of its error report before the API's answer) is quoted from a little
+// before the match.
+func quoteMatch(line, pattern string) string {
+	q := phase.Quote(line)
+	if strings.Contains(strings.ToLower(q), pattern) {
+		return q
+	}
+	flat := []rune(strings.Join(strings.Fields(phase.Clean(line)), " "))
+	i := strings.Index(strings.ToLower(string(flat)), pattern)
+	if i < 0 {
+		return q
+	}
+	at := min(utf8.RuneCountInString(strings.ToLower(string(flat))[:i]), len(flat))
+	return phase.Quote("…" + string(flat[max(at-60, 0):]))
 }
 
 // isBlocking reports whether a line says the CLI waits for a person: it
@@ -198,9 +225,9 @@ func (r *rules) find(texts ...string) (match, bool) {
 	for _, text := range texts {
 		for _, line := range strings.Split(text, "\n") {
 			line = phase.Clean(line)
-			class, ok := r.matchLine(line)
+			class, pattern, ok := r.matchPattern(line)
 			if ok && (!found || rank[class] > rank[best.class]) {
-				best, found = match{class: class, line: phase.Quote(line)}, true
+				best, found = match{class: class, line: quoteMatch(line, pattern)}, true
 			}
 		}
 	}

@@ -20,6 +20,9 @@ func init() {
 				"not logged in · please run /login", "please run /login", "invalid api key · fix external api key",
 				"cannot be used with root/sudo privileges", "credit balance is too low", "oauth token has expired",
 				"unknown option", "error: unknown", "error: option",
+				// A 403: "Failed to authenticate. API Error: 403 Your API key
+				// does not have permission to use the specified resource."
+				"failed to authenticate", "api error: 403",
 			},
 			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
 			Network:   []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},

@@ -19,7 +19,7 @@ func init() {
 		Failures: Failures{
 			Fatal: []string{
 				"401 unauthorized", "incorrect api key", "invalid x-api-key", "unexpected argument", "unrecognized subcommand",
-				"not logged in",
+				"not logged in", "403 forbidden",
 			},
 			RateLimit: []string{"usage limit", "429 too many requests", "last status: 429"},
 			// Not "Reconnecting... n/5": codex says so while it waits out a

@@ -20,6 +20,10 @@ func init() {
 			Fatal: []string{
 				"please set an auth method", "invalid auth method", "api key not valid", "not running in a trusted directory",
 				"unknown arguments", "permission_denied",
+				// An API error the CLI does not know prints its JSON and
+				// status: `_ApiError: {"error":{"code":401,...,"status":
+				// "UNAUTHENTICATED"}}`, then `status: 401`.
+				`"code":401`, `"code":403`, "unauthenticated", "status: 401", "status: 403",
 			},
 			RateLimit: []string{"resource has been exhausted"},
 			ExitCodes: map[int]phase.Class{

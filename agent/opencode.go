@@ -12,7 +12,9 @@ func init() {
 		Args:          opencodeArgs,
 		PromptOnStdin: true,
 		Failures: Failures{
-			Fatal:     []string{"invalid x-api-key", "invalid api key", "incorrect api key provided", "api key is missing", "unknown arguments", "providermodelnotfound"},
+			Fatal: []string{"invalid x-api-key", "invalid api key", "incorrect api key provided", "api key is missing", "unknown arguments", "providermodelnotfound",
+				// A 403 of an OpenAI-compatible API: "Error: Forbidden: {...}".
+				"error: forbidden"},
 			Network:   []string{"cannot connect to api", "is the computer able to access the url"},
 			RateLimit: []string{"rate limit exceeded"},
 			Hint:      "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",

@@ -78,7 +78,7 @@ type Config struct {
 	StetPath                   string           `key:"stet_path" kind:"path" help:"stet executable (unset: stet on PATH)"`
 	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"No effect (a warning): each task's review session starts at the commit before the task"`
 	StetStartExtraArgs         []string         `key:"stet_start_extra_args" flag:"stet-start-args" kind:"args" help:"Extra arguments of stet start (comma or space separated)"`
-	StetRunExtraArgs           []string         `key:"stet_run_extra_args" flag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated)"`
+	StetRunExtraArgs           []string         `key:"stet_run_extra_args" flag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated); --stream, --json and --output are dropped with a warning"`
 	StetCommands               []string         `key:"stet_commands" flag:"-" kind:"commands" help:"Custom review commands replacing the built-in stet sequence"`
 	StetDisableLLMTriage       bool             `key:"stet_disable_llm_triage" default:"false" help:"Dismiss findings by stet_dismiss_patterns instead of asking the agent"`
 	StetDismissPatterns        []DismissPattern `key:"stet_dismiss_patterns" flag:"-" help:"Findings to dismiss when LLM triage is disabled"`
@@ -93,6 +93,7 @@ type Config struct {
 	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
 	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr (log_file gets every level): debug, info, warn, error, off, or directives such as peal=trace,warn"`
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines of every level (debug included) are appended to"`
+	ReportStepSummary          string           `key:"report_step_summary" enum:"auto,true,false" default:"auto" help:"Whether peal report also appends its Markdown summary to the file $GITHUB_STEP_SUMMARY names, when that variable is set (auto: when CI=true)"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
 	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
 	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet, git or post-run commands)"`

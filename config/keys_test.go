@@ -219,7 +219,8 @@ func TestValidateWithoutAgent(t *testing.T) {
 }
 
 // TestOutputsKeepOffStateFiles: a run summary, log file or agent log folder
-// that would overwrite the state file, its companions or the store is
+// that would overwrite the state file, its companions, the run record or the
+// store is
 // refused, naming the key; so are two outputs on one file.
 func TestOutputsKeepOffStateFiles(t *testing.T) {
 	t.Parallel()
@@ -249,6 +250,8 @@ func TestOutputsKeepOffStateFiles(t *testing.T) {
 		{[]string{"PEAL_RUN_SUMMARY_PATH=" + plan}, []string{"run_summary_path", "the plan"}},
 		{[]string{"PEAL_LOG_FILE=" + filepath.Join(stateDir, "review", "task.json")}, []string{"log_file", "review or temporary files"}},
 		{[]string{"PEAL_AGENT_LOG_DIR=" + filepath.Join(stateDir, "tmp")}, []string{"agent_log_dir", "review or temporary files"}},
+		{[]string{"PEAL_LOG_FILE=" + filepath.Join(stateDir, "run_record.jsonl")}, []string{"log_file", "run record"}},
+		{[]string{"PEAL_RUN_SUMMARY_PATH=" + filepath.Join(stateDir, "run_record.prev.jsonl")}, []string{"run_summary_path", "run record"}},
 		{[]string{"PEAL_LOG_FILE=" + filepath.Join(stateDir, "peal.log"), "PEAL_AGENT_LOG_DIR=" + stateDir}, nil},
 		{nil, nil}, // the default summary lives in the state folder
 	}

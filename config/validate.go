@@ -147,7 +147,8 @@ func (c *Config) absolutePaths() error {
 
 // checkOutputs refuses a run summary, log file or agent log folder that
 // would overwrite the state folder's own files (state.json, its lock, kept-
-// aside and temporary copies) or the retry-state store, or each other.
+// aside and temporary copies, the run record) or the retry-state store, or
+// each other.
 // StateDir and KnowledgeDir are absolute here.
 func (c *Config) checkOutputs() error {
 	outputs := []struct{ key, path string }{{"run_summary_path", c.RunSummaryPath}, {"log_file", c.LogFile}, {"agent_log_dir", c.AgentLogDir}}
@@ -191,6 +192,8 @@ func (c *Config) stateFile(path string) string {
 	case dir == c.StateDir && (base == state.FileName || base == state.LockName ||
 		strings.HasPrefix(base, state.FileName+".") || strings.HasPrefix(base, "."+state.FileName+".tmp")):
 		return "the state file " + filepath.Join(c.StateDir, state.FileName) + " or its companions"
+	case dir == c.StateDir && (base == state.RecordName || base == state.RecordPrevName):
+		return "the run record " + filepath.Join(c.StateDir, state.RecordName)
 	case path == c.KnowledgeDir || within(path, filepath.Join(c.KnowledgeDir, "tickets")):
 		return "the retry-state store " + c.KnowledgeDir
 	case within(path, filepath.Join(c.StateDir, "review")) || within(path, filepath.Join(c.StateDir, "tmp")):

@@ -187,6 +187,34 @@ func TestCLIFailures(t *testing.T) {
 			},
 		},
 		{
+			// The key is accepted by the CLI but the API answers 401 with its
+			// own message (Google's: UNAUTHENTICATED).
+			name: "401", script: always(mockllm.Failure{Status: 401}), key: testKey, limit: 3 * time.Minute,
+			want: map[string]failureCase{
+				"claude":   {code: 1, stdout: true, text: "Invalid API key · Fix external API key", requests: 1},
+				"codex":    {code: 1, text: "unexpected status 401 Unauthorized: Incorrect API key provided", requests: 1},
+				"gemini":   {code: 1, text: `"code":401,"message":"Request had invalid authentication credentials.`, requests: 1},
+				"opencode": {code: 1, text: "Incorrect API key provided", requests: -1},
+			},
+		},
+		{
+			// The message the Gemini CLI printed in the field, against an API
+			// answering 401 with Anthropic's words.
+			name: "401, x-api-key", script: always(mockllm.Failure{Status: 401, Message: "invalid x-api-key"}), key: testKey, limit: 3 * time.Minute,
+			want: map[string]failureCase{
+				"gemini": {code: 1, text: `_ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`, requests: 1},
+			},
+		},
+		{
+			name: "403", script: always(mockllm.Failure{Status: 403}), key: testKey, limit: 5 * time.Minute,
+			want: map[string]failureCase{
+				"claude":   {code: 1, stdout: true, text: "Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.", requests: 1},
+				"codex":    {code: 1, text: "unexpected status 403 Forbidden: Forbidden", requests: 1},
+				"gemini":   {code: 1, text: `{"error":{"code":403,"message":"Permission denied on resource.","status":"PERMISSION_DENIED"}}`, requests: 1},
+				"opencode": {code: 1, text: `Forbidden: {"error":{"code":null,"message":"Forbidden","param":null,"type":"server_error"}}`, requests: -1},
+			},
+		},
+		{
 			name: "rate limit", script: always(mockllm.Failure{Status: 429, RetryAfter: "1"}), key: testKey, limit: 5 * time.Minute,
 			want: map[string]failureCase{
 				"claude":   {code: 1, stdout: true, text: "API Error: Request rejected (429)", requests: 1},

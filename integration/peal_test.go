@@ -197,6 +197,7 @@ func fatal(t *testing.T, p *pealRun, explain []string) {
 		for _, e := range explain {
 			quoted = quoted || strings.Contains(line, e)
 		}
+		t.Log(line)
 	}
 	if !quoted {
 		t.Errorf("peal's error line quotes none of %q\n%s", explain, p)
@@ -243,6 +244,43 @@ func TestPealInvalidKey(t *testing.T) {
 	eachAgent(t, func(t *testing.T, a agent) {
 		p := startPeal(t, a, taskScript, "sk-wrong", "")
 		fatal(t, p, invalidKey[a.kind])
+	})
+}
+
+// The lines that explain a 401 and a 403 of the model API, per CLI, as
+// measured in TestCLIFailures.
+var unauthorized = map[string][]string{
+	"claude":   {"Invalid API key"},
+	"codex":    {"401 Unauthorized"},
+	"gemini":   {`"code":401`, "UNAUTHENTICATED"},
+	"opencode": {"Incorrect API key provided"},
+}
+
+var forbidden = map[string][]string{
+	"claude":   {"API Error: 403"},
+	"codex":    {"403 Forbidden"},
+	"gemini":   {`"code":403`, "PERMISSION_DENIED"},
+	"opencode": {"Error: Forbidden"},
+}
+
+// TestPeal401: an API that answers every request 401 (Google's
+// UNAUTHENTICATED, Anthropic's invalid x-api-key...) fails the run after one
+// attempt, even with retries allowed. (Named by the status: a folder named
+// after the test must not hold a word that peal looks for.)
+func TestPeal401(t *testing.T) {
+	t.Parallel()
+	eachAgent(t, func(t *testing.T, a agent) {
+		p := startPeal(t, a, always(mockllm.Failure{Status: 401}), testKey, "")
+		fatal(t, p, unauthorized[a.kind])
+	})
+}
+
+// TestPeal403: the same with 403.
+func TestPeal403(t *testing.T) {
+	t.Parallel()
+	eachAgent(t, func(t *testing.T, a agent) {
+		p := startPeal(t, a, always(mockllm.Failure{Status: 403}), testKey, "")
+		fatal(t, p, forbidden[a.kind])
 	})
 }
 

@@ -1,6 +1,9 @@
 package phase
 
-import "time"
+import (
+	"io"
+	"time"
+)
 
 // Observer is told when a supervised call starts and ends, so that a caller
 // can show what is running (progress on a terminal) without phase knowing
@@ -12,9 +15,29 @@ type Observer interface {
 	CallStarted(CallInfo) (ended func())
 }
 
-// CallInfo is what an Observer learns of a call. It holds neither the argv
-// nor the prompt, so nothing an observer shows can leak a prompt.
+// Recorder is an Observer that also hears how each call ended and how the
+// retry loop judged it, to keep a record of the run. Its methods run on the
+// call's goroutine and must return quickly.
+type Recorder interface {
+	Observer
+	// CallEnded is called once per started call, before the function
+	// CallStarted returned; err is Run's error (an interruption).
+	CallEnded(id string, res Result, err error)
+	// AttemptJudged is called when Do has classified the call with this id:
+	// retry tells whether another attempt follows, after wait.
+	AttemptJudged(id string, v Verdict, retry bool, wait time.Duration)
+}
+
+// CallInfo is what an Observer learns of a call. It holds the argv as it is
+// logged, with an argument prompt replaced by its length, and never the
+// prompt, so nothing an observer shows can leak a prompt.
 type CallInfo struct {
+	// ID is the call's id (PEAL_CALL_ID), unique within the process.
+	ID   string
+	Argv []string
+	// Logs are the files the call's stdout and stderr are copied to, when
+	// its sinks are files (agent_log_dir).
+	Logs    []string
 	Phase   string
 	Task    int     // NoTask: the call belongs to no task
 	Attempt Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
@@ -25,11 +48,11 @@ type CallInfo struct {
 	Detail func() string
 }
 
-// observe tells spec's observer that the call started at start and returns
-// what to run when it ends (never nil).
-func observe(spec Spec, start time.Time) func() {
+// observe tells spec's observer that the call id started at start and
+// returns what to run when it ends (never nil).
+func observe(spec Spec, id string, start time.Time) func(Result, error) {
 	if spec.Observer == nil {
-		return func() {}
+		return func(Result, error) {}
 	}
 	a := spec.Attempt
 	a.N, a.Of = max(a.N, 1), max(a.Of, 1)
@@ -37,9 +60,30 @@ func observe(spec Spec, start time.Time) func() {
 		// Only agent calls alternate between a primary and a fallback.
 		a.Role = ""
 	}
-	ended := spec.Observer.CallStarted(CallInfo{Phase: spec.Phase, Task: spec.Task, Attempt: a, Started: start, Detail: spec.Detail})
-	if ended == nil {
-		return func() {}
+	var logs []string
+	for _, w := range []io.Writer{spec.StdoutSink, spec.StderrSink} {
+		if f, ok := w.(interface{ Name() string }); ok {
+			logs = append(logs, f.Name())
+		}
 	}
-	return ended
+	info := CallInfo{ID: id, Argv: LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), Logs: logs,
+		Phase: spec.Phase, Task: spec.Task, Attempt: a, Started: start, Detail: spec.Detail}
+	ended := spec.Observer.CallStarted(info)
+	rec, _ := spec.Observer.(Recorder)
+	return func(res Result, err error) {
+		if rec != nil {
+			rec.CallEnded(id, res, err)
+		}
+		if ended != nil {
+			ended()
+		}
+	}
+}
+
+// judged tells spec's observer, when it keeps a record, how Do judged the
+// call that gave res.
+func judged(spec Spec, res Result, v Verdict, wait time.Duration, retry bool) {
+	if rec, ok := spec.Observer.(Recorder); ok && res.CallID != "" {
+		rec.AttemptJudged(res.CallID, v, retry, wait)
+	}
 }

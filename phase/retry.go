@@ -111,6 +111,24 @@ const (
 type Attempt struct {
 	N, Of int    // 1-based attempt number and the most attempts the call can make
 	Role  string // RolePrimary or RoleFallback
+	// Allowed is the call's own attempts (Policy.Attempts) and Network the
+	// retries its network budget adds on top; 0 for calls outside Do.
+	Allowed, Network int
+}
+
+// String is the attempt as a person reads it: "attempt 2 of 2" or, when
+// network failures have a budget of their own, "attempt 2 of 2, +2 on
+// network failures".
+func (a Attempt) String() string {
+	allowed := a.Allowed
+	if allowed == 0 {
+		allowed = max(a.Of, 1)
+	}
+	s := fmt.Sprintf("attempt %d of %d", max(a.N, 1), allowed)
+	if a.Network > 0 {
+		s += fmt.Sprintf(", +%d on network failures", a.Network)
+	}
+	return s
 }
 
 // CheckExit is the default failure rule: timeout or non-zero exit. The error
@@ -174,22 +192,26 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		// The most attempts the call can still make: the counted budgets
 		// (ordinary and network) that are left.
 		of := n + budgets[Ordinary].left
+		network := 0
 		if nb := budgets[Network]; nb != nil {
 			of += nb.left
+			network = nb.Retries
 		}
-		spec := build(Attempt{N: n, Of: of, Role: role})
+		spec := build(Attempt{N: n, Of: of, Role: role, Allowed: max(p.Attempts, 1), Network: network})
 		res, err := Run(ctx, spec)
 		if err != nil {
 			return res, n, err
 		}
 		v := classify(res)
 		if v.Class == Succeeded {
+			judged(spec, res, v, 0, false)
 			return res, n, nil
 		}
 		if v.Err == nil {
 			v.Err = fmt.Errorf("%s call failed", spec.Phase)
 		}
 		if v.Class == Fatal {
+			judged(spec, res, v, 0, false)
 			return res, n, &FatalError{Phase: spec.Phase, Last: v.Err}
 		}
 		b := budgets[v.Class]
@@ -200,6 +222,7 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 			allNetwork = false
 		}
 		delay, ok := b.next(v)
+		judged(spec, res, v, delay, ok)
 		if !ok {
 			switch {
 			case v.Class == Network && allNetwork:
@@ -213,8 +236,8 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		if v.Class == RateLimited {
 			msg = fmt.Sprintf("the agent is rate limited: waiting %s before the next attempt", seconds(delay.Round(time.Second)))
 		}
-		log.Warn(msg, "phase", spec.Phase, "attempt", n, "class", v.Class.String(), "err", v.Err,
-			"delay", delay, "retries_left", b.left)
+		log.Warn(msg, "phase", spec.Phase, "attempt", spec.Attempt.String(), "class", v.Class.String(), "reason", v.Err,
+			"delay", delay, "retries_left", fmt.Sprintf("%d on %s failures", b.left, v.Class))
 		if err := sleep(ctx, delay); err != nil {
 			return res, n, interrupted(spec.Phase, ctx)
 		}

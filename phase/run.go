@@ -77,6 +77,8 @@ type Result struct {
 	Duration        time.Duration
 	StartedAt       time.Time
 	ProcessGroupPID int
+	// CallID is the call's id (PEAL_CALL_ID); "" when it never started.
+	CallID string
 }
 
 // Run starts the child in its own process group, drains both streams to the
@@ -103,17 +105,22 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	defer c.release()
 	res.ProcessGroupPID = c.group.pgid
-	// The observer hears of the end when Run returns: after the group has
-	// been stopped and the output read, so nothing of the call is left.
-	defer observe(spec, c.started)()
+	res.CallID = c.id
+	// The observer hears of the end after the group has been stopped and
+	// the output read, so nothing of the call is left.
+	ended := observe(spec, c.id, c.started)
+	defer func() { ended(res, err) }()
 	c.armLimits()
 	c.finish()
-	return c.result(ctx, res), interruptedIf(ctx, spec.Phase)
+	res = c.result(ctx, res)
+	err = interruptedIf(ctx, spec.Phase)
+	return res, err
 }
 
 // call is one running child and everything that watches it.
 type call struct {
 	spec    Spec
+	id      string          // the call id (CallIDEnv)
 	ctx     context.Context // ends with the call's limits (cause: why)
 	cancel  context.CancelCauseFunc
 	cmd     *exec.Cmd
@@ -167,6 +174,7 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 		return fail(err)
 	}
 	callID := fmt.Sprintf("%s/%d/%d", spec.Scope, os.Getpid(), callSeq.Add(1))
+	c.id = callID
 	env := append(os.Environ(), spec.Env...)
 	env = append(env, CallIDEnv+"="+callID)
 	if spec.TempRoot != "" {
@@ -188,7 +196,13 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	}
 	c.hard = hardStop(ctx)
 	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard)
-	spec.Log.Info("starting call", "phase", spec.Phase, "attempt", fmt.Sprintf("%d/%d", max(spec.Attempt.N, 1), max(spec.Attempt.Of, 1)),
+	// Agent calls are what a person follows; git, stet and other commands
+	// are bookkeeping, logged at debug.
+	level := slog.LevelDebug
+	if spec.Prompt {
+		level = slog.LevelInfo
+	}
+	spec.Log.Log(ctx, level, "starting call", "phase", spec.Phase, "attempt", spec.Attempt.String(),
 		"argv", LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), "stdin_bytes", len(spec.Stdin))
 	err = c.group.start()
 	if stdinRead != nil {

@@ -1,10 +1,14 @@
 package review
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -160,6 +164,9 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur Review) (loopRe
 		if err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
+		if rv.Builtin() {
+			next = s.dropGone(ctx, task, cur, next)
+		}
 		if cur = next; !cur.Present {
 			return loopResult{resolved: true, rounds: round, last: cur}, nil
 		}
@@ -207,17 +214,87 @@ func (s *Session) triage(ctx context.Context, task int, cur Review) (Review, err
 		dismissals = ParseTriage(answer, cur.Findings)
 	}
 	for _, d := range dismissals {
-		if s.ignored[d.ID] {
-			continue
+		if s.setAside(d) {
+			rv.log.Info("finding set aside by triage; it is dismissed in stet when the address loop ends", "task", task, "id", d.ID, "reason", d.Reason)
 		}
-		if s.ignored == nil {
-			s.ignored = map[string]bool{}
-		}
-		s.ignored[d.ID] = true
-		s.dismissals = append(s.dismissals, d)
-		rv.log.Info("finding set aside by triage; it is dismissed in stet when the address loop ends", "task", task, "id", d.ID, "reason", d.Reason)
 	}
 	return s.filter(cur), nil
+}
+
+// setAside leaves a finding out of the rest of the session's Phase 3 and
+// queues its `stet dismiss`; false when it was set aside already.
+func (s *Session) setAside(d dismissal) bool {
+	if s.ignored[d.ID] {
+		return false
+	}
+	if s.ignored == nil {
+		s.ignored = map[string]bool{}
+	}
+	s.ignored[d.ID] = true
+	s.dismissals = append(s.dismissals, d)
+	return true
+}
+
+// dropGone sets aside, as already_correct, each finding of the review
+// before a fix that stet still reports after it although the code it
+// flagged is gone: its file was removed, its line lies past the file's end,
+// or no hunk of the task's diff covers its line any more. stet resolves a
+// finding only when a hunk it reviews again covers the finding's line, so a
+// fix by deletion would leave such a finding active for good.
+func (s *Session) dropGone(ctx context.Context, task int, before, after Review) Review {
+	if !after.Structured || s.baseline == "" {
+		return after
+	}
+	earlier := map[string]bool{}
+	for _, f := range before.Findings {
+		earlier[f.ID] = true
+	}
+	for _, f := range after.Findings {
+		if f.ID == "" || !earlier[f.ID] || s.ignored[f.ID] {
+			continue
+		}
+		line := f.Line
+		if f.Range != nil && f.Range.Start > 0 {
+			line = f.Range.Start
+		}
+		if why := s.gone(ctx, f.location(), line); why != "" && s.setAside(dismissal{f.ID, "already_correct"}) {
+			s.rv.log.Info("finding dismissed as already_correct: the code it flagged is gone", "task", task, "id", f.ID,
+				"file", f.location(), "line", line, "why", why)
+		}
+	}
+	return s.filter(after)
+}
+
+// gone says why the code at line of file (relative to the top of the work
+// tree) is gone since the session's start, or "" when it is not (or that
+// cannot be told).
+func (s *Session) gone(ctx context.Context, file string, line int) string {
+	if line <= 0 || !filepath.IsLocal(filepath.FromSlash(file)) {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join(s.rv.git.top, filepath.FromSlash(file)))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "its file is gone"
+	case err != nil:
+		return ""
+	}
+	lines := bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		lines++
+	}
+	if line > lines {
+		return "its line is past the end of the file"
+	}
+	covered, err := s.rv.git.Covered(ctx, s.baseline, file, line)
+	if err != nil {
+		s.rv.log.Warn("could not tell whether a finding's code is gone; it stays", "file", file, "line", line, "err", err)
+		return ""
+	}
+	if !covered {
+		return "no change of the task covers its line any more"
+	}
+	return ""
 }
 
 // filter leaves out of a structured review the findings triage set aside.

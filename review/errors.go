@@ -49,6 +49,17 @@ func (e *StetError) Error() string {
 	return msg
 }
 
+// OutputError: the stet command that lists the findings exited 0 but
+// printed something other than their JSON document.
+type OutputError struct {
+	Command string
+	Output  string
+}
+
+func (e *OutputError) Error() string {
+	return fmt.Sprintf("printed no JSON findings document (an argument that changes stet's output format?): %s", phase.Snippet(e.Output, 80))
+}
+
 // UnreachableError: every attempt of a stet command exited 2, stet's code
 // for a review model it cannot reach (or that refused its request). It
 // unwraps to *phase.UnreachableError, so the run stops with exit 4 as it

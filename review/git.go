@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,6 +149,35 @@ func (g Git) status(ctx context.Context, pathspecs ...string) ([]string, error) 
 	}
 	return paths, nil
 }
+
+// Covered reports whether line of file (relative to the top of the work
+// tree) lies in a hunk of `git diff base..HEAD`, the diff stet reviews:
+// between the new-side start and end of the hunk's header, context lines
+// included, as stet counts them.
+func (g Git) Covered(ctx context.Context, base, file string, line int) (bool, error) {
+	res, err := g.run(ctx, "diff", "--no-color", "--no-ext-diff", base+"..HEAD", "--", ":(top,literal)"+file)
+	if err != nil {
+		return false, fmt.Errorf("git diff failed: %w", err)
+	}
+	for _, l := range strings.Split(res.Stdout, "\n") {
+		m := hunkHeader.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		start, _ := strconv.Atoi(m[1])
+		count := 1
+		if m[2] != "" {
+			count, _ = strconv.Atoi(m[2])
+		}
+		if line >= start && line < start+count {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// hunkHeader is the header of a hunk, its new-side start and line count.
+var hunkHeader = regexp.MustCompile(`^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@`)
 
 // IsAncestor reports whether commit a is an ancestor of (or is) commit b.
 func (g Git) IsAncestor(ctx context.Context, a, b string) bool {

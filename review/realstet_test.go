@@ -267,6 +267,71 @@ func TestRealStet(t *testing.T) {
 		}
 	})
 
+	// A fix by deletion: stet resolves a finding only when a hunk it
+	// reviews again covers the finding's line; here none does, and the
+	// finding would stay active after the fix.
+	for _, tc := range []struct {
+		name    string
+		before  map[string]string // committed before the run
+		execute fakes.Outcome
+		fix     fakes.Outcome
+		why     string
+	}{
+		{"the flagged line was the file's last", nil,
+			fakes.Outcome{WriteFiles: map[string]string{"notes/a.txt": "first line\n" + fakes.MarkerLine(noteA) + "\n"}},
+			fakes.Outcome{WriteFiles: map[string]string{"notes/a.txt": "first line\n"}}, "its line is past the end of the file"},
+		{"the file is removed", nil,
+			fakes.Outcome{WriteFiles: map[string]string{"notes/a.txt": "first line\n" + fakes.MarkerLine(noteA) + "\nlast line\n"}},
+			fakes.Outcome{RemoveFiles: []string{"notes/a.txt"}}, "its file is gone"},
+		{"the fix undid the change", map[string]string{"notes/a.txt": "1\n2\n3\n4\n5\n6\n7\n8\n9\n"},
+			fakes.Outcome{WriteFiles: map[string]string{"notes/a.txt": "1\n2\n3\n4\n" + fakes.MarkerLine(noteA) + "\n5\n6\n7\n8\n9\n"}},
+			fakes.Outcome{WriteFiles: map[string]string{"notes/a.txt": "1\n2\n3\n4\n5\n6\n7\n8\n9\n"}}, "no change of the task covers its line any more"},
+	} {
+		t.Run("a fix by deletion: "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")
+			if len(tc.before) > 0 {
+				for name, content := range tc.before {
+					os.MkdirAll(filepath.Dir(filepath.Join(e.repo, name)), 0o755)
+					os.WriteFile(filepath.Join(e.repo, name), []byte(content), 0o644)
+				}
+				e.git("add", "-A")
+				e.git("commit", "-q", "-m", "before")
+			}
+			e.scenario(map[string][]fakes.Outcome{"execute": {tc.execute}, "address": {tc.fix}})
+			r := e.peal("PEAL_MAX_ADDRESS_ROUNDS=2")
+			e.want(r, 0)
+			if got := e.keys(); got != "plan:1 execute:1 triage:1 address:1" {
+				t.Fatalf("agent calls %q", got)
+			}
+			want := `msg="finding dismissed as already_correct: the code it flagged is gone" task=1 id=`
+			if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "file=notes/a.txt") || !strings.Contains(r.stderr, tc.why) {
+				t.Fatalf("no log line naming the dismissed finding and why (%q):\n%s", tc.why, r.stderr)
+			}
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(line, "dismissed as already_correct") {
+					t.Log(line)
+				}
+			}
+			e.clean()
+		})
+	}
+
+	t.Run("--stream in stet_run_extra_args", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")
+		e.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{"notes/c.txt": "fine\n"}}}})
+		r := e.peal("PEAL_STET_RUN_EXTRA_ARGS=--stream")
+		e.want(r, 0)
+		if got := e.keys(); got != "plan:1 execute:1" {
+			t.Fatalf("agent calls %q: stet's events were taken for a finding", got)
+		}
+		if !strings.Contains(r.stderr, "dropped=--stream") {
+			t.Fatalf("no warning about the dropped argument:\n%s", r.stderr)
+		}
+		e.clean()
+	})
+
 	t.Run("a slow review under an idle timeout, streamed", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")

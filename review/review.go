@@ -103,9 +103,14 @@ func New(o Options) *Reviewer {
 		}
 	}
 	attempts := stetAttempts(cfg)
+	runArgs, dropped := formatArgs(cfg.StetRunExtraArgs)
+	if len(dropped) > 0 {
+		o.Log.Warn("arguments of stet_run_extra_args that change stet's output format are dropped: peal chooses the output of its review commands itself",
+			"set_by", config.Describe("stet_run_extra_args", cfg.Sources), "dropped", strings.Join(dropped, " "))
+	}
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
-		startArgs: cfg.StetStartExtraArgs, runArgs: cfg.StetRunExtraArgs, attempts: attempts,
+		startArgs: cfg.StetStartExtraArgs, runArgs: runArgs, attempts: attempts,
 		network: func() phase.Budget {
 			return phase.Budget{
 				Retries: int(cfg.NetworkRetryCount),
@@ -323,6 +328,7 @@ type Session struct {
 	// dismiss` calls still to make for them, in order.
 	ignored    map[string]bool
 	dismissals []dismissal
+	baseline   string // the commit the stet session started at
 }
 
 // Begin opens the review session of tasks (one task, or the tasks of a
@@ -352,7 +358,7 @@ func (rv *Reviewer) Begin(ctx context.Context, tasks []int) (*Session, error) {
 	}
 	switch {
 	case err == nil:
-		s.open = true
+		s.open, s.baseline = true, baseline
 		return s, nil
 	case ctx.Err() != nil, endsRun(err):
 		return nil, err

@@ -241,3 +241,40 @@ func TestStetWorktreeCommandsHoldTheLock(t *testing.T) {
 		t.Fatalf("lock events %q, want %q", lock.events, want)
 	}
 }
+
+// TestFormatArgs: the options of stet run that choose its output format are
+// told apart from the others, in each of their spellings.
+func TestFormatArgs(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, kept, dropped []string }{
+		{[]string{"--strictness", "strict", "--nitpicky"}, []string{"--strictness", "strict", "--nitpicky"}, nil},
+		{[]string{"--stream", "--stream=false", "--json", "--json=true"}, nil, []string{"--stream", "--stream=false", "--json", "--json=true"}},
+		{[]string{"--output", "human", "-q"}, []string{"-q"}, []string{"--output", "human"}},
+		{[]string{"--output=human", "--trace", "--output"}, []string{"--trace"}, []string{"--output=human", "--output"}},
+		{[]string{"--outputs", "--streaming"}, []string{"--outputs", "--streaming"}, nil},
+	}
+	for _, tc := range cases {
+		kept, dropped := formatArgs(tc.in)
+		if !slices.Equal(kept, tc.kept) || !slices.Equal(dropped, tc.dropped) {
+			t.Errorf("%q: kept %q dropped %q, want %q and %q", tc.in, kept, dropped, tc.kept, tc.dropped)
+		}
+	}
+}
+
+func TestIsFindingsDocument(t *testing.T) {
+	t.Parallel()
+	for out, want := range map[string]bool{
+		`{"findings":[]}` + "\n":    true,
+		`{"findings":[{"id":"a"}]}`: true,
+		`{"findings":null}`:         false,
+		`{"issues":[]}`:             false,
+		`[]`:                        false,
+		"{\"type\":\"progress\"}\n{\"type\":\"done\"}": false,
+		"0 finding(s).": false,
+		"":              false,
+	} {
+		if got := isFindingsDocument(out); got != want {
+			t.Errorf("%q: %v, want %v", out, got, want)
+		}
+	}
+}

@@ -81,12 +81,65 @@ func exitRule(command string) phase.Classifier {
 	}
 }
 
+// documentRule is the rule of the command that lists the findings: besides
+// its exit status, its stdout must be the JSON document of the findings
+// (`{"findings": [...]}`). Anything else (NDJSON events, stet's human
+// format) is a stet failure, never a finding.
+func documentRule(command string) phase.Classifier {
+	rule := exitRule(command)
+	return func(res phase.Result) phase.Verdict {
+		v := rule(res)
+		if v.Class == phase.Succeeded && !isFindingsDocument(res.Stdout) {
+			return phase.Verdict{Class: phase.Ordinary, Err: &OutputError{Command: command, Output: res.Stdout}}
+		}
+		return v
+	}
+}
+
+// isFindingsDocument reports whether out is one JSON object with a findings
+// array, as `stet run --output=json` prints it.
+func isFindingsDocument(out string) bool {
+	var doc struct {
+		Findings *[]json.RawMessage `json:"findings"`
+	}
+	return json.Unmarshal([]byte(out), &doc) == nil && doc.Findings != nil
+}
+
+// formatArgs are the options of `stet run` that choose what it prints:
+// peal chooses that itself for both of its review commands (--output=json,
+// and --stream on the first), so a user's own are dropped. --output takes
+// its value as the next argument or after "=".
+func formatArgs(args []string) (kept, dropped []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(a, "=")
+		switch name {
+		case "--stream", "--json":
+			dropped = append(dropped, a)
+		case "--output":
+			dropped = append(dropped, a)
+			if !hasValue && i+1 < len(args) {
+				i++
+				dropped = append(dropped, args[i])
+			}
+		default:
+			kept = append(kept, a)
+		}
+	}
+	return kept, dropped
+}
+
 // call runs one stet command under the exit-code rule. prepare, when set,
 // runs before every attempt after the first (a retry from a clean slate).
 func (s *stet) call(ctx context.Context, task int, args []string, attempts int, prepare func(context.Context), detail func() string, sink *eventSink) (phase.Result, error) {
+	return s.callRule(ctx, task, args, attempts, exitRule("stet "+args[0]), prepare, detail, sink)
+}
+
+// callRule is call under another classifier than the exit-code rule.
+func (s *stet) callRule(ctx context.Context, task int, args []string, attempts int, rule phase.Classifier, prepare func(context.Context), detail func() string, sink *eventSink) (phase.Result, error) {
 	command := "stet " + args[0]
 	argv := append([]string{s.path}, args...)
-	policy := phase.Policy{Attempts: attempts, Classify: exitRule(command), Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
+	policy := phase.Policy{Attempts: attempts, Classify: rule, Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
 	res, _, err := phase.Do(ctx, s.log.With("task", task), policy, func(a phase.Attempt) phase.Spec {
 		if a.N > 1 && prepare != nil {
 			prepare(ctx)
@@ -149,7 +202,7 @@ func (s *stet) review(ctx context.Context, task int) (Review, error) {
 	if _, err := s.call(ctx, task, s.streamArgv(), s.attempts, nil, sink.detail, sink); err != nil {
 		return Review{}, err
 	}
-	res, err := s.call(ctx, task, s.listArgv(), s.attempts, nil, nil, nil)
+	res, err := s.callRule(ctx, task, s.listArgv(), s.attempts, documentRule("stet run"), nil, nil, nil)
 	if err != nil {
 		return Review{}, err
 	}
@@ -185,6 +238,12 @@ func (s *stet) finishLocked(ctx context.Context, task int) bool {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	if ctx.Err() == nil {
+		// A signal that comes while the finish runs (the one that closes a
+		// session an earlier run left open, a hung one included) stops it
+		// as it stops any call: SIGTERM, then SIGKILL after the kill grace.
+		defer context.AfterFunc(ctx, cancel)()
+	}
 	if _, err := s.call(fctx, task, []string{"finish"}, 1, nil, nil, nil); err != nil {
 		s.log.Warn("stet finish failed", "task", task, "err", err)
 		return false

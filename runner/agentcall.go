@@ -161,6 +161,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 	}
 	if r.agents.add(task, usage) {
 		log.Info("agent usage", "phase", name, "input_tokens", usage.InputTokens, "output_tokens", usage.OutputTokens, "cost_usd", usage.CostUSD)
+		r.recordUsage(task, name, toState(usage))
 	}
 	return res, err
 }

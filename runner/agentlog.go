@@ -134,3 +134,6 @@ func (w *logFile) close() {
 		w.log.Warn("agent log file cannot be closed", "path", w.f.Name(), "err", err)
 	}
 }
+
+// Name is the file's path, which the run record keeps with the call.
+func (w *logFile) Name() string { return w.f.Name() }

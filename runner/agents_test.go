@@ -141,6 +141,16 @@ func TestFailureClassesThroughRuns(t *testing.T) {
 		{"opencode", fakes.FailConnectionRefused, 2, unreachable, "Error: Cannot connect to API"},
 		{"cursor", fakes.FailInvalidKey, 1, fatal, "exited 0 but did nothing: Invalid Cursor API key"},
 		{"cursor", fakes.FailConnectionRefused, 2, unreachable, "ECONNREFUSED"},
+		// 401 and 403 of the model API, in each CLI's words.
+		{"claude", fakes.FailUnauthorized, 1, fatal, "Invalid API key · Fix external API key"},
+		{"claude", fakes.FailForbidden, 1, fatal, "Failed to authenticate. API Error: 403 Your API key does not have permission"},
+		{"codex", fakes.FailUnauthorized, 1, fatal, "unexpected status 401 Unauthorized: invalid x-api-key"},
+		{"codex", fakes.FailForbidden, 1, fatal, "unexpected status 403 Forbidden"},
+		{"gemini", fakes.FailUnauthorized, 1, fatal, `_ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`},
+		{"gemini", fakes.FailForbidden, 1, fatal, `"status":"PERMISSION_DENIED"`},
+		{"gemini", fakes.FailInvalidKey, 1, fatal, "API key not valid. Please pass a valid API key."},
+		{"opencode", fakes.FailUnauthorized, 1, fatal, "Error: Incorrect API key provided"},
+		{"opencode", fakes.FailForbidden, 1, fatal, "Error: Forbidden:"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind+" "+tc.failure, func(t *testing.T) {

@@ -256,6 +256,7 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 		}
 		// The run stops at an earlier task of the block: this one's
 		// outcome is saved, not counted.
+		r.recordTaskEnd(bt.task, res)
 		if err := r.save(bt.task, res); err != nil {
 			r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", err)
 		} else if res.completed() || res.deferred {

@@ -1059,3 +1059,134 @@ func TestStetStartRefIgnored(t *testing.T) {
 		}
 	}
 }
+
+// TestStetOutputFormat: a user's --stream (or another argument that chooses
+// stet's output format) in stet_run_extra_args is dropped from both review
+// commands with a warning, so that "nothing to review" stays no finding; and
+// a list command that prints anything but the JSON findings document is a
+// stet failure under on_stet_fail, never a finding.
+func TestStetOutputFormat(t *testing.T) {
+	t.Parallel()
+	t.Run("format arguments are dropped", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, "## Task 1\nA\n")
+		env := append(h.withStet(fakes.StetScenario{}), "PEAL_STET_RUN_EXTRA_ARGS=--stream --strictness strict --output human --json")
+		out, err := h.run(env...)
+		if err != nil || !slices.Equal(out.Completed, []int{1}) || out.ExitCode != ExitOK {
+			t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log)
+		}
+		want := seq(statusCmd, startCmd, "run --output=json --stream --strictness strict", "run --output=json --strictness strict", finishCmd)
+		if h.stetCmds() != want || h.keys() != "plan:1 execute:1" {
+			t.Fatalf("stet %q, want %q; agent %q", h.stetCmds(), want, h.keys())
+		}
+		if !strings.Contains(h.log.String(), `set_by=PEAL_STET_RUN_EXTRA_ARGS dropped="--stream --output human --json"`) {
+			t.Fatalf("no warning naming the dropped arguments:\n%s", h.log)
+		}
+	})
+	events := fakes.Outcome{Stdout: `{"msg":"Nothing to review.","type":"progress"}` + "\n" + `{"type":"done"}` + "\n"}
+	human := fakes.Outcome{Stdout: "0 finding(s).\n"}
+	cases := []struct {
+		name      string
+		list      []fakes.Outcome // the outcomes of the run calls: stream, list, stream, list...
+		env       []string
+		wantStet  string
+		wantErr   string
+		completed []int
+		skipped   []int
+	}{
+		{"events, fail", []fakes.Outcome{{}, events}, nil, seq(statusCmd, startCmd, reviewCmd, finishCmd),
+			`stet run: stet failed after 1 attempt: printed no JSON findings document (an argument that changes stet's output format?): {"msg":"Nothing to review.","type":"progress"} {"type":"done"}`, nil, nil},
+		{"human format, fail", []fakes.Outcome{{}, human}, nil, seq(statusCmd, startCmd, reviewCmd, finishCmd),
+			"printed no JSON findings document (an argument that changes stet's output format?): 0 finding(s).", nil, nil},
+		{"events, retry_once", []fakes.Outcome{{}, events, {}}, []string{"PEAL_ON_STET_FAIL=retry_once"},
+			seq(statusCmd, startCmd, reviewCmd, "run --output=json", finishCmd), "", []int{1}, nil},
+		{"events, skip", []fakes.Outcome{{}, events, {}}, []string{"PEAL_ON_STET_FAIL=skip"},
+			seq(statusCmd, startCmd, reviewCmd, finishCmd), "", []int{1}, []int{1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			env := append(h.withStet(fakes.StetScenario{Rules: map[string][]fakes.Outcome{"run": tc.list}}), tc.env...)
+			out, err := h.run(env...)
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v\nwant %q", err, tc.wantErr)
+			}
+			if tc.wantErr == "" && err != nil {
+				t.Fatal(err)
+			}
+			if h.keys() != "plan:1 execute:1" || h.stetCmds() != tc.wantStet {
+				t.Fatalf("agent %q (the output was taken for a finding?), stet %q, want %q", h.keys(), h.stetCmds(), tc.wantStet)
+			}
+			if !slices.Equal(out.Completed, tc.completed) || !slices.Equal(out.ReviewSkipped, tc.skipped) || !slices.Equal(out.WithFindings, nil) {
+				t.Fatalf("outcome %+v", out)
+			}
+		})
+	}
+}
+
+// TestFixByDeletion: a fix that deletes the flagged code leaves no hunk that
+// covers the finding's line, so stet (and the fake, which follows it) never
+// resolves the finding; peal dismisses it as already_correct, with one log
+// line naming it, and the task completes after one round.
+func TestFixByDeletion(t *testing.T) {
+	t.Parallel()
+	f := fakes.Finding{ID: "F001", File: "a.txt", Severity: "error", Message: "the total is never checked"}
+	marker := fakes.MarkerLine(f)
+	cases := []struct {
+		name    string
+		before  string // a.txt committed before the run ("" none)
+		execute fakes.Outcome
+		fix     fakes.Outcome
+		why     string
+	}{
+		{"the flagged line was the file's last", "",
+			fakes.Outcome{WriteFiles: map[string]string{"a.txt": "first\n" + marker + "\n"}},
+			fakes.Outcome{WriteFiles: map[string]string{"a.txt": "first\n"}}, "its line is past the end of the file"},
+		{"the file is removed", "",
+			fakes.Outcome{WriteFiles: map[string]string{"a.txt": "first\n" + marker + "\nlast\n"}},
+			fakes.Outcome{RemoveFiles: []string{"a.txt"}}, "its file is gone"},
+		{"the fix undid the change", "1\n2\n3\n4\n5\n6\n7\n8\n9\n",
+			fakes.Outcome{WriteFiles: map[string]string{"a.txt": "1\n2\n3\n4\n" + marker + "\n5\n6\n7\n8\n9\n"}},
+			fakes.Outcome{WriteFiles: map[string]string{"a.txt": "1\n2\n3\n4\n5\n6\n7\n8\n9\n"}}, "no change of the task covers its line any more"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=2")
+			if tc.before != "" {
+				os.WriteFile(filepath.Join(h.repo, "a.txt"), []byte(tc.before), 0o644)
+				fakes.Git(t, h.repo, "add", "a.txt")
+				fakes.Git(t, h.repo, "commit", "-q", "-m", "before")
+			}
+			// A second round, if any, changes nothing.
+			h.scenario(map[string][]fakes.Outcome{"execute": {tc.execute}, "address": {tc.fix, {}}})
+			out, err := h.run(env...)
+			if err != nil || !slices.Equal(out.Completed, []int{1}) || out.ExitCode != ExitOK {
+				t.Fatalf("err %v, outcome %+v", err, out)
+			}
+			wantStet := seq(statusCmd, startCmd, reviewCmd, reviewCmd, "dismiss F001 already_correct", finishCmd)
+			if h.keys() != "plan:1 execute:1 triage:1 address:1" || h.stetCmds() != wantStet {
+				t.Fatalf("agent %q, stet %q, want %q", h.keys(), h.stetCmds(), wantStet)
+			}
+			want := `msg="finding dismissed as already_correct: the code it flagged is gone" task=1 id=F001 file=a.txt line=`
+			if n := strings.Count(h.log.String(), want); n != 1 || !strings.Contains(h.log.String(), `why="`+tc.why+`"`) {
+				t.Fatalf("%d log lines naming the finding (want 1, why %q):\n%s", n, tc.why, h.log)
+			}
+		})
+	}
+	t.Run("a finding the fix left is not dismissed", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, "## Task 1\nA\n")
+		env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1")
+		// The fix adds a line above the flagged one: the finding moves with
+		// its hunk, which stet reviews again and reports again.
+		h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{"a.txt": "first\n" + marker + "\n"}}},
+			"address": {{WriteFiles: map[string]string{"a.txt": "first\nsecond\n" + marker + "\n"}}}})
+		_, err := h.run(env...)
+		if !review.IsFindingsRemaining(err) || strings.Contains(h.log.String(), "already_correct") {
+			t.Fatalf("err %v\n%s", err, h.log)
+		}
+	})
+}

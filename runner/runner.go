@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -33,12 +32,15 @@ const (
 
 // Outcome is what a run that did not fail hard leaves behind.
 type Outcome struct {
-	ExitCode     int
-	Completed    []int
-	Failed       []int
-	WithFindings []int
-	Skipped      []int // tickets that used up their retries: nothing ran
-	Deferred     []int // left with findings under on_findings_remaining = defer
+	ExitCode int
+	// Completed are the tasks this run completed; AlreadyCompleted the
+	// selected tasks that earlier runs had completed (not run again).
+	Completed        []int
+	AlreadyCompleted []int
+	Failed           []int
+	WithFindings     []int
+	Skipped          []int // tickets that used up their retries: nothing ran
+	Deferred         []int // left with findings under on_findings_remaining = defer
 	// ReviewSkipped are completed tasks whose Phase 3 was skipped under
 	// on_stet_fail = skip (the review could not start or failed).
 	ReviewSkipped []int
@@ -101,6 +103,10 @@ type run struct {
 	sleep func(context.Context, time.Duration) error
 	// linger is how long an agent may go on after its final result event.
 	linger time.Duration
+	// journal is the run record (nil: none); ending names the exit code and
+	// reason of its last line.
+	journal *state.Recorder
+	ending  func(Outcome, error) (int, string)
 }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of
@@ -111,6 +117,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 	for _, o := range opts {
 		o(r)
 	}
+	out, err := r.do(ctx)
+	r.recordEnd(out, err)
+	return out, err
+}
+
+// do is Run once the options are applied.
+func (r *run) do(ctx context.Context) (Outcome, error) {
+	cfg, log := r.cfg, r.log
 	// A configuration under which the review could not see the work fails
 	// before any agent call, normalize included; the review's own notes
 	// (e.g. no stet on PATH) are logged once the plan is known to be good.
@@ -153,9 +167,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 		log.Warn("stopped processes an earlier run on this state folder left running (it died without stopping them)", "processes", n)
 	}
 	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
+	r.startRecord()
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
 	}
+	r.recordStart(tasks)
 	r.setUpReview()
 	r.trees = newTrees(cfg.StateDir, r.caller.Scope, r.git, cfg.RepoPath)
 	r.trees.sweep(ctx, log)
@@ -250,13 +266,20 @@ func (a phase3Agent) Call(ctx context.Context, name string, task, attempts int, 
 // side when any task is pending, runs the schedule, and closes the ticket,
 // whatever happened.
 func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err error) {
-	pending := slices.DeleteFunc(slices.Clone(tasks), func(t Task) bool { return r.store.Completed(t.Index) })
-	if len(pending) == 0 {
-		// The summary of a run with nothing to do still lists what is done.
-		r.log.Info("every selected task is already completed")
-		for _, t := range tasks {
-			out.Completed = append(out.Completed, t.Index)
+	var pending []Task
+	var done []int
+	for _, t := range tasks {
+		if r.store.Completed(t.Index) {
+			done = append(done, t.Index)
+		} else {
+			pending = append(pending, t)
 		}
+	}
+	// Completed counts this run's work only; what earlier runs did is
+	// listed apart, in a run with nothing left to do too.
+	defer func() { out.AlreadyCompleted = done }()
+	if len(pending) == 0 {
+		r.log.Info("every selected task is already completed")
 		return out, nil
 	}
 	// The agent must be able to authenticate before anything is recorded or
@@ -423,6 +446,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 func (r *run) writeSummary(out Outcome) {
 	sum := state.RunSummary{
 		TasksCompleted:             nonNil(out.Completed),
+		TasksAlreadyCompleted:      nonNil(out.AlreadyCompleted),
 		TasksFailed:                nonNil(out.Failed),
 		TasksWithRemainingFindings: nonNil(out.WithFindings),
 		TasksSkipped:               nonNil(out.Skipped),

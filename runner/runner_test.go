@@ -869,7 +869,7 @@ func TestPostRunSignalsAndSweep(t *testing.T) {
 	}
 	// A second run meanwhile: nothing to do, and the post-run command of
 	// the first is none of its business.
-	if out, err := h.runCfg(h.config()); err != nil || !slices.Equal(out.Completed, []int{1}) {
+	if out, err := h.runCfg(h.config()); err != nil || len(out.Completed) != 0 || !slices.Equal(out.AlreadyCompleted, []int{1}) {
 		t.Fatalf("second run: %v %+v", err, out)
 	}
 	if !fakes.ProcessAlive(post.PID) {

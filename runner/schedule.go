@@ -91,6 +91,7 @@ func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
 // a failure stops the run unless continue_with_remaining_tasks, and counts
 // toward max_consecutive_task_failures. A non-nil error ends the run.
 func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) error {
+	r.recordTaskEnd(t, res)
 	if res.leftover != nil && r.cfg.TicketID != "" {
 		r.tickets.addLeftover(*res.leftover)
 	}
@@ -190,6 +191,7 @@ func endsRun(err error) bool { return phase.EndsRun(err) }
 // planAndExecute runs Phases 1 and 2 and returns the plan text.
 func (r *run) planAndExecute(ctx context.Context, t Task) (string, error) {
 	r.log.Info("task started", "task", t.Index)
+	r.recordTaskStart(t)
 	if r.taskStart != nil {
 		r.taskStart(t)
 	}

@@ -145,22 +145,38 @@ func TestFIFOStateFileStopsTheRun(t *testing.T) {
 	}
 }
 
-// TestNothingToDoKeepsTheSummary: a re-run with every task done still lists
-// them as completed.
-func TestNothingToDoKeepsTheSummary(t *testing.T) {
+// TestSummaryAfterReruns: tasks_completed lists the tasks the run itself
+// completed, tasks_already_completed those earlier runs had: after a re-run
+// that finishes the plan, and after one with nothing left to do.
+func TestSummaryAfterReruns(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, twoTasks)
-	if _, err := h.run(); err != nil {
-		t.Fatal(err)
+	h := newHarness(t, threeTasks)
+	h.scenario(map[string][]fakes.Outcome{"execute:2": {{Exit: 1, Stderr: "broke"}, {}}})
+	if _, err := h.run(); err == nil {
+		t.Fatal("the first run did not fail at task 2")
+	}
+	check := func(run string, completed, already []int) {
+		t.Helper()
+		sum, found := h.summary()
+		if !found || !slices.Equal(sum.TasksCompleted, completed) || !slices.Equal(sum.TasksAlreadyCompleted, already) || sum.ExitCode != 0 {
+			t.Fatalf("%s: summary %+v, want tasks_completed %v and tasks_already_completed %v", run, sum, completed, already)
+		}
 	}
 	out, err := h.run()
-	if err != nil || out.ExitCode != ExitOK || !slices.Equal(out.Completed, []int{1, 2}) {
+	if err != nil || out.ExitCode != ExitOK || !slices.Equal(out.Completed, []int{2, 3}) || !slices.Equal(out.AlreadyCompleted, []int{1}) {
 		t.Fatalf("re-run: %+v, %v", out, err)
 	}
-	if sum, _ := h.summary(); !slices.Equal(sum.TasksCompleted, []int{1, 2}) || sum.ExitCode != 0 {
-		t.Fatalf("summary %+v", sum)
+	check("re-run", []int{2, 3}, []int{1})
+	out, err = h.run()
+	if err != nil || out.ExitCode != ExitOK || len(out.Completed) != 0 || !slices.Equal(out.AlreadyCompleted, []int{1, 2, 3}) {
+		t.Fatalf("run with nothing to do: %+v, %v", out, err)
 	}
-	if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2" {
+	check("run with nothing to do", []int{}, []int{1, 2, 3})
+	data, err := os.ReadFile(filepath.Join(h.stateDir, "run_summary.json"))
+	if err != nil || !strings.Contains(string(data), `"tasks_completed": []`) {
+		t.Fatalf("summary %s: an empty list is written as []", data)
+	}
+	if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2 plan:2 execute:2 plan:3 execute:3" {
 		t.Fatalf("calls %q", got)
 	}
 }

@@ -476,7 +476,10 @@ func normalize(xs []int) []int {
 
 // RunSummary is written at the end of a run that exits 0 or 2.
 type RunSummary struct {
+	// TasksCompleted are the tasks this run completed;
+	// TasksAlreadyCompleted the selected tasks earlier runs had completed.
 	TasksCompleted             []int `json:"tasks_completed"`
+	TasksAlreadyCompleted      []int `json:"tasks_already_completed"`
 	TasksFailed                []int `json:"tasks_failed"`
 	TasksWithRemainingFindings []int `json:"tasks_with_remaining_findings"`
 	TasksSkipped               []int `json:"tasks_skipped"`

@@ -25,6 +25,9 @@ func TestDemo(t *testing.T) {
 		"dismiss S001 false_positive",
 		`"exit_code": 0`,
 		"peal: task 2 - Add a README section on Greet.",
+		// The report: the retried execute and the address round.
+		"| 1 | completed | stet 4, plan 1, execute 2 (ordinary) | 0 |",
+		"| 2 | completed | stet 7, plan 1, execute 1, triage 1, address 1 | 1 |",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)

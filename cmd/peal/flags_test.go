@@ -132,6 +132,7 @@ func TestHelpPerCommand(t *testing.T) {
 		{[]string{"run"}, all},
 		{[]string{"config"}, all},
 		{[]string{"status"}, statusKeys},
+		{[]string{"report"}, reportKeys},
 		{[]string{"retry-state", "show"}, showKeys},
 		{[]string{"retry-state", "reset"}, storeKeys},
 		{[]string{"retry-state", "detect"}, detectKeys},

@@ -29,6 +29,7 @@ type CLI struct {
 	Config     ConfigCmd        `cmd:"" help:"Print the resolved configuration: every key, its value and the layer that set it."`
 	Status     StatusCmd        `cmd:"" help:"Show every task of the plan: completed, failed, deferred, skipped or pending, with its ticket and attempts."`
 	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
+	Report     ReportCmd        `cmd:"" help:"Tell the last run of this configuration: a Markdown job summary, a JSON document or a one-file HTML timeline of every call."`
 	Doctor     DoctorCmd        `cmd:"" help:"Check that the agent CLI (and the fallback agent) is installed and can authenticate, and whether stet is found; exit 1 when a check fails."`
 }
 
@@ -42,6 +43,7 @@ func newCLI() *CLI {
 	cli.RetryState.Reset.Plugins = keyFlags(storeKeys, storeNotes)
 	cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
 	cli.Doctor.Plugins = keyFlags(doctorKeys, nil)
+	cli.Report.Plugins = keyFlags(reportKeys, needsPlan)
 	return &cli
 }
 

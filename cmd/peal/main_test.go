@@ -156,7 +156,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	// No command at all is a usage error too, naming the commands.
 	s := newSandbox(t, plan3)
-	if r := s.peal(s.env()); r.code != 1 || r.stderr != "peal: error: no command given: use one of run, prompt, config, status, retry-state or doctor (peal --help describes them)\n" {
+	if r := s.peal(s.env()); r.code != 1 || r.stderr != "peal: error: no command given: use one of run, prompt, config, status, retry-state, report or doctor (peal --help describes them)\n" {
 		t.Fatalf("no command: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -83,20 +83,32 @@ func (c *RunCmd) Run(e *env) error {
 		return nil
 	}
 
-	out, err := runner.Run(e.ctx, cfg, log, opts...)
-	if err != nil {
-		code, msg := failure(e.ctx, cfg, err)
+	ending := func(out runner.Outcome, err error) (int, string) { return ending(e.ctx, cfg, out, err) }
+	out, err := runner.Run(e.ctx, cfg, log, append(opts, runner.WithEnding(ending))...)
+	code, msg := ending(out, err)
+	switch {
+	case err != nil:
 		fileLog.Error(msg, "exit_code", code)
 		return &exitError{code: code, msg: msg}
-	}
-	if out.ExitCode == runner.ExitWithIssues {
-		msg := fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v (summary: %s)",
-			out.Failed, out.WithFindings, out.Deferred, out.Skipped, cfg.RunSummaryPath)
-		fileLog.Warn(msg, "exit_code", out.ExitCode)
-		return &exitError{code: out.ExitCode, msg: msg}
+	case code == runner.ExitWithIssues:
+		fileLog.Warn(msg, "exit_code", code)
+		return &exitError{code: code, msg: msg}
 	}
 	log.Info("run finished", "completed", out.Completed)
 	return nil
+}
+
+// ending is a run's exit code and the one line peal ends it with ("" for a
+// run that completed every task).
+func ending(ctx context.Context, cfg *config.Config, out runner.Outcome, err error) (int, string) {
+	if err != nil {
+		return failure(ctx, cfg, err)
+	}
+	if out.ExitCode == runner.ExitWithIssues {
+		return out.ExitCode, fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v (summary: %s)",
+			out.Failed, out.WithFindings, out.Deferred, out.Skipped, cfg.RunSummaryPath)
+	}
+	return out.ExitCode, ""
 }
 
 // failure maps a run error to its exit code and one-line message.

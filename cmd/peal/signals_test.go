@@ -250,3 +250,84 @@ func TestLostOutputsStopOnce(t *testing.T) {
 		t.Fatal("a signal after the loss is not a hard stop")
 	}
 }
+
+// A signal while the start-up cleanup runs `stet finish` on a session an
+// earlier run left open, and that finish hangs, stops peal within the kill
+// grace with the signal's exit code; a second signal stops it at once even
+// when the finish ignores SIGTERM. No agent is called.
+func TestSignalDuringStartupCleanup(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, finish fakes.Outcome, grace string, signals ...syscall.Signal) {
+		s := newSandbox(t, plan3)
+		stetDir := filepath.Join(s.dir, "stet")
+		os.MkdirAll(stetDir, 0o755)
+		ready := fifo(t, s.dir, "ready")
+		finish.WriteFiles = map[string]string{ready: "x"}
+		// stet status exits 0: a session is open.
+		sc := fakes.StetScenario{Rules: map[string][]fakes.Outcome{"status": {{Stdout: "baseline: 0123\n"}}, "finish": {finish}}}
+		if err := fakes.WriteStetScenario(stetDir, sc); err != nil {
+			t.Fatal(err)
+		}
+		fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+		var stderr bytes.Buffer
+		r, w, _ := os.Pipe()
+		go func() { stderr.ReadFrom(r) }()
+		cmd, done := startPeal(t, s, s.env("PEAL_STET_PATH="+bins["fakestet"], fakes.StetDirEnv+"="+stetDir,
+			"PEAL_KILL_GRACE_SEC="+grace, "PEAL_PHASE_TIMEOUT_SEC=600"), w)
+		w.Close()
+		if _, err := os.ReadFile(ready); err != nil { // the finish runs
+			t.Fatal(err)
+		}
+		for i, sig := range signals {
+			cmd.Process.Signal(sig)
+			if i == 0 && finish.TermFile != "" {
+				got := make(chan error, 1)
+				go func() { _, err := os.ReadFile(finish.TermFile); got <- err }()
+				select {
+				case err := <-got: // the finish got its SIGTERM
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("the finish got no SIGTERM after the first signal")
+				}
+			}
+		}
+		waitExited(t, cmd, done, 30*time.Second)
+		if want := 128 + int(signals[0]); cmd.ProcessState.ExitCode() != want {
+			t.Fatalf("exit %d, want %d\n%s", cmd.ProcessState.ExitCode(), want, stderr.String())
+		}
+		calls, err := fakes.ReadStetCalls(stetDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range fakes.StetEnds(calls) {
+			if c.Cmd == "finish" {
+				t.Fatalf("the finish was not stopped: it ended by itself (exit %d)", c.Exit)
+			}
+		}
+		for _, c := range calls {
+			if c.Event == fakes.EventStart && c.Cmd == "finish" && fakes.ProcessAlive(c.PID) {
+				syscall.Kill(c.PID, syscall.SIGKILL)
+				t.Fatalf("stet finish (pid %d) outlived peal", c.PID)
+			}
+		}
+		if got := s.keys(); got != "" {
+			t.Fatalf("agent calls %q after the interrupted start-up", got)
+		}
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			// The finish hangs until it is stopped; the grace is short.
+			run(t, fakes.Outcome{Hang: true}, "1", sig)
+		})
+	}
+	t.Run("second signal", func(t *testing.T) {
+		t.Parallel()
+		term := fifo(t, t.TempDir(), "term")
+		// The finish ignores SIGTERM and the grace is 600 s: only the second
+		// signal ends the wait.
+		run(t, fakes.Outcome{Hang: true, IgnoreTerm: true, TermFile: term}, "600", syscall.SIGINT, syscall.SIGINT)
+	})
+}

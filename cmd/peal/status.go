@@ -62,8 +62,8 @@ func (c *StatusCmd) Run(e *env) error {
 	tw.Flush()
 	printWorktrees(e, report.Tasks)
 	if s := report.LastRun; s != nil {
-		fmt.Fprintf(e.stdout, "\nlast run: exit %d at %s; completed %v, failed %v, with findings %v, deferred %v, skipped %v\n",
-			s.ExitCode, s.CompletedAt, s.TasksCompleted, s.TasksFailed, s.TasksWithRemainingFindings, s.TasksDeferred, s.TasksSkipped)
+		fmt.Fprintf(e.stdout, "\nlast run: exit %d at %s; completed %v (already before it %v), failed %v, with findings %v, deferred %v, skipped %v\n",
+			s.ExitCode, s.CompletedAt, s.TasksCompleted, s.TasksAlreadyCompleted, s.TasksFailed, s.TasksWithRemainingFindings, s.TasksDeferred, s.TasksSkipped)
 		if u := s.Usage; u != nil {
 			fmt.Fprintf(e.stdout, "last run usage: %d input tokens, %d output tokens, $%.4f\n", u.InputTokens, u.OutputTokens, u.CostUSD)
 		}

@@ -1,5 +1,7 @@
 package fakes
 
+import "strconv"
+
 // The fake agent imitates each agent CLI when it is started under that CLI's
 // name (a symlink named claude, codex, gemini, opencode, or agent for the
 // Cursor CLI): it checks its argv the way the CLI does, reads the prompt
@@ -21,6 +23,8 @@ const (
 	FailNoCredentials     = "no_credentials"
 	FailConnectionRefused = "connection_refused"
 	FailInvalidKey        = "invalid_key"
+	FailUnauthorized      = "unauthorized" // the API answers 401
+	FailForbidden         = "forbidden"    // the API answers 403
 	FailRateLimit         = "rate_limit"
 	FailOverloaded        = "overloaded"
 	FailConfigRace        = "config_race"
@@ -47,6 +51,8 @@ var Failures = map[string]map[string]Failure{
 		FailRateLimit:         {Text: "API Error: Request rejected (429) · Number of requests has exceeded your rate limit", Exit: 1},
 		FailOverloaded:        {Text: "API Error: Repeated 529 Overloaded errors", Exit: 1},
 		FailRoot:              {Stderr: true, Text: "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", Exit: 1},
+		FailUnauthorized:      {Text: "Invalid API key · Fix external API key", Exit: 1},
+		FailForbidden:         {Text: "Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.", Exit: 1},
 	},
 	"codex": {
 		FailNoCredentials: {Stderr: true, Forever: true,
@@ -57,6 +63,10 @@ var Failures = map[string]map[string]Failure{
 			Repeat: "ERROR: Reconnecting... waiting for network"},
 		FailInvalidKey: {Stderr: true, Text: "ERROR: unexpected status 401 Unauthorized: Incorrect API key provided", Exit: 1},
 		FailRateLimit:  {Stderr: true, Text: "ERROR: exceeded retry limit, last status: 429 Too Many Requests", Exit: 1},
+		FailUnauthorized: {Stderr: true, Exit: 1,
+			Text: "ERROR: unexpected status 401 Unauthorized: invalid x-api-key, url: http://127.0.0.1:46631/v1/responses"},
+		FailForbidden: {Stderr: true, Exit: 1,
+			Text: "ERROR: unexpected status 403 Forbidden: Forbidden, url: http://127.0.0.1:40857/v1/responses"},
 	},
 	"gemini": {
 		FailNoCredentials: {Stderr: true, Exit: 41,
@@ -64,12 +74,22 @@ var Failures = map[string]map[string]Failure{
 		FailConnectionRefused: {Stderr: true, Exit: 1,
 			Text: "exception TypeError: fetch failed sending request\nAn unexpected critical error occurred:[object Object]"},
 		FailRateLimit: {Stderr: true, Exit: 1, Text: "[API Error: Resource has been exhausted (e.g. check quota). RESOURCE_EXHAUSTED]"},
+		// An API error the CLI has no message of its own for: the error's
+		// JSON, a stack, the status, then a critical error.
+		FailUnauthorized: {Stderr: true, Exit: 1, Text: geminiAPIError(`{"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`, 401)},
+		FailForbidden:    {Stderr: true, Exit: 1, Text: geminiAPIError(`{"error":{"code":403,"message":"Permission denied on resource.","status":"PERMISSION_DENIED"}}`, 403)},
+		// Google answers a wrong key with 400 INVALID_ARGUMENT.
+		FailInvalidKey: {Stderr: true, Exit: 1, Text: geminiAPIError(`{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}`, 400)},
 	},
 	"opencode": {
 		FailNoCredentials:     {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
 		FailConnectionRefused: {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
 		FailInvalidKey:        {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key"},
 		FailRateLimit:         {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mRate limit exceeded, please try again in 20 seconds"},
+		FailUnauthorized: {Stderr: true, Exit: 1,
+			Text: "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided: sk-te**. You can find your API key at https://platform.openai.com/account/api-keys."},
+		FailForbidden: {Stderr: true, Exit: 1,
+			Text: "\x1b[91m\x1b[1mError: \x1b[0mForbidden: {\"error\":{\"code\":null,\"message\":\"Forbidden\",\"param\":null,\"type\":\"server_error\"}}"},
 	},
 	"cursor": {
 		FailInvalidKey:        {Text: "Invalid Cursor API key. Check the value of CURSOR_API_KEY.", Exit: 0},
@@ -78,6 +98,16 @@ var Failures = map[string]map[string]Failure{
 		FailConfigRace: {Stderr: true, Exit: 1,
 			Text: "Error: ENOENT: no such file or directory, rename '/root/.cursor/cli-config.json.tmp' -> '/root/.cursor/cli-config.json'"},
 	},
+}
+
+// geminiAPIError is how the Gemini CLI reports an API error it has no
+// message of its own for (measured with gemini 0.61.0).
+func geminiAPIError(body string, status int) string {
+	return "Error when talking to Gemini API Full report available at: /tmp/gemini-client-error-Turn.run-sendMessageStream-2026-11-24T13-33-52-949Z.json _ApiError: " + body + "\n" +
+		"    at throwErrorIfNotOK (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk-JDPZ4CE3.js:267833:24)\n" +
+		"    at async Turn.run (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk-JDPZ4CE3.js:333001:24) {\n" +
+		"  status: " + strconv.Itoa(status) + "\n}\n" +
+		"An unexpected critical error occurred:[object Object]"
 }
 
 // Cursor's refusals and prompts, as the fake prints them.

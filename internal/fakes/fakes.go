@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -58,11 +57,12 @@ const (
 )
 
 // Outcome is what one invocation of a fake does. The fake agent applies the
-// fields in this order: ignore_term, grandchild, write_files, wait_file,
-// plant, stet_fix, stdout_mib, chatter, stdout/stderr text, sleep_ms, hang,
-// exit. An empty Stdout without NoStdout prints DefaultStdout, so plan text
-// is non-empty. The fake stet uses only Exit, Stderr, Stdout, Hang, SleepMS and
-// IgnoreTerm.
+// fields in this order: ignore_term, grandchild, write_files, remove_files,
+// wait_file, plant, stet_fix, stdout_mib, chatter, stdout/stderr text,
+// sleep_ms, hang, exit. An empty Stdout without NoStdout prints
+// DefaultStdout, so plan text is non-empty. The fake stet uses only
+// IgnoreTerm (with TermFile), WriteFiles (written when the command starts),
+// SleepMS, Hang, Exit, Stderr and Stdout.
 //
 // WaitFile is read to EOF before the fake goes on. A named pipe there is a
 // gate: the fake blocks until the test opens the pipe for writing and closes
@@ -88,7 +88,10 @@ type Outcome struct {
 	ChatterMS    int               `json:"chatter_ms"`
 	ChatterCount int               `json:"chatter_count"`
 	WriteFiles   map[string]string `json:"write_files"`
-	WaitFile     string            `json:"wait_file"`
+	// RemoveFiles are removed after WriteFiles are written (a fix by
+	// deletion).
+	RemoveFiles []string `json:"remove_files"`
+	WaitFile    string   `json:"wait_file"`
 	// Plant writes the marker lines of these findings into their files (in
 	// the working folder), for the fake stet to report once committed.
 	Plant []Finding `json:"plant"`
@@ -285,7 +288,7 @@ func ProcessAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+	if !exists(pid) {
 		return false
 	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -342,7 +345,7 @@ func appendLocked(path string, mk func(existing []byte) ([]byte, error)) error {
 		return err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lock(f, true); err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	existing, err := io.ReadAll(f)
@@ -371,7 +374,7 @@ func readLocked(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+	if err := lock(f, false); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return io.ReadAll(f)

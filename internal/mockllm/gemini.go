@@ -115,9 +115,13 @@ func (geminiImpl) parse(r *http.Request, body []byte) (Request, error) {
 	return req, nil
 }
 
+// GoogleBadKey is the message of Google's answer to a wrong API key (HTTP
+// 400, status INVALID_ARGUMENT).
+const GoogleBadKey = "API key not valid. Please pass a valid API key."
+
 var geminiErrors = map[int][2]string{
 	400: {"INVALID_ARGUMENT", "Request contains an invalid argument."},
-	401: {"UNAUTHENTICATED", "API key not valid. Please pass a valid API key."},
+	401: {"UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential."},
 	403: {"PERMISSION_DENIED", "Permission denied on resource."},
 	429: {"RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."},
 	500: {"INTERNAL", "An internal error has occurred."},

@@ -175,8 +175,9 @@ type Option func(*Server)
 func WithLog(w io.Writer) Option { return func(s *Server) { s.logw = w } }
 
 // WithKey makes the server check credentials: a request that does not carry
-// key is answered 401, as a real API answers a missing or wrong key. Such
-// requests do not use up the script's First replies.
+// key is answered as the real API answers a missing or wrong key: 401, or
+// for the Gemini protocol 400 with GoogleBadKey. Such requests do not use up
+// the script's First replies.
 func WithKey(key string) Option { return func(s *Server) { s.key = key } }
 
 // New starts a server on 127.0.0.1 that answers with script.
@@ -245,6 +246,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	var reply Reply
 	if s.key != "" && req.Key != s.key {
 		reply = Reply{Fail: &Failure{Status: http.StatusUnauthorized}}
+		if req.Protocol == Gemini {
+			// Google answers a wrong or missing API key with 400
+			// INVALID_ARGUMENT, not with 401.
+			reply.Fail = &Failure{Status: http.StatusBadRequest, Message: GoogleBadKey}
+		}
 	} else {
 		reply = s.pick(&req)
 	}

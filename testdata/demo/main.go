@@ -4,6 +4,7 @@
 // repository, and runs the plan in this folder. The simulated agent fails its
 // first execute of task 1 (so peal retries it), and the review of task 2
 // reports two findings: one dismissed by triage, one fixed in an address round.
+// Then `peal report` tells the run as the Markdown table CI shows.
 //
 // Run it from the repository root: go run ./testdata/demo
 package main
@@ -101,6 +102,14 @@ func run(keep bool) error {
 		}
 		step(f)
 		fmt.Print(string(data))
+	}
+	// The report reads what the run wrote; it needs no agent.
+	reportArgs := []string{"report", "--plan", plan, "--repo", repo, "--state-dir", filepath.Join(work, "state")}
+	step("peal " + strings.Join(reportArgs, " "))
+	report := exec.Command(bins["peal"], reportArgs...)
+	report.Dir, report.Stdout, report.Stderr = work, os.Stdout, os.Stderr
+	if err := report.Run(); err != nil {
+		return fmt.Errorf("peal report: %w", err)
 	}
 	log := exec.Command("git", "log", "--oneline")
 	log.Dir = repo

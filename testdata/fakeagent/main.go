@@ -183,6 +183,11 @@ func perform(dir, phase, task string, out fakes.Outcome, emit func(string) (int6
 			return fail("write_files: %v", err)
 		}
 	}
+	for _, name := range out.RemoveFiles {
+		if err := os.Remove(name); err != nil {
+			return fail("remove_files: %v", err)
+		}
+	}
 	if out.WaitFile != "" {
 		if err := waitFile(out.WaitFile); err != nil {
 			return fail("wait_file: %v", err)

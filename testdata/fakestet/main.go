@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -121,8 +122,26 @@ func parseFlags(args []string) (flags, error) {
 // performs the sub-command, returning the exit code.
 func (s *stet) handle(cmd string, args []string, n int) int {
 	if out, ok := s.sc.Pick(cmd, n); ok {
-		if out.IgnoreTerm {
+		switch {
+		case out.IgnoreTerm && out.TermFile != "":
+			// Each SIGTERM is written to TermFile (an event for the test)
+			// and otherwise ignored.
+			terms := make(chan os.Signal, 1)
+			signal.Notify(terms, syscall.SIGTERM)
+			go func() {
+				for range terms {
+					os.WriteFile(out.TermFile, []byte("term"), 0o644)
+				}
+			}()
+		case out.IgnoreTerm:
 			signal.Ignore(syscall.SIGTERM)
+		}
+		// Written when the command starts: a named pipe there tells the
+		// test that the command runs.
+		for _, name := range slices.Sorted(maps.Keys(out.WriteFiles)) {
+			if err := os.WriteFile(name, []byte(out.WriteFiles[name]), 0o644); err != nil {
+				return fail("write_files", err, "")
+			}
 		}
 		if out.SleepMS > 0 {
 			time.Sleep(time.Duration(out.SleepMS) * time.Millisecond)

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+	"peal/report"
+)
+
+// reportCase is a recorded run: a plan, what the fake agent does, and the
+// run's environment.
+type reportCase struct {
+	name  string
+	plan  string
+	rules map[string][]fakes.Outcome
+	env   []string
+	code  int
+	// kill: SIGKILL peal while execute:2 runs.
+	kill bool
+	// stet: review with the fake stet.
+	stet bool
+}
+
+var reportCases = []reportCase{
+	{name: "sequential", plan: plan3, rules: map[string][]fakes.Outcome{}, code: 0},
+	{name: "parallel", plan: "## Task 1\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n",
+		env: []string{"PEAL_PARALLEL=true"}, code: 0},
+	{name: "retried", plan: plan3, rules: map[string][]fakes.Outcome{
+		"execute:1": {{Exit: 1, Stderr: "agent broke"}, {}},
+		"plan:2":    {{Stderr: "connect ECONNREFUSED: connection refused", Exit: 1}, {}},
+		"execute:3": {{Hang: true}, {Exit: 1, Stderr: "agent broke again"}},
+	}, env: []string{"PEAL_PHASE_RETRY_COUNT=1", "PEAL_NETWORK_RETRY_DELAY_SEC=1", "PEAL_IDLE_TIMEOUT_SEC=1",
+		"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, code: 2},
+	{name: "killed", plan: plan3, rules: map[string][]fakes.Outcome{}, kill: true},
+	// Task 2's review finds two problems; the first address round fixes
+	// the error (F001), the second nothing: the warning is left, a Major.
+	{name: "reviewed", plan: plan3, stet: true, rules: map[string][]fakes.Outcome{
+		"execute:2": {{Plant: []fakes.Finding{
+			{ID: "F001", File: "a.go", Severity: "error", Message: "nil map write"},
+			{ID: "F002", File: "b.go", Severity: "warning", Message: "unchecked error"}}}},
+		"address:2": {{StetFix: 1}, {}},
+	}, env: []string{"PEAL_ON_FINDINGS_REMAINING=warn", "PEAL_MAX_ADDRESS_ROUNDS=2", "PEAL_STET_DISABLE_LLM_TRIAGE=true"}, code: 2},
+}
+
+// TestReportOfRecordedRuns runs peal with the fake agent (in sequence, in a
+// parallel block, with retries of every class, killed), then `peal report`
+// of the state it left: the report's calls are the calls the fake agent
+// saw, in order, with their attempts and how each ended. With
+// PEAL_REPORT_FIXTURES=DIR set it also writes each run's record and status
+// there, paths replaced, for the golden files of package report.
+func TestReportOfRecordedRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range reportCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSandbox(t, tc.plan)
+			if tc.name == "parallel" {
+				// Task 2's execute waits for what task 3's writes: they
+				// overlap.
+				gate := filepath.Join(s.dir, "gate")
+				if err := syscall.Mkfifo(gate, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				tc.rules = map[string][]fakes.Outcome{"execute:2": {{WaitFile: gate}}, "execute:3": {{WriteFiles: map[string]string{gate: "go"}}}}
+			}
+			s.scenario(tc.rules)
+			env := s.env(append([]string{"PEAL_STET_PATH=/nonexistent", "PEAL_AGENT_LOG_DIR=" + filepath.Join(s.dir, "logs")}, tc.env...)...)
+			if tc.stet {
+				stetDir := filepath.Join(s.dir, "stet")
+				os.MkdirAll(stetDir, 0o755)
+				fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
+				env = append(append(env, "FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"]), fakes.GitEnv...)
+				s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
+			}
+			if tc.kill {
+				s.runKilled(env, "execute:2")
+			} else if res := s.peal(env, "run"); res.code != tc.code {
+				t.Fatalf("run: exit %d, want %d\n%s", res.code, tc.code, res.stderr)
+			}
+			res := s.peal(env, "report", "--format", "json")
+			if res.code != 0 {
+				t.Fatalf("report: exit %d\n%s", res.code, res.stderr)
+			}
+			var rep report.Report
+			if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+				t.Fatalf("report json: %v\n%s", err, res.stdout)
+			}
+			s.checkCalls(rep)
+			switch {
+			case tc.kill:
+				if rep.Run.State != report.RunCutOff || rep.Run.ExitCode != nil {
+					t.Fatalf("run %+v, want cut off without an exit code", rep.Run)
+				}
+				if len(rep.Run.CutOff) != 1 {
+					t.Fatalf("cut off %v, want one call", rep.Run.CutOff)
+				}
+				c := rep.Calls[slices.IndexFunc(rep.Calls, func(c report.Call) bool { return c.ID == rep.Run.CutOff[0] })]
+				if c.Task != 2 || c.Phase != "execute" || c.Outcome != report.CallCutOff {
+					t.Fatalf("cut-off call %+v, want task 2's execute", c)
+				}
+				if r := taskResult(t, rep, 2); r != "cut_off" {
+					t.Fatalf("task 2 is %q, want cut_off", r)
+				}
+				md := s.peal(env, "report").stdout
+				if !strings.Contains(md, "Calls cut off when the run was killed:") || !strings.Contains(md, "task 2 execute, attempt 1") {
+					t.Fatalf("markdown does not name the cut-off call:\n%s", md)
+				}
+			default:
+				if rep.Run.State != report.RunFinished || rep.Run.ExitCode == nil || *rep.Run.ExitCode != tc.code {
+					t.Fatalf("run %+v, want finished with exit %d", rep.Run, tc.code)
+				}
+			}
+			if tc.name == "retried" {
+				checkRetried(t, rep)
+			}
+			if tc.name == "parallel" {
+				checkOverlap(t, rep, 2, 3)
+			}
+			if tc.name == "reviewed" {
+				checkReviewed(t, rep)
+			}
+			if dir := os.Getenv("PEAL_REPORT_FIXTURES"); dir != "" {
+				s.writeFixture(filepath.Join(dir, tc.name), env)
+			}
+		})
+	}
+}
+
+// runKilled starts a run and SIGKILLs peal once the call key runs.
+func (s *sandbox) runKilled(env []string, key string) {
+	s.t.Helper()
+	ready := filepath.Join(s.dir, "ready")
+	if err := syscall.Mkfifo(ready, 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	s.scenario(map[string][]fakes.Outcome{key: {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	cmd := exec.Command(bins["peal"], "run")
+	cmd.Dir, cmd.Env = s.dir, env
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := os.ReadFile(ready); err != nil { // blocks until the call runs
+		s.t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	calls, _ := fakes.ReadCalls(s.agentDir)
+	starts := fakes.Starts(calls)
+	syscall.Kill(starts[len(starts)-1].PID, syscall.SIGKILL) // the orphaned agent
+}
+
+// checkCalls: the report's agent calls are the fake agent's, in order, and
+// each attempt number is the one the agent was given (PEAL_ATTEMPT).
+func (s *sandbox) checkCalls(rep report.Report) {
+	s.t.Helper()
+	calls, err := fakes.ReadCalls(s.agentDir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var want, got []string
+	for _, c := range fakes.Starts(calls) {
+		if c.Phase == "" { // the authentication check is no call of the run
+			continue
+		}
+		want = append(want, fmt.Sprintf("%s:%s#%s", c.Phase, c.Task, c.Env["PEAL_ATTEMPT"]))
+	}
+	for _, c := range rep.Calls {
+		if c.Role == "" {
+			continue // git and stet
+		}
+		got = append(got, fmt.Sprintf("%s:%d#%d", c.Phase, c.Task, c.Attempt))
+		if len(c.Argv) == 0 || !strings.HasSuffix(c.Argv[len(c.Argv)-1], ">") {
+			s.t.Fatalf("call %s argv %q: want the prompt hidden", c.ID, c.Argv)
+		}
+		if c.Outcome != report.CallCutOff && len(c.LogHead) == 0 && c.Outcome != report.CallOK {
+			s.t.Fatalf("call %s failed and shows no log lines: %+v", c.ID, c)
+		}
+	}
+	slices.Sort(want) // parallel calls start in any order; each task's own order is checked below
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	if !slices.Equal(sorted, want) {
+		s.t.Fatalf("report calls\n%v\nwant the fake's\n%v", got, want)
+	}
+}
+
+// checkRetried: every retry is in the report with its class.
+func checkRetried(t *testing.T, rep report.Report) {
+	t.Helper()
+	byKey := map[string][]string{}
+	for _, c := range rep.Calls {
+		if c.Role != "" {
+			k := fmt.Sprintf("%s:%d", c.Phase, c.Task)
+			// A network retry waits network_retry_delay_sec ±20%.
+			byKey[k] = append(byKey[k], fmt.Sprintf("%d:%s:%v:%v", c.Attempt, c.Outcome, c.Retried, c.WaitMS >= 800 && c.WaitMS <= 1200))
+		}
+	}
+	want := map[string][]string{
+		"execute:1": {"1:ordinary:true:false", "2:ok:false:false"},
+		"plan:2":    {"1:network:true:true", "2:ok:false:false"},
+		"execute:3": {"1:timeout:true:false", "2:ordinary:false:false"},
+	}
+	for k, w := range want {
+		if !slices.Equal(byKey[k], w) {
+			t.Errorf("%s attempts %v, want %v", k, byKey[k], w)
+		}
+	}
+	// The first lines of a failed attempt's agent log are in the report.
+	for _, c := range rep.Calls {
+		if c.Task == 1 && c.Phase == "execute" && c.Attempt == 1 && !slices.Contains(c.LogHead, "stderr: agent broke") {
+			t.Errorf("execute:1 attempt 1 log head %q, want the agent's stderr", c.LogHead)
+		}
+	}
+	if r := taskResult(t, rep, 3); r != "failed" {
+		t.Fatalf("task 3 is %q, want failed", r)
+	}
+	for _, task := range rep.Tasks {
+		if task.Index == 3 && !slices.Equal(task.Phases[len(task.Phases)-1].Failures, []string{"timeout", "ordinary"}) {
+			t.Fatalf("task 3 phases %+v", task.Phases)
+		}
+	}
+}
+
+// checkOverlap: the execute calls of two tasks of a parallel block ran at
+// the same time, and the timeline shows it.
+func checkOverlap(t *testing.T, rep report.Report, a, b int) {
+	t.Helper()
+	span := func(task int) (time.Time, time.Time) {
+		for _, c := range rep.Calls {
+			if c.Task == task && c.Phase == "execute" && c.Ended != nil {
+				return c.Started, *c.Ended
+			}
+		}
+		t.Fatalf("no execute call of task %d", task)
+		return time.Time{}, time.Time{}
+	}
+	as, ae := span(a)
+	bs, be := span(b)
+	if !as.Before(be) || !bs.Before(ae) {
+		t.Fatalf("executes of tasks %d (%v–%v) and %d (%v–%v) do not overlap", a, as, ae, b, bs, be)
+	}
+}
+
+// checkReviewed: task 2 had two address rounds and one Major finding
+// left; its review and commits are calls of the record too.
+func checkReviewed(t *testing.T, rep report.Report) {
+	t.Helper()
+	for _, task := range rep.Tasks {
+		if task.Index != 2 {
+			continue
+		}
+		if task.Result != "findings_left" || task.ReviewRounds != 2 || task.Findings == nil || task.Findings.Critical != 0 || task.Findings.Major != 1 {
+			t.Fatalf("task 2 %+v (findings %+v), want findings left after 2 rounds: 1 Major", task, *task.Findings)
+		}
+	}
+	var commits, reviews int
+	for _, c := range rep.Calls {
+		if c.Phase == "git" && slices.Contains(c.Argv, "commit") {
+			commits++
+		}
+		if c.Phase == "stet" && slices.Contains(c.Argv, "run") {
+			reviews++
+		}
+	}
+	// Only task 2's execute and its first address round change files:
+	// two commits; the other tasks and round leave nothing to commit.
+	if commits != 2 || reviews == 0 {
+		t.Fatalf("%d commits and %d stet runs in the record", commits, reviews)
+	}
+}
+
+func taskResult(t *testing.T, rep report.Report, i int) string {
+	t.Helper()
+	for _, task := range rep.Tasks {
+		if task.Index == i {
+			return task.Result
+		}
+	}
+	t.Fatalf("no task %d in the report", i)
+	return ""
+}
+
+// writeFixture keeps a run's record and status, with the sandbox's paths
+// replaced, as a fixture of package report.
+func (s *sandbox) writeFixture(dir string, env []string) {
+	s.t.Helper()
+	status := s.peal(env, "status", "--json").stdout
+	record, err := os.ReadFile(filepath.Join(s.stateDir, "run_record.jsonl"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	scrub := func(b []byte) []byte {
+		b = bytes.ReplaceAll(b, []byte(bins["fakeagent"]), []byte("/usr/local/bin/agent"))
+		return bytes.ReplaceAll(b, []byte(s.dir), []byte("/work"))
+	}
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "run_record.jsonl"), scrub(record), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "status.json"), scrub([]byte(status)), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TestReportOutputs: --output writes the file; in CI (CI=true) the Markdown
+// summary is appended to $GITHUB_STEP_SUMMARY unless report_step_summary is
+// false, and outside CI only when it is true.
+func TestReportOutputs(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	s.scenario(map[string][]fakes.Outcome{})
+	env := s.env("PEAL_STET_PATH=/nonexistent")
+	if r := s.peal(env, "run"); r.code != 0 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	html := filepath.Join(s.dir, "out", "report.html")
+	os.MkdirAll(filepath.Dir(html), 0o755)
+	cases := []struct {
+		name    string
+		env     []string
+		summary bool
+	}{
+		{"CI", []string{"CI=true"}, true},
+		{"CI, turned off", []string{"CI=true", "PEAL_REPORT_STEP_SUMMARY=false"}, false},
+		{"not CI", nil, false},
+		{"not CI, turned on", []string{"PEAL_REPORT_STEP_SUMMARY=true"}, true},
+	}
+	for _, tc := range cases {
+		summary := filepath.Join(s.dir, strings.ReplaceAll(tc.name, " ", "_")+".md")
+		os.WriteFile(summary, []byte("earlier step\n"), 0o644)
+		r := s.peal(append(append(slices.Clone(env), tc.env...), "GITHUB_STEP_SUMMARY="+summary), "report", "--format", "html", "--output", html)
+		if r.code != 0 || r.stdout != "" {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %s", tc.name, r.code, r.stdout, r.stderr)
+		}
+		data, _ := os.ReadFile(summary)
+		got := string(data)
+		if !strings.HasPrefix(got, "earlier step\n") {
+			t.Fatalf("%s: the job summary lost what was there: %q", tc.name, got)
+		}
+		if has := strings.Contains(got, "| 3 | completed |"); has != tc.summary {
+			t.Fatalf("%s: job summary written %v, want %v:\n%s", tc.name, has, tc.summary, got)
+		}
+		page, err := os.ReadFile(html)
+		if err != nil || !bytes.HasPrefix(page, []byte("<!DOCTYPE html>")) {
+			t.Fatalf("%s: html %v %.100s", tc.name, err, page)
+		}
+	}
+	// No agent CLI is needed: only files are read.
+	if r := s.peal(append(without(slices.Clone(env), "PEAL_AGENT_CMD"), "PEAL_AGENT_CMD=/nonexistent/agent"), "report"); r.code != 0 || !strings.Contains(r.stdout, "| 1 | completed |") {
+		t.Fatalf("report without the agent: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := s.peal(env, "report", "--format", "pdf"); r.code != 1 || !strings.Contains(r.stderr, "--format") {
+		t.Fatalf("a bad format: exit %d, %s", r.code, r.stderr)
+	}
+}

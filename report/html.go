@@ -1,0 +1,228 @@
+package report
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+	"time"
+)
+
+//go:embed timeline.html
+var pageText string
+
+// The script is added as it is: html/template would drop the CDATA markers
+// that let an XML parser read the page.
+//
+//go:embed timeline.js
+var scriptText string
+
+var page = template.Must(template.New("page").Parse(pageText))
+
+// barData is what the page's script shows of a call on hover or click; the
+// short names keep a page of 5,000 calls small.
+type barData struct {
+	Task    int      `json:"t"`
+	Phase   string   `json:"p"`
+	Attempt string   `json:"a"`
+	Role    string   `json:"r,omitempty"`
+	Argv    []string `json:"v"`
+	Started string   `json:"s"`
+	Dur     string   `json:"d"`
+	Exit    string   `json:"x"`
+	Outcome string   `json:"o"`
+	Reason  string   `json:"why,omitempty"`
+	Wait    string   `json:"w,omitempty"`
+	Log     []string `json:"l,omitempty"`
+}
+
+type pageBar struct {
+	I           int
+	Class       string
+	Left, Width string
+	Wait        string // the wait's width, "" when none
+	WaitLeft    string
+}
+
+type pageLane struct {
+	Name, Result string // Result: the task's result as a class name
+	Text         string // the lane's label
+	Bars         []pageBar
+}
+
+type pageRow struct {
+	Index                              int
+	Result, Phases, Findings, Duration string
+	Rounds                             int
+	Tokens, Cost, Ticket               string
+	RetryCount                         int
+	Error                              string
+}
+
+type pageData struct {
+	Title, RunLine string
+	Totals         string
+	Lanes          []pageLane
+	Ticks          []tick
+	Rows           []pageRow
+	WithUsage      bool
+	CutOff         []string
+	Notes          []string
+	Calls          template.JS
+	Phases         []string
+	Script         template.HTML
+}
+
+type tick struct{ Left, Label string }
+
+// HTML writes the report as one self-contained page: a timeline with a lane
+// per task and a bar per call, and the table of the Markdown summary. It
+// loads nothing: its style and script are inside it.
+func HTML(w io.Writer, r Report) error {
+	d := pageData{Title: "peal run " + r.Run.ID, RunLine: runLine(r), Totals: totalsLine(r.Totals), Notes: r.Notes}
+	start, total := span(r)
+	// The run spans 99% of a lane, so that the last bar, however short,
+	// stays inside it.
+	pos := func(ms int64) string { return fmt.Sprintf("%.4f%%", float64(ms)*99/float64(total)) }
+	lanes := map[int]int{}
+	laneOf := func(task int) *pageLane {
+		i, ok := lanes[task]
+		if !ok {
+			i = len(d.Lanes)
+			lanes[task] = i
+			name, result := "run", ""
+			if task >= 0 {
+				name = fmt.Sprintf("task %d", task)
+				if t, found := r.task(task); found {
+					result = t.Result
+				}
+			}
+			text := name
+			if result != "" {
+				text += " · " + resultText(Task{Result: result})
+			}
+			d.Lanes = append(d.Lanes, pageLane{Name: name, Result: result, Text: text})
+		}
+		return &d.Lanes[i]
+	}
+	// The run's own lane comes first, then the tasks in index order.
+	if hasNoTask(r.Calls) {
+		laneOf(-1)
+	}
+	for _, t := range r.Tasks {
+		laneOf(t.Index)
+	}
+	calls := make([]barData, len(r.Calls))
+	phases := map[string]bool{}
+	for i, c := range r.Calls {
+		off := c.Started.Sub(start).Milliseconds()
+		bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + c.Outcome, Left: pos(off), Width: pos(c.DurationMS)}
+		if c.WaitMS > 0 {
+			bar.WaitLeft, bar.Wait = pos(off+c.DurationMS), pos(c.WaitMS)
+		}
+		lane := laneOf(c.Task)
+		lane.Bars = append(lane.Bars, bar)
+		phases[c.Phase] = true
+		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: attemptText(c), Role: c.Role, Argv: c.Argv,
+			Started: c.Started.UTC().Format("2006-01-02 15:04:05.000Z"), Dur: formatMS(c.DurationMS), Exit: exitText(c),
+			Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead}
+		if c.WaitMS > 0 {
+			calls[i].Wait = formatMS(c.WaitMS)
+		}
+		if c.Outcome == CallCutOff {
+			d.CutOff = append(d.CutOff, callLine(c))
+		}
+	}
+	for _, p := range []string{"normalize", "plan", "execute", "stet", "triage", "address", "git", "post-run"} {
+		if phases[p] {
+			d.Phases = append(d.Phases, p)
+			delete(phases, p)
+		}
+	}
+	for p := range phases {
+		d.Phases = append(d.Phases, p)
+	}
+	for k := 0; k <= 10; k++ {
+		ms := total * int64(k) / 10
+		d.Ticks = append(d.Ticks, tick{Left: pos(ms), Label: formatMS(ms)})
+	}
+	for _, t := range r.Tasks {
+		d.WithUsage = d.WithUsage || t.Usage != nil
+		row := pageRow{Index: t.Index, Result: resultText(t), Phases: phasesText(t.Phases), Findings: findingsText(t.Findings),
+			Duration: durationText(t), Rounds: t.ReviewRounds, Ticket: t.Ticket, RetryCount: t.RetryCount, Error: t.Error}
+		if t.Usage != nil {
+			row.Tokens = fmt.Sprintf("%d/%d", t.Usage.InputTokens, t.Usage.OutputTokens)
+			row.Cost = fmt.Sprintf("$%.4f", t.Usage.CostUSD)
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	data, err := json.Marshal(calls) // escapes <, > and &: safe inside a script element
+	if err != nil {
+		return err
+	}
+	d.Calls = template.JS(data)
+	d.Script = template.HTML("<script>\n//<![CDATA[\n" + scriptText + "//]]>\n</script>")
+	return page.Execute(w, d)
+}
+
+// span is the start of the timeline and its length in milliseconds (at
+// least 1), taking in every call and the waits after them.
+func span(r Report) (startAt time.Time, total int64) {
+	if r.Run.Started != nil {
+		startAt = *r.Run.Started
+	}
+	for _, c := range r.Calls {
+		if startAt.IsZero() || c.Started.Before(startAt) {
+			startAt = c.Started
+		}
+	}
+	total = r.Run.DurationMS
+	for _, c := range r.Calls {
+		total = max(total, c.Started.Sub(startAt).Milliseconds()+c.DurationMS+c.WaitMS)
+	}
+	return startAt, max(total, 1)
+}
+
+func hasNoTask(calls []Call) bool {
+	for _, c := range calls {
+		if c.Task < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// cssName keeps letters, digits and dashes of a phase name for a class.
+func cssName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(s))
+}
+
+// attemptText is "2 of 2, +2 on network failures", or "1" for a call that is
+// not retried.
+func attemptText(c Call) string {
+	if c.Allowed == 0 {
+		return fmt.Sprint(max(c.Attempt, 1))
+	}
+	s := fmt.Sprintf("%d of %d", c.Attempt, c.Allowed)
+	if c.Network > 0 {
+		s += fmt.Sprintf(", +%d on network failures", c.Network)
+	}
+	return s
+}
+
+func exitText(c Call) string {
+	switch {
+	case c.ExitCode == nil:
+		return "none (" + strings.ReplaceAll(c.Outcome, "_", " ") + ")"
+	case *c.ExitCode < 0:
+		return "killed by a signal"
+	}
+	return fmt.Sprint(*c.ExitCode)
+}

@@ -1,0 +1,244 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"peal/state"
+)
+
+// Markdown writes the report as GitHub-flavoured Markdown, keeping to what a
+// job summary renders: a heading, paragraphs, one table and a list.
+func Markdown(w io.Writer, r Report) error {
+	var b strings.Builder
+	b.WriteString("## peal run\n\n")
+	fmt.Fprintf(&b, "%s\n\n", mdText(runLine(r)))
+	if line := totalsLine(r.Totals); line != "" {
+		fmt.Fprintf(&b, "%s\n\n", mdText(line))
+	}
+	withUsage := r.Usage != nil
+	for _, t := range r.Tasks {
+		withUsage = withUsage || t.Usage != nil
+	}
+	b.WriteString("| Task | Result | Phases and attempts | Review rounds | Findings left | Duration |")
+	if withUsage {
+		b.WriteString(" Tokens in/out | Cost |")
+	}
+	b.WriteString(" Ticket | Ticket retries |\n|---:|---|---|---:|---|---:|")
+	if withUsage {
+		b.WriteString("---:|---:|")
+	}
+	b.WriteString("---|---:|\n")
+	for _, t := range r.Tasks {
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s |", t.Index, mdText(resultText(t)), mdText(phasesText(t.Phases)),
+			t.ReviewRounds, mdText(findingsText(t.Findings)), durationText(t))
+		if withUsage {
+			if t.Usage != nil {
+				fmt.Fprintf(&b, " %d/%d | $%.4f |", t.Usage.InputTokens, t.Usage.OutputTokens, t.Usage.CostUSD)
+			} else {
+				b.WriteString(" – | – |")
+			}
+		}
+		ticket := t.Ticket
+		if ticket == "" {
+			ticket = "–"
+		}
+		fmt.Fprintf(&b, " %s | %d |\n", mdText(ticket), t.RetryCount)
+	}
+	b.WriteString("\n")
+	if u := r.Usage; u != nil {
+		fmt.Fprintf(&b, "Usage: %d input tokens, %d output tokens, $%.4f.\n\n", u.InputTokens, u.OutputTokens, u.CostUSD)
+	}
+	if len(r.Run.CutOff) > 0 {
+		b.WriteString("Calls cut off when the run was killed:\n\n")
+		for _, c := range r.Calls {
+			if c.Outcome == CallCutOff {
+				fmt.Fprintf(&b, "- %s\n", mdText(callLine(c)))
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, t := range r.Tasks {
+		if t.Error != "" {
+			fmt.Fprintf(&b, "- task %d: %s\n", t.Index, mdText(t.Error))
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "Note: %s\n\n", mdText(n))
+	}
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
+	return err
+}
+
+// runLine is the run's one line: its exit code and reason, or where it
+// stands.
+func runLine(r Report) string {
+	run := r.Run
+	dur := formatMS(run.DurationMS)
+	switch run.State {
+	case RunFinished:
+		code := 0
+		if run.ExitCode != nil {
+			code = *run.ExitCode
+		}
+		reason := run.Reason
+		if reason == "" {
+			reason = "every task completed"
+		}
+		return fmt.Sprintf("Exit code %d after %s: %s", code, dur, reason)
+	case RunRunning:
+		return fmt.Sprintf("Still running (%s so far); %d calls started.", dur, len(r.Calls))
+	case RunCutOff:
+		calls := fmt.Sprintf("%d calls were", len(run.CutOff))
+		if len(run.CutOff) == 1 {
+			calls = "1 call was"
+		}
+		return fmt.Sprintf("Cut off after %s: the run ended without its last line (killed, or the machine stopped); %s cut off.", dur, calls)
+	}
+	if run.ExitCode != nil {
+		return fmt.Sprintf("No run record; the last run summary says exit code %d.", *run.ExitCode)
+	}
+	return "No run record: no run yet in this state folder."
+}
+
+// totalsLine says where the time and the retries went: "Time in calls:
+// execute 4 min 10 s (62%), plan 1 min 02 s (15%); waits before retries
+// 1 min 00 s. Failed attempts: 2 timeout, 1 network." "" without calls.
+func totalsLine(t Totals) string {
+	var all int64
+	for _, ms := range t.CallMSByPhase {
+		all += ms
+	}
+	if len(t.CallMSByPhase) == 0 {
+		return ""
+	}
+	phases := make([]string, 0, len(t.CallMSByPhase))
+	for p := range t.CallMSByPhase {
+		phases = append(phases, p)
+	}
+	sort.Slice(phases, func(i, j int) bool {
+		a, b := t.CallMSByPhase[phases[i]], t.CallMSByPhase[phases[j]]
+		return a > b || a == b && phases[i] < phases[j]
+	})
+	parts := make([]string, len(phases))
+	for i, p := range phases {
+		parts[i] = fmt.Sprintf("%s %s (%d%%)", p, formatMS(t.CallMSByPhase[p]), t.CallMSByPhase[p]*100/max(all, 1))
+	}
+	s := "Time in calls: " + strings.Join(parts, ", ")
+	if t.WaitMS > 0 {
+		s += "; waits before retries " + formatMS(t.WaitMS)
+	}
+	s += "."
+	if len(t.FailedAttempts) > 0 {
+		outcomes := make([]string, 0, len(t.FailedAttempts))
+		for o := range t.FailedAttempts {
+			outcomes = append(outcomes, o)
+		}
+		sort.Strings(outcomes)
+		fails := make([]string, len(outcomes))
+		for i, o := range outcomes {
+			fails[i] = fmt.Sprintf("%d %s", t.FailedAttempts[o], strings.ReplaceAll(o, "_", " "))
+		}
+		s += " Failed attempts: " + strings.Join(fails, ", ") + "."
+	} else {
+		s += " No attempt failed."
+	}
+	return s
+}
+
+// resultText is a task's result for people.
+func resultText(t Task) string {
+	switch t.Result {
+	case "findings_left":
+		return "completed, findings left"
+	case "done_before":
+		return "completed earlier"
+	case "cut_off":
+		return "cut off"
+	}
+	return t.Result
+}
+
+// phasesText is "plan 1, execute 3 (timeout, network), address 2": each
+// phase with its attempts and the outcome of each attempt that failed.
+func phasesText(phases []Phase) string {
+	if len(phases) == 0 {
+		return "–"
+	}
+	parts := make([]string, 0, len(phases))
+	for _, p := range phases {
+		s := fmt.Sprintf("%s %d", p.Name, p.Attempts)
+		if len(p.Failures) > 0 {
+			names := make([]string, len(p.Failures))
+			for i, f := range p.Failures {
+				names[i] = strings.ReplaceAll(f, "_", " ")
+			}
+			s += " (" + strings.Join(names, ", ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// findingsText is "2 Major, 1 Minor", or "–" for none.
+func findingsText(c *state.Counts) string {
+	if c == nil {
+		return "–"
+	}
+	var parts []string
+	for _, s := range []struct {
+		name string
+		n    int
+	}{{"Critical", c.Critical}, {"Major", c.Major}, {"Minor", c.Minor}, {"Warnings", c.Warnings}, {"Suggestions", c.Suggestions}} {
+		if s.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", s.n, s.name))
+		}
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func durationText(t Task) string {
+	if t.Started == nil {
+		return "–"
+	}
+	return formatMS(t.DurationMS)
+}
+
+// callLine names a call: "task 2 execute, attempt 1 of 2, started
+// 10:15:02Z: agent --print …".
+func callLine(c Call) string {
+	who := "run"
+	if c.Task >= 0 {
+		who = fmt.Sprintf("task %d", c.Task)
+	}
+	return fmt.Sprintf("%s %s, attempt %d, started %s: %s", who, c.Phase, max(c.Attempt, 1), c.Started.UTC().Format("15:04:05Z"), strings.Join(c.Argv, " "))
+}
+
+// mdText makes text safe in a Markdown table cell or list item: one line,
+// with Markdown's punctuation and HTML's angle brackets escaped.
+func mdText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\n', '\r', '\t':
+			b.WriteByte(' ')
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '\\', '`', '*', '_', '[', ']', '|', '#', '~', '!':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,520 @@
+// Package report tells the story of a peal run from what the run wrote: the
+// run record (state.RecordName), the state file, the run summary, the
+// retry-state store and the agent logs. It renders it as a GitHub Markdown
+// summary, a JSON document and a one-file HTML timeline. It reads only; it
+// starts nothing.
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"peal/phase"
+	"peal/runner"
+	"peal/state"
+)
+
+// Version is the version of the JSON document; fields are only ever added
+// within a version.
+const Version = 1
+
+// Run states.
+const (
+	RunFinished = "finished" // the record has its last line
+	RunRunning  = "running"  // no last line yet, and the run's process is alive
+	RunCutOff   = "cut_off"  // no last line, and the run's process is gone: killed
+	RunNone     = "none"     // no run record
+)
+
+// Call outcomes.
+const (
+	CallOK       = "ok"
+	CallOrdinary = "ordinary" // an ordinary failure: a non-zero exit or a bad answer
+	// CallExited: a call that is not retried (git, a post-run command)
+	// exited non-zero, which may be its answer (git diff --quiet).
+	CallExited      = "nonzero_exit"
+	CallTimeout     = "timeout"
+	CallNetwork     = "network"
+	CallRateLimit   = "rate_limit"
+	CallFatal       = "fatal"
+	CallTransient   = "transient"
+	CallInterrupted = "interrupted" // stopped by a signal to peal
+	CallRunning     = "running"
+	CallCutOff      = "cut_off" // started, and the run was killed before it ended
+)
+
+// Report is the document `peal report` prints.
+type Report struct {
+	Version int    `json:"version"`
+	Run     Run    `json:"run"`
+	Tasks   []Task `json:"tasks"`
+	// Calls are every supervised call of the run, in the order they started;
+	// a call of no task (git, stet's session, normalize) has task -1.
+	Calls []Call `json:"calls"`
+	// Totals say where the time and the retries went.
+	Totals Totals `json:"totals"`
+	// Usage is the run's tokens and cost, when agent calls reported them.
+	Usage *state.Usage `json:"usage,omitempty"`
+	// Notes say what the report could not read (a missing record).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Totals add up the calls: the time spent in each phase's calls (parallel
+// calls each count), the time waited before retries, and the attempts that
+// failed by outcome.
+type Totals struct {
+	CallMSByPhase  map[string]int64 `json:"call_ms_by_phase"`
+	WaitMS         int64            `json:"wait_ms"`
+	FailedAttempts map[string]int   `json:"failed_attempts"`
+}
+
+// Run is the run as a whole.
+type Run struct {
+	ID        string     `json:"id,omitempty"`
+	State     string     `json:"state"`
+	PlanPath  string     `json:"plan_path"`
+	RepoPath  string     `json:"repo_path"`
+	AgentKind string     `json:"agent_kind,omitempty"`
+	Parallel  bool       `json:"parallel"`
+	TicketID  string     `json:"ticket_id,omitempty"`
+	Started   *time.Time `json:"started,omitempty"`
+	Ended     *time.Time `json:"ended,omitempty"`
+	// DurationMS runs to the end, or to the last thing recorded.
+	DurationMS int64 `json:"duration_ms"`
+	// ExitCode and Reason are peal's exit code and last line; absent
+	// until the run has ended, and for a run that was killed.
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// CutOff are the ids of the calls a killed run left unfinished.
+	CutOff []string `json:"cut_off,omitempty"`
+}
+
+// Task is one task of the plan.
+type Task struct {
+	Index int `json:"index"`
+	// Result: completed, findings_left, failed, deferred, skipped,
+	// interrupted, running, cut_off (the run was killed while it ran),
+	// done_before (completed by an earlier run) or pending.
+	Result     string     `json:"result"`
+	Error      string     `json:"error,omitempty"`
+	Started    *time.Time `json:"started,omitempty"`
+	Ended      *time.Time `json:"ended,omitempty"`
+	DurationMS int64      `json:"duration_ms"`
+	// Phases are the task's calls by phase, in the order the phases
+	// first ran.
+	Phases       []Phase       `json:"phases"`
+	ReviewRounds int           `json:"review_rounds"`
+	Findings     *state.Counts `json:"findings_left,omitempty"`
+	Usage        *state.Usage  `json:"usage,omitempty"`
+	Ticket       string        `json:"ticket"`
+	// TicketAttempts and RetryCount are the ticket's in the retry-state
+	// store.
+	TicketAttempts int `json:"ticket_attempts"`
+	RetryCount     int `json:"retry_count"`
+}
+
+// Phase is what one phase of a task took.
+type Phase struct {
+	Name string `json:"name"`
+	// Calls counts the phase's calls (an address round is a call), Attempts
+	// their attempts.
+	Calls    int `json:"calls"`
+	Attempts int `json:"attempts"`
+	// Failures are the outcomes of the attempts that failed, in order
+	// (timeout, network, rate_limit, fatal, failed, …).
+	Failures []string `json:"failures"`
+}
+
+// Call is one attempt of a supervised call: one child process.
+type Call struct {
+	ID      string `json:"id"`
+	Task    int    `json:"task"`
+	Phase   string `json:"phase"`
+	Attempt int    `json:"attempt"`
+	// Allowed is the call's own attempts, Network the retries on network
+	// failures on top (0 for calls that are not retried).
+	Allowed int        `json:"allowed"`
+	Network int        `json:"network"`
+	Role    string     `json:"role,omitempty"`
+	Argv    []string   `json:"argv"`
+	Started time.Time  `json:"started"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	// DurationMS is to the end, or to the report for a running call, or to
+	// the last thing recorded for a call cut off.
+	DurationMS int64  `json:"duration_ms"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	Outcome    string `json:"outcome"`
+	Reason     string `json:"reason,omitempty"`
+	// Retried: another attempt followed, after WaitMS.
+	Retried bool  `json:"retried"`
+	WaitMS  int64 `json:"wait_ms"`
+	// Logs are the call's agent log files; LogHead the first lines of each
+	// that could still be read.
+	Logs    []string `json:"logs,omitempty"`
+	LogHead []string `json:"log_head,omitempty"`
+
+	judged bool // the retry loop judged it
+}
+
+// Input is what a report is made of.
+type Input struct {
+	// Events is the run record; nil when there is none.
+	Events []state.Event
+	// Status is `peal status` of the same configuration.
+	Status runner.StatusReport
+	// Now is the time of the report; Alive tells whether a process id still
+	// runs (nil: unknown, taken as gone).
+	Now   time.Time
+	Alive func(pid int) bool
+	// LogLines is how many first lines of each agent log are kept (0: none).
+	LogLines int
+}
+
+// Build puts the report together.
+func Build(in Input) Report {
+	b := builder{in: in, calls: map[string]int{}, tasks: map[int]*taskAcc{}}
+	for _, ev := range in.Events {
+		b.add(ev)
+	}
+	return b.finish()
+}
+
+type taskAcc struct {
+	start, end *time.Time
+	result     string
+	err        string
+	findings   *state.Counts
+	usage      *state.Usage
+}
+
+type builder struct {
+	in       Input
+	rep      Report
+	calls    map[string]int // call id → index in rep.Calls
+	tasks    map[int]*taskAcc
+	pid      int
+	last     time.Time // the latest time recorded
+	ended    bool
+	selected []int
+}
+
+func (b *builder) task(i int) *taskAcc {
+	t := b.tasks[i]
+	if t == nil {
+		t = &taskAcc{}
+		b.tasks[i] = t
+	}
+	return t
+}
+
+func (b *builder) add(ev state.Event) {
+	if ev.Time.After(b.last) {
+		b.last = ev.Time
+	}
+	task := -1
+	if ev.Task != nil {
+		task = *ev.Task
+	}
+	t := ev.Time
+	switch ev.Ev {
+	case state.EvRunStart:
+		r := &b.rep.Run
+		r.ID, r.PlanPath, r.RepoPath, r.AgentKind, r.Parallel, r.TicketID = ev.Run, ev.PlanPath, ev.RepoPath, ev.AgentKind, ev.Parallel, ev.TicketID
+		if r.Started == nil || t.Before(*r.Started) {
+			r.Started = &t
+		}
+		b.pid, b.selected = ev.PID, ev.Tasks
+	case state.EvRunEnd:
+		b.ended = true
+		b.rep.Run.Ended = &t
+		b.rep.Run.ExitCode, b.rep.Run.Reason = ev.ExitCode, ev.Message
+	case state.EvTaskStart:
+		b.task(task).start = &t
+	case state.EvTaskEnd:
+		acc := b.task(task)
+		acc.end, acc.result, acc.err, acc.findings = &t, ev.Result, ev.Error, ev.Findings
+	case state.EvUsage:
+		if ev.Usage != nil {
+			acc := b.task(task)
+			acc.usage = addUsage(acc.usage, *ev.Usage)
+			b.rep.Usage = addUsage(b.rep.Usage, *ev.Usage)
+		}
+	case state.EvCallStart:
+		if r := &b.rep.Run; r.Started == nil || t.Before(*r.Started) {
+			r.Started = &t
+		}
+		b.calls[ev.Call] = len(b.rep.Calls)
+		b.rep.Calls = append(b.rep.Calls, Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Allowed: ev.Allowed,
+			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, Logs: ev.Logs})
+	case state.EvCallEnd:
+		i, ok := b.calls[ev.Call]
+		if !ok {
+			return
+		}
+		c := &b.rep.Calls[i]
+		c.Ended, c.ExitCode, c.DurationMS = &t, ev.ExitCode, ev.DurationMS
+		switch {
+		case ev.Interrupted:
+			c.Outcome = CallInterrupted
+		case ev.TimedOut:
+			c.Outcome = CallTimeout
+		case ev.ExitCode != nil && *ev.ExitCode == 0:
+			c.Outcome = CallOK
+		default:
+			c.Outcome = CallOrdinary
+		}
+	case state.EvAttempt:
+		i, ok := b.calls[ev.Call]
+		if !ok {
+			return
+		}
+		c := &b.rep.Calls[i]
+		c.judged, c.Retried, c.WaitMS, c.Reason = true, ev.Retry, ev.WaitMS, ev.Reason
+		if c.Outcome != CallTimeout && c.Outcome != CallInterrupted {
+			c.Outcome = outcomeOf(ev.Class)
+		}
+	}
+}
+
+// outcomeOf is the outcome of an attempt the retry loop judged as class.
+func outcomeOf(class string) string {
+	switch class {
+	case "success":
+		return CallOK
+	case "network":
+		return CallNetwork
+	case "rate limit":
+		return CallRateLimit
+	case "fatal":
+		return CallFatal
+	case "transient":
+		return CallTransient
+	}
+	return CallOrdinary
+}
+
+func (b *builder) finish() Report {
+	rep := &b.rep
+	rep.Version = Version
+	st := b.in.Status
+	if rep.Run.PlanPath == "" && st.LastRun != nil {
+		rep.Run.PlanPath, rep.Run.RepoPath = st.LastRun.PlanPath, st.LastRun.RepoPath
+	}
+	switch {
+	case len(b.in.Events) == 0:
+		rep.Run.State = RunNone
+		rep.Notes = append(rep.Notes, "no run record: no run yet in this state folder, or the last one ran a peal that kept none")
+		if lr := st.LastRun; lr != nil {
+			code := lr.ExitCode
+			rep.Run.ExitCode = &code
+		}
+	case b.ended:
+		rep.Run.State = RunFinished
+	case b.pid != 0 && b.in.Alive != nil && b.in.Alive(b.pid):
+		rep.Run.State = RunRunning
+	default:
+		rep.Run.State = RunCutOff
+	}
+	end := b.last
+	if rep.Run.State == RunRunning {
+		end = b.in.Now
+	}
+	for i := range rep.Calls {
+		c := &rep.Calls[i]
+		if c.Ended == nil {
+			if rep.Run.State == RunRunning {
+				c.Outcome = CallRunning
+			} else {
+				c.Outcome = CallCutOff
+				rep.Run.CutOff = append(rep.Run.CutOff, c.ID)
+			}
+			c.DurationMS = max(end.Sub(c.Started).Milliseconds(), 0)
+		}
+		if c.Outcome == CallOrdinary && !c.judged {
+			c.Outcome = CallExited
+		}
+		c.LogHead = logHead(c.Logs, b.in.LogLines)
+	}
+	if rep.Run.Started != nil {
+		stop := end
+		if rep.Run.Ended != nil {
+			stop = *rep.Run.Ended
+		}
+		rep.Run.DurationMS = max(stop.Sub(*rep.Run.Started).Milliseconds(), 0)
+	}
+	rep.Totals = Totals{CallMSByPhase: map[string]int64{}, FailedAttempts: map[string]int{}}
+	for _, c := range rep.Calls {
+		rep.Totals.CallMSByPhase[c.Phase] += c.DurationMS
+		rep.Totals.WaitMS += c.WaitMS
+		if c.Outcome != CallOK && c.Outcome != CallRunning && c.Outcome != CallExited {
+			rep.Totals.FailedAttempts[c.Outcome]++
+		}
+	}
+	rep.Tasks = b.taskList(end)
+	if rep.Calls == nil {
+		rep.Calls = []Call{}
+	}
+	return *rep
+}
+
+// taskList is every task of the plan (or of the record, when the plan's
+// tasks are unknown), in index order.
+func (b *builder) taskList(end time.Time) []Task {
+	byIndex := map[int]*Task{}
+	var order []int
+	get := func(i int) *Task {
+		if t, ok := byIndex[i]; ok {
+			return t
+		}
+		t := &Task{Index: i, Result: "pending", Phases: []Phase{}}
+		byIndex[i] = t
+		order = append(order, i)
+		return t
+	}
+	for _, ts := range b.in.Status.Tasks {
+		t := get(ts.Index)
+		t.Ticket, t.TicketAttempts, t.RetryCount = ts.Ticket, ts.Attempts, ts.RetryCount
+		if ts.Status == "completed" {
+			t.Result = "done_before"
+		}
+		if ts.Usage != nil && b.rep.Run.State == RunNone {
+			u := *ts.Usage
+			t.Usage = &u
+		}
+	}
+	for _, i := range b.selected {
+		get(i)
+	}
+	for i, acc := range b.tasks {
+		if i < 0 {
+			continue
+		}
+		t := get(i)
+		t.Started, t.Ended, t.Error, t.Findings, t.Usage = acc.start, acc.end, acc.err, acc.findings, acc.usage
+		switch {
+		case acc.result != "":
+			t.Result = acc.result
+		case acc.start != nil && b.rep.Run.State == RunRunning:
+			t.Result = "running"
+		case acc.start != nil && b.rep.Run.State == RunCutOff:
+			t.Result = "cut_off"
+		case acc.start != nil:
+			t.Result = "interrupted"
+		}
+		if acc.start != nil {
+			stop := end
+			if acc.end != nil {
+				stop = *acc.end
+			}
+			t.DurationMS = max(stop.Sub(*acc.start).Milliseconds(), 0)
+		}
+	}
+	for _, c := range b.rep.Calls {
+		if c.Task < 0 {
+			continue
+		}
+		t := get(c.Task)
+		var p *Phase
+		for j := range t.Phases {
+			if t.Phases[j].Name == c.Phase {
+				p = &t.Phases[j]
+			}
+		}
+		if p == nil {
+			t.Phases = append(t.Phases, Phase{Name: c.Phase, Failures: []string{}})
+			p = &t.Phases[len(t.Phases)-1]
+		}
+		p.Attempts++
+		if c.Attempt <= 1 {
+			p.Calls++
+			if c.Phase == "address" {
+				t.ReviewRounds++
+			}
+		}
+		if c.Outcome != CallOK {
+			p.Failures = append(p.Failures, c.Outcome)
+		}
+	}
+	sort.Ints(order)
+	out := make([]Task, 0, len(order))
+	for _, i := range order {
+		out = append(out, *byIndex[i])
+	}
+	return out
+}
+
+func addUsage(to *state.Usage, u state.Usage) *state.Usage {
+	if to == nil {
+		to = &state.Usage{}
+	}
+	to.InputTokens += u.InputTokens
+	to.OutputTokens += u.OutputTokens
+	to.CostUSD += u.CostUSD
+	return to
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// maxHeadBytes bounds what is read of each agent log.
+const maxHeadBytes = 4096
+
+// logHead is the first n lines of each log that can still be read, each
+// prefixed by its stream, cleaned of control characters and cut at 300
+// characters.
+func logHead(logs []string, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	var out []string
+	for _, path := range logs {
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		stream := "stdout"
+		if strings.HasSuffix(path, ".stderr.log") {
+			stream = "stderr"
+		}
+		sc := bufio.NewScanner(io.LimitReader(f, maxHeadBytes))
+		for k := 0; k < n && sc.Scan(); k++ {
+			out = append(out, stream+": "+phase.Snippet(sc.Text(), 300))
+		}
+		f.Close()
+	}
+	return out
+}
+
+// task is the report's task i; false when there is none.
+func (r Report) task(i int) (Task, bool) {
+	j := slices.IndexFunc(r.Tasks, func(t Task) bool { return t.Index == i })
+	if j < 0 {
+		return Task{}, false
+	}
+	return r.Tasks[j], true
+}
+
+// formatMS writes a duration given in milliseconds for people: 850 ms,
+// 12.3 s, 4 min 05 s, 2 h 03 min.
+func formatMS(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", ms)
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %02d s", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
+}

@@ -1,0 +1,304 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/runner"
+	"peal/state"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fixture is a recorded run: the run record and `peal status --json` that
+// runs of peal with the fake agent left (TestReportOfRecordedRuns in
+// cmd/peal writes them with PEAL_REPORT_FIXTURES set).
+func fixture(t testing.TB, name string, alive bool) Report {
+	t.Helper()
+	dir := filepath.Join("testdata", "runs", name)
+	events, skipped, err := state.ReadRecord(filepath.Join(dir, state.RecordName))
+	if err != nil || skipped != 0 {
+		t.Fatalf("record: %v (%d skipped)", err, skipped)
+	}
+	var status runner.StatusReport
+	data, err := os.ReadFile(filepath.Join(dir, "status.json"))
+	if err != nil || json.Unmarshal(data, &status) != nil {
+		t.Fatalf("status: %v %s", err, data)
+	}
+	last := events[len(events)-1].Time
+	return Build(Input{Events: events, Status: status, Now: last.Add(5 * time.Second), Alive: func(int) bool { return alive }, LogLines: 8})
+}
+
+// golden compares got with testdata/golden/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the golden file (-update rewrites it):\n%s", name, got)
+	}
+}
+
+var runs = []struct {
+	name, fixture string
+	alive         bool
+}{
+	{"sequential", "sequential", false},
+	{"parallel", "parallel", false},
+	{"retried", "retried", false},
+	{"killed", "killed", false},
+	{"reviewed", "reviewed", false},
+	// The killed run's record read while its process still runs.
+	{"running", "killed", true},
+}
+
+func TestGoldenMarkdownAndJSON(t *testing.T) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			rep := fixture(t, r.fixture, r.alive)
+			var md, js bytes.Buffer
+			if err := Markdown(&md, rep); err != nil {
+				t.Fatal(err)
+			}
+			if err := JSON(&js, rep); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, r.name+".md", md.Bytes())
+			golden(t, r.name+".json", js.Bytes())
+		})
+	}
+}
+
+// TestReportFacts checks what the golden files hold that matters most, so
+// that a rewritten golden file cannot hide its loss.
+func TestReportFacts(t *testing.T) {
+	retried := fixture(t, "retried", false)
+	var classes []string
+	for _, task := range retried.Tasks {
+		for _, p := range task.Phases {
+			classes = append(classes, fmt.Sprintf("%d %s %d %v", task.Index, p.Name, p.Attempts, p.Failures))
+		}
+	}
+	want := []string{"1 plan 1 []", "1 execute 2 [ordinary]", "2 plan 2 [network]", "2 execute 1 []", "3 plan 1 []", "3 execute 2 [timeout ordinary]"}
+	if !slices.Equal(classes, want) {
+		t.Fatalf("phases %q\nwant %q", classes, want)
+	}
+	if code := retried.Run.ExitCode; code == nil || *code != 2 || !strings.HasPrefix(retried.Run.Reason, "finished with issues: failed tasks [3]") {
+		t.Fatalf("run %+v", retried.Run)
+	}
+
+	killed := fixture(t, "killed", false)
+	if killed.Run.State != RunCutOff || len(killed.Run.CutOff) != 1 {
+		t.Fatalf("killed run %+v", killed.Run)
+	}
+	running := fixture(t, "killed", true)
+	if running.Run.State != RunRunning || len(running.Run.CutOff) != 0 || running.Calls[len(running.Calls)-1].Outcome != CallRunning {
+		t.Fatalf("running run %+v", running.Run)
+	}
+}
+
+// TestMarkdownEscapes: text from the run (an error, an argv) cannot break
+// the table or inject HTML.
+func TestMarkdownEscapes(t *testing.T) {
+	rep := Report{Run: Run{State: RunFinished, ExitCode: new(int), Reason: "a|b <script>"},
+		Tasks: []Task{{Index: 1, Result: "failed", Error: "line one\nline | two <b>", Phases: []Phase{}}}}
+	var md bytes.Buffer
+	if err := Markdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, bad := range []string{"<script>", "<b>", "a|b", "one\nline"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("markdown holds %q unescaped:\n%s", bad, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| 1 |") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 9 {
+			t.Fatalf("row has extra cells: %s", line)
+		}
+	}
+}
+
+// parsed is what TestHTML reads of the page: lanes, bars and table rows.
+type parsed struct {
+	lanes map[string]int // lane label → bars
+	bars  []int          // data-c of every bar
+	rows  []string       // data-task of every table row
+	calls string         // the calls' JSON
+}
+
+// parsePage parses the page with the standard library's XML parser in its
+// HTML mode, which fails on a tag that does not close.
+func parsePage(t *testing.T, data []byte) parsed {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(data))
+	d.Strict = false
+	d.AutoClose = xml.HTMLAutoClose
+	d.Entity = xml.HTMLEntity
+	p := parsed{lanes: map[string]int{}}
+	var lane string
+	var inLabel, inCalls bool
+	depth := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the page does not parse: %v", err)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			depth++
+			attr := func(name string) string {
+				for _, a := range el.Attr {
+					if a.Name.Local == name {
+						return a.Value
+					}
+				}
+				return ""
+			}
+			classes := strings.Fields(attr("class"))
+			switch {
+			case slices.Contains(classes, "label"):
+				inLabel, lane = true, ""
+			case slices.Contains(classes, "bar"):
+				var i int
+				fmt.Sscan(attr("data-c"), &i)
+				p.bars = append(p.bars, i)
+				p.lanes[lane]++
+			case el.Name.Local == "tr" && attr("data-task") != "":
+				p.rows = append(p.rows, attr("data-task"))
+			case attr("id") == "calls":
+				inCalls = true
+			}
+		case xml.EndElement:
+			depth--
+			if inLabel {
+				p.lanes[lane] += 0 // a lane without bars is a lane too
+			}
+			inLabel, inCalls = false, false
+		case xml.CharData:
+			if inLabel {
+				lane += string(el)
+			}
+			if inCalls {
+				p.calls += string(el)
+			}
+		}
+	}
+	if depth != 0 {
+		t.Fatalf("the page leaves %d elements open", depth)
+	}
+	return p
+}
+
+// TestHTML: every task has a lane and a table row, every call a bar in its
+// task's lane, with its argv in the page's data; nothing is loaded from
+// elsewhere.
+func TestHTML(t *testing.T) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			rep := fixture(t, r.fixture, r.alive)
+			var buf bytes.Buffer
+			if err := HTML(&buf, rep); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			for _, ext := range []string{"http://", "https://", "src=", "@import", "url(", "<link"} {
+				if strings.Contains(out, ext) {
+					t.Fatalf("the page refers to something outside it (%q)", ext)
+				}
+			}
+			p := parsePage(t, buf.Bytes())
+			var want []string
+			for _, task := range rep.Tasks {
+				want = append(want, fmt.Sprint(task.Index))
+				label := fmt.Sprintf("task %d · %s", task.Index, resultText(task))
+				if _, ok := p.lanes[label]; !ok {
+					t.Errorf("no lane %q (lanes: %v)", label, p.lanes)
+				}
+			}
+			if !slices.Equal(p.rows, want) {
+				t.Fatalf("table rows %v, want %v", p.rows, want)
+			}
+			if len(p.bars) != len(rep.Calls) {
+				t.Fatalf("%d bars for %d calls", len(p.bars), len(rep.Calls))
+			}
+			var data []barData
+			if err := json.Unmarshal([]byte(p.calls), &data); err != nil || len(data) != len(rep.Calls) {
+				t.Fatalf("calls data: %v (%d entries for %d calls)", err, len(data), len(rep.Calls))
+			}
+			perLane := map[string]int{}
+			for i, c := range rep.Calls {
+				lane := "run"
+				if c.Task >= 0 {
+					task, _ := rep.task(c.Task)
+					lane = fmt.Sprintf("task %d · %s", c.Task, resultText(task))
+				}
+				perLane[lane]++
+				if !slices.Equal(data[i].Argv, c.Argv) || data[i].Phase != c.Phase || data[i].Task != c.Task {
+					t.Fatalf("bar %d shows %+v, want call %+v", i, data[i], c)
+				}
+			}
+			for lane, n := range perLane {
+				if p.lanes[lane] != n {
+					t.Fatalf("lane %q has %d bars, want %d", lane, p.lanes[lane], n)
+				}
+			}
+		})
+	}
+}
+
+// TestUsageAndClasses: the tokens and cost agent calls reported add up per
+// task and for the run, and show as columns; each class the retry loop
+// names becomes its outcome.
+func TestUsageAndClasses(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	code, one := 0, 1
+	task := state.TaskOf(4)
+	var evs []state.Event
+	for i, class := range []string{"rate limit", "transient", "fatal"} {
+		id := fmt.Sprint(i)
+		evs = append(evs,
+			state.Event{Ev: state.EvCallStart, Time: at, Task: task, Call: id, Phase: "execute", Attempt: i + 1, Allowed: 1, Role: "primary", Argv: []string{"claude"}},
+			state.Event{Ev: state.EvCallEnd, Time: at.Add(time.Second), Call: id, ExitCode: &one},
+			state.Event{Ev: state.EvAttempt, Time: at.Add(time.Second), Call: id, Class: class, Retry: class != "fatal"})
+	}
+	evs = append(evs,
+		state.Event{Ev: state.EvUsage, Time: at, Task: task, Usage: &state.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.5}},
+		state.Event{Ev: state.EvUsage, Time: at, Task: task, Usage: &state.Usage{InputTokens: 50, OutputTokens: 5, CostUSD: 0.25}},
+		state.Event{Ev: state.EvRunEnd, Time: at.Add(time.Minute), ExitCode: &code})
+	rep := Build(Input{Events: evs, Now: at})
+	if len(rep.Tasks) != 1 || !slices.Equal(rep.Tasks[0].Phases[0].Failures, []string{CallRateLimit, CallTransient, CallFatal}) {
+		t.Fatalf("tasks %+v", rep.Tasks)
+	}
+	if u := rep.Tasks[0].Usage; u == nil || *u != (state.Usage{InputTokens: 150, OutputTokens: 25, CostUSD: 0.75}) || *rep.Usage != *u {
+		t.Fatalf("usage %+v, run %+v", u, rep.Usage)
+	}
+	var md bytes.Buffer
+	Markdown(&md, rep)
+	if !strings.Contains(md.String(), "| 4 | pending | execute 3 (rate limit, transient, fatal) | 0 | – | – | 150/25 | $0.7500 |") {
+		t.Fatalf("markdown:\n%s", md.String())
+	}
+}

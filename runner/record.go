@@ -1,0 +1,132 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"peal/phase"
+	"peal/review"
+	"peal/state"
+)
+
+// callRecorder keeps the run record (state.RecordName): every call's start and
+// end, how the retry loop judged it, and the tasks' starts and ends, so that
+// `peal report` can tell the run's story without reading text meant for
+// people. It observes every call and passes each on to the run's own
+// observer.
+type callRecorder struct {
+	rec  *state.Recorder
+	next phase.Observer // nil: none
+	now  func() time.Time
+}
+
+// WithEnding gives the run the function that turns its outcome into the exit
+// code and the one-line reason peal prints, for the last line of the run
+// record.
+func WithEnding(end func(Outcome, error) (int, string)) Option {
+	return func(r *run) { r.ending = end }
+}
+
+// startRecord begins the run record in the state folder, which the run has
+// locked, and makes it hear of every call. A record that cannot be started
+// is a warning: the run goes on without one.
+func (r *run) startRecord() {
+	rec, err := state.StartRecord(r.cfg.StateDir, func(err error) {
+		r.log.Warn("could not write the run record; the rest of the run is not recorded", "err", err)
+	})
+	if err != nil {
+		r.log.Warn("could not start the run record; this run is not recorded", "err", err)
+		return
+	}
+	r.journal = rec
+	r.caller.Observer = &callRecorder{rec: rec, next: r.caller.Observer, now: r.now}
+}
+
+// recordStart writes the run's first facts once its tasks are known.
+func (r *run) recordStart(tasks []Task) {
+	r.journal.Add(state.Event{Ev: state.EvRunStart, Time: r.now().UTC(), Version: state.RecordVersion,
+		Run: fmt.Sprintf("%s-%d", r.now().UTC().Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),
+		PlanPath: r.cfg.PlanPath, RepoPath: r.cfg.RepoPath, AgentKind: r.cfg.AgentKind, Parallel: r.cfg.Parallel,
+		Tasks: indices(tasks), TicketID: r.cfg.TicketID})
+}
+
+// recordEnd writes the run's exit code and reason and closes the record.
+func (r *run) recordEnd(out Outcome, err error) {
+	if r.journal == nil {
+		return
+	}
+	code, msg := out.ExitCode, ""
+	if r.ending != nil {
+		code, msg = r.ending(out, err)
+	} else if err != nil {
+		code, msg = ExitFailure, err.Error()
+	}
+	r.journal.Add(state.Event{Ev: state.EvRunEnd, Time: r.now().UTC(), ExitCode: &code, Message: msg})
+	r.journal.Close()
+}
+
+// recordTaskStart notes that task t started.
+func (r *run) recordTaskStart(t Task) {
+	r.journal.Add(state.Event{Ev: state.EvTaskStart, Time: r.now().UTC(), Task: state.TaskOf(t.Index)})
+}
+
+// recordTaskEnd notes how task t ended, with the findings left by its last
+// review.
+func (r *run) recordTaskEnd(t Task, res taskResult) {
+	ev := state.Event{Ev: state.EvTaskEnd, Time: r.now().UTC(), Task: state.TaskOf(t.Index), Result: taskOutcome(res)}
+	if res.err != nil {
+		ev.Error = phase.Snippet(res.err.Error(), 500)
+	}
+	if res.leftover != nil {
+		counts := gateCounts([]review.Review{*res.leftover})
+		ev.Findings = &counts
+	}
+	r.journal.Add(ev)
+}
+
+// taskOutcome names a task's result in the run record.
+func taskOutcome(res taskResult) string {
+	switch {
+	case res.skipped:
+		return "skipped"
+	case res.deferred:
+		return "deferred"
+	case res.err != nil && IsInterrupted(res.err):
+		return "interrupted"
+	case res.err != nil:
+		return "failed"
+	case res.findingsLeft:
+		return "findings_left"
+	}
+	return "completed"
+}
+
+// recordUsage notes the tokens and cost one agent call reported.
+func (r *run) recordUsage(task int, name string, u state.Usage) {
+	r.journal.Add(state.Event{Ev: state.EvUsage, Time: r.now().UTC(), Task: state.TaskOf(task), Phase: name, Usage: &u})
+}
+
+func (o *callRecorder) CallStarted(info phase.CallInfo) func() {
+	a := info.Attempt
+	o.rec.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
+		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv, Logs: info.Logs})
+	if o.next == nil {
+		return nil
+	}
+	return o.next.CallStarted(info)
+}
+
+func (o *callRecorder) CallEnded(id string, res phase.Result, err error) {
+	code := res.ExitCode
+	o.rec.Add(state.Event{Ev: state.EvCallEnd, Time: o.now().UTC(), Call: id, ExitCode: &code, TimedOut: res.TimedOut,
+		Idle: res.Idle, Interrupted: err != nil, DurationMS: res.Duration.Milliseconds()})
+}
+
+func (o *callRecorder) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
+	ev := state.Event{Ev: state.EvAttempt, Time: o.now().UTC(), Call: id, Class: v.Class.String(), Retry: retry, WaitMS: wait.Milliseconds()}
+	if v.Err != nil {
+		ev.Reason = phase.Snippet(v.Err.Error(), 500)
+	}
+	o.rec.Add(ev)
+}

@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"peal/state"
+)
+
+// TestRecordKeepsThePrevious: a run moves the last run's record aside and
+// starts its own, which ends with the run's exit code; the previous one is
+// kept whole.
+func TestRecordKeepsThePrevious(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
+	if _, err := h.run("PEAL_STET_PATH=/nonexistent"); err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Task 2 again: a run of one task, after the first.
+	os.WriteFile(filepath.Join(h.stateDir, "state.json"), []byte(`{"plan_path":"`+h.plan+`","repo_path":"`+h.repo+`","completed_task_indices":[1]}`), 0o644)
+	if _, err := h.run("PEAL_STET_PATH=/nonexistent"); err != nil {
+		t.Fatal(err)
+	}
+	prev, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordPrevName))
+	if err != nil || len(prev) != len(first) {
+		t.Fatalf("previous record: %v, %d lines, want the first run's %d", err, len(prev), len(first))
+	}
+	second, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	started := -1
+	for _, ev := range second {
+		if ev.Ev == state.EvTaskStart {
+			started = *ev.Task
+		}
+		if ev.Ev != state.EvCallStart && ev.Ev != state.EvCallEnd && ev.Ev != state.EvAttempt {
+			kinds = append(kinds, ev.Ev)
+		}
+	}
+	want := []string{state.EvRunStart, state.EvTaskStart, state.EvTaskEnd, state.EvRunEnd}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("second record %v, want %v", kinds, want)
+	}
+	if end := second[len(second)-1]; end.ExitCode == nil || *end.ExitCode != ExitOK || started != 2 {
+		t.Fatalf("second record ends %+v, task %d started", end, started)
+	}
+}
+
+// TestRecordFailureIsAWarning: a record that cannot be started changes
+// nothing but a warning.
+func TestRecordFailureIsAWarning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	// A folder where the previous record goes: the last one cannot be moved.
+	os.MkdirAll(filepath.Join(h.stateDir, state.RecordPrevName, "x"), 0o755)
+	os.WriteFile(filepath.Join(h.stateDir, state.RecordName), []byte("{}\n"), 0o644)
+	out, err := h.run("PEAL_STET_PATH=/nonexistent")
+	if err != nil || out.ExitCode != ExitOK || !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if !strings.Contains(h.log.String(), "could not start the run record") {
+		t.Fatalf("no warning:\n%s", h.log)
+	}
+}

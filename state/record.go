@@ -1,0 +1,193 @@
+package state
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"peal/internal/safefs"
+)
+
+// RecordName is the run record in the state folder: one JSON object per
+// line, appended while a run goes on, so that what a run did can be told
+// during the run and after it was killed. RecordPrevName keeps the record
+// of the run before.
+const (
+	RecordName     = "run_record.jsonl"
+	RecordPrevName = "run_record.prev.jsonl"
+)
+
+// RecordVersion is the version of the record's format; a reader skips lines
+// of kinds it does not know and members it does not know.
+const RecordVersion = 1
+
+// Kinds of record lines.
+const (
+	EvRunStart  = "run_start"
+	EvTaskStart = "task_start"
+	EvCallStart = "call_start"
+	EvCallEnd   = "call_end"
+	EvAttempt   = "attempt"
+	EvUsage     = "usage"
+	EvTaskEnd   = "task_end"
+	EvRunEnd    = "run_end"
+)
+
+// Event is one line of the run record. Which members are set depends on
+// Ev; Task is -1 for what belongs to no task.
+type Event struct {
+	Ev   string    `json:"ev"`
+	Time time.Time `json:"t"`
+	Task *int      `json:"task,omitempty"`
+
+	// run_start
+	Version   int    `json:"version,omitempty"`
+	Run       string `json:"run,omitempty"` // the run's id: its start time and pid
+	PID       int    `json:"pid,omitempty"`
+	PlanPath  string `json:"plan_path,omitempty"`
+	RepoPath  string `json:"repo_path,omitempty"`
+	AgentKind string `json:"agent_kind,omitempty"`
+	Parallel  bool   `json:"parallel,omitempty"`
+	Tasks     []int  `json:"tasks,omitempty"`     // the tasks the run selected
+	TicketID  string `json:"ticket_id,omitempty"` // ticket mode: the run's one ticket
+
+	// call_start, call_end, attempt
+	Call    string   `json:"call,omitempty"`
+	Phase   string   `json:"phase,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	Of      int      `json:"of,omitempty"`
+	Allowed int      `json:"allowed,omitempty"`
+	Network int      `json:"network,omitempty"`
+	Role    string   `json:"role,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	Logs    []string `json:"logs,omitempty"`
+
+	// call_end
+	ExitCode    *int  `json:"exit_code,omitempty"`
+	TimedOut    bool  `json:"timed_out,omitempty"`
+	Idle        bool  `json:"idle,omitempty"`
+	Interrupted bool  `json:"interrupted,omitempty"`
+	DurationMS  int64 `json:"duration_ms,omitempty"`
+
+	// attempt: how the retry loop judged the call
+	Class  string `json:"class,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Retry  bool   `json:"retry,omitempty"`
+	WaitMS int64  `json:"wait_ms,omitempty"`
+
+	// usage
+	Usage *Usage `json:"usage,omitempty"`
+
+	// task_end
+	Result   string  `json:"result,omitempty"`
+	Error    string  `json:"error,omitempty"`
+	Findings *Counts `json:"findings,omitempty"`
+
+	// run_end (ExitCode too)
+	Message string `json:"message,omitempty"`
+}
+
+// TaskOf returns a pointer to task for an Event's Task.
+func TaskOf(task int) *int { return &task }
+
+// Recorder appends events to the run record. Its methods are safe for
+// concurrent use; a write that fails is reported once and ends the record,
+// never the run.
+type Recorder struct {
+	mu     sync.Mutex
+	f      *os.File
+	failed func(error) // told of the first failure
+	done   bool
+}
+
+// StartRecord begins the run record of a run in the state folder dir,
+// keeping the previous run's record as RecordPrevName. The caller holds the
+// folder's lock.
+func StartRecord(dir string, failed func(error)) (*Recorder, error) {
+	d, err := safefs.OpenDir(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	path := d.Join(RecordName)
+	if err := os.Rename(path, d.Join(RecordPrevName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{f: f, failed: failed}, nil
+}
+
+// Add appends one event. A nil Recorder does nothing.
+func (r *Recorder) Add(ev Event) {
+	if r == nil {
+		return
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
+	}
+	// One write per line: a line is whole or missing, even if peal is
+	// killed while writing.
+	if _, err := r.f.Write(append(data, '\n')); err != nil {
+		r.done = true
+		if r.failed != nil {
+			r.failed(err)
+		}
+	}
+}
+
+// Close closes the record.
+func (r *Recorder) Close() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = true
+	r.f.Close()
+}
+
+// maxRecordFile caps what is read of a run record.
+const maxRecordFile = 256 << 20
+
+// ReadRecord reads the run record at path. A line that is not a JSON object
+// (the last one of a record cut by a full disk) is skipped and counted in
+// skipped.
+func ReadRecord(path string) (events []Event, skipped int, err error) {
+	data, err := safefs.ReadFile(path, maxRecordFile)
+	if err != nil {
+		return nil, 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), len(data)+1)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var ev Event
+		if json.Unmarshal(line, &ev) != nil || ev.Ev == "" {
+			skipped++
+			continue
+		}
+		events = append(events, ev)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, fmt.Errorf("run record %s: %w", path, err)
+	}
+	return events, skipped, nil
+}
