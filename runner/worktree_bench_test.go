@@ -76,7 +76,8 @@ func benchPlaces(b *testing.B, run func(b *testing.B, dir string)) {
 
 // BenchmarkWorktreeAdd10kFiles: making and removing the worktree of one task
 // on a repository of 10 000 files, as a block does (git worktree add of a
-// new branch, then git worktree remove and the branch deleted).
+// new branch, then git worktree remove and the branch deleted), against
+// cp -r of the same files (cp-ms): the cost of writing them at all.
 func BenchmarkWorktreeAdd10kFiles(b *testing.B) {
 	benchPlaces(b, func(b *testing.B, dir string) {
 		repo, head := bigRepo(b, dir)
@@ -84,7 +85,7 @@ func BenchmarkWorktreeAdd10kFiles(b *testing.B) {
 		log := slog.New(slog.DiscardHandler)
 		ts := newTrees(filepath.Join(dir, "state"), "bench", review.NewGit(caller, log, time.Minute, repo), repo)
 		ctx := context.Background()
-		var add, remove time.Duration
+		var add, remove, copied time.Duration
 		n := 0
 		for b.Loop() {
 			start := time.Now()
@@ -100,10 +101,21 @@ func BenchmarkWorktreeAdd10kFiles(b *testing.B) {
 				b.Fatal(err)
 			}
 			add, remove = add+mid.Sub(start), remove+time.Since(mid)
+			// The floor: the same files written by cp, outside git.
+			b.StopTimer()
+			dst := filepath.Join(dir, "copy")
+			start = time.Now()
+			if out, err := exec.Command("sh", "-c", "mkdir "+dst+" && cp -r "+repo+"/pkg* "+dst).CombinedOutput(); err != nil {
+				b.Fatalf("cp: %v\n%s", err, out)
+			}
+			copied += time.Since(start)
+			os.RemoveAll(dst)
+			b.StartTimer()
 			n++
 		}
 		b.ReportMetric(float64(add.Milliseconds())/float64(n), "add-ms")
 		b.ReportMetric(float64(remove.Milliseconds())/float64(n), "remove-ms")
+		b.ReportMetric(float64(copied.Milliseconds())/float64(n), "cp-ms")
 	})
 }
 
