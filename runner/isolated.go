@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"path/filepath"
+	"time"
 
 	"github.com/sourcegraph/conc/pool"
 
@@ -219,14 +220,17 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 		tl.out.Parallel = append(tl.out.Parallel, pt)
 		r.tickets.finishTask(bt.task, res)
 		if bt.conflict != nil && r.cfg.ParallelConflict == "retry" && ctx.Err() == nil {
+			r.recordTaskEnd(bt.task, res) // the retry records its own start and end
 			again = append(again, bt.task)
 			continue
 		}
 		if stop == nil {
 			stop = r.record(ctx, tl, bt.task, res)
+			continue
 		}
 		// Once the run stops at an earlier task, a later task's outcome
 		// was saved when it was merged (if it was); it is not counted.
+		r.recordTaskEnd(bt.task, res)
 	}
 	if stop != nil {
 		return stop
@@ -246,10 +250,23 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 
 // treeObserver tells the run's observer, with every call of a task that
 // works in a worktree, which worktree and branch: the live line shows them
-// before what the call is doing.
+// before what the call is doing. The ends and verdicts of calls reach the
+// observer when it keeps a record (phase.Recorder).
 type treeObserver struct {
 	next  phase.Observer
 	where string
+}
+
+func (o treeObserver) CallEnded(id string, res phase.Result, err error) {
+	if rec, ok := o.next.(phase.Recorder); ok {
+		rec.CallEnded(id, res, err)
+	}
+}
+
+func (o treeObserver) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
+	if rec, ok := o.next.(phase.Recorder); ok {
+		rec.AttemptJudged(id, v, retry, wait)
+	}
 }
 
 func (o treeObserver) CallStarted(info phase.CallInfo) func() {

@@ -483,3 +483,38 @@ func (o *detailsSeen) seen() string {
 	defer o.mu.Unlock()
 	return strings.Join(slices.Sorted(slices.Values(o.lines)), "|")
 }
+
+// TestWorktreeBlockRecorded: the run record holds every call of the tasks
+// that ran in worktrees, each with its end, and each task's start and end.
+func TestWorktreeBlockRecorded(t *testing.T) {
+	t.Parallel()
+	h := isolatedHarness(t, parallelPlan("pp"))
+	if _, err := h.run("PEAL_MAX_PARALLEL=2"); err != nil {
+		t.Fatal(err)
+	}
+	events, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	taskOf := map[string]int{} // call id -> task
+	for _, ev := range events {
+		if ev.Ev == state.EvCallStart && ev.Task != nil {
+			taskOf[ev.Call] = *ev.Task
+		}
+		task := taskOf[ev.Call]
+		if ev.Task != nil {
+			task = *ev.Task
+		}
+		if task > 0 {
+			counts[fmt.Sprintf("%s:%d", ev.Ev, task)]++
+		}
+	}
+	for _, task := range []int{1, 2} {
+		for ev, want := range map[string]int{state.EvTaskStart: 1, state.EvTaskEnd: 1, state.EvCallStart: 2, state.EvCallEnd: 2, state.EvAttempt: 2} {
+			if got := counts[fmt.Sprintf("%s:%d", ev, task)]; got != want {
+				t.Errorf("task %d: %d %s events, want %d (all: %v)", task, got, ev, want, counts)
+			}
+		}
+	}
+}
