@@ -217,8 +217,8 @@ func TestStetWorktreeCommandsHoldTheLock(t *testing.T) {
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")
 	script := filepath.Join(dir, "stet")
-	// status exits 1: no session is open.
-	os.WriteFile(script, []byte("#!/bin/sh\necho \"$1\" >> "+calls+"\n[ \"$1\" = status ] && exit 1\nexit 0\n"), 0o755)
+	// status exits 1: no session is open; a review finds nothing.
+	os.WriteFile(script, []byte("#!/bin/sh\necho \"$1\" >> "+calls+"\n[ \"$1\" = status ] && exit 1\n[ \"$1\" = run ] && echo '{\"findings\":[]}'\nexit 0\n"), 0o755)
 	lock := &countingLock{calls: calls}
 	s := &stet{path: script, stateDir: filepath.Join(dir, "state"), worktrees: filepath.Join(dir, "worktrees"), attempts: 1,
 		network: func() phase.Budget { return phase.Budget{} }, log: slog.New(slog.DiscardHandler), gitLock: lock,
