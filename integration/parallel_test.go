@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"peal/internal/fakes"
 	"peal/internal/mockllm"
 )
 
@@ -117,9 +117,7 @@ func TestPealParallelWorktrees(t *testing.T) {
 			os.MkdirAll(stetDir, 0o755)
 			// stet behind a wrapper that notes when each command of each task
 			// starts and ends, in which folder and with which state folder.
-			wrapper := fmt.Sprintf("#!/bin/sh\necho \"start $PEAL_TASK_INDEX $1 $(date +%%s.%%N) $STET_STATE_DIR $PWD\" >> %s\n%s \"$@\"\nrc=$?\n"+
-				"echo \"end $PEAL_TASK_INDEX $1 $(date +%%s.%%N)\" >> %s\nexit $rc\n", stetCalls, os.Getenv("PEAL_STET_BIN"), stetCalls)
-			if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(wrapper), 0o755); err != nil {
+			if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), stetCalls)), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
@@ -216,52 +214,23 @@ func TestPealParallelWorktrees(t *testing.T) {
 // of different tasks ran at the same time.
 func reportStet(t *testing.T, calls, state string) {
 	t.Helper()
-	data, err := os.ReadFile(calls)
+	spans, err := fakes.ReadStetSpans(calls)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type span struct {
-		task, cmd  string
-		start, end float64
-	}
-	var spans []*span
-	open := map[string]*span{}
 	perTask := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		f := strings.Fields(line)
-		if _, err := strconv.Atoi(f[1]); err != nil || len(f) < 4 {
-			continue // the run's own check for a session left open, of no task
+	for _, sp := range spans {
+		perTask[sp.Task] = append(perTask[sp.Task], sp.Cmd)
+		wt := filepath.Join(state, "worktrees", "task-"+sp.Task)
+		wantState, wantDir := filepath.Join(wt+".review", "stet"), wt
+		if sp.Task == "4" && len(perTask["4"]) > 4 { // task 4's retry, alone in the work tree
+			wantState, wantDir = filepath.Join(state, "review", "stet"), sp.Dir
 		}
-		at, _ := strconv.ParseFloat(f[3], 64)
-		key := f[1] + " " + f[2]
-		switch f[0] {
-		case "start":
-			perTask[f[1]] = append(perTask[f[1]], f[2])
-			wt := filepath.Join(state, "worktrees", "task-"+f[1])
-			wantState, wantDir := filepath.Join(wt+".review", "stet"), wt
-			if f[1] == "4" && len(perTask["4"]) > 4 { // task 4's retry, alone in the work tree
-				wantState, wantDir = filepath.Join(state, "review", "stet"), ""
-			}
-			if len(f) != 6 || f[4] != wantState || (wantDir != "" && f[5] != wantDir) {
-				t.Errorf("stet %s of task %s ran with state and folder %q", f[2], f[1], f[4:])
-			}
-			sp := &span{task: f[1], cmd: f[2], start: at}
-			spans, open[key] = append(spans, sp), sp
-		case "end":
-			if sp := open[key]; sp != nil {
-				sp.end = at
-			}
+		if sp.State != wantState || sp.Dir != wantDir {
+			t.Errorf("stet %s of task %s ran with state %s in %s", sp.Cmd, sp.Task, sp.State, sp.Dir)
 		}
 	}
-	overlaps := map[string]int{}
-	for i, a := range spans {
-		for _, b := range spans[i+1:] {
-			if a.task != b.task && a.start < b.end && b.start < a.end {
-				overlaps[a.cmd+"/"+b.cmd]++
-			}
-		}
-	}
-	t.Logf("stet commands per task: %v; overlapping pairs of different tasks' commands: %v", perTask, overlaps)
+	t.Logf("stet commands per task: %v; overlapping pairs of different tasks' commands: %v", perTask, fakes.OverlappingPairs(spans))
 	for _, task := range []string{"1", "2", "3", "4"} {
 		if cmds := strings.Join(perTask[task], " "); !strings.HasPrefix(cmds, "start") || !strings.HasSuffix(cmds, "finish") {
 			t.Errorf("task %s's stet commands %q", task, cmds)

@@ -182,10 +182,8 @@ func TestRealStet(t *testing.T) {
 		// stet behind a wrapper that notes when each command of each task
 		// starts and ends, and in which state folder.
 		calls := filepath.Join(e.dir, "stet-calls")
-		wrapper := fmt.Sprintf("#!/bin/sh\necho \"start $PEAL_TASK_INDEX $1 $(date +%%s.%%N) $STET_STATE_DIR $PWD\" >> %s\n%s \"$@\"\nrc=$?\n"+
-			"echo \"end $PEAL_TASK_INDEX $1 $(date +%%s.%%N)\" >> %s\nexit $rc\n", calls, stetBin, calls)
 		os.Remove(filepath.Join(e.binDir, "stet"))
-		if err := os.WriteFile(filepath.Join(e.binDir, "stet"), []byte(wrapper), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(e.binDir, "stet"), []byte(fakes.StetRecorder(stetBin, calls)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		r := e.peal("PEAL_MAX_PARALLEL=3")
@@ -204,45 +202,20 @@ func TestRealStet(t *testing.T) {
 		}
 		// Every stet command of a task ran in its worktree with its own state
 		// folder; count how many ran at the same time as another task's.
-		data, _ := os.ReadFile(calls)
-		type span struct {
-			task, cmd  string
-			start, end float64
+		spans, err := fakes.ReadStetSpans(calls)
+		if err != nil {
+			t.Fatal(err)
 		}
-		var spans []*span
-		open := map[string]*span{}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			f := strings.Fields(line)
-			if _, err := strconv.Atoi(f[1]); err != nil || len(f) < 4 {
-				continue // the run's own check for a session left open, of no task
-			}
-			at, _ := strconv.ParseFloat(f[3], 64)
-			key := f[1] + " " + f[2]
-			switch f[0] {
-			case "start":
-				wt := filepath.Join(e.state, "worktrees", "task-"+f[1])
-				if len(f) != 6 || f[4] != filepath.Join(wt+".review", "stet") || f[5] != wt {
-					t.Errorf("stet %s of task %s ran with state %v in %v", f[2], f[1], f[4:], f[5:])
-				}
-				sp := &span{task: f[1], cmd: f[2], start: at}
-				spans, open[key] = append(spans, sp), sp
-			case "end":
-				if sp := open[key]; sp != nil {
-					sp.end = at
-				}
+		for _, sp := range spans {
+			wt := filepath.Join(e.state, "worktrees", "task-"+sp.Task)
+			if sp.State != filepath.Join(wt+".review", "stet") || sp.Dir != wt {
+				t.Errorf("stet %s of task %s ran with state %s in %s", sp.Cmd, sp.Task, sp.State, sp.Dir)
 			}
 		}
-		overlaps := map[string]int{}
-		for i, a := range spans {
-			for _, b := range spans[i+1:] {
-				if a.task != b.task && a.start < b.end && b.start < a.end {
-					overlaps[a.cmd+"/"+b.cmd]++
-				}
-			}
-		}
+		overlaps := fakes.OverlappingPairs(spans)
 		t.Logf("%d stet commands of the tasks; overlapping pairs of different tasks' commands: %v", len(spans), overlaps)
-		if overlaps["run/run"] == 0 {
-			t.Fatalf("no two tasks' reviews overlapped: the test proves nothing about collisions")
+		if len(overlaps) == 0 {
+			t.Fatalf("no two tasks' stet commands overlapped: the test proves nothing about collisions")
 		}
 		if entries, _ := os.ReadDir(filepath.Join(e.state, "worktrees")); len(entries) != 0 {
 			t.Fatalf("the worktrees folder keeps %d entries", len(entries))
