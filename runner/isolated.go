@@ -56,6 +56,15 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (res taskResult, branch string) {
 	tt, err := r.trees.add(ctx, t.Index, base)
 	if err != nil {
+		// An add cut short (a signal) may have made the branch, or part of
+		// the worktree.
+		cctx, cancel := r.cleanupContext(ctx)
+		defer cancel()
+		tt = r.trees.of(t.Index)
+		r.trees.remove(cctx, tt)
+		if _, berr := r.trees.git.Run(cctx, "rev-parse", "-q", "--verify", "refs/heads/"+tt.branch); berr == nil {
+			r.trees.deleteBranch(cctx, tt.branch)
+		}
 		return taskResult{err: err}, ""
 	}
 	r.log.Info("task worktree made", "task", t.Index, "worktree", tt.path, "branch", tt.branch)
@@ -157,6 +166,11 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		b.mu.Unlock()
 		if err == nil {
 			r.log.Info("task merged into the work tree", "task", bt.task.Index, "branch", bt.branch)
+			// The ticket's attempt ends before state.json records the task,
+			// as for a sequential task: a kill in between leaves a task
+			// that runs again, never a completed task whose attempt stays
+			// open.
+			r.tickets.finishTask(bt.task, bt.res)
 			if serr := r.save(bt.task, bt.res); serr != nil {
 				r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", serr)
 			}
@@ -218,7 +232,9 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 			r.log.Error("task conflicts with the work merged before it", "task", bt.task.Index, "branch", bt.conflict.Branch, "files", bt.conflict.Files)
 		}
 		tl.out.Parallel = append(tl.out.Parallel, pt)
-		r.tickets.finishTask(bt.task, res)
+		if !bt.merged { // a merged task's attempt ended at its merge
+			r.tickets.finishTask(bt.task, res)
+		}
 		if bt.conflict != nil && r.cfg.ParallelConflict == "retry" && ctx.Err() == nil {
 			r.recordTaskEnd(bt.task, res) // the retry records its own start and end
 			again = append(again, bt.task)
