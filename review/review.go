@@ -439,7 +439,7 @@ func (rv *Reviewer) Describe() string {
 	if !rv.Builtin() {
 		return fmt.Sprintf("custom commands, all once at session start; each review runs %q", strings.Join(rv.custom[len(rv.custom)-1], " "))
 	}
-	return fmt.Sprintf("stet %s, one session per task (per parallel block): %s before the task's first call, %s finish after its Phase 3; "+
+	return fmt.Sprintf("stet %s, one session per task (per parallel block under parallel_isolation = shared): %s before the task's first call, %s finish after its Phase 3; "+
 		"stet's state in %s, its worktrees in %s", rv.stet.path, strings.Join(rv.stet.startArgv(), " "), rv.stet.path, rv.stet.stateDir, rv.stet.worktrees)
 }
 
