@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,5 +66,34 @@ func TestMaxCostValidation(t *testing.T) {
 	cfg, _ = loadIn(dir, append(base, "PEAL_MAX_COST_USD=2.5"))
 	if err := cfg.ValidateWithoutAgent(); err != nil || !slices.ContainsFunc(cfg.Warnings, func(w string) bool { return strings.Contains(w, "without structured_output") }) {
 		t.Fatalf("no structured output: %v, warnings %q", err, cfg.Warnings)
+	}
+}
+
+// worktree_copy names paths inside the repository, copied into each task's
+// worktree: an absolute path, one that climbs out or git's own folder is
+// refused with the layer that set it.
+func TestWorktreeCopyValidation(t *testing.T) {
+	t.Parallel()
+	repo := gitRepo(t)
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.md")
+	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
+	base := []string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + filepath.Join(dir, "st")}
+	for _, bad := range []string{"/etc/passwd", "../x", "a/../../x", ".git/config", "."} {
+		cfg, err := loadIn(dir, append(base, "PEAL_WORKTREE_COPY=.env,"+bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("worktree_copy entry %q is not a path inside the repository (set by PEAL_WORKTREE_COPY)", bad)
+		if err := cfg.ValidateWithoutAgent(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	cfg, _ := loadIn(dir, append(base, "PEAL_WORKTREE_COPY=.env,conf/local.ini,node_modules"))
+	if err := cfg.ValidateWithoutAgent(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ParallelIsolation != "worktree" || cfg.ParallelConflict != "retry" {
+		t.Fatalf("defaults: isolation %q, conflict %q", cfg.ParallelIsolation, cfg.ParallelConflict)
 	}
 }

@@ -66,6 +66,10 @@ type Config struct {
 	Phase3RetryCount           uint32           `key:"phase_3_retry_count" default:"0" help:"Retries of address and triage calls (at most 2 are used)"`
 	Parallel                   bool             `key:"parallel" default:"false" help:"Run (parallel) task blocks concurrently"`
 	MaxParallel                uint32           `key:"max_parallel" default:"4" help:"Most agents running at once in a parallel block (0 turns parallel off)"`
+	ParallelIsolation          string           `key:"parallel_isolation" enum:"worktree,shared" default:"worktree" help:"Where the tasks of a parallel block work: worktree (each in a git worktree of its own, merged back in plan order) or shared (all in the one work tree)"`
+	ParallelConflict           string           `key:"parallel_conflict" enum:"retry,fail" default:"retry" help:"What a task whose merge-back conflicts does: retry (run it again, alone, on the merged work after its block) or fail"`
+	WorktreeSetupCommand       string           `key:"worktree_setup_command" placeholder:"CMD" help:"Command run in each new task worktree before its first agent call, under phase_timeout_sec (split on spaces, no shell); its failure fails the task"`
+	WorktreeCopy               []string         `key:"worktree_copy" help:"Files or folders, relative to repo_path, copied from the work tree into each new task worktree (e.g. .env; comma separated)"`
 	ContinueWithRemainingTasks bool             `key:"continue_with_remaining_tasks" default:"false" help:"Record a failed task and go on with the next (exit 2)"`
 	MaxConsecutiveTaskFailures *uint32          `key:"max_consecutive_task_failures" help:"Stop the run (exit 3) after this many task failures in a row (unset: no cap)"`
 	MaxAddressRounds           uint32           `key:"max_address_rounds" default:"5" help:"Most address rounds per task in Phase 3"`

@@ -74,6 +74,9 @@ func (c *Config) ValidateWithoutAgent() error {
 			return fmt.Errorf("normalize prompt %s is not a readable file: check %s", c.NormalizePromptPath, describe("normalize_prompt_path", c.Sources))
 		}
 	}
+	if err := c.checkWorktreeCopy(); err != nil {
+		return err
+	}
 	if err := c.ResolveStore(); err != nil {
 		return err
 	}
@@ -164,6 +167,19 @@ func (c *Config) checkOutputs() error {
 			if otherAbs, _ := filepath.Abs(other.path); other.path != "" && otherAbs == abs {
 				return fmt.Errorf("%s and %s are both %s: point %s somewhere else", other.key, o.key, abs, describe(o.key, c.Sources))
 			}
+		}
+	}
+	return nil
+}
+
+// checkWorktreeCopy refuses a worktree_copy entry that is not a path inside
+// repo_path: it is copied from there into each task's worktree.
+func (c *Config) checkWorktreeCopy() error {
+	for _, p := range c.WorktreeCopy {
+		clean := filepath.Clean(p)
+		if p == "" || filepath.IsAbs(p) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || clean == ".git" || strings.HasPrefix(clean, ".git"+string(filepath.Separator)) {
+			return fmt.Errorf("worktree_copy entry %s is not a path inside the repository (set by %s): name files or folders relative to repo_path, such as .env",
+				Quote(p), describe("worktree_copy", c.Sources))
 		}
 	}
 	return nil

@@ -88,6 +88,15 @@ func (g Git) run(ctx context.Context, args ...string) (phase.Result, error) {
 	return g.runEnv(ctx, nil, args...)
 }
 
+// Run runs git once in the repository with args; a non-zero exit is an
+// error (the result still holds what git printed).
+func (g Git) Run(ctx context.Context, args ...string) (phase.Result, error) {
+	return g.run(ctx, args...)
+}
+
+// Top is the top of the work tree the commands run in.
+func (g Git) Top() string { return g.top }
+
 // runEnv runs git once in the repository with env added to its environment.
 func (g Git) runEnv(ctx context.Context, env []string, args ...string) (phase.Result, error) {
 	spec := g.Caller.Command("git", append([]string{"git"}, args...), g.Timeout)

@@ -166,6 +166,62 @@ func TestRealStet(t *testing.T) {
 		e.clean()
 	})
 
+	t.Run("a parallel block, each task in its worktree", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, bins, stetBin, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n")
+		// Tasks 1 and 3 plant a finding each, fixed in an address round;
+		// their reviews and task 2's run at the same time, each in its
+		// task's worktree with stet's state in the task's own folder.
+		e.scenario(map[string][]fakes.Outcome{
+			"execute:1": {{Plant: []fakes.Finding{noteA}}},
+			"execute:2": {{WriteFiles: map[string]string{"notes/c.txt": "fine\n"}}},
+			"execute:3": {{Plant: []fakes.Finding{noteB}}},
+			"address":   {{StetFix: -1}},
+		})
+		e.model.delay = 300 * time.Millisecond // reviews long enough to overlap
+		// stet behind a wrapper that notes when each command of each task
+		// starts and ends, and in which state folder.
+		calls := filepath.Join(e.dir, "stet-calls")
+		os.Remove(filepath.Join(e.binDir, "stet"))
+		if err := os.WriteFile(filepath.Join(e.binDir, "stet"), []byte(fakes.StetRecorder(stetBin, calls)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := e.peal("PEAL_MAX_PARALLEL=3")
+		e.want(r, 0)
+		keys := strings.Fields(e.keys())
+		slices.Sort(keys)
+		if got := strings.Join(keys, " "); got != "address:1 address:3 execute:1 execute:2 execute:3 plan:1 plan:2 plan:3 triage:1 triage:3" {
+			t.Fatalf("agent calls %q: each task's findings are its own", got)
+		}
+		e.clean()
+		if got := e.git("log", "--first-parent", "--reverse", "--format=%s"); !strings.HasSuffix(got, "/task-3)") || strings.Count(got, "peal: merge task") != 3 {
+			t.Fatalf("history along the work tree's branch:\n%s", got)
+		}
+		if got := e.git("log", "--no-merges", "--format=%s"); strings.Count(got, "address round 1") != 2 {
+			t.Fatalf("commits:\n%s", got)
+		}
+		// Every stet command of a task ran in its worktree with its own state
+		// folder; count how many ran at the same time as another task's.
+		spans, err := fakes.ReadStetSpans(calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range spans {
+			wt := filepath.Join(e.state, "worktrees", "task-"+sp.Task)
+			if sp.State != filepath.Join(wt+".review", "stet") || sp.Dir != wt {
+				t.Errorf("stet %s of task %s ran with state %s in %s", sp.Cmd, sp.Task, sp.State, sp.Dir)
+			}
+		}
+		overlaps := fakes.OverlappingPairs(spans)
+		t.Logf("%d stet commands of the tasks; overlapping pairs of different tasks' commands: %v", len(spans), overlaps)
+		if len(overlaps) == 0 {
+			t.Fatalf("no two tasks' stet commands overlapped: the test proves nothing about collisions")
+		}
+		if entries, _ := os.ReadDir(filepath.Join(e.state, "worktrees")); len(entries) != 0 {
+			t.Fatalf("the worktrees folder keeps %d entries", len(entries))
+		}
+	})
+
 	t.Run("the model unreachable", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, bins, stetBin, "## Task 1\nA\n## Task 2\nB\n")

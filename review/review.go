@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"peal/config"
@@ -148,6 +149,29 @@ func (rv *Reviewer) Builtin() bool { return rv != nil && rv.stet != nil }
 // committed changes only; in custom mode as commit_after_phase2 says.
 func (rv *Reviewer) Commits() bool {
 	return rv.Builtin() || (rv != nil && rv.cfg.CommitAfterPhase2)
+}
+
+// InWorkTree is the reviewer of one task that works in a worktree of its
+// own: its stet commands run there (caller's folder), its commits are made
+// by git, its triage and address calls by agent, and its review folder
+// (stet's state and worktrees, the record of the task under review) is dir,
+// so that the reviews of concurrent tasks share nothing. stet makes a
+// worktree of its own when a session starts and removes it when it ends:
+// those commands hold gitLock, which the run holds while it adds or removes
+// worktrees too (git fails on the records of a worktree half made). A nil
+// Reviewer gives nil.
+func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir string, gitLock sync.Locker) *Reviewer {
+	if rv == nil {
+		return nil
+	}
+	c := *rv
+	c.caller, c.git, c.agent, c.dir = caller, git, agent, dir
+	if rv.stet != nil {
+		st := *rv.stet
+		st.caller, st.stateDir, st.worktrees, st.gitLock = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees"), gitLock
+		c.stet = &st
+	}
+	return &c
 }
 
 // CheckConfig fails a configuration under which the review could not see the
@@ -413,7 +437,7 @@ func (rv *Reviewer) Describe() string {
 	if !rv.Builtin() {
 		return fmt.Sprintf("custom commands, all once at session start; each review runs %q", strings.Join(rv.custom[len(rv.custom)-1], " "))
 	}
-	return fmt.Sprintf("stet %s, one session per task (per parallel block): %s before the task's first call, %s finish after its Phase 3; "+
+	return fmt.Sprintf("stet %s, one session per task (per parallel block under parallel_isolation = shared): %s before the task's first call, %s finish after its Phase 3; "+
 		"stet's state in %s, its worktrees in %s", rv.stet.path, strings.Join(rv.stet.startArgv(), " "), rv.stet.path, rv.stet.stateDir, rv.stet.worktrees)
 }
 

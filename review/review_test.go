@@ -2,6 +2,7 @@ package review
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -190,6 +191,54 @@ func TestChangesLeaveTheIndexAlone(t *testing.T) {
 	}
 	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
 		t.Fatal("git status rewrote the index")
+	}
+}
+
+// countingLock notes, at each Lock and Unlock, how many stet commands the
+// script has recorded so far.
+type countingLock struct {
+	calls  string
+	events []string
+}
+
+func (l *countingLock) note(what string) {
+	data, _ := os.ReadFile(l.calls)
+	l.events = append(l.events, fmt.Sprintf("%s@%d", what, strings.Count(string(data), "\n")))
+}
+func (l *countingLock) Lock()   { l.note("lock") }
+func (l *countingLock) Unlock() { l.note("unlock") }
+
+// TestStetWorktreeCommandsHoldTheLock: in a task's worktree, the stet
+// commands that add or remove stet's own worktree (start, finish, and the
+// clean-up: status and cleanup) each run holding the run's git lock, and a
+// review does not take it.
+func TestStetWorktreeCommandsHoldTheLock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := filepath.Join(dir, "stet")
+	// status exits 1: no session is open; a review finds nothing.
+	os.WriteFile(script, []byte("#!/bin/sh\necho \"$1\" >> "+calls+"\n[ \"$1\" = status ] && exit 1\n[ \"$1\" = run ] && echo '{\"findings\":[]}'\nexit 0\n"), 0o755)
+	lock := &countingLock{calls: calls}
+	s := &stet{path: script, stateDir: filepath.Join(dir, "state"), worktrees: filepath.Join(dir, "worktrees"), attempts: 1,
+		network: func() phase.Budget { return phase.Budget{} }, log: slog.New(slog.DiscardHandler), gitLock: lock,
+		caller: phase.Caller{Dir: dir, Log: slog.New(slog.DiscardHandler), Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}}
+	ctx := context.Background()
+	if err := s.start(ctx, 1, "abc", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.review(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.finish(ctx, 1)
+	os.MkdirAll(filepath.Join(s.worktrees, "stet-abc"), 0o755) // a worktree left behind
+	s.clear(ctx, 1)
+	data, _ := os.ReadFile(calls)
+	if got := strings.Fields(string(data)); !slices.Equal(got, []string{"start", "run", "run", "finish", "status", "cleanup"}) {
+		t.Fatalf("stet commands %q", got)
+	}
+	if want := []string{"lock@0", "unlock@1", "lock@3", "unlock@4", "lock@4", "unlock@6"}; !slices.Equal(lock.events, want) {
+		t.Fatalf("lock events %q, want %q", lock.events, want)
 	}
 }
 

@@ -32,6 +32,19 @@ type stet struct {
 	network   func() phase.Budget // the budget of exit 2, the model unreachable
 	caller    phase.Caller
 	log       *slog.Logger
+	// gitLock, when set, is held by the commands that add or remove stet's
+	// worktree (start, finish, cleanup): other worktrees of the repository
+	// are made and removed meanwhile.
+	gitLock sync.Locker
+}
+
+// locked runs fn holding gitLock, when there is one.
+func (s *stet) locked(fn func()) {
+	if s.gitLock != nil {
+		s.gitLock.Lock()
+		defer s.gitLock.Unlock()
+	}
+	fn()
 }
 
 // env points stet at peal's folders, whatever the environment says.
@@ -158,7 +171,10 @@ func (s *stet) start(ctx context.Context, task int, baseline string, allowDirty 
 		args = append(args, "--allow-dirty")
 	}
 	args = append(args, s.startArgs...)
-	_, err := s.call(ctx, task, args, s.attempts, func(ctx context.Context) { s.clear(ctx, task) }, nil, nil)
+	var err error
+	s.locked(func() {
+		_, err = s.call(ctx, task, args, s.attempts, func(ctx context.Context) { s.clearLocked(ctx, task) }, nil, nil)
+	})
 	return err
 }
 
@@ -206,7 +222,13 @@ func (s *stet) dismiss(ctx context.Context, task int, d dismissal) {
 // finish closes the session. It runs even after a failure or a signal,
 // under its own deadline; a failure is only a warning. It reports whether
 // the session is closed.
-func (s *stet) finish(ctx context.Context, task int) bool {
+func (s *stet) finish(ctx context.Context, task int) (closed bool) {
+	s.locked(func() { closed = s.finishLocked(ctx, task) })
+	return closed
+}
+
+// finishLocked is finish for a caller that holds gitLock.
+func (s *stet) finishLocked(ctx context.Context, task int) bool {
 	timeout := s.caller.Limits.Timeout
 	if ctx.Err() != nil {
 		// Interrupted: finish best-effort, without holding peal up longer
@@ -235,13 +257,18 @@ func (s *stet) finish(ctx context.Context, task int) bool {
 // removes worktrees no session owns. Failures are warnings: a start that
 // still cannot succeed says why.
 func (s *stet) clear(ctx context.Context, task int) {
+	s.locked(func() { s.clearLocked(ctx, task) })
+}
+
+// clearLocked is clear for a caller that holds gitLock.
+func (s *stet) clearLocked(ctx context.Context, task int) {
 	open, err := s.open(ctx, task)
 	if err != nil {
 		s.log.Warn("could not ask stet for a session left open", "err", err)
 	}
 	if open {
 		s.log.Warn("a review session was left open (a crash, an interruption or a failed start): closing it with stet finish")
-		s.finish(ctx, task)
+		s.finishLocked(ctx, task)
 	}
 	if entries, _ := os.ReadDir(s.worktrees); len(entries) > 0 {
 		if _, err := s.call(ctx, task, []string{"cleanup"}, 1, nil, nil, nil); err != nil {

@@ -73,9 +73,10 @@ func (a *agents) sides() []*side {
 	return s
 }
 
-// agentRequest is what an agent call of the given phase asks of side s.
+// agentRequest is what an agent call of the given phase asks of side s; its
+// workspace is the folder the call runs in (a task's worktree, in a block).
 func (r *run) agentRequest(s *side, name, model, prompt string) agent.Call {
-	return agent.Call{Phase: name, Repo: r.cfg.RepoPath, Model: s.model(model), Prompt: prompt, Structured: r.cfg.StructuredOutput,
+	return agent.Call{Phase: name, Repo: r.caller.Dir, Model: s.model(model), Prompt: prompt, Structured: r.cfg.StructuredOutput,
 		Options: agent.Options{Sandbox: r.cfg.Sandbox, Trust: r.cfg.CursorTrust, Force: r.cfg.CursorForce}, Extra: r.cfg.AgentExtraArgs}
 }
 

@@ -52,6 +52,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		completed[i] = true
 	}
 	r.setUpReview()
+	r.trees = newTrees(cfg.StateDir, callScope(cfg.StateDir), r.git, cfg.RepoPath)
 	d.describeReview()
 
 	for n, seg := range Segments(tasks) {
@@ -70,6 +71,10 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			}
 		}
 		block := r.runsAsBlock(seg, left) // as a run decides it
+		if block && cfg.ParallelIsolation == "worktree" {
+			d.describeIsolated(seg.Tasks, completed)
+			continue
+		}
 		var pending []Task
 		for _, t := range seg.Tasks {
 			if d.describeTask(t, completed[t.Index], !block) {
@@ -97,6 +102,36 @@ func (d *dryRun) describeReview() {
 		return
 	}
 	fmt.Fprintln(d.w, "review: "+d.r.reviewer.Describe())
+}
+
+// describeIsolated prints a block whose tasks work in worktrees of their
+// own: where each task runs, its calls there as a sequential task's, and
+// the merge back.
+func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
+	cfg := d.r.cfg
+	fmt.Fprintf(d.w, "  each task in a worktree of its own under %s, on a branch made from the work tree's HEAD when the block starts "+
+		"(a tree with uncommitted changes, or without a commit, runs the block in the shared tree instead)\n", d.r.trees.root)
+	if len(cfg.WorktreeCopy) > 0 {
+		fmt.Fprintf(d.w, "  copied into each worktree: %s\n", strings.Join(cfg.WorktreeCopy, ", "))
+	}
+	if cfg.WorktreeSetupCommand != "" {
+		fmt.Fprintf(d.w, "  run in each worktree before its first call: %s\n", cfg.WorktreeSetupCommand)
+	}
+	for _, t := range tasks {
+		tt := d.r.trees.of(t.Index)
+		if !completed[t.Index] {
+			fmt.Fprintf(d.w, "  task %d: worktree %s, branch %s, review folder %s\n", t.Index, tt.path, tt.branch, tt.review)
+		}
+		in := &dryRun{r: d.r.inTree(tt), w: d.w}
+		in.describeTask(t, completed[t.Index], true)
+	}
+	fmt.Fprintf(d.w, "  merge back: each completed task in plan order, git merge --no-ff -m \"peal: merge task N (<branch>)\" <branch>; "+
+		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) ", KeptBranchPrefix, cfg.ParallelConflict)
+	if cfg.ParallelConflict == "retry" {
+		fmt.Fprintln(d.w, "the task runs again, alone, in the work tree after the block")
+	} else {
+		fmt.Fprintln(d.w, "the task fails")
+	}
 }
 
 // describeTask prints one task's calls as a run would make them now, Phase 3

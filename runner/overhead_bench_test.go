@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"peal/config"
-	"peal/internal/testbin"
 )
 
 // BenchmarkPlan50TasksOverhead runs a 50-task plan whose agent is a no-op
@@ -41,23 +40,9 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 		}
 		reportSelfCPU(b, before)
 	})
-	tmpfs := os.Getenv("PEAL_BENCH_DIR")
-	if tmpfs == "" {
-		tmpfs = "/dev/shm"
-	}
-	for _, where := range []struct{ name, parent string }{{"disk", testbin.DiskTemp}, {"tmpfs", tmpfs}} {
-		b.Run("peal-100-calls/"+where.name, func(b *testing.B) {
-			if _, err := os.Stat(where.parent); err != nil {
-				b.Skipf("no %s here", where.parent)
-			}
-			dir, err := os.MkdirTemp(where.parent, "peal-bench-")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer os.RemoveAll(dir)
-			benchPlan50(b, bin, dir)
-		})
-	}
+	b.Run("peal-100-calls", func(b *testing.B) {
+		benchPlaces(b, func(b *testing.B, dir string) { benchPlan50(b, bin, dir) })
+	})
 }
 
 func benchPlan50(b *testing.B, bin, dir string) {

@@ -25,6 +25,15 @@ type blockTask struct {
 	done     bool
 	planText string
 	err      error
+
+	// Under parallel_isolation = worktree: how the task ended in its
+	// worktree, the branch holding its work (while it waits to be merged),
+	// whether it was merged, and a conflict of its merge.
+	res      taskResult
+	branch   string
+	refused  bool // not started: the run stops after the block
+	merged   bool
+	conflict *ConflictError
 }
 
 // block is what the tasks of a running parallel block share: which started,
@@ -35,6 +44,12 @@ type block struct {
 	keepGoing bool // continue_with_remaining_tasks
 	maxFails  int  // max_consecutive_task_failures; 0: no cap
 	carried   int  // consecutive failures counted before the block
+
+	// Under parallel_isolation = worktree: the next task to merge, in index
+	// order; mergeMu lets one worker at a time merge.
+	mergeMu   sync.Mutex
+	nextMerge int
+	removals  sync.WaitGroup // worktrees being removed
 }
 
 // start marks task i as started, unless the run is already certain to stop
@@ -112,6 +127,15 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 		b.tasks[i].task = t
 	}
 	r.log.Info("parallel block started", "tasks", indexList(tasks), "max_parallel", r.cfg.MaxParallel)
+	if r.cfg.ParallelIsolation == "worktree" {
+		base, why := r.worktreeBase(ctx)
+		if why == "" {
+			return r.runIsolated(ctx, tl, b, base)
+		}
+		if ctx.Err() == nil {
+			r.log.Warn("the block's tasks run in the shared work tree, not in worktrees of their own: "+why, "tasks", indexList(tasks))
+		}
+	}
 
 	// The block's tasks share one work tree and one commit, so they share
 	// one review session, opened before their first agent call.

@@ -693,7 +693,7 @@ func TestBlockCommit(t *testing.T) {
 				rules[k] = v
 			}
 			h.scenario(rules)
-			if _, err := h.run(append(tc.env, "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_MAX_PARALLEL=3")...); err != nil {
+			if _, err := h.run(append(tc.env, "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_MAX_PARALLEL=3", "PEAL_PARALLEL_ISOLATION=shared")...); err != nil {
 				t.Fatal(err)
 			}
 			subjects := strings.Split(fakes.Git(t, h.repo, "log", "--format=%s"), "\n")
@@ -877,7 +877,7 @@ func TestBlockReviewAfterLastExecute(t *testing.T) {
 		"execute:3": {{SleepMS: 300, Plant: twoFindings()[1:]}},
 		"address":   {{StetFix: -1}},
 	})
-	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=4")...)
+	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=4", "PEAL_PARALLEL_ISOLATION=shared")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -974,7 +974,7 @@ func TestBlockStopSavesDeferrals(t *testing.T) {
 		"execute:1": {{Exit: 1, Stderr: "broke"}},
 		"execute:3": plants(twoFindings()...),
 	})
-	_, err := h.run(append(env, "PEAL_MAX_PARALLEL=3", "PEAL_ON_FINDINGS_REMAINING=defer", "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
+	_, err := h.run(append(env, "PEAL_MAX_PARALLEL=3", "PEAL_PARALLEL_ISOLATION=shared", "PEAL_ON_FINDINGS_REMAINING=defer", "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
 	var te *TaskError
 	if !errors.As(err, &te) || te.Index != 1 {
 		t.Fatalf("err = %v", err)
@@ -1000,7 +1000,7 @@ func TestBlockReviewPanic(t *testing.T) {
 			}
 		}
 	})
-	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
+	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_ISOLATION=shared", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
 	if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}

@@ -44,6 +44,9 @@ type Outcome struct {
 	// ReviewSkipped are completed tasks whose Phase 3 was skipped under
 	// on_stet_fail = skip (the review could not start or failed).
 	ReviewSkipped []int
+	// Parallel are the tasks of parallel blocks that ran in worktrees of
+	// their own, and how their merge went.
+	Parallel []state.ParallelTask
 }
 
 // StoppedError: the run stopped because max_consecutive_task_failures was
@@ -80,6 +83,9 @@ type run struct {
 	reviewer *review.Reviewer
 	git      review.Git
 	commits  bool
+	// trees makes the worktrees of parallel blocks (parallel_isolation =
+	// worktree).
+	trees *trees
 	// lookPath finds stet on PATH (nil: the process's PATH).
 	lookPath func(string) (string, error)
 	tickets  *tickets
@@ -167,6 +173,8 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	}
 	r.recordStart(tasks)
 	r.setUpReview()
+	r.trees = newTrees(cfg.StateDir, r.caller.Scope, r.git, cfg.RepoPath)
+	r.trees.sweep(ctx, log)
 
 	out, err := r.runSegments(ctx, tasks)
 	if err == nil && ctx.Err() != nil {
@@ -449,6 +457,7 @@ func (r *run) writeSummary(out Outcome) {
 		RepoPath:                   r.cfg.RepoPath,
 		CompletedAt:                r.now().UTC().Format(time.RFC3339),
 		Usage:                      r.agents.summary(),
+		ParallelTasks:              out.Parallel,
 	}
 	if err := state.WriteJSONAtomic(r.cfg.RunSummaryPath, sum); err != nil {
 		r.log.Warn("could not write the run summary", "path", r.cfg.RunSummaryPath, "err", err)

@@ -3,9 +3,12 @@ package runner
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"peal/config"
+	"peal/internal/safefs"
 	"peal/state"
 )
 
@@ -20,6 +23,22 @@ type TaskStatus struct {
 	// Usage is the tokens and cost of the task's agent calls in the last
 	// run, when they were counted (structured_output).
 	Usage *state.Usage `json:"usage,omitempty"`
+	// Worktree describes the task's worktree (parallel_isolation =
+	// worktree): the one it works in now, or where it ran in the last run.
+	Worktree *WorktreeStatus `json:"worktree,omitempty"`
+}
+
+// WorktreeStatus is where a task of a parallel block works or worked.
+type WorktreeStatus struct {
+	Path   string `json:"path"`
+	Branch string `json:"branch"`
+	// Now: the worktree exists: the task runs there now, or a run that
+	// died left it (the next run removes it). Otherwise the fields are
+	// the last run's.
+	Now    bool `json:"now"`
+	Merged bool `json:"merged"`
+	// Conflict lists the files the task's merge conflicted in.
+	Conflict []string `json:"conflict_files,omitempty"`
 }
 
 // StatusReport is what `peal status` prints.
@@ -65,6 +84,7 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 			ts.LastAttemptStatus == state.AttemptError, ts.LastAttemptStatus == state.AttemptBlocked:
 			ts.Status = "failed"
 		}
+		ts.Worktree = worktreeStatus(cfg, t.Index, report.LastRun)
 		if lr := report.LastRun; lr != nil && lr.Usage != nil {
 			if u, ok := lr.Usage.Tasks[t.Index]; ok {
 				ts.Usage = &u
@@ -73,6 +93,31 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 		report.Tasks = append(report.Tasks, ts)
 	}
 	return report, warnings, nil
+}
+
+// worktreeStatus is the worktree of task: the one that exists now (its
+// branch read from git's files, without running git), else the last run's
+// record of it; nil when the task had none.
+func worktreeStatus(cfg *config.Config, task int, last *state.RunSummary) *WorktreeStatus {
+	path := filepath.Join(cfg.StateDir, WorktreesFolder, fmt.Sprintf("task-%d", task))
+	if link, err := safefs.ReadFile(filepath.Join(path, ".git"), 4096); err == nil {
+		ws := &WorktreeStatus{Path: path, Now: true}
+		if gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(link)), "gitdir: "); ok {
+			if head, err := safefs.ReadFile(filepath.Join(gitdir, "HEAD"), 4096); err == nil {
+				ws.Branch = strings.TrimPrefix(strings.TrimSpace(string(head)), "ref: refs/heads/")
+			}
+		}
+		return ws
+	}
+	if last == nil {
+		return nil
+	}
+	for _, pt := range last.ParallelTasks {
+		if pt.Task == task {
+			return &WorktreeStatus{Path: pt.Worktree, Branch: pt.Branch, Merged: pt.Merged, Conflict: pt.Conflict}
+		}
+	}
+	return nil
 }
 
 // lastRun is the run summary of this plan and repo, or nil.

@@ -494,6 +494,23 @@ type RunSummary struct {
 	// Usage is present when agent calls reported tokens or cost
 	// (structured_output).
 	Usage *RunUsage `json:"usage,omitempty"`
+	// ParallelTasks are the tasks that ran in worktrees of their own
+	// (parallel_isolation = worktree), in index order.
+	ParallelTasks []ParallelTask `json:"parallel_tasks,omitempty"`
+}
+
+// ParallelTask is how a task of a parallel block that ran in a worktree of
+// its own ended: where it ran, whether its work was merged into the work
+// tree, and otherwise the branch that keeps it and the files its merge
+// conflicted in.
+type ParallelTask struct {
+	Task     int    `json:"task"`
+	Worktree string `json:"worktree"`
+	Branch   string `json:"branch"`
+	Merged   bool   `json:"merged"`
+	// Conflict is set when the merge conflicted: the files both sides
+	// changed (empty when git refused the merge before starting it).
+	Conflict []string `json:"conflict_files,omitempty"`
 }
 
 // Usage is the tokens and cost that agent calls reported.

@@ -36,7 +36,7 @@ func TestDryRun(t *testing.T) {
 	before := snapshot(t, s.dir)
 
 	env := s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"], "PEAL_KNOWLEDGE_DIR="+knowledge,
-		"PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_WORKER=worker-m", "PEAL_ESCALATION_FIXER=fixer-m", "PEAL_MODEL=base-m", "PEAL_MAX_PARALLEL=2")
+		"PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_WORKER=worker-m", "PEAL_ESCALATION_FIXER=fixer-m", "PEAL_MODEL=base-m", "PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_ISOLATION=shared")
 	r := s.peal(env, "run", "--dry-run")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -61,6 +61,43 @@ func TestDryRun(t *testing.T) {
 	}
 	if calls, _ := fakes.ReadStetCalls(stetDir); len(calls) != 0 {
 		t.Fatal("the dry run called stet")
+	}
+	if after := snapshot(t, s.dir); after != before {
+		t.Fatalf("the dry run wrote files:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestDryRunWorktrees: under parallel_isolation = worktree the dry run
+// shows each task of a block in its worktree, on its branch, with its own
+// calls (their workspace the worktree) and review, then the merge back.
+func TestDryRunWorktrees(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1 (parallel)\nFirst\n## Task 2 (parallel)\nSecond\n")
+	before := snapshot(t, s.dir)
+	env := s.env("PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_WORKTREE_COPY=.env", "PEAL_WORKTREE_SETUP_COMMAND=make deps")
+	r := s.peal(env, "run", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	root := filepath.Join(s.stateDir, "worktrees")
+	var branch string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if _, b, ok := strings.Cut(line, "task 2: worktree "+filepath.Join(root, "task-2")+", branch "); ok {
+			branch, _, _ = strings.Cut(b, ",")
+		}
+	}
+	if !strings.HasPrefix(branch, "peal-") || !strings.HasSuffix(branch, "/task-2") {
+		t.Fatalf("no worktree and branch for task 2:\n%s", r.stdout)
+	}
+	for _, want := range []string{
+		"each task in a worktree of its own under " + root,
+		"copied into each worktree: .env", "run in each worktree before its first call: make deps",
+		"execute  model (agent default), attempts 1: " + bins["fakeagent"] + " --print --workspace " + filepath.Join(root, "task-2") + " ",
+		"merge back: each completed task in plan order", "(parallel_conflict = fail) the task fails",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, r.stdout)
+		}
 	}
 	if after := snapshot(t, s.dir); after != before {
 		t.Fatalf("the dry run wrote files:\nbefore %s\nafter  %s", before, after)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"peal/runner"
@@ -59,6 +60,7 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	printWorktrees(e, report.Tasks)
 	if s := report.LastRun; s != nil {
 		fmt.Fprintf(e.stdout, "\nlast run: exit %d at %s; completed %v (already before it %v), failed %v, with findings %v, deferred %v, skipped %v\n",
 			s.ExitCode, s.CompletedAt, s.TasksCompleted, s.TasksAlreadyCompleted, s.TasksFailed, s.TasksWithRemainingFindings, s.TasksDeferred, s.TasksSkipped)
@@ -69,4 +71,32 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintln(e.stdout, "\nlast run: no run summary (no run yet, or the last one failed hard)")
 	}
 	return nil
+}
+
+// printWorktrees says where the tasks of parallel blocks work, or worked in
+// the last run, and what became of their work.
+func printWorktrees(e *env, tasks []runner.TaskStatus) {
+	first := true
+	for _, t := range tasks {
+		w := t.Worktree
+		if w == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintln(e.stdout, "\nworktrees:")
+			first = false
+		}
+		switch {
+		case w.Now:
+			fmt.Fprintf(e.stdout, "  task %d: in %s on branch %s now (a running run's, or left by one that died: the next run removes it)\n", t.Index, w.Path, w.Branch)
+		case w.Merged:
+			fmt.Fprintf(e.stdout, "  task %d: merged into the work tree from branch %s (last run)\n", t.Index, w.Branch)
+		case w.Conflict != nil:
+			fmt.Fprintf(e.stdout, "  task %d: its merge conflicted in %s; its work is kept on branch %s (last run)\n", t.Index, strings.Join(w.Conflict, ", "), w.Branch)
+		case w.Branch != "":
+			fmt.Fprintf(e.stdout, "  task %d: not merged; its work is kept on branch %s (last run)\n", t.Index, w.Branch)
+		default:
+			fmt.Fprintf(e.stdout, "  task %d: ran in a worktree and did not complete (last run)\n", t.Index)
+		}
+	}
 }

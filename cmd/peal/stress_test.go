@@ -40,14 +40,22 @@ func TestStress(t *testing.T) {
 	t.Logf("seed %d (PEAL_STRESS_SEED)", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	for round := range rounds {
-		t.Run(fmt.Sprintf("round %d", round+1), func(t *testing.T) { stressRound(t, rng) })
+		// Every other round, the repository has a commit and the tasks
+		// commit their work, so that the block runs in worktrees.
+		worktrees := round%2 == 1
+		t.Run(fmt.Sprintf("round %d", round+1), func(t *testing.T) { stressRound(t, rng, worktrees) })
 	}
 }
 
 const stressPlan = "## Task 1\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n## Task 4 (parallel)\nD\n## Task 5\nE\n## Task 6\nF\n"
 
-func stressRound(t *testing.T, rng *rand.Rand) {
+func stressRound(t *testing.T, rng *rand.Rand, worktrees bool) {
 	s := newSandbox(t, stressPlan)
+	env := s.env("PEAL_MAX_PARALLEL=3", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+	if worktrees {
+		fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+		env = append(append(env, "PEAL_COMMIT_AFTER_PHASE2=true"), fakes.GitEnv...)
+	}
 	rules := map[string][]fakes.Outcome{}
 	for task := 1; task <= 6; task++ {
 		for _, ph := range []string{"plan", "execute"} {
@@ -61,13 +69,14 @@ func stressRound(t *testing.T, rng *rand.Rand) {
 				out.ChatterCount, out.ChatterMS = 3, 20
 			}
 			if ph == "execute" {
-				out.WriteFiles = map[string]string{filepath.Join(s.repo, fmt.Sprintf("task%d.txt", task)): "done"}
+				// Relative: in the folder the task works in, its worktree
+				// in a block.
+				out.WriteFiles = map[string]string{fmt.Sprintf("task%d.txt", task): "done"}
 			}
 			rules[fmt.Sprintf("%s:%d", ph, task)] = []fakes.Outcome{out}
 		}
 	}
 	s.scenario(rules)
-	env := s.env("PEAL_MAX_PARALLEL=3", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
 	signals := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGKILL, 0}
 	seen := 0 // agent call records already checked
 	var completed []int
@@ -115,9 +124,15 @@ func stressRound(t *testing.T, rng *rand.Rand) {
 			}
 		}
 		seen = len(calls)
-		// Nothing of a run may be left once it has ended, even of SIGKILL:
-		// its guard kills what its calls started.
+		// Nothing a run's calls started may be left once it has ended, even
+		// of SIGKILL: its guard kills what they started.
 		checkNothingLeft(t, s, calls)
+		if code != -1 {
+			// A killed run may leave worktrees: the next run sweeps them.
+			if left := fakes.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
+				t.Fatalf("run %d: left behind after exit %d: %q", run, code, left)
+			}
+		}
 		completed = s.completedOrNone()
 		if code == 0 {
 			break
@@ -127,6 +142,9 @@ func stressRound(t *testing.T, rng *rand.Rand) {
 		t.Fatalf("completed %v", completed)
 	}
 	checkNothingLeft(t, s, stressCalls(t, s))
+	if left := fakes.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
+		t.Fatalf("left behind: %q", left)
+	}
 	checkTickets(t, s)
 }
 

@@ -96,3 +96,37 @@ func readTree(root string) (fstest.MapFS, error) {
 	})
 	return tree, err
 }
+
+// WorktreeLeftovers are what a run may leave behind in repo after a
+// parallel block in worktrees: worktrees git knows of besides repo itself,
+// branches of a run's namespace (peal-<id>/; not peal-kept/, which are
+// kept on purpose), lock files in the git folder, and entries of the
+// worktrees folder of stateDir.
+func WorktreeLeftovers(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, repo, stateDir string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(Git(t, repo, "worktree", "list", "--porcelain"), "\n") {
+		if p, ok := strings.CutPrefix(line, "worktree "); ok && p != repo {
+			out = append(out, "worktree "+p)
+		}
+	}
+	for _, b := range strings.Fields(Git(t, repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
+		if strings.HasPrefix(b, "peal-") && !strings.HasPrefix(b, "peal-kept/") {
+			out = append(out, "branch "+b)
+		}
+	}
+	filepath.WalkDir(filepath.Join(repo, ".git"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".lock") {
+			out = append(out, "lock "+p)
+		}
+		return nil
+	})
+	entries, _ := os.ReadDir(filepath.Join(stateDir, "worktrees"))
+	for _, e := range entries {
+		out = append(out, "folder entry "+e.Name())
+	}
+	return out
+}

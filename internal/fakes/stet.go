@@ -480,3 +480,67 @@ func leadingRun(s string) (run, rest string) {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// StetRecorder is a shell script that runs stetBin with its arguments and
+// appends to the file calls, when each command starts and ends, the task
+// it ran for (PEAL_TASK_INDEX), the command, the time, STET_STATE_DIR and
+// the folder it ran in: what the real stet cannot tell of itself.
+func StetRecorder(stetBin, calls string) string {
+	return fmt.Sprintf("#!/bin/sh\necho \"start $PEAL_TASK_INDEX $1 $(date +%%s.%%N) $STET_STATE_DIR $PWD\" >> %s\n%s \"$@\"\nrc=$?\n"+
+		"echo \"end $PEAL_TASK_INDEX $1 $(date +%%s.%%N)\" >> %s\nexit $rc\n", calls, stetBin, calls)
+}
+
+// StetSpan is one stet command as StetRecorder noted it.
+type StetSpan struct {
+	Task, Cmd, State, Dir string
+	Start, End            float64 // seconds since the epoch
+}
+
+// ReadStetSpans reads the notes of StetRecorder, in the order the commands
+// started; commands of no task (the run's own) are left out.
+func ReadStetSpans(calls string) ([]*StetSpan, error) {
+	data, err := os.ReadFile(calls)
+	if err != nil {
+		return nil, err
+	}
+	var spans []*StetSpan
+	open := map[string]*StetSpan{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue // no task: the run's own check for a session left open
+		}
+		at, _ := strconv.ParseFloat(f[3], 64)
+		key := f[1] + " " + f[2]
+		switch f[0] {
+		case "start":
+			sp := &StetSpan{Task: f[1], Cmd: f[2], Start: at}
+			if len(f) == 6 {
+				sp.State, sp.Dir = f[4], f[5]
+			}
+			spans, open[key] = append(spans, sp), sp
+		case "end":
+			if sp := open[key]; sp != nil {
+				sp.End = at
+			}
+		}
+	}
+	return spans, nil
+}
+
+// OverlappingPairs counts, by "cmd/cmd", the pairs of commands of different
+// tasks that ran at the same time.
+func OverlappingPairs(spans []*StetSpan) map[string]int {
+	out := map[string]int{}
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if a.Task != b.Task && a.Start < b.End && b.Start < a.End {
+				out[a.Cmd+"/"+b.Cmd]++
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,239 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/internal/fakes"
+	"peal/internal/mockllm"
+)
+
+// The block of TestPealParallelWorktrees: tasks 1 and 2 write files of their
+// own, tasks 3 and 4 the same new file with different contents, so that
+// task 4's merge conflicts with task 3's.
+var blockFiles = []struct{ name, content string }{
+	{"one.txt", "one\n"}, {"two.txt", "two\n"}, {"shared.txt", "three\n"}, {"shared.txt", "four\n"},
+}
+
+// shellWrite is a tool call that writes content to name, a path relative to
+// the folder the CLI works in, through the CLI's shell tool: the model
+// cannot know which worktree that is.
+func shellWrite(name, content string) *mockllm.ToolCall {
+	script := fmt.Sprintf("printf '%s' > %s", strings.ReplaceAll(content, "\n", `\n`), name)
+	return &mockllm.ToolCall{Input: func(tools []mockllm.Tool) *mockllm.Call {
+		has := map[string]bool{}
+		for _, t := range tools {
+			has[t.Name] = true
+		}
+		switch {
+		case has["shell"]:
+			return &mockllm.Call{Name: "shell", Args: map[string]any{"command": []string{"bash", "-lc", script}}}
+		case has["exec_command"]:
+			return &mockllm.Call{Name: "exec_command", Args: map[string]any{"cmd": script}}
+		}
+		for _, name := range []string{"Bash", "run_shell_command", "bash"} {
+			if has[name] {
+				return &mockllm.Call{Name: name, Args: map[string]any{"command": script, "description": "Write a file"}}
+			}
+		}
+		return nil
+	}}
+}
+
+// blockScript answers the plan call of task N (its text holds TASK-N) with a
+// plan naming PLAN-N, the execute call of that plan by writing the task's
+// file.
+func blockScript() mockllm.Script {
+	var s mockllm.Script
+	for i, f := range blockFiles {
+		n := i + 1
+		s.Rules = append(s.Rules,
+			mockllm.Rule{Contains: fmt.Sprintf("PLAN-%d:", n), Replies: []mockllm.Reply{
+				{Text: "Writing the file.", Tool: shellWrite(f.name, f.content)},
+				{Text: fmt.Sprintf("DONE-%d", n)},
+			}},
+			mockllm.Rule{Contains: fmt.Sprintf("TASK-%d ", n), Replies: []mockllm.Reply{{Text: fmt.Sprintf("PLAN-%d: write %s.", n, f.name)}}},
+		)
+	}
+	return s
+}
+
+// reviewModel serves stet's review model on 127.0.0.1: the model list stet
+// checks before a review, and an answer without findings to every hunk.
+func reviewModel(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"mock-model","object":"model"}]}`)
+		case "/v1/chat/completions":
+			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"[]"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestPealParallelWorktrees: a block of four tasks through each real CLI,
+// two at a time, each task in a git worktree of its own (the CLI's working
+// folder: the requests it sends name it), reviewed by the real stet when
+// PEAL_STET_BIN names one (each review in its own stet state folder), and
+// merged back in plan order: the separate files land, task 4's conflict with
+// task 3 is undone and named, and task 4 runs again alone on the merged
+// work. Nothing is left behind.
+func TestPealParallelWorktrees(t *testing.T) {
+	t.Parallel()
+	eachAgent(t, func(t *testing.T, a agent) {
+		bin := findCLI(t, a.kind)
+		peal := pealBin(t)
+		sb := newSandbox(t, filepath.Dir(bin))
+		srv := mockllm.New(blockScript(), mockllm.WithKey(testKey))
+		t.Cleanup(srv.Close)
+		root := filepath.Dir(sb.repo)
+		plan, state, logFile := filepath.Join(root, "plan.md"), filepath.Join(root, "state"), filepath.Join(root, "peal.log")
+		var body strings.Builder
+		for i, f := range blockFiles {
+			fmt.Fprintf(&body, "## Task %d (parallel)\n\nTASK-%d write %s.\n\n", i+1, i+1, f.name)
+		}
+		writeFile(t, plan, body.String())
+		// Merge commits, and stet's notes, need an identity.
+		writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
+		env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
+		withStet := os.Getenv("PEAL_STET_BIN") != ""
+		stetCalls := filepath.Join(root, "stet-calls")
+		if withStet {
+			stetDir := filepath.Join(root, "stet-bin")
+			os.MkdirAll(stetDir, 0o755)
+			// stet behind a wrapper that notes when each command of each task
+			// starts and ends, in which folder and with which state folder.
+			if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), stetCalls)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
+			for i, kv := range env {
+				if strings.HasPrefix(kv, "PATH=") {
+					env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
+				}
+			}
+		}
+		start := time.Now()
+		r := run(t, sb.repo, env, nil, 20*time.Minute, peal, "run", "--plan", plan, "--repo", sb.repo, "--state-dir", state,
+			"--agent-kind", a.kind, "--agent-cmd", bin, "--max-parallel", "2", "--commit-after-phase2", "--log-file", logFile)
+		t.Logf("%s: block of 4 (stet %v) in %s", a.kind, withStet, time.Since(start).Round(time.Millisecond))
+		if r.code != 0 {
+			t.Fatalf("want exit 0\n%s\nmock requests:\n%s", r, describe(srv))
+		}
+		for _, f := range []struct{ name, content string }{{"one.txt", "one\n"}, {"two.txt", "two\n"}, {"shared.txt", "four\n"}} {
+			if got, err := os.ReadFile(filepath.Join(sb.repo, f.name)); err != nil || string(got) != f.content {
+				t.Errorf("%s = %q (%v), want %q", f.name, got, err, f.content)
+			}
+		}
+		gitOut := func(args ...string) string {
+			cmd := exec.Command("git", args...)
+			cmd.Dir, cmd.Env = sb.repo, env
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		if st := gitOut("status", "--porcelain"); st != "" {
+			t.Errorf("work tree not clean: %q", st)
+		}
+		if wt := gitOut("worktree", "list", "--porcelain"); strings.Count(wt, "worktree ") != 1 {
+			t.Errorf("worktrees left:\n%s", wt)
+		}
+		branches := strings.Fields(gitOut("for-each-ref", "--format=%(refname:short)", "refs/heads/"))
+		kept := slices.DeleteFunc(slices.Clone(branches), func(b string) bool { return !strings.HasPrefix(b, "peal-kept/task-4-") })
+		if len(branches) != 2 || len(kept) != 1 {
+			t.Errorf("branches %q, want the work tree's and task 4's kept one", branches)
+		}
+		var sum struct {
+			Completed []int `json:"tasks_completed"`
+			Parallel  []struct {
+				Task     int      `json:"task"`
+				Merged   bool     `json:"merged"`
+				Conflict []string `json:"conflict_files"`
+			} `json:"parallel_tasks"`
+		}
+		data, _ := os.ReadFile(filepath.Join(state, "run_summary.json"))
+		if err := json.Unmarshal(data, &sum); err != nil || !reflect.DeepEqual(sum.Completed, []int{1, 2, 3, 4}) || len(sum.Parallel) != 4 ||
+			!sum.Parallel[0].Merged || !sum.Parallel[1].Merged || !sum.Parallel[2].Merged || sum.Parallel[3].Merged ||
+			!reflect.DeepEqual(sum.Parallel[3].Conflict, []string{"shared.txt"}) {
+			t.Errorf("run summary %s", data)
+		}
+		// Each execute of the block told the model where the CLI works: the
+		// task's worktree; the retry of task 4 worked in the work tree.
+		for n := 1; n <= 4; n++ {
+			var where []string
+			for _, req := range modelRequests(srv) {
+				// Side requests (a title) offer no tool; some CLIs send the
+				// first turn twice.
+				if len(req.Tools) > 0 && req.ToolResults == 0 && strings.Contains(req.UserText, fmt.Sprintf("PLAN-%d:", n)) {
+					switch {
+					case strings.Contains(string(req.Body), filepath.Join(state, "worktrees", fmt.Sprintf("task-%d", n))):
+						where = append(where, "worktree")
+					case strings.Contains(string(req.Body), sb.repo):
+						where = append(where, "repo")
+					default:
+						where = append(where, "?")
+					}
+				}
+			}
+			where = slices.Compact(where)
+			want := []string{"worktree"}
+			if n == 4 {
+				want = []string{"worktree", "repo"}
+			}
+			if !reflect.DeepEqual(where, want) {
+				t.Errorf("task %d's executes worked in %q, want %q", n, where, want)
+			}
+		}
+		if withStet {
+			reportStet(t, stetCalls, state)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(state, "worktrees")); len(entries) != 0 {
+			t.Errorf("the worktrees folder holds %d entries after the run", len(entries))
+		}
+	})
+}
+
+// reportStet reads the notes of the stet wrapper: each task's commands ran
+// in its worktree with its own state folder; it reports how many commands
+// of different tasks ran at the same time.
+func reportStet(t *testing.T, calls, state string) {
+	t.Helper()
+	spans, err := fakes.ReadStetSpans(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perTask := map[string][]string{}
+	for _, sp := range spans {
+		perTask[sp.Task] = append(perTask[sp.Task], sp.Cmd)
+		wt := filepath.Join(state, "worktrees", "task-"+sp.Task)
+		wantState, wantDir := filepath.Join(wt+".review", "stet"), wt
+		if sp.Task == "4" && len(perTask["4"]) > 4 { // task 4's retry, alone in the work tree
+			wantState, wantDir = filepath.Join(state, "review", "stet"), sp.Dir
+		}
+		if sp.State != wantState || sp.Dir != wantDir {
+			t.Errorf("stet %s of task %s ran with state %s in %s", sp.Cmd, sp.Task, sp.State, sp.Dir)
+		}
+	}
+	t.Logf("stet commands per task: %v; overlapping pairs of different tasks' commands: %v", perTask, fakes.OverlappingPairs(spans))
+	for _, task := range []string{"1", "2", "3", "4"} {
+		if cmds := strings.Join(perTask[task], " "); !strings.HasPrefix(cmds, "start") || !strings.HasSuffix(cmds, "finish") {
+			t.Errorf("task %s's stet commands %q", task, cmds)
+		}
+	}
+}

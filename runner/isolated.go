@@ -1,0 +1,306 @@
+package runner
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"peal/phase"
+	"peal/review"
+	"peal/state"
+)
+
+// runIsolated runs a parallel block under parallel_isolation = worktree:
+// each task, on a work-conserving pool of max_parallel, in a worktree of its
+// own on a branch made from base, as a sequential task runs (its commit,
+// its review session and address loop); each task's work is merged into
+// the work tree in index order as soon as every earlier task has ended, so
+// that the result never depends on which task finished first. The outcomes
+// are recorded in index order as a sequential run's would be; a task whose
+// merge conflicted runs again, alone, after the block under
+// parallel_conflict = retry.
+func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string) error {
+	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.root)
+	p := pool.New().WithMaxGoroutines(min(int(r.cfg.MaxParallel), len(b.tasks)))
+	for i, bt := range b.tasks {
+		t := bt.task
+		p.Go(func() {
+			if !b.start(i) {
+				r.log.Info("task not started: the run stops after this block", "task", t.Index)
+				b.mu.Lock()
+				b.tasks[i].refused = true
+				b.mu.Unlock()
+			} else {
+				res, branch := r.isolatedTask(ctx, b, t, base)
+				b.mu.Lock()
+				b.tasks[i].done, b.tasks[i].err, b.tasks[i].res, b.tasks[i].branch = true, res.err, res, branch
+				b.mu.Unlock()
+			}
+			r.mergeReady(ctx, b)
+		})
+	}
+	p.Wait()
+	b.removals.Wait()
+	// Every worker has returned: b is no longer shared.
+	r.settleBranches(ctx, b)
+	return r.finishIsolated(ctx, tl, b)
+}
+
+// isolatedTask runs task t of block b in a new worktree at base; the
+// worktree is removed in the background once the task ends (the block
+// waits for it before it ends). The branch holding its work is returned
+// when the task completed (or was deferred), for the merge; otherwise it is
+// deleted.
+func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (res taskResult, branch string) {
+	tt, err := r.trees.add(ctx, t.Index, base)
+	if err != nil {
+		// An add cut short (a signal) may have made the branch, or part of
+		// the worktree.
+		cctx, cancel := r.cleanupContext(ctx)
+		defer cancel()
+		tt = r.trees.of(t.Index)
+		r.trees.remove(cctx, tt)
+		if _, berr := r.trees.git.Run(cctx, "rev-parse", "-q", "--verify", "refs/heads/"+tt.branch); berr == nil {
+			r.trees.deleteBranch(cctx, tt.branch)
+		}
+		return taskResult{err: err}, ""
+	}
+	r.log.Info("task worktree made", "task", t.Index, "worktree", tt.path, "branch", tt.branch)
+	if err := r.recoverTask(t, func() {
+		if err := r.prepareTree(ctx, tt); err != nil {
+			res = taskResult{err: err}
+			return
+		}
+		res = r.inTree(tt).runTask(ctx, t)
+	}); err != nil {
+		res = taskResult{err: err}
+	}
+	failed := res.err != nil || res.skipped
+	b.removals.Go(func() {
+		cctx, cancel := r.cleanupContext(ctx)
+		defer cancel()
+		if err := r.trees.remove(cctx, tt); err != nil {
+			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.path, "err", err)
+		}
+		if !failed {
+			return // the branch waits for its merge
+		}
+		if err := r.trees.deleteBranch(cctx, tt.branch); err != nil {
+			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.branch, "err", err)
+		}
+	})
+	if failed {
+		return res, ""
+	}
+	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.branch)
+	return res, tt.branch
+}
+
+// inTree is the run as one task of a block sees it: its calls (the agent's,
+// stet's, git's) run in the task's worktree, its review folder is the
+// task's own, and its work is always committed, on the task's branch, for
+// the merge.
+func (r *run) inTree(tt *taskTree) *run {
+	v := *r
+	v.caller.Dir = tt.dir
+	if r.caller.Observer != nil {
+		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.path) + " on " + tt.branch}
+	}
+	v.git = review.NewGit(v.caller, r.log, r.caller.Limits.Timeout, tt.dir, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
+	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review, r.trees.mu)
+	v.commits = true
+	return &v
+}
+
+// mergeReady merges, in index order, the work of every task whose earlier
+// tasks have all ended, and stops at the first task still running. A merge
+// saves the task's outcome at once: state.json records a task of a block
+// as completed only once its work is in the work tree.
+func (r *run) mergeReady(ctx context.Context, b *block) {
+	b.mergeMu.Lock()
+	defer b.mergeMu.Unlock()
+	for ctx.Err() == nil {
+		b.mu.Lock()
+		if b.nextMerge >= len(b.tasks) {
+			b.mu.Unlock()
+			return
+		}
+		i := b.nextMerge
+		bt := b.tasks[i]
+		if !bt.done && !bt.refused {
+			b.mu.Unlock()
+			return
+		}
+		b.nextMerge++
+		b.mu.Unlock()
+		if bt.branch == "" {
+			continue // failed, or never started: nothing to merge
+		}
+		// A merge that started is let finish (it is short) even if a signal
+		// comes meanwhile, so that its outcome is known and saved: git
+		// killed after its commit would leave merged work unrecorded.
+		mctx, cancel := r.cleanupContext(context.WithoutCancel(ctx))
+		err := r.trees.merge(mctx, bt.task.Index, bt.branch)
+		timedOut := mctx.Err() != nil
+		cancel()
+		if err != nil && timedOut {
+			return // settleBranches keeps the work
+		}
+		b.mu.Lock()
+		switch conflict, ok := err.(*ConflictError); {
+		case err == nil:
+			b.tasks[i].merged = true
+		case ok:
+			b.tasks[i].conflict = conflict
+			if r.cfg.ParallelConflict == "fail" {
+				// A failure, final: the block stops starting tasks if
+				// recording it would stop the run.
+				b.tasks[i].err = conflict
+			}
+		default:
+			b.tasks[i].res = taskResult{err: err}
+			b.tasks[i].err = err
+		}
+		b.mu.Unlock()
+		if err == nil {
+			r.log.Info("task merged into the work tree", "task", bt.task.Index, "branch", bt.branch)
+			// The ticket's attempt ends before state.json records the task,
+			// as for a sequential task: a kill in between leaves a task
+			// that runs again, never a completed task whose attempt stays
+			// open.
+			r.tickets.finishTask(bt.task, bt.res)
+			if serr := r.save(bt.task, bt.res); serr != nil {
+				r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", serr)
+			}
+		} else {
+			r.log.Error("task's work could not be merged", "task", bt.task.Index, "err", err)
+		}
+	}
+}
+
+// settleBranches decides, once the block's workers have returned, what
+// becomes of each task's branch: a merged task's goes, a conflicting
+// task's is kept for the user, and so is the work of a task that completed
+// but could not be merged before an interruption.
+func (r *run) settleBranches(ctx context.Context, b *block) {
+	cctx, cancel := r.cleanupContext(ctx)
+	defer cancel()
+	for i := range b.tasks {
+		bt := &b.tasks[i]
+		switch {
+		case bt.branch == "":
+		case bt.merged:
+			if err := r.trees.deleteBranch(cctx, bt.branch); err != nil {
+				r.log.Warn("could not delete a merged task's branch", "task", bt.task.Index, "branch", bt.branch, "err", err)
+			}
+		default:
+			kept, err := r.trees.keep(cctx, bt.task.Index, bt.branch)
+			if err != nil {
+				r.log.Warn("could not rename a task's branch to keep it; the next run deletes it", "task", bt.task.Index, "branch", bt.branch, "err", err)
+			}
+			bt.branch = kept
+			if bt.conflict != nil {
+				bt.conflict.Branch = kept
+				continue
+			}
+			r.log.Warn("task completed in its worktree but was not merged (the run was interrupted): its work is kept on a branch, and the task runs again next time",
+				"task", bt.task.Index, "branch", kept)
+			bt.res = taskResult{err: &phase.InterruptedError{Phase: "merge", Cause: context.Cause(ctx)}}
+		}
+	}
+}
+
+// finishIsolated records the outcome of every started task of an isolated
+// block in index order, as a sequential run would (see finishBlock), then,
+// under parallel_conflict = retry, runs each task whose merge conflicted
+// again, alone, in the work tree that now holds the work of the block.
+func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
+	var stop error
+	var again []Task
+	for _, bt := range b.tasks {
+		if !bt.started {
+			r.tickets.release(bt.task)
+			continue
+		}
+		res := bt.res
+		pt := state.ParallelTask{Task: bt.task.Index, Worktree: r.trees.of(bt.task.Index).path, Branch: bt.branch, Merged: bt.merged}
+		if bt.conflict != nil {
+			res = taskResult{err: bt.conflict}
+			pt.Branch, pt.Conflict = bt.conflict.Branch, nonNilStrings(bt.conflict.Files)
+			r.log.Error("task conflicts with the work merged before it", "task", bt.task.Index, "branch", bt.conflict.Branch, "files", bt.conflict.Files)
+		}
+		tl.out.Parallel = append(tl.out.Parallel, pt)
+		if !bt.merged { // a merged task's attempt ended at its merge
+			r.tickets.finishTask(bt.task, res)
+		}
+		if bt.conflict != nil && r.cfg.ParallelConflict == "retry" && ctx.Err() == nil {
+			r.recordTaskEnd(bt.task, res) // the retry records its own start and end
+			again = append(again, bt.task)
+			continue
+		}
+		if stop == nil {
+			stop = r.record(ctx, tl, bt.task, res)
+			continue
+		}
+		// Once the run stops at an earlier task, a later task's outcome
+		// was saved when it was merged (if it was); it is not counted.
+		r.recordTaskEnd(bt.task, res)
+	}
+	if stop != nil {
+		return stop
+	}
+	for _, t := range again {
+		r.log.Info("running the conflicting task again, alone, on the work merged so far (parallel_conflict = retry)", "task", t.Index)
+		res, err := r.runTicketedTask(ctx, t)
+		if err != nil {
+			return err
+		}
+		if err := r.record(ctx, tl, t, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// treeObserver tells the run's observer, with every call of a task that
+// works in a worktree, which worktree and branch: the live line shows them
+// before what the call is doing. The ends and verdicts of calls reach the
+// observer when it keeps a record (phase.Recorder).
+type treeObserver struct {
+	next  phase.Observer
+	where string
+}
+
+func (o treeObserver) CallEnded(id string, res phase.Result, err error) {
+	if rec, ok := o.next.(phase.Recorder); ok {
+		rec.CallEnded(id, res, err)
+	}
+}
+
+func (o treeObserver) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
+	if rec, ok := o.next.(phase.Recorder); ok {
+		rec.AttemptJudged(id, v, retry, wait)
+	}
+}
+
+func (o treeObserver) CallStarted(info phase.CallInfo) func() {
+	detail := info.Detail
+	info.Detail = func() string {
+		if detail != nil {
+			if d := detail(); d != "" {
+				return o.where + " | " + d
+			}
+		}
+		return o.where
+	}
+	return o.next.CallStarted(info)
+}
+
+func nonNilStrings(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}

@@ -1,0 +1,375 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"peal/internal/safefs"
+	"peal/phase"
+	"peal/review"
+)
+
+// WorktreesFolder is the folder of state_dir that holds the worktrees of
+// the tasks of parallel blocks (parallel_isolation = worktree), each with
+// its review folder beside it.
+const WorktreesFolder = "worktrees"
+
+// KeptBranchPrefix starts the branches peal keeps for the user: the work of
+// a task whose merge conflicted, or that completed but was not merged
+// before an interruption. Nothing of peal deletes them.
+const KeptBranchPrefix = "peal-kept/"
+
+// mergingRecord is the file of the worktrees folder that names the branch
+// being merged into the work tree while the merge runs, so that the next
+// run can undo a merge a kill left half done.
+const mergingRecord = "merging"
+
+// taskTree is the worktree of one task of a parallel block.
+type taskTree struct {
+	task   int
+	path   string // the worktree's top: {state_dir}/worktrees/task-N
+	dir    string // where the task's calls run: repo_path's place in the worktree
+	branch string // the branch checked out there, made from the block's base
+	review string // the task's review folder: {state_dir}/worktrees/task-N.review
+}
+
+// trees makes, merges and removes the worktrees of a run's tasks. Its mutex
+// serializes the git commands that change what the worktrees share with the
+// work tree (adding and removing worktrees, branches, merges), peal's own
+// and stet's (a review makes and removes a worktree of its own), so that
+// none reads the records of a worktree half made or half removed.
+type trees struct {
+	mu     *sync.Mutex
+	root   string     // {state_dir}/worktrees, absolute
+	prefix string     // the branch namespace of this state folder: peal-<scope>/
+	git    review.Git // the work tree's git
+	rel    string     // repo_path relative to the top of its work tree
+}
+
+func newTrees(stateDir, scope string, git review.Git, repo string) *trees {
+	root, err := filepath.Abs(filepath.Join(stateDir, WorktreesFolder))
+	if err != nil {
+		root = filepath.Join(stateDir, WorktreesFolder)
+	}
+	rel, err := filepath.Rel(git.Top(), repo)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		rel = "."
+	}
+	return &trees{mu: &sync.Mutex{}, root: root, prefix: "peal-" + scope + "/", git: git, rel: rel}
+}
+
+// of is the worktree task would get.
+func (ts *trees) of(task int) *taskTree {
+	name := fmt.Sprintf("task-%d", task)
+	path := filepath.Join(ts.root, name)
+	return &taskTree{task: task, path: path, dir: filepath.Join(path, ts.rel), branch: ts.prefix + name, review: path + ".review"}
+}
+
+// gitTimeout bounds peal's own git commands on worktrees: the phase
+// timeout, or a short grace once the run is interrupted (the work they
+// clean up must not hold the run's exit up).
+func (r *run) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := r.caller.Limits.Timeout
+	if ctx.Err() != nil {
+		timeout = min(timeout, max(r.caller.Limits.KillGrace, 10*time.Second))
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
+}
+
+// worktreeBase is the commit the worktrees of a block start from: the work
+// tree's HEAD, when the tree is clean. why says otherwise why the block
+// cannot be isolated.
+func (r *run) worktreeBase(ctx context.Context) (base, why string) {
+	head, err := r.git.Head(ctx)
+	if err != nil {
+		return "", "the repository has no commit yet"
+	}
+	changes, err := r.git.Changes(ctx)
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case len(changes) > 0:
+		return "", fmt.Sprintf("the work tree has uncommitted changes (%s), which a worktree would not hold", strings.Join(changes[:min(3, len(changes))], ", "))
+	}
+	return head, ""
+}
+
+// add makes the worktree of task on a new branch at base. One at a time:
+// git worktree add reads the records of every other worktree, and fails on
+// one that is being made or removed ("failed to read .git/worktrees/…").
+func (ts *trees) add(ctx context.Context, task int, base string) (*taskTree, error) {
+	tt := ts.of(task)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if err := os.MkdirAll(ts.root, 0o755); err != nil {
+		return nil, fmt.Errorf("worktrees folder %s: %w", ts.root, err)
+	}
+	if _, err := os.Lstat(tt.path); err == nil {
+		// Left by an earlier block of this run that could not remove it.
+		ts.forget(ctx, tt)
+	}
+	// Parallel checkout: a large tree is written by as many workers as
+	// there are cores.
+	if _, err := ts.git.Run(ctx, "-c", "checkout.workers=0", "worktree", "add", "-q", "-B", tt.branch, tt.path, base); err != nil {
+		return nil, fmt.Errorf("git worktree add %s: %w", tt.path, err)
+	}
+	return tt, nil
+}
+
+// forget removes the worktree of tt and its review folder (its branch
+// stays): git's record of it, then whatever is left on disk. Callers hold mu.
+func (ts *trees) forget(ctx context.Context, tt *taskTree) error {
+	_, err := ts.git.Run(ctx, "worktree", "remove", "--force", "--force", tt.path)
+	if rerr := os.RemoveAll(tt.path); err != nil && rerr != nil {
+		err = rerr
+	} else if rerr == nil {
+		err = nil
+	}
+	os.RemoveAll(tt.review)
+	// stet's own worktrees lived in the review folder: git forgets them
+	// too, with the task's if its removal failed.
+	ts.git.Run(ctx, "worktree", "prune")
+	return err
+}
+
+// remove removes the worktree of tt and its review folder; its branch stays.
+func (ts *trees) remove(ctx context.Context, tt *taskTree) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.forget(ctx, tt)
+}
+
+// deleteBranch deletes a task's branch.
+func (ts *trees) deleteBranch(ctx context.Context, branch string) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	_, err := ts.git.Run(ctx, "branch", "-q", "-D", branch)
+	return err
+}
+
+// keep renames a task's branch out of the run's namespace, under a name the
+// next run leaves alone, and returns that name.
+func (ts *trees) keep(ctx context.Context, task int, branch string) (string, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	res, err := ts.git.Run(ctx, "rev-parse", "--short=8", branch)
+	if err != nil {
+		return branch, err
+	}
+	kept := fmt.Sprintf("%stask-%d-%s", KeptBranchPrefix, task, strings.TrimSpace(res.Stdout))
+	if _, err := ts.git.Run(ctx, "branch", "-M", branch, kept); err != nil {
+		return branch, err
+	}
+	return kept, nil
+}
+
+// ConflictError: the work of a task of a parallel block could not be merged
+// into the work tree. The merge was undone and the task's work kept on
+// Branch.
+type ConflictError struct {
+	Task   int
+	Branch string
+	Files  []string // the files both sides changed; none when git refused the merge before starting it
+	Detail string   // what git said, when no file conflicted
+}
+
+func (e *ConflictError) Error() string {
+	what := "conflicts in " + listFiles(e.Files)
+	if len(e.Files) == 0 {
+		what = "failed: " + e.Detail
+	}
+	return fmt.Sprintf("merging task %d into the work tree %s; the merge was undone and the task's work is kept on branch %s (parallel_conflict)", e.Task, what, e.Branch)
+}
+
+func listFiles(files []string) string {
+	if len(files) <= 5 {
+		return strings.Join(files, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(files[:5], ", "), len(files)-5)
+}
+
+// merge merges branch, the work of task, into the work tree with a merge
+// commit. A merge that fails is undone at once; the error is then a
+// *ConflictError naming the conflicting files (its Branch still the task's
+// branch).
+func (ts *trees) merge(ctx context.Context, task int, branch string) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, err := ts.git.Run(ctx, "merge-base", "--is-ancestor", branch, "HEAD"); err == nil {
+		return nil // the task changed nothing
+	}
+	record := filepath.Join(ts.root, mergingRecord)
+	if err := os.WriteFile(record, []byte(branch+"\n"), 0o644); err != nil {
+		return fmt.Errorf("worktrees folder %s: %w", ts.root, err)
+	}
+	defer os.Remove(record)
+	msg := fmt.Sprintf("peal: merge task %d (%s)", task, branch)
+	res, err := ts.git.Run(ctx, "merge", "--no-ff", "--no-edit", "-m", msg, branch)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		ts.undoMerge(context.WithoutCancel(ctx))
+		return err
+	}
+	conflict := &ConflictError{Task: task, Branch: branch}
+	if out, derr := ts.git.Run(ctx, "diff", "--name-only", "--diff-filter=U"); derr == nil {
+		conflict.Files = strings.Fields(out.Stdout)
+	}
+	if len(conflict.Files) == 0 {
+		conflict.Detail = phase.Snippet(strings.TrimSpace(res.Stderr+"\n"+res.Stdout), 200)
+	}
+	if uerr := ts.undoMerge(ctx); uerr != nil {
+		return fmt.Errorf("%v; undoing the merge failed too: %w", conflict, uerr)
+	}
+	return conflict
+}
+
+// undoMerge undoes a merge in progress, when there is one.
+func (ts *trees) undoMerge(ctx context.Context) error {
+	if _, err := ts.git.Run(ctx, "rev-parse", "-q", "--verify", "MERGE_HEAD"); err != nil {
+		return nil // git refused the merge before starting it: nothing to undo
+	}
+	_, err := ts.git.Run(ctx, "merge", "--abort")
+	return err
+}
+
+// sweep removes what an earlier run on this state folder left when it died
+// (SIGKILL) in a parallel block: its worktrees (and stet's inside their
+// review folders), git's records of them, its branches, and a merge it left
+// half done. The run holds the state folder, so none of it is in use.
+func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) }) {
+	if _, err := os.Lstat(ts.root); err != nil {
+		return // no block ever ran on this state folder
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var removed []string
+	if res, err := ts.git.Run(ctx, "worktree", "list", "--porcelain"); err == nil {
+		for _, line := range strings.Split(res.Stdout, "\n") {
+			path, ok := strings.CutPrefix(line, "worktree ")
+			if ok && within(path, ts.root) {
+				ts.git.Run(ctx, "worktree", "remove", "--force", "--force", path)
+				removed = append(removed, path)
+			}
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(ts.root, mergingRecord)); err == nil {
+		log.Warn("undoing the merge of a task an earlier run left half done", "branch", strings.TrimSpace(string(data)))
+		if err := ts.undoMerge(ctx); err != nil {
+			log.Warn("could not undo the merge: run git merge --abort in the repository", "err", err)
+		}
+	}
+	entries, _ := os.ReadDir(ts.root)
+	for _, e := range entries {
+		os.RemoveAll(filepath.Join(ts.root, e.Name()))
+	}
+	ts.git.Run(ctx, "worktree", "prune")
+	var branches []string
+	if res, err := ts.git.Run(ctx, "for-each-ref", "--format=%(refname:short)", "refs/heads/"+ts.prefix); err == nil {
+		branches = strings.Fields(res.Stdout)
+	}
+	for _, b := range branches {
+		ts.git.Run(ctx, "branch", "-q", "-D", b)
+	}
+	if len(removed) > 0 || len(branches) > 0 {
+		log.Warn("removed the task worktrees and branches an earlier run left (it died in a parallel block); their tasks run again", "worktrees", len(removed), "branches", branches)
+	}
+}
+
+// within reports whether path is dir or inside it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// prepareTree gives a new worktree what git does not: the worktree_copy
+// paths from the work tree, then worktree_setup_command run in it. The work
+// tree is clean when a block starts, so a copied path is either ignored
+// there (and in the worktree) or tracked and the same: no copy is ever
+// committed as a task's work.
+func (r *run) prepareTree(ctx context.Context, tt *taskTree) error {
+	for _, p := range r.cfg.WorktreeCopy {
+		if err := copyPath(filepath.Join(r.cfg.RepoPath, p), filepath.Join(tt.dir, p)); err != nil {
+			return fmt.Errorf("worktree_copy %s: %w", p, err)
+		}
+	}
+	argv := strings.Fields(r.cfg.WorktreeSetupCommand)
+	if len(argv) == 0 {
+		return nil
+	}
+	r.log.Info("worktree setup command", "task", tt.task, "command", r.cfg.WorktreeSetupCommand, "worktree", tt.path)
+	spec := r.caller.Command("setup", argv, r.caller.Limits.Timeout)
+	spec.Dir = tt.dir
+	spec.Task = tt.task
+	res, err := phase.Run(ctx, spec)
+	if err == nil {
+		err = phase.CheckExit(res)
+	}
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return &phase.InterruptedError{Phase: "setup", Cause: context.Cause(ctx)}
+	}
+	err = fmt.Errorf("worktree_setup_command %q failed in %s: %w", r.cfg.WorktreeSetupCommand, tt.dir, err)
+	if out := strings.TrimSpace(res.Stdout); out != "" && strings.TrimSpace(res.Stderr) == "" {
+		err = fmt.Errorf("%w; it printed: %s", err, phase.Snippet(out, 400))
+	}
+	return err
+}
+
+// copyPath copies the file or folder src to dst, refusing links and special
+// files (a named pipe would block the copy; a link could reach outside the
+// repository).
+func copyPath(src, dst string) error {
+	info, err := os.Lstat(src)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s does not exist in the work tree", src)
+		}
+		return err
+	}
+	switch {
+	case info.IsDir():
+		if err := os.MkdirAll(dst, info.Mode().Perm()|0o700); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := copyPath(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("%s is %s: only files and folders are copied", src, safefs.KindOf(info.Mode()))
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
