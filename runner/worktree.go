@@ -102,10 +102,29 @@ func (r *run) worktreeBase(ctx context.Context) (base, why string) {
 	return head, ""
 }
 
-// add makes the worktree of task on a new branch at base. One at a time:
-// git worktree add reads the records of every other worktree, and fails on
-// one that is being made or removed ("failed to read .git/worktrees/…").
+// add makes the worktree of task on a new branch at base. git worktree add
+// reads the records of every other worktree, and fails on one that is being
+// made or removed ("failed to read .git/worktrees/…"), so the worktree is
+// registered one at a time, without its files (a few milliseconds); the
+// files, the bulk of the cost on a large tree, are then written outside the
+// lock, so that the tasks of a block write theirs at the same time.
 func (ts *trees) add(ctx context.Context, task int, base string) (*taskTree, error) {
+	tt, err := ts.register(ctx, task, base)
+	if err != nil {
+		return nil, err
+	}
+	// read-tree touches only this worktree's index and files. No parallel
+	// checkout (checkout.workers): the tasks of a block already write at
+	// the same time, and workers of each on top made a block of 4 on
+	// 10 000 files several times slower on 2 cores.
+	if _, err := ts.git.Run(ctx, "-C", tt.path, "read-tree", "--reset", "-u", "HEAD"); err != nil {
+		return nil, fmt.Errorf("git read-tree in %s: %w", tt.path, err)
+	}
+	return tt, nil
+}
+
+// register adds the worktree of task, with no files checked out yet.
+func (ts *trees) register(ctx context.Context, task int, base string) (*taskTree, error) {
 	tt := ts.of(task)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -116,9 +135,7 @@ func (ts *trees) add(ctx context.Context, task int, base string) (*taskTree, err
 		// Left by an earlier block of this run that could not remove it.
 		ts.forget(ctx, tt)
 	}
-	// Parallel checkout: a large tree is written by as many workers as
-	// there are cores.
-	if _, err := ts.git.Run(ctx, "-c", "checkout.workers=0", "worktree", "add", "-q", "-B", tt.branch, tt.path, base); err != nil {
+	if _, err := ts.git.Run(ctx, "worktree", "add", "-q", "--no-checkout", "-B", tt.branch, tt.path, base); err != nil {
 		return nil, fmt.Errorf("git worktree add %s: %w", tt.path, err)
 	}
 	return tt, nil

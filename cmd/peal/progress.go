@@ -168,7 +168,7 @@ func (p *progress) drawLocked(logText []byte) {
 	}
 }
 
-// line is the status of one call: task i/n, phase, attempt k/m, role and
+// line is the status of one call: task i/n, phase, attempt k of m (the same count as the log), role and
 // elapsed seconds.
 func (p *progress) line(c phase.CallInfo, now time.Time) string {
 	var parts []string
@@ -184,7 +184,7 @@ func (p *progress) line(c phase.CallInfo, now time.Time) string {
 			parts = append(parts, d)
 		}
 	}
-	parts = append(parts, fmt.Sprintf("attempt %d/%d", c.Attempt.N, c.Attempt.Of))
+	parts = append(parts, c.Attempt.String())
 	if c.Attempt.Role != "" {
 		parts = append(parts, c.Attempt.Role)
 	}

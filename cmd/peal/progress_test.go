@@ -37,32 +37,32 @@ func TestProgressDisplay(t *testing.T) {
 	step("a log line", "log one")
 	p.PlanLoaded(3)
 	end3 := p.CallStarted(call(3, "plan", 1, 1, phase.RolePrimary))
-	step("a call started", "log one", "peal: task 3/3 | plan | attempt 1/1 | primary | 0s")
+	step("a call started", "log one", "peal: task 3/3 | plan | attempt 1 of 1 | primary | 0s")
 	end2 := p.CallStarted(call(2, "execute", 2, 3, phase.RoleFallback))
 	step("a second call started", "log one",
-		"peal: task 2/3 | execute | attempt 2/3 | fallback | 0s",
-		"peal: task 3/3 | plan | attempt 1/1 | primary | 0s")
+		"peal: task 2/3 | execute | attempt 2 of 3 | fallback | 0s",
+		"peal: task 3/3 | plan | attempt 1 of 1 | primary | 0s")
 	now = now.Add(3 * time.Second)
 	p.redraw()
 	step("a tick", "log one",
-		"peal: task 2/3 | execute | attempt 2/3 | fallback | 3s",
-		"peal: task 3/3 | plan | attempt 1/1 | primary | 3s")
+		"peal: task 2/3 | execute | attempt 2 of 3 | fallback | 3s",
+		"peal: task 3/3 | plan | attempt 1 of 1 | primary | 3s")
 	io.WriteString(p, "log two\n")
 	step("a log line under the status lines", "log one", "log two",
-		"peal: task 2/3 | execute | attempt 2/3 | fallback | 3s",
-		"peal: task 3/3 | plan | attempt 1/1 | primary | 3s")
+		"peal: task 2/3 | execute | attempt 2 of 3 | fallback | 3s",
+		"peal: task 3/3 | plan | attempt 1 of 1 | primary | 3s")
 	end3()
-	step("a call ended", "log one", "log two", "peal: task 2/3 | execute | attempt 2/3 | fallback | 3s")
+	step("a call ended", "log one", "log two", "peal: task 2/3 | execute | attempt 2 of 3 | fallback | 3s")
 	endStet := p.CallStarted(phase.CallInfo{Phase: "stet", Task: phase.NoTask, Attempt: phase.Attempt{N: 1, Of: 1}, Started: now})
 	step("a call of no task", "log one", "log two",
-		"peal: stet | attempt 1/1 | 0s",
-		"peal: task 2/3 | execute | attempt 2/3 | fallback | 3s")
+		"peal: stet | attempt 1 of 1 | 0s",
+		"peal: task 2/3 | execute | attempt 2 of 3 | fallback | 3s")
 	io.WriteString(p, "half a ")
 	step("half a log line", "log one", "log two", "half a")
 	io.WriteString(p, "line\n")
 	step("the rest of it", "log one", "log two", "half a line",
-		"peal: stet | attempt 1/1 | 0s",
-		"peal: task 2/3 | execute | attempt 2/3 | fallback | 3s")
+		"peal: stet | attempt 1 of 1 | 0s",
+		"peal: task 2/3 | execute | attempt 2 of 3 | fallback | 3s")
 	width = 20
 	p.redraw()
 	step("the terminal narrowed", "log one", "log two", "half a line", "peal: stet | attemp", "peal: task 2/3 | ex")
@@ -112,12 +112,27 @@ func TestProgressLineDetail(t *testing.T) {
 	detail := ""
 	info := phase.CallInfo{Phase: "stet", Task: 1, Attempt: phase.Attempt{N: 1, Of: 1}, Started: now, Detail: func() string { return detail }}
 	for _, tc := range []struct{ detail, want string }{
-		{"", "peal: task 1/2 | stet | attempt 1/1 | 0s"},
-		{"review: Reviewing hunk 2/7: a.go", "peal: task 1/2 | stet | review: Reviewing hunk 2/7: a.go | attempt 1/1 | 0s"},
+		{"", "peal: task 1/2 | stet | attempt 1 of 1 | 0s"},
+		{"review: Reviewing hunk 2/7: a.go", "peal: task 1/2 | stet | review: Reviewing hunk 2/7: a.go | attempt 1 of 1 | 0s"},
 	} {
 		detail = tc.detail
 		if got := p.line(info, now); got != tc.want {
 			t.Errorf("line %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// TestProgressAttemptCount: the status line counts attempts as the log does,
+// the retry count's attempts first and the network retries apart, not as
+// one total that the retries left would contradict.
+func TestProgressAttemptCount(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 15, 10, 0, 0, 0, time.UTC)
+	p := newProgressAt(io.Discard, func() int { return 100 }, func() time.Time { return now })
+	p.PlanLoaded(1)
+	info := phase.CallInfo{Phase: "execute", Task: 1, Attempt: phase.Attempt{N: 2, Of: 4, Allowed: 2, Network: 2, Role: phase.RolePrimary}, Started: now}
+	want := "peal: task 1/1 | execute | attempt 2 of 2, +2 on network failures | primary | 0s"
+	if got := p.line(info, now); got != want {
+		t.Fatalf("status line %q, want %q", got, want)
 	}
 }

@@ -120,11 +120,11 @@ func TestProgressOnTerminal(t *testing.T) {
 				}
 				return
 			}
-			status := "peal: task 1/1 | plan | attempt 1/1 | primary | "
+			status := "peal: task 1/1 | plan | attempt 1 of 1 | primary | "
 			if n := strings.Count(stream, status); n < 2 {
 				t.Fatalf("the status line was drawn %d times, want it redrawn while the agent runs:\n%q", n, stream)
 			}
-			if !strings.Contains(stream, "peal: task 1/1 | execute | attempt 1/1 | primary | ") {
+			if !strings.Contains(stream, "peal: task 1/1 | execute | attempt 1 of 1 | primary | ") {
 				t.Fatalf("no status line for execute:\n%q", stream)
 			}
 			if !strings.Contains(stream, "\r\x1b[1A\x1b[J") {
