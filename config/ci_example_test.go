@@ -51,11 +51,7 @@ func TestAgentKindEnum(t *testing.T) {
 // event stream that reports cost.
 func TestMaxCostValidation(t *testing.T) {
 	t.Parallel()
-	repo := gitRepo(t)
-	dir := t.TempDir()
-	plan := filepath.Join(dir, "plan.md")
-	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
-	base := []string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + filepath.Join(dir, "st")}
+	dir, base := validationBase(t)
 	cfg, err := loadIn(dir, append(base, "PEAL_MAX_COST_USD=0"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,11 +70,7 @@ func TestMaxCostValidation(t *testing.T) {
 // refused with the layer that set it.
 func TestWorktreeCopyValidation(t *testing.T) {
 	t.Parallel()
-	repo := gitRepo(t)
-	dir := t.TempDir()
-	plan := filepath.Join(dir, "plan.md")
-	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
-	base := []string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + filepath.Join(dir, "st")}
+	dir, base := validationBase(t)
 	for _, bad := range []string{"/etc/passwd", "../x", "a/../../x", ".git/config", "."} {
 		cfg, err := loadIn(dir, append(base, "PEAL_WORKTREE_COPY=.env,"+bad))
 		if err != nil {
@@ -96,4 +88,15 @@ func TestWorktreeCopyValidation(t *testing.T) {
 	if cfg.ParallelIsolation != "worktree" || cfg.ParallelConflict != "retry" {
 		t.Fatalf("defaults: isolation %q, conflict %q", cfg.ParallelIsolation, cfg.ParallelConflict)
 	}
+}
+
+// validationBase is a folder with a one-task plan, and the variables that
+// point a configuration at it, a git repository and a state folder in it.
+func validationBase(t *testing.T) (dir string, env []string) {
+	t.Helper()
+	repo := gitRepo(t)
+	dir = t.TempDir()
+	plan := filepath.Join(dir, "plan.md")
+	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
+	return dir, []string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + filepath.Join(dir, "st")}
 }
