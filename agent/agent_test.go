@@ -171,6 +171,9 @@ func TestClassificationTable(t *testing.T) {
 		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key\n"), phase.Fatal, "Error: invalid x-api-key"},
 		// opencode with an OpenAI-compatible provider relays OpenAI's 401.
 		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.\n"), phase.Fatal, "Error: Incorrect API key provided"},
+		// opencode: two first starts in one data folder
+		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0mUnexpected error\n\nFailed query: \n        CREATE TABLE `workspace` (\n        );\n      \nparams: \n"), phase.Transient, "Failed query:"},
+		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0mUnexpected error\n\ndatabase is locked\n"), phase.Transient, "database is locked"},
 		// cursor
 		{"cursor", res(1, "", "Error: ENOENT: no such file or directory, rename '/root/.cursor/cli-config.json.tmp' -> '/root/.cursor/cli-config.json'\n"), phase.Transient, "cli-config.json.tmp"},
 		{"cursor", res(1, "", "ConnectError: [unavailable] connect ECONNREFUSED 127.0.0.1:443\n"), phase.Network, "ECONNREFUSED"},
@@ -203,7 +206,7 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 	want := map[string]phase.Class{
 		fakes.FailNoCredentials: phase.Fatal, fakes.FailInvalidKey: phase.Fatal, fakes.FailRoot: phase.Fatal,
 		fakes.FailConnectionRefused: phase.Network, fakes.FailRateLimit: phase.RateLimited, fakes.FailOverloaded: phase.RateLimited,
-		fakes.FailConfigRace: phase.Transient, fakes.FailUnauthorized: phase.Fatal, fakes.FailForbidden: phase.Fatal,
+		fakes.FailConfigRace: phase.Transient, fakes.FailStoreRace: phase.Transient, fakes.FailUnauthorized: phase.Fatal, fakes.FailForbidden: phase.Fatal,
 	}
 	for kind, failures := range fakes.Failures {
 		for name, f := range failures {

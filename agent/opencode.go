@@ -17,6 +17,11 @@ func init() {
 				"error: forbidden"},
 			Network:   []string{"cannot connect to api", "is the computer able to access the url"},
 			RateLimit: []string{"rate limit exceeded"},
+			// Processes that start at the same time in a data folder that
+			// has no database yet race to create its tables ("Failed
+			// query: CREATE TABLE …"), or find it locked: the next start
+			// finds it made.
+			Transient: []string{"failed query:", "database is locked"},
 			Hint:      "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",
 		},
 		Events:      opencodeEvents,

@@ -238,6 +238,22 @@ func TestCursorConfigRaceRetriedAtOnce(t *testing.T) {
 	}
 }
 
+// TestOpencodeStoreRaceRetriedAtOnce: opencode's first starts racing to
+// create its database are retried at once, without spending the retry
+// count (0 here), as the Cursor CLI's configuration race is.
+func TestOpencodeStoreRaceRetriedAtOnce(t *testing.T) {
+	t.Parallel()
+	h, env := kindHarness(t, "opencode", "## Task 1\nA\n")
+	h.scenario(map[string][]fakes.Outcome{"execute": {{Failure: fakes.FailStoreRace}, ok}})
+	var w fakes.Sleeps
+	if _, err := h.runCfg(h.config(append(env, "PEAL_RETRY_DELAY_SEC=600")...), withSleep(&w)); err != nil {
+		t.Fatal(err)
+	}
+	if h.keys() != "plan:1 execute:1 execute:1" || !slices.Equal(w.Waits(), []time.Duration{0}) {
+		t.Fatalf("calls %q, waits %v", h.keys(), w.Waits())
+	}
+}
+
 // TestCursorLaunchesStaggered: parallel Cursor calls start a launch gap
 // apart while the earlier one runs, so they do not race on the CLI's files.
 func TestCursorLaunchesStaggered(t *testing.T) {

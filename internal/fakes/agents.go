@@ -28,6 +28,7 @@ const (
 	FailRateLimit         = "rate_limit"
 	FailOverloaded        = "overloaded"
 	FailConfigRace        = "config_race"
+	FailStoreRace         = "store_race" // two first starts race to set up the CLI's database
 	FailRoot              = "root"
 )
 
@@ -90,6 +91,12 @@ var Failures = map[string]map[string]Failure{
 			Text: "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided: sk-te**. You can find your API key at https://platform.openai.com/account/api-keys."},
 		FailForbidden: {Stderr: true, Exit: 1,
 			Text: "\x1b[91m\x1b[1mError: \x1b[0mForbidden: {\"error\":{\"code\":null,\"message\":\"Forbidden\",\"param\":null,\"type\":\"server_error\"}}"},
+		// Two first starts in one data folder (a parallel block on a
+		// fresh machine) both create opencode's tables (opencode 1.18).
+		FailStoreRace: {Stderr: true, Exit: 1,
+			Text: "\x1b[91m\x1b[1mError: \x1b[0mUnexpected error\n\nFailed query: \n        CREATE TABLE `workspace` (\n          `id` text PRIMARY KEY,\n" +
+				"          `project_id` text NOT NULL,\n          CONSTRAINT `fk_workspace_project_id_project_id_fk` FOREIGN KEY (`project_id`) REFERENCES `project`(`id`) ON DELETE CASCADE\n" +
+				"        );\n      \nparams: "},
 	},
 	"cursor": {
 		FailInvalidKey:        {Text: "Invalid Cursor API key. Check the value of CURSOR_API_KEY.", Exit: 0},
