@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"peal/internal/owndir"
+	"peal/internal/unidiff"
 	"peal/phase"
 )
 
@@ -159,25 +159,8 @@ func (g Git) Covered(ctx context.Context, base, file string, line int) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("git diff failed: %w", err)
 	}
-	for _, l := range strings.Split(res.Stdout, "\n") {
-		m := hunkHeader.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		start, _ := strconv.Atoi(m[1])
-		count := 1
-		if m[2] != "" {
-			count, _ = strconv.Atoi(m[2])
-		}
-		if line >= start && line < start+count {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slices.ContainsFunc(unidiff.Parse([]byte(res.Stdout)), func(h unidiff.Hunk) bool { return h.Covers(line) }), nil
 }
-
-// hunkHeader is the header of a hunk, its new-side start and line count.
-var hunkHeader = regexp.MustCompile(`^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@`)
 
 // IsAncestor reports whether commit a is an ancestor of (or is) commit b.
 func (g Git) IsAncestor(ctx context.Context, a, b string) bool {

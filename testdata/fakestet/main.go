@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/unidiff"
 )
 
 func main() {
@@ -412,13 +413,13 @@ func (s *stet) review(sess *fakes.Session, f flags, head string, skipDismissed b
 // did not see (and, with skipDismissed, that hold no dismissed finding). A
 // review at the commit last reviewed has none, and one at the session's
 // baseline has seen nothing: neither needs the diff it would compare with.
-func (s *stet) newHunks(sess *fakes.Session, head string, skipDismissed bool) ([]fakes.Hunk, error) {
+func (s *stet) newHunks(sess *fakes.Session, head string, skipDismissed bool) ([]unidiff.Hunk, error) {
 	if sess.LastReviewed == head {
 		return nil, nil
 	}
-	since := func(commit string) ([]fakes.Hunk, error) {
+	since := func(commit string) ([]unidiff.Hunk, error) {
 		diff, err := git(s.root, "diff", "--no-color", "--no-ext-diff", sess.Baseline+".."+commit)
-		return fakes.ParseDiff([]byte(diff)), err
+		return unidiff.Parse([]byte(diff)), err
 	}
 	current, err := since(head)
 	if err != nil {
@@ -434,7 +435,7 @@ func (s *stet) newHunks(sess *fakes.Session, head string, skipDismissed bool) ([
 			seen[h.File+"\x00"+h.Raw] = true
 		}
 	}
-	var hunks []fakes.Hunk
+	var hunks []unidiff.Hunk
 	for _, h := range current {
 		if !seen[h.File+"\x00"+h.Raw] && !(skipDismissed && holdsDismissed(h, *sess)) {
 			hunks = append(hunks, h)
@@ -444,7 +445,7 @@ func (s *stet) newHunks(sess *fakes.Session, head string, skipDismissed bool) ([
 }
 
 // holdsDismissed reports whether a dismissed finding lies in the hunk.
-func holdsDismissed(h fakes.Hunk, sess fakes.Session) bool {
+func holdsDismissed(h unidiff.Hunk, sess fakes.Session) bool {
 	for _, fd := range sess.Findings {
 		if slices.Contains(sess.Dismissed, fd.ID) && fd.File == h.File && fd.Line >= h.Start && fd.Line <= h.End {
 			return true
