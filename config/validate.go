@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 
+	"peal/internal/safefs"
 	"peal/state"
 )
 
@@ -194,9 +195,9 @@ func (c *Config) stateFile(path string) string {
 		return "the state file " + filepath.Join(c.StateDir, state.FileName) + " or its companions"
 	case dir == c.StateDir && (base == state.RecordName || base == state.RecordPrevName):
 		return "the run record " + filepath.Join(c.StateDir, state.RecordName)
-	case path == c.KnowledgeDir || within(path, filepath.Join(c.KnowledgeDir, "tickets")):
+	case path == c.KnowledgeDir || safefs.Within(path, filepath.Join(c.KnowledgeDir, "tickets")):
 		return "the retry-state store " + c.KnowledgeDir
-	case within(path, filepath.Join(c.StateDir, "review")) || within(path, filepath.Join(c.StateDir, "tmp")):
+	case safefs.Within(path, filepath.Join(c.StateDir, "review")) || safefs.Within(path, filepath.Join(c.StateDir, "tmp")):
 		return "peal's review or temporary files in " + c.StateDir
 	case path == c.PlanPath || sameFile(path, c.PlanPath):
 		return "the plan " + c.PlanPath
@@ -204,11 +205,6 @@ func (c *Config) stateFile(path string) string {
 		return "the state file " + filepath.Join(c.StateDir, state.FileName)
 	}
 	return ""
-}
-
-// within reports whether path is dir or inside it.
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
 
 // sameFile reports whether a and b exist and are the same file (through a

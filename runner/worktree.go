@@ -273,7 +273,7 @@ func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) 
 	if res, err := ts.git.Run(ctx, "worktree", "list", "--porcelain"); err == nil {
 		for _, line := range strings.Split(res.Stdout, "\n") {
 			path, ok := strings.CutPrefix(line, "worktree ")
-			if ok && within(path, ts.root) {
+			if ok && safefs.Within(path, ts.root) {
 				ts.git.Run(ctx, "worktree", "remove", "--force", "--force", path)
 				removed = append(removed, path)
 			}
@@ -300,11 +300,6 @@ func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) 
 	if len(removed) > 0 || len(branches) > 0 {
 		log.Warn("removed the task worktrees and branches an earlier run left (it died in a parallel block); their tasks run again", "worktrees", len(removed), "branches", branches)
 	}
-}
-
-// within reports whether path is dir or inside it.
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
 
 // prepareTree gives a new worktree what git does not: the worktree_copy

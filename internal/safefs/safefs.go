@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // NotRegularError is returned for an entry that exists but is not a regular
@@ -200,3 +201,9 @@ type reason struct {
 
 func (r *reason) Error() string { return r.msg }
 func (r *reason) Unwrap() error { return r.err }
+
+// Within reports whether path is dir or inside it, comparing the names as
+// given (clean both first; no link is followed).
+func Within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
