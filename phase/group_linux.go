@@ -71,7 +71,7 @@ func strays(callID string, pgid int) []int {
 // to read, and a call's child and its threads are in the call's group.
 func carriers(pids []int, except int, match func(kv []byte) bool) []int {
 	var out []int
-	buf := make([]byte, 0, 16<<10)
+	var buf []byte // grown by readSmall for the first environment read
 	for _, pid := range pids {
 		g, err := unix.Getpgid(pid)
 		if err != nil || (except != 0 && g == except) {

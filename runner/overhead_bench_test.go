@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"peal/config"
+	"peal/internal/procs"
 )
 
 // BenchmarkPlan50TasksOverhead runs a 50-task plan whose agent is a no-op
@@ -23,7 +25,8 @@ import (
 // (Peal: 46x). The disk case runs in the process's temporary folder as it
 // found it (testbin.DiskTemp: TMPDIR or /tmp, not the tests' memory folder),
 // the tmpfs case in /dev/shm (or PEAL_BENCH_DIR), which tells the disk's
-// share from peal's own.
+// share from peal's own. The run uses one processor for its Go code, as the
+// peal binary does (procs.Limit).
 func BenchmarkPlan50TasksOverhead(b *testing.B) {
 	bin, err := exec.LookPath("true")
 	if err != nil {
@@ -46,6 +49,10 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 }
 
 func benchPlan50(b *testing.B, bin, dir string) {
+	// As the peal binary runs (procs.Limit in main); the bare execs keep the
+	// default, under which they are faster.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	procs.Limit()
 	repo := filepath.Join(dir, "repo")
 	os.MkdirAll(filepath.Join(repo, ".git"), 0o755)
 	var plan strings.Builder

@@ -99,11 +99,20 @@ func TaskOf(task int) *int { return &task }
 // Recorder appends events to the run record. Its methods are safe for
 // concurrent use; a write that fails is reported once and ends the record,
 // never the run.
+//
+// Most events are written by a goroutine of the recorder, in batches, while
+// the run waits for its calls: the run does not stop for them. A call's
+// start is written before Add returns (with whatever is pending), so that
+// the record names every call whose process can be seen, and Close writes
+// what is left.
 type Recorder struct {
-	mu     sync.Mutex
-	f      *os.File
-	failed func(error) // told of the first failure
-	done   bool
+	mu      sync.Mutex
+	f       *os.File
+	failed  func(error) // told of the first failure
+	done    bool
+	pending []Event
+	buf     []byte
+	kick    chan struct{} // a batch is waiting for the writer
 }
 
 // StartRecord begins the run record of a run in the state folder dir,
@@ -123,7 +132,18 @@ func StartRecord(dir string, failed func(error)) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Recorder{f: f, failed: failed}, nil
+	r := &Recorder{f: f, failed: failed, kick: make(chan struct{}, 1)}
+	go r.writer()
+	return r, nil
+}
+
+// writer writes each batch it is told of, until Close.
+func (r *Recorder) writer() {
+	for range r.kick {
+		r.mu.Lock()
+		r.flushLocked()
+		r.mu.Unlock()
+	}
 }
 
 // Add appends one event. A nil Recorder does nothing.
@@ -131,18 +151,38 @@ func (r *Recorder) Add(ev Event) {
 	if r == nil {
 		return
 	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
 		return
 	}
-	// One write per line: a line is whole or missing, even if peal is
-	// killed while writing.
-	if _, err := r.f.Write(append(data, '\n')); err != nil {
+	r.pending = append(r.pending, ev)
+	if ev.Ev == EvCallStart {
+		r.flushLocked()
+		return
+	}
+	select {
+	case r.kick <- struct{}{}:
+	default: // the writer has a batch to take already
+	}
+}
+
+// flushLocked writes the pending events (the caller holds mu) in one write:
+// lines are whole, but for a last one cut by a full disk or a kill in the
+// middle of the write, which ReadRecord skips.
+func (r *Recorder) flushLocked() {
+	if r.done || len(r.pending) == 0 {
+		return
+	}
+	r.buf = r.buf[:0]
+	for i, ev := range r.pending {
+		if data, err := json.Marshal(ev); err == nil {
+			r.buf = append(append(r.buf, data...), '\n')
+		}
+		r.pending[i] = Event{} // what the event points to is not kept alive
+	}
+	r.pending = r.pending[:0]
+	if _, err := r.f.Write(r.buf); err != nil {
 		r.done = true
 		if r.failed != nil {
 			r.failed(err)
@@ -150,15 +190,21 @@ func (r *Recorder) Add(ev Event) {
 	}
 }
 
-// Close closes the record.
+// Close writes what is pending and closes the record.
 func (r *Recorder) Close() {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.f == nil {
+		return
+	}
+	r.flushLocked()
 	r.done = true
+	close(r.kick)
 	r.f.Close()
+	r.f = nil
 }
 
 // maxRecordFile caps what is read of a run record.

@@ -229,7 +229,7 @@ func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
 	if err := checkTicketID(id); err != nil {
 		return RetryState{}, err
 	}
-	dir, err := openTicketDir(knowledgeDir, id, false)
+	dir, _, err := openTicketDir(knowledgeDir, id, false)
 	if err != nil {
 		return RetryState{}, err
 	}
@@ -248,23 +248,29 @@ func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
 // openTicketDir opens <knowledgeDir>/tickets/<id> without following a link
 // at tickets or at the ticket's folder: a link there could lead peal to write
 // outside the store. The store itself is the configured folder, links and
-// all.
-func openTicketDir(knowledgeDir, id string, create bool) (*safefs.Dir, error) {
+// all. created tells that the ticket's folder was made by this call.
+func openTicketDir(knowledgeDir, id string, create bool) (*safefs.Dir, bool, error) {
 	root, err := safefs.OpenDir(knowledgeDir, create)
 	if err != nil {
-		return nil, storeError(id, err)
+		return nil, false, storeError(id, err)
 	}
 	defer root.Close()
 	tickets, err := root.Sub("tickets", create)
 	if err != nil {
-		return nil, storeError(id, err)
+		return nil, false, storeError(id, err)
 	}
 	defer tickets.Close()
-	dir, err := tickets.Sub(id, create)
-	if err != nil {
-		return nil, storeError(id, err)
+	var dir *safefs.Dir
+	created := false
+	if create {
+		dir, created, err = tickets.MakeSub(id)
+	} else {
+		dir, err = tickets.Sub(id, false)
 	}
-	return dir, nil
+	if err != nil {
+		return nil, false, storeError(id, err)
+	}
+	return dir, created, nil
 }
 
 func storeError(id string, err error) error {

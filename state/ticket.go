@@ -51,6 +51,15 @@ type Ticket struct {
 	// for its attempt (otherwise it is an earlier attempt's, or another
 	// program's).
 	summarized bool
+	// summary is the text of close-summary.md as this handle wrote (or
+	// found) it, so that CloseStatus need not read back what was just
+	// written under the lock.
+	summary string
+	// view and doc are data decoded, when it was read since the last write
+	// (nil otherwise): the next save starts from them without decoding the
+	// same text again. doc is never changed; a save edits a copy.
+	view *RetryState
+	doc  *object
 }
 
 // attempt identifies the attempt a handle began, to find it again after
@@ -73,7 +82,7 @@ func OpenTicket(knowledgeDir, id string, now time.Time, warn func(string)) (*Tic
 	if err := checkTicketID(id); err != nil {
 		return nil, err
 	}
-	dir, err := openTicketDir(knowledgeDir, id, true)
+	dir, created, err := openTicketDir(knowledgeDir, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +98,12 @@ func OpenTicket(knowledgeDir, id string, now time.Time, warn func(string)) (*Tic
 		warn = func(string) {}
 	}
 	t := &Ticket{id: id, dir: dir, lock: lock, warn: warn, now: now}
-	if _, err := dir.RemoveTemps(RetryStateFile, CloseSummaryFile); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("ticket %s: %w", id, err)
+	// A folder made just now holds no temporary file of a killed save.
+	if !created {
+		if _, err := dir.RemoveTemps(RetryStateFile, CloseSummaryFile); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("ticket %s: %w", id, err)
+		}
 	}
 	if _, _, err := t.reload(now); err != nil {
 		t.Close()
@@ -106,9 +118,9 @@ func OpenTicket(knowledgeDir, id string, now time.Time, warn func(string)) (*Tic
 func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 	data, err := readRetryFile(t.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.data = nil
 		doc := freshDoc(t.id, t.now)
 		st, _, _ := decodeRetryState(doc.file(), t.id)
+		t.data, t.view, t.doc = nil, &st, doc.clone()
 		return st, doc, nil
 	}
 	if err != nil && !errors.Is(err, ErrUnreadable) {
@@ -132,7 +144,7 @@ func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 			return RetryState{}, nil, fmt.Errorf("retry state %s is unreadable (%v) and cannot be moved aside: %w", path, err, kerr)
 		}
 		t.warn(fmt.Sprintf("retry state %s is unreadable (%v): kept it as %s and started fresh", path, problemOf(err), aside))
-		t.data = nil
+		t.data, t.view, t.doc = nil, nil, nil
 		doc := freshDoc(t.id, now)
 		st, _, _ := decodeRetryState(doc.file(), t.id)
 		return st, doc, nil
@@ -143,6 +155,7 @@ func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 		}
 	}
 	t.data = data
+	t.view, t.doc = &st, doc.clone()
 	return st, doc, nil
 }
 
@@ -352,16 +365,25 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 const maxRetries = 20
 
 // update changes the file under the lock as change says, starting from the
-// file as it is now: it reads it again, edits the document, writes the
-// result to a synced temporary file and, if the file is still what was read,
-// renames it into place. If another program (ticketflow takes no lock) wrote
-// the file meanwhile, it starts over from that program's version, so that
-// only a write landing between the last check and the rename can be lost.
-// sync also makes the folder durable, with every write the handle did in it.
+// file as this handle last read or wrote it: it edits the document, writes
+// the result to a synced temporary file and, if the file is still what the
+// edit started from, renames it into place. If another program (ticketflow
+// takes no lock) wrote the file meanwhile, it reads that program's version
+// and starts over from it, so that only a write landing between the last
+// check and the rename can be lost. The check reads the file just before the
+// rename, which is why the edit need not read it first as well. sync also
+// makes the folder durable, with every write the handle did in it.
 func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc *object) error) error {
 	path := t.dir.Join(RetryStateFile)
 	for try := 1; ; try++ {
-		st, doc, err := t.reload(now)
+		var st RetryState
+		var doc *object
+		var err error
+		if try == 1 {
+			st, doc, err = t.cached()
+		} else {
+			st, doc, err = t.reload(now)
+		}
 		if err != nil {
 			return err
 		}
@@ -393,9 +415,28 @@ func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc
 		if err != nil {
 			return fmt.Errorf("saving retry state %s: %w", path, err)
 		}
-		t.data = data
+		t.data, t.view, t.doc = data, nil, nil
 		return nil
 	}
+}
+
+// cached is the view and document of the file as this handle last read or
+// wrote it (a fresh state when there was none).
+func (t *Ticket) cached() (RetryState, *object, error) {
+	if t.view != nil {
+		return *t.view, t.doc.clone(), nil
+	}
+	data := t.data
+	if data == nil {
+		data = freshDoc(t.id, t.now).file()
+	}
+	st, doc, err := decodeRetryState(data, t.id)
+	if err != nil {
+		// What this handle read or wrote decoded before; should it not
+		// now, the file is read again.
+		return RetryState{}, nil, fmt.Errorf("retry state %s: %w", t.dir.Join(RetryStateFile), err)
+	}
+	return st, doc, nil
 }
 
 // WriteCloseSummary writes close-summary.md in the shape tf's detection
@@ -407,18 +448,23 @@ func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts) error {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
 	}
 	if old, err := t.dir.ReadFile(CloseSummaryFile, maxArtifact); err == nil && string(old) == text {
-		t.summarized = true
+		t.summarized, t.summary = true, text
 		return nil // the same summary as the last attempt's: no write
 	}
 	if err := t.dir.WriteFile(CloseSummaryFile, []byte(text)); err != nil {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
 	}
-	t.summarized = true
+	t.summarized, t.summary = true, text
 	return nil
 }
 
 // CloseStatus runs tf's close detection on the ticket's close-summary.md.
+// When this handle wrote the file, the detection runs on the text it wrote:
+// that text is this attempt's verdict, and tf reads the same bytes.
 func (t *Ticket) CloseStatus() (CloseResult, error) {
+	if t.summarized {
+		return closeStatus(t.summary), nil
+	}
 	data, err := t.dir.ReadFile(CloseSummaryFile, maxArtifact)
 	if errors.Is(err, fs.ErrNotExist) {
 		return CloseResult{Status: "unknown"}, nil
@@ -463,7 +509,7 @@ func ResetTicket(knowledgeDir, id string, now time.Time) (string, error) {
 	}
 	// Opening without creating keeps a reset of an unknown ticket from
 	// creating its folder and lock file.
-	dir, err := openTicketDir(knowledgeDir, id, false)
+	dir, _, err := openTicketDir(knowledgeDir, id, false)
 	if err != nil {
 		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
 	}

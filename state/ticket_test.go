@@ -587,3 +587,56 @@ func TestNoRewriteOfTheSameSummary(t *testing.T) {
 		t.Error("a changed close summary was not written")
 	}
 }
+
+// TestSaveStartsOverFromAnotherWriter: a save starts from the file as the
+// handle last saw it and checks the file just before its rename; what
+// another program wrote between the handle's reads and writes is kept.
+func TestSaveStartsOverFromAnotherWriter(t *testing.T) {
+	t.Parallel()
+	kdir := t.TempDir()
+	tk := openTicket(t, kdir, "pt-other")
+	path := filepath.Join(tk.Dir(), RetryStateFile)
+	// After the open, ticketflow records a closed attempt of its own.
+	other := `{"version": 1, "ticketId": "pt-other", "status": "closed", "retryCount": 0,
+ "lastAttemptAt": "2026-02-10T11:00:00Z", "by": "tf",
+ "attempts": [{"attemptNumber": 1, "startedAt": "2026-02-10T10:00:00Z", "completedAt": "2026-02-10T11:00:00Z",
+   "status": "closed", "trigger": "initial", "by": "tf"}]}`
+	if err := os.WriteFile(path, []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, resumed, err := tk.Begin(at(1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed || a.AttemptNumber != 2 || a.Trigger != TriggerManualRetry {
+		t.Fatalf("began %+v (resumed %v), want attempt 2 after ticketflow's, as a manual retry", a, resumed)
+	}
+	// Between Begin and Complete, ticketflow adds a member of its own.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), `"ticketId": "pt-other",`, `"ticketId": "pt-other", "note": "tf was here",`, 1)
+	if edited == string(data) {
+		t.Fatalf("no ticketId member in %s", data)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Complete(at(2), AttemptClosed, nil); err != nil {
+		t.Fatal(err)
+	}
+	final, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"note": "tf was here"`, `"by": "tf"`} {
+		if !strings.Contains(string(final), want) {
+			t.Errorf("ticketflow's %s was lost:\n%s", want, final)
+		}
+	}
+	st := onDisk(t, tk)
+	if len(st.Attempts) != 2 || st.Attempts[0].Status != AttemptClosed || st.Attempts[1].Status != AttemptClosed || st.Attempts[1].AttemptNumber != 2 {
+		t.Errorf("attempts %+v, want ticketflow's closed attempt 1 and this run's closed attempt 2", st.Attempts)
+	}
+}

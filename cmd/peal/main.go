@@ -18,6 +18,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"peal/internal/procs"
 	"peal/runner"
 )
 
@@ -80,6 +81,7 @@ type exitError struct {
 func (e *exitError) Error() string { return e.msg }
 
 func main() {
+	procs.Limit()
 	sig := watchSignals()
 	// A write to peal's own output whose reader has gone (`peal … | tee`,
 	// tee killed) fails instead of killing peal: the run then stops as on a

@@ -79,11 +79,30 @@ func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
 // Sub opens the folder name inside d, creating it when create is set. A link
 // there is refused, even one to a folder.
 func (d *Dir) Sub(name string, create bool) (*Dir, error) {
-	if create {
-		if err := d.root.Mkdir(name, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, d.named(err, name)
-		}
+	if !create {
+		return d.openSub(name)
 	}
+	sub, _, err := d.MakeSub(name)
+	return sub, err
+}
+
+// MakeSub opens the folder name inside d, creating it if it is missing, and
+// tells whether it was created by this call (and so holds nothing yet but
+// what this process puts there). A link there is refused, as by Sub.
+func (d *Dir) MakeSub(name string) (*Dir, bool, error) {
+	created := true
+	if err := d.root.Mkdir(name, 0o777); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, false, d.named(err, name)
+		}
+		created = false
+	}
+	sub, err := d.openSub(name)
+	return sub, created && err == nil, err
+}
+
+// openSub opens the existing folder name inside d, refusing a link.
+func (d *Dir) openSub(name string) (*Dir, error) {
 	info, err := d.Lstat(name)
 	if err != nil {
 		return nil, err
@@ -224,7 +243,7 @@ func (p *Pending) Abort() { p.d.root.Remove(p.tmp) }
 func (d *Dir) createTemp(prefix string) (*os.File, string, error) {
 	for range 100 {
 		name := prefix + strconv.FormatUint(rand.Uint64(), 36)
-		f, err := d.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err := d.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|nonblock, 0o666)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
@@ -236,9 +255,12 @@ func (d *Dir) createTemp(prefix string) (*os.File, string, error) {
 	return nil, "", fmt.Errorf("%s: no free temporary file name", d.Join(prefix+"*"))
 }
 
+// openSelf opens the folder itself, to sync or list it.
+func (d *Dir) openSelf() (*os.File, error) { return d.root.OpenFile(".", os.O_RDONLY|nonblock, 0) }
+
 // Sync makes the renames and removals done in the folder durable.
 func (d *Dir) Sync() error {
-	f, err := d.root.Open(".")
+	f, err := d.openSelf()
 	if err != nil {
 		return d.named(err, ".")
 	}
@@ -268,7 +290,7 @@ func (d *Dir) CheckWritable() error {
 // when their process died, and returns how many there were. Only a caller
 // that holds the lock under which name is written may call it.
 func (d *Dir) RemoveTemps(names ...string) (int, error) {
-	f, err := d.root.Open(".")
+	f, err := d.openSelf()
 	if err != nil {
 		return 0, d.named(err, ".")
 	}
@@ -347,7 +369,7 @@ func (l *Lock) Close() error {
 func (d *Dir) Lock(name string) (*Lock, error) {
 	// os.Root sets close-on-exec, so the children peal starts do not inherit
 	// the lock and keep it alive after peal has gone.
-	f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+	f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL|nonblock, 0o666)
 	if errors.Is(err, fs.ErrExist) {
 		var info fs.FileInfo
 		if info, err = d.regular(name); err != nil {

@@ -1,0 +1,106 @@
+package state
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func startRecord(t *testing.T) (*Recorder, string) {
+	t.Helper()
+	dir := t.TempDir()
+	rec, err := StartRecord(dir, func(err error) { t.Errorf("record failed: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rec.Close)
+	return rec, filepath.Join(dir, RecordName)
+}
+
+func kinds(events []Event) []string {
+	var out []string
+	for _, ev := range events {
+		out = append(out, fmt.Sprintf("%s:%s", ev.Ev, ev.Call))
+	}
+	return out
+}
+
+// A call's start is on disk when Add returns, after every event added
+// before it: a process the record does not name is never running.
+func TestRecordCallStartWrittenAtOnce(t *testing.T) {
+	t.Parallel()
+	rec, path := startRecord(t)
+	rec.Add(Event{Ev: EvTaskStart, Task: TaskOf(1)})
+	rec.Add(Event{Ev: EvCallStart, Task: TaskOf(1), Call: "c1"})
+	events, skipped, err := ReadRecord(path)
+	if err != nil || skipped != 0 {
+		t.Fatal(err, skipped)
+	}
+	if got := fmt.Sprint(kinds(events)); got != "[task_start: call_start:c1]" {
+		t.Errorf("on disk right after the call's start: %s", got)
+	}
+}
+
+// Other events reach the file without a Close, written by the recorder's
+// own goroutine: a live reader sees a call end while the run goes on.
+func TestRecordWritesWithoutClose(t *testing.T) {
+	t.Parallel()
+	rec, path := startRecord(t)
+	rec.Add(Event{Ev: EvCallEnd, Call: "c1"})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if data, _ := os.ReadFile(path); len(data) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call's end never reached the record")
+		}
+	}
+	events, _, err := ReadRecord(path)
+	if err != nil || fmt.Sprint(kinds(events)) != "[call_end:c1]" {
+		t.Errorf("record %v (%v)", kinds(events), err)
+	}
+}
+
+// Close writes everything still pending; events of one goroutine keep
+// their order, and nothing is lost or cut among concurrent writers.
+func TestRecordKeepsEveryEventInOrder(t *testing.T) {
+	t.Parallel()
+	rec, path := startRecord(t)
+	const writers, each = 4, 500
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				ev := EvCallEnd
+				if i%7 == 0 {
+					ev = EvCallStart
+				}
+				rec.Add(Event{Ev: ev, Task: TaskOf(w), Call: fmt.Sprint(i)})
+			}
+		}()
+	}
+	wg.Wait()
+	rec.Close()
+	rec.Add(Event{Ev: EvRunEnd}) // after Close: dropped, no panic
+	rec.Close()                  // twice: harmless
+	events, skipped, err := ReadRecord(path)
+	if err != nil || skipped != 0 {
+		t.Fatal(err, skipped)
+	}
+	if len(events) != writers*each {
+		t.Fatalf("%d events on disk, want %d", len(events), writers*each)
+	}
+	next := map[int]int{}
+	for _, ev := range events {
+		w := *ev.Task
+		if ev.Call != fmt.Sprint(next[w]) {
+			t.Fatalf("writer %d: event %s after %d", w, ev.Call, next[w])
+		}
+		next[w]++
+	}
+}
