@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -191,7 +193,7 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	if spec.Stdin == nil {
 		c.cmd.Stdin = devNull() // or exec would open it for every call
 	} else {
-		if stdinRead, c.stdin, err = os.Pipe(); err != nil {
+		if c.stdin, stdinRead, err = pipe(false); err != nil {
 			return fail(err)
 		}
 		c.cmd.Stdin = stdinRead
@@ -313,7 +315,7 @@ func (c *call) release() {
 		c.stdin.Close() // a writer still blocked on a full pipe returns now
 	}
 	if c.tempDir != "" {
-		os.RemoveAll(c.tempDir)
+		removeTempDir(c.tempDir)
 	}
 }
 
@@ -322,11 +324,25 @@ type endedError struct{ cause error }
 
 func (e *endedError) Error() string { return "ended by its watcher: " + fmt.Sprint(e.cause) }
 
+// newTempDir makes a call's own temporary folder in root, making root
+// first only when it is missing (or was removed since the last call).
 func newTempDir(root string) (string, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return "", err
+	dir, err := os.MkdirTemp(root, "call-")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return "", err
+		}
+		dir, err = os.MkdirTemp(root, "call-")
 	}
-	return os.MkdirTemp(root, "call-")
+	return dir, err
+}
+
+// removeTempDir removes a call's temporary folder: one system call when
+// the agent left it empty, as it mostly does.
+func removeTempDir(dir string) {
+	if syscall.Rmdir(dir) != nil {
+		os.RemoveAll(dir)
+	}
 }
 
 func interrupted(phase string, ctx context.Context) error {

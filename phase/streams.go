@@ -24,15 +24,17 @@ type streams struct {
 	// reader still working through what is in the pipes is not cut off.
 	chunks atomic.Int64
 	busy   atomic.Int32
+	// reading counts the drains not ended yet.
+	reading atomic.Int32
 }
 
 func newStreams(spec Spec) (*streams, error) {
 	s := &streams{stdout: &capture{sink: spec.StdoutSink}, stderr: &capture{sink: spec.StderrSink}, done: make(chan struct{})}
 	var err error
-	if s.outR, s.childOut, err = os.Pipe(); err != nil {
+	if s.outR, s.childOut, err = pipe(true); err != nil {
 		return nil, err
 	}
-	if s.errR, s.childErr, err = os.Pipe(); err != nil {
+	if s.errR, s.childErr, err = pipe(true); err != nil {
 		s.closeAll()
 		return nil, err
 	}
@@ -53,19 +55,21 @@ func (s *streams) read(start time.Time, w Watcher) {
 	if w != nil {
 		lines = &lineFeed{w: w}
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go s.drain(&wg, s.outR, s.stdout, lines.splitter(Stdout))
-	go s.drain(&wg, s.errR, s.stderr, lines.splitter(Stderr))
-	go func() { wg.Wait(); close(s.done) }()
+	s.reading.Store(2)
+	go s.drain(s.outR, s.stdout, lines.splitter(Stdout))
+	go s.drain(s.errR, s.stderr, lines.splitter(Stderr))
 }
 
 // readBufs holds the read buffers of finished drains: a call that prints
 // nothing then costs no 64 KiB allocation per stream (and no garbage).
 var readBufs = sync.Pool{New: func() any { return new([64 << 10]byte) }}
 
-func (s *streams) drain(wg *sync.WaitGroup, r *os.File, c *capture, lines *splitter) {
-	defer wg.Done()
+func (s *streams) drain(r *os.File, c *capture, lines *splitter) {
+	defer func() {
+		if s.reading.Add(-1) == 0 {
+			close(s.done) // the last one to end
+		}
+	}()
 	// Nothing keeps a slice of buf once a chunk is handled: the capture
 	// and the line splitter copy what they keep.
 	arr := readBufs.Get().(*[64 << 10]byte)
