@@ -151,6 +151,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		return Outcome{}, err
 	}
 	defer store.Close()
+	defer r.tickets.store.Close()
 	for _, w := range warnings {
 		log.Warn(w)
 	}

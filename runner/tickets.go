@@ -36,6 +36,8 @@ type tickets struct {
 	// run at that point.
 	closed func(Task)
 
+	store *state.TicketStore // the store's tickets folder, kept open for the run
+
 	mu        sync.Mutex
 	byTask    map[int]*ticketRun // per-task mode
 	run       *ticketRun         // ticket mode (ticket_id)
@@ -43,7 +45,7 @@ type tickets struct {
 }
 
 func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *tickets {
-	return &tickets{cfg: cfg, log: log, now: now, byTask: map[int]*ticketRun{}}
+	return &tickets{cfg: cfg, log: log, now: now, store: state.NewTicketStore(cfg.KnowledgeDir), byTask: map[int]*ticketRun{}}
 }
 
 // id is the ticket of a task.
@@ -72,7 +74,7 @@ var errSkipped = errors.New("ticket skipped")
 // max_retries, and an error that ends the run when another process holds the
 // ticket.
 func (ts *tickets) begin(id string) (*ticketRun, error) {
-	t, err := state.OpenTicket(ts.cfg.KnowledgeDir, id, ts.now(), func(w string) { ts.log.Warn(w, "ticket", id) })
+	t, err := ts.store.OpenTicket(id, ts.now(), func(w string) { ts.log.Warn(w, "ticket", id) })
 	if err != nil {
 		if errors.Is(err, state.ErrTicketLocked) {
 			return nil, fmt.Errorf("ticket %s is being worked on by another peal process (its retry state is locked): wait for it or run another ticket", id)

@@ -250,12 +250,7 @@ func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
 // outside the store. The store itself is the configured folder, links and
 // all. created tells that the ticket's folder was made by this call.
 func openTicketDir(knowledgeDir, id string, create bool) (*safefs.Dir, bool, error) {
-	root, err := safefs.OpenDir(knowledgeDir, create)
-	if err != nil {
-		return nil, false, storeError(id, err)
-	}
-	defer root.Close()
-	tickets, err := root.Sub("tickets", create)
+	tickets, err := openTicketsDir(knowledgeDir, create)
 	if err != nil {
 		return nil, false, storeError(id, err)
 	}
@@ -271,6 +266,16 @@ func openTicketDir(knowledgeDir, id string, create bool) (*safefs.Dir, bool, err
 		return nil, false, storeError(id, err)
 	}
 	return dir, created, nil
+}
+
+// openTicketsDir opens <knowledgeDir>/tickets, refusing a link there.
+func openTicketsDir(knowledgeDir string, create bool) (*safefs.Dir, error) {
+	root, err := safefs.OpenDir(knowledgeDir, create)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.Sub("tickets", create)
 }
 
 func storeError(id string, err error) error {

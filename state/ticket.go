@@ -79,10 +79,67 @@ type attempt struct {
 // what is odd in the file, here and whenever another program changed it.
 // The temporary files of a save that a killed peal left are removed.
 func OpenTicket(knowledgeDir, id string, now time.Time, warn func(string)) (*Ticket, error) {
+	s := NewTicketStore(knowledgeDir)
+	defer s.Close()
+	return s.OpenTicket(id, now, warn)
+}
+
+// TicketStore is a retry-state store whose tickets folder is opened once
+// and then kept open, for a run that opens many tickets. Its methods are
+// safe for concurrent use.
+type TicketStore struct {
+	knowledgeDir string
+	mu           sync.Mutex
+	tickets      *safefs.Dir // nil until the first ticket, or after a failure
+}
+
+// NewTicketStore is the store in knowledgeDir; nothing is opened yet.
+func NewTicketStore(knowledgeDir string) *TicketStore {
+	return &TicketStore{knowledgeDir: knowledgeDir}
+}
+
+// Close closes the tickets folder; the store opens it again if need be.
+func (s *TicketStore) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tickets != nil {
+		s.tickets.Close()
+		s.tickets = nil
+	}
+}
+
+// ticketDir opens (creating it) the folder of ticket id, and tells whether
+// it was created just now. When the kept tickets folder fails (it was
+// removed, say), the store opens it afresh once.
+func (s *TicketStore) ticketDir(id string) (*safefs.Dir, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for try := 1; ; try++ {
+		if s.tickets == nil {
+			tickets, err := openTicketsDir(s.knowledgeDir, true)
+			if err != nil {
+				return nil, false, storeError(id, err)
+			}
+			s.tickets = tickets
+		}
+		dir, created, err := s.tickets.MakeSub(id)
+		if err == nil {
+			return dir, created, nil
+		}
+		s.tickets.Close()
+		s.tickets = nil
+		if try == 2 {
+			return nil, false, storeError(id, err)
+		}
+	}
+}
+
+// OpenTicket is OpenTicket of the package, in this store.
+func (s *TicketStore) OpenTicket(id string, now time.Time, warn func(string)) (*Ticket, error) {
 	if err := checkTicketID(id); err != nil {
 		return nil, err
 	}
-	dir, created, err := openTicketDir(knowledgeDir, id, true)
+	dir, created, err := s.ticketDir(id)
 	if err != nil {
 		return nil, err
 	}

@@ -640,3 +640,30 @@ func TestSaveStartsOverFromAnotherWriter(t *testing.T) {
 		t.Errorf("attempts %+v, want ticketflow's closed attempt 1 and this run's closed attempt 2", st.Attempts)
 	}
 }
+
+// A store keeps its tickets folder open between tickets; a folder removed
+// meanwhile is made again, and the ticket lands in the new one.
+func TestTicketStoreReopensARemovedFolder(t *testing.T) {
+	t.Parallel()
+	kdir := t.TempDir()
+	s := NewTicketStore(kdir)
+	defer s.Close()
+	for i, id := range []string{"pt-1", "pt-2"} {
+		if i == 1 {
+			if err := os.RemoveAll(filepath.Join(kdir, "tickets")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tk, err := s.OpenTicket(id, at(0), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := tk.Begin(at(1), nil); err != nil {
+			t.Fatal(err)
+		}
+		tk.Close()
+		if _, err := os.Stat(filepath.Join(kdir, "tickets", id, RetryStateFile)); err != nil {
+			t.Fatalf("ticket %s: %v", id, err)
+		}
+	}
+}
