@@ -229,7 +229,7 @@ func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
 	if err := checkTicketID(id); err != nil {
 		return RetryState{}, err
 	}
-	dir, _, err := openTicketDir(knowledgeDir, id, false)
+	dir, err := openTicketDir(knowledgeDir, id)
 	if err != nil {
 		return RetryState{}, err
 	}
@@ -245,27 +245,22 @@ func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
 	return st, nil
 }
 
-// openTicketDir opens <knowledgeDir>/tickets/<id> without following a link
-// at tickets or at the ticket's folder: a link there could lead peal to write
-// outside the store. The store itself is the configured folder, links and
-// all. created tells that the ticket's folder was made by this call.
-func openTicketDir(knowledgeDir, id string, create bool) (*safefs.Dir, bool, error) {
-	tickets, err := openTicketsDir(knowledgeDir, create)
+// openTicketDir opens the existing folder <knowledgeDir>/tickets/<id>
+// without following a link at tickets or at the ticket's folder: a link
+// there could lead peal to write outside the store. The store itself is the
+// configured folder, links and all. (TicketStore opens and creates the
+// folders of the tickets a run works on.)
+func openTicketDir(knowledgeDir, id string) (*safefs.Dir, error) {
+	tickets, err := openTicketsDir(knowledgeDir, false)
 	if err != nil {
-		return nil, false, storeError(id, err)
+		return nil, storeError(id, err)
 	}
 	defer tickets.Close()
-	var dir *safefs.Dir
-	created := false
-	if create {
-		dir, created, err = tickets.MakeSub(id)
-	} else {
-		dir, err = tickets.Sub(id, false)
-	}
+	dir, err := tickets.Sub(id, false)
 	if err != nil {
-		return nil, false, storeError(id, err)
+		return nil, storeError(id, err)
 	}
-	return dir, created, nil
+	return dir, nil
 }
 
 // openTicketsDir opens <knowledgeDir>/tickets, refusing a link there.

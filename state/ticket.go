@@ -47,13 +47,10 @@ type Ticket struct {
 	data []byte    // the file as last read or written; nil: there is none
 	mine *attempt  // the attempt this handle began, until it is completed
 	now  time.Time // when the handle was opened: the stamp of a fresh state
-	// summarized: this handle wrote close-summary.md, so the file speaks
-	// for its attempt (otherwise it is an earlier attempt's, or another
-	// program's).
-	summarized bool
 	// summary is the text of close-summary.md as this handle wrote (or
-	// found) it, so that CloseStatus need not read back what was just
-	// written under the lock.
+	// found already there) for its attempt; "" until then, when a file
+	// there is an earlier attempt's or another program's. CloseStatus
+	// reads the verdict from it.
 	summary string
 	// view and doc are data decoded, when it was read since the last write
 	// (nil otherwise): the next save starts from them without decoding the
@@ -386,7 +383,7 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 		// An errored run usually stopped before writing a close summary: a
 		// file found there is an earlier attempt's, whose verdict must not
 		// be read as this attempt's.
-		if status != AttemptError || t.summarized {
+		if status != AttemptError || t.summary != "" {
 			a.set("closeSummaryRef", CloseSummaryFile)
 		}
 		items[i] = a.compact()
@@ -505,13 +502,13 @@ func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts) error {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
 	}
 	if old, err := t.dir.ReadFile(CloseSummaryFile, maxArtifact); err == nil && string(old) == text {
-		t.summarized, t.summary = true, text
+		t.summary = text
 		return nil // the same summary as the last attempt's: no write
 	}
 	if err := t.dir.WriteFile(CloseSummaryFile, []byte(text)); err != nil {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
 	}
-	t.summarized, t.summary = true, text
+	t.summary = text
 	return nil
 }
 
@@ -519,7 +516,7 @@ func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts) error {
 // When this handle wrote the file, the detection runs on the text it wrote:
 // that text is this attempt's verdict, and tf reads the same bytes.
 func (t *Ticket) CloseStatus() (CloseResult, error) {
-	if t.summarized {
+	if t.summary != "" {
 		return closeStatus(t.summary), nil
 	}
 	data, err := t.dir.ReadFile(CloseSummaryFile, maxArtifact)
@@ -566,7 +563,7 @@ func ResetTicket(knowledgeDir, id string, now time.Time) (string, error) {
 	}
 	// Opening without creating keeps a reset of an unknown ticket from
 	// creating its folder and lock file.
-	dir, _, err := openTicketDir(knowledgeDir, id, false)
+	dir, err := openTicketDir(knowledgeDir, id)
 	if err != nil {
 		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)
 	}
