@@ -309,7 +309,7 @@ func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) 
 // committed as a task's work.
 func (r *run) prepareTree(ctx context.Context, tt *taskTree) error {
 	for _, p := range r.cfg.WorktreeCopy {
-		if err := copyPath(filepath.Join(r.cfg.RepoPath, p), filepath.Join(tt.dir, p)); err != nil {
+		if err := copyPath(r.cfg.RepoPath, p, tt.dir); err != nil {
 			return fmt.Errorf("worktree_copy %s: %w", p, err)
 		}
 	}
@@ -338,43 +338,64 @@ func (r *run) prepareTree(ctx context.Context, tt *taskTree) error {
 	return err
 }
 
-// copyPath copies the file or folder src to dst, refusing links and special
+// copyPath copies the file or folder rel of the work tree repo to the same
+// place under dst, refusing links, even in a folder of rel, and special
 // files (a named pipe would block the copy; a link could reach outside the
 // repository).
-func copyPath(src, dst string) error {
-	info, err := os.Lstat(src)
+func copyPath(repo, rel, dst string) error {
+	d, err := safefs.OpenDir(repo, false)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s does not exist in the work tree", src)
-		}
 		return err
 	}
-	switch {
-	case info.IsDir():
+	parts := strings.Split(filepath.Clean(rel), string(filepath.Separator))
+	for _, part := range parts[:len(parts)-1] {
+		sub, err := d.Sub(part, false)
+		d.Close()
+		if err != nil {
+			return copyError(err)
+		}
+		d = sub
+	}
+	defer d.Close()
+	return copyEntry(d, parts[len(parts)-1], filepath.Join(dst, rel))
+}
+
+// copyEntry copies the entry name of d, a file or a folder, to dst.
+func copyEntry(d *safefs.Dir, name, dst string) error {
+	info, err := d.Lstat(name)
+	if err != nil {
+		return copyError(err)
+	}
+	if info.IsDir() {
+		sub, err := d.Sub(name, false)
+		if err != nil {
+			return copyError(err)
+		}
+		defer sub.Close()
 		if err := os.MkdirAll(dst, info.Mode().Perm()|0o700); err != nil {
 			return err
 		}
-		entries, err := os.ReadDir(src)
+		// The names are read by path; each entry is then reached through
+		// sub, which refuses a link.
+		entries, err := os.ReadDir(sub.Path())
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
-			if err := copyPath(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			if err := copyEntry(sub, e.Name(), filepath.Join(dst, e.Name())); err != nil {
 				return err
 			}
 		}
 		return nil
-	case !info.Mode().IsRegular():
-		return fmt.Errorf("%s is %s: only files and folders are copied", src, safefs.KindOf(info.Mode()))
 	}
+	in, info, err := d.Open(name)
+	if err != nil {
+		return copyError(err)
+	}
+	defer in.Close()
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
 	if err != nil {
 		return err
@@ -384,4 +405,17 @@ func copyPath(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// copyError words an error of copyPath for the user.
+func copyError(err error) error {
+	var nr *safefs.NotRegularError
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &nr) && nr.Kind != "a regular file":
+		return fmt.Errorf("%s is %s: only files and folders are copied", nr.Path, nr.Kind)
+	case errors.Is(err, fs.ErrNotExist) && errors.As(err, &pe):
+		return fmt.Errorf("%s does not exist in the work tree", pe.Path)
+	}
+	return err
 }

@@ -270,17 +270,27 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 		}
 	})
 	t.Run("a link is refused", func(t *testing.T) {
-		h := isolatedHarness(t, parallelPlan("pp"))
-		os.WriteFile(filepath.Join(h.repo, ".gitignore"), []byte("link\n"), 0o644)
-		fakes.Git(t, h.repo, "add", ".gitignore")
-		fakes.Git(t, h.repo, "commit", "-q", "-m", "ignore link")
-		os.Symlink("/etc/passwd", filepath.Join(h.repo, "link"))
-		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_COPY=link")
-		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
-			t.Fatalf("err %v, outcome %+v", err, out)
-		}
-		if !strings.Contains(h.log.String(), "is a symbolic link: only files and folders are copied") {
-			t.Fatalf("log:\n%s", h.log.String())
+		// The link is the path's last component, or a folder on the way.
+		for _, copy := range []string{"link", "linkdir/file"} {
+			h := isolatedHarness(t, parallelPlan("pp"))
+			os.WriteFile(filepath.Join(h.repo, ".gitignore"), []byte("link\nlinkdir\n"), 0o644)
+			fakes.Git(t, h.repo, "add", ".gitignore")
+			fakes.Git(t, h.repo, "commit", "-q", "-m", "ignore links")
+			os.Symlink("/etc/passwd", filepath.Join(h.repo, "link"))
+			outside := t.TempDir()
+			os.WriteFile(filepath.Join(outside, "file"), []byte("secret"), 0o644)
+			os.Symlink(outside, filepath.Join(h.repo, "linkdir"))
+			out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_COPY="+copy)
+			if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
+				t.Fatalf("%s: err %v, outcome %+v", copy, err, out)
+			}
+			want := filepath.Join(h.repo, strings.Split(copy, "/")[0]) + " is a symbolic link: only files and folders are copied"
+			if !strings.Contains(h.log.String(), want) {
+				t.Fatalf("%s: no %q in the log:\n%s", copy, want, h.log.String())
+			}
+			if calls := h.calls(); len(calls) != 0 {
+				t.Fatalf("%s: agent calls %+v", copy, calls)
+			}
 		}
 	})
 }

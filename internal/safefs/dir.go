@@ -151,16 +151,36 @@ func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
 }
 
 func (d *Dir) readFile(name string, limit int64) ([]byte, error) {
-	info, err := d.regular(name)
+	f, info, err := d.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	f, err := d.root.OpenFile(name, os.O_RDONLY|nonblock, 0)
-	if err != nil {
-		return nil, d.named(err, name)
-	}
 	defer f.Close()
 	return readOpened(f, d.Join(name), info, limit)
+}
+
+// Open opens the regular file name for reading and describes it. A link, a
+// named pipe or a device there is refused, and the open never waits on one
+// put there after the check; a file replaced between the check and the
+// open gives an error wrapping ErrChanged.
+func (d *Dir) Open(name string) (*os.File, fs.FileInfo, error) {
+	info, err := d.regular(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := d.root.OpenFile(name, os.O_RDONLY|nonblock, 0)
+	if err != nil {
+		return nil, nil, d.named(err, name)
+	}
+	opened, err := f.Stat()
+	if err == nil && !os.SameFile(info, opened) {
+		err = fmt.Errorf("%s: %w", d.Join(name), ErrChanged)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, opened, nil
 }
 
 // TempPrefix is how the temporary files of name start; a file of that form

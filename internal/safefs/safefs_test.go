@@ -5,6 +5,7 @@ package safefs
 import (
 	"bufio"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -121,6 +122,25 @@ func TestDirRefusesLinksAndSpecialFiles(t *testing.T) {
 	_, err = d.Sub("file", false)
 	if err == nil || err.Error() != filepath.Join(dir, "file")+" is a regular file, not a folder" {
 		t.Errorf("a file as a folder: %v", err)
+	}
+
+	// Open gives the file and what it is, and refuses the rest as ReadFile does.
+	write(t, filepath.Join(dir, "data"), "hello", 0o600)
+	f, info, err := d.Open("data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || string(data) != "hello" || info.Size() != 5 || info.Mode().Perm() != 0o600 {
+		t.Errorf("open data: %q, %v, size %d mode %v", data, err, info.Size(), info.Mode())
+	}
+	for name, want := range map[string]string{"link": "a symbolic link", "fifo": "a named pipe (FIFO)", "zero": "a symbolic link"} {
+		f, _, err := d.Open(name)
+		if f != nil {
+			f.Close()
+		}
+		notRegular(t, err, want)
 	}
 }
 
