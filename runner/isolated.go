@@ -143,10 +143,9 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		// killed after its commit would leave merged work unrecorded.
 		mctx, cancel := r.cleanupContext(context.WithoutCancel(ctx))
 		err := r.trees.merge(mctx, bt.task.Index, bt.branch)
-		timedOut := mctx.Err() != nil
 		cancel()
-		if err != nil && timedOut {
-			return // settleBranches keeps the work
+		if err != nil && ctx.Err() != nil {
+			return // interrupted: settleBranches keeps the work
 		}
 		b.mu.Lock()
 		switch conflict, ok := err.(*ConflictError); {
@@ -182,8 +181,8 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 
 // settleBranches decides, once the block's workers have returned, what
 // becomes of each task's branch: a merged task's goes, a conflicting
-// task's is kept for the user, and so is the work of a task that completed
-// but could not be merged before an interruption.
+// task's is kept for the user, and so is the work of a task whose merge
+// failed, or that completed but could not be merged before an interruption.
 func (r *run) settleBranches(ctx context.Context, b *block) {
 	cctx, cancel := r.cleanupContext(ctx)
 	defer cancel()
@@ -201,10 +200,18 @@ func (r *run) settleBranches(ctx context.Context, b *block) {
 				r.log.Warn("could not rename a task's branch to keep it; the next run deletes it", "task", bt.task.Index, "branch", bt.branch, "err", err)
 			}
 			bt.branch = kept
-			if bt.conflict != nil {
+			switch {
+			case bt.conflict != nil:
 				bt.conflict.Branch = kept
 				continue
+			case bt.res.err != nil:
+				// The merge failed (mergeReady logged why): the error
+				// stays the task's outcome.
+				r.log.Warn("the work of a task that could not be merged is kept on a branch", "task", bt.task.Index, "branch", kept)
+				continue
 			}
+			// Only an interruption stops mergeReady before every task
+			// with a branch is merged or has failed.
 			r.log.Warn("task completed in its worktree but was not merged (the run was interrupted): its work is kept on a branch, and the task runs again next time",
 				"task", bt.task.Index, "branch", kept)
 			bt.res = taskResult{err: &phase.InterruptedError{Phase: "merge", Cause: context.Cause(ctx)}}

@@ -528,3 +528,38 @@ func TestWorktreeBlockRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestWorktreeMergeFails: a merge that fails for a reason other than a
+// conflict or a signal (here the record of the merge cannot be written)
+// fails its task with that reason, and the task's work is kept on a branch.
+func TestWorktreeMergeFails(t *testing.T) {
+	t.Parallel()
+	h := isolatedHarness(t, parallelPlan("pp"))
+	// The agent of task 1 puts a folder where the merge writes its record.
+	record := filepath.Join(h.stateDir, WorktreesFolder, mergingRecord)
+	h.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1"}, Commands: [][]string{{"mkdir", "-p", record}}}},
+		"execute:2": {writes("two.txt", "2")},
+	})
+	out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+	if err != nil || !slices.Equal(out.Failed, []int{1, 2}) || len(out.Completed) != 0 {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	log := h.log.String()
+	if strings.Contains(log, "interrupted") {
+		t.Fatalf("a failed merge reads as an interruption:\n%s", log)
+	}
+	for _, task := range []int{1, 2} {
+		attempts := retryState(t, h, h.ticket(task)).Attempts
+		if len(attempts) != 1 || attempts[0].Status != state.AttemptError {
+			t.Fatalf("task %d's attempts %+v", task, attempts)
+		}
+		want := fmt.Sprintf(`msg="task failed, continuing with the remaining tasks" task=%d err="worktrees folder %s: open %s: is a directory"`, task, filepath.Dir(record), record)
+		if !strings.Contains(log, want) {
+			t.Fatalf("task %d's failure does not name its cause (%s):\n%s", task, want, log)
+		}
+	}
+	if kept := keptBranches(t, h); len(kept) != 2 {
+		t.Fatalf("kept branches %q", kept)
+	}
+}
