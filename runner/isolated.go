@@ -235,7 +235,7 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 		pt := state.ParallelTask{Task: bt.task.Index, Worktree: r.trees.of(bt.task.Index).path, Branch: bt.branch, Merged: bt.merged}
 		if bt.conflict != nil {
 			res = taskResult{err: bt.conflict}
-			pt.Branch, pt.Conflict = bt.conflict.Branch, nonNilStrings(bt.conflict.Files)
+			pt.Branch, pt.Conflict, pt.ConflictDetail = bt.conflict.Branch, bt.conflict.Files, bt.conflict.Detail
 			r.log.Error("task conflicts with the work merged before it", "task", bt.task.Index, "branch", bt.conflict.Branch, "files", bt.conflict.Files)
 		}
 		tl.out.Parallel = append(tl.out.Parallel, pt)
@@ -303,11 +303,4 @@ func (o treeObserver) CallStarted(info phase.CallInfo) func() {
 		return o.where
 	}
 	return o.next.CallStarted(info)
-}
-
-func nonNilStrings(xs []string) []string {
-	if xs == nil {
-		return []string{}
-	}
-	return xs
 }

@@ -37,8 +37,10 @@ type WorktreeStatus struct {
 	// the last run's.
 	Now    bool `json:"now"`
 	Merged bool `json:"merged"`
-	// Conflict lists the files the task's merge conflicted in.
-	Conflict []string `json:"conflict_files,omitempty"`
+	// Conflict lists the files the task's merge conflicted in;
+	// ConflictDetail is what git said when the merge failed with none.
+	Conflict       []string `json:"conflict_files,omitempty"`
+	ConflictDetail string   `json:"conflict_detail,omitempty"`
 }
 
 // StatusReport is what `peal status` prints.
@@ -114,7 +116,7 @@ func worktreeStatus(cfg *config.Config, task int, last *state.RunSummary) *Workt
 	}
 	for _, pt := range last.ParallelTasks {
 		if pt.Task == task {
-			return &WorktreeStatus{Path: pt.Worktree, Branch: pt.Branch, Merged: pt.Merged, Conflict: pt.Conflict}
+			return &WorktreeStatus{Path: pt.Worktree, Branch: pt.Branch, Merged: pt.Merged, Conflict: pt.Conflict, ConflictDetail: pt.ConflictDetail}
 		}
 	}
 	return nil

@@ -501,16 +501,18 @@ type RunSummary struct {
 
 // ParallelTask is how a task of a parallel block that ran in a worktree of
 // its own ended: where it ran, whether its work was merged into the work
-// tree, and otherwise the branch that keeps it and the files its merge
-// conflicted in.
+// tree, and otherwise the branch that keeps it and why its merge failed.
 type ParallelTask struct {
 	Task     int    `json:"task"`
 	Worktree string `json:"worktree"`
 	Branch   string `json:"branch"`
 	Merged   bool   `json:"merged"`
-	// Conflict is set when the merge conflicted: the files both sides
-	// changed (empty when git refused the merge before starting it).
+	// Conflict lists the files both sides of a conflicting merge changed.
 	Conflict []string `json:"conflict_files,omitempty"`
+	// ConflictDetail is what git said when its merge failed with no
+	// conflicting file (git refused the merge before starting it, or a
+	// hook refused its commit).
+	ConflictDetail string `json:"conflict_detail,omitempty"`
 }
 
 // Usage is the tokens and cost that agent calls reported.

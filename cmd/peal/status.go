@@ -91,8 +91,10 @@ func printWorktrees(e *env, tasks []runner.TaskStatus) {
 			fmt.Fprintf(e.stdout, "  task %d: in %s on branch %s now (a running run's, or left by one that died: the next run removes it)\n", t.Index, w.Path, w.Branch)
 		case w.Merged:
 			fmt.Fprintf(e.stdout, "  task %d: merged into the work tree from branch %s (last run)\n", t.Index, w.Branch)
-		case w.Conflict != nil:
+		case len(w.Conflict) > 0:
 			fmt.Fprintf(e.stdout, "  task %d: its merge conflicted in %s; its work is kept on branch %s (last run)\n", t.Index, strings.Join(w.Conflict, ", "), w.Branch)
+		case w.ConflictDetail != "":
+			fmt.Fprintf(e.stdout, "  task %d: its merge failed (%s); its work is kept on branch %s (last run)\n", t.Index, w.ConflictDetail, w.Branch)
 		case w.Branch != "":
 			fmt.Fprintf(e.stdout, "  task %d: not merged; its work is kept on branch %s (last run)\n", t.Index, w.Branch)
 		default:

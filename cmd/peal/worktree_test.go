@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,6 +153,64 @@ func TestWorktreeConflictReported(t *testing.T) {
 		}
 		if want := "  task 1: merged into the work tree from branch peal-"; !strings.Contains(st.stdout, want) {
 			t.Fatalf("status lacks %q:\n%s", want, st.stdout)
+		}
+	}
+}
+
+// A merge that git stops with no conflicting file (here a pre-merge-commit
+// hook refuses the merge commit) is reported with what git said: in the
+// run summary, in peal status, and in its --json.
+func TestWorktreeMergeRefusedReported(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n")
+	os.WriteFile(filepath.Join(s.repo, "f.txt"), []byte("base\n"), 0o644)
+	fakes.Git(t, s.repo, "add", "f.txt")
+	fakes.Git(t, s.repo, "commit", "-q", "-m", "root")
+	hook := filepath.Join(s.repo, ".git", "hooks", "pre-merge-commit")
+	os.MkdirAll(filepath.Dir(hook), 0o755)
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'merges are frozen' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1\n"}}},
+		"execute:2": {{WriteFiles: map[string]string{"two.txt": "2\n"}}},
+	})
+	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, fakes.GitEnv...)...)
+	if r := s.peal(env, "run"); r.code != 2 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if left := worktreeLeftovers(t, s); len(left) > 0 {
+		t.Fatalf("left behind: %q", left)
+	}
+	detail := "merges are frozen Not committing merge; use 'git commit' to complete the merge."
+	st := s.peal(env, "status")
+	for _, task := range []string{"1", "2"} {
+		if want := "  task " + task + ": its merge failed (" + detail + "); its work is kept on branch peal-kept/task-" + task + "-"; !strings.Contains(st.stdout, want) {
+			t.Fatalf("status lacks %q:\n%s", want, st.stdout)
+		}
+	}
+	var report struct {
+		Tasks []struct {
+			Worktree struct {
+				Conflict []string `json:"conflict_files"`
+				Detail   string   `json:"conflict_detail"`
+			} `json:"worktree"`
+		} `json:"tasks"`
+		LastRun struct {
+			Parallel []struct {
+				Conflict []string `json:"conflict_files"`
+				Detail   string   `json:"conflict_detail"`
+			} `json:"parallel_tasks"`
+		} `json:"last_run"`
+	}
+	js := s.peal(env, "status", "--json").stdout
+	if err := json.Unmarshal([]byte(js), &report); err != nil || len(report.Tasks) != 2 || len(report.LastRun.Parallel) != 2 {
+		t.Fatalf("status --json %v:\n%s", err, js)
+	}
+	for i := range 2 {
+		w, p := report.Tasks[i].Worktree, report.LastRun.Parallel[i]
+		if w.Detail != detail || p.Detail != detail || w.Conflict != nil || p.Conflict != nil {
+			t.Fatalf("task %d: worktree %+v, run summary %+v", i+1, w, p)
 		}
 	}
 }
