@@ -269,6 +269,25 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 			t.Fatalf("left behind: %q", left)
 		}
 	})
+	t.Run("setup times out", func(t *testing.T) {
+		h := isolatedHarness(t, parallelPlan("pp"))
+		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_WORKTREE_SETUP_COMMAND=sleep 30")
+		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
+			t.Fatalf("err %v, outcome %+v", err, out)
+		}
+		if n := len(h.calls()); n != 0 {
+			t.Fatalf("%d agent calls after a setup that timed out", n)
+		}
+		for _, task := range []int{1, 2} {
+			want := fmt.Sprintf(`task=%d err="worktree_setup_command \"sleep 30\" failed in %s: setup call timed out after 1 s"`, task, filepath.Join(h.stateDir, WorktreesFolder, fmt.Sprintf("task-%d", task)))
+			if !strings.Contains(h.log.String(), want) {
+				t.Fatalf("no %q in the log:\n%s", want, h.log.String())
+			}
+		}
+		if left := leftovers(t, h); len(left) > 0 {
+			t.Fatalf("left behind: %q", left)
+		}
+	})
 	t.Run("a link is refused", func(t *testing.T) {
 		// The link is the path's last component, or a folder on the way.
 		for _, copy := range []string{"link", "linkdir/file"} {
@@ -421,48 +440,72 @@ func TestWorktreeFallsBackToShared(t *testing.T) {
 
 // TestWorktreeReviewPerTask: with stet, each task of a block is reviewed on
 // its own, in its worktree, with stet's state and worktrees in the task's
-// own review folder; the address round of one task's finding is that
-// task's alone, and both tasks' commits land.
+// own review folder; the triage and address rounds of one task's finding
+// are that task's alone, their calls run in its worktree, and both tasks'
+// commits land.
 func TestWorktreeReviewPerTask(t *testing.T) {
 	t.Parallel()
-	h := isolatedHarness(t, parallelPlan("pp"))
-	env := h.withStet(fakes.StetScenario{})
-	h.scenario(map[string][]fakes.Outcome{
-		"execute:1": plants(twoFindings()[:1]...),
-		"execute:2": {writes("two.txt", "2")},
-		"address":   {{StetFix: -1}},
-	})
-	out, err := h.run(append(env, "PEAL_MAX_PARALLEL=2", "PEAL_STET_DISABLE_LLM_TRIAGE=true")...)
-	if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
-		t.Fatalf("err %v, outcome %+v", err, out)
-	}
-	perTask := map[string][]string{}
-	for _, c := range h.stetCalls() {
-		task := c.Env["PEAL_TASK_INDEX"]
-		if task == "" {
-			continue // the run's own check of a session left open
-		}
-		wt := filepath.Join(h.stateDir, WorktreesFolder, "task-"+task)
-		if c.Cwd != wt || c.Env["STET_STATE_DIR"] != filepath.Join(wt+".review", "stet") || c.Env["STET_WORKTREE_ROOT"] != filepath.Join(wt+".review", "worktrees") {
-			t.Errorf("stet %s of task %s ran in %s with %v", c.Cmd, task, c.Cwd, c.Env)
-		}
-		perTask[task] = append(perTask[task], c.Cmd)
-	}
-	if got := strings.Join(perTask["1"], " "); got != "start run run run run finish" {
-		t.Errorf("task 1's stet commands %q", got)
-	}
-	if got := strings.Join(perTask["2"], " "); got != "start run run finish" {
-		t.Errorf("task 2's stet commands %q", got)
-	}
-	if keys := strings.Join(fakes.Keys(h.calls()), " "); !strings.Contains(keys, "address:1") || strings.Contains(keys, "address:2") {
-		t.Fatalf("agent calls %q", keys)
-	}
-	commits := strings.Join(strings.Split(fakes.Git(t, h.repo, "log", "--reverse", "--topo-order", "--format=%s", "--no-merges"), "\n"), "|")
-	if commits != "root|peal: task 1 - fake plan output for task 1|peal: task 1 - address round 1|peal: task 2 - fake plan output for task 2" {
-		t.Fatalf("commits %q", commits)
-	}
-	if left := leftovers(t, h); len(left) > 0 {
-		t.Fatalf("left behind: %q", left)
+	for _, triage := range []bool{false, true} {
+		t.Run(fmt.Sprintf("triage %v", triage), func(t *testing.T) {
+			t.Parallel()
+			h := isolatedHarness(t, parallelPlan("pp"))
+			env := h.withStet(fakes.StetScenario{})
+			h.scenario(map[string][]fakes.Outcome{
+				"execute:1": plants(twoFindings()[:1]...),
+				"execute:2": {writes("two.txt", "2")},
+				"triage":    {{Stdout: "We need to fix F001."}},
+				"address":   {{StetFix: -1}},
+			})
+			out, err := h.run(append(env, "PEAL_MAX_PARALLEL=2", fmt.Sprintf("PEAL_STET_DISABLE_LLM_TRIAGE=%v", !triage))...)
+			if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
+				t.Fatalf("err %v, outcome %+v", err, out)
+			}
+			perTask := map[string][]string{}
+			for _, c := range h.stetCalls() {
+				task := c.Env["PEAL_TASK_INDEX"]
+				if task == "" {
+					continue // the run's own check of a session left open
+				}
+				wt := filepath.Join(h.stateDir, WorktreesFolder, "task-"+task)
+				if c.Cwd != wt || c.Env["STET_STATE_DIR"] != filepath.Join(wt+".review", "stet") || c.Env["STET_WORKTREE_ROOT"] != filepath.Join(wt+".review", "worktrees") {
+					t.Errorf("stet %s of task %s ran in %s with %v", c.Cmd, task, c.Cwd, c.Env)
+				}
+				perTask[task] = append(perTask[task], c.Cmd)
+			}
+			if got := strings.Join(perTask["1"], " "); got != "start run run run run finish" {
+				t.Errorf("task 1's stet commands %q", got)
+			}
+			if got := strings.Join(perTask["2"], " "); got != "start run run finish" {
+				t.Errorf("task 2's stet commands %q", got)
+			}
+			wantKeys := "address:1"
+			if triage {
+				wantKeys = "triage:1 address:1"
+			}
+			var phase3 []string
+			for _, c := range h.calls() {
+				if k := c.Key; strings.HasPrefix(k, "triage:") || strings.HasPrefix(k, "address:") {
+					phase3 = append(phase3, k)
+				}
+				want := filepath.Join(h.stateDir, WorktreesFolder, "task-"+c.Task)
+				if c.Cwd != want {
+					t.Errorf("%s ran in %s, want %s", c.Key, c.Cwd, want)
+				}
+				if i := slices.Index(c.Argv, "--workspace"); i < 0 || c.Argv[i+1] != want {
+					t.Errorf("%s has workspace %v, want %s", c.Key, c.Argv, want)
+				}
+			}
+			if got := strings.Join(phase3, " "); got != wantKeys {
+				t.Fatalf("triage and address calls %q, want %q (all calls %q)", got, wantKeys, h.keys())
+			}
+			commits := strings.Join(strings.Split(fakes.Git(t, h.repo, "log", "--reverse", "--topo-order", "--format=%s", "--no-merges"), "\n"), "|")
+			if commits != "root|peal: task 1 - fake plan output for task 1|peal: task 1 - address round 1|peal: task 2 - fake plan output for task 2" {
+				t.Fatalf("commits %q", commits)
+			}
+			if left := leftovers(t, h); len(left) > 0 {
+				t.Fatalf("left behind: %q", left)
+			}
+		})
 	}
 }
 
