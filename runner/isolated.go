@@ -56,15 +56,6 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (res taskResult, branch string) {
 	tt, err := r.trees.add(ctx, t.Index, base)
 	if err != nil {
-		// An add cut short (a signal) may have made the branch, or part of
-		// the worktree.
-		cctx, cancel := r.cleanupContext(ctx)
-		defer cancel()
-		tt = r.trees.of(t.Index)
-		r.trees.remove(cctx, tt)
-		if _, berr := r.trees.git.Run(cctx, "rev-parse", "-q", "--verify", "refs/heads/"+tt.branch); berr == nil {
-			r.trees.deleteBranch(cctx, tt.branch)
-		}
 		return taskResult{err: err}, ""
 	}
 	r.log.Info("task worktree made", "task", t.Index, "worktree", tt.path, "branch", tt.branch)
@@ -79,7 +70,7 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (
 	}
 	failed := res.err != nil || res.skipped
 	b.removals.Go(func() {
-		cctx, cancel := r.cleanupContext(ctx)
+		cctx, cancel := r.trees.cleanupContext(ctx)
 		defer cancel()
 		if err := r.trees.remove(cctx, tt); err != nil {
 			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.path, "err", err)
@@ -141,7 +132,7 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		// A merge that started is let finish (it is short) even if a signal
 		// comes meanwhile, so that its outcome is known and saved: git
 		// killed after its commit would leave merged work unrecorded.
-		mctx, cancel := r.cleanupContext(context.WithoutCancel(ctx))
+		mctx, cancel := r.trees.cleanupContext(context.WithoutCancel(ctx))
 		err := r.trees.merge(mctx, bt.task.Index, bt.branch)
 		cancel()
 		if err != nil && ctx.Err() != nil {
@@ -184,7 +175,7 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 // task's is kept for the user, and so is the work of a task whose merge
 // failed, or that completed but could not be merged before an interruption.
 func (r *run) settleBranches(ctx context.Context, b *block) {
-	cctx, cancel := r.cleanupContext(ctx)
+	cctx, cancel := r.trees.cleanupContext(ctx)
 	defer cancel()
 	for i := range b.tasks {
 		bt := &b.tasks[i]

@@ -73,13 +73,14 @@ func (ts *trees) of(task int) *taskTree {
 	return &taskTree{task: task, path: path, dir: filepath.Join(path, ts.rel), branch: ts.prefix + name, review: path + ".review"}
 }
 
-// gitTimeout bounds peal's own git commands on worktrees: the phase
-// timeout, or a short grace once the run is interrupted (the work they
-// clean up must not hold the run's exit up).
-func (r *run) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	timeout := r.caller.Limits.Timeout
+// cleanupContext is a context for peal's own git commands that clean up or
+// finish work on worktrees (removals, merges), which must run even once ctx
+// is cancelled: bounded by the phase timeout, or by a short grace once ctx
+// is done (the work they clean up must not hold the run's exit up).
+func (ts *trees) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := ts.git.Timeout
 	if ctx.Err() != nil {
-		timeout = min(timeout, max(r.caller.Limits.KillGrace, 10*time.Second))
+		timeout = min(timeout, max(ts.git.Caller.Limits.KillGrace, 10*time.Second))
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }
@@ -107,20 +108,37 @@ func (r *run) worktreeBase(ctx context.Context) (base, why string) {
 // made or removed ("failed to read .git/worktrees/…"), so the worktree is
 // registered one at a time, without its files (a few milliseconds); the
 // files, the bulk of the cost on a large tree, are then written outside the
-// lock, so that the tasks of a block write theirs at the same time.
+// lock, so that the tasks of a block write theirs at the same time. An add
+// that fails removes what it made.
 func (ts *trees) add(ctx context.Context, task int, base string) (*taskTree, error) {
 	tt, err := ts.register(ctx, task, base)
+	if err == nil {
+		// read-tree touches only this worktree's index and files. No
+		// parallel checkout (checkout.workers): the tasks of a block
+		// already write at the same time, and workers of each on top made
+		// a block of 4 on 10 000 files several times slower on 2 cores.
+		if _, err = ts.git.Run(ctx, "-C", tt.path, "read-tree", "--reset", "-u", "HEAD"); err != nil {
+			err = fmt.Errorf("git read-tree in %s: %w", tt.path, err)
+		}
+	}
 	if err != nil {
+		ts.discard(ctx, ts.of(task))
 		return nil, err
 	}
-	// read-tree touches only this worktree's index and files. No parallel
-	// checkout (checkout.workers): the tasks of a block already write at
-	// the same time, and workers of each on top made a block of 4 on
-	// 10 000 files several times slower on 2 cores.
-	if _, err := ts.git.Run(ctx, "-C", tt.path, "read-tree", "--reset", "-u", "HEAD"); err != nil {
-		return nil, fmt.Errorf("git read-tree in %s: %w", tt.path, err)
-	}
 	return tt, nil
+}
+
+// discard removes what an add that failed made of tt: an add cut short (a
+// signal) may have made the branch, or part of the worktree.
+func (ts *trees) discard(ctx context.Context, tt *taskTree) {
+	cctx, cancel := ts.cleanupContext(ctx)
+	defer cancel()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.forget(cctx, tt)
+	if _, err := ts.git.Run(cctx, "rev-parse", "-q", "--verify", "refs/heads/"+tt.branch); err == nil {
+		ts.git.Run(cctx, "branch", "-q", "-D", tt.branch)
+	}
 }
 
 // register adds the worktree of task, with no files checked out yet.
@@ -142,15 +160,14 @@ func (ts *trees) register(ctx context.Context, task int, base string) (*taskTree
 }
 
 // forget removes the worktree of tt and its review folder (its branch
-// stays): git's record of it, then whatever is left on disk. Callers hold mu.
+// stays): git's record of it, then whatever is left on disk; the error is
+// of what could not be removed. Callers hold mu.
 func (ts *trees) forget(ctx context.Context, tt *taskTree) error {
-	_, err := ts.git.Run(ctx, "worktree", "remove", "--force", "--force", tt.path)
-	if rerr := os.RemoveAll(tt.path); err != nil && rerr != nil {
+	ts.git.Run(ctx, "worktree", "remove", "--force", "--force", tt.path)
+	err := os.RemoveAll(tt.path)
+	if rerr := os.RemoveAll(tt.review); err == nil {
 		err = rerr
-	} else if rerr == nil {
-		err = nil
 	}
-	os.RemoveAll(tt.review)
 	// stet's own worktrees lived in the review folder: git forgets them
 	// too, with the task's if its removal failed.
 	ts.git.Run(ctx, "worktree", "prune")
