@@ -10,13 +10,10 @@ import (
 	"peal/phase"
 )
 
-// command runs one post-run command once, under the same supervision as an
-// agent call. It carries no call-id scope: it runs after the state folder is
-// released, and the next run on the folder must not take it for what a
-// dead run left.
-func (r *run) command(ctx context.Context, name string, argv []string, timeout time.Duration) (phase.Result, error) {
-	spec := r.caller.Command(name, argv, timeout)
-	spec.Scope = ""
+// runCommand runs a configured command (a post-run or worktree setup command)
+// once, under the same supervision as an agent call; a non-zero exit or a
+// timeout is an error naming the line that best explains it.
+func runCommand(ctx context.Context, spec phase.Spec) (phase.Result, error) {
 	res, err := phase.Run(ctx, spec)
 	if err != nil {
 		return res, err
@@ -36,7 +33,12 @@ func (r *run) postRun(ctx context.Context) {
 			continue
 		}
 		r.log.Info("post-run command", "command", command)
-		res, err := r.command(ctx, "post-run", argv, timeout)
+		// No call-id scope: the command runs after the state folder is
+		// released, and the next run on the folder must not take it for
+		// what a dead run left.
+		spec := r.caller.Command("post-run", argv, timeout)
+		spec.Scope = ""
+		res, err := runCommand(ctx, spec)
 		level := slog.LevelInfo
 		if err != nil {
 			r.log.Warn("post-run command failed", "command", command, "err", err)

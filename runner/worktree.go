@@ -338,21 +338,13 @@ func (r *run) prepareTree(ctx context.Context, tt *taskTree) error {
 	spec := r.caller.Command("setup", argv, r.caller.Limits.Timeout)
 	spec.Dir = tt.dir
 	spec.Task = tt.task
-	res, err := phase.Run(ctx, spec)
-	if err == nil {
-		err = phase.CheckExit(res)
+	if _, err := runCommand(ctx, spec); err != nil {
+		if ctx.Err() != nil {
+			return &phase.InterruptedError{Phase: "setup", Cause: context.Cause(ctx)}
+		}
+		return fmt.Errorf("worktree_setup_command %q failed in %s: %w", r.cfg.WorktreeSetupCommand, tt.dir, err)
 	}
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		return &phase.InterruptedError{Phase: "setup", Cause: context.Cause(ctx)}
-	}
-	err = fmt.Errorf("worktree_setup_command %q failed in %s: %w", r.cfg.WorktreeSetupCommand, tt.dir, err)
-	if out := strings.TrimSpace(res.Stdout); out != "" && strings.TrimSpace(res.Stderr) == "" {
-		err = fmt.Errorf("%w; it printed: %s", err, phase.Snippet(out, 400))
-	}
-	return err
+	return nil
 }
 
 // copyPath copies the file or folder rel of the work tree repo to the same

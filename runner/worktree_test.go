@@ -269,6 +269,18 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 			t.Fatalf("left behind: %q", left)
 		}
 	})
+	t.Run("setup fails printing on stdout only", func(t *testing.T) {
+		// diff prints the difference on stdout and exits 1.
+		h := isolatedHarness(t, parallelPlan("pp"))
+		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_SETUP_COMMAND=diff base.txt /dev/null")
+		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
+			t.Fatalf("err %v, outcome %+v", err, out)
+		}
+		want := fmt.Sprintf(`task=1 err="worktree_setup_command \"diff base.txt /dev/null\" failed in %s: setup call exited with status 1: < base"`, filepath.Join(h.stateDir, WorktreesFolder, "task-1"))
+		if !strings.Contains(h.log.String(), want) {
+			t.Fatalf("no %q in the log:\n%s", want, h.log.String())
+		}
+	})
 	t.Run("setup times out", func(t *testing.T) {
 		h := isolatedHarness(t, parallelPlan("pp"))
 		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_WORKTREE_SETUP_COMMAND=sleep 30")
