@@ -212,14 +212,16 @@ func (rv *Reviewer) CheckRepo(ctx context.Context) error {
 	}
 	return fmt.Errorf("repository %s has uncommitted changes (%s): stet reviews commits only and refuses to start a review over them, "+
 		"and peal would commit them as the first task's work; commit or stash them (or add --allow-dirty to stet_start_extra_args)",
-		rv.cfg.RepoPath, listPaths(changes))
+		rv.cfg.RepoPath, ListPaths(changes, 3))
 }
 
-func listPaths(paths []string) string {
-	if len(paths) <= 3 {
+// ListPaths names paths for a one-line message: the first n, then how many
+// more there are.
+func ListPaths(paths []string, n int) string {
+	if len(paths) <= n {
 		return strings.Join(paths, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(paths[:3], ", "), len(paths)-3)
+	return fmt.Sprintf("%s and %d more", strings.Join(paths[:n], ", "), len(paths)-n)
 }
 
 // Open prepares the review side of a run before its first task. Built-in

@@ -98,7 +98,7 @@ func (r *run) worktreeBase(ctx context.Context) (base, why string) {
 	case err != nil:
 		return "", err.Error()
 	case len(changes) > 0:
-		return "", fmt.Sprintf("the work tree has uncommitted changes (%s), which a worktree would not hold", strings.Join(changes[:min(3, len(changes))], ", "))
+		return "", fmt.Sprintf("the work tree has uncommitted changes (%s), which a worktree would not hold", review.ListPaths(changes, 3))
 	}
 	return head, ""
 }
@@ -216,18 +216,11 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	what := "conflicts in " + listFiles(e.Files)
+	what := "conflicts in " + review.ListPaths(e.Files, 5)
 	if len(e.Files) == 0 {
 		what = "failed: " + e.Detail
 	}
 	return fmt.Sprintf("merging task %d into the work tree %s; the merge was undone and the task's work is kept on branch %s (parallel_conflict)", e.Task, what, e.Branch)
-}
-
-func listFiles(files []string) string {
-	if len(files) <= 5 {
-		return strings.Join(files, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(files[:5], ", "), len(files)-5)
 }
 
 // merge merges branch, the work of task, into the work tree with a merge
