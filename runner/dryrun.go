@@ -52,7 +52,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		completed[i] = true
 	}
 	r.setUpReview()
-	r.trees = newTrees(cfg.StateDir, callScope(cfg.StateDir), r.git, cfg.RepoPath)
+	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath)
 	d.describeReview()
 
 	for n, seg := range Segments(tasks) {

@@ -174,7 +174,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	}
 	r.recordStart(tasks)
 	r.setUpReview()
-	r.trees = newTrees(cfg.StateDir, r.caller.Scope, r.git, cfg.RepoPath)
+	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath)
 	r.trees.sweep(ctx, log)
 
 	out, err := r.runSegments(ctx, tasks)

@@ -101,10 +101,13 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 // branch read from git's files, without running git), else the last run's
 // record of it; nil when the task had none.
 func worktreeStatus(cfg *config.Config, task int, last *state.RunSummary) *WorktreeStatus {
-	path := filepath.Join(cfg.StateDir, WorktreesFolder, fmt.Sprintf("task-%d", task))
+	path := taskTreePath(cfg.StateDir, task)
 	if link, err := safefs.ReadFile(filepath.Join(path, ".git"), 4096); err == nil {
 		ws := &WorktreeStatus{Path: path, Now: true}
 		if gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(link)), "gitdir: "); ok {
+			if !filepath.IsAbs(gitdir) {
+				gitdir = filepath.Join(path, gitdir) // git's worktree.useRelativePaths
+			}
 			if head, err := safefs.ReadFile(filepath.Join(gitdir, "HEAD"), 4096); err == nil {
 				ws.Branch = strings.TrimPrefix(strings.TrimSpace(string(head)), "ref: refs/heads/")
 			}

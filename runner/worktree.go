@@ -48,29 +48,36 @@ type taskTree struct {
 // none reads the records of a worktree half made or half removed.
 type trees struct {
 	mu     *sync.Mutex
+	state  string     // state_dir, absolute
 	root   string     // {state_dir}/worktrees, absolute
 	prefix string     // the branch namespace of this state folder: peal-<scope>/
 	git    review.Git // the work tree's git
 	rel    string     // repo_path relative to the top of its work tree
 }
 
-func newTrees(stateDir, scope string, git review.Git, repo string) *trees {
-	root, err := filepath.Abs(filepath.Join(stateDir, WorktreesFolder))
+// newTrees is the worktrees of the runs on stateDir; their branches are
+// named after the state folder, as its runs' calls are (callScope).
+func newTrees(stateDir string, git review.Git, repo string) *trees {
+	state, err := filepath.Abs(stateDir)
 	if err != nil {
-		root = filepath.Join(stateDir, WorktreesFolder)
+		state = stateDir
 	}
 	rel, err := filepath.Rel(git.Top(), repo)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		rel = "."
 	}
-	return &trees{mu: &sync.Mutex{}, root: root, prefix: "peal-" + scope + "/", git: git, rel: rel}
+	return &trees{mu: &sync.Mutex{}, state: state, root: filepath.Join(state, WorktreesFolder), prefix: "peal-" + callScope(stateDir) + "/", git: git, rel: rel}
+}
+
+// taskTreePath is where the worktree of task is made in stateDir.
+func taskTreePath(stateDir string, task int) string {
+	return filepath.Join(stateDir, WorktreesFolder, fmt.Sprintf("task-%d", task))
 }
 
 // of is the worktree task would get.
 func (ts *trees) of(task int) *taskTree {
-	name := fmt.Sprintf("task-%d", task)
-	path := filepath.Join(ts.root, name)
-	return &taskTree{task: task, path: path, dir: filepath.Join(path, ts.rel), branch: ts.prefix + name, review: path + ".review"}
+	path := taskTreePath(ts.state, task)
+	return &taskTree{task: task, path: path, dir: filepath.Join(path, ts.rel), branch: ts.prefix + filepath.Base(path), review: path + ".review"}
 }
 
 // cleanupContext is a context for peal's own git commands that clean up or

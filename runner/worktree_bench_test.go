@@ -87,7 +87,7 @@ func BenchmarkWorktreeAdd10kFiles(b *testing.B) {
 		repo, head := bigRepo(b, dir)
 		caller := phase.Caller{Dir: repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
 		log := slog.New(slog.DiscardHandler)
-		ts := newTrees(filepath.Join(dir, "state"), "bench", review.NewGit(caller, log, time.Minute, repo), repo)
+		ts := newTrees(filepath.Join(dir, "state"), review.NewGit(caller, log, time.Minute, repo), repo)
 		ctx := context.Background()
 		var add, remove, copied time.Duration
 		n := 0
@@ -131,7 +131,7 @@ func BenchmarkWorktreeAdd4At10kFiles(b *testing.B) {
 	benchPlaces(b, func(b *testing.B, dir string) {
 		repo, head := bigRepo(b, dir)
 		caller := phase.Caller{Dir: repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
-		ts := newTrees(filepath.Join(dir, "state"), "bench", review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, repo), repo)
+		ts := newTrees(filepath.Join(dir, "state"), review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, repo), repo)
 		ctx := context.Background()
 		var made time.Duration
 		n := 0

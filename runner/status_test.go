@@ -1,0 +1,43 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"peal/config"
+)
+
+// TestWorktreeStatusNow: a worktree that exists now is reported with the
+// branch its git folder names, whether its .git file names that folder by
+// an absolute path or, as git does under worktree.useRelativePaths, by a
+// path relative to the worktree.
+func TestWorktreeStatusNow(t *testing.T) {
+	t.Parallel()
+	stateDir := t.TempDir()
+	cfg := &config.Config{StateDir: stateDir}
+	gitdirs := filepath.Join(stateDir, "repo", ".git", "worktrees")
+	for task, link := range map[int]string{
+		1: filepath.Join(gitdirs, "task-1"),
+		2: filepath.Join("..", "..", "repo", ".git", "worktrees", "task-2"),
+	} {
+		path := taskTreePath(stateDir, task)
+		gitdir := filepath.Join(gitdirs, filepath.Base(path))
+		for dir, file := range map[string]string{path: ".git", gitdir: "HEAD"} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			content := "gitdir: " + link + "\n"
+			if file == "HEAD" {
+				content = "ref: refs/heads/peal-x/" + filepath.Base(path) + "\n"
+			}
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ws := worktreeStatus(cfg, task, nil)
+		if ws == nil || !ws.Now || ws.Path != path || ws.Branch != "peal-x/"+filepath.Base(path) {
+			t.Errorf("task %d (.git: %s): %+v", task, link, ws)
+		}
+	}
+}
