@@ -237,7 +237,7 @@ func (e *ConflictError) Error() string {
 func (ts *trees) merge(ctx context.Context, task int, branch string) error {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if _, err := ts.git.Run(ctx, "merge-base", "--is-ancestor", branch, "HEAD"); err == nil {
+	if ts.git.IsAncestor(ctx, branch, "HEAD") {
 		return nil // the task changed nothing
 	}
 	record := filepath.Join(ts.root, mergingRecord)
