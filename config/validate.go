@@ -178,7 +178,7 @@ func (c *Config) checkOutputs() error {
 func (c *Config) checkWorktreeCopy() error {
 	for _, p := range c.WorktreeCopy {
 		clean := filepath.Clean(p)
-		if p == "" || filepath.IsAbs(p) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || clean == ".git" || strings.HasPrefix(clean, ".git"+string(filepath.Separator)) {
+		if !filepath.IsLocal(p) || clean == "." || clean == ".git" || strings.HasPrefix(clean, ".git"+string(filepath.Separator)) {
 			return fmt.Errorf("worktree_copy entry %s is not a path inside the repository (set by %s): name files or folders relative to repo_path, such as .env",
 				Quote(p), describe("worktree_copy", c.Sources))
 		}

@@ -63,7 +63,7 @@ func newTrees(stateDir string, git review.Git, repo string) *trees {
 		state = stateDir
 	}
 	rel, err := filepath.Rel(git.Top(), repo)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if err != nil || !filepath.IsLocal(rel) {
 		rel = "."
 	}
 	return &trees{mu: &sync.Mutex{}, state: state, root: filepath.Join(state, WorktreesFolder), prefix: "peal-" + callScope(stateDir) + "/", git: git, rel: rel}
