@@ -160,13 +160,15 @@ func quoteMatch(line, pattern string) string {
 	if strings.Contains(strings.ToLower(q), pattern) {
 		return q
 	}
-	flat := []rune(strings.Join(strings.Fields(phase.Clean(line)), " "))
-	i := strings.Index(strings.ToLower(string(flat)), pattern)
+	flat := strings.Join(strings.Fields(phase.Clean(line)), " ")
+	lower := strings.ToLower(flat)
+	i := strings.Index(lower, pattern)
 	if i < 0 {
 		return q
 	}
-	at := min(utf8.RuneCountInString(strings.ToLower(string(flat))[:i]), len(flat))
-	return phase.Quote("…" + string(flat[max(at-60, 0):]))
+	runes := []rune(flat)
+	at := min(utf8.RuneCountInString(lower[:i]), len(runes))
+	return phase.Quote("…" + string(runes[max(at-60, 0):]))
 }
 
 // isBlocking reports whether a line says the CLI waits for a person: it
