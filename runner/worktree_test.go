@@ -300,6 +300,19 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 			t.Fatalf("left behind: %q", left)
 		}
 	})
+	t.Run("a missing path fails", func(t *testing.T) {
+		h := isolatedHarness(t, parallelPlan("pp"))
+		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_COPY=nothere/file")
+		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
+			t.Fatalf("err %v, outcome %+v", err, out)
+		}
+		if want := "worktree_copy nothere/file: " + filepath.Join(h.repo, "nothere") + " does not exist in the work tree"; !strings.Contains(h.log.String(), want) {
+			t.Fatalf("no %q in the log:\n%s", want, h.log.String())
+		}
+		if n := len(h.calls()); n != 0 {
+			t.Fatalf("%d agent calls after a failed copy", n)
+		}
+	})
 	t.Run("a link is refused", func(t *testing.T) {
 		// The link is the path's last component, or a folder on the way.
 		for _, copy := range []string{"link", "linkdir/file"} {
