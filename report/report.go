@@ -226,10 +226,13 @@ func (b *builder) add(ev state.Event) {
 	case state.EvRunStart:
 		r := &b.rep.Run
 		r.ID, r.PlanPath, r.RepoPath, r.AgentKind, r.Parallel, r.TicketID = ev.Run, ev.PlanPath, ev.RepoPath, ev.AgentKind, ev.Parallel, ev.TicketID
-		if r.Started == nil || t.Before(*r.Started) {
-			r.Started = &t
+		r.Started = &t
+		b.pid = ev.PID
+		if ev.Tasks != nil {
+			b.selected = ev.Tasks
 		}
-		b.pid, b.selected = ev.PID, ev.Tasks
+	case state.EvTasks:
+		b.selected = ev.Tasks
 	case state.EvRunEnd:
 		b.ended = true
 		b.rep.Run.Ended = &t
@@ -246,9 +249,6 @@ func (b *builder) add(ev state.Event) {
 			b.rep.Usage = addUsage(b.rep.Usage, *ev.Usage)
 		}
 	case state.EvCallStart:
-		if r := &b.rep.Run; r.Started == nil || t.Before(*r.Started) {
-			r.Started = &t
-		}
 		b.calls[ev.Call] = len(b.rep.Calls)
 		b.rep.Calls = append(b.rep.Calls, Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Allowed: ev.Allowed,
 			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, Logs: ev.Logs})

@@ -302,3 +302,23 @@ func TestUsageAndClasses(t *testing.T) {
 		t.Fatalf("markdown:\n%s", md.String())
 	}
 }
+
+// TestRunningWhileNormalizing: a live run whose record holds only its first
+// line and the normalize call is running, not cut off.
+func TestRunningWhileNormalizing(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42, PlanPath: "/p"},
+		{Ev: state.EvCallStart, Time: at.Add(time.Second), Task: state.TaskOf(-1), Call: "1", Phase: "normalize", Attempt: 1, Allowed: 1},
+	}
+	for _, alive := range []bool{true, false} {
+		rep := Build(Input{Events: evs, Now: at.Add(time.Minute), Alive: func(pid int) bool { return alive && pid == 42 }})
+		state, outcome := RunRunning, CallRunning
+		if !alive {
+			state, outcome = RunCutOff, CallCutOff
+		}
+		if rep.Run.State != state || len(rep.Calls) != 1 || rep.Calls[0].Outcome != outcome || !rep.Run.Started.Equal(at) {
+			t.Fatalf("alive %v: run %+v, calls %+v", alive, rep.Run, rep.Calls)
+		}
+	}
+}

@@ -30,6 +30,7 @@ const RecordVersion = 1
 // Kinds of record lines.
 const (
 	EvRunStart  = "run_start"
+	EvTasks     = "tasks" // the tasks the run selected, once its plan is known
 	EvTaskStart = "task_start"
 	EvCallStart = "call_start"
 	EvCallEnd   = "call_end"
@@ -54,8 +55,10 @@ type Event struct {
 	RepoPath  string `json:"repo_path,omitempty"`
 	AgentKind string `json:"agent_kind,omitempty"`
 	Parallel  bool   `json:"parallel,omitempty"`
-	Tasks     []int  `json:"tasks,omitempty"`     // the tasks the run selected
 	TicketID  string `json:"ticket_id,omitempty"` // ticket mode: the run's one ticket
+
+	// tasks (and run_start in records of earlier versions of peal)
+	Tasks []int `json:"tasks,omitempty"` // the tasks the run selected
 
 	// call_start, call_end, attempt
 	Call    string   `json:"call,omitempty"`
