@@ -238,7 +238,13 @@ func (b *builder) add(ev state.Event) {
 		b.rep.Run.Ended = &t
 		b.rep.Run.ExitCode, b.rep.Run.Reason = ev.ExitCode, ev.Message
 	case state.EvTaskStart:
-		b.task(task).start = &t
+		// A task that runs again (after a conflict in its worktree) keeps
+		// its first start; what its earlier run ended with no longer holds.
+		acc := b.task(task)
+		if acc.start == nil {
+			acc.start = &t
+		}
+		acc.end, acc.result, acc.err, acc.findings = nil, "", "", nil
 	case state.EvTaskEnd:
 		acc := b.task(task)
 		acc.end, acc.result, acc.err, acc.findings = &t, ev.Result, ev.Error, ev.Findings

@@ -322,3 +322,29 @@ func TestRunningWhileNormalizing(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskRunsAgain: a task whose run ended failed (a conflict) and that
+// runs again reads as running, or as cut off when the run is gone, from its
+// first start.
+func TestTaskRunsAgain(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	task := state.TaskOf(2)
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
+		{Ev: state.EvTaskStart, Time: at.Add(time.Second), Task: task},
+		{Ev: state.EvTaskEnd, Time: at.Add(2 * time.Second), Task: task, Result: "failed", Error: "conflict", Findings: &state.Counts{}},
+		{Ev: state.EvTaskStart, Time: at.Add(3 * time.Second), Task: task},
+		{Ev: state.EvCallStart, Time: at.Add(4 * time.Second), Task: task, Call: "1", Phase: "execute", Attempt: 1, Allowed: 1},
+	}
+	for _, alive := range []bool{true, false} {
+		rep := Build(Input{Events: evs, Now: at.Add(time.Minute), Alive: func(int) bool { return alive }})
+		want := "running"
+		if !alive {
+			want = "cut_off"
+		}
+		got, ok := rep.task(2)
+		if !ok || got.Result != want || got.Error != "" || got.Ended != nil || got.Findings != nil || !got.Started.Equal(at.Add(time.Second)) {
+			t.Fatalf("alive %v: task %+v, want %s", alive, got, want)
+		}
+	}
+}
