@@ -57,6 +57,8 @@ type Spec struct {
 	StdoutSink, StderrSink io.Writer
 	// Observer, when set, is told when the child starts and when the call ends.
 	Observer Observer
+	// Recorder, when set, hears of the call's start, end and verdict.
+	Recorder Recorder
 	// Watch, when set, reads the output line by line as it arrives and may
 	// end the call early.
 	Watch Watcher

@@ -13,12 +13,10 @@ import (
 // callRecorder keeps the run record (state.RecordName): every call's start and
 // end, how the retry loop judged it, and the tasks' starts and ends, so that
 // `peal report` can tell the run's story without reading text meant for
-// people. It observes every call and passes each on to the run's own
-// observer.
+// people. It is the phase.Recorder of every call, beside the run's observer.
 type callRecorder struct {
-	rec  *state.Recorder
-	next phase.Observer // nil: none
-	now  func() time.Time
+	rec *state.Recorder
+	now func() time.Time
 }
 
 // WithEnding gives the run the function that turns its outcome into the exit
@@ -47,7 +45,7 @@ func (r *run) startRecord() {
 		Run: fmt.Sprintf("%s-%d", now.Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),
 		PlanPath: r.cfg.PlanPath, RepoPath: r.cfg.RepoPath, AgentKind: r.cfg.AgentKind, Parallel: r.cfg.Parallel,
 		TicketID: r.cfg.TicketID})
-	r.caller.Observer = &callRecorder{rec: rec, next: r.caller.Observer, now: r.now}
+	r.caller.Recorder = &callRecorder{rec: rec, now: r.now}
 }
 
 // recordTasks writes the tasks the run selected, once the plan is known
@@ -112,14 +110,10 @@ func (r *run) recordUsage(task int, name string, u state.Usage) {
 	r.journal.Add(state.Event{Ev: state.EvUsage, Time: r.now().UTC(), Task: state.TaskOf(task), Phase: name, Usage: &u})
 }
 
-func (o *callRecorder) CallStarted(info phase.CallInfo) func() {
+func (o *callRecorder) CallBegan(info phase.CallInfo) {
 	a := info.Attempt
 	o.rec.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
 		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv, Logs: info.Logs})
-	if o.next == nil {
-		return nil
-	}
-	return o.next.CallStarted(info)
 }
 
 func (o *callRecorder) CallEnded(id string, res phase.Result, err error) {
