@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"peal/phase"
 )
 
 //go:embed timeline.html
@@ -125,7 +127,7 @@ func HTML(w io.Writer, r Report) error {
 		lane := laneOf(c.Task)
 		lane.Bars = append(lane.Bars, bar)
 		phases[c.Phase] = true
-		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: attemptText(c), Role: c.Role, Argv: c.Argv,
+		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: phase.Attempt{N: c.Attempt, Of: c.Of, Allowed: c.Allowed, Network: c.Network}.String(), Role: c.Role, Argv: c.Argv,
 			Started: c.Started.UTC().Format("2006-01-02 15:04:05.000Z"), Dur: formatMS(c.DurationMS), Exit: exitText(c),
 			Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead}
 		if c.WaitMS > 0 {
@@ -202,19 +204,6 @@ func cssName(s string) string {
 		}
 		return '-'
 	}, strings.ToLower(s))
-}
-
-// attemptText is "2 of 2, +2 on network failures", or "1" for a call that is
-// not retried.
-func attemptText(c Call) string {
-	if c.Allowed == 0 {
-		return fmt.Sprint(max(c.Attempt, 1))
-	}
-	s := fmt.Sprintf("%d of %d", c.Attempt, c.Allowed)
-	if c.Network > 0 {
-		s += fmt.Sprintf(", +%d on network failures", c.Network)
-	}
-	return s
 }
 
 func exitText(c Call) string {

@@ -137,8 +137,10 @@ type Call struct {
 	Task    int    `json:"task"`
 	Phase   string `json:"phase"`
 	Attempt int    `json:"attempt"`
+	// Of is how many attempts the call could take when this one started;
 	// Allowed is the call's own attempts, Network the retries on network
 	// failures on top (0 for calls that are not retried).
+	Of      int        `json:"of"`
 	Allowed int        `json:"allowed"`
 	Network int        `json:"network"`
 	Role    string     `json:"role,omitempty"`
@@ -256,7 +258,7 @@ func (b *builder) add(ev state.Event) {
 		}
 	case state.EvCallStart:
 		b.calls[ev.Call] = len(b.rep.Calls)
-		b.rep.Calls = append(b.rep.Calls, Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Allowed: ev.Allowed,
+		b.rep.Calls = append(b.rep.Calls, Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Of: ev.Of, Allowed: ev.Allowed,
 			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, Logs: ev.Logs})
 	case state.EvCallEnd:
 		i, ok := b.calls[ev.Call]
