@@ -290,19 +290,22 @@ func (b *builder) add(ev state.Event) {
 	}
 }
 
-// outcomeOf is the outcome of an attempt the retry loop judged as class.
+// outcomes are the call outcomes of the classes the retry loop names in the
+// record (phase.Class.String).
+var outcomes = map[string]string{
+	phase.Succeeded.String():   CallOK,
+	phase.Ordinary.String():    CallOrdinary,
+	phase.Network.String():     CallNetwork,
+	phase.RateLimited.String(): CallRateLimit,
+	phase.Fatal.String():       CallFatal,
+	phase.Transient.String():   CallTransient,
+}
+
+// outcomeOf is the outcome of an attempt the retry loop judged as class; a
+// class it does not know is an ordinary failure.
 func outcomeOf(class string) string {
-	switch class {
-	case "success":
-		return CallOK
-	case "network":
-		return CallNetwork
-	case "rate limit":
-		return CallRateLimit
-	case "fatal":
-		return CallFatal
-	case "transient":
-		return CallTransient
+	if o, ok := outcomes[class]; ok {
+		return o
 	}
 	return CallOrdinary
 }

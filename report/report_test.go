@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/phase"
 	"peal/runner"
 	"peal/state"
 )
@@ -278,7 +279,7 @@ func TestUsageAndClasses(t *testing.T) {
 	code, one := 0, 1
 	task := state.TaskOf(4)
 	var evs []state.Event
-	for i, class := range []string{"rate limit", "transient", "fatal"} {
+	for i, class := range []string{phase.RateLimited.String(), phase.Transient.String(), phase.Fatal.String()} {
 		id := fmt.Sprint(i)
 		evs = append(evs,
 			state.Event{Ev: state.EvCallStart, Time: at, Task: task, Call: id, Phase: "execute", Attempt: i + 1, Allowed: 1, Role: "primary", Argv: []string{"claude"}},
@@ -346,5 +347,30 @@ func TestTaskRunsAgain(t *testing.T) {
 		if !ok || got.Result != want || got.Error != "" || got.Ended != nil || got.Findings != nil || !got.Started.Equal(at.Add(time.Second)) {
 			t.Fatalf("alive %v: task %+v, want %s", alive, got, want)
 		}
+	}
+}
+
+// TestEveryClassHasItsOutcome: each class the retry loop can name in the
+// record, as it names it, becomes its own outcome.
+func TestEveryClassHasItsOutcome(t *testing.T) {
+	want := map[phase.Class]string{phase.Succeeded: CallOK, phase.Ordinary: CallOrdinary, phase.Network: CallNetwork,
+		phase.RateLimited: CallRateLimit, phase.Fatal: CallFatal, phase.Transient: CallTransient}
+	n := 0
+	// Class.String names a value that is no class "class N".
+	for c := phase.Class(0); !strings.HasPrefix(c.String(), "class "); c++ {
+		w, ok := want[c]
+		if !ok {
+			t.Fatalf("class %q has no outcome here", c)
+		}
+		if got := outcomeOf(c.String()); got != w {
+			t.Errorf("class %q: outcome %q, want %q", c, got, w)
+		}
+		n++
+	}
+	if n != len(want) {
+		t.Fatalf("%d classes, want %d", n, len(want))
+	}
+	if got := outcomeOf("no such class"); got != CallOrdinary {
+		t.Fatalf("an unknown class: %q", got)
 	}
 }
