@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"peal/internal/procs"
 	"peal/internal/safefs"
 	"peal/report"
 	"peal/runner"
@@ -52,7 +53,7 @@ func (c *ReportCmd) Run(e *env) error {
 	for _, w := range append(cfg.Warnings, warnings...) {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
 	}
-	rep := report.Build(report.Input{Events: events, Status: status, Now: e.now(), Alive: processAlive, LogLines: int(c.LogLines)})
+	rep := report.Build(report.Input{Events: events, Status: status, Now: e.now(), Alive: procs.Alive, LogLines: int(c.LogLines)})
 
 	var out bytes.Buffer
 	switch c.Format {
