@@ -54,22 +54,12 @@ type pageLane struct {
 	Bars         []pageBar
 }
 
-type pageRow struct {
-	Index                              int
-	Result, Phases, Findings, Duration string
-	Rounds                             int
-	Tokens, Cost, Ticket               string
-	RetryCount                         int
-	Error                              string
-}
-
 type pageData struct {
 	Title, RunLine string
 	Totals         string
 	Lanes          []pageLane
 	Ticks          []tick
-	Rows           []pageRow
-	WithUsage      bool
+	Table          taskTable
 	CutOff         []string
 	Notes          []string
 	Calls          template.JS
@@ -150,16 +140,7 @@ func HTML(w io.Writer, r Report) error {
 		ms := total * int64(k) / 10
 		d.Ticks = append(d.Ticks, tick{Left: pos(ms), Label: formatMS(ms)})
 	}
-	for _, t := range r.Tasks {
-		d.WithUsage = d.WithUsage || t.Usage != nil
-		row := pageRow{Index: t.Index, Result: resultText(t), Phases: phasesText(t.Phases), Findings: findingsText(t.Findings),
-			Duration: durationText(t), Rounds: t.ReviewRounds, Ticket: t.Ticket, RetryCount: t.RetryCount, Error: t.Error}
-		if t.Usage != nil {
-			row.Tokens = fmt.Sprintf("%d/%d", t.Usage.InputTokens, t.Usage.OutputTokens)
-			row.Cost = fmt.Sprintf("$%.4f", t.Usage.CostUSD)
-		}
-		d.Rows = append(d.Rows, row)
-	}
+	d.Table = r.table()
 	data, err := json.Marshal(calls) // escapes <, > and &: safe inside a script element
 	if err != nil {
 		return err

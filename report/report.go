@@ -460,6 +460,42 @@ func (b *builder) taskList(end time.Time) []Task {
 	return out
 }
 
+// taskTable is the table of tasks both renderers show: a row per task, in
+// words; the usage columns show when any agent call reported usage.
+type taskTable struct {
+	WithUsage bool
+	Rows      []taskRow
+}
+
+// taskRow is one task in the table; a cell with nothing to show is "–".
+type taskRow struct {
+	Index                              int
+	Result, Phases, Findings, Duration string
+	Rounds                             int
+	Tokens, Cost                       string
+	Ticket                             string
+	RetryCount                         int
+	Error                              string
+}
+
+func (r Report) table() taskTable {
+	tab := taskTable{WithUsage: r.Usage != nil, Rows: make([]taskRow, 0, len(r.Tasks))}
+	for _, t := range r.Tasks {
+		tab.WithUsage = tab.WithUsage || t.Usage != nil
+		row := taskRow{Index: t.Index, Result: resultText(t), Phases: phasesText(t.Phases), Findings: findingsText(t.Findings),
+			Duration: durationText(t), Rounds: t.ReviewRounds, Tokens: "–", Cost: "–", Ticket: t.Ticket, RetryCount: t.RetryCount, Error: t.Error}
+		if t.Usage != nil {
+			row.Tokens = fmt.Sprintf("%d/%d", t.Usage.InputTokens, t.Usage.OutputTokens)
+			row.Cost = fmt.Sprintf("$%.4f", t.Usage.CostUSD)
+		}
+		if row.Ticket == "" {
+			row.Ticket = "–"
+		}
+		tab.Rows = append(tab.Rows, row)
+	}
+	return tab
+}
+
 func addUsage(to *state.Usage, u state.Usage) *state.Usage {
 	if to == nil {
 		to = &state.Usage{}

@@ -374,3 +374,31 @@ func TestEveryClassHasItsOutcome(t *testing.T) {
 		t.Fatalf("an unknown class: %q", got)
 	}
 }
+
+// TestTablesAgree: the Markdown and the HTML table show the same columns;
+// usage a call of no task reported (normalize) brings the usage columns to
+// both.
+func TestTablesAgree(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	code := 0
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42, Tasks: []int{1}},
+		{Ev: state.EvUsage, Time: at, Task: state.TaskOf(-1), Phase: "normalize", Usage: &state.Usage{InputTokens: 7, OutputTokens: 3, CostUSD: 0.01}},
+		{Ev: state.EvRunEnd, Time: at.Add(time.Minute), ExitCode: &code},
+	}
+	rep := Build(Input{Events: evs, Now: at})
+	var md, page bytes.Buffer
+	if err := Markdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := HTML(&page, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| 1 | pending | – | 0 | – | – | – | – | – | 0 |") {
+		t.Fatalf("markdown:\n%s", md.String())
+	}
+	if !strings.Contains(page.String(), "<th>Tokens in/out</th>") ||
+		!strings.Contains(page.String(), `<td class="n">–</td><td class="n">–</td><td>–</td><td class="n">0</td></tr>`) {
+		t.Fatalf("page:\n%s", page.String())
+	}
+}
