@@ -127,7 +127,8 @@ type Phase struct {
 	Calls    int `json:"calls"`
 	Attempts int `json:"attempts"`
 	// Failures are the outcomes of the attempts that failed, in order
-	// (timeout, network, rate_limit, fatal, failed, …).
+	// (ordinary, timeout, network, rate_limit, fatal, cut_off, …); a call
+	// still running has not failed.
 	Failures []string `json:"failures"`
 }
 
@@ -363,7 +364,7 @@ func (b *builder) finish() Report {
 	for _, c := range rep.Calls {
 		rep.Totals.CallMSByPhase[c.Phase] += c.DurationMS
 		rep.Totals.WaitMS += c.WaitMS
-		if c.Outcome != CallOK && c.Outcome != CallRunning && c.Outcome != CallExited {
+		if failed(c.Outcome) {
 			rep.Totals.FailedAttempts[c.Outcome]++
 		}
 	}
@@ -372,6 +373,13 @@ func (b *builder) finish() Report {
 		rep.Calls = []Call{}
 	}
 	return *rep
+}
+
+// failed tells whether an attempt with this outcome failed: it did not
+// succeed, is not running still, and is not the exit code of a call that is
+// never retried, which may be its answer.
+func failed(outcome string) bool {
+	return outcome != CallOK && outcome != CallRunning && outcome != CallExited
 }
 
 // taskList is every task of the plan (or of the record, when the plan's
@@ -448,7 +456,7 @@ func (b *builder) taskList(end time.Time) []Task {
 				t.ReviewRounds++
 			}
 		}
-		if c.Outcome != CallOK {
+		if failed(c.Outcome) {
 			p.Failures = append(p.Failures, c.Outcome)
 		}
 	}

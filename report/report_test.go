@@ -402,3 +402,32 @@ func TestTablesAgree(t *testing.T) {
 		t.Fatalf("page:\n%s", page.String())
 	}
 }
+
+// TestFailedAttemptsAgree: a task's failures and the run's failed attempts
+// count the same attempts: a running call and a git call's non-zero exit
+// are no failure; an ordinary failure is.
+func TestFailedAttemptsAgree(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	task := state.TaskOf(1)
+	one := 1
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
+		{Ev: state.EvCallStart, Time: at, Task: task, Call: "1", Phase: "execute", Attempt: 1, Allowed: 2},
+		{Ev: state.EvCallEnd, Time: at.Add(time.Second), Call: "1", ExitCode: &one},
+		{Ev: state.EvAttempt, Time: at.Add(time.Second), Call: "1", Class: phase.Ordinary.String(), Retry: true},
+		{Ev: state.EvCallStart, Time: at.Add(time.Second), Task: task, Call: "2", Phase: "execute", Attempt: 2, Allowed: 2},
+		{Ev: state.EvCallStart, Time: at.Add(time.Second), Task: task, Call: "3", Phase: "git", Attempt: 1},
+		{Ev: state.EvCallEnd, Time: at.Add(2 * time.Second), Call: "3", ExitCode: &one},
+	}
+	rep := Build(Input{Events: evs, Now: at.Add(time.Minute), Alive: func(int) bool { return true }})
+	var phases []string
+	for _, p := range rep.Tasks[0].Phases {
+		phases = append(phases, fmt.Sprintf("%s %d %v", p.Name, p.Attempts, p.Failures))
+	}
+	if want := []string{"execute 2 [ordinary]", "git 1 []"}; !slices.Equal(phases, want) {
+		t.Fatalf("phases %q, want %q", phases, want)
+	}
+	if len(rep.Totals.FailedAttempts) != 1 || rep.Totals.FailedAttempts[CallOrdinary] != 1 {
+		t.Fatalf("failed attempts %v", rep.Totals.FailedAttempts)
+	}
+}
