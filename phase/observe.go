@@ -38,13 +38,13 @@ type CallInfo struct {
 	// ID is the call's id (PEAL_CALL_ID), unique within the process.
 	ID   string
 	Argv []string
-	// Logs are the files the call's stdout and stderr are copied to, when
-	// its sinks are files (agent_log_dir).
-	Logs    []string
-	Phase   string
-	Task    int     // NoTask: the call belongs to no task
-	Attempt Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
-	Started time.Time
+	// StdoutLog and StderrLog are the files the call's stdout and stderr
+	// are copied to, when its sinks are files (agent_log_dir); "" otherwise.
+	StdoutLog, StderrLog string
+	Phase                string
+	Task                 int     // NoTask: the call belongs to no task
+	Attempt              Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
+	Started              time.Time
 	// Detail, when not nil, says what the call is doing now, in a few words
 	// without control characters (e.g. "hunk 3/7"); it may change while the
 	// call runs and is safe to call from any goroutine.
@@ -63,13 +63,7 @@ func observe(spec Spec, id string, start time.Time) func(Result, error) {
 		// Only agent calls alternate between a primary and a fallback.
 		a.Role = ""
 	}
-	var logs []string
-	for _, w := range []io.Writer{spec.StdoutSink, spec.StderrSink} {
-		if f, ok := w.(interface{ Name() string }); ok {
-			logs = append(logs, f.Name())
-		}
-	}
-	info := CallInfo{ID: id, Argv: LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), Logs: logs,
+	info := CallInfo{ID: id, Argv: LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), StdoutLog: fileName(spec.StdoutSink), StderrLog: fileName(spec.StderrSink),
 		Phase: spec.Phase, Task: spec.Task, Attempt: a, Started: start, Detail: spec.Detail}
 	if spec.Recorder != nil {
 		spec.Recorder.CallBegan(info)
@@ -86,6 +80,14 @@ func observe(spec Spec, id string, start time.Time) func(Result, error) {
 			ended()
 		}
 	}
+}
+
+// fileName is the name of the file w writes to, or "" when w is no file.
+func fileName(w io.Writer) string {
+	if f, ok := w.(interface{ Name() string }); ok {
+		return f.Name()
+	}
+	return ""
 }
 
 // judged tells spec's recorder how Do judged the call that gave res.

@@ -28,7 +28,7 @@ func (r *recording) note(s string) {
 }
 
 func (r *recording) CallBegan(info CallInfo) {
-	r.note(fmt.Sprintf("start %s %s %d/%d+%d %s %s", info.ID, info.Phase, info.Attempt.N, info.Attempt.Allowed, info.Attempt.Network, strings.Join(info.Argv[1:], " "), strings.Join(info.Logs, ",")))
+	r.note(fmt.Sprintf("start %s %s %d/%d+%d %s %s", info.ID, info.Phase, info.Attempt.N, info.Attempt.Allowed, info.Attempt.Network, strings.Join(info.Argv[1:], " "), strings.Join(slices.DeleteFunc([]string{info.StdoutLog, info.StderrLog}, func(s string) bool { return s == "" }), ",")))
 }
 
 // endNoter is an Observer that notes when a call's end reaches it.

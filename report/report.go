@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"peal/phase"
@@ -162,7 +161,33 @@ type Call struct {
 	Logs    []string `json:"logs,omitempty"`
 	LogHead []string `json:"log_head,omitempty"`
 
-	judged bool // the retry loop judged it
+	judged  bool      // the retry loop judged it
+	streams []logFile // Logs with the stream each holds
+}
+
+// logFile is an agent log file and the stream it holds (stdout, stderr).
+type logFile struct{ stream, path string }
+
+// callLogs are the agent log files a call_start names. A record of an
+// earlier version of peal lists them in logs: stdout's, then stderr's.
+func callLogs(ev state.Event) []logFile {
+	var out []logFile
+	if ev.StdoutLog != "" || ev.StderrLog != "" {
+		for _, f := range []logFile{{"stdout", ev.StdoutLog}, {"stderr", ev.StderrLog}} {
+			if f.path != "" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	for i, path := range ev.Logs {
+		stream := "stdout"
+		if i > 0 {
+			stream = "stderr"
+		}
+		out = append(out, logFile{stream, path})
+	}
+	return out
 }
 
 // Input is what a report is made of.
@@ -259,8 +284,12 @@ func (b *builder) add(ev state.Event) {
 		}
 	case state.EvCallStart:
 		b.calls[ev.Call] = len(b.rep.Calls)
-		b.rep.Calls = append(b.rep.Calls, Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Of: ev.Of, Allowed: ev.Allowed,
-			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, Logs: ev.Logs})
+		c := Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Of: ev.Of, Allowed: ev.Allowed,
+			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, streams: callLogs(ev)}
+		for _, f := range c.streams {
+			c.Logs = append(c.Logs, f.path)
+		}
+		b.rep.Calls = append(b.rep.Calls, c)
 	case state.EvCallEnd:
 		i, ok := b.calls[ev.Call]
 		if !ok {
@@ -351,7 +380,7 @@ func (b *builder) finish() Report {
 		if c.Outcome == CallOrdinary && !c.judged {
 			c.Outcome = CallExited
 		}
-		c.LogHead = logHead(c.Logs, b.in.LogLines)
+		c.LogHead = logHead(c.streams, b.in.LogLines)
 	}
 	if rep.Run.Started != nil {
 		stop := end
@@ -527,23 +556,19 @@ const maxHeadBytes = 4096
 // logHead is the first n lines of each log that can still be read, each
 // prefixed by its stream, cleaned of control characters and cut at 300
 // characters.
-func logHead(logs []string, n int) []string {
+func logHead(logs []logFile, n int) []string {
 	if n <= 0 {
 		return nil
 	}
 	var out []string
-	for _, path := range logs {
-		f, err := os.Open(path)
+	for _, lf := range logs {
+		f, err := os.Open(lf.path)
 		if err != nil {
 			continue
 		}
-		stream := "stdout"
-		if strings.HasSuffix(path, ".stderr.log") {
-			stream = "stderr"
-		}
 		sc := bufio.NewScanner(io.LimitReader(f, maxHeadBytes))
 		for k := 0; k < n && sc.Scan(); k++ {
-			out = append(out, stream+": "+phase.Snippet(sc.Text(), 300))
+			out = append(out, lf.stream+": "+phase.Snippet(sc.Text(), 300))
 		}
 		f.Close()
 	}

@@ -431,3 +431,26 @@ func TestFailedAttemptsAgree(t *testing.T) {
 		t.Fatalf("failed attempts %v", rep.Totals.FailedAttempts)
 	}
 }
+
+// TestLogStreams: the stream of each agent log is the one the record names,
+// whatever the file is called; an older record's logs are stdout's, then
+// stderr's.
+func TestLogStreams(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.stderr.log")
+	os.WriteFile(a, []byte("from stderr\n"), 0o644)
+	os.WriteFile(b, []byte("from stdout\n"), 0o644)
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
+		{Ev: state.EvCallStart, Time: at, Task: state.TaskOf(1), Call: "1", Phase: "execute", Attempt: 1, StdoutLog: b, StderrLog: a},
+		{Ev: state.EvCallStart, Time: at, Task: state.TaskOf(1), Call: "2", Phase: "execute", Attempt: 2, Logs: []string{b, a}},
+	}
+	rep := Build(Input{Events: evs, Now: at, LogLines: 4})
+	want := []string{"stdout: from stdout", "stderr: from stderr"}
+	for _, c := range rep.Calls {
+		if !slices.Equal(c.LogHead, want) || !slices.Equal(c.Logs, []string{b, a}) {
+			t.Fatalf("call %s: logs %q, head %q, want %q", c.ID, c.Logs, c.LogHead, want)
+		}
+	}
+}

@@ -113,7 +113,8 @@ func (r *run) recordUsage(task int, name string, u state.Usage) {
 func (o *callRecorder) CallBegan(info phase.CallInfo) {
 	a := info.Attempt
 	o.rec.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
-		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv, Logs: info.Logs})
+		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv,
+		StdoutLog: info.StdoutLog, StderrLog: info.StderrLog})
 }
 
 func (o *callRecorder) CallEnded(id string, res phase.Result, err error) {

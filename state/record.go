@@ -69,7 +69,12 @@ type Event struct {
 	Network int      `json:"network,omitempty"`
 	Role    string   `json:"role,omitempty"`
 	Argv    []string `json:"argv,omitempty"`
-	Logs    []string `json:"logs,omitempty"`
+	// StdoutLog and StderrLog are the call's agent log files (agent_log_dir).
+	StdoutLog string `json:"stdout_log,omitempty"`
+	StderrLog string `json:"stderr_log,omitempty"`
+	// Logs are the agent log files in records of earlier versions of peal:
+	// stdout's, then stderr's.
+	Logs []string `json:"logs,omitempty"`
 
 	// call_end
 	ExitCode    *int  `json:"exit_code,omitempty"`
