@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -127,13 +128,8 @@ type Recorder struct {
 // keeping the previous run's record as RecordPrevName. The caller holds the
 // folder's lock.
 func StartRecord(dir string, failed func(error)) (*Recorder, error) {
-	d, err := safefs.OpenDir(dir, false)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	path := d.Join(RecordName)
-	if err := os.Rename(path, d.Join(RecordPrevName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	path := filepath.Join(dir, RecordName)
+	if err := os.Rename(path, filepath.Join(dir, RecordPrevName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
