@@ -1,8 +1,8 @@
 // Package report tells the story of a peal run from what the run wrote: the
 // run record (state.RecordName), the state file, the run summary, the
 // retry-state store and the agent logs. It renders it as a GitHub Markdown
-// summary, a JSON document and a one-file HTML timeline. It reads only; it
-// starts nothing.
+// summary and a one-file HTML timeline; the Report itself, encoded, is the
+// JSON document. It reads only; it starts nothing.
 package report
 
 import (

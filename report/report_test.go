@@ -77,15 +77,17 @@ func TestGoldenMarkdownAndJSON(t *testing.T) {
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
 			rep := fixture(t, r.fixture, r.alive)
-			var md, js bytes.Buffer
+			var md bytes.Buffer
 			if err := Markdown(&md, rep); err != nil {
 				t.Fatal(err)
 			}
-			if err := JSON(&js, rep); err != nil {
+			// The JSON document as `peal report --format json` prints it.
+			js, err := json.MarshalIndent(rep, "", "  ")
+			if err != nil {
 				t.Fatal(err)
 			}
 			golden(t, r.name+".md", md.Bytes())
-			golden(t, r.name+".json", js.Bytes())
+			golden(t, r.name+".json", append(js, '\n'))
 		})
 	}
 }
