@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -78,32 +77,6 @@ type rules struct {
 	// a real answer may well contain) and the user's fatal patterns.
 	refusals  []string
 	exitCodes map[int]phase.Class
-}
-
-// rulesOf are the rules of a kind and a configuration. A run asks for the
-// same ones at every call, so the last ones built are kept per kind; rules
-// are never changed once built.
-func (k *Kind) rulesOf(u UserPatterns) *rules {
-	key := u.key()
-	if c, ok := lastRules.Load(k); ok && c.(*keptRules).key == key {
-		return c.(*keptRules).rules
-	}
-	r := k.rules(u)
-	lastRules.Store(k, &keptRules{key: key, rules: r})
-	return r
-}
-
-var lastRules sync.Map // *Kind → *keptRules
-
-type keptRules struct {
-	key   string
-	rules *rules
-}
-
-// key tells configurations apart: the patterns, in order, and whether the
-// built-in ones apply.
-func (u UserPatterns) key() string {
-	return fmt.Sprintf("%t\x00%q\x00%q", u.Builtin, u.Fatal, u.Network)
 }
 
 func (k *Kind) rules(u UserPatterns) *rules {
@@ -187,13 +160,15 @@ func quoteMatch(line, pattern string) string {
 	if strings.Contains(strings.ToLower(q), pattern) {
 		return q
 	}
-	flat := []rune(strings.Join(strings.Fields(phase.Clean(line)), " "))
-	i := strings.Index(strings.ToLower(string(flat)), pattern)
+	flat := strings.Join(strings.Fields(phase.Clean(line)), " ")
+	lower := strings.ToLower(flat)
+	i := strings.Index(lower, pattern)
 	if i < 0 {
 		return q
 	}
-	at := min(utf8.RuneCountInString(strings.ToLower(string(flat))[:i]), len(flat))
-	return phase.Quote("…" + string(flat[max(at-60, 0):]))
+	runes := []rune(flat)
+	at := min(utf8.RuneCountInString(lower[:i]), len(runes))
+	return phase.Quote("…" + string(runes[max(at-60, 0):]))
 }
 
 // isBlocking reports whether a line says the CLI waits for a person: it
@@ -293,7 +268,7 @@ func (h *hinted) Unwrap() error { return h.err }
 // result event's text); w, when set, is the watcher of the attempt being
 // classified. now is the clock used to turn a reset time into a wait.
 func (k *Kind) Classifier(u UserPatterns, failure func(phase.Result) error, w func() *Watcher, now func() time.Time) phase.Classifier {
-	r := k.rulesOf(u)
+	r := k.rules(u)
 	if failure == nil {
 		failure = phase.CheckExit
 	}

@@ -89,7 +89,7 @@ type WatchOptions struct {
 
 // Watcher returns a fresh watcher for one attempt.
 func (k *Kind) Watcher(o WatchOptions) *Watcher {
-	return &Watcher{kind: k, rules: k.rulesOf(o.Patterns), phase: o.Phase, structured: o.Structured && k.Events != nil,
+	return &Watcher{kind: k, rules: k.rules(o.Patterns), phase: o.Phase, structured: o.Structured && k.Events != nil,
 		stall: o.NetworkStall, linger: o.Linger}
 }
 

@@ -10,12 +10,14 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	toml "github.com/pelletier/go-toml/v2"
 
 	"peal/agent"
 
 	"peal/internal/safefs"
+	"peal/phase"
 	"peal/state"
 )
 
@@ -246,6 +248,15 @@ func repoFrom(layers ...layer) string {
 		}
 	}
 	return ""
+}
+
+// NetworkBudget is the retry budget of network failures, shared by agent
+// calls and stet's review commands: network_retry_count retries, waits from
+// network_retry_delay_sec doubling up to network_retry_max_delay_sec, and
+// none begun after network_give_up_sec of failing.
+func (c *Config) NetworkBudget() phase.Budget {
+	return phase.NetworkBudget(int(c.NetworkRetryCount), time.Duration(c.NetworkRetryDelaySec)*time.Second,
+		time.Duration(c.NetworkRetryMaxDelaySec)*time.Second, time.Duration(c.NetworkGiveUpSec)*time.Second)
 }
 
 // FallbackKind is the kind of the fallback agent: fallback_agent_kind, or

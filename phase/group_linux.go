@@ -234,18 +234,35 @@ func SweepLeftovers(scope string, grace time.Duration) int {
 	}
 	prefix := []byte(CallIDEnv + "=" + scope + "/")
 	mine := []byte(CallIDEnv + "=" + scope + "/" + strconv.Itoa(os.Getpid()) + "/")
-	pids := carriers(processes(func(int) bool { return true }), 0, func(kv []byte) bool {
+	return stopCarriers(func(kv []byte) bool {
 		return bytes.HasPrefix(kv, prefix) && !bytes.HasPrefix(kv, mine)
-	})
-	if len(pids) == 0 {
-		return 0
+	}, grace)
+}
+
+// stopCarriers stops every process whose environment has an entry that
+// match accepts: SIGTERM and up to grace to exit (none when grace is 0),
+// then SIGKILL; and searches again until a search finds none, since a
+// process may start another while it is being stopped. It returns how many
+// processes it found.
+func stopCarriers(match func(kv []byte) bool, grace time.Duration) int {
+	seen := map[int]bool{}
+	for range 50 {
+		pids := carriers(processes(func(int) bool { return true }), 0, match)
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			seen[pid] = true
+		}
+		if grace > 0 {
+			signalAll(pids, unix.SIGTERM)
+			deadline := time.Now().Add(grace)
+			for _, pid := range pids {
+				waitExit(pid, time.Until(deadline))
+			}
+		}
+		signalAll(pids, unix.SIGKILL)
+		waitGone(0, pids, max(grace, time.Second))
 	}
-	signalAll(pids, unix.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for _, pid := range pids {
-		waitExit(pid, time.Until(deadline))
-	}
-	signalAll(pids, unix.SIGKILL)
-	waitGone(0, pids, grace)
-	return len(pids)
+	return len(seen)
 }

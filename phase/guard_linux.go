@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -107,19 +106,7 @@ func guardKill(pealPID string, groups map[int]bool) int {
 		_, pid, ok := cutLast(rest)
 		return ok && "/"+string(pid)+"/" == mid
 	}
-	seen := map[int]bool{}
-	for range 50 {
-		pids := carriers(processes(func(int) bool { return true }), 0, ofPeal)
-		for _, pid := range pids {
-			seen[pid] = true
-		}
-		if len(pids) == 0 {
-			break
-		}
-		signalAll(pids, unix.SIGKILL)
-		waitGone(0, pids, time.Second)
-	}
-	return len(seen)
+	return stopCarriers(ofPeal, 0)
 }
 
 // cutLast splits b at its last slash.

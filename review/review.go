@@ -111,11 +111,7 @@ func New(o Options) *Reviewer {
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
 		startArgs: cfg.StetStartExtraArgs, runArgs: runArgs, attempts: attempts,
-		network: func() phase.Budget {
-			return phase.NetworkBudget(int(cfg.NetworkRetryCount), time.Duration(cfg.NetworkRetryDelaySec)*time.Second,
-				time.Duration(cfg.NetworkRetryMaxDelaySec)*time.Second, time.Duration(cfg.NetworkGiveUpSec)*time.Second)
-		},
-		caller: o.Caller, log: o.Log,
+		network: cfg.NetworkBudget, caller: o.Caller, log: o.Log,
 	}
 	if cfg.StetStartRef != "" {
 		o.Log.Warn("stet_start_ref is ignored: each task's review session starts at the commit before the task, so that its review covers its own changes only",

@@ -272,6 +272,13 @@ func TestIsFindingsDocument(t *testing.T) {
 		"{\"type\":\"progress\"}\n{\"type\":\"done\"}": false,
 		"0 finding(s).": false,
 		"":              false,
+		// Keys are read exactly, as ParseReview reads them.
+		`{"Findings":[{"id":"F1"}]}`:                 false,
+		`{"findings":[{"id":"F1"}],"FINDINGS":null}`: true,
+		// An array of something else than findings is not stet's document.
+		`{"findings":[1]}`:          false,
+		`{"findings":[{"id":1}]}`:   false,
+		`{"findings":[]}{"more":1}`: false,
 	} {
 		if got := isFindingsDocument(out); got != want {
 			t.Errorf("%q: %v, want %v", out, got, want)

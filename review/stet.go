@@ -97,12 +97,22 @@ func documentRule(command string) phase.Classifier {
 }
 
 // isFindingsDocument reports whether out is one JSON object with a findings
-// array, as `stet run --output=json` prints it.
+// array of findings, as `stet run --output=json` prints it. It reads keys
+// exactly, as ParseReview does: a document that passes here is one that
+// ParseReview reads as structured findings.
 func isFindingsDocument(out string) bool {
-	var doc struct {
-		Findings *[]json.RawMessage `json:"findings"`
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	var doc map[string]any
+	if dec.Decode(&doc) != nil || dec.More() {
+		return false
 	}
-	return json.Unmarshal([]byte(out), &doc) == nil && doc.Findings != nil
+	items, ok := doc["findings"].([]any)
+	if !ok {
+		return false
+	}
+	_, typed := findingList(items)
+	return typed
 }
 
 // formatArgs are the options of `stet run` that choose what it prints:
@@ -229,21 +239,18 @@ func (s *stet) finish(ctx context.Context, task int) (closed bool) {
 
 // finishLocked is finish for a caller that holds gitLock.
 func (s *stet) finishLocked(ctx context.Context, task int) bool {
-	timeout := s.caller.Limits.Timeout
+	// A signal that comes while the finish runs (the one that closes a
+	// session an earlier run left open, a hung one included) stops it as it
+	// stops any call: SIGTERM, then SIGKILL after the kill grace. After a
+	// signal, the finish runs best-effort, without holding peal up longer
+	// than the kill grace (a second signal ends it at once: the hard stop
+	// travels with the context's values).
+	parent, timeout := ctx, s.caller.Limits.Timeout
 	if ctx.Err() != nil {
-		// Interrupted: finish best-effort, without holding peal up longer
-		// than the kill grace (a second signal ends it at once: the hard
-		// stop travels with the context's values).
-		timeout = min(timeout, max(s.caller.Limits.KillGrace, time.Second))
+		parent, timeout = context.WithoutCancel(ctx), min(timeout, max(s.caller.Limits.KillGrace, time.Second))
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	fctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	if ctx.Err() == nil {
-		// A signal that comes while the finish runs (the one that closes a
-		// session an earlier run left open, a hung one included) stops it
-		// as it stops any call: SIGTERM, then SIGKILL after the kill grace.
-		defer context.AfterFunc(ctx, cancel)()
-	}
 	if _, err := s.call(fctx, task, []string{"finish"}, 1, nil, nil, nil); err != nil {
 		s.log.Warn("stet finish failed", "task", task, "err", err)
 		return false

@@ -56,6 +56,28 @@ func TestUnreachableStopsTheRun(t *testing.T) {
 	}
 }
 
+// TestNetworkGiveUp: network_give_up_sec reaches agent calls: no retry
+// starts once failing and waiting would pass it, however many retries
+// network_retry_count still allows.
+func TestNetworkGiveUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	h.scenario(map[string][]fakes.Outcome{"plan": {netDown, netDown, netDown, netDown, netDown, netDown}})
+	var w fakes.Sleeps
+	// Waits of 48-72 s, then 96-144 s: the second retry would start past
+	// 100 s.
+	cfg := h.config("PEAL_NETWORK_RETRY_COUNT=5", "PEAL_NETWORK_RETRY_DELAY_SEC=60", "PEAL_NETWORK_RETRY_MAX_DELAY_SEC=600",
+		"PEAL_NETWORK_GIVE_UP_SEC=100")
+	_, err := h.runCfg(cfg, withSleep(&w))
+	var ue *phase.UnreachableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want the agent unreachable", err)
+	}
+	if h.keys() != "plan:1 plan:1" {
+		t.Fatalf("calls %q, want one retry before giving up", h.keys())
+	}
+}
+
 func TestFatalFailureIsNotRetried(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")

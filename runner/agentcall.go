@@ -190,8 +190,7 @@ func (r *run) agentPolicy(attempts int, classify phase.Classifier) phase.Policy 
 		rateRetries = maxRateLimitRetries
 	}
 	p.Budgets = map[phase.Class]phase.Budget{
-		phase.Network: phase.NetworkBudget(int(r.cfg.NetworkRetryCount), time.Duration(r.cfg.NetworkRetryDelaySec)*time.Second,
-			time.Duration(r.cfg.NetworkRetryMaxDelaySec)*time.Second, time.Duration(r.cfg.NetworkGiveUpSec)*time.Second),
+		phase.Network:     r.cfg.NetworkBudget(),
 		phase.RateLimited: {Retries: rateRetries, Backoff: phase.Exponential(rateLimitFirstWait, rateLimitLongestWait, 0.1), MaxWait: maxWait},
 		phase.Transient:   {Retries: transientRetries},
 	}

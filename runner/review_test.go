@@ -396,6 +396,10 @@ func TestStetExitCodes(t *testing.T) {
 					t.Fatalf("err %v is not an unreachable error (exit 4)", err)
 				}
 			}},
+		// network_give_up_sec reaches stet's calls too: the first retry
+		// would start past it, so none does.
+		{"exit 2, give up", two, fakes.StetScenario{ModelDown: true}, []string{"PEAL_NETWORK_RETRY_COUNT=2", "PEAL_NETWORK_RETRY_DELAY_SEC=2", "PEAL_NETWORK_GIVE_UP_SEC=1"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "stet run exited 2 on 1 attempt", nil},
 		{"exit 2 under skip still stops", two, fakes.StetScenario{ModelDown: true}, []string{"PEAL_NETWORK_RETRY_COUNT=0", "PEAL_ON_STET_FAIL=skip"},
 			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "the review model looks unreachable", nil},
 	}

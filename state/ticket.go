@@ -52,11 +52,6 @@ type Ticket struct {
 	// there is an earlier attempt's or another program's. CloseStatus
 	// reads the verdict from it.
 	summary string
-	// view and doc are data decoded, when it was read since the last write
-	// (nil otherwise): the next save starts from them without decoding the
-	// same text again. doc is never changed; a save edits a copy.
-	view *RetryState
-	doc  *object
 }
 
 // attempt identifies the attempt a handle began, to find it again after
@@ -172,9 +167,9 @@ func (s *TicketStore) OpenTicket(id string, now time.Time, warn func(string)) (*
 func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 	data, err := readRetryFile(t.dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		t.data = nil
 		doc := freshDoc(t.id, t.now)
 		st, _, _ := decodeRetryState(doc.file(), t.id)
-		t.data, t.view, t.doc = nil, &st, doc.clone()
 		return st, doc, nil
 	}
 	if err != nil && !errors.Is(err, ErrUnreadable) {
@@ -198,7 +193,7 @@ func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 			return RetryState{}, nil, fmt.Errorf("retry state %s is unreadable (%v) and cannot be moved aside: %w", path, err, kerr)
 		}
 		t.warn(fmt.Sprintf("retry state %s is unreadable (%v): kept it as %s and started fresh", path, problemOf(err), aside))
-		t.data, t.view, t.doc = nil, nil, nil
+		t.data = nil
 		doc := freshDoc(t.id, now)
 		st, _, _ := decodeRetryState(doc.file(), t.id)
 		return st, doc, nil
@@ -209,7 +204,6 @@ func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 		}
 	}
 	t.data = data
-	t.view, t.doc = &st, doc.clone()
 	return st, doc, nil
 }
 
@@ -469,7 +463,7 @@ func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc
 		if err != nil {
 			return fmt.Errorf("saving retry state %s: %w", path, err)
 		}
-		t.data, t.view, t.doc = data, nil, nil
+		t.data = data
 		return nil
 	}
 }
@@ -477,9 +471,6 @@ func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc
 // cached is the view and document of the file as this handle last read or
 // wrote it (a fresh state when there was none).
 func (t *Ticket) cached() (RetryState, *object, error) {
-	if t.view != nil {
-		return *t.view, t.doc.clone(), nil
-	}
 	data := t.data
 	if data == nil {
 		data = freshDoc(t.id, t.now).file()

@@ -389,7 +389,7 @@ func (s *stet) review(sess *fakes.Session, f flags, head string, skipDismissed b
 			continue
 		}
 		for _, h := range toReview {
-			if h.File == old.File && old.Line >= h.Start && old.Line <= h.End {
+			if h.File == old.File && h.Covers(old.Line) {
 				sess.Dismissed = append(sess.Dismissed, old.ID)
 				break
 			}
@@ -447,7 +447,7 @@ func (s *stet) newHunks(sess *fakes.Session, head string, skipDismissed bool) ([
 // holdsDismissed reports whether a dismissed finding lies in the hunk.
 func holdsDismissed(h unidiff.Hunk, sess fakes.Session) bool {
 	for _, fd := range sess.Findings {
-		if slices.Contains(sess.Dismissed, fd.ID) && fd.File == h.File && fd.Line >= h.Start && fd.Line <= h.End {
+		if slices.Contains(sess.Dismissed, fd.ID) && fd.File == h.File && h.Covers(fd.Line) {
 			return true
 		}
 	}
