@@ -53,7 +53,7 @@ type CallInfo struct {
 
 // observe tells spec's recorder and observer that the call id started at
 // start and returns what to run when it ends (never nil).
-func observe(spec Spec, id string, start time.Time) func(Result, error) {
+func observe(spec Spec, id string, argv []string, start time.Time) func(Result, error) {
 	if spec.Observer == nil && spec.Recorder == nil {
 		return func(Result, error) {}
 	}
@@ -63,7 +63,7 @@ func observe(spec Spec, id string, start time.Time) func(Result, error) {
 		// Only agent calls alternate between a primary and a fallback.
 		a.Role = ""
 	}
-	info := CallInfo{ID: id, Argv: LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), StdoutLog: fileName(spec.StdoutSink), StderrLog: fileName(spec.StderrSink),
+	info := CallInfo{ID: id, Argv: argv, StdoutLog: fileName(spec.StdoutSink), StderrLog: fileName(spec.StderrSink),
 		Phase: spec.Phase, Task: spec.Task, Attempt: a, Started: start, Detail: spec.Detail}
 	if spec.Recorder != nil {
 		spec.Recorder.CallBegan(info)
