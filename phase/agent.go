@@ -29,6 +29,7 @@ type Caller struct {
 	Log      *slog.Logger
 	Env      []string // added to every call (e.g. PEAL_TICKET_ID)
 	Observer Observer // given to every call; nil: none
+	Recorder Recorder // given to every call; nil: none
 	Scope    string   // the call-id scope of every call (see Spec.Scope)
 }
 
@@ -41,7 +42,7 @@ func (c Caller) Spec(phase string, task int, a Attempt, argv []string, prompt bo
 	return Spec{
 		Phase: phase, Argv: argv, Prompt: prompt, Dir: c.Dir, Env: env,
 		Timeout: c.Limits.Timeout, IdleTimeout: c.Limits.Idle, KillGrace: c.Limits.KillGrace,
-		Log: c.Log, Attempt: a, Task: task, Observer: c.Observer, Scope: c.Scope,
+		Log: c.Log, Attempt: a, Task: task, Observer: c.Observer, Recorder: c.Recorder, Scope: c.Scope,
 	}
 }
 

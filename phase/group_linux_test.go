@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"peal/internal/fakes"
+	"peal/internal/procs"
 )
 
 // A daemon the agent started in a session of its own (out of the call's
@@ -33,7 +34,7 @@ func TestDaemonOutsideGroupIsStopped(t *testing.T) {
 		if g, err := unix.Getpgid(pid); err == nil && g == res.ProcessGroupPID {
 			t.Fatalf("the daemon %d stayed in the call's group", pid)
 		}
-		if fakes.ProcessAlive(pid) {
+		if procs.Alive(pid) {
 			t.Fatalf("daemon %d outlived the call", pid)
 		}
 	}
@@ -73,7 +74,7 @@ func TestAgentDiesWithPeal(t *testing.T) {
 	}
 	parent.Wait()
 	waitExit(agent, 30*time.Second)
-	if fakes.ProcessAlive(agent) {
+	if procs.Alive(agent) {
 		syscall.Kill(agent, syscall.SIGKILL)
 		t.Fatalf("agent %d outlived its killed parent", agent)
 	}
@@ -101,7 +102,7 @@ func TestGrandchildDiesWithPeal(t *testing.T) {
 			}
 			parent.Wait()
 			waitExit(grandchild, 30*time.Second)
-			if fakes.ProcessAlive(grandchild) {
+			if procs.Alive(grandchild) {
 				t.Fatalf("%s %d outlived the killed peal", tc.Name, grandchild)
 			}
 		})
@@ -205,7 +206,7 @@ func TestChildSurvivesThreadExit(t *testing.T) {
 			t.Fatal("the thread that started the child never ended")
 		}
 	}
-	if !fakes.ProcessAlive(cmd.Process.Pid) {
+	if !procs.Alive(cmd.Process.Pid) {
 		t.Fatal("the child was killed when the thread that started it ended")
 	}
 }
@@ -232,7 +233,7 @@ func TestSweepLeftovers(t *testing.T) {
 		t.Fatalf("swept %d processes, want 1", n)
 	}
 	waitExit(dead.Process.Pid, 10*time.Second)
-	if fakes.ProcessAlive(dead.Process.Pid) {
+	if procs.Alive(dead.Process.Pid) {
 		t.Fatal("the dead run's leftover is alive")
 	}
 	mustLive(t, own, other)
@@ -243,7 +244,7 @@ func TestSweepLeftovers(t *testing.T) {
 func mustLive(t *testing.T, cmds ...*exec.Cmd) {
 	t.Helper()
 	for _, c := range cmds {
-		if !fakes.ProcessAlive(c.Process.Pid) {
+		if !procs.Alive(c.Process.Pid) {
 			t.Errorf("process %d was killed, though it was not the dead peal's", c.Process.Pid)
 		}
 	}
@@ -464,7 +465,7 @@ func TestGuardOfACleanExitStopsNothing(t *testing.T) {
 	if out := runGuard(t, dead, 0); out != "" {
 		t.Fatalf("guard said %q", out)
 	}
-	if !fakes.ProcessAlive(cmd.Process.Pid) {
+	if !procs.Alive(cmd.Process.Pid) {
 		t.Fatal("the guard of a clean exit searched and killed")
 	}
 }

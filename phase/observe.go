@@ -15,13 +15,16 @@ type Observer interface {
 	CallStarted(CallInfo) (ended func())
 }
 
-// Recorder is an Observer that also hears how each call ended and how the
-// retry loop judged it, to keep a record of the run. Its methods run on the
-// call's goroutine and must return quickly.
+// Recorder hears of each call's start and end and of how the retry loop
+// judged it, to keep a record of the run. It is given to a call beside its
+// Observer, and hears of the start before the Observer and of the end before
+// the Observer's end function. Its methods run on the call's goroutine and
+// must return quickly.
 type Recorder interface {
-	Observer
-	// CallEnded is called once per started call, before the function
-	// CallStarted returned; err is Run's error (an interruption).
+	// CallBegan is called once the child is running.
+	CallBegan(CallInfo)
+	// CallEnded is called once per started call; err is Run's error (an
+	// interruption).
 	CallEnded(id string, res Result, err error)
 	// AttemptJudged is called when Do has classified the call with this id:
 	// retry tells whether another attempt follows, after wait.
@@ -35,23 +38,23 @@ type CallInfo struct {
 	// ID is the call's id (PEAL_CALL_ID), unique within the process.
 	ID   string
 	Argv []string
-	// Logs are the files the call's stdout and stderr are copied to, when
-	// its sinks are files (agent_log_dir).
-	Logs    []string
-	Phase   string
-	Task    int     // NoTask: the call belongs to no task
-	Attempt Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
-	Started time.Time
+	// StdoutLog and StderrLog are the files the call's stdout and stderr
+	// are copied to, when its sinks are files (agent_log_dir); "" otherwise.
+	StdoutLog, StderrLog string
+	Phase                string
+	Task                 int     // NoTask: the call belongs to no task
+	Attempt              Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
+	Started              time.Time
 	// Detail, when not nil, says what the call is doing now, in a few words
 	// without control characters (e.g. "hunk 3/7"); it may change while the
 	// call runs and is safe to call from any goroutine.
 	Detail func() string
 }
 
-// observe tells spec's observer that the call id started at start and
-// returns what to run when it ends (never nil).
-func observe(spec Spec, id string, start time.Time) func(Result, error) {
-	if spec.Observer == nil {
+// observe tells spec's recorder and observer that the call id started at
+// start and returns what to run when it ends (never nil).
+func observe(spec Spec, id string, argv []string, start time.Time) func(Result, error) {
+	if spec.Observer == nil && spec.Recorder == nil {
 		return func(Result, error) {}
 	}
 	a := spec.Attempt
@@ -60,19 +63,18 @@ func observe(spec Spec, id string, start time.Time) func(Result, error) {
 		// Only agent calls alternate between a primary and a fallback.
 		a.Role = ""
 	}
-	var logs []string
-	for _, w := range []io.Writer{spec.StdoutSink, spec.StderrSink} {
-		if f, ok := w.(interface{ Name() string }); ok {
-			logs = append(logs, f.Name())
-		}
-	}
-	info := CallInfo{ID: id, Argv: LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), Logs: logs,
+	info := CallInfo{ID: id, Argv: argv, StdoutLog: fileName(spec.StdoutSink), StderrLog: fileName(spec.StderrSink),
 		Phase: spec.Phase, Task: spec.Task, Attempt: a, Started: start, Detail: spec.Detail}
-	ended := spec.Observer.CallStarted(info)
-	rec, _ := spec.Observer.(Recorder)
+	if spec.Recorder != nil {
+		spec.Recorder.CallBegan(info)
+	}
+	var ended func()
+	if spec.Observer != nil {
+		ended = spec.Observer.CallStarted(info)
+	}
 	return func(res Result, err error) {
-		if rec != nil {
-			rec.CallEnded(id, res, err)
+		if spec.Recorder != nil {
+			spec.Recorder.CallEnded(id, res, err)
 		}
 		if ended != nil {
 			ended()
@@ -80,10 +82,17 @@ func observe(spec Spec, id string, start time.Time) func(Result, error) {
 	}
 }
 
-// judged tells spec's observer, when it keeps a record, how Do judged the
-// call that gave res.
+// fileName is the name of the file w writes to, or "" when w is no file.
+func fileName(w io.Writer) string {
+	if f, ok := w.(interface{ Name() string }); ok {
+		return f.Name()
+	}
+	return ""
+}
+
+// judged tells spec's recorder how Do judged the call that gave res.
 func judged(spec Spec, res Result, v Verdict, wait time.Duration, retry bool) {
-	if rec, ok := spec.Observer.(Recorder); ok && res.CallID != "" {
-		rec.AttemptJudged(res.CallID, v, retry, wait)
+	if spec.Recorder != nil && res.CallID != "" {
+		spec.Recorder.AttemptJudged(res.CallID, v, retry, wait)
 	}
 }

@@ -52,8 +52,18 @@ func TestObserverAroundCall(t *testing.T) {
 			}
 		})
 	}
+	// The observer learns which log file holds which stream.
+	var logs observed
+	spec := agentSpec(dir, 30*time.Second, time.Second)
+	spec.Observer, spec.StdoutSink, spec.StderrSink = &logs, &namedBuffer{name: "out.log"}, &namedBuffer{name: "err.log"}
+	if _, err := Run(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if c := logs.started[0]; c.StdoutLog != "out.log" || c.StderrLog != "err.log" {
+		t.Fatalf("logs: stdout %q, stderr %q", c.StdoutLog, c.StderrLog)
+	}
 	var o observed
-	spec := agentSpec(dir, time.Second, time.Second)
+	spec = agentSpec(dir, time.Second, time.Second)
 	spec.Argv[0], spec.Observer = "/nonexistent/agent", &o
 	if _, err := Run(context.Background(), spec); err == nil || len(o.started) != 0 || o.ended != 0 {
 		t.Fatalf("a call that never started was observed: %v, %+v", err, o)

@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"peal/internal/fakes"
+	"peal/internal/procs"
 	"peal/internal/testbin"
 )
 
@@ -76,7 +77,7 @@ func grandchildren(t *testing.T, dir string) []int {
 func noGrandchildLeft(t *testing.T, dir, after string) {
 	t.Helper()
 	for _, pid := range grandchildren(t, dir) {
-		if fakes.ProcessAlive(pid) {
+		if procs.Alive(pid) {
 			t.Fatalf("grandchild %d outlived %s", pid, after)
 		}
 	}
@@ -155,7 +156,7 @@ func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second || !res.TimedOut {
 		t.Fatalf("took %s, timed out %v", took, res.TimedOut)
 	}
-	if alive := fakes.ProcessAlive(calls(t, dir)[0].PID); alive {
+	if alive := procs.Alive(calls(t, dir)[0].PID); alive {
 		t.Fatal("agent ignoring SIGTERM is still alive")
 	}
 }
@@ -309,7 +310,7 @@ func TestCancelStopsGroup(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancellation")
 	}
-	if fakes.ProcessAlive(calls(t, dir)[0].PID) {
+	if procs.Alive(calls(t, dir)[0].PID) {
 		t.Fatal("agent alive after cancellation")
 	}
 	noGrandchildLeft(t, dir, "a cancelled call")

@@ -27,10 +27,14 @@ func (r *recording) note(s string) {
 	r.events = append(r.events, s)
 }
 
-func (r *recording) CallStarted(info CallInfo) func() {
-	r.note(fmt.Sprintf("start %s %s %d/%d+%d %s %s", info.ID, info.Phase, info.Attempt.N, info.Attempt.Allowed, info.Attempt.Network, strings.Join(info.Argv[1:], " "), strings.Join(info.Logs, ",")))
-	return func() { r.note("ended " + info.ID) }
+func (r *recording) CallBegan(info CallInfo) {
+	r.note(fmt.Sprintf("start %s %s %d/%d+%d %s %s", info.ID, info.Phase, info.Attempt.N, info.Attempt.Allowed, info.Attempt.Network, strings.Join(info.Argv[1:], " "), strings.Join(slices.DeleteFunc([]string{info.StdoutLog, info.StderrLog}, func(s string) bool { return s == "" }), ",")))
 }
+
+// endNoter is an Observer that notes when a call's end reaches it.
+type endNoter struct{ r *recording }
+
+func (o endNoter) CallStarted(info CallInfo) func() { return func() { o.r.note("ended " + info.ID) } }
 
 func (r *recording) CallEnded(id string, res Result, err error) {
 	r.note(fmt.Sprintf("end %s exit=%d", id, res.ExitCode))
@@ -71,7 +75,7 @@ func TestRecorderHearsEveryAttempt(t *testing.T) {
 		Sleep: func(_ context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil }}
 	_, n, err := Do(context.Background(), log, p, func(a Attempt) Spec {
 		s := agentSpec(dir, 30*time.Second, time.Second)
-		s.Attempt, s.Observer, s.Log = a, rec, log
+		s.Attempt, s.Recorder, s.Observer, s.Log = a, rec, endNoter{rec}, log
 		s.StdoutSink = &namedBuffer{name: fmt.Sprintf("a%d.stdout.log", a.N)}
 		return s
 	})

@@ -57,6 +57,8 @@ type Spec struct {
 	StdoutSink, StderrSink io.Writer
 	// Observer, when set, is told when the child starts and when the call ends.
 	Observer Observer
+	// Recorder, when set, hears of the call's start, end and verdict.
+	Recorder Recorder
 	// Watch, when set, reads the output line by line as it arrives and may
 	// end the call early.
 	Watch Watcher
@@ -110,7 +112,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	res.CallID = c.id
 	// The observer hears of the end after the group has been stopped and
 	// the output read, so nothing of the call is left.
-	ended := observe(spec, c.id, c.started)
+	ended := observe(spec, c.id, c.argv, c.started)
 	defer func() { ended(res, err) }()
 	c.armLimits()
 	c.finish()
@@ -123,6 +125,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 type call struct {
 	spec    Spec
 	id      string          // the call id (CallIDEnv)
+	argv    []string        // argv as logs and records show it (LogArgv)
 	ctx     context.Context // ends with the call's limits (cause: why)
 	cancel  context.CancelCauseFunc
 	cmd     *exec.Cmd
@@ -199,6 +202,7 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 		c.cmd.Stdin = stdinRead
 	}
 	c.hard = hardStop(ctx)
+	c.argv = LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil)
 	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard)
 	// Agent calls are what a person follows; git, stet and other commands
 	// are bookkeeping, logged at debug.
@@ -207,7 +211,7 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 		level = slog.LevelInfo
 	}
 	spec.Log.Log(ctx, level, "starting call", "phase", spec.Phase, "attempt", spec.Attempt.String(),
-		"argv", LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil), "stdin_bytes", len(spec.Stdin))
+		"argv", c.argv, "stdin_bytes", len(spec.Stdin))
 	err = c.group.start()
 	if stdinRead != nil {
 		stdinRead.Close()

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"peal/phase"
 )
 
 //go:embed timeline.html
@@ -52,22 +54,12 @@ type pageLane struct {
 	Bars         []pageBar
 }
 
-type pageRow struct {
-	Index                              int
-	Result, Phases, Findings, Duration string
-	Rounds                             int
-	Tokens, Cost, Ticket               string
-	RetryCount                         int
-	Error                              string
-}
-
 type pageData struct {
 	Title, RunLine string
 	Totals         string
 	Lanes          []pageLane
 	Ticks          []tick
-	Rows           []pageRow
-	WithUsage      bool
+	Table          taskTable
 	CutOff         []string
 	Notes          []string
 	Calls          template.JS
@@ -125,7 +117,7 @@ func HTML(w io.Writer, r Report) error {
 		lane := laneOf(c.Task)
 		lane.Bars = append(lane.Bars, bar)
 		phases[c.Phase] = true
-		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: attemptText(c), Role: c.Role, Argv: c.Argv,
+		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: phase.Attempt{N: c.Attempt, Of: c.Of, Allowed: c.Allowed, Network: c.Network}.String(), Role: c.Role, Argv: c.Argv,
 			Started: c.Started.UTC().Format("2006-01-02 15:04:05.000Z"), Dur: formatMS(c.DurationMS), Exit: exitText(c),
 			Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead}
 		if c.WaitMS > 0 {
@@ -148,16 +140,7 @@ func HTML(w io.Writer, r Report) error {
 		ms := total * int64(k) / 10
 		d.Ticks = append(d.Ticks, tick{Left: pos(ms), Label: formatMS(ms)})
 	}
-	for _, t := range r.Tasks {
-		d.WithUsage = d.WithUsage || t.Usage != nil
-		row := pageRow{Index: t.Index, Result: resultText(t), Phases: phasesText(t.Phases), Findings: findingsText(t.Findings),
-			Duration: durationText(t), Rounds: t.ReviewRounds, Ticket: t.Ticket, RetryCount: t.RetryCount, Error: t.Error}
-		if t.Usage != nil {
-			row.Tokens = fmt.Sprintf("%d/%d", t.Usage.InputTokens, t.Usage.OutputTokens)
-			row.Cost = fmt.Sprintf("$%.4f", t.Usage.CostUSD)
-		}
-		d.Rows = append(d.Rows, row)
-	}
+	d.Table = r.table()
 	data, err := json.Marshal(calls) // escapes <, > and &: safe inside a script element
 	if err != nil {
 		return err
@@ -202,19 +185,6 @@ func cssName(s string) string {
 		}
 		return '-'
 	}, strings.ToLower(s))
-}
-
-// attemptText is "2 of 2, +2 on network failures", or "1" for a call that is
-// not retried.
-func attemptText(c Call) string {
-	if c.Allowed == 0 {
-		return fmt.Sprint(max(c.Attempt, 1))
-	}
-	s := fmt.Sprintf("%d of %d", c.Attempt, c.Allowed)
-	if c.Network > 0 {
-		s += fmt.Sprintf(", +%d on network failures", c.Network)
-	}
-	return s
 }
 
 func exitText(c Call) string {

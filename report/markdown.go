@@ -18,34 +18,23 @@ func Markdown(w io.Writer, r Report) error {
 	if line := totalsLine(r.Totals); line != "" {
 		fmt.Fprintf(&b, "%s\n\n", mdText(line))
 	}
-	withUsage := r.Usage != nil
-	for _, t := range r.Tasks {
-		withUsage = withUsage || t.Usage != nil
-	}
+	tab := r.table()
 	b.WriteString("| Task | Result | Phases and attempts | Review rounds | Findings left | Duration |")
-	if withUsage {
+	if tab.WithUsage {
 		b.WriteString(" Tokens in/out | Cost |")
 	}
 	b.WriteString(" Ticket | Ticket retries |\n|---:|---|---|---:|---|---:|")
-	if withUsage {
+	if tab.WithUsage {
 		b.WriteString("---:|---:|")
 	}
 	b.WriteString("---|---:|\n")
-	for _, t := range r.Tasks {
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s |", t.Index, mdText(resultText(t)), mdText(phasesText(t.Phases)),
-			t.ReviewRounds, mdText(findingsText(t.Findings)), durationText(t))
-		if withUsage {
-			if t.Usage != nil {
-				fmt.Fprintf(&b, " %d/%d | $%.4f |", t.Usage.InputTokens, t.Usage.OutputTokens, t.Usage.CostUSD)
-			} else {
-				b.WriteString(" – | – |")
-			}
+	for _, row := range tab.Rows {
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s |", row.Index, mdText(row.Result), mdText(row.Phases),
+			row.Rounds, mdText(row.Findings), row.Duration)
+		if tab.WithUsage {
+			fmt.Fprintf(&b, " %s | %s |", row.Tokens, row.Cost)
 		}
-		ticket := t.Ticket
-		if ticket == "" {
-			ticket = "–"
-		}
-		fmt.Fprintf(&b, " %s | %d |\n", mdText(ticket), t.RetryCount)
+		fmt.Fprintf(&b, " %s | %d |\n", mdText(row.Ticket), row.RetryCount)
 	}
 	b.WriteString("\n")
 	if u := r.Usage; u != nil {

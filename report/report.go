@@ -1,8 +1,8 @@
 // Package report tells the story of a peal run from what the run wrote: the
 // run record (state.RecordName), the state file, the run summary, the
 // retry-state store and the agent logs. It renders it as a GitHub Markdown
-// summary, a JSON document and a one-file HTML timeline. It reads only; it
-// starts nothing.
+// summary and a one-file HTML timeline; the Report itself, encoded, is the
+// JSON document. It reads only; it starts nothing.
 package report
 
 import (
@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"peal/phase"
@@ -127,7 +126,8 @@ type Phase struct {
 	Calls    int `json:"calls"`
 	Attempts int `json:"attempts"`
 	// Failures are the outcomes of the attempts that failed, in order
-	// (timeout, network, rate_limit, fatal, failed, …).
+	// (ordinary, timeout, network, rate_limit, fatal, cut_off, …); a call
+	// still running has not failed.
 	Failures []string `json:"failures"`
 }
 
@@ -137,8 +137,10 @@ type Call struct {
 	Task    int    `json:"task"`
 	Phase   string `json:"phase"`
 	Attempt int    `json:"attempt"`
+	// Of is how many attempts the call could take when this one started;
 	// Allowed is the call's own attempts, Network the retries on network
 	// failures on top (0 for calls that are not retried).
+	Of      int        `json:"of"`
 	Allowed int        `json:"allowed"`
 	Network int        `json:"network"`
 	Role    string     `json:"role,omitempty"`
@@ -159,7 +161,33 @@ type Call struct {
 	Logs    []string `json:"logs,omitempty"`
 	LogHead []string `json:"log_head,omitempty"`
 
-	judged bool // the retry loop judged it
+	judged  bool      // the retry loop judged it
+	streams []logFile // Logs with the stream each holds
+}
+
+// logFile is an agent log file and the stream it holds (stdout, stderr).
+type logFile struct{ stream, path string }
+
+// callLogs are the agent log files a call_start names. A record of an
+// earlier version of peal lists them in logs: stdout's, then stderr's.
+func callLogs(ev state.Event) []logFile {
+	var out []logFile
+	if ev.StdoutLog != "" || ev.StderrLog != "" {
+		for _, f := range []logFile{{"stdout", ev.StdoutLog}, {"stderr", ev.StderrLog}} {
+			if f.path != "" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	for i, path := range ev.Logs {
+		stream := "stdout"
+		if i > 0 {
+			stream = "stderr"
+		}
+		out = append(out, logFile{stream, path})
+	}
+	return out
 }
 
 // Input is what a report is made of.
@@ -226,16 +254,25 @@ func (b *builder) add(ev state.Event) {
 	case state.EvRunStart:
 		r := &b.rep.Run
 		r.ID, r.PlanPath, r.RepoPath, r.AgentKind, r.Parallel, r.TicketID = ev.Run, ev.PlanPath, ev.RepoPath, ev.AgentKind, ev.Parallel, ev.TicketID
-		if r.Started == nil || t.Before(*r.Started) {
-			r.Started = &t
+		r.Started = &t
+		b.pid = ev.PID
+		if ev.Tasks != nil {
+			b.selected = ev.Tasks
 		}
-		b.pid, b.selected = ev.PID, ev.Tasks
+	case state.EvTasks:
+		b.selected = ev.Tasks
 	case state.EvRunEnd:
 		b.ended = true
 		b.rep.Run.Ended = &t
 		b.rep.Run.ExitCode, b.rep.Run.Reason = ev.ExitCode, ev.Message
 	case state.EvTaskStart:
-		b.task(task).start = &t
+		// A task that runs again (after a conflict in its worktree) keeps
+		// its first start; what its earlier run ended with no longer holds.
+		acc := b.task(task)
+		if acc.start == nil {
+			acc.start = &t
+		}
+		acc.end, acc.result, acc.err, acc.findings = nil, "", "", nil
 	case state.EvTaskEnd:
 		acc := b.task(task)
 		acc.end, acc.result, acc.err, acc.findings = &t, ev.Result, ev.Error, ev.Findings
@@ -246,12 +283,13 @@ func (b *builder) add(ev state.Event) {
 			b.rep.Usage = addUsage(b.rep.Usage, *ev.Usage)
 		}
 	case state.EvCallStart:
-		if r := &b.rep.Run; r.Started == nil || t.Before(*r.Started) {
-			r.Started = &t
-		}
 		b.calls[ev.Call] = len(b.rep.Calls)
-		b.rep.Calls = append(b.rep.Calls, Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Allowed: ev.Allowed,
-			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, Logs: ev.Logs})
+		c := Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Of: ev.Of, Allowed: ev.Allowed,
+			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, streams: callLogs(ev)}
+		for _, f := range c.streams {
+			c.Logs = append(c.Logs, f.path)
+		}
+		b.rep.Calls = append(b.rep.Calls, c)
 	case state.EvCallEnd:
 		i, ok := b.calls[ev.Call]
 		if !ok {
@@ -282,19 +320,22 @@ func (b *builder) add(ev state.Event) {
 	}
 }
 
-// outcomeOf is the outcome of an attempt the retry loop judged as class.
+// outcomes are the call outcomes of the classes the retry loop names in the
+// record (phase.Class.String).
+var outcomes = map[string]string{
+	phase.Succeeded.String():   CallOK,
+	phase.Ordinary.String():    CallOrdinary,
+	phase.Network.String():     CallNetwork,
+	phase.RateLimited.String(): CallRateLimit,
+	phase.Fatal.String():       CallFatal,
+	phase.Transient.String():   CallTransient,
+}
+
+// outcomeOf is the outcome of an attempt the retry loop judged as class; a
+// class it does not know is an ordinary failure.
 func outcomeOf(class string) string {
-	switch class {
-	case "success":
-		return CallOK
-	case "network":
-		return CallNetwork
-	case "rate limit":
-		return CallRateLimit
-	case "fatal":
-		return CallFatal
-	case "transient":
-		return CallTransient
+	if o, ok := outcomes[class]; ok {
+		return o
 	}
 	return CallOrdinary
 }
@@ -339,7 +380,7 @@ func (b *builder) finish() Report {
 		if c.Outcome == CallOrdinary && !c.judged {
 			c.Outcome = CallExited
 		}
-		c.LogHead = logHead(c.Logs, b.in.LogLines)
+		c.LogHead = logHead(c.streams, b.in.LogLines)
 	}
 	if rep.Run.Started != nil {
 		stop := end
@@ -352,7 +393,7 @@ func (b *builder) finish() Report {
 	for _, c := range rep.Calls {
 		rep.Totals.CallMSByPhase[c.Phase] += c.DurationMS
 		rep.Totals.WaitMS += c.WaitMS
-		if c.Outcome != CallOK && c.Outcome != CallRunning && c.Outcome != CallExited {
+		if failed(c.Outcome) {
 			rep.Totals.FailedAttempts[c.Outcome]++
 		}
 	}
@@ -361,6 +402,13 @@ func (b *builder) finish() Report {
 		rep.Calls = []Call{}
 	}
 	return *rep
+}
+
+// failed tells whether an attempt with this outcome failed: it did not
+// succeed, is not running still, and is not the exit code of a call that is
+// never retried, which may be its answer.
+func failed(outcome string) bool {
+	return outcome != CallOK && outcome != CallRunning && outcome != CallExited
 }
 
 // taskList is every task of the plan (or of the record, when the plan's
@@ -437,7 +485,7 @@ func (b *builder) taskList(end time.Time) []Task {
 				t.ReviewRounds++
 			}
 		}
-		if c.Outcome != CallOK {
+		if failed(c.Outcome) {
 			p.Failures = append(p.Failures, c.Outcome)
 		}
 	}
@@ -447,6 +495,42 @@ func (b *builder) taskList(end time.Time) []Task {
 		out = append(out, *byIndex[i])
 	}
 	return out
+}
+
+// taskTable is the table of tasks both renderers show: a row per task, in
+// words; the usage columns show when any agent call reported usage.
+type taskTable struct {
+	WithUsage bool
+	Rows      []taskRow
+}
+
+// taskRow is one task in the table; a cell with nothing to show is "–".
+type taskRow struct {
+	Index                              int
+	Result, Phases, Findings, Duration string
+	Rounds                             int
+	Tokens, Cost                       string
+	Ticket                             string
+	RetryCount                         int
+	Error                              string
+}
+
+func (r Report) table() taskTable {
+	tab := taskTable{WithUsage: r.Usage != nil, Rows: make([]taskRow, 0, len(r.Tasks))}
+	for _, t := range r.Tasks {
+		tab.WithUsage = tab.WithUsage || t.Usage != nil
+		row := taskRow{Index: t.Index, Result: resultText(t), Phases: phasesText(t.Phases), Findings: findingsText(t.Findings),
+			Duration: durationText(t), Rounds: t.ReviewRounds, Tokens: "–", Cost: "–", Ticket: t.Ticket, RetryCount: t.RetryCount, Error: t.Error}
+		if t.Usage != nil {
+			row.Tokens = fmt.Sprintf("%d/%d", t.Usage.InputTokens, t.Usage.OutputTokens)
+			row.Cost = fmt.Sprintf("$%.4f", t.Usage.CostUSD)
+		}
+		if row.Ticket == "" {
+			row.Ticket = "–"
+		}
+		tab.Rows = append(tab.Rows, row)
+	}
+	return tab
 }
 
 func addUsage(to *state.Usage, u state.Usage) *state.Usage {
@@ -472,23 +556,19 @@ const maxHeadBytes = 4096
 // logHead is the first n lines of each log that can still be read, each
 // prefixed by its stream, cleaned of control characters and cut at 300
 // characters.
-func logHead(logs []string, n int) []string {
+func logHead(logs []logFile, n int) []string {
 	if n <= 0 {
 		return nil
 	}
 	var out []string
-	for _, path := range logs {
-		f, err := os.Open(path)
+	for _, lf := range logs {
+		f, err := os.Open(lf.path)
 		if err != nil {
 			continue
 		}
-		stream := "stdout"
-		if strings.HasSuffix(path, ".stderr.log") {
-			stream = "stderr"
-		}
 		sc := bufio.NewScanner(io.LimitReader(f, maxHeadBytes))
 		for k := 0; k < n && sc.Scan(); k++ {
-			out = append(out, stream+": "+phase.Snippet(sc.Text(), 300))
+			out = append(out, lf.stream+": "+phase.Snippet(sc.Text(), 300))
 		}
 		f.Close()
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/phase"
 	"peal/runner"
 	"peal/state"
 )
@@ -76,15 +77,17 @@ func TestGoldenMarkdownAndJSON(t *testing.T) {
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
 			rep := fixture(t, r.fixture, r.alive)
-			var md, js bytes.Buffer
+			var md bytes.Buffer
 			if err := Markdown(&md, rep); err != nil {
 				t.Fatal(err)
 			}
-			if err := JSON(&js, rep); err != nil {
+			// The JSON document as `peal report --format json` prints it.
+			js, err := json.MarshalIndent(rep, "", "  ")
+			if err != nil {
 				t.Fatal(err)
 			}
 			golden(t, r.name+".md", md.Bytes())
-			golden(t, r.name+".json", js.Bytes())
+			golden(t, r.name+".json", append(js, '\n'))
 		})
 	}
 }
@@ -278,7 +281,7 @@ func TestUsageAndClasses(t *testing.T) {
 	code, one := 0, 1
 	task := state.TaskOf(4)
 	var evs []state.Event
-	for i, class := range []string{"rate limit", "transient", "fatal"} {
+	for i, class := range []string{phase.RateLimited.String(), phase.Transient.String(), phase.Fatal.String()} {
 		id := fmt.Sprint(i)
 		evs = append(evs,
 			state.Event{Ev: state.EvCallStart, Time: at, Task: task, Call: id, Phase: "execute", Attempt: i + 1, Allowed: 1, Role: "primary", Argv: []string{"claude"}},
@@ -300,5 +303,156 @@ func TestUsageAndClasses(t *testing.T) {
 	Markdown(&md, rep)
 	if !strings.Contains(md.String(), "| 4 | pending | execute 3 (rate limit, transient, fatal) | 0 | – | – | 150/25 | $0.7500 |") {
 		t.Fatalf("markdown:\n%s", md.String())
+	}
+}
+
+// TestRunningWhileNormalizing: a live run whose record holds only its first
+// line and the normalize call is running, not cut off.
+func TestRunningWhileNormalizing(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42, PlanPath: "/p"},
+		{Ev: state.EvCallStart, Time: at.Add(time.Second), Task: state.TaskOf(-1), Call: "1", Phase: "normalize", Attempt: 1, Allowed: 1},
+	}
+	for _, alive := range []bool{true, false} {
+		rep := Build(Input{Events: evs, Now: at.Add(time.Minute), Alive: func(pid int) bool { return alive && pid == 42 }})
+		state, outcome := RunRunning, CallRunning
+		if !alive {
+			state, outcome = RunCutOff, CallCutOff
+		}
+		if rep.Run.State != state || len(rep.Calls) != 1 || rep.Calls[0].Outcome != outcome || !rep.Run.Started.Equal(at) {
+			t.Fatalf("alive %v: run %+v, calls %+v", alive, rep.Run, rep.Calls)
+		}
+	}
+}
+
+// TestTaskRunsAgain: a task whose run ended failed (a conflict) and that
+// runs again reads as running, or as cut off when the run is gone, from its
+// first start.
+func TestTaskRunsAgain(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	task := state.TaskOf(2)
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
+		{Ev: state.EvTaskStart, Time: at.Add(time.Second), Task: task},
+		{Ev: state.EvTaskEnd, Time: at.Add(2 * time.Second), Task: task, Result: "failed", Error: "conflict", Findings: &state.Counts{}},
+		{Ev: state.EvTaskStart, Time: at.Add(3 * time.Second), Task: task},
+		{Ev: state.EvCallStart, Time: at.Add(4 * time.Second), Task: task, Call: "1", Phase: "execute", Attempt: 1, Allowed: 1},
+	}
+	for _, alive := range []bool{true, false} {
+		rep := Build(Input{Events: evs, Now: at.Add(time.Minute), Alive: func(int) bool { return alive }})
+		want := "running"
+		if !alive {
+			want = "cut_off"
+		}
+		got, ok := rep.task(2)
+		if !ok || got.Result != want || got.Error != "" || got.Ended != nil || got.Findings != nil || !got.Started.Equal(at.Add(time.Second)) {
+			t.Fatalf("alive %v: task %+v, want %s", alive, got, want)
+		}
+	}
+}
+
+// TestEveryClassHasItsOutcome: each class the retry loop can name in the
+// record, as it names it, becomes its own outcome.
+func TestEveryClassHasItsOutcome(t *testing.T) {
+	want := map[phase.Class]string{phase.Succeeded: CallOK, phase.Ordinary: CallOrdinary, phase.Network: CallNetwork,
+		phase.RateLimited: CallRateLimit, phase.Fatal: CallFatal, phase.Transient: CallTransient}
+	n := 0
+	// Class.String names a value that is no class "class N".
+	for c := phase.Class(0); !strings.HasPrefix(c.String(), "class "); c++ {
+		w, ok := want[c]
+		if !ok {
+			t.Fatalf("class %q has no outcome here", c)
+		}
+		if got := outcomeOf(c.String()); got != w {
+			t.Errorf("class %q: outcome %q, want %q", c, got, w)
+		}
+		n++
+	}
+	if n != len(want) {
+		t.Fatalf("%d classes, want %d", n, len(want))
+	}
+	if got := outcomeOf("no such class"); got != CallOrdinary {
+		t.Fatalf("an unknown class: %q", got)
+	}
+}
+
+// TestTablesAgree: the Markdown and the HTML table show the same columns;
+// usage a call of no task reported (normalize) brings the usage columns to
+// both.
+func TestTablesAgree(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	code := 0
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42, Tasks: []int{1}},
+		{Ev: state.EvUsage, Time: at, Task: state.TaskOf(-1), Phase: "normalize", Usage: &state.Usage{InputTokens: 7, OutputTokens: 3, CostUSD: 0.01}},
+		{Ev: state.EvRunEnd, Time: at.Add(time.Minute), ExitCode: &code},
+	}
+	rep := Build(Input{Events: evs, Now: at})
+	var md, page bytes.Buffer
+	if err := Markdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := HTML(&page, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| 1 | pending | – | 0 | – | – | – | – | – | 0 |") {
+		t.Fatalf("markdown:\n%s", md.String())
+	}
+	if !strings.Contains(page.String(), "<th>Tokens in/out</th>") ||
+		!strings.Contains(page.String(), `<td class="n">–</td><td class="n">–</td><td>–</td><td class="n">0</td></tr>`) {
+		t.Fatalf("page:\n%s", page.String())
+	}
+}
+
+// TestFailedAttemptsAgree: a task's failures and the run's failed attempts
+// count the same attempts: a running call and a git call's non-zero exit
+// are no failure; an ordinary failure is.
+func TestFailedAttemptsAgree(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	task := state.TaskOf(1)
+	one := 1
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
+		{Ev: state.EvCallStart, Time: at, Task: task, Call: "1", Phase: "execute", Attempt: 1, Allowed: 2},
+		{Ev: state.EvCallEnd, Time: at.Add(time.Second), Call: "1", ExitCode: &one},
+		{Ev: state.EvAttempt, Time: at.Add(time.Second), Call: "1", Class: phase.Ordinary.String(), Retry: true},
+		{Ev: state.EvCallStart, Time: at.Add(time.Second), Task: task, Call: "2", Phase: "execute", Attempt: 2, Allowed: 2},
+		{Ev: state.EvCallStart, Time: at.Add(time.Second), Task: task, Call: "3", Phase: "git", Attempt: 1},
+		{Ev: state.EvCallEnd, Time: at.Add(2 * time.Second), Call: "3", ExitCode: &one},
+	}
+	rep := Build(Input{Events: evs, Now: at.Add(time.Minute), Alive: func(int) bool { return true }})
+	var phases []string
+	for _, p := range rep.Tasks[0].Phases {
+		phases = append(phases, fmt.Sprintf("%s %d %v", p.Name, p.Attempts, p.Failures))
+	}
+	if want := []string{"execute 2 [ordinary]", "git 1 []"}; !slices.Equal(phases, want) {
+		t.Fatalf("phases %q, want %q", phases, want)
+	}
+	if len(rep.Totals.FailedAttempts) != 1 || rep.Totals.FailedAttempts[CallOrdinary] != 1 {
+		t.Fatalf("failed attempts %v", rep.Totals.FailedAttempts)
+	}
+}
+
+// TestLogStreams: the stream of each agent log is the one the record names,
+// whatever the file is called; an older record's logs are stdout's, then
+// stderr's.
+func TestLogStreams(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.stderr.log")
+	os.WriteFile(a, []byte("from stderr\n"), 0o644)
+	os.WriteFile(b, []byte("from stdout\n"), 0o644)
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
+		{Ev: state.EvCallStart, Time: at, Task: state.TaskOf(1), Call: "1", Phase: "execute", Attempt: 1, StdoutLog: b, StderrLog: a},
+		{Ev: state.EvCallStart, Time: at, Task: state.TaskOf(1), Call: "2", Phase: "execute", Attempt: 2, Logs: []string{b, a}},
+	}
+	rep := Build(Input{Events: evs, Now: at, LogLines: 4})
+	want := []string{"stdout: from stdout", "stderr: from stderr"}
+	for _, c := range rep.Calls {
+		if !slices.Equal(c.LogHead, want) || !slices.Equal(c.Logs, []string{b, a}) {
+			t.Fatalf("call %s: logs %q, head %q, want %q", c.ID, c.Logs, c.LogHead, want)
+		}
 	}
 }

@@ -17,7 +17,7 @@
     if (!c) { return; }
     detail.textContent = "";
     detail.dataset.call = String(i);
-    detail.appendChild(line(c.t < 0 ? "run" : "task " + c.t, c.p + ", attempt " + c.a + (c.r ? " (" + c.r + ")" : "")));
+    detail.appendChild(line(c.t < 0 ? "run" : "task " + c.t, c.p + ", " + c.a + (c.r ? " (" + c.r + ")" : "")));
     detail.appendChild(line("argv", c.v.join(" ")));
     detail.appendChild(line("started", c.s + ", took " + c.d + ", exit " + c.x + ", " + c.o));
     if (c.why) { detail.appendChild(line("reason", c.why)); }

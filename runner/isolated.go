@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"path/filepath"
-	"time"
 
 	"github.com/sourcegraph/conc/pool"
 
@@ -264,23 +263,10 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 
 // treeObserver tells the run's observer, with every call of a task that
 // works in a worktree, which worktree and branch: the live line shows them
-// before what the call is doing. The ends and verdicts of calls reach the
-// observer when it keeps a record (phase.Recorder).
+// before what the call is doing.
 type treeObserver struct {
 	next  phase.Observer
 	where string
-}
-
-func (o treeObserver) CallEnded(id string, res phase.Result, err error) {
-	if rec, ok := o.next.(phase.Recorder); ok {
-		rec.CallEnded(id, res, err)
-	}
-}
-
-func (o treeObserver) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
-	if rec, ok := o.next.(phase.Recorder); ok {
-		rec.AttemptJudged(id, v, retry, wait)
-	}
 }
 
 func (o treeObserver) CallStarted(info phase.CallInfo) func() {

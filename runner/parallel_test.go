@@ -17,6 +17,7 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/procs"
 	"peal/phase"
 	"peal/state"
 )
@@ -777,7 +778,7 @@ func TestBlockInterrupted(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, c := range h.calls() {
-		if fakes.ProcessAlive(c.PID) {
+		if procs.Alive(c.PID) {
 			t.Errorf("agent %s (pid %d) alive after the interruption", c.Key, c.PID)
 		}
 	}

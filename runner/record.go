@@ -13,12 +13,10 @@ import (
 // callRecorder keeps the run record (state.RecordName): every call's start and
 // end, how the retry loop judged it, and the tasks' starts and ends, so that
 // `peal report` can tell the run's story without reading text meant for
-// people. It observes every call and passes each on to the run's own
-// observer.
+// people. It is the phase.Recorder of every call, beside the run's observer.
 type callRecorder struct {
-	rec  *state.Recorder
-	next phase.Observer // nil: none
-	now  func() time.Time
+	rec *state.Recorder
+	now func() time.Time
 }
 
 // WithEnding gives the run the function that turns its outcome into the exit
@@ -29,8 +27,10 @@ func WithEnding(end func(Outcome, error) (int, string)) Option {
 }
 
 // startRecord begins the run record in the state folder, which the run has
-// locked, and makes it hear of every call. A record that cannot be started
-// is a warning: the run goes on without one.
+// locked, with the run's first facts, and makes it hear of every call. The
+// run's process id is on the first line, so that a reader tells a run that
+// is still going (normalizing its plan, say) from one that was killed. A
+// record that cannot be started is a warning: the run goes on without one.
 func (r *run) startRecord() {
 	rec, err := state.StartRecord(r.cfg.StateDir, func(err error) {
 		r.log.Warn("could not write the run record; the rest of the run is not recorded", "err", err)
@@ -40,15 +40,18 @@ func (r *run) startRecord() {
 		return
 	}
 	r.journal = rec
-	r.caller.Observer = &callRecorder{rec: rec, next: r.caller.Observer, now: r.now}
+	now := r.now().UTC()
+	rec.Add(state.Event{Ev: state.EvRunStart, Time: now, Version: state.RecordVersion,
+		Run: fmt.Sprintf("%s-%d", now.Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),
+		PlanPath: r.cfg.PlanPath, RepoPath: r.cfg.RepoPath, AgentKind: r.cfg.AgentKind, Parallel: r.cfg.Parallel,
+		TicketID: r.cfg.TicketID})
+	r.caller.Recorder = &callRecorder{rec: rec, now: r.now}
 }
 
-// recordStart writes the run's first facts once its tasks are known.
-func (r *run) recordStart(tasks []Task) {
-	r.journal.Add(state.Event{Ev: state.EvRunStart, Time: r.now().UTC(), Version: state.RecordVersion,
-		Run: fmt.Sprintf("%s-%d", r.now().UTC().Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),
-		PlanPath: r.cfg.PlanPath, RepoPath: r.cfg.RepoPath, AgentKind: r.cfg.AgentKind, Parallel: r.cfg.Parallel,
-		Tasks: indices(tasks), TicketID: r.cfg.TicketID})
+// recordTasks writes the tasks the run selected, once the plan is known
+// (after its normalization, if it needed one).
+func (r *run) recordTasks(tasks []Task) {
+	r.journal.Add(state.Event{Ev: state.EvTasks, Time: r.now().UTC(), Tasks: indices(tasks)})
 }
 
 // recordEnd writes the run's exit code and reason and closes the record.
@@ -107,14 +110,11 @@ func (r *run) recordUsage(task int, name string, u state.Usage) {
 	r.journal.Add(state.Event{Ev: state.EvUsage, Time: r.now().UTC(), Task: state.TaskOf(task), Phase: name, Usage: &u})
 }
 
-func (o *callRecorder) CallStarted(info phase.CallInfo) func() {
+func (o *callRecorder) CallBegan(info phase.CallInfo) {
 	a := info.Attempt
 	o.rec.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
-		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv, Logs: info.Logs})
-	if o.next == nil {
-		return nil
-	}
-	return o.next.CallStarted(info)
+		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv,
+		StdoutLog: info.StdoutLog, StderrLog: info.StderrLog})
 }
 
 func (o *callRecorder) CallEnded(id string, res phase.Result, err error) {

@@ -1,12 +1,16 @@
 package runner
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"peal/internal/fakes"
+	"peal/phase"
 	"peal/state"
 )
 
@@ -46,7 +50,7 @@ func TestRecordKeepsThePrevious(t *testing.T) {
 			kinds = append(kinds, ev.Ev)
 		}
 	}
-	want := []string{state.EvRunStart, state.EvTaskStart, state.EvTaskEnd, state.EvRunEnd}
+	want := []string{state.EvRunStart, state.EvTasks, state.EvTaskStart, state.EvTaskEnd, state.EvRunEnd}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("second record %v, want %v", kinds, want)
 	}
@@ -69,5 +73,42 @@ func TestRecordFailureIsAWarning(t *testing.T) {
 	}
 	if !strings.Contains(h.log.String(), "could not start the run record") {
 		t.Fatalf("no warning:\n%s", h.log)
+	}
+}
+
+// onCallStart is an Observer that calls fn when a call starts.
+type onCallStart struct{ fn func(phase.CallInfo) }
+
+func (o *onCallStart) PlanLoaded(int)                         {}
+func (o *onCallStart) CallStarted(info phase.CallInfo) func() { o.fn(info); return nil }
+
+// TestRecordNamesTheRunBeforeNormalizing: while the plan is normalized, the
+// record already holds the run's first line with its process id, so that a
+// reader tells this live run from a killed one; the tasks the run selected
+// follow once the plan is known.
+func TestRecordNamesTheRunBeforeNormalizing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "# Ideas\nWe should add A and then B.\n")
+	h.scenario(map[string][]fakes.Outcome{"normalize": {{Stdout: "## Task 1\nAdd A\n## Task 2\nAdd B\n"}}})
+	var during []state.Event
+	obs := &onCallStart{fn: func(info phase.CallInfo) {
+		if info.Phase == "normalize" {
+			during, _, _ = state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
+		}
+	}}
+	if _, err := Run(context.Background(), h.config("PEAL_NORMALIZE_PLAN=true", "PEAL_STET_PATH=/nonexistent"), slog.New(slog.DiscardHandler), h.opts(WithObserver(obs))...); err != nil {
+		t.Fatal(err)
+	}
+	if len(during) != 2 || during[0].Ev != state.EvRunStart || during[0].PID != os.Getpid() || during[0].PlanPath != h.plan ||
+		during[1].Ev != state.EvCallStart || during[1].Phase != "normalize" {
+		t.Fatalf("record while normalizing %+v", during)
+	}
+	all, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(all, func(ev state.Event) bool { return ev.Ev == state.EvTasks })
+	if i < 0 || !slices.Equal(all[i].Tasks, []int{1, 2}) || all[i-1].Ev != state.EvAttempt || all[i+1].Ev != state.EvTaskStart {
+		t.Fatalf("record %+v", all)
 	}
 }

@@ -172,7 +172,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
 	}
-	r.recordStart(tasks)
+	r.recordTasks(tasks)
 	r.setUpReview()
 	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath)
 	r.trees.sweep(ctx, log)

@@ -18,6 +18,7 @@ import (
 	"peal/agent"
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/procs"
 	"peal/internal/testbin"
 	"peal/state"
 )
@@ -576,7 +577,7 @@ func TestInterruptedRunSavesState(t *testing.T) {
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("state %+v", h.state())
 	}
-	if pid := h.calls()[3].PID; fakes.ProcessAlive(pid) {
+	if pid := h.calls()[3].PID; procs.Alive(pid) {
 		t.Fatal("agent alive after interruption")
 	}
 }
@@ -872,7 +873,7 @@ func TestPostRunSignalsAndSweep(t *testing.T) {
 	if out, err := h.runCfg(h.config()); err != nil || len(out.Completed) != 0 || !slices.Equal(out.AlreadyCompleted, []int{1}) {
 		t.Fatalf("second run: %v %+v", err, out)
 	}
-	if !fakes.ProcessAlive(post.PID) {
+	if !procs.Alive(post.PID) {
 		t.Fatal("the second run stopped the first run's post-run command")
 	}
 	r.cancel(errors.New("SIGINT"))

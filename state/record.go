@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ const RecordVersion = 1
 // Kinds of record lines.
 const (
 	EvRunStart  = "run_start"
+	EvTasks     = "tasks" // the tasks the run selected, once its plan is known
 	EvTaskStart = "task_start"
 	EvCallStart = "call_start"
 	EvCallEnd   = "call_end"
@@ -54,8 +56,10 @@ type Event struct {
 	RepoPath  string `json:"repo_path,omitempty"`
 	AgentKind string `json:"agent_kind,omitempty"`
 	Parallel  bool   `json:"parallel,omitempty"`
-	Tasks     []int  `json:"tasks,omitempty"`     // the tasks the run selected
 	TicketID  string `json:"ticket_id,omitempty"` // ticket mode: the run's one ticket
+
+	// tasks (and run_start in records of earlier versions of peal)
+	Tasks []int `json:"tasks,omitempty"` // the tasks the run selected
 
 	// call_start, call_end, attempt
 	Call    string   `json:"call,omitempty"`
@@ -66,7 +70,12 @@ type Event struct {
 	Network int      `json:"network,omitempty"`
 	Role    string   `json:"role,omitempty"`
 	Argv    []string `json:"argv,omitempty"`
-	Logs    []string `json:"logs,omitempty"`
+	// StdoutLog and StderrLog are the call's agent log files (agent_log_dir).
+	StdoutLog string `json:"stdout_log,omitempty"`
+	StderrLog string `json:"stderr_log,omitempty"`
+	// Logs are the agent log files in records of earlier versions of peal:
+	// stdout's, then stderr's.
+	Logs []string `json:"logs,omitempty"`
 
 	// call_end
 	ExitCode    *int  `json:"exit_code,omitempty"`
@@ -119,13 +128,8 @@ type Recorder struct {
 // keeping the previous run's record as RecordPrevName. The caller holds the
 // folder's lock.
 func StartRecord(dir string, failed func(error)) (*Recorder, error) {
-	d, err := safefs.OpenDir(dir, false)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	path := d.Join(RecordName)
-	if err := os.Rename(path, d.Join(RecordPrevName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	path := filepath.Join(dir, RecordName)
+	if err := os.Rename(path, filepath.Join(dir, RecordPrevName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)

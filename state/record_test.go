@@ -104,3 +104,55 @@ func TestRecordKeepsEveryEventInOrder(t *testing.T) {
 		next[w]++
 	}
 }
+
+// A record cut in the middle of its last line (a kill or a full disk during
+// a write) reads as the lines before it, the cut one skipped and counted.
+func TestReadRecordSkipsATornLastLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), RecordName)
+	data := `{"ev":"run_start","t":"2026-03-01T10:00:00Z","pid":7}` + "\n" +
+		`{"ev":"task_start","t":"2026-03-01T10:00:01Z","task":1}` + "\n" + `{"ev":"call_st`
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events, skipped, err := ReadRecord(path)
+	if err != nil || skipped != 1 || fmt.Sprint(kinds(events)) != "[run_start: task_start:]" || events[0].PID != 7 || *events[1].Task != 1 {
+		t.Fatalf("events %v, %d skipped, %v", kinds(events), skipped, err)
+	}
+}
+
+// A write that fails is told once and ends the record: nothing is written
+// after it, even once writing would work again, and the run is not stopped
+// (Add and Close return as usual).
+func TestRecordWriteFailureEndsTheRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var failures []error
+	rec, err := StartRecord(dir, func(err error) { failures = append(failures, err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, RecordName)
+	readOnly, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	writable := rec.f
+	rec.f = readOnly // every write fails from here
+	rec.mu.Unlock()
+	rec.Add(Event{Ev: EvCallStart, Call: "c1"}) // written at once: fails
+	rec.Add(Event{Ev: EvCallStart, Call: "c2"})
+	rec.mu.Lock()
+	rec.f = writable // writing would work again
+	rec.mu.Unlock()
+	rec.Add(Event{Ev: EvCallEnd, Call: "c2"})
+	rec.Close()
+	readOnly.Close()
+	if len(failures) != 1 {
+		t.Fatalf("told of %d failures (%v), want one", len(failures), failures)
+	}
+	if data, err := os.ReadFile(path); err != nil || len(data) != 0 {
+		t.Fatalf("the record holds %q after its write failed (%v)", data, err)
+	}
+}

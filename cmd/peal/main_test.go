@@ -16,6 +16,7 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/procs"
 	"peal/internal/testbin"
 )
 
@@ -290,7 +291,7 @@ func TestSignals(t *testing.T) {
 			starts := fakes.Starts(calls)
 			pids, _ := fakes.GrandchildPIDs(s.agentDir)
 			for _, pid := range append(pids, starts[len(starts)-1].PID) {
-				if fakes.ProcessAlive(pid) {
+				if procs.Alive(pid) {
 					syscall.Kill(pid, syscall.SIGKILL)
 					t.Fatalf("process %d outlived peal", pid)
 				}

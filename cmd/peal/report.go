@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
+	"peal/internal/procs"
 	"peal/internal/safefs"
 	"peal/report"
 	"peal/runner"
@@ -52,12 +54,12 @@ func (c *ReportCmd) Run(e *env) error {
 	for _, w := range append(cfg.Warnings, warnings...) {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
 	}
-	rep := report.Build(report.Input{Events: events, Status: status, Now: e.now(), Alive: processAlive, LogLines: int(c.LogLines)})
+	rep := report.Build(report.Input{Events: events, Status: status, Now: e.now(), Alive: procs.Alive, LogLines: int(c.LogLines)})
 
 	var out bytes.Buffer
 	switch c.Format {
 	case "json":
-		err = report.JSON(&out, rep)
+		err = printJSON(&out, rep)
 	case "html":
 		err = report.HTML(&out, rep)
 	default:
@@ -66,7 +68,11 @@ func (c *ReportCmd) Run(e *env) error {
 	if err != nil {
 		return failf("report: %v", err)
 	}
-	if err := c.stepSummary(e, rep, cfg.ReportStepSummary); err != nil {
+	var md []byte // the Markdown summary, when it is what was asked for
+	if c.Format == "markdown" {
+		md = out.Bytes()
+	}
+	if err := c.stepSummary(e, rep, md, cfg.ReportStepSummary); err != nil {
 		return err
 	}
 	if c.Output == "" {
@@ -79,21 +85,25 @@ func (c *ReportCmd) Run(e *env) error {
 	return nil
 }
 
-// stepSummary appends the Markdown summary to $GITHUB_STEP_SUMMARY when it
-// is set and report_step_summary is on (unset: on when CI=true).
-func (c *ReportCmd) stepSummary(e *env, rep report.Report, on string) error {
+// stepSummary appends the Markdown summary (md, or rendered from rep when
+// nil) to $GITHUB_STEP_SUMMARY when it is set and report_step_summary is on
+// (unset: on when CI=true).
+func (c *ReportCmd) stepSummary(e *env, rep report.Report, md []byte, on string) error {
 	path := lookupEnv(e.environ, "GITHUB_STEP_SUMMARY")
 	enabled := on == "true" || on == "auto" && lookupEnv(e.environ, "CI") == "true"
 	if path == "" || !enabled {
 		return nil
 	}
-	var md bytes.Buffer
-	if err := report.Markdown(&md, rep); err != nil {
-		return failf("report: %v", err)
+	if md == nil {
+		var buf bytes.Buffer
+		if err := report.Markdown(&buf, rep); err != nil {
+			return failf("report: %v", err)
+		}
+		md = buf.Bytes()
 	}
 	f, err := safefs.OpenAppend(path)
 	if err == nil {
-		_, err = f.Write(append(md.Bytes(), '\n'))
+		_, err = f.Write(append(slices.Clip(md), '\n'))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

@@ -355,6 +355,13 @@ func TestReportOutputs(t *testing.T) {
 			t.Fatalf("%s: html %v %.100s", tc.name, err, page)
 		}
 	}
+	// The summary of `--format markdown` is what it printed.
+	summary := filepath.Join(s.dir, "markdown.md")
+	if r := s.peal(append(slices.Clone(env), "CI=true", "GITHUB_STEP_SUMMARY="+summary), "report"); r.code != 0 || !strings.Contains(r.stdout, "| 3 | completed |") {
+		t.Fatalf("markdown: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	} else if data, _ := os.ReadFile(summary); string(data) != r.stdout+"\n" {
+		t.Fatalf("job summary %q, want what was printed %q", data, r.stdout)
+	}
 	// No agent CLI is needed: only files are read.
 	if r := s.peal(append(without(slices.Clone(env), "PEAL_AGENT_CMD"), "PEAL_AGENT_CMD=/nonexistent/agent"), "report"); r.code != 0 || !strings.Contains(r.stdout, "| 1 | completed |") {
 		t.Fatalf("report without the agent: exit %d\n%s%s", r.code, r.stdout, r.stderr)

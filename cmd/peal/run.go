@@ -83,9 +83,20 @@ func (c *RunCmd) Run(e *env) error {
 		return nil
 	}
 
-	ending := func(out runner.Outcome, err error) (int, string) { return ending(e.ctx, cfg, out, err) }
-	out, err := runner.Run(e.ctx, cfg, log, append(opts, runner.WithEnding(ending))...)
-	code, msg := ending(out, err)
+	// The run's ending is worked out once: the record's last line and
+	// peal's exit say the same, even if a signal comes in between.
+	var code int
+	var msg string
+	known := false
+	end := func(out runner.Outcome, err error) (int, string) {
+		code, msg = ending(e.ctx, cfg, out, err)
+		known = true
+		return code, msg
+	}
+	out, err := runner.Run(e.ctx, cfg, log, append(opts, runner.WithEnding(end))...)
+	if !known {
+		end(out, err)
+	}
 	switch {
 	case err != nil:
 		fileLog.Error(msg, "exit_code", code)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"peal/internal/fakes"
+	"peal/internal/procs"
 )
 
 // startPeal starts `peal run` in the sandbox and returns it with a channel
@@ -55,7 +56,7 @@ func agentsGone(t *testing.T, s *sandbox) {
 		pids = append(pids, c.PID)
 	}
 	for _, pid := range pids {
-		if fakes.ProcessAlive(pid) {
+		if procs.Alive(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("process %d outlived peal", pid)
 		}
@@ -151,7 +152,7 @@ func TestAgentDiesWithKilledPeal(t *testing.T) {
 	starts := fakes.Starts(calls)
 	agent := starts[len(starts)-1].PID
 	waitPID(agent, 30*time.Second)
-	if fakes.ProcessAlive(agent) {
+	if procs.Alive(agent) {
 		syscall.Kill(agent, syscall.SIGKILL)
 		t.Fatalf("agent %d outlived a killed peal", agent)
 	}
@@ -194,7 +195,7 @@ func TestGrandchildDiesWithKilledPeal(t *testing.T) {
 			}
 			t.Cleanup(func() { syscall.Kill(pids[0], syscall.SIGKILL) })
 			waitPID(pids[0], 30*time.Second)
-			if fakes.ProcessAlive(pids[0]) {
+			if procs.Alive(pids[0]) {
 				t.Fatalf("%s %d outlived the killed peal", tc.Name, pids[0])
 			}
 		})
@@ -241,14 +242,14 @@ func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
 		t.Fatalf("daemons %v, %v", daemons, err)
 	}
 	t.Cleanup(func() { syscall.Kill(daemons[0], syscall.SIGKILL) })
-	if !fakes.ProcessAlive(daemons[0]) {
+	if !procs.Alive(daemons[0]) {
 		t.Fatal("the daemon died with peal: the test proves nothing")
 	}
 	r := s.peal(s.env(), "run")
 	if r.code != 0 {
 		t.Fatalf("re-run: exit %d: %s", r.code, r.stderr)
 	}
-	if fakes.ProcessAlive(daemons[0]) {
+	if procs.Alive(daemons[0]) {
 		t.Fatalf("the killed run's daemon %d outlived the re-run", daemons[0])
 	}
 	if !strings.Contains(r.stderr, "earlier run on this state folder left running") {
@@ -276,7 +277,7 @@ func TestNextRunLeavesPostRunCommandsAlone(t *testing.T) {
 	if r := s.peal(s.env(), "run"); r.code != 0 {
 		t.Fatalf("second run: exit %d: %s", r.code, r.stderr)
 	}
-	if !fakes.ProcessAlive(post.PID) {
+	if !procs.Alive(post.PID) {
 		t.Fatal("the second run stopped the first run's post-run command")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -362,7 +363,7 @@ func TestSignalDuringStartupCleanup(t *testing.T) {
 			}
 		}
 		for _, c := range calls {
-			if c.Event == fakes.EventStart && c.Cmd == "finish" && fakes.ProcessAlive(c.PID) {
+			if c.Event == fakes.EventStart && c.Cmd == "finish" && procs.Alive(c.PID) {
 				syscall.Kill(c.PID, syscall.SIGKILL)
 				t.Fatalf("stet finish (pid %d) outlived peal", c.PID)
 			}

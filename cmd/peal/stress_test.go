@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/procs"
 )
 
 // TestStress runs peal from outside, as a user's shell would, and hits it
@@ -215,7 +216,7 @@ func checkNothingLeft(t *testing.T, s *sandbox, calls []fakes.Call) {
 	}
 	for _, pid := range pids {
 		waitPID(pid, 10*time.Second) // the kill grace is 1 s
-		if fakes.ProcessAlive(pid) {
+		if procs.Alive(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("process %d outlived its run", pid)
 		}

@@ -282,41 +282,6 @@ func GrandchildPIDs(dir string) ([]int, error) {
 	return pids, nil
 }
 
-// ProcessAlive reports whether pid exists and is not a zombie; zombies count
-// as dead because PID 1 in a container may never reap them.
-func ProcessAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if !exists(pid) {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if errors.Is(err, fs.ErrNotExist) {
-		return false
-	}
-	if err != nil {
-		// Without /proc the kill probe is the best evidence available.
-		return true
-	}
-	return !procStatDead(stat)
-}
-
-// procStatDead reports whether a /proc/<pid>/stat line shows a zombie or
-// dead state; the command name may contain spaces and parentheses, so the
-// state is found after the last ')'.
-func procStatDead(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return false
-	}
-	switch stat[i+2] {
-	case 'Z', 'X', 'x':
-		return true
-	}
-	return false
-}
-
 // countStarts counts lines of existing whose identity (as extracted by id)
 // equals want.
 func countStarts(existing []byte, id func([]byte) (string, error), want string) (int, error) {

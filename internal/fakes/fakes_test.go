@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/internal/procs"
 	"peal/internal/testbin"
 )
 
@@ -147,40 +148,6 @@ func TestCompareIDs(t *testing.T) {
 	want := []string{"B3", "F", "F1", "F1a", "F02", "F2", "F10"}
 	if !slices.Equal(ids, want) {
 		t.Errorf("sorted = %v, want %v", ids, want)
-	}
-}
-
-func TestProcStatDead(t *testing.T) {
-	tests := map[string]bool{
-		"12 (fakeagent) S 1 12 12 0":     false,
-		"12 (fakeagent) Z 1 12 12 0":     true,
-		"12 (weird) (name) R 1 12 12 0":  false,
-		"12 (weird) Z (name) S 1 12 0 0": false,
-		"12 (x) X 1":                     true,
-		"garbage":                        false,
-	}
-	for stat, want := range tests {
-		if got := procStatDead([]byte(stat)); got != want {
-			t.Errorf("procStatDead(%q) = %v, want %v", stat, got, want)
-		}
-	}
-}
-
-func TestProcessAlive(t *testing.T) {
-	if !ProcessAlive(os.Getpid()) {
-		t.Error("own process reported dead")
-	}
-	if ProcessAlive(0) || ProcessAlive(-1) {
-		t.Error("non-positive pid reported alive")
-	}
-	// A finished and reaped child is gone.
-	cmd := exec.Command(agentBin)
-	cmd.Env = cleanEnv()
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	if ProcessAlive(cmd.Process.Pid) {
-		t.Errorf("reaped child %d reported alive", cmd.Process.Pid)
 	}
 }
 
@@ -554,7 +521,7 @@ func TestAgentGrandchild(t *testing.T) {
 				t.Fatalf("grandchild pids = %v, want one", pids)
 			}
 			gc := pids[0]
-			if gc == cmd.Process.Pid || !ProcessAlive(gc) {
+			if gc == cmd.Process.Pid || !procs.Alive(gc) {
 				t.Errorf("grandchild %d not alive after agent %d exited", gc, cmd.Process.Pid)
 			}
 			if got := sigIgnored(t, gc, syscall.SIGTERM); got != ignore {

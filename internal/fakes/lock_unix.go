@@ -3,7 +3,6 @@
 package fakes
 
 import (
-	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -16,9 +15,4 @@ func lock(f *os.File, exclusive bool) error {
 		how = unix.LOCK_EX
 	}
 	return unix.Flock(int(f.Fd()), how)
-}
-
-// exists probes pid with signal 0: false only when no such process exists.
-func exists(pid int) bool {
-	return !errors.Is(unix.Kill(pid, 0), unix.ESRCH)
 }

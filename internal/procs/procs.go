@@ -1,4 +1,5 @@
-// Package procs sets how many threads run peal's Go code at once.
+// Package procs is about processes: how many threads run peal's own Go
+// code at once, and whether another process is still alive.
 package procs
 
 import (
