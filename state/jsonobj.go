@@ -26,8 +26,19 @@ type member struct {
 // errNotObject: the text is JSON, but not an object.
 var errNotObject = errors.New("not a JSON object")
 
-// parseObject reads one JSON object and nothing after it.
+// parseObject reads one JSON object and nothing after it. Text that is
+// valid JSON is split where its members begin and end (splitObject); other
+// text goes through encoding/json's decoder, which says where and why it
+// is not JSON.
 func parseObject(data []byte) (*object, error) {
+	if json.Valid(data) {
+		return splitObject(data)
+	}
+	return decodeObject(data)
+}
+
+// decodeObject is parseObject through json.Decoder.
+func decodeObject(data []byte) (*object, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
@@ -137,27 +148,46 @@ func (o *object) clone() *object {
 
 // compact is the object's JSON text, values as written.
 func (o *object) compact() []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	n := 2
+	for _, m := range o.members {
+		n += len(m.key) + len(m.value) + 4
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
 	for i, m := range o.members {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		k, _ := marshal(m.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.value)
+		b = appendKey(b, m.key)
+		b = append(b, ':')
+		b = append(b, m.value...)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
+}
+
+// appendKey appends key as a JSON string: as it is between quotes when it
+// is printable ASCII without a quote or a backslash, as marshal writes it
+// otherwise.
+func appendKey(b []byte, key string) []byte {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			k, _ := marshal(key)
+			return append(b, k...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, key...)
+	return append(b, '"')
 }
 
 // file is the object as a file's text: indented by two spaces, as both
 // ticketflow and Peal write their files, and ending in a newline. Only the
 // layout changes: json.Indent keeps every number and string as written.
 func (o *object) file() []byte {
+	compact := o.compact()
 	var b bytes.Buffer
-	if err := json.Indent(&b, o.compact(), "", "  "); err != nil {
+	b.Grow(2*len(compact) + 64)
+	if err := json.Indent(&b, compact, "", "  "); err != nil {
 		panic(fmt.Sprintf("state: indenting a document: %v", err)) // every value was valid JSON
 	}
 	b.WriteByte('\n')
@@ -263,7 +293,12 @@ func objectOf(o *object, key string) (*object, kind) {
 
 // arrayOf reads a member that holds an array, as its raw items.
 func arrayOf(o *object, key string) ([]json.RawMessage, kind) {
-	return memberOf(o, key, decoded[[]json.RawMessage])
+	return memberOf(o, key, func(raw json.RawMessage) ([]json.RawMessage, bool) {
+		if json.Valid(raw) {
+			return splitArray(raw)
+		}
+		return decoded[[]json.RawMessage](raw)
+	})
 }
 
 // jsonProblem says in plain words why data is not the JSON it should be,
