@@ -68,8 +68,9 @@ type UserPatterns struct {
 	Builtin        bool
 }
 
-// rules are the merged patterns of one kind and one configuration.
-type rules struct {
+// Rules are the merged patterns of one kind and one configuration: made
+// once (Kind.Rules) and shared by every call's classifier and watcher.
+type Rules struct {
 	kind                                        *Kind
 	fatal, login, network, rateLimit, transient []string
 	// refusals are the messages that, at the start of a line, make a call
@@ -79,8 +80,9 @@ type rules struct {
 	exitCodes map[int]phase.Class
 }
 
-func (k *Kind) rules(u UserPatterns) *rules {
-	r := &rules{kind: k, exitCodes: map[int]phase.Class{}}
+// Rules merges the kind's patterns with the user's, lower-cased.
+func (k *Kind) Rules(u UserPatterns) *Rules {
+	r := &Rules{kind: k, exitCodes: map[int]phase.Class{}}
 	if u.Builtin {
 		f := k.Failures
 		r.fatal = concat(Common.Fatal, usageErrors, f.Fatal)
@@ -130,13 +132,13 @@ type match struct {
 
 // matchLine finds the class of one (cleaned) line: login and fatal first,
 // then rate limit, transient and network.
-func (r *rules) matchLine(line string) (phase.Class, bool) {
+func (r *Rules) matchLine(line string) (phase.Class, bool) {
 	class, _, ok := r.matchPattern(line)
 	return class, ok
 }
 
 // matchPattern is matchLine that also returns the pattern found.
-func (r *rules) matchPattern(line string) (phase.Class, string, bool) {
+func (r *Rules) matchPattern(line string) (phase.Class, string, bool) {
 	l := strings.ToLower(line)
 	for _, c := range []struct {
 		class    phase.Class
@@ -173,7 +175,7 @@ func quoteMatch(line, pattern string) string {
 
 // isBlocking reports whether a line says the CLI waits for a person: it
 // begins with one of the kind's waiting messages.
-func (r *rules) isBlocking(line string) bool {
+func (r *Rules) isBlocking(line string) bool {
 	l := lead(line)
 	return slices.ContainsFunc(r.login, func(p string) bool { return strings.HasPrefix(l, p) })
 }
@@ -200,7 +202,7 @@ const refusalBytes = 2 << 10
 
 // findRefusal finds a line that starts with a refusal (after any symbols,
 // list markers and an "Error:" prefix) and returns its class.
-func (r *rules) findRefusal(texts ...string) (match, bool) {
+func (r *Rules) findRefusal(texts ...string) (match, bool) {
 	for _, text := range texts {
 		for _, line := range strings.Split(text, "\n") {
 			line = phase.Clean(line)
@@ -221,7 +223,7 @@ func (r *rules) findRefusal(texts ...string) (match, bool) {
 // find searches the output for the first line of the strongest class: stderr
 // and the stdout tail, each line cleaned of colour codes. Fatal wins over
 // rate limit, rate limit over transient, transient over network.
-func (r *rules) find(texts ...string) (match, bool) {
+func (r *Rules) find(texts ...string) (match, bool) {
 	best, found := match{}, false
 	rank := map[phase.Class]int{phase.Fatal: 4, phase.RateLimited: 3, phase.Transient: 2, phase.Network: 1}
 	for _, text := range texts {
@@ -268,7 +270,12 @@ func (h *hinted) Unwrap() error { return h.err }
 // result event's text); w, when set, is the watcher of the attempt being
 // classified. now is the clock used to turn a reset time into a wait.
 func (k *Kind) Classifier(u UserPatterns, failure func(phase.Result) error, w func() *Watcher, now func() time.Time) phase.Classifier {
-	r := k.rules(u)
+	return k.Rules(u).Classifier(failure, w, now)
+}
+
+// Classifier is the kind's Classifier with these rules.
+func (r *Rules) Classifier(failure func(phase.Result) error, w func() *Watcher, now func() time.Time) phase.Classifier {
+	k := r.kind
 	if failure == nil {
 		failure = phase.CheckExit
 	}
@@ -300,7 +307,7 @@ func (k *Kind) Classifier(u UserPatterns, failure func(phase.Result) error, w fu
 	}
 }
 
-func (r *rules) classify(res phase.Result, failure func(phase.Result) error, w *Watcher, now func() time.Time) phase.Verdict {
+func (r *Rules) classify(res phase.Result, failure func(phase.Result) error, w *Watcher, now func() time.Time) phase.Verdict {
 	var ended *Ending
 	if errors.As(res.Ended, &ended) && ended.Class != phase.Succeeded {
 		return r.verdict(ended.Class, ended.Err, res, now)
@@ -376,7 +383,7 @@ func quoteLine(err error, line string) {
 
 // verdict is a failure of class with its error; a rate limit learns, from
 // the output, when the limit resets.
-func (r *rules) verdict(class phase.Class, err error, res phase.Result, now func() time.Time) phase.Verdict {
+func (r *Rules) verdict(class phase.Class, err error, res phase.Result, now func() time.Time) phase.Verdict {
 	v := phase.Verdict{Class: class, Err: err}
 	if class == phase.RateLimited {
 		v.Wait = ResetWait(res.Stderr+"\n"+tail(res.Stdout, tailBytes), now())

@@ -55,7 +55,7 @@ func (e *Ending) Error() string {
 // network errors for the stall limit.
 type Watcher struct {
 	kind       *Kind
-	rules      *rules
+	rules      *Rules
 	phase      string
 	structured bool
 	stall      time.Duration // 0: off
@@ -79,6 +79,9 @@ type WatchOptions struct {
 	Phase      string
 	Structured bool
 	Patterns   UserPatterns
+	// Rules, when set, are the kind's rules already merged with the
+	// user's (Kind.Rules): Patterns is then not read.
+	Rules *Rules
 	// NetworkStall ends an attempt that printed nothing but network errors
 	// for this long (0: off).
 	NetworkStall time.Duration
@@ -89,7 +92,11 @@ type WatchOptions struct {
 
 // Watcher returns a fresh watcher for one attempt.
 func (k *Kind) Watcher(o WatchOptions) *Watcher {
-	return &Watcher{kind: k, rules: k.rules(o.Patterns), phase: o.Phase, structured: o.Structured && k.Events != nil,
+	r := o.Rules
+	if r == nil {
+		r = k.Rules(o.Patterns)
+	}
+	return &Watcher{kind: k, rules: r, phase: o.Phase, structured: o.Structured && k.Events != nil,
 		stall: o.NetworkStall, linger: o.Linger}
 }
 

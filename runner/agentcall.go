@@ -18,6 +18,7 @@ import (
 // attempts.
 type side struct {
 	kind  *agent.Kind
+	rules *agent.Rules // the kind's failure patterns merged with the user's, made once per run
 	path  string
 	role  string
 	model func(base string) string // the model of this side given the primary's
@@ -48,13 +49,13 @@ func newAgents(cfg *config.Config) *agents {
 		// Validate has checked the kind; an unknown one here is a bug.
 		kind, _ = agent.Lookup(agent.Default)
 	}
-	a.primary = side{kind: kind, path: cfg.AgentPath, role: phase.RolePrimary, model: func(m string) string { return m }}
+	a.primary = side{kind: kind, rules: kind.Rules(userPatterns(cfg)), path: cfg.AgentPath, role: phase.RolePrimary, model: func(m string) string { return m }}
 	if cfg.FallbackPath != "" {
 		fk := kind
 		if k, err := agent.Lookup(cfg.FallbackKind()); err == nil {
 			fk = k
 		}
-		a.fallback = &side{kind: fk, path: cfg.FallbackPath, role: phase.RoleFallback, model: func(m string) string {
+		a.fallback = &side{kind: fk, rules: fk.Rules(userPatterns(cfg)), path: cfg.FallbackPath, role: phase.RoleFallback, model: func(m string) string {
 			if cfg.FallbackModel != "" {
 				return cfg.FallbackModel
 			}
@@ -80,9 +81,9 @@ func (r *run) agentRequest(s *side, name, model, prompt string) agent.Call {
 		Options: agent.Options{Sandbox: r.cfg.Sandbox, Trust: r.cfg.CursorTrust, Force: r.cfg.CursorForce}, Extra: r.cfg.AgentExtraArgs}
 }
 
-// patterns are the failure patterns the user configured.
-func (r *run) patterns() agent.UserPatterns {
-	return agent.UserPatterns{Fatal: r.cfg.FatalErrorPatterns, Network: r.cfg.NetworkErrorPatterns, Builtin: r.cfg.BuiltinErrorPatterns}
+// userPatterns are the failure patterns the user configured.
+func userPatterns(cfg *config.Config) agent.UserPatterns {
+	return agent.UserPatterns{Fatal: cfg.FatalErrorPatterns, Network: cfg.NetworkErrorPatterns, Builtin: cfg.BuiltinErrorPatterns}
 }
 
 // agentCall runs one agent call with the adaptive retry policy of the run:
@@ -113,7 +114,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 			return phase.Result{Phase: name}, err
 		}
 		invs[s.role] = inv
-		classifiers[s.role] = s.kind.Classifier(r.patterns(), failure, func() *agent.Watcher { return watcher }, r.now)
+		classifiers[s.role] = s.rules.Classifier(failure, func() *agent.Watcher { return watcher }, r.now)
 	}
 	var env []string
 	if tr := r.tickets.of(task); tr != nil {
@@ -145,7 +146,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		spec.Stdin = inv.Stdin
 		spec.Env = append(append(spec.Env, inv.Env...), env...)
 		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
-		watcher = s.kind.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput, Patterns: r.patterns(),
+		watcher = s.kind.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput, Rules: s.rules,
 			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger})
 		spec.Watch = watcher
 		files.attach(&spec, a.N)
