@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -280,8 +281,12 @@ func TestIsFindingsDocument(t *testing.T) {
 		`{"findings":[{"id":1}]}`:   false,
 		`{"findings":[]}{"more":1}`: false,
 	} {
-		if got := isFindingsDocument(out); got != want {
+		rv, got := findingsDocument(out)
+		if got != want {
 			t.Errorf("%q: %v, want %v", out, got, want)
+		}
+		if got && !reflect.DeepEqual(rv, ParseReview(out, 0)) {
+			t.Errorf("%q: read as %+v, ParseReview reads %+v", out, rv, ParseReview(out, 0))
 		}
 	}
 }

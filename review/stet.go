@@ -84,35 +84,44 @@ func exitRule(command string) phase.Classifier {
 // documentRule is the rule of the command that lists the findings: besides
 // its exit status, its stdout must be the JSON document of the findings
 // (`{"findings": [...]}`). Anything else (NDJSON events, stet's human
-// format) is a stet failure, never a finding.
-func documentRule(command string) phase.Classifier {
+// format) is a stet failure, never a finding. The review read from the
+// document of the call that succeeded is left in parsed.
+func documentRule(command string, parsed *Review) phase.Classifier {
 	rule := exitRule(command)
 	return func(res phase.Result) phase.Verdict {
 		v := rule(res)
-		if v.Class == phase.Succeeded && !isFindingsDocument(res.Stdout) {
+		if v.Class != phase.Succeeded {
+			return v
+		}
+		rv, ok := findingsDocument(res.Stdout)
+		if !ok {
 			return phase.Verdict{Class: phase.Ordinary, Err: &OutputError{Command: command, Output: res.Stdout}}
 		}
+		*parsed = rv
 		return v
 	}
 }
 
-// isFindingsDocument reports whether out is one JSON object with a findings
-// array of findings, as `stet run --output=json` prints it. It reads keys
-// exactly, as ParseReview does: a document that passes here is one that
-// ParseReview reads as structured findings.
-func isFindingsDocument(out string) bool {
+// findingsDocument reads out when it is one JSON object with a findings
+// array of findings, as `stet run --output=json` prints it; false
+// otherwise. It reads keys exactly, and gives the review ParseReview(out,
+// 0) gives: the document is decoded once.
+func findingsDocument(out string) (Review, bool) {
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.UseNumber()
 	var doc map[string]any
 	if dec.Decode(&doc) != nil || dec.More() {
-		return false
+		return Review{}, false
 	}
 	items, ok := doc["findings"].([]any)
 	if !ok {
-		return false
+		return Review{}, false
 	}
-	_, typed := findingList(items)
-	return typed
+	list, typed := findingList(items)
+	if !typed {
+		return Review{}, false
+	}
+	return Review{Output: out, Present: len(items) > 0, Structured: true, Findings: list}, true
 }
 
 // formatArgs are the options of `stet run` that choose what it prints:
@@ -212,11 +221,11 @@ func (s *stet) review(ctx context.Context, task int) (Review, error) {
 	if _, err := s.call(ctx, task, s.streamArgv(), s.attempts, nil, sink.detail, sink); err != nil {
 		return Review{}, err
 	}
-	res, err := s.callRule(ctx, task, s.listArgv(), s.attempts, documentRule("stet run"), nil, nil, nil)
+	var rv Review
+	res, err := s.callRule(ctx, task, s.listArgv(), s.attempts, documentRule("stet run", &rv), nil, nil, nil)
 	if err != nil {
 		return Review{}, err
 	}
-	rv := ParseReview(res.Stdout, 0)
 	rv.Stderr = res.Stderr
 	s.log.Info("review finished", "task", task, "findings", rv.Count(), "hunks_reviewed", sink.hunks())
 	return rv, nil
