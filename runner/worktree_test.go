@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,9 +13,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"peal/internal/fakes"
 	"peal/phase"
+	"peal/review"
 	"peal/state"
 )
 
@@ -629,5 +634,39 @@ func TestWorktreeMergeFails(t *testing.T) {
 	}
 	if kept := keptBranches(t, h); len(kept) != 2 {
 		t.Fatalf("kept branches %q", kept)
+	}
+}
+
+// TestWorktreeAddThatFailsLeavesNothing: when git has made a task's
+// worktree and branch but cannot write the files (here the base commit holds
+// a path git refuses to check out), the add fails with git's complaint and
+// neither the worktree, nor its folder, nor its branch is left.
+func TestWorktreeAddThatFailsLeavesNothing(t *testing.T) {
+	t.Parallel()
+	h := isolatedHarness(t, "## Task 1\nx\n")
+	git := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", h.repo}, args...)...)
+		cmd.Env = append(os.Environ(), fakes.GitEnv...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	blob := git("x\n", "hash-object", "-w", "--stdin")
+	tree := git("100644 blob "+blob+"\t.GIT\n", "mktree")
+	bad := git("", "commit-tree", tree, "-p", "HEAD", "-m", "bad")
+	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
+	ts := newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo)
+	_, err := ts.add(context.Background(), 1, bad)
+	if err == nil || !strings.Contains(err.Error(), "read-tree") || !strings.Contains(err.Error(), ".GIT") {
+		t.Fatalf("add: %v, want git read-tree's refusal of .GIT", err)
+	}
+	if left := leftovers(t, h); len(left) > 0 {
+		t.Errorf("left behind: %q", left)
+	}
+	if _, err := os.Lstat(taskTreePath(h.stateDir, 1)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the worktree's folder: %v, want it gone", err)
 	}
 }
