@@ -156,7 +156,8 @@ func (d *Dir) readFile(name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readOpened(f, d.Join(name), info, limit)
+	// Open described the opened file itself: a regular one.
+	return readChecked(f, d.Join(name), info, limit)
 }
 
 // Open opens the regular file name for reading and describes it. A link, a

@@ -147,6 +147,12 @@ func readOpened(f *os.File, path string, want fs.FileInfo, limit int64) ([]byte,
 	if !os.SameFile(want, info) {
 		return nil, fmt.Errorf("%s: %w", path, ErrChanged)
 	}
+	return readChecked(f, path, info, limit)
+}
+
+// readChecked reads f, a regular file described by info (a stat of f
+// itself), of at most limit bytes.
+func readChecked(f *os.File, path string, info fs.FileInfo, limit int64) ([]byte, error) {
 	if info.Size() > limit {
 		return nil, &TooLargeError{Path: path, Limit: limit}
 	}
