@@ -118,6 +118,11 @@ func decodeReview(data []byte) (present, structured bool, findings []Finding) {
 	if dec.Decode(&doc) != nil {
 		return false, false, nil
 	}
+	return readReview(doc)
+}
+
+// readReview reads a review decoded into generic values (see decodeReview).
+func readReview(doc any) (present, structured bool, findings []Finding) {
 	switch v := doc.(type) {
 	case []any:
 		list, typed := findingList(v)

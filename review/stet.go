@@ -113,15 +113,14 @@ func findingsDocument(out string) (Review, bool) {
 	if dec.Decode(&doc) != nil || dec.More() {
 		return Review{}, false
 	}
-	items, ok := doc["findings"].([]any)
-	if !ok {
+	if _, ok := doc["findings"].([]any); !ok {
 		return Review{}, false
 	}
-	list, typed := findingList(items)
-	if !typed {
+	present, structured, findings := readReview(doc)
+	if !structured {
 		return Review{}, false
 	}
-	return Review{Output: out, Present: len(items) > 0, Structured: true, Findings: list}, true
+	return Review{Output: out, Present: present, Structured: true, Findings: findings}, true
 }
 
 // formatArgs are the options of `stet run` that choose what it prints:
