@@ -143,9 +143,7 @@ func (ts *trees) discard(ctx context.Context, tt *taskTree) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.forget(cctx, tt)
-	if _, err := ts.git.Run(cctx, "rev-parse", "-q", "--verify", "refs/heads/"+tt.branch); err == nil {
-		ts.git.Run(cctx, "branch", "-q", "-D", tt.branch)
-	}
+	ts.git.Run(cctx, "branch", "-q", "-D", tt.branch) // fails when the add made none
 }
 
 // register adds the worktree of task, with no files checked out yet.
