@@ -260,62 +260,35 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 
 	t.Run("setup fails", func(t *testing.T) {
 		h := isolatedHarness(t, parallelPlan("pp"))
-		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_SETUP_COMMAND=ls no-such-file")
-		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
-			t.Fatalf("err %v, outcome %+v", err, out)
-		}
-		if n := len(h.calls()); n != 0 {
-			t.Fatalf("%d agent calls after a failed setup", n)
-		}
-		if !strings.Contains(h.log.String(), `worktree_setup_command \"ls no-such-file\" failed in`) || !strings.Contains(h.log.String(), "no-such-file") {
-			t.Fatalf("log:\n%s", h.log.String())
-		}
-		if left := leftovers(t, h); len(left) > 0 {
-			t.Fatalf("left behind: %q", left)
+		log := bothFailUnstarted(t, h, "PEAL_WORKTREE_SETUP_COMMAND=ls no-such-file")
+		if !strings.Contains(log, `worktree_setup_command \"ls no-such-file\" failed in`) || !strings.Contains(log, "no-such-file") {
+			t.Fatalf("log:\n%s", log)
 		}
 	})
 	t.Run("setup fails printing on stdout only", func(t *testing.T) {
 		// diff prints the difference on stdout and exits 1.
 		h := isolatedHarness(t, parallelPlan("pp"))
-		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_SETUP_COMMAND=diff base.txt /dev/null")
-		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
-			t.Fatalf("err %v, outcome %+v", err, out)
-		}
+		log := bothFailUnstarted(t, h, "PEAL_WORKTREE_SETUP_COMMAND=diff base.txt /dev/null")
 		want := fmt.Sprintf(`task=1 err="worktree_setup_command \"diff base.txt /dev/null\" failed in %s: setup call exited with status 1: < base"`, filepath.Join(h.stateDir, WorktreesFolder, "task-1"))
-		if !strings.Contains(h.log.String(), want) {
-			t.Fatalf("no %q in the log:\n%s", want, h.log.String())
+		if !strings.Contains(log, want) {
+			t.Fatalf("no %q in the log:\n%s", want, log)
 		}
 	})
 	t.Run("setup times out", func(t *testing.T) {
 		h := isolatedHarness(t, parallelPlan("pp"))
-		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_WORKTREE_SETUP_COMMAND=sleep 30")
-		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
-			t.Fatalf("err %v, outcome %+v", err, out)
-		}
-		if n := len(h.calls()); n != 0 {
-			t.Fatalf("%d agent calls after a setup that timed out", n)
-		}
+		log := bothFailUnstarted(t, h, "PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_WORKTREE_SETUP_COMMAND=sleep 30")
 		for _, task := range []int{1, 2} {
 			want := fmt.Sprintf(`task=%d err="worktree_setup_command \"sleep 30\" failed in %s: setup call timed out after 1 s"`, task, filepath.Join(h.stateDir, WorktreesFolder, fmt.Sprintf("task-%d", task)))
-			if !strings.Contains(h.log.String(), want) {
-				t.Fatalf("no %q in the log:\n%s", want, h.log.String())
+			if !strings.Contains(log, want) {
+				t.Fatalf("no %q in the log:\n%s", want, log)
 			}
-		}
-		if left := leftovers(t, h); len(left) > 0 {
-			t.Fatalf("left behind: %q", left)
 		}
 	})
 	t.Run("a missing path fails", func(t *testing.T) {
 		h := isolatedHarness(t, parallelPlan("pp"))
-		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_COPY=nothere/file")
-		if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
-			t.Fatalf("err %v, outcome %+v", err, out)
-		}
-		if want := "worktree_copy nothere/file: " + filepath.Join(h.repo, "nothere") + " does not exist in the work tree"; !strings.Contains(h.log.String(), want) {
-			t.Fatalf("no %q in the log:\n%s", want, h.log.String())
-		}
-		if n := len(h.calls()); n != 0 {
-			t.Fatalf("%d agent calls after a failed copy", n)
+		log := bothFailUnstarted(t, h, "PEAL_WORKTREE_COPY=nothere/file")
+		if want := "worktree_copy nothere/file: " + filepath.Join(h.repo, "nothere") + " does not exist in the work tree"; !strings.Contains(log, want) {
+			t.Fatalf("no %q in the log:\n%s", want, log)
 		}
 	})
 	t.Run("a link is refused", func(t *testing.T) {
@@ -329,19 +302,31 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 			outside := t.TempDir()
 			os.WriteFile(filepath.Join(outside, "file"), []byte("secret"), 0o644)
 			os.Symlink(outside, filepath.Join(h.repo, "linkdir"))
-			out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_COPY="+copy)
-			if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
-				t.Fatalf("%s: err %v, outcome %+v", copy, err, out)
-			}
+			log := bothFailUnstarted(t, h, "PEAL_WORKTREE_COPY="+copy)
 			want := filepath.Join(h.repo, strings.Split(copy, "/")[0]) + " is a symbolic link: only files and folders are copied"
-			if !strings.Contains(h.log.String(), want) {
-				t.Fatalf("%s: no %q in the log:\n%s", copy, want, h.log.String())
-			}
-			if calls := h.calls(); len(calls) != 0 {
-				t.Fatalf("%s: agent calls %+v", copy, calls)
+			if !strings.Contains(log, want) {
+				t.Fatalf("%s: no %q in the log:\n%s", copy, want, log)
 			}
 		}
 	})
+}
+
+// bothFailUnstarted runs the two-task block of h, which env keeps from
+// starting: both tasks fail without an agent call and leave nothing behind.
+// It returns the run's log.
+func bothFailUnstarted(t *testing.T, h *harness, env ...string) string {
+	t.Helper()
+	out, err := h.run(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, env...)...)
+	if err != nil || !slices.Equal(out.Failed, []int{1, 2}) {
+		t.Fatalf("%v: err %v, outcome %+v", env, err, out)
+	}
+	if calls := h.calls(); len(calls) != 0 {
+		t.Fatalf("%v: agent calls %+v", env, calls)
+	}
+	if left := leftovers(t, h); len(left) > 0 {
+		t.Fatalf("%v: left behind: %q", env, left)
+	}
+	return h.log.String()
 }
 
 // TestWorktreeInterrupted: a signal mid-block stops the agents; a task that
