@@ -49,7 +49,7 @@ func Build(outDir string, pkgs ...string) (map[string]string, error) {
 	// A trailing separator makes go build treat -o as a directory even for
 	// a single package.
 	args := append([]string{"build", "-o", abs + string(filepath.Separator)}, pkgs...)
-	cmd := exec.Command(goTool, args...)
+	cmd := goCommand(goTool, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -72,6 +72,15 @@ func binName(pkg string) string {
 		base = path.Base(path.Dir(pkg))
 	}
 	return base
+}
+
+// goCommand is the go command building the helpers as the README tells
+// people to build peal: without cgo, as static binaries (peal needs no C,
+// and a binary without the dynamic loader starts faster).
+func goCommand(goTool string, args ...string) *exec.Cmd {
+	cmd := exec.Command(goTool, args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd
 }
 
 // goBinary finds the go command: go test puts the toolchain that runs the
@@ -184,7 +193,7 @@ func Cached(pkgs ...string) (bins map[string]string, missing []string) {
 
 func cachedBinary(goTool, echo, pkg string) (string, bool) {
 	for range 2 {
-		out, err := exec.Command(goTool, "run", "-exec", echo, pkg).Output()
+		out, err := goCommand(goTool, "run", "-exec", echo, pkg).Output()
 		if err != nil {
 			return "", false
 		}

@@ -1,9 +1,11 @@
 package testbin
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -58,6 +60,35 @@ func TestCached(t *testing.T) {
 	again, missing := Cached("peal/testdata/fakeagent")
 	if len(missing) != 0 || again["fakeagent"] != bin {
 		t.Fatalf("second lookup: %v, missing %q; first %s", again, missing, bin)
+	}
+}
+
+// The helpers are built as the README tells people to build peal: static,
+// without the dynamic loader, even where a C compiler would let the go
+// command link with cgo (kong imports os/user, which then does).
+func TestBuiltWithoutCgo(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the ELF headers of the binaries")
+	}
+	built, err := Build(t.TempDir(), "peal/cmd/peal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, missing := Cached("peal/cmd/peal")
+	if len(missing) != 0 {
+		t.Fatalf("not found through the cache: %q", missing)
+	}
+	for how, bin := range map[string]string{"built": built["peal"], "cached": cached["peal"]} {
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s peal (%s) asks for a dynamic loader", how, bin)
+			}
+		}
+		f.Close()
 	}
 }
 
