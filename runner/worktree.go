@@ -277,11 +277,15 @@ func (ts *trees) undoMerge(ctx context.Context) error {
 // sweep removes what an earlier run on this state folder left when it died
 // (SIGKILL) in a parallel block: its worktrees (and stet's inside their
 // review folders), git's records of them, its branches, and a merge it left
-// half done. The run holds the state folder, so none of it is in use.
+// half done. The run holds the state folder, so none of it is in use. Like
+// every clean-up, it runs to its end (under a bound) even when a signal
+// has come meanwhile.
 func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) }) {
 	if _, err := os.Lstat(ts.root); err != nil {
 		return // no block ever ran on this state folder
 	}
+	ctx, cancel := ts.cleanupContext(ctx)
+	defer cancel()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	var removed []string

@@ -426,6 +426,41 @@ func TestWorktreeLeftoversOfAKilledRun(t *testing.T) {
 	}
 }
 
+// TestWorktreeLeftoversSweptDespiteASignal: a signal that comes while a run
+// sweeps what a killed run left does not cut the sweep short: the worktrees
+// and branches are gone when the interrupted run returns, before any agent
+// call.
+func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
+	t.Parallel()
+	h := isolatedHarness(t, parallelPlan("pp"))
+	scope := callScope(h.stateDir)
+	root := filepath.Join(h.stateDir, WorktreesFolder)
+	os.MkdirAll(root, 0o755)
+	for task := 1; task <= 2; task++ {
+		branch := fmt.Sprintf("peal-%s/task-%d", scope, task)
+		fakes.Git(t, h.repo, "worktree", "add", "-q", "-b", branch, filepath.Join(root, fmt.Sprintf("task-%d", task)))
+	}
+	// A third branch whose worktree is already gone, as a run killed after
+	// removing a finished task's worktree leaves it.
+	fakes.Git(t, h.repo, "branch", fmt.Sprintf("peal-%s/task-3", scope))
+	if len(leftovers(t, h)) == 0 {
+		t.Fatal("the set-up left nothing to sweep")
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("a signal"))
+	log := slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	_, err := Run(ctx, h.config("PEAL_MAX_PARALLEL=2"), log, h.opts()...)
+	if !IsInterrupted(err) {
+		t.Fatalf("err %v, want an interruption\n%s", err, h.log.String())
+	}
+	if calls := h.calls(); len(calls) != 0 {
+		t.Fatalf("agent calls %q", fakes.Keys(calls))
+	}
+	if left := leftovers(t, h); len(left) > 0 {
+		t.Fatalf("left behind: %q\n%s", left, h.log.String())
+	}
+}
+
 // gitFails runs git in the harness's repository and returns its error
 // instead of failing the test.
 func gitFails(h *harness, args ...string) error {
