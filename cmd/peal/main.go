@@ -89,7 +89,8 @@ func main() {
 	stdout := &outputGuard{w: os.Stdout, lost: sig.lose}
 	stderr := &outputGuard{w: os.Stderr, lost: sig.lose}
 	code := Main(sig.ctx, os.Args[1:], os.Environ(), stdout, stderr)
-	sig.release()
+	// The signals stay caught until the exit: a signal landing now must not
+	// turn the exit code of a finished run into death by that signal.
 	os.Exit(code)
 }
 

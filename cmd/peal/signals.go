@@ -83,6 +83,8 @@ func (s *signals) lose() {
 	}
 }
 
+// release stops catching the signals and ends the watchers: for a test
+// that watched them in its own process. peal catches them until it exits.
 func (s *signals) release() {
 	s.once.Do(func() {
 		signal.Stop(s.ch)

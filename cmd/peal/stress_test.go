@@ -110,6 +110,10 @@ func stressRound(t *testing.T, rng *rand.Rand, worktrees bool) {
 		case code == 0:
 		case sig == syscall.SIGKILL && code == -1:
 		case sig != 0 && sig != syscall.SIGKILL && code == 128+int(sig):
+		case sig != 0 && code == -1 && p.diedOf(sig) && !recordedRun(t, s, p.cmd.Process.Pid):
+			// The signal came while the process was still starting, before
+			// peal's main could catch it: it died of it, as any program does
+			// then, having done nothing (a shell reports the same 128+n).
 		case rival != nil && code == 1 && strings.Contains(p.stderr(), "state folder"):
 			// The rival took the folder first.
 		default:
@@ -131,7 +135,7 @@ func stressRound(t *testing.T, rng *rand.Rand, worktrees bool) {
 		if code != -1 {
 			// A killed run may leave worktrees: the next run sweeps them.
 			if left := fakes.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
-				t.Fatalf("run %d: left behind after exit %d: %q", run, code, left)
+				t.Fatalf("run %d: left behind after exit %d: %q; stderr:\n%s", run, code, left, p.stderr())
 			}
 		}
 		completed = s.completedOrNone()
@@ -171,6 +175,37 @@ func (p *stressProc) wait(t *testing.T) int {
 	waitExited(t, p.cmd, p.done, 120*time.Second)
 	p.errOut.Close()
 	return p.cmd.ProcessState.ExitCode()
+}
+
+// diedOf tells whether the process ended by sig.
+func (p *stressProc) diedOf(sig syscall.Signal) bool {
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// recordedRun tells whether the run record of the state folder (this run's
+// or, rotated, the previous one's) holds the start of the run of process pid.
+func recordedRun(t *testing.T, s *sandbox, pid int) bool {
+	t.Helper()
+	for _, name := range []string{"run_record.jsonl", "run_record.prev.jsonl"} {
+		data, err := os.ReadFile(filepath.Join(s.stateDir, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			var ev struct {
+				Ev  string `json:"ev"`
+				PID int    `json:"pid"`
+			}
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.Ev == "run_start" && ev.PID == pid {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (p *stressProc) stderr() string {
