@@ -128,7 +128,7 @@ func classify(t *testing.T, kind string, u UserPatterns, r phase.Result) phase.V
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k.Classifier(u, nil, nil, func() time.Time { return time.Unix(1_700_000_000, 0) })(r)
+	return k.Rules(u).Classifier(nil, nil, func() time.Time { return time.Unix(1_700_000_000, 0) })(r)
 }
 
 var builtin = UserPatterns{Builtin: true}
@@ -298,7 +298,7 @@ func TestAnswerFailureIsOrdinary(t *testing.T) {
 		}
 		return nil
 	}
-	v := k.Classifier(builtin, failure, nil, nil)(res(0, "I could not connect to the database, so: no tasks\n", ""))
+	v := k.Rules(builtin).Classifier(failure, nil, nil)(res(0, "I could not connect to the database, so: no tasks\n", ""))
 	if v.Class != phase.Ordinary || v.Err.Error() != "no task heading" {
 		t.Fatalf("%s %v", v.Class, v.Err)
 	}

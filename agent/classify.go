@@ -264,16 +264,12 @@ type hinted struct {
 func (h *hinted) Error() string { return h.err.Error() + " (" + h.hint + ")" }
 func (h *hinted) Unwrap() error { return h.err }
 
-// Classifier is the phase.Classifier of this kind's calls: failure (nil:
-// timeout or non-zero exit) says whether an attempt that was not stopped by
-// its watcher failed, reading the answer text (with structured output, the
-// result event's text); w, when set, is the watcher of the attempt being
-// classified. now is the clock used to turn a reset time into a wait.
-func (k *Kind) Classifier(u UserPatterns, failure func(phase.Result) error, w func() *Watcher, now func() time.Time) phase.Classifier {
-	return k.Rules(u).Classifier(failure, w, now)
-}
-
-// Classifier is the kind's Classifier with these rules.
+// Classifier is the phase.Classifier of the kind's calls under these rules:
+// failure (nil: timeout or non-zero exit) says whether an attempt that was
+// not stopped by its watcher failed, reading the answer text (with
+// structured output, the result event's text); w, when set, is the watcher
+// of the attempt being classified. now is the clock used to turn a reset
+// time into a wait.
 func (r *Rules) Classifier(failure func(phase.Result) error, w func() *Watcher, now func() time.Time) phase.Classifier {
 	k := r.kind
 	if failure == nil {

@@ -54,7 +54,6 @@ func (e *Ending) Error() string {
 // person, and ends it as a network failure when it has printed nothing but
 // network errors for the stall limit.
 type Watcher struct {
-	kind       *Kind
 	rules      *Rules
 	phase      string
 	structured bool
@@ -78,10 +77,6 @@ type Watcher struct {
 type WatchOptions struct {
 	Phase      string
 	Structured bool
-	Patterns   UserPatterns
-	// Rules, when set, are the kind's rules already merged with the
-	// user's (Kind.Rules): Patterns is then not read.
-	Rules *Rules
 	// NetworkStall ends an attempt that printed nothing but network errors
 	// for this long (0: off).
 	NetworkStall time.Duration
@@ -90,13 +85,10 @@ type WatchOptions struct {
 	Linger time.Duration
 }
 
-// Watcher returns a fresh watcher for one attempt.
-func (k *Kind) Watcher(o WatchOptions) *Watcher {
-	r := o.Rules
-	if r == nil {
-		r = k.Rules(o.Patterns)
-	}
-	return &Watcher{kind: k, rules: r, phase: o.Phase, structured: o.Structured && k.Events != nil,
+// Watcher returns a fresh watcher for one attempt of the kind's calls under
+// these rules.
+func (r *Rules) Watcher(o WatchOptions) *Watcher {
+	return &Watcher{rules: r, phase: o.Phase, structured: o.Structured && r.kind.Events != nil,
 		stall: o.NetworkStall, linger: o.Linger}
 }
 
@@ -112,7 +104,7 @@ func (w *Watcher) Line(s phase.Stream, raw []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.structured && s == phase.Stdout {
-		if ev, ok := w.kind.Events(raw); ok {
+		if ev, ok := w.rules.kind.Events(raw); ok {
 			w.event(ev)
 			if ev.Error != "" && !ev.Final {
 				// An error event speaks like a line of stderr.

@@ -25,8 +25,7 @@ func watch(t *testing.T, kind string, o WatchOptions) (*Watcher, ends) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Patterns = builtin
-	w := k.Watcher(o)
+	w := k.Rules(builtin).Watcher(o)
 	e := make(ends, 1)
 	w.Begin(e.end)
 	t.Cleanup(w.Done)
@@ -188,13 +187,13 @@ func TestReportedErrorIsClassified(t *testing.T) {
 	k, _ := Lookup("claude")
 	w, _ := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour})
 	w.Line(phase.Stdout, []byte(`{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Fix external API key"}`))
-	v := k.Classifier(builtin, nil, func() *Watcher { return w }, nil)(phase.Result{Phase: "plan", ExitCode: 1})
+	v := k.Rules(builtin).Classifier(nil, func() *Watcher { return w }, nil)(phase.Result{Phase: "plan", ExitCode: 1})
 	if v.Class != phase.Fatal || !strings.Contains(v.Err.Error(), "plan call reported an error: Invalid API key") {
 		t.Fatalf("%s %v", v.Class, v.Err)
 	}
 	w2, _ := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour})
 	w2.Line(phase.Stdout, []byte(`{"type":"result","subtype":"error_max_turns","is_error":true,"result":""}`))
-	v = k.Classifier(builtin, nil, func() *Watcher { return w2 }, nil)(phase.Result{Phase: "plan", ExitCode: 1})
+	v = k.Rules(builtin).Classifier(nil, func() *Watcher { return w2 }, nil)(phase.Result{Phase: "plan", ExitCode: 1})
 	if v.Class != phase.Ordinary || !strings.Contains(v.Err.Error(), "error_max_turns") {
 		t.Fatalf("%s %v", v.Class, v.Err)
 	}

@@ -146,7 +146,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		spec.Stdin = inv.Stdin
 		spec.Env = append(append(spec.Env, inv.Env...), env...)
 		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
-		watcher = s.kind.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput, Rules: s.rules,
+		watcher = s.rules.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput,
 			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger})
 		spec.Watch = watcher
 		files.attach(&spec, a.N)
