@@ -126,8 +126,13 @@ func (h *harness) config(env ...string) *config.Config {
 }
 
 func (h *harness) runCfg(cfg *config.Config, more ...Option) (Outcome, error) {
+	return h.runCtx(context.Background(), cfg, more...)
+}
+
+// runCtx is runCfg under ctx (cancelled: as a signal would).
+func (h *harness) runCtx(ctx context.Context, cfg *config.Config, more ...Option) (Outcome, error) {
 	log := slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return Run(context.Background(), cfg, log, h.opts(more...)...)
+	return Run(ctx, cfg, log, h.opts(more...)...)
 }
 
 func (h *harness) run(env ...string) (Outcome, error) {

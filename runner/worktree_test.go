@@ -392,12 +392,9 @@ func TestWorktreeLeftoversOfAKilledRun(t *testing.T) {
 	h := isolatedHarness(t, parallelPlan("pp"))
 	scope := callScope(h.stateDir)
 	root := filepath.Join(h.stateDir, WorktreesFolder)
-	os.MkdirAll(root, 0o755)
 	// Task 1 was being merged, task 2 still ran, when the run died.
 	for task, content := range map[int]string{1: "one\n", 2: "two\n"} {
-		wt := filepath.Join(root, fmt.Sprintf("task-%d", task))
-		branch := fmt.Sprintf("peal-%s/task-%d", scope, task)
-		fakes.Git(t, h.repo, "worktree", "add", "-q", "-b", branch, wt)
+		wt := leaveTaskWorktree(t, h, task)
 		os.WriteFile(filepath.Join(wt, "base.txt"), []byte(content), 0o644)
 		fakes.Git(t, wt, "commit", "-q", "-am", "work")
 		os.MkdirAll(filepath.Join(wt+".review", "stet"), 0o755)
@@ -433,23 +430,17 @@ func TestWorktreeLeftoversOfAKilledRun(t *testing.T) {
 func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
-	scope := callScope(h.stateDir)
-	root := filepath.Join(h.stateDir, WorktreesFolder)
-	os.MkdirAll(root, 0o755)
-	for task := 1; task <= 2; task++ {
-		branch := fmt.Sprintf("peal-%s/task-%d", scope, task)
-		fakes.Git(t, h.repo, "worktree", "add", "-q", "-b", branch, filepath.Join(root, fmt.Sprintf("task-%d", task)))
-	}
+	leaveTaskWorktree(t, h, 1)
+	leaveTaskWorktree(t, h, 2)
 	// A third branch whose worktree is already gone, as a run killed after
 	// removing a finished task's worktree leaves it.
-	fakes.Git(t, h.repo, "branch", fmt.Sprintf("peal-%s/task-3", scope))
+	fakes.Git(t, h.repo, "branch", h.trees().of(3).branch)
 	if len(leftovers(t, h)) == 0 {
 		t.Fatal("the set-up left nothing to sweep")
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("a signal"))
-	log := slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	_, err := Run(ctx, h.config("PEAL_MAX_PARALLEL=2"), log, h.opts()...)
+	_, err := h.runCtx(ctx, h.config("PEAL_MAX_PARALLEL=2"))
 	if !IsInterrupted(err) {
 		t.Fatalf("err %v, want an interruption\n%s", err, h.log.String())
 	}
@@ -459,6 +450,22 @@ func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
 	if left := leftovers(t, h); len(left) > 0 {
 		t.Fatalf("left behind: %q\n%s", left, h.log.String())
 	}
+}
+
+// trees are the worktrees of the runs of h, as a run makes them.
+func (h *harness) trees() *trees {
+	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
+	return newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo)
+}
+
+// leaveTaskWorktree makes the worktree of task, on its branch, where a run
+// of h makes it, as a run killed in a block leaves it; it returns its path.
+func leaveTaskWorktree(t *testing.T, h *harness, task int) string {
+	t.Helper()
+	tt := h.trees().of(task)
+	os.MkdirAll(filepath.Dir(tt.path), 0o755)
+	fakes.Git(t, h.repo, "worktree", "add", "-q", "-b", tt.branch, tt.path)
+	return tt.path
 }
 
 // gitFails runs git in the harness's repository and returns its error
@@ -677,9 +684,7 @@ func TestWorktreeAddThatFailsLeavesNothing(t *testing.T) {
 	blob := git("x\n", "hash-object", "-w", "--stdin")
 	tree := git("100644 blob "+blob+"\t.GIT\n", "mktree")
 	bad := git("", "commit-tree", tree, "-p", "HEAD", "-m", "bad")
-	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
-	ts := newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo)
-	_, err := ts.add(context.Background(), 1, bad)
+	_, err := h.trees().add(context.Background(), 1, bad)
 	if err == nil || !strings.Contains(err.Error(), "read-tree") || !strings.Contains(err.Error(), ".GIT") {
 		t.Fatalf("add: %v, want git read-tree's refusal of .GIT", err)
 	}
