@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 
 	"peal/internal/fakes"
 	"peal/internal/procs"
+	"peal/state"
 )
 
 // TestStress runs peal from outside, as a user's shell would, and hits it
@@ -187,20 +190,16 @@ func (p *stressProc) diedOf(sig syscall.Signal) bool {
 // or, rotated, the previous one's) holds the start of the run of process pid.
 func recordedRun(t *testing.T, s *sandbox, pid int) bool {
 	t.Helper()
-	for _, name := range []string{"run_record.jsonl", "run_record.prev.jsonl"} {
-		data, err := os.ReadFile(filepath.Join(s.stateDir, name))
-		if os.IsNotExist(err) {
+	for _, name := range []string{state.RecordName, state.RecordPrevName} {
+		events, _, err := state.ReadRecord(filepath.Join(s.stateDir, name))
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		for line := range strings.Lines(string(data)) {
-			var ev struct {
-				Ev  string `json:"ev"`
-				PID int    `json:"pid"`
-			}
-			if json.Unmarshal([]byte(line), &ev) == nil && ev.Ev == "run_start" && ev.PID == pid {
+		for _, ev := range events {
+			if ev.Ev == state.EvRunStart && ev.PID == pid {
 				return true
 			}
 		}
