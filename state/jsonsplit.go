@@ -12,50 +12,62 @@ import "encoding/json"
 // splitObject splits valid JSON text into the members of its object;
 // errNotObject when the value is not an object.
 func splitObject(data []byte) (*object, error) {
-	i := skipSpace(data, 0)
-	if data[i] != '{' {
-		return nil, errNotObject
-	}
 	o := &object{}
-	i = skipSpace(data, i+1)
-	if data[i] == '}' {
-		return o, nil
-	}
-	for {
+	ok, err := splitParts(data, '{', '}', func(i int) (int, error) {
 		end := stringEnd(data, i)
 		key, err := jsonKey(data[i:end])
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		i = skipSpace(data, skipSpace(data, end)+1) // past the colon
 		end = valueEnd(data, i)
 		o.members = append(o.members, member{key, json.RawMessage(data[i:end:end])})
-		i = skipSpace(data, end)
-		if data[i] == '}' {
-			return o, nil
-		}
-		i = skipSpace(data, i+1) // past the comma
+		return end, nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, errNotObject
 	}
+	return o, nil
 }
 
 // splitArray splits valid JSON text into the items of its array; false
 // when the value is not an array.
 func splitArray(data []byte) ([]json.RawMessage, bool) {
-	i := skipSpace(data, 0)
-	if data[i] != '[' {
-		return nil, false
-	}
 	items := []json.RawMessage{}
-	i = skipSpace(data, i+1)
-	if data[i] == ']' {
-		return items, true
-	}
-	for {
+	ok, _ := splitParts(data, '[', ']', func(i int) (int, error) {
 		end := valueEnd(data, i)
 		items = append(items, json.RawMessage(data[i:end:end]))
+		return end, nil
+	})
+	if !ok {
+		return nil, false
+	}
+	return items, true
+}
+
+// splitParts walks the parts (members or items) of the valid JSON value in
+// data, which must open with open (false otherwise) and close with close:
+// part reads the part that starts at its index and returns where it ends.
+func splitParts(data []byte, open, close byte, part func(i int) (int, error)) (bool, error) {
+	i := skipSpace(data, 0)
+	if data[i] != open {
+		return false, nil
+	}
+	i = skipSpace(data, i+1)
+	if data[i] == close {
+		return true, nil
+	}
+	for {
+		end, err := part(i)
+		if err != nil {
+			return true, err
+		}
 		i = skipSpace(data, end)
-		if data[i] == ']' {
-			return items, true
+		if data[i] == close {
+			return true, nil
 		}
 		i = skipSpace(data, i+1) // past the comma
 	}
