@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"peal/config"
 	"peal/internal/procs"
@@ -43,9 +46,135 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 		}
 		reportSelfCPU(b, before)
 	})
+	// What any supervisor pays at the least: the standard library running
+	// each call in its own process group, with the parent-death signal,
+	// both output streams kept; the system calls of each task's durable
+	// writes made bare, on tmpfs (floor-writes-50-tasks); and both together
+	// (floor-50-tasks), the least a run of these 50 tasks can cost.
+	b.Run("captured-exec-100", func(b *testing.B) {
+		before := selfCPU()
+		for b.Loop() {
+			for range 100 {
+				capturedExec(b, bin)
+			}
+		}
+		reportSelfCPU(b, before)
+	})
+	floor := func(calls bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			dir := benchTmpfs(b)
+			before := selfCPU()
+			n := 0
+			for b.Loop() {
+				n++
+				state := filepath.Join(dir, fmt.Sprintf("state-%d", n))
+				if err := os.Mkdir(state, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				for i := range 50 {
+					if calls {
+						capturedExec(b, bin)
+						capturedExec(b, bin)
+					}
+					if err := taskWritesFloor(state, i); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			reportSelfCPU(b, before)
+		}
+	}
+	b.Run("floor-writes-50-tasks", floor(false))
+	b.Run("floor-50-tasks", floor(true))
 	b.Run("peal-100-calls", func(b *testing.B) {
 		benchPlaces(b, func(b *testing.B, dir string) { benchPlan50(b, bin, dir) })
 	})
+}
+
+// capturedExec runs bin as the standard library does it with both streams
+// kept, in a process group of its own that dies with this process.
+func capturedExec(b *testing.B, bin string) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchTmpfs is a fresh folder on tmpfs (benchTmpfsParent).
+func benchTmpfs(b *testing.B) string {
+	parent := benchTmpfsParent()
+	dir, err := os.MkdirTemp(parent, "peal-bench-")
+	if err != nil {
+		b.Skipf("no %s here: %v", parent, err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// taskWritesFloor makes, as bare system calls, the writes one task of a
+// run needs at the least: its ticket folder and lock, retry-state.json
+// when the attempt starts, close-summary.md, retry-state.json when it ends
+// and the folder synced, then state.json replaced and its folder synced;
+// each file a temporary one written, synced and renamed over the old. No
+// check against a concurrent writer, no encoding, no run record.
+func taskWritesFloor(state string, task int) error {
+	var body [512]byte
+	replace := func(dir int, name string) error {
+		tmp := "." + name + ".tmp"
+		fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = unix.Write(fd, body[:])
+		if err == nil {
+			err = unix.Fsync(fd)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		return unix.Renameat(dir, tmp, dir, name)
+	}
+	sd, err := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sd)
+	name := fmt.Sprintf("task-%d", task)
+	if err := unix.Mkdirat(sd, name, 0o755); err != nil {
+		return err
+	}
+	td, err := unix.Openat(sd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(td)
+	lock, err := unix.Openat(td, "retry-state.lock", unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(lock)
+	if err := unix.Flock(lock, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return err
+	}
+	for _, name := range []string{"retry-state.json", "close-summary.md", "retry-state.json"} {
+		if err := replace(td, name); err != nil {
+			return err
+		}
+	}
+	if err := unix.Fsync(td); err != nil {
+		return err
+	}
+	if err := unix.Flock(lock, unix.LOCK_UN); err != nil {
+		return err
+	}
+	if err := replace(sd, "state.json"); err != nil {
+		return err
+	}
+	return unix.Fsync(sd)
 }
 
 func benchPlan50(b *testing.B, bin, dir string) {

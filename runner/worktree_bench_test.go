@@ -59,11 +59,7 @@ func bigRepo(b *testing.B, parent string) (string, string) {
 // benchPlaces are the folders the worktree benchmarks run in: the memory
 // folder and the temporary folder the process was given (a disk).
 func benchPlaces(b *testing.B, run func(b *testing.B, dir string)) {
-	tmpfs := os.Getenv("PEAL_BENCH_DIR")
-	if tmpfs == "" {
-		tmpfs = "/dev/shm"
-	}
-	for _, where := range []struct{ name, parent string }{{"disk", testbin.DiskTemp}, {"tmpfs", tmpfs}} {
+	for _, where := range []struct{ name, parent string }{{"disk", testbin.DiskTemp}, {"tmpfs", benchTmpfsParent()}} {
 		b.Run(where.name, func(b *testing.B) {
 			if _, err := os.Stat(where.parent); err != nil {
 				b.Skipf("no %s here", where.parent)
@@ -76,6 +72,15 @@ func benchPlaces(b *testing.B, run func(b *testing.B, dir string)) {
 			run(b, dir)
 		})
 	}
+}
+
+// benchTmpfsParent is where the tmpfs cases run: PEAL_BENCH_DIR, or
+// /dev/shm.
+func benchTmpfsParent() string {
+	if dir := os.Getenv("PEAL_BENCH_DIR"); dir != "" {
+		return dir
+	}
+	return "/dev/shm"
 }
 
 // BenchmarkWorktreeAdd10kFiles: making and removing the worktree of one task
