@@ -62,7 +62,7 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 	})
 	floor := func(calls bool) func(b *testing.B) {
 		return func(b *testing.B) {
-			dir := benchTmpfs(b)
+			dir := benchDir(b, benchTmpfsParent())
 			before := selfCPU()
 			n := 0
 			for b.Loop() {
@@ -101,17 +101,6 @@ func capturedExec(b *testing.B, bin string) {
 	if err := cmd.Run(); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// benchTmpfs is a fresh folder on tmpfs (benchTmpfsParent).
-func benchTmpfs(b *testing.B) string {
-	parent := benchTmpfsParent()
-	dir, err := os.MkdirTemp(parent, "peal-bench-")
-	if err != nil {
-		b.Skipf("no %s here: %v", parent, err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // taskWritesFloor makes, as bare system calls, the writes one task of a

@@ -60,18 +60,22 @@ func bigRepo(b *testing.B, parent string) (string, string) {
 // folder and the temporary folder the process was given (a disk).
 func benchPlaces(b *testing.B, run func(b *testing.B, dir string)) {
 	for _, where := range []struct{ name, parent string }{{"disk", testbin.DiskTemp}, {"tmpfs", benchTmpfsParent()}} {
-		b.Run(where.name, func(b *testing.B) {
-			if _, err := os.Stat(where.parent); err != nil {
-				b.Skipf("no %s here", where.parent)
-			}
-			dir, err := os.MkdirTemp(where.parent, "peal-bench-")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer os.RemoveAll(dir)
-			run(b, dir)
-		})
+		b.Run(where.name, func(b *testing.B) { run(b, benchDir(b, where.parent)) })
 	}
+}
+
+// benchDir is a fresh folder in parent, removed after the benchmark; the
+// benchmark is skipped where parent does not exist.
+func benchDir(b *testing.B, parent string) string {
+	if _, err := os.Stat(parent); err != nil {
+		b.Skipf("no %s here", parent)
+	}
+	dir, err := os.MkdirTemp(parent, "peal-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // benchTmpfsParent is where the tmpfs cases run: PEAL_BENCH_DIR, or
