@@ -671,19 +671,9 @@ func TestWorktreeMergeFails(t *testing.T) {
 func TestWorktreeAddThatFailsLeavesNothing(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, "## Task 1\nx\n")
-	git := func(stdin string, args ...string) string {
-		cmd := exec.Command("git", append([]string{"-C", h.repo}, args...)...)
-		cmd.Env = append(os.Environ(), fakes.GitEnv...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	blob := git("x\n", "hash-object", "-w", "--stdin")
-	tree := git("100644 blob "+blob+"\t.GIT\n", "mktree")
-	bad := git("", "commit-tree", tree, "-p", "HEAD", "-m", "bad")
+	blob := fakes.GitIn(t, h.repo, "x\n", "hash-object", "-w", "--stdin")
+	tree := fakes.GitIn(t, h.repo, "100644 blob "+blob+"\t.GIT\n", "mktree")
+	bad := fakes.Git(t, h.repo, "commit-tree", tree, "-p", "HEAD", "-m", "bad")
 	_, err := h.trees().add(context.Background(), 1, bad)
 	if err == nil || !strings.Contains(err.Error(), "read-tree") || !strings.Contains(err.Error(), ".GIT") {
 		t.Fatalf("add: %v, want git read-tree's refusal of .GIT", err)

@@ -26,8 +26,21 @@ func Git(t interface {
 	Fatalf(string, ...any)
 }, dir string, args ...string) string {
 	t.Helper()
+	return GitIn(t, dir, "", args...)
+}
+
+// GitIn is Git with stdin as git's standard input (hash-object --stdin,
+// mktree); none when it is empty.
+func GitIn(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, dir, stdin string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
 	cmd.Env = append(os.Environ(), GitEnv...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %v: %v %s", args, err, out)
