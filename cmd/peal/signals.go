@@ -83,18 +83,6 @@ func (s *signals) lose() {
 	}
 }
 
-// release stops catching the signals and ends the watchers: for a test
-// that watched them in its own process. peal catches them until it exits.
-func (s *signals) release() {
-	s.once.Do(func() {
-		signal.Stop(s.ch)
-		signal.Stop(s.pipe)
-		close(s.stopped)
-		s.cancel(nil)
-		s.hard()
-	})
-}
-
 // signalCause is the cause of a context cancelled by a signal (or by the
 // loss of peal's output, as SIGPIPE).
 type signalCause struct{ sig syscall.Signal }

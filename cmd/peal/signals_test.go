@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -385,5 +386,17 @@ func TestSignalDuringStartupCleanup(t *testing.T) {
 		// The finish ignores SIGTERM and the grace is 600 s: only the second
 		// signal ends the wait.
 		run(t, fakes.Outcome{Hang: true, IgnoreTerm: true, TermFile: term}, "600", syscall.SIGINT, syscall.SIGINT)
+	})
+}
+
+// release stops catching the signals and ends the watchers of a test that
+// watched them in its own process. peal itself catches them until it exits.
+func (s *signals) release() {
+	s.once.Do(func() {
+		signal.Stop(s.ch)
+		signal.Stop(s.pipe)
+		close(s.stopped)
+		s.cancel(nil)
+		s.hard()
 	})
 }
