@@ -29,6 +29,8 @@ type agent struct {
 	// off, so a failure comes back at once; tests through peal leave them
 	// as they are, since capping them is peal's job.
 	setup func(t *testing.T, home, url, key string, capRetries bool) []string
+	// protocol is the model API the CLI speaks.
+	protocol mockllm.Protocol
 	// plan and execute are the argv after the binary of a read-only and a
 	// writing call, the prompt being on stdin.
 	plan, execute []string
@@ -36,7 +38,8 @@ type agent struct {
 
 var agents = []agent{
 	{
-		kind: "claude",
+		kind:     "claude",
+		protocol: mockllm.Anthropic,
 		setup: func(t *testing.T, home, url, key string, capRetries bool) []string {
 			env := []string{
 				"ANTHROPIC_BASE_URL=" + url,
@@ -60,7 +63,8 @@ var agents = []agent{
 		execute: []string{"-p", "--permission-mode", "acceptEdits"},
 	},
 	{
-		kind: "codex",
+		kind:     "codex",
+		protocol: mockllm.Responses,
 		setup: func(t *testing.T, home, url, key string, capRetries bool) []string {
 			// A provider of our own: it speaks the Responses API over plain
 			// HTTP (the built-in one tries WebSockets first), and a model
@@ -83,7 +87,8 @@ var agents = []agent{
 		execute: []string{"exec", "-s", "workspace-write", "-"},
 	},
 	{
-		kind: "gemini",
+		kind:     "gemini",
+		protocol: mockllm.Gemini,
 		setup: func(t *testing.T, home, url, key string, capRetries bool) []string {
 			if key == "" {
 				// No settings and no key: the CLI stops before any request.
@@ -102,7 +107,8 @@ var agents = []agent{
 		execute: []string{"--skip-trust", "--approval-mode", "yolo", "-m", "gemini-2.5-flash", "-p", ""},
 	},
 	{
-		kind: "opencode",
+		kind:     "opencode",
+		protocol: mockllm.Chat,
 		setup: func(t *testing.T, home, url, key string, capRetries bool) []string {
 			auth := ""
 			if key != "" {

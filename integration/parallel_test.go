@@ -94,118 +94,192 @@ func reviewModel(t *testing.T) string {
 // work. Nothing is left behind.
 func TestPealParallelWorktrees(t *testing.T) {
 	t.Parallel()
-	eachAgent(t, func(t *testing.T, a agent) {
-		bin := findCLI(t, a.kind)
-		peal := pealBin(t)
-		sb := newSandbox(t, filepath.Dir(bin))
-		srv := mockllm.New(blockScript(), mockllm.WithKey(testKey))
-		t.Cleanup(srv.Close)
-		root := filepath.Dir(sb.repo)
-		plan, state, logFile := filepath.Join(root, "plan.md"), filepath.Join(root, "state"), filepath.Join(root, "peal.log")
-		var body strings.Builder
-		for i, f := range blockFiles {
-			fmt.Fprintf(&body, "## Task %d (parallel)\n\nTASK-%d write %s.\n\n", i+1, i+1, f.name)
+	eachAgent(t, func(t *testing.T, a agent) { parallelBlock(t, a, nil) })
+}
+
+// TestPealParallelWorktreesTwoCLIs: the same block with two real CLIs of
+// different kinds, claude as the primary and codex as the fallback. The
+// model refuses claude's requests for tasks 2 and 4 (an HTTP 400), so each
+// of their calls fails on its first attempt and is done by codex on its
+// second: both CLIs work in the block's worktrees at the same time, and
+// codex's work on task 4 is the one that conflicts.
+func TestPealParallelWorktreesTwoCLIs(t *testing.T) {
+	t.Parallel()
+	primary, fallback := agentOf(t, "claude"), agentOf(t, "codex")
+	parallelBlock(t, primary, &fallback)
+}
+
+// agentOf is the agent of kind.
+func agentOf(t *testing.T, kind string) agent {
+	for _, a := range agents {
+		if a.kind == kind {
+			return a
 		}
-		writeFile(t, plan, body.String())
-		// Merge commits, and stet's notes, need an identity.
-		writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
-		env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
-		withStet := os.Getenv("PEAL_STET_BIN") != ""
-		stetCalls := filepath.Join(root, "stet-calls")
-		if withStet {
-			stetDir := filepath.Join(root, "stet-bin")
-			os.MkdirAll(stetDir, 0o755)
-			// stet behind a wrapper that notes when each command of each task
-			// starts and ends, in which folder and with which state folder.
-			if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), stetCalls)), 0o755); err != nil {
-				t.Fatal(err)
+	}
+	t.Fatalf("no agent %s", kind)
+	return agent{}
+}
+
+// refusedTasks are the tasks whose every request the primary CLI sends is
+// refused when a fallback CLI takes part.
+var refusedTasks = []int{2, 4}
+
+// parallelBlock runs the block of TestPealParallelWorktrees through a, and
+// fb as the fallback when it is set (see TestPealParallelWorktreesTwoCLIs).
+func parallelBlock(t *testing.T, a agent, fb *agent) {
+	bin := findCLI(t, a.kind)
+	peal := pealBin(t)
+	sb := newSandbox(t, filepath.Dir(bin))
+	script := blockScript()
+	if fb != nil {
+		var refuse []mockllm.Rule
+		for _, n := range refusedTasks {
+			for _, text := range []string{fmt.Sprintf("TASK-%d ", n), fmt.Sprintf("PLAN-%d:", n)} {
+				refuse = append(refuse, mockllm.Rule{Contains: text, Protocol: a.protocol,
+					Replies: []mockllm.Reply{{Fail: &mockllm.Failure{Status: 400, Message: "this task is not for this model"}}}})
 			}
-			env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
-			for i, kv := range env {
-				if strings.HasPrefix(kv, "PATH=") {
-					env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
+		}
+		script.Rules = append(refuse, script.Rules...)
+	}
+	srv := mockllm.New(script, mockllm.WithKey(testKey))
+	t.Cleanup(srv.Close)
+	root := filepath.Dir(sb.repo)
+	plan, state, logFile := filepath.Join(root, "plan.md"), filepath.Join(root, "state"), filepath.Join(root, "peal.log")
+	var body strings.Builder
+	for i, f := range blockFiles {
+		fmt.Fprintf(&body, "## Task %d (parallel)\n\nTASK-%d write %s.\n\n", i+1, i+1, f.name)
+	}
+	writeFile(t, plan, body.String())
+	// Merge commits, and stet's notes, need an identity.
+	writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
+	env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
+	args := []string{"run", "--plan", plan, "--repo", sb.repo, "--state-dir", state,
+		"--agent-kind", a.kind, "--agent-cmd", bin, "--max-parallel", "2", "--commit-after-phase2", "--log-file", logFile}
+	if fb != nil {
+		env = append(env, fb.setup(t, sb.home, srv.URL, testKey, false)...)
+		// A second attempt, which is the fallback's.
+		args = append(args, "--fallback-agent-kind", fb.kind, "--fallback-agent-cmd", findCLI(t, fb.kind), "--phase-retry-count", "1")
+	}
+	withStet := os.Getenv("PEAL_STET_BIN") != ""
+	stetCalls := filepath.Join(root, "stet-calls")
+	if withStet {
+		stetDir := filepath.Join(root, "stet-bin")
+		os.MkdirAll(stetDir, 0o755)
+		// stet behind a wrapper that notes when each command of each task
+		// starts and ends, in which folder and with which state folder.
+		if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), stetCalls)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
+		for i, kv := range env {
+			if strings.HasPrefix(kv, "PATH=") {
+				env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
+			}
+		}
+	}
+	start := time.Now()
+	r := run(t, sb.repo, env, nil, 20*time.Minute, append([]string{peal}, args...)...)
+	t.Logf("%s (fallback %v): block of 4 (stet %v) in %s", a.kind, fb != nil, withStet, time.Since(start).Round(time.Millisecond))
+	if r.code != 0 {
+		t.Fatalf("want exit 0\n%s\nmock requests:\n%s", r, describe(srv))
+	}
+	for _, f := range []struct{ name, content string }{{"one.txt", "one\n"}, {"two.txt", "two\n"}, {"shared.txt", "four\n"}} {
+		if got, err := os.ReadFile(filepath.Join(sb.repo, f.name)); err != nil || string(got) != f.content {
+			t.Errorf("%s = %q (%v), want %q", f.name, got, err, f.content)
+		}
+	}
+	gitOut := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = sb.repo, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if st := gitOut("status", "--porcelain"); st != "" {
+		t.Errorf("work tree not clean: %q", st)
+	}
+	// No worktree, run branch, git lock file or worktrees folder entry
+	// is left; task 4's first try stays on its kept branch.
+	if left := fakes.WorktreeLeftovers(t, sb.repo, state); len(left) > 0 {
+		t.Errorf("left behind: %q", left)
+	}
+	branches := strings.Fields(gitOut("for-each-ref", "--format=%(refname:short)", "refs/heads/"))
+	kept := slices.DeleteFunc(slices.Clone(branches), func(b string) bool { return !strings.HasPrefix(b, "peal-kept/task-4-") })
+	if len(branches) != 2 || len(kept) != 1 {
+		t.Errorf("branches %q, want the work tree's and task 4's kept one", branches)
+	}
+	var sum struct {
+		Completed []int `json:"tasks_completed"`
+		Parallel  []struct {
+			Task     int      `json:"task"`
+			Merged   bool     `json:"merged"`
+			Conflict []string `json:"conflict_files"`
+		} `json:"parallel_tasks"`
+	}
+	data, _ := os.ReadFile(filepath.Join(state, "run_summary.json"))
+	if err := json.Unmarshal(data, &sum); err != nil || !reflect.DeepEqual(sum.Completed, []int{1, 2, 3, 4}) || len(sum.Parallel) != 4 ||
+		!sum.Parallel[0].Merged || !sum.Parallel[1].Merged || !sum.Parallel[2].Merged || sum.Parallel[3].Merged ||
+		!reflect.DeepEqual(sum.Parallel[3].Conflict, []string{"shared.txt"}) {
+		t.Errorf("run summary %s", data)
+	}
+	// Each execute of the block told the model where the CLI works: the
+	// task's worktree; the retry of task 4 worked in the work tree.
+	for n := 1; n <= 4; n++ {
+		var where []string
+		for _, req := range modelRequests(srv) {
+			// Side requests (a title) offer no tool; some CLIs send the
+			// first turn twice.
+			if len(req.Tools) > 0 && req.ToolResults == 0 && strings.Contains(req.UserText, fmt.Sprintf("PLAN-%d:", n)) {
+				switch {
+				case strings.Contains(string(req.Body), filepath.Join(state, "worktrees", fmt.Sprintf("task-%d", n))):
+					where = append(where, "worktree")
+				case strings.Contains(string(req.Body), sb.repo):
+					where = append(where, "repo")
+				default:
+					where = append(where, "?")
 				}
 			}
 		}
-		start := time.Now()
-		r := run(t, sb.repo, env, nil, 20*time.Minute, peal, "run", "--plan", plan, "--repo", sb.repo, "--state-dir", state,
-			"--agent-kind", a.kind, "--agent-cmd", bin, "--max-parallel", "2", "--commit-after-phase2", "--log-file", logFile)
-		t.Logf("%s: block of 4 (stet %v) in %s", a.kind, withStet, time.Since(start).Round(time.Millisecond))
-		if r.code != 0 {
-			t.Fatalf("want exit 0\n%s\nmock requests:\n%s", r, describe(srv))
+		where = slices.Compact(where)
+		want := []string{"worktree"}
+		if n == 4 {
+			want = []string{"worktree", "repo"}
 		}
-		for _, f := range []struct{ name, content string }{{"one.txt", "one\n"}, {"two.txt", "two\n"}, {"shared.txt", "four\n"}} {
-			if got, err := os.ReadFile(filepath.Join(sb.repo, f.name)); err != nil || string(got) != f.content {
-				t.Errorf("%s = %q (%v), want %q", f.name, got, err, f.content)
+		if !reflect.DeepEqual(where, want) {
+			t.Errorf("task %d's executes worked in %q, want %q", n, where, want)
+		}
+	}
+	if fb != nil {
+		// Which CLI did each task's writing: the protocol of the first
+		// turns of its executes that the model answered.
+		refused := 0
+		for _, req := range modelRequests(srv) {
+			if req.Status == http.StatusBadRequest {
+				refused++
 			}
 		}
-		gitOut := func(args ...string) string {
-			cmd := exec.Command("git", args...)
-			cmd.Dir, cmd.Env = sb.repo, env
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("git %v: %v\n%s", args, err, out)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		if st := gitOut("status", "--porcelain"); st != "" {
-			t.Errorf("work tree not clean: %q", st)
-		}
-		// No worktree, run branch, git lock file or worktrees folder entry
-		// is left; task 4's first try stays on its kept branch.
-		if left := fakes.WorktreeLeftovers(t, sb.repo, state); len(left) > 0 {
-			t.Errorf("left behind: %q", left)
-		}
-		branches := strings.Fields(gitOut("for-each-ref", "--format=%(refname:short)", "refs/heads/"))
-		kept := slices.DeleteFunc(slices.Clone(branches), func(b string) bool { return !strings.HasPrefix(b, "peal-kept/task-4-") })
-		if len(branches) != 2 || len(kept) != 1 {
-			t.Errorf("branches %q, want the work tree's and task 4's kept one", branches)
-		}
-		var sum struct {
-			Completed []int `json:"tasks_completed"`
-			Parallel  []struct {
-				Task     int      `json:"task"`
-				Merged   bool     `json:"merged"`
-				Conflict []string `json:"conflict_files"`
-			} `json:"parallel_tasks"`
-		}
-		data, _ := os.ReadFile(filepath.Join(state, "run_summary.json"))
-		if err := json.Unmarshal(data, &sum); err != nil || !reflect.DeepEqual(sum.Completed, []int{1, 2, 3, 4}) || len(sum.Parallel) != 4 ||
-			!sum.Parallel[0].Merged || !sum.Parallel[1].Merged || !sum.Parallel[2].Merged || sum.Parallel[3].Merged ||
-			!reflect.DeepEqual(sum.Parallel[3].Conflict, []string{"shared.txt"}) {
-			t.Errorf("run summary %s", data)
-		}
-		// Each execute of the block told the model where the CLI works: the
-		// task's worktree; the retry of task 4 worked in the work tree.
+		t.Logf("requests of %s refused: %d", a.kind, refused)
 		for n := 1; n <= 4; n++ {
-			var where []string
+			var by []mockllm.Protocol
 			for _, req := range modelRequests(srv) {
-				// Side requests (a title) offer no tool; some CLIs send the
-				// first turn twice.
-				if len(req.Tools) > 0 && req.ToolResults == 0 && strings.Contains(req.UserText, fmt.Sprintf("PLAN-%d:", n)) {
-					switch {
-					case strings.Contains(string(req.Body), filepath.Join(state, "worktrees", fmt.Sprintf("task-%d", n))):
-						where = append(where, "worktree")
-					case strings.Contains(string(req.Body), sb.repo):
-						where = append(where, "repo")
-					default:
-						where = append(where, "?")
-					}
+				if len(req.Tools) > 0 && req.ToolResults == 0 && req.Status == http.StatusOK && strings.Contains(req.UserText, fmt.Sprintf("PLAN-%d:", n)) {
+					by = append(by, req.Protocol)
 				}
 			}
-			where = slices.Compact(where)
-			want := []string{"worktree"}
-			if n == 4 {
-				want = []string{"worktree", "repo"}
+			want := a.protocol
+			if slices.Contains(refusedTasks, n) {
+				want = fb.protocol
 			}
-			if !reflect.DeepEqual(where, want) {
-				t.Errorf("task %d's executes worked in %q, want %q", n, where, want)
+			if by = slices.Compact(by); !reflect.DeepEqual(by, []mockllm.Protocol{want}) {
+				t.Errorf("task %d's executes answered on %q, want %q only", n, by, want)
 			}
 		}
-		if withStet {
-			reportStet(t, stetCalls, state)
-		}
-	})
+	}
+	if withStet {
+		reportStet(t, stetCalls, state)
+	}
 }
 
 // reportStet reads the notes of the stet wrapper: each task's commands ran

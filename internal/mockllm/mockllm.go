@@ -101,6 +101,10 @@ type Failure struct {
 // already holds k tool results; past the end, the last reply is used.
 type Rule struct {
 	Contains string
+	// Protocol, when set, limits the rule to requests on that protocol:
+	// two CLIs on one server (a primary and a fallback of another kind)
+	// can be answered apart.
+	Protocol Protocol
 	Replies  []Reply
 }
 
@@ -302,7 +306,8 @@ func (s *Server) pick(req *Request) Reply {
 		return s.script.First[n]
 	}
 	for _, rule := range s.script.Rules {
-		if rule.Contains != "" && !strings.Contains(req.UserText, rule.Contains) {
+		if rule.Contains != "" && !strings.Contains(req.UserText, rule.Contains) ||
+			rule.Protocol != "" && rule.Protocol != req.Protocol {
 			continue
 		}
 		if len(rule.Replies) == 0 {

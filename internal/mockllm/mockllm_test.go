@@ -612,6 +612,30 @@ func TestFirstThenScript(t *testing.T) {
 	}
 }
 
+// A rule limited to a protocol answers only the requests on it; the others
+// go on to the next rule.
+func TestRuleOfAProtocol(t *testing.T) {
+	t.Parallel()
+	s := New(Script{Rules: []Rule{
+		{Contains: "hi", Protocol: Anthropic, Replies: []Reply{{Fail: &Failure{Status: 400, Message: "not this one"}}}},
+		{Contains: "hi", Replies: []Reply{{Text: "fine"}}},
+	}})
+	defer s.Close()
+	for _, p := range protos {
+		a, err := send(t, s, p, "k", "hi", nil, 0, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := http.StatusOK
+		if p.name == Anthropic {
+			want = http.StatusBadRequest
+		}
+		if a.status != want || (want == http.StatusOK && a.text != "fine") {
+			t.Errorf("%s: status %d, %q; want %d", p.name, a.status, a.text, want)
+		}
+	}
+}
+
 func TestWithKey(t *testing.T) {
 	t.Parallel()
 	s := New(Script{First: []Reply{{Text: "first"}}}, WithKey("sk-right"))
