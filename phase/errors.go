@@ -153,10 +153,14 @@ const maxLineLen = 300
 // (titles, links) and two-character escapes.
 var ansi = regexp.MustCompile(`\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])`)
 
+// StripTerminalCodes removes colour and other terminal control sequences
+// from s, and nothing else.
+func StripTerminalCodes(s string) string { return ansi.ReplaceAllString(s, "") }
+
 // Clean removes colour and other terminal control codes from s, and any
 // remaining control character except newline and tab.
 func Clean(s string) string {
-	s = ansi.ReplaceAllString(s, "")
+	s = StripTerminalCodes(s)
 	if !strings.ContainsFunc(s, isStrayControl) {
 		return s
 	}

@@ -65,6 +65,10 @@ type Spec struct {
 	// Detail, when set, tells an observer what the call is doing right now
 	// (e.g. the review's progress); it is handed on in CallInfo.
 	Detail func() string
+	// CombinedOutput sends the child's stderr into its stdout pipe, so that
+	// Stdout (and StdoutSink) hold both streams in the order they were
+	// written, as a terminal shows them; Stderr stays empty.
+	CombinedOutput bool
 }
 
 // Result is what a finished child left behind.
@@ -192,6 +196,9 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	c.cmd.Dir = spec.Dir
 	c.cmd.Env = env
 	c.cmd.Stdout, c.cmd.Stderr = c.out.childOut, c.out.childErr // *os.File: no copying goroutines inside exec
+	if spec.CombinedOutput {
+		c.cmd.Stderr = c.out.childOut
+	}
 	var stdinRead *os.File
 	if spec.Stdin == nil {
 		c.cmd.Stdin = devNull() // or exec would open it for every call

@@ -151,6 +151,22 @@ func TestCallTempDir(t *testing.T) {
 	}
 }
 
+// With CombinedOutput both streams reach Stdout in the order they were
+// written, and the sink sees the same.
+func TestCombinedOutput(t *testing.T) {
+	t.Parallel()
+	var sink strings.Builder
+	spec := Spec{Phase: "check", Argv: []string{"/bin/sh", "-c", "echo one; echo two >&2; echo three; echo four >&2; exit 1"},
+		CombinedOutput: true, StdoutSink: &sink, Timeout: 30 * time.Second, KillGrace: time.Second}
+	res, err := Run(context.Background(), spec)
+	if err != nil || res.ExitCode != 1 {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	if want := "one\ntwo\nthree\nfour\n"; res.Stdout != want || res.Stderr != "" || sink.String() != want {
+		t.Fatalf("stdout %q, stderr %q, sink %q; want %q on stdout only", res.Stdout, res.Stderr, sink.String(), want)
+	}
+}
+
 // Task 0 is a task like any other: its calls get PEAL_TASK_INDEX=0; a call
 // of no task gets none.
 func TestTaskZeroEnv(t *testing.T) {
