@@ -75,7 +75,9 @@ type Config struct {
 	ContinueWithRemainingTasks bool             `key:"continue_with_remaining_tasks" default:"false" help:"Record a failed task and go on with the next (exit 2)"`
 	MaxConsecutiveTaskFailures *uint32          `key:"max_consecutive_task_failures" help:"Stop the run (exit 3) after this many task failures in a row (unset: no cap)"`
 	MaxAddressRounds           uint32           `key:"max_address_rounds" default:"5" help:"Most address rounds per task in Phase 3"`
-	OnFindingsRemaining        string           `key:"on_findings_remaining" enum:"fail,warn,defer" default:"fail" help:"What a task left with findings after the last round does"`
+	OnFindingsRemaining        string           `key:"on_findings_remaining" enum:"fail,warn,defer" default:"fail" help:"What a task left with findings or failing checks after the last round does"`
+	CheckCommands              []string         `key:"check_commands" flag:"check-command" kind:"shell" help:"The project's checks (tests, build, linters), run in order through sh -c in the task's work tree after every execute and address round; a failing one goes to the agent to fix (variable: one command per line; flag: once per command)"`
+	CheckTimeoutSec            *uint64          `key:"check_timeout_sec" help:"Timeout of each check command, in seconds (unset: phase_timeout_sec)"`
 	OnStetFail                 string           `key:"on_stet_fail" enum:"fail,retry_once,skip" default:"fail" help:"What a failed stet call does"`
 	StetPath                   string           `key:"stet_path" kind:"path" help:"stet executable (unset: stet on PATH)"`
 	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"No effect (a warning): each task's review session starts at the commit before the task"`

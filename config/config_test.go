@@ -70,6 +70,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		KindString: {"x", `"x"`}, KindPath: {"p", `"p"`}, KindBool: {"true", "true"},
 		KindU32: {"7", "7"}, KindU64: {"7", "7"}, KindSeconds: {"7", "7"}, KindF64: {"2.5", "2.5"}, KindLogLevel: {"peal=trace,warn", `"peal=trace,warn"`}, KindCommands: {"a b,c", `["a b", "c"]`},
 		KindArgs: {"a,b", `["a", "b"]`}, KindSeverities: {"Minor", `["Minor"]`}, KindList: {"a,b", `["a", "b"]`}, KindPatterns: {"x|out_of_scope", `[{pattern = "x", reason = "out_of_scope"}]`},
+		KindShell: {"go test ./...\nmake lint", `["go test ./...", "make lint"]`},
 	}
 	for _, k := range Keys {
 		text, tomlText := values[k.Kind][0], values[k.Kind][1]
@@ -119,6 +120,39 @@ func TestListParsing(t *testing.T) {
 	want := []DismissPattern{{"vendor/", "out_of_scope"}, {"gen", "false_positive"}}
 	if len(cfg.StetDismissPatterns) != 2 || cfg.StetDismissPatterns[0] != want[0] || cfg.StetDismissPatterns[1] != want[1] {
 		t.Errorf("patterns = %v, want %v", cfg.StetDismissPatterns, want)
+	}
+}
+
+// Shell commands keep their spaces and commas in every layer: a variable
+// holds one per line, a TOML list one per entry; an empty entry is an error
+// naming the key.
+func TestShellCommandLists(t *testing.T) {
+	t.Parallel()
+	want := []string{"go test ./...", "cd web && npm test -- --run --reporter=dot,summary", "echo 'a, b'"}
+	env := "PEAL_CHECK_COMMANDS=\n  go test ./... \r\n\ncd web && npm test -- --run --reporter=dot,summary\necho 'a, b'\n"
+	cfg, err := Load(Inputs{Env: []string{env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.CheckCommands, want) || cfg.Sources["check_commands"] != SourceEnv {
+		t.Fatalf("from the variable: %q from %s, want %q", cfg.CheckCommands, cfg.Sources["check_commands"], want)
+	}
+	file := writeTOML(t, `check_commands = ["go test ./...", "cd web && npm test -- --run --reporter=dot,summary", "echo 'a, b'"]`+"\n")
+	if cfg, err = Load(Inputs{ConfigPath: file}); err != nil || !slices.Equal(cfg.CheckCommands, want) {
+		t.Fatalf("from the file: %q, %v", cfg.CheckCommands, err)
+	}
+	for _, body := range []string{`check_commands = ["go test ./...", ""]`, `check_commands = ["  "]`} {
+		_, err := Load(Inputs{ConfigPath: writeTOML(t, body+"\n")})
+		if err == nil || !strings.Contains(err.Error(), "key check_commands: entry") || !strings.Contains(err.Error(), "empty command") {
+			t.Errorf("%s: err = %v, want an error naming the key and the empty entry", body, err)
+		}
+	}
+	k, _ := KeyByName("check_commands")
+	if _, err := k.ParseShellCommand(" \n "); err == nil || !strings.Contains(err.Error(), "empty command") {
+		t.Errorf("an empty flag value: err = %v", err)
+	}
+	if got, err := k.ParseShellCommand("make lint"); err != nil || !slices.Equal(got, []string{"make lint"}) {
+		t.Errorf("one flag value: %q, %v", got, err)
 	}
 }
 

@@ -24,6 +24,7 @@ const (
 	KindList            // list of strings; env/flag text splits on commas
 	KindLogLevel        // a level, or tracing-style directives such as "peal=trace,warn"
 	KindF64             // non-negative decimal number
+	KindShell           // list of shell commands; env text has one per line, a flag one per use
 )
 
 // MaxSeconds is the largest value of a seconds key (about 31 years): far
@@ -35,7 +36,7 @@ const MaxSeconds = 1_000_000_000
 // not tell.
 var kindNames = map[string]Kind{
 	"path": KindPath, "seconds": KindSeconds, "commands": KindCommands, "args": KindArgs,
-	"severities": KindSeverities, "loglevel": KindLogLevel,
+	"severities": KindSeverities, "loglevel": KindLogLevel, "shell": KindShell,
 }
 
 // Key describes one configuration key: its names in every layer, its type,
@@ -103,6 +104,7 @@ var kindInfo = map[Kind]struct {
 	KindPatterns:   {"list of {pattern, reason}", "", reflect.TypeFor[[]DismissPattern]()},
 	KindLogLevel:   {"level or directives", "LEVEL", nil},
 	KindF64:        {"number", "N", nil},
+	KindShell:      {"list of shell commands", "CMD", reflect.TypeFor[[]string]()},
 	KindEnum:       {"", "", nil}, // its values
 }
 

@@ -67,6 +67,8 @@ func parseText(k Key, raw string) (any, error) {
 		return x, nil
 	case KindCommands, KindList:
 		return splitCommas(raw), nil
+	case KindShell:
+		return splitLines(raw), nil
 	case KindArgs:
 		return strings.FieldsFunc(raw, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }), nil
 	case KindSeverities:
@@ -115,6 +117,29 @@ func Quote(s string) string {
 		return strconv.Quote(string(r[:60])) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// splitLines splits the text of a list of shell commands, one per line
+// (CRLF read as LF); blank lines are dropped, so that a block of lines in a
+// CI file may end with a newline or hold empty lines.
+func splitLines(raw string) []string {
+	out := []string{}
+	for _, line := range strings.Split(strings.ReplaceAll(raw, "\r\n", "\n"), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// ParseShellCommand is one use of the flag of a KindShell key: one command
+// (or, holding newlines, one per line). An empty one is refused.
+func (k Key) ParseShellCommand(text string) ([]string, error) {
+	cmds := splitLines(text)
+	if len(cmds) == 0 {
+		return nil, fmt.Errorf("an empty command: give the command to run, as a shell would (e.g. %s)", Quote("go test ./..."))
+	}
+	return cmds, nil
 }
 
 func splitCommas(raw string) []string {
@@ -267,7 +292,7 @@ func parseTOML(k Key, v any) (any, error) {
 			return nil, fmt.Errorf("invalid value %v: want a non-negative number", v)
 		}
 		return x, nil
-	case KindCommands, KindArgs, KindSeverities, KindList:
+	case KindCommands, KindArgs, KindSeverities, KindList, KindShell:
 		list, ok := v.([]any)
 		if !ok {
 			return nil, wrongType()
@@ -280,8 +305,15 @@ func parseTOML(k Key, v any) (any, error) {
 			}
 			out = append(out, s)
 		}
-		if k.Kind == KindSeverities {
+		switch k.Kind {
+		case KindSeverities:
 			return checkSeverities(out)
+		case KindShell:
+			for i, c := range out {
+				if out[i] = strings.TrimSpace(c); out[i] == "" {
+					return nil, fmt.Errorf("entry %d is an empty command: remove it or give the command to run", i+1)
+				}
+			}
 		}
 		return out, nil
 	case KindPatterns:

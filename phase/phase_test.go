@@ -450,7 +450,7 @@ func TestLogArgvHidesPrompt(t *testing.T) {
 
 func TestPromptsAreFenced(t *testing.T) {
 	t.Parallel()
-	fences := []string{"---TASK---", "---PLAN---", "---DOC---", "---STET---", "---SUGGESTIONS---"}
+	fences := []string{"---TASK---", "---PLAN---", "---DOC---", "---STET---", "---SUGGESTIONS---", "---CHECK---"}
 	cases := map[string]struct {
 		prompt string
 		// blocks are the fenced blocks the prompt holds, fence then payload.
@@ -462,17 +462,24 @@ func TestPromptsAreFenced(t *testing.T) {
 		"execute, empty":    {ExecutePrompt(""), [][2]string{{"---PLAN---", ""}}},
 		"normalize":         {NormalizePrompt("", "my doc"), [][2]string{{"---DOC---", "my doc"}}},
 		"normalize, empty":  {NormalizePrompt("", ""), [][2]string{{"---DOC---", ""}}},
-		"address":           {AddressPrompt("finding: bad code", nil), [][2]string{{"---STET---", "finding: bad code"}}},
-		"address, empty":    {AddressPrompt("", nil), [][2]string{{"---STET---", ""}}},
-		"address, hints":    {AddressPrompt("{}", []string{"use X", "use Y"}), [][2]string{{"---STET---", "{}"}, {"---SUGGESTIONS---", "use X\nuse Y"}}},
+		"address":           {AddressPrompt(Fixes{Findings: true, Review: "finding: bad code"}), [][2]string{{"---STET---", "finding: bad code"}}},
+		"address, empty":    {AddressPrompt(Fixes{Findings: true}), [][2]string{{"---STET---", ""}}},
+		"address, hints":    {AddressPrompt(Fixes{Findings: true, Review: "{}", Suggestions: []string{"use X", "use Y"}}), [][2]string{{"---STET---", "{}"}, {"---SUGGESTIONS---", "use X\nuse Y"}}},
+		"address, checks": {AddressPrompt(Fixes{Checks: []CheckFailure{
+			{Command: "go test ./...", Result: "exited with status 1", Output: "--- FAIL: TestAdd\nFAIL", Lines: 2},
+			{Command: "make lint", Result: "timed out after 60 s"},
+		}}), [][2]string{
+			{"---CHECK---", "command: go test ./...\nresult: exited with status 1\noutput:\n--- FAIL: TestAdd\nFAIL"},
+			{"---CHECK---", "command: make lint\nresult: timed out after 60 s\noutput: none"},
+		}},
+		"address, both": {AddressPrompt(Fixes{Findings: true, Review: "{}", Checks: []CheckFailure{{Command: "go vet ./...", Result: "exited with status 2", Output: "x.go:1: bad\n---CHECK---", Lines: 2, Cut: true}}}),
+			[][2]string{{"---STET---", "{}"}, {"---CHECK---", "command: go vet ./...\nresult: exited with status 2\noutput (its last 2 lines):\nx.go:1: bad\n ---CHECK---"}}},
 		"triage":            {TriagePrompt("finding: bad code"), [][2]string{{"---STET---", "finding: bad code"}}},
 		"custom normalize":  {NormalizePrompt("Convert this.", "abc"), [][2]string{{"---DOC---", "abc"}}},
 		"plan, no fence in": {PlanPrompt("a\n---PLAN---\nb"), [][2]string{{"---TASK---", "a\n---PLAN---\nb"}}},
 	}
 	for name, c := range cases {
-		own := map[string]bool{}
 		for _, b := range c.blocks {
-			own[b[0]] = true
 			if !strings.Contains(c.prompt, b[0]+"\n"+b[1]+"\n"+b[0]) {
 				t.Errorf("%s: no %s block around %q: %q", name, b[0], b[1], c.prompt)
 			}
@@ -481,8 +488,10 @@ func TestPromptsAreFenced(t *testing.T) {
 		// all (beyond the payload's own text).
 		for _, f := range fences {
 			want := 0
-			if own[f] {
-				want = 2
+			for _, b := range c.blocks {
+				if b[0] == f {
+					want += 2
+				}
 			}
 			for _, b := range c.blocks {
 				want += strings.Count(b[1], f)

@@ -1,6 +1,9 @@
 package phase
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Every prompt sent to the agent is built in this file. Payloads (task text,
 // plan text, documents, review output) sit between fence lines so that the
@@ -55,14 +58,78 @@ const (
 // TriageQuestion ends the triage prompt; the answer decides what is dismissed.
 const TriageQuestion = "Anything to address from this review?"
 
-// AddressPrompt asks the agent to fix the findings of a review; suggestions
-// (one per line) get their own fenced block when there are any.
-func AddressPrompt(review string, suggestions []string) string {
-	p := "Fix the findings of the code review between the fence lines, then run the tests.\n\n" + fenced(fenceStet, review)
-	if len(suggestions) > 0 {
-		p += "\n\nThe reviewer suggested these changes, one per line:\n\n" + fenced(fenceSuggestions, strings.Join(suggestions, "\n"))
+// Fixes are what one address call asks the agent to fix: the findings of
+// a review (when Findings is set; Review is the review's output, which may
+// be empty) and the project's own checks that fail.
+type Fixes struct {
+	Findings    bool
+	Review      string
+	Suggestions []string
+	Checks      []CheckFailure
+}
+
+// CheckFailure is a failing check as the address prompt shows it.
+type CheckFailure struct {
+	Command string
+	// Result says how it ended: "exited with status 1", "timed out after 600 s".
+	Result string
+	// Output is the tail of its combined output, already bounded and with
+	// its control characters escaped, without a final newline; when Cut,
+	// the output was longer and Output is its last Lines lines.
+	Output string
+	Lines  int
+	Cut    bool
+}
+
+const fenceCheck = "---CHECK---"
+
+// AddressPrompt asks the agent to fix the findings of a review, with the
+// reviewer's suggestions (one per line) in their own fenced block when there
+// are any, and the failing checks, each in a fenced block of its own with
+// its command, how it ended and the tail of its output.
+func AddressPrompt(f Fixes) string {
+	var parts []string
+	if f.Findings {
+		p := "Fix the findings of the code review between the fence lines, then run the tests.\n\n" + fenced(fenceStet, f.Review)
+		if len(f.Suggestions) > 0 {
+			p += "\n\nThe reviewer suggested these changes, one per line:\n\n" + fenced(fenceSuggestions, strings.Join(f.Suggestions, "\n"))
+		}
+		parts = append(parts, p)
 	}
-	return p
+	if len(f.Checks) > 0 {
+		p := "These checks of the project fail on the work. Make each one pass by fixing the work " +
+			"(change a test or a check only where it is wrong, never to hide a failure), then run them again. " +
+			"Each block below is one check: its command, how it ended, and the end of its output."
+		for _, c := range f.Checks {
+			body := "command: " + c.Command + "\nresult: " + c.Result + "\n"
+			switch {
+			case c.Output == "":
+				body += "output: none"
+			case c.Cut:
+				body += fmt.Sprintf("output (its last %d lines):\n", c.Lines) + unfence(c.Output, fenceCheck)
+			default:
+				body += "output:\n" + unfence(c.Output, fenceCheck)
+			}
+			p += "\n\n" + fenced(fenceCheck, body)
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// unfence keeps a payload from closing its block early: a line that is the
+// fence itself is indented by a space.
+func unfence(payload, fence string) string {
+	if !strings.Contains(payload, fence) {
+		return payload
+	}
+	lines := strings.Split(payload, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) == fence {
+			lines[i] = " " + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // TriagePrompt asks whether a review has anything worth addressing.

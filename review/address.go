@@ -13,84 +13,166 @@ import (
 	"strings"
 
 	"peal/agent"
+	"peal/check"
 	"peal/phase"
 )
 
 // Result is how Phase 3 of a task ended.
 type Result struct {
 	Err          error   // nil: Phase 3 let the task complete
-	FindingsLeft bool    // completed with findings left (on_findings_remaining = warn, or skip after a failed loop)
-	Deferred     bool    // findings left under on_findings_remaining = defer
+	FindingsLeft bool    // completed with findings or failing checks left (on_findings_remaining = warn, or skip after a failed loop)
+	Deferred     bool    // findings or failing checks left under on_findings_remaining = defer
 	Leftover     *Review // the last review, when findings were left
-	Skipped      bool    // Phase 3 was skipped under on_stet_fail = skip
+	Skipped      bool    // the review was skipped under on_stet_fail = skip
+	// Checks is the last run of the project's checks when it tells how
+	// the task left its tree (nil: no check ran, or the tree changed
+	// after it); FailedChecks are the checks charged to the task that
+	// still failed after its last round.
+	Checks       check.Run
+	FailedChecks []check.Result
+}
+
+// standing is what is left to fix after a review and a run of the
+// checks: the review's findings, and the checks that fail and are the
+// task's to fix (not in red, the checks that failed before it).
+type standing struct {
+	review Review
+	checks check.Run // the latest run; nil without checks
+	red    check.Set
+}
+
+// failing are the checks the task has to fix.
+func (s standing) failing() []check.Result { return s.checks.Charged(s.red) }
+
+// open reports whether anything is left to fix.
+func (s standing) open() bool { return s.review.Present || len(s.failing()) > 0 }
+
+// count is how much is left: the findings and the failing checks.
+func (s standing) count() int { return s.review.Count() + len(s.failing()) }
+
+// fixes is what an address call is asked to fix.
+func (s standing) fixes() phase.Fixes {
+	f := phase.Fixes{Findings: s.review.Present}
+	if f.Findings {
+		f.Review, f.Suggestions = s.review.Output, s.review.Suggestions()
+	}
+	for _, r := range s.failing() {
+		f.Checks = append(f.Checks, r.Failure())
+	}
+	return f
+}
+
+// leftover is the review to keep for the ticket, when findings are left.
+func (s standing) leftover() *Review {
+	if !s.review.Present {
+		return nil
+	}
+	rv := s.review
+	return &rv
 }
 
 // Review runs Phase 3 of the session's tasks after their execute, their work
-// already committed when Commits() says so: the review, then the address
-// loop while findings remain. task is the index the agent calls carry (the
-// lowest task of a parallel block). on_stet_fail decides what a failed stet
-// call or address loop does; on_findings_remaining what findings left after
-// the last round do.
-func (s *Session) Review(ctx context.Context, task int) Result {
+// already committed when Commits() says so: the review and the project's
+// checks, then the address loop while findings remain or a check the tasks
+// are answerable for fails. red are the checks that failed before the
+// tasks: they are run and reported, never charged to them. task is the
+// index the agent calls carry (the lowest task of a parallel block).
+// on_stet_fail decides what a failed stet call or address loop does;
+// on_findings_remaining what is left after the last round does.
+func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	if s == nil {
 		return Result{}
 	}
-	if s.skipped {
-		return Result{Skipped: true}
-	}
 	rv := s.rv
 	defer s.flushDismissals(ctx, task)
-	first, err := s.review(ctx, task)
-	if err != nil {
-		if ctx.Err() == nil && !endsRun(err) && rv.cfg.OnStetFail == "skip" {
-			rv.log.Warn("review failed; the task finishes without Phase 3 (on_stet_fail = skip)", "task", task, "err", err)
-			return Result{Skipped: true}
+	reviewing, skipped := !s.skipped && rv.Reviews(), s.skipped
+	cur := standing{red: red}
+	if reviewing {
+		var err error
+		if cur.review, err = s.review(ctx, task); err != nil {
+			if ctx.Err() != nil || endsRun(err) || rv.cfg.OnStetFail != "skip" {
+				return Result{Err: err}
+			}
+			rv.log.Warn("review failed; the task finishes without it (on_stet_fail = skip)", "task", task, "err", err)
+			reviewing, skipped, cur.review = false, true, Review{}
 		}
+	}
+	var err error
+	if cur.checks, err = s.check(ctx, task, check.Execute, 0); err != nil {
 		return Result{Err: err}
 	}
-	if !first.Present {
-		return Result{}
+	if !cur.open() {
+		return Result{Skipped: skipped, Checks: cur.checks}
 	}
-	res, err := s.addressLoop(ctx, task, first)
+	res, err := s.addressLoop(ctx, task, cur, reviewing)
 	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) && !isTooLarge(err) {
 		switch rv.cfg.OnStetFail {
 		case "retry_once":
 			rv.log.Warn("address loop failed, running it once more (on_stet_fail = retry_once)", "task", task, "err", err)
-			res, err = s.addressLoop(ctx, task, res.last)
+			res, err = s.addressLoop(ctx, task, res.last, reviewing)
 		case "skip":
-			rv.log.Warn("address loop failed; the task completes with findings left (on_stet_fail = skip)", "task", task, "err", err)
-			return Result{FindingsLeft: true, Leftover: &res.last}
+			return s.skipLoop(ctx, task, res, err, red)
 		}
 	}
 	if err != nil {
 		return Result{Err: err}
 	}
+	last := res.last
 	if res.resolved {
-		rv.log.Info("review findings resolved", "task", task, "rounds", res.rounds)
-		return Result{}
+		rv.log.Info("review findings resolved and checks pass", "task", task, "rounds", res.rounds)
+		return Result{Skipped: skipped, Checks: last.checks}
 	}
+	failing := last.failing()
+	left := Result{Leftover: last.leftover(), Skipped: skipped, Checks: last.checks, FailedChecks: failing}
 	switch rv.cfg.OnFindingsRemaining {
 	case "warn":
-		rv.log.Warn("findings remain after the last address round (on_findings_remaining = warn)", "task", task,
-			"rounds", res.rounds, "remaining", res.last.Count())
-		return Result{FindingsLeft: true, Leftover: &res.last}
+		rv.log.Warn("findings or failing checks remain after the last address round (on_findings_remaining = warn)", "task", task,
+			"rounds", res.rounds, "remaining", last.review.Count(), "failing_checks", len(failing))
+		left.FindingsLeft = true
+		return left
 	case "defer":
-		rv.log.Warn("findings remain: the task is deferred to the next run (on_findings_remaining = defer)", "task", task,
-			"rounds", res.rounds, "remaining", res.last.Count())
-		return Result{Deferred: true, Leftover: &res.last}
+		rv.log.Warn("findings or failing checks remain: the task is deferred to the next run (on_findings_remaining = defer)", "task", task,
+			"rounds", res.rounds, "remaining", last.review.Count(), "failing_checks", len(failing))
+		left.Deferred = true
+		return left
 	}
-	out := res.last.Output
-	if res.last.Stderr != "" {
-		out += "\n" + res.last.Stderr
+	out := ""
+	if last.review.Present {
+		out = last.review.Output
+		if last.review.Stderr != "" {
+			out += "\n" + last.review.Stderr
+		}
 	}
-	head, herr := rv.git.Head(context.WithoutCancel(ctx))
-	if herr != nil {
-		head = "unknown"
+	head, _ := rv.git.Head(context.WithoutCancel(ctx))
+	ferr := &FindingsRemainingError{Task: task, Rounds: res.rounds, Remaining: last.review.Count(), Head: head, Output: out, Checks: failing}
+	rv.log.Error("findings or failing checks remain after the last address round", "task", task, "rounds", res.rounds,
+		"remaining", ferr.Remaining, "failing_checks", len(failing), "head", ferr.Head, "review", out)
+	left.Err = ferr
+	return left
+}
+
+// skipLoop ends Phase 3 after a failed address loop under on_stet_fail =
+// skip: the task completes with its findings left, unless a check it is
+// answerable for fails on the tree the loop left (the checks run once
+// more: the failed call may have changed it), which is never set aside;
+// then the loop's error stands.
+func (s *Session) skipLoop(ctx context.Context, task int, res loopResult, loopErr error, red check.Set) Result {
+	rv := s.rv
+	checks, err := s.check(ctx, task, check.Address, res.rounds)
+	switch {
+	case err != nil:
+		return Result{Err: err}
+	case len(checks.Charged(red)) > 0:
+		rv.log.Error("address loop failed and checks fail: the task fails (a failing check is never set aside)", "task", task, "err", loopErr)
+		return Result{Err: loopErr, Checks: checks}
 	}
-	ferr := &FindingsRemainingError{Task: task, Rounds: res.rounds, Remaining: res.last.Count(), Head: head, Output: out}
-	rv.log.Error("findings remain after the last address round", "task", task, "rounds", res.rounds,
-		"remaining", ferr.Remaining, "head", ferr.Head, "review", out)
-	return Result{Err: ferr, Leftover: &res.last}
+	rv.log.Warn("address loop failed; the task completes with findings left (on_stet_fail = skip)", "task", task, "err", loopErr)
+	return Result{FindingsLeft: true, Leftover: &res.last.review, Checks: checks}
+}
+
+// check runs the project's checks once (none without checks).
+func (s *Session) check(ctx context.Context, task int, stage string, round int) (check.Run, error) {
+	return s.rv.checks.Run(ctx, task, stage, round)
 }
 
 // review runs one review: stet's, or the last custom command (whose non-zero
@@ -128,31 +210,34 @@ func onlyTimeout(res phase.Result) error {
 type loopResult struct {
 	resolved bool
 	rounds   int
-	last     Review // the latest review (the one before a failure, on error)
+	last     standing // the latest review and checks (the ones before a failure, on error)
 }
 
-// addressLoop is the one address loop of both review modes: each round
-// triages (built-in mode: findings not worth a fix are set aside), asks the
-// agent to fix what is left, commits the fix so that the review sees it, and
-// reviews again, until no finding is left or max_address_rounds is used up.
-func (s *Session) addressLoop(ctx context.Context, task int, cur Review) (loopResult, error) {
+// addressLoop is the one address loop of every review mode, and of the
+// checks alone: each round triages (built-in mode: findings not worth a fix
+// are set aside; failing checks never are), asks the agent to fix the
+// findings and the failing checks in one call, commits the fix so that the
+// review sees it, reviews again and runs the checks again, until nothing is
+// left or max_address_rounds is used up. reviewing is false when the
+// session reviews nothing (no review, or it was skipped): only the checks
+// drive the loop.
+func (s *Session) addressLoop(ctx context.Context, task int, cur standing, reviewing bool) (loopResult, error) {
 	rv := s.rv
 	rounds := int(rv.cfg.MaxAddressRounds)
-	stalled := 0 // rounds in a row after which the findings did not go down
+	stalled := 0 // rounds in a row after which what is left did not go down
 	for round := 1; round <= rounds; round++ {
-		rv.log.Info("address round", "task", task, "round", round, "of", rounds, "findings", cur.Count())
-		if rv.Builtin() {
-			next, err := s.triage(ctx, task, cur)
+		rv.log.Info("address round", "task", task, "round", round, "of", rounds, "findings", cur.review.Count(), "failing_checks", len(cur.failing()))
+		if reviewing && rv.Builtin() && cur.review.Present {
+			next, err := s.triage(ctx, task, cur.review)
 			if err != nil {
 				return loopResult{rounds: round, last: cur}, err
 			}
-			if cur = next; !cur.Present {
+			if cur.review = next; !cur.open() {
 				return loopResult{resolved: true, rounds: round, last: cur}, nil
 			}
 		}
-		before := cur.Count()
-		prompt := phase.AddressPrompt(cur.Output, cur.Suggestions())
-		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), prompt); err != nil {
+		before := cur.count()
+		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), phase.AddressPrompt(cur.fixes())); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
 		if rv.Commits() {
@@ -160,22 +245,29 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur Review) (loopRe
 				return loopResult{rounds: round, last: cur}, err
 			}
 		}
-		next, err := s.review(ctx, task)
+		if reviewing {
+			next, err := s.review(ctx, task)
+			if err != nil {
+				return loopResult{rounds: round, last: cur}, err
+			}
+			if rv.Builtin() {
+				next = s.dropGone(ctx, task, cur.review, next)
+			}
+			cur.review = next
+		}
+		checks, err := s.check(ctx, task, check.Address, round)
 		if err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
-		if rv.Builtin() {
-			next = s.dropGone(ctx, task, cur, next)
-		}
-		if cur = next; !cur.Present {
+		if cur.checks = checks; !cur.open() {
 			return loopResult{resolved: true, rounds: round, last: cur}, nil
 		}
-		if stalled++; cur.Count() < before {
+		if stalled++; cur.count() < before {
 			stalled = 0
 		}
 		if p := int(rv.cfg.PlateauRounds); p > 0 && stalled >= p {
-			rv.log.Warn("address loop ends early on a plateau: the findings stopped going down", "task", task,
-				"round", round, "rounds_without_progress", stalled, "findings", cur.Count())
+			rv.log.Warn("address loop ends early on a plateau: what is left stopped going down", "task", task,
+				"round", round, "rounds_without_progress", stalled, "findings", cur.review.Count(), "failing_checks", len(cur.failing()))
 			return loopResult{rounds: round, last: cur}, nil
 		}
 	}

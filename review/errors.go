@@ -5,22 +5,37 @@ import (
 	"fmt"
 	"strings"
 
+	"peal/check"
 	"peal/phase"
 )
 
-// FindingsRemainingError: findings were left after the last address round
-// under on_findings_remaining = "fail".
+// FindingsRemainingError: findings were left, or checks the task is
+// answerable for still failed, after the last address round under
+// on_findings_remaining = "fail".
 type FindingsRemainingError struct {
 	Task      int
 	Rounds    int
 	Remaining int
-	Head      string // HEAD commit of the repo when the loop ended
+	Head      string // HEAD commit of the repo when the loop ended ("": none, or unknown)
 	Output    string // the last review's stdout and stderr
+	// Checks are the checks that still failed.
+	Checks []check.Result
 }
 
 func (e *FindingsRemainingError) Error() string {
-	return fmt.Sprintf("%d finding(s) remain after %d address round(s) at commit %s; last review: %s",
-		e.Remaining, e.Rounds, e.Head, phase.Snippet(e.Output, 80))
+	at := ""
+	if e.Head != "" {
+		at = " at commit " + e.Head
+	}
+	var parts []string
+	if len(e.Checks) > 0 {
+		parts = append(parts, fmt.Sprintf("checks still fail after %d address round(s)%s: %s", e.Rounds, at, check.Summaries(e.Checks, 3)))
+	}
+	if e.Remaining > 0 || len(e.Checks) == 0 {
+		parts = append(parts, fmt.Sprintf("%d finding(s) remain after %d address round(s)%s; last review: %s",
+			e.Remaining, e.Rounds, at, phase.Snippet(e.Output, 80)))
+	}
+	return strings.Join(parts, "; and ")
 }
 
 // IsFindingsRemaining reports whether err is a *FindingsRemainingError.

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"peal/check"
 	"peal/config"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
@@ -46,6 +47,9 @@ type Options struct {
 	Log    *slog.Logger
 	// LookPath finds stet on PATH; nil means config.ResolveCommand.
 	LookPath func(string) (string, error)
+	// Checks are the project's own checks (nil: check_commands unset),
+	// run after each execute and each address round.
+	Checks *check.Checks
 }
 
 // Reviewer runs Phase 3 for the tasks of one run.
@@ -59,6 +63,7 @@ type Reviewer struct {
 	caller phase.Caller
 	dir    string // peal's review folder, {state_dir}/review
 	off    bool   // custom mode only: the commands failed at run start under on_stet_fail = skip
+	checks *check.Checks
 }
 
 // Folder is where peal keeps the review state of a run in state_dir: stet's
@@ -68,10 +73,17 @@ const Folder = "review"
 
 // New decides whether this run has Phase 3 and how it reviews; nil means no
 // Phase 3. A stet_path that is not an executable file is a warning and no
-// Phase 3; no stet on PATH means no Phase 3 either.
+// review; no stet on PATH means no review either. Without a review, the
+// project's checks, when there are any, make Phase 3 alone.
 func New(o Options) *Reviewer {
 	cfg := o.Config
-	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: o.Log, caller: o.Caller}
+	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: o.Log, caller: o.Caller, checks: o.Checks}
+	checksOnly := func() *Reviewer {
+		if rv.checks == nil {
+			return nil
+		}
+		return rv
+	}
 	if abs, err := filepath.Abs(cfg.StateDir); err == nil {
 		rv.dir = filepath.Join(abs, Folder)
 	} else {
@@ -88,8 +100,8 @@ func New(o Options) *Reviewer {
 	path := cfg.StetPath
 	if path != "" {
 		if !Executable(path) {
-			o.Log.Warn("stet_path is not an executable file: Phase 3 is skipped for this run", "stet_path", path)
-			return nil
+			o.Log.Warn("stet_path is not an executable file: this run reviews nothing", "stet_path", path)
+			return checksOnly()
 		}
 	} else {
 		look := o.LookPath
@@ -98,8 +110,8 @@ func New(o Options) *Reviewer {
 		}
 		var err error
 		if path, err = look("stet"); err != nil {
-			o.Log.Info("stet not found on PATH: Phase 3 is skipped for this run")
-			return nil
+			o.Log.Info("stet not found on PATH: this run reviews nothing")
+			return checksOnly()
 		}
 	}
 	attempts := stetAttempts(cfg)
@@ -140,6 +152,18 @@ func Executable(path string) bool {
 // dismiss, sessions and finish exist only there).
 func (rv *Reviewer) Builtin() bool { return rv != nil && rv.stet != nil }
 
+// Reviews reports whether Phase 3 reviews the work (stet, or custom review
+// commands); without, only the project's checks make it.
+func (rv *Reviewer) Reviews() bool { return rv.Builtin() || (rv != nil && len(rv.custom) > 0) }
+
+// Checks are the project's checks Phase 3 runs (nil: none).
+func (rv *Reviewer) Checks() *check.Checks {
+	if rv == nil {
+		return nil
+	}
+	return rv.checks
+}
+
 // Commits reports whether each task's work is committed after its execute
 // and after each address round: always in built-in mode, since stet reviews
 // committed changes only; in custom mode as commit_after_phase2 says.
@@ -161,7 +185,7 @@ func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir st
 		return nil
 	}
 	c := *rv
-	c.caller, c.git, c.agent, c.dir = caller, git, agent, dir
+	c.caller, c.git, c.agent, c.dir, c.checks = caller, git, agent, dir, rv.checks.In(caller)
 	if rv.stet != nil {
 		st := *rv.stet
 		st.caller, st.stateDir, st.worktrees, st.gitLock = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees"), gitLock
@@ -432,6 +456,9 @@ func (s *Session) End(ctx context.Context, completed bool) {
 
 // Describe says in one line how Phase 3 runs (for the dry run).
 func (rv *Reviewer) Describe() string {
+	if !rv.Reviews() {
+		return "none (no stet): the project's checks alone make Phase 3"
+	}
 	if !rv.Builtin() {
 		return fmt.Sprintf("custom commands, all once at session start; each review runs %q", strings.Join(rv.custom[len(rv.custom)-1], " "))
 	}
@@ -439,8 +466,12 @@ func (rv *Reviewer) Describe() string {
 		"stet's state in %s, its worktrees in %s", rv.stet.path, strings.Join(rv.stet.startArgv(), " "), rv.stet.path, rv.stet.stateDir, rv.stet.worktrees)
 }
 
-// ReviewCommands are the commands of one review, as the dry run shows them.
+// ReviewCommands are the commands of one review, as the dry run shows them
+// (none without a review).
 func (rv *Reviewer) ReviewCommands() []string {
+	if !rv.Reviews() {
+		return nil
+	}
 	if !rv.Builtin() {
 		return []string{strings.Join(rv.custom[len(rv.custom)-1], " ")}
 	}

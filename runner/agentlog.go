@@ -99,6 +99,29 @@ func (c *callLog) attach(spec *phase.Spec, n int) {
 	}
 }
 
+// attachCombined opens the one file of a call whose output is a single
+// stream (a check's stdout and stderr together) and returns it, or nil
+// when it cannot be created (a warning: the call goes on unlogged).
+func (c *callLog) attachCombined() io.Writer {
+	if c == nil {
+		return nil
+	}
+	c.close()
+	if err := owndir.Make(c.l.dir); err != nil {
+		c.l.log.Warn("agent log folder cannot be created; this call is not logged", "agent_log_dir", c.l.dir, "err", err)
+		return nil
+	}
+	path := filepath.Join(c.l.dir, c.base+"-attempt-1.output.log")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		c.l.log.Warn("agent log file cannot be created; this call is not logged", "path", path, "err", err)
+		return nil
+	}
+	lf := &logFile{f: f, log: c.l.log}
+	c.files = append(c.files, lf)
+	return lf
+}
+
 // close closes the files of the latest attempt.
 func (c *callLog) close() {
 	if c == nil {

@@ -2,10 +2,13 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/sourcegraph/conc/pool"
 
+	"peal/check"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
@@ -21,7 +24,25 @@ import (
 // merge conflicted runs again, alone, after the block under
 // parallel_conflict = retry.
 func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string) error {
+	// Each task starts from base, the work tree as it is now: the checks
+	// that fail there are none of theirs.
+	red, err := r.redBefore(ctx, b.tasks[0].task)
+	if err != nil {
+		for _, bt := range b.tasks {
+			r.tickets.release(bt.task)
+		}
+		return err
+	}
 	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.root)
+	// One goroutine merges, in index order, while the pool runs the tasks:
+	// a merge, and the checks of the merged tree, never hold a slot.
+	kick, merged := make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		defer close(merged)
+		for range kick {
+			r.mergeReady(ctx, b)
+		}
+	}()
 	p := pool.New().WithMaxGoroutines(min(int(r.cfg.MaxParallel), len(b.tasks)))
 	for i, bt := range b.tasks {
 		t := bt.task
@@ -32,15 +53,20 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 				b.tasks[i].refused = true
 				b.mu.Unlock()
 			} else {
-				res, branch := r.isolatedTask(ctx, b, t, base)
+				res, branch := r.isolatedTask(ctx, b, t, base, red)
 				b.mu.Lock()
 				b.tasks[i].done, b.tasks[i].err, b.tasks[i].res, b.tasks[i].branch = true, res.err, res, branch
 				b.mu.Unlock()
 			}
-			r.mergeReady(ctx, b)
+			select {
+			case kick <- struct{}{}:
+			default: // a merge pass is due already, and will see this task
+			}
 		})
 	}
 	p.Wait()
+	close(kick)
+	<-merged
 	b.removals.Wait()
 	// Every worker has returned: b is no longer shared.
 	r.settleBranches(ctx, b)
@@ -52,7 +78,7 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 // waits for it before it ends). The branch holding its work is returned
 // when the task completed (or was deferred), for the merge; otherwise it is
 // deleted.
-func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (res taskResult, branch string) {
+func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, red check.Set) (res taskResult, branch string) {
 	tt, err := r.trees.add(ctx, t.Index, base)
 	if err != nil {
 		return taskResult{err: err}, ""
@@ -63,7 +89,7 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (
 			res = taskResult{err: err}
 			return
 		}
-		res = r.inTree(tt).runTask(ctx, t)
+		res = r.inTree(tt).runTask(ctx, t, red)
 	}); err != nil {
 		res = taskResult{err: err}
 	}
@@ -105,12 +131,13 @@ func (r *run) inTree(tt *taskTree) *run {
 }
 
 // mergeReady merges, in index order, the work of every task whose earlier
-// tasks have all ended, and stops at the first task still running. A merge
-// saves the task's outcome at once: state.json records a task of a block
-// as completed only once its work is in the work tree.
+// tasks have all ended, and stops at the first task still running. With
+// check_commands, the merged tree's checks then run: a check that fails
+// there and did not fail before the merge undoes it, as a conflict would.
+// A merge that holds saves the task's outcome at once: state.json records
+// a task of a block as completed only once its work is in the work tree,
+// checked. Only the merging goroutine of the block calls it.
 func (r *run) mergeReady(ctx context.Context, b *block) {
-	b.mergeMu.Lock()
-	defer b.mergeMu.Unlock()
 	for ctx.Err() == nil {
 		b.mu.Lock()
 		if b.nextMerge >= len(b.tasks) {
@@ -128,16 +155,24 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		if bt.branch == "" {
 			continue // failed, or never started: nothing to merge
 		}
+		note := &mergeNote{start: r.now()}
 		// A merge that started is let finish (it is short) even if a signal
 		// comes meanwhile, so that its outcome is known and saved: git
 		// killed after its commit would leave merged work unrecorded.
 		mctx, cancel := r.trees.cleanupContext(context.WithoutCancel(ctx))
-		err := r.trees.merge(mctx, bt.task.Index, bt.branch)
+		before, err := r.trees.merge(mctx, bt.task.Index, bt.branch)
 		cancel()
-		if err != nil && ctx.Err() != nil {
-			return // interrupted: settleBranches keeps the work
+		if err == nil && before != "" {
+			err = r.checkMerged(ctx, bt.task, bt.branch, before)
 		}
+		note.end = r.now()
 		b.mu.Lock()
+		b.tasks[i].merge = note
+		if err != nil && ctx.Err() != nil {
+			note.interrupted = true
+			b.mu.Unlock()
+			return // interrupted: the merge was undone; settleBranches keeps the work
+		}
 		switch conflict, ok := err.(*ConflictError); {
 		case err == nil:
 			b.tasks[i].merged = true
@@ -153,20 +188,66 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 			b.tasks[i].err = err
 		}
 		b.mu.Unlock()
-		if err == nil {
-			r.log.Info("task merged into the work tree", "task", bt.task.Index, "branch", bt.branch)
-			// The ticket's attempt ends before state.json records the task,
-			// as for a sequential task: a kill in between leaves a task
-			// that runs again, never a completed task whose attempt stays
-			// open.
-			r.tickets.finishTask(bt.task, bt.res)
-			if serr := r.save(bt.task, bt.res); serr != nil {
-				r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", serr)
-			}
-		} else {
+		if err != nil {
 			r.log.Error("task's work could not be merged", "task", bt.task.Index, "err", err)
+			continue
+		}
+		r.log.Info("task merged into the work tree", "task", bt.task.Index, "branch", bt.branch)
+		// The ticket's attempt ends before state.json records the task,
+		// as for a sequential task: a kill in between leaves a task that
+		// runs again, never a completed task whose attempt stays open.
+		r.tickets.finishTask(bt.task, bt.res)
+		if serr := r.save(bt.task, bt.res); serr != nil {
+			r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", serr)
+		}
+		if before != "" {
+			r.trees.mergeDone()
 		}
 	}
+}
+
+// mergeNote is what the run record keeps of a merge: when it ran, and
+// whether a signal cut it short.
+type mergeNote struct {
+	start, end  time.Time
+	interrupted bool
+}
+
+// checkMerged runs the checks on the work tree that now holds task t's
+// work, merged from branch on top of before. A check that fails and did
+// not fail before undoes the merge: the error is then a *ConflictError
+// naming the checks. A signal during the checks undoes it too.
+func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) error {
+	c := r.checks()
+	if c == nil {
+		return nil
+	}
+	run, err := c.Run(ctx, t.Index, check.Merge, 0)
+	if err != nil {
+		uctx, cancel := r.trees.cleanupContext(ctx)
+		defer cancel()
+		if uerr := r.trees.unmerge(uctx, t.Index, before); uerr != nil {
+			r.log.Warn("could not undo a merge whose checks were cut short; the next run undoes it", "task", t.Index, "err", uerr)
+		}
+		return err
+	}
+	r.tree.mu.Lock()
+	charged := run.Charged(r.tree.red)
+	if len(charged) == 0 {
+		r.tree.red, r.tree.stale = run.Failing(), false
+	}
+	r.tree.mu.Unlock()
+	if len(charged) == 0 {
+		return nil
+	}
+	r.log.Warn("the work tree fails the checks once the task's work is merged: the merge is undone", "task", t.Index, "checks", check.Summaries(charged, 3))
+	if uerr := r.trees.unmerge(ctx, t.Index, before); uerr != nil {
+		r.tree.mu.Lock()
+		r.tree.red = run.Failing() // the tree stays merged
+		r.tree.mu.Unlock()
+		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)
+	}
+	return &ConflictError{Task: t.Index, Branch: branch, Checks: charged}
 }
 
 // settleBranches decides, once the block's workers have returned, what
@@ -223,11 +304,19 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 		}
 		res := bt.res
 		pt := state.ParallelTask{Task: bt.task.Index, Worktree: r.trees.of(bt.task.Index).path, Branch: bt.branch, Merged: bt.merged}
-		if bt.conflict != nil {
-			res = taskResult{err: bt.conflict}
-			pt.Branch, pt.Conflict, pt.ConflictDetail = bt.conflict.Branch, bt.conflict.Files, bt.conflict.Detail
-			r.log.Error("task conflicts with the work merged before it", "task", bt.task.Index, "branch", bt.conflict.Branch, "files", bt.conflict.Files)
+		if c := bt.conflict; c != nil {
+			res = taskResult{err: c}
+			pt.Branch, pt.Conflict, pt.ConflictDetail = c.Branch, c.Files, c.Detail
+			for _, cr := range c.Checks {
+				pt.ConflictChecks = append(pt.ConflictChecks, cr.Command)
+			}
+			if len(c.Checks) > 0 {
+				r.log.Error("task's work makes the checks fail once merged with the work merged before it", "task", bt.task.Index, "branch", c.Branch, "checks", pt.ConflictChecks)
+			} else {
+				r.log.Error("task conflicts with the work merged before it", "task", bt.task.Index, "branch", c.Branch, "files", c.Files)
+			}
 		}
+		r.recordMerge(bt)
 		tl.out.Parallel = append(tl.out.Parallel, pt)
 		if !bt.merged { // a merged task's attempt ended at its merge
 			r.tickets.finishTask(bt.task, res)

@@ -9,6 +9,7 @@ import (
 	"github.com/sourcegraph/conc/panics"
 	"github.com/sourcegraph/conc/pool"
 
+	"peal/check"
 	"peal/review"
 )
 
@@ -34,6 +35,7 @@ type blockTask struct {
 	refused  bool // not started: the run stops after the block
 	merged   bool
 	conflict *ConflictError
+	merge    *mergeNote // nil: no merge was tried
 }
 
 // block is what the tasks of a running parallel block share: which started,
@@ -46,8 +48,7 @@ type block struct {
 	carried   int  // consecutive failures counted before the block
 
 	// Under parallel_isolation = worktree: the next task to merge, in index
-	// order; mergeMu lets one worker at a time merge.
-	mergeMu   sync.Mutex
+	// order.
 	nextMerge int
 	removals  sync.WaitGroup // worktrees being removed
 }
@@ -137,6 +138,16 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 		}
 	}
 
+	// The block's tasks share the work tree: the checks that fail on it
+	// before them are none of theirs.
+	red, err := r.redBefore(ctx, tasks[0])
+	if err != nil {
+		for _, t := range tasks {
+			r.tickets.release(t)
+		}
+		return err
+	}
+	r.startsOnTree(tasks[0].Index, red)
 	// The block's tasks share one work tree and one commit, so they share
 	// one review session, opened before their first agent call.
 	sess, err := r.reviewer.Begin(ctx, indices(tasks))
@@ -145,7 +156,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 		for i := range b.tasks {
 			b.tasks[i].started, b.tasks[i].done, b.tasks[i].err = true, true, err
 		}
-		return r.finishBlock(ctx, tl, b.tasks, nil)
+		return r.finishBlock(ctx, tl, b.tasks, nil, red)
 	}
 
 	// Go hands each task to the next free worker in index order, so a slot is
@@ -165,7 +176,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 
 	// Every worker has returned: b is no longer shared.
 	r.commitBlock(ctx, b.tasks)
-	return r.finishBlock(ctx, tl, b.tasks, sess)
+	return r.finishBlock(ctx, tl, b.tasks, sess, red)
 }
 
 // blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
@@ -214,7 +225,8 @@ func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
 	}
 }
 
-// finishBlock runs the block's Phase 3 once for all its successes and
+// finishBlock runs the block's Phase 3 once for all its successes (red:
+// the checks that failed before the block) and
 // records every started task's outcome in index order, each completion saved
 // as soon as it is recorded. The review covers the block's one commit, so its
 // outcome (resolved, findings left, failed) is every success's outcome; its
@@ -225,18 +237,23 @@ func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
 // repository, and a later run that redid them would work on top of their own
 // changes. Their failures are not recorded, as a sequential run would not
 // have reached them.
-func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess *review.Session) error {
+func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess *review.Session, red check.Set) error {
 	completed := true
 	defer func() { sess.End(ctx, completed) }()
 	var shared *taskResult
 	for _, bt := range bts {
 		if bt.started && bt.err == nil && shared == nil {
 			var res taskResult
-			if err := r.recoverTask(bt.task, func() { res = phase3Result(sess.Review(ctx, bt.task.Index)) }); err != nil {
+			if err := r.recoverTask(bt.task, func() { res = phase3Result(sess.Review(ctx, bt.task.Index, red)) }); err != nil {
 				res = taskResult{err: err} // a panic in the review is the block's failure, not peal's
 			}
 			shared = &res
 		}
+	}
+	if shared != nil {
+		r.checksSeen(*shared)
+	} else {
+		r.checksSeen(taskResult{}) // the failed executes may have changed the tree
 	}
 	var stop error
 	for _, bt := range bts {

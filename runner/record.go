@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"peal/check"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
@@ -103,6 +104,48 @@ func taskOutcome(res taskResult) string {
 		return "findings_left"
 	}
 	return "completed"
+}
+
+// maxRecordedTail bounds the output a check's line of the run record keeps:
+// the end of its tail, enough to see why it failed.
+const maxRecordedTail = 8 << 10
+
+// recordCheck notes how one of the project's checks ended.
+func (r *run) recordCheck(res check.Result) {
+	code := res.ExitCode
+	r.journal.Add(state.Event{Ev: state.EvCheck, Time: r.now().UTC(), Task: state.TaskOf(res.Task), Call: res.CallID,
+		Stage: res.Stage, Round: res.Round, Command: res.Command, ExitCode: &code, TimedOut: res.TimedOut,
+		Interrupted: res.Interrupted, DurationMS: res.Duration.Milliseconds(), Tail: check.Within(res.Tail, maxRecordedTail), StartErr: res.StartErr})
+}
+
+// recordMerge notes how the merge of a task of a parallel block went, once
+// its branch is settled (kept, when the work was not merged).
+func (r *run) recordMerge(bt blockTask) {
+	m := bt.merge
+	if m == nil {
+		return
+	}
+	ev := state.Event{Ev: state.EvMerge, Time: m.start.UTC(), Task: state.TaskOf(bt.task.Index), DurationMS: m.end.Sub(m.start).Milliseconds(),
+		Result: "merged", Branch: r.trees.of(bt.task.Index).branch}
+	c := bt.conflict
+	switch {
+	case bt.merged:
+	case m.interrupted:
+		ev.Result, ev.Kept = "interrupted", bt.branch
+	case c != nil && len(c.Checks) > 0:
+		ev.Result, ev.Kept = "checks_failed", c.Branch
+		for _, cr := range c.Checks {
+			ev.Checks = append(ev.Checks, cr.Command)
+		}
+	case c != nil:
+		ev.Result, ev.Kept, ev.Files, ev.Detail = "conflict", c.Branch, c.Files, c.Detail
+	default:
+		ev.Result, ev.Kept = "failed", bt.branch
+		if bt.res.err != nil {
+			ev.Detail = phase.Snippet(bt.res.err.Error(), 500)
+		}
+	}
+	r.journal.Add(ev)
 }
 
 // recordUsage notes the tokens and cost one agent call reported.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"peal/check"
 	"peal/config"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
@@ -47,6 +48,11 @@ type Outcome struct {
 	// Parallel are the tasks of parallel blocks that ran in worktrees of
 	// their own, and how their merge went.
 	Parallel []state.ParallelTask
+	// ChecksFailed are the tasks whose checks still failed after their
+	// last address round; ChecksFailing the checks that fail on the final
+	// tree (check_commands).
+	ChecksFailed  []int
+	ChecksFailing []string
 }
 
 // StoppedError: the run stopped because max_consecutive_task_failures was
@@ -86,6 +92,8 @@ type run struct {
 	// trees makes the worktrees of parallel blocks (parallel_isolation =
 	// worktree).
 	trees *trees
+	// tree is what the run knows of the project's checks on the work tree.
+	tree *treeChecks
 	// lookPath finds stet on PATH (nil: the process's PATH).
 	lookPath func(string) (string, error)
 	tickets  *tickets
@@ -128,7 +136,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	// A configuration under which the review could not see the work fails
 	// before any agent call, normalize included; the review's own notes
 	// (e.g. no stet on PATH) are logged once the plan is known to be good.
-	if err := r.newReviewer(slog.New(slog.DiscardHandler)).CheckConfig(); err != nil {
+	if err := r.newReviewer(slog.New(slog.DiscardHandler), nil).CheckConfig(); err != nil {
 		return Outcome{}, err
 	}
 	// A plan that cannot run is reported before anything is written.
@@ -175,9 +183,12 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	r.recordTasks(tasks)
 	r.setUpReview()
 	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath)
-	r.trees.sweep(ctx, log)
+	r.trees.sweep(ctx, log, r.store.Completed)
 
 	out, err := r.runSegments(ctx, tasks)
+	if err == nil {
+		err = r.finalChecks(ctx, &out)
+	}
 	if err == nil && ctx.Err() != nil {
 		// The signal came after the last call had ended: the run still ends
 		// as interrupted, with the signal's exit code.
@@ -194,7 +205,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	if err := r.store.Save(); err != nil {
 		return Outcome{}, err
 	}
-	if len(out.Failed) > 0 || len(out.WithFindings) > 0 || len(out.Skipped) > 0 || len(out.Deferred) > 0 {
+	if len(out.Failed) > 0 || len(out.WithFindings) > 0 || len(out.Skipped) > 0 || len(out.Deferred) > 0 || len(out.ChecksFailing) > 0 {
 		out.ExitCode = ExitWithIssues
 	}
 	if len(out.ReviewSkipped) > 0 {
@@ -237,6 +248,7 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 		},
 		tickets: newTickets(cfg, log, time.Now),
 		now:     time.Now,
+		tree:    &treeChecks{},
 	}
 }
 
@@ -245,13 +257,14 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 // environment.
 func (r *run) setUpReview() {
 	r.git = review.NewGit(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
-	r.reviewer = r.newReviewer(r.log)
+	r.reviewer = r.newReviewer(r.log, r.setUpChecks())
 	r.commits = r.cfg.CommitAfterPhase2 || r.reviewer.Commits()
 }
 
-// newReviewer resolves the run's review, logging to log.
-func (r *run) newReviewer(log *slog.Logger) *review.Reviewer {
-	return review.New(review.Options{Config: r.cfg, Agent: phase3Agent{r}, Caller: r.caller, Git: r.git, Log: log, LookPath: r.lookPath})
+// newReviewer resolves the run's review, logging to log, with the
+// project's checks (nil: none).
+func (r *run) newReviewer(log *slog.Logger, checks *check.Checks) *review.Reviewer {
+	return review.New(review.Options{Config: r.cfg, Agent: phase3Agent{r}, Caller: r.caller, Git: r.git, Log: log, LookPath: r.lookPath, Checks: checks})
 }
 
 // phase3Agent lets Phase 3 call the agent: triage and address calls take the
@@ -281,7 +294,8 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 	defer func() { out.AlreadyCompleted = done }()
 	if len(pending) == 0 {
 		r.log.Info("every selected task is already completed")
-		return out, nil
+		// The checks still say whether the tree the run leaves passes them.
+		return out, r.startChecks(ctx, nil)
 	}
 	// The agent must be able to authenticate before anything is recorded or
 	// started for it: a ticket attempt, a review session.
@@ -308,7 +322,7 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		r.tickets.run = tr
 		defer func() {
 			failed := (err != nil && !isFindingsRemaining(err)) || len(out.Failed) > 0
-			r.tickets.end(tr, r.tickets.leftovers, failed, IsInterrupted(err))
+			r.tickets.end(tr, r.tickets.leftovers, r.tickets.failed, failed, IsInterrupted(err))
 		}()
 	}
 	if err := r.reviewer.CheckRepo(ctx); err != nil {
@@ -318,6 +332,9 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		if err := r.reviewer.Open(ctx); err != nil {
 			return Outcome{}, err
 		}
+	}
+	if err := r.startChecks(ctx, pending); err != nil {
+		return Outcome{}, err
 	}
 	return r.schedule(ctx, Segments(tasks))
 }
@@ -459,6 +476,8 @@ func (r *run) writeSummary(out Outcome) {
 		CompletedAt:                r.now().UTC().Format(time.RFC3339),
 		Usage:                      r.agents.summary(),
 		ParallelTasks:              out.Parallel,
+		TasksChecksFailed:          out.ChecksFailed,
+		ChecksFailing:              out.ChecksFailing,
 	}
 	if err := state.WriteJSONAtomic(r.cfg.RunSummaryPath, sum); err != nil {
 		r.log.Warn("could not write the run summary", "path", r.cfg.RunSummaryPath, "err", err)

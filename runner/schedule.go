@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"peal/check"
 	"peal/phase"
 	"peal/review"
 )
@@ -11,16 +12,22 @@ import (
 // taskResult is how one task ended.
 type taskResult struct {
 	err           error          // nil: the task completed
-	findingsLeft  bool           // completed with review findings left (on_findings_remaining = warn)
+	findingsLeft  bool           // completed with review findings or failing checks left (on_findings_remaining = warn)
 	leftover      *review.Review // the last review, when findings were left (completed or not)
 	skipped       bool           // its ticket used up its retries: nothing ran
 	deferred      bool           // findings left under on_findings_remaining = defer: neither completed nor failed
 	reviewSkipped bool           // Phase 3 was skipped under on_stet_fail = skip
+	// checks is the last run of the checks when it tells how the task left
+	// its tree; failedChecks the checks charged to it that still failed
+	// after its last round.
+	checks       check.Run
+	failedChecks []check.Result
 }
 
 // phase3Result is a task's result after its Phase 3.
 func phase3Result(res review.Result) taskResult {
-	return taskResult{err: res.Err, findingsLeft: res.FindingsLeft, leftover: res.Leftover, deferred: res.Deferred, reviewSkipped: res.Skipped}
+	return taskResult{err: res.Err, findingsLeft: res.FindingsLeft, leftover: res.Leftover, deferred: res.Deferred, reviewSkipped: res.Skipped,
+		checks: res.Checks, failedChecks: res.FailedChecks}
 }
 
 // completed reports whether the result records the task as completed.
@@ -80,11 +87,25 @@ func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
 		return taskResult{}, err
 	}
 	var res taskResult
-	if err := r.recoverTask(t, func() { res = r.runTask(ctx, t) }); err != nil {
+	if err := r.recoverTask(t, func() { res = r.runOnTree(ctx, t) }); err != nil {
 		res = taskResult{err: err}
 	}
 	r.tickets.finishTask(t, res)
 	return res, nil
+}
+
+// runOnTree runs a task in the work tree itself: the checks that fail on
+// the tree before it are not its to fix, and what its Phase 3 says of the
+// checks is what the tree holds after it.
+func (r *run) runOnTree(ctx context.Context, t Task) taskResult {
+	red, err := r.redBefore(ctx, t)
+	if err != nil {
+		return taskResult{err: err}
+	}
+	r.startsOnTree(t.Index, red)
+	res := r.runTask(ctx, t, red)
+	r.checksSeen(res)
+	return res
 }
 
 // record applies one task's result to the run: a completion is saved at once;
@@ -92,8 +113,14 @@ func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
 // toward max_consecutive_task_failures. A non-nil error ends the run.
 func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) error {
 	r.recordTaskEnd(t, res)
-	if res.leftover != nil && r.cfg.TicketID != "" {
-		r.tickets.addLeftover(*res.leftover)
+	if len(res.failedChecks) > 0 {
+		r.checksFailed(t.Index)
+	}
+	if r.cfg.TicketID != "" {
+		if res.leftover != nil {
+			r.tickets.addLeftover(*res.leftover)
+		}
+		r.tickets.addFailedChecks(res.failedChecks)
 	}
 	if res.skipped {
 		tl.out.Skipped = append(tl.out.Skipped, t.Index)
@@ -109,6 +136,7 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 		if err := r.save(t, res); err != nil {
 			return err
 		}
+		r.completedOnTree(t.Index)
 		if res.findingsLeft {
 			tl.out.WithFindings = append(tl.out.WithFindings, t.Index)
 			r.log.Warn("task completed with review findings left", "task", t.Index)
@@ -158,22 +186,23 @@ func (r *run) save(t Task, res taskResult) error {
 
 // runTask runs every phase of one task, one after the other, inside its
 // review session: the session opens before the first agent call, the work
-// is committed after execute (when commits are on), Phase 3 reviews it, and
-// the session closes whatever happened.
-func (r *run) runTask(ctx context.Context, t Task) taskResult {
+// is committed after execute (when commits are on), Phase 3 reviews it and
+// runs the checks (red: those that failed before the task), and the
+// session closes whatever happened.
+func (r *run) runTask(ctx context.Context, t Task, red check.Set) taskResult {
 	sess, err := r.reviewer.Begin(ctx, []int{t.Index})
 	if err != nil {
 		return taskResult{err: err}
 	}
 	completed := false // stays false when a phase panics
 	defer func() { sess.End(ctx, completed) }()
-	res := r.taskPhases(ctx, sess, t)
+	res := r.taskPhases(ctx, sess, t, red)
 	completed = res.completed()
 	return res
 }
 
 // taskPhases runs plan, execute, the commit and Phase 3 of a task.
-func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task) taskResult {
+func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task, red check.Set) taskResult {
 	planText, err := r.planAndExecute(ctx, t)
 	if err == nil && r.commits {
 		_, err = r.git.Commit(ctx, []int{t.Index}, review.FirstLine(planText, 80))
@@ -181,7 +210,7 @@ func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task) task
 	if err != nil {
 		return taskResult{err: err}
 	}
-	return phase3Result(sess.Review(ctx, t.Index))
+	return phase3Result(sess.Review(ctx, t.Index, red))
 }
 
 // endsRun reports an error after which no task can succeed (see

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"peal/check"
 	"peal/config"
 	"peal/review"
 	"peal/state"
@@ -42,6 +43,7 @@ type tickets struct {
 	byTask    map[int]*ticketRun // per-task mode
 	run       *ticketRun         // ticket mode (ticket_id)
 	leftovers []review.Review    // ticket mode: findings left by every task
+	failed    []check.Result     // ticket mode: the checks every task left failing
 }
 
 func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *tickets {
@@ -197,7 +199,7 @@ func (ts *tickets) finishTask(t Task, res taskResult) {
 	if res.leftover != nil {
 		leftovers = append(leftovers, *res.leftover)
 	}
-	ts.end(tr, leftovers, res.err != nil && !isFindingsRemaining(res.err), IsInterrupted(res.err))
+	ts.end(tr, leftovers, res.failedChecks, res.err != nil && !isFindingsRemaining(res.err), IsInterrupted(res.err))
 	if ts.closed != nil {
 		ts.closed(t)
 	}
@@ -207,10 +209,11 @@ func (ts *tickets) finishTask(t Task, res taskResult) {
 // the attempt is closed: work cut short by an interruption stays in progress
 // (a signal does not cost an attempt), while work that finished is recorded
 // even if a signal came since, so that the ticket agrees with state.json.
-// Work that failed for another reason than left-over findings is an error;
-// otherwise close-summary.md is written from the left-over findings and the
-// attempt completes as that file says.
-func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, failed, interrupted bool) {
+// Work that failed for another reason than left-over findings or failing
+// checks is an error; otherwise close-summary.md is written from the
+// left-over findings and the checks that still failed (any of which blocks
+// the ticket), and the attempt completes as that file says.
+func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, checks []check.Result, failed, interrupted bool) {
 	defer tr.ticket.Close()
 	log := ts.log.With("ticket", tr.id, "attempt", tr.attempt)
 	if interrupted {
@@ -225,8 +228,8 @@ func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, failed, interru
 		return
 	}
 	counts := gateCounts(leftovers)
-	blocked := blocks(counts, ts.cfg.FailOn)
-	if err := tr.ticket.WriteCloseSummary(blocked, counts); err != nil {
+	blocked := blocks(counts, ts.cfg.FailOn) || len(checks) > 0
+	if err := tr.ticket.WriteCloseSummary(blocked, counts, closeChecks(checks)...); err != nil {
 		log.Error("could not write close-summary.md", "err", err)
 		return
 	}
@@ -245,7 +248,16 @@ func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, failed, interru
 		return
 	}
 	log.Info("attempt completed", "status", status, "critical", counts.Critical, "major", counts.Major,
-		"minor", counts.Minor, "warnings", counts.Warnings, "suggestions", counts.Suggestions)
+		"minor", counts.Minor, "warnings", counts.Warnings, "suggestions", counts.Suggestions, "failed_checks", len(checks))
+}
+
+// closeChecks are the failed checks as close-summary.md lists them.
+func closeChecks(checks []check.Result) []state.FailedCheck {
+	out := make([]state.FailedCheck, 0, len(checks))
+	for _, c := range checks {
+		out = append(out, state.FailedCheck{Command: c.Command, Result: c.Outcome(), LastLine: c.LastLine()})
+	}
+	return out
 }
 
 // gateCounts counts left-over findings by the gate's severities: stet's
@@ -319,5 +331,13 @@ func (ts *tickets) reset(tasks []Task) error {
 func (ts *tickets) addLeftover(rv review.Review) {
 	ts.mu.Lock()
 	ts.leftovers = append(ts.leftovers, rv)
+	ts.mu.Unlock()
+}
+
+// addFailedChecks keeps the checks a task left failing, in ticket mode,
+// for the close of the run's ticket.
+func (ts *tickets) addFailedChecks(checks []check.Result) {
+	ts.mu.Lock()
+	ts.failed = append(ts.failed, checks...)
 	ts.mu.Unlock()
 }

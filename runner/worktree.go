@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"peal/check"
 	"peal/internal/safefs"
 	"peal/phase"
 	"peal/review"
@@ -28,9 +30,18 @@ const WorktreesFolder = "worktrees"
 const KeptBranchPrefix = "peal-kept/"
 
 // mergingRecord is the file of the worktrees folder that names the branch
-// being merged into the work tree while the merge runs, so that the next
-// run can undo a merge a kill left half done.
+// being merged into the work tree, and the commit the tree was at before,
+// while the merge runs and, with check_commands, until the merged tree's
+// checks have passed and the task is saved as completed: the next run
+// undoes a merge a kill left half done, or left unchecked.
 const mergingRecord = "merging"
+
+// merging is the content of the merging record.
+type merging struct {
+	Task   int    `json:"task"`
+	Branch string `json:"branch"`
+	Before string `json:"before"`
+}
 
 // taskTree is the worktree of one task of a parallel block.
 type taskTree struct {
@@ -211,46 +222,58 @@ func (ts *trees) keep(ctx context.Context, task int, branch string) (string, err
 }
 
 // ConflictError: the work of a task of a parallel block could not be merged
-// into the work tree. The merge was undone and the task's work kept on
-// Branch.
+// into the work tree, or the merged tree failed the project's checks. The
+// merge was undone and the task's work kept on Branch.
 type ConflictError struct {
 	Task   int
 	Branch string
 	Files  []string // the files both sides changed; none when git refused the merge before starting it
 	Detail string   // what git said, when no file conflicted
+	// Checks are the checks the merged tree failed (none for a conflict).
+	Checks []check.Result
 }
 
 func (e *ConflictError) Error() string {
 	what := "conflicts in " + review.ListPaths(e.Files, 5)
-	if len(e.Files) == 0 {
+	switch {
+	case len(e.Checks) > 0:
+		what = "made the checks fail: " + check.Summaries(e.Checks, 3)
+	case len(e.Files) == 0:
 		what = "failed: " + e.Detail
 	}
 	return fmt.Sprintf("merging task %d into the work tree %s; the merge was undone and the task's work is kept on branch %s (parallel_conflict)", e.Task, what, e.Branch)
 }
 
 // merge merges branch, the work of task, into the work tree with a merge
-// commit. A merge that fails is undone at once; the error is then a
-// *ConflictError naming the conflicting files (its Branch still the task's
-// branch).
-func (ts *trees) merge(ctx context.Context, task int, branch string) error {
+// commit, and returns the commit the tree was at before ("" when the task
+// changed nothing and there was nothing to merge). A merge that fails is
+// undone at once; the error is then a *ConflictError naming the
+// conflicting files (its Branch still the task's branch). A merge that
+// succeeded leaves its record until mergeDone.
+func (ts *trees) merge(ctx context.Context, task int, branch string) (string, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.git.IsAncestor(ctx, branch, "HEAD") {
-		return nil // the task changed nothing
+		return "", nil // the task changed nothing
+	}
+	before, err := ts.git.Head(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the work tree's HEAD before merging task %d: %w", task, err)
 	}
 	record := filepath.Join(ts.root, mergingRecord)
-	if err := os.WriteFile(record, []byte(branch+"\n"), 0o644); err != nil {
-		return fmt.Errorf("worktrees folder %s: %w", ts.root, err)
+	data, _ := json.Marshal(merging{Task: task, Branch: branch, Before: before})
+	if err := os.WriteFile(record, append(data, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("worktrees folder %s: %w", ts.root, err)
 	}
-	defer os.Remove(record)
 	msg := fmt.Sprintf("peal: merge task %d (%s)", task, branch)
 	res, err := ts.git.Run(ctx, "merge", "--no-ff", "--no-edit", "-m", msg, branch)
 	if err == nil {
-		return nil
+		return before, nil
 	}
+	defer os.Remove(record)
 	if ctx.Err() != nil {
 		ts.undoMerge(context.WithoutCancel(ctx))
-		return err
+		return "", err
 	}
 	conflict := &ConflictError{Task: task, Branch: branch}
 	if out, derr := ts.git.Run(ctx, "diff", "--name-only", "--diff-filter=U"); derr == nil {
@@ -260,9 +283,29 @@ func (ts *trees) merge(ctx context.Context, task int, branch string) error {
 		conflict.Detail = phase.Snippet(strings.TrimSpace(res.Stderr+"\n"+res.Stdout), 200)
 	}
 	if uerr := ts.undoMerge(ctx); uerr != nil {
-		return fmt.Errorf("%v; undoing the merge failed too: %w", conflict, uerr)
+		return "", fmt.Errorf("%v; undoing the merge failed too: %w", conflict, uerr)
 	}
-	return conflict
+	return "", conflict
+}
+
+// mergeDone drops the record of a merge whose task is saved as completed.
+func (ts *trees) mergeDone() {
+	os.Remove(filepath.Join(ts.root, mergingRecord))
+}
+
+// unmerge undoes a merge that succeeded, whose merged tree failed the
+// checks (or whose checks were cut short): the work tree goes back to
+// before, keeping what is not the merge's (git reset --keep). Its record
+// goes once it is undone; one that cannot be undone stays for the next run
+// to try again.
+func (ts *trees) unmerge(ctx context.Context, task int, before string) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, err := ts.git.Run(ctx, "reset", "-q", "--keep", before); err != nil {
+		return fmt.Errorf("undoing the merge of task %d (git reset --keep %s in the work tree): %w", task, before, err)
+	}
+	os.Remove(filepath.Join(ts.root, mergingRecord))
+	return nil
 }
 
 // undoMerge undoes a merge in progress, when there is one.
@@ -280,7 +323,7 @@ func (ts *trees) undoMerge(ctx context.Context) error {
 // half done. The run holds the state folder, so none of it is in use. Like
 // every clean-up, it runs to its end (under a bound) even when a signal
 // has come meanwhile.
-func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) }) {
+func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) }, completed func(task int) bool) {
 	if _, err := os.Lstat(ts.root); err != nil {
 		return // no block ever ran on this state folder
 	}
@@ -299,10 +342,7 @@ func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) 
 		}
 	}
 	if data, err := os.ReadFile(filepath.Join(ts.root, mergingRecord)); err == nil {
-		log.Warn("undoing the merge of a task an earlier run left half done", "branch", strings.TrimSpace(string(data)))
-		if err := ts.undoMerge(ctx); err != nil {
-			log.Warn("could not undo the merge: run git merge --abort in the repository", "err", err)
-		}
+		ts.sweepMerge(ctx, log, data, completed)
 	}
 	entries, _ := os.ReadDir(ts.root)
 	for _, e := range entries {
@@ -318,6 +358,52 @@ func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) 
 	}
 	if len(removed) > 0 || len(branches) > 0 {
 		log.Warn("removed the task worktrees and branches an earlier run left (it died in a parallel block); their tasks run again", "worktrees", len(removed), "branches", branches)
+	}
+}
+
+// sweepMerge undoes what the merge of an earlier run's task, named by the
+// merging record (data), left: a merge half done, or a merge done whose
+// task was never saved as completed (the run died while the merged tree's
+// checks ran). The work of such a task is kept on a branch first. The
+// caller holds mu.
+func (ts *trees) sweepMerge(ctx context.Context, log interface{ Warn(string, ...any) }, data []byte, completed func(int) bool) {
+	var m merging
+	if json.Unmarshal(data, &m) != nil {
+		m = merging{Branch: strings.TrimSpace(string(data))} // a record of an earlier version of peal
+	}
+	if _, err := ts.git.Run(ctx, "rev-parse", "-q", "--verify", "MERGE_HEAD"); err == nil {
+		log.Warn("undoing the merge of a task an earlier run left half done", "branch", m.Branch)
+		if err := ts.undoMerge(ctx); err != nil {
+			log.Warn("could not undo the merge: run git merge --abort in the repository", "err", err)
+		}
+		return
+	}
+	if m.Before == "" || completed(m.Task) {
+		return
+	}
+	// Only the merge commit itself is undone: HEAD must be it, on top of
+	// the commit the tree was at before.
+	parent, err := ts.git.Run(ctx, "rev-parse", "-q", "--verify", "HEAD^1")
+	if err != nil || strings.TrimSpace(parent.Stdout) != m.Before {
+		if head, herr := ts.git.Head(ctx); herr == nil && head != m.Before {
+			log.Warn("an earlier run left the merge of a task unchecked, and the work tree has moved on since: it is left as it is", "task", m.Task, "before", m.Before)
+		}
+		return
+	}
+	tip, err := ts.git.Run(ctx, "rev-parse", "--short=8", "HEAD^2")
+	if err != nil {
+		log.Warn("could not keep the work of a merge an earlier run left unchecked; it is not undone", "task", m.Task, "err", err)
+		return
+	}
+	kept := fmt.Sprintf("%stask-%d-%s", KeptBranchPrefix, m.Task, strings.TrimSpace(tip.Stdout))
+	if _, err := ts.git.Run(ctx, "branch", "-f", kept, "HEAD^2"); err != nil {
+		log.Warn("could not keep the work of a merge an earlier run left unchecked; it is not undone", "task", m.Task, "err", err)
+		return
+	}
+	log.Warn("undoing the merge of a task an earlier run left before its checks had passed; its work is kept on a branch and the task runs again",
+		"task", m.Task, "kept", kept)
+	if _, err := ts.git.Run(ctx, "reset", "-q", "--keep", m.Before); err != nil {
+		log.Warn("could not undo the merge: run git reset --keep "+m.Before+" in the repository", "err", err)
 	}
 }
 

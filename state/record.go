@@ -39,6 +39,8 @@ const (
 	EvUsage     = "usage"
 	EvTaskEnd   = "task_end"
 	EvRunEnd    = "run_end"
+	EvCheck     = "check" // one of the project's checks ended (its call has call_start and call_end too)
+	EvMerge     = "merge" // the work of a task of a parallel block was merged into the work tree, or not
 )
 
 // Event is one line of the run record. Which members are set depends on
@@ -100,6 +102,27 @@ type Event struct {
 
 	// run_end (ExitCode too)
 	Message string `json:"message,omitempty"`
+
+	// check (Task, Call, ExitCode, TimedOut, Interrupted and DurationMS
+	// too): when it ran (start, before, execute, address, merge, end), the
+	// round it followed, its command and the end of its output. StartErr
+	// says why it could not start.
+	Stage    string `json:"stage,omitempty"`
+	Round    int    `json:"round,omitempty"`
+	Command  string `json:"command,omitempty"`
+	Tail     string `json:"tail,omitempty"`
+	StartErr string `json:"start_error,omitempty"`
+
+	// merge (Task, Time: when it began, DurationMS and Result too: merged,
+	// conflict, checks_failed, failed or interrupted): the task's branch,
+	// the branch its work is kept on when it was not merged, the
+	// conflicting files, what git said, and the checks the merged tree
+	// failed.
+	Branch string   `json:"branch,omitempty"`
+	Kept   string   `json:"kept,omitempty"`
+	Files  []string `json:"files,omitempty"`
+	Detail string   `json:"detail,omitempty"`
+	Checks []string `json:"checks,omitempty"`
 }
 
 // TaskOf returns a pointer to task for an Event's Task.

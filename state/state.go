@@ -497,6 +497,11 @@ type RunSummary struct {
 	// ParallelTasks are the tasks that ran in worktrees of their own
 	// (parallel_isolation = worktree), in index order.
 	ParallelTasks []ParallelTask `json:"parallel_tasks,omitempty"`
+	// TasksChecksFailed are the tasks whose checks still failed after
+	// their last address round, and ChecksFailing the checks that fail on
+	// the tree the run leaves (check_commands; absent without checks).
+	TasksChecksFailed []int    `json:"tasks_checks_failed,omitzero"`
+	ChecksFailing     []string `json:"checks_failing,omitzero"`
 }
 
 // ParallelTask is how a task of a parallel block that ran in a worktree of
@@ -513,6 +518,9 @@ type ParallelTask struct {
 	// conflicting file (git refused the merge before starting it, or a
 	// hook refused its commit).
 	ConflictDetail string `json:"conflict_detail,omitempty"`
+	// ConflictChecks are the checks the work tree failed once the task's
+	// work was merged into it (the merge was undone).
+	ConflictChecks []string `json:"conflict_checks,omitempty"`
 }
 
 // Usage is the tokens and cost that agent calls reported.

@@ -487,8 +487,8 @@ func (t *Ticket) cached() (RetryState, *object, error) {
 // WriteCloseSummary writes close-summary.md in the shape tf's detection
 // reads (see CloseSummary). It is written atomically, so detection never
 // sees half a file, and made durable by Complete.
-func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts) error {
-	text, err := CloseSummary(blocked, counts)
+func (t *Ticket) WriteCloseSummary(blocked bool, counts Counts, checks ...FailedCheck) error {
+	text, err := CloseSummary(blocked, counts, checks...)
 	if err != nil {
 		return fmt.Errorf("close summary of %s: %w", t.id, err)
 	}

@@ -102,6 +102,16 @@ func (keyMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
 		}
 		text = fmt.Sprint(tok.Value)
 	}
+	if k.Kind == config.KindShell {
+		// One command per use of the flag, each added to those before it,
+		// so that a command keeps its spaces and commas.
+		cmds, err := k.ParseShellCommand(text)
+		if err != nil {
+			return err
+		}
+		target.Set(reflect.AppendSlice(target, reflect.ValueOf(cmds)))
+		return nil
+	}
 	v, err := k.ParseText(text)
 	if err != nil {
 		return err

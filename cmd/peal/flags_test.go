@@ -100,6 +100,7 @@ func TestFlagValuesParsedAtOnce(t *testing.T) {
 		`--on-findings-remaining: invalid value "ignore": want one of fail, warn, defer`:              {"--on-findings-remaining", "ignore"},
 		`--log-level: invalid log level "chatty"`:                                                     {"--log-level", "chatty"},
 		`--fail-on: unknown severity "Blocker"`:                                                       {"--fail-on", "Blocker"},
+		`--check-command: an empty command`:                                                           {"--check-command", "go test ./...", "--check-command", " "},
 	}
 	for want, args := range cases {
 		r := runMain(append([]string{"config"}, args...)...)
@@ -114,6 +115,20 @@ func TestFlagValuesParsedAtOnce(t *testing.T) {
 	if cfg.LogLevel != "debug" || !slices.Equal(cfg.StetRunExtraArgs, []string{"--a", "--b", "--c"}) ||
 		cfg.MaxConsecutiveTaskFailures == nil || *cfg.MaxConsecutiveTaskFailures != 0 {
 		t.Fatalf("log level %q, run args %q, cap %v", cfg.LogLevel, cfg.StetRunExtraArgs, cfg.MaxConsecutiveTaskFailures)
+	}
+}
+
+// TestRepeatedCheckCommand: each --check-command is one command, kept
+// whole, spaces and commas included, in the order given.
+func TestRepeatedCheckCommand(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig("--check-command", "go test ./...", "--check-command=cd web && npm test -- --run --reporter=dot,summary", "--check-command", "make lint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"go test ./...", "cd web && npm test -- --run --reporter=dot,summary", "make lint"}
+	if !slices.Equal(cfg.CheckCommands, want) || cfg.Sources["check_commands"] != config.SourceFlag {
+		t.Fatalf("%q from %s, want %q from the flag", cfg.CheckCommands, cfg.Sources["check_commands"], want)
 	}
 }
 

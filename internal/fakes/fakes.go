@@ -57,7 +57,8 @@ const (
 )
 
 // Outcome is what one invocation of a fake does. The fake agent applies the
-// fields in this order: ignore_term, grandchild, write_files, remove_files,
+// fields in this order: ignore_term, grandchild, write_files (with those of
+// when_prompt, when the prompt holds its text), remove_files,
 // wait_file, plant, stet_fix, stdout_mib, chatter, stdout/stderr text,
 // sleep_ms, hang, exit. An empty Stdout without NoStdout prints
 // DefaultStdout, so plan text is non-empty. The fake stet uses only
@@ -91,6 +92,10 @@ type Outcome struct {
 	// RemoveFiles are removed after WriteFiles are written (a fix by
 	// deletion).
 	RemoveFiles []string `json:"remove_files"`
+	// WhenPrompt writes its files, after WriteFiles, only when the call's
+	// prompt (its last argument, or what it read on stdin) holds
+	// Contains: an agent that fixes only what it was shown.
+	WhenPrompt *PromptWrites `json:"when_prompt,omitempty"`
 	WaitFile    string   `json:"wait_file"`
 	// Plant writes the marker lines of these findings into their files (in
 	// the working folder), for the fake stet to report once committed.
@@ -119,6 +124,30 @@ type Outcome struct {
 	CostUSD      float64 `json:"cost_usd"`
 	EventError   string  `json:"event_error"`
 	Linger       bool    `json:"linger"`
+}
+
+// PromptWrites are files an agent writes when its prompt holds a text.
+type PromptWrites struct {
+	Contains   string            `json:"contains"`
+	WriteFiles map[string]string `json:"write_files"`
+}
+
+// ForPrompt is the outcome of a call whose prompt is prompt: its
+// WhenPrompt files join WriteFiles when the prompt holds their text.
+func (o Outcome) ForPrompt(prompt string) Outcome {
+	w := o.WhenPrompt
+	if w == nil || !strings.Contains(prompt, w.Contains) {
+		return o
+	}
+	files := make(map[string]string, len(o.WriteFiles)+len(w.WriteFiles))
+	for k, v := range o.WriteFiles {
+		files[k] = v
+	}
+	for k, v := range w.WriteFiles {
+		files[k] = v
+	}
+	o.WriteFiles = files
+	return o
 }
 
 // Scenario maps agent calls to outcomes.

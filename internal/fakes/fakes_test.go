@@ -130,6 +130,44 @@ func TestPick(t *testing.T) {
 	}
 }
 
+// An agent whose outcome writes files only when shown a text writes them
+// when its prompt (last argument or stdin) holds the text, and not
+// otherwise.
+func TestAgentWritesWhenPromptHolds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	work := t.TempDir()
+	if err := WriteScenario(dir, Scenario{Default: Outcome{WriteFiles: map[string]string{"always.txt": "a"},
+		WhenPrompt: &PromptWrites{Contains: "FAIL: TestX", WriteFiles: map[string]string{"fix.txt": "fixed"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(prompt string, stdin bool) {
+		args := []string{"--print", prompt}
+		cmd := agentCmd(dir, nil, args...)
+		if stdin {
+			cmd = agentCmd(dir, nil, "--print")
+			cmd.Stdin = strings.NewReader(prompt)
+		}
+		cmd.Dir = work
+		if r := runCmd(t, cmd); r.exit != 0 {
+			t.Fatalf("exit %d: %s", r.exit, r.stderr)
+		}
+	}
+	run("fix the build", false)
+	if _, err := os.Stat(filepath.Join(work, "fix.txt")); err == nil {
+		t.Fatal("the fix was written for a prompt without the text")
+	}
+	run("output:\n--- FAIL: TestX (0.00s)", true)
+	if data, err := os.ReadFile(filepath.Join(work, "fix.txt")); err != nil || string(data) != "fixed" {
+		t.Fatalf("fix.txt: %q, %v", data, err)
+	}
+	os.Remove(filepath.Join(work, "fix.txt"))
+	run("see FAIL: TestX above", false)
+	if _, err := os.Stat(filepath.Join(work, "fix.txt")); err != nil {
+		t.Fatal("the fix was not written for a prompt argument with the text")
+	}
+}
+
 func TestStetPick(t *testing.T) {
 	s := StetScenario{Rules: map[string][]Outcome{"run": {{Exit: 5}, {}}}}
 	if _, ok := s.Pick("start", 1); ok {

@@ -64,7 +64,11 @@ func main() {
 		os.Exit(fakes.ExitFakeError)
 	}
 
-	out := scenario.Pick(phase, task, call.N)
+	prompt := call.Stdin
+	if prompt == "" && len(os.Args) > 1 {
+		prompt = os.Args[len(os.Args)-1]
+	}
+	out := scenario.Pick(phase, task, call.N).ForPrompt(prompt)
 	onTerm(terms, out)
 	var code int
 	var written int64

@@ -1,0 +1,282 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"peal/check"
+	"peal/internal/safefs"
+	"peal/phase"
+	"peal/state"
+)
+
+// The project's own checks (check_commands) decide, with the review, when a
+// task is done: Phase 3 runs them after every execute and every address
+// round (package review). The run keeps what they say of the work tree: the
+// checks that fail on it (red), which no task that starts on it is charged
+// with until they pass, and whether the tree changed since they last ran
+// (stale). A check that failed before a task is not that task's fault; the
+// work a task left unfinished is that task's, on a re-run too
+// (checksRecord).
+
+// treeChecks is what the run knows of the checks on the work tree.
+type treeChecks struct {
+	mu    sync.Mutex
+	red   check.Set // failing on the work tree as it is now
+	stale bool      // the tree may have changed since the checks last ran on it
+	// failed are the tasks whose checks failed after their last round.
+	failed []int
+}
+
+// ChecksRecordName is the file of the state folder that names the first
+// task whose work may be in the work tree unfinished, and the checks that
+// failed before it started: on a re-run, the checks that fail beyond those
+// are that task's to fix, not failures that were there before.
+const ChecksRecordName = "checks.json"
+
+type checksRecord struct {
+	Task          int      `json:"task"`
+	FailingBefore []string `json:"failing_before"`
+}
+
+// setUpChecks makes the run's checks (none without check_commands): each
+// runs in the folder of the run's caller, under check_timeout_sec, with
+// the ticket of its task in its environment, its whole output in
+// agent_log_dir, and its outcome in the run record.
+func (r *run) setUpChecks() *check.Checks {
+	timeout := r.caller.Limits.Timeout
+	if t := r.cfg.CheckTimeoutSec; t != nil {
+		timeout = time.Duration(*t) * time.Second
+	}
+	return check.New(r.cfg.CheckCommands, timeout, r.caller, r.log, check.Hooks{
+		Env: func(task int) []string {
+			if tr := r.tickets.of(task); tr != nil {
+				return []string{"PEAL_TICKET_ID=" + tr.id}
+			}
+			return nil
+		},
+		Output: func(task int) (io.Writer, func()) {
+			files := r.agentLogs.call(check.Phase, task)
+			return files.attachCombined(), files.close
+		},
+		Ran: r.recordCheck,
+	})
+}
+
+// checks are the run's checks (nil: none).
+func (r *run) checks() *check.Checks { return r.reviewer.Checks() }
+
+// startChecks runs the checks once on the starting tree, before the first
+// agent call of the run's tasks. What fails there is said in one line and
+// charged to no task until it passes, unless the state folder names a task
+// of this run whose unfinished work is in the tree: then what fails beyond
+// the checks that failed before that task started is charged to the run's
+// tasks, which run that task again.
+func (r *run) startChecks(ctx context.Context, pending []Task) error {
+	c := r.checks()
+	if c == nil {
+		return nil
+	}
+	before, _ := r.git.Changes(ctx)
+	run, err := c.Run(ctx, phase.NoTask, check.Start, 0)
+	if err != nil {
+		return err
+	}
+	r.noteCheckLeftovers(ctx, before)
+	red := run.Failing()
+	rec, ok := r.readChecksRecord()
+	unfinished := ok && slices.ContainsFunc(pending, func(t Task) bool { return t.Index == rec.Task })
+	var charged check.Set
+	if unfinished {
+		charged = red.Minus(check.Set(rec.FailingBefore))
+		red = red.Intersect(check.Set(rec.FailingBefore))
+	}
+	r.tree.mu.Lock()
+	r.tree.red, r.tree.stale = red, false
+	r.tree.mu.Unlock()
+	var failedNow []check.Result
+	for _, res := range run {
+		if !res.Passed() {
+			failedNow = append(failedNow, res)
+		}
+	}
+	switch {
+	case len(failedNow) == 0:
+		r.log.Info("checks pass on the starting tree", "checks", len(run))
+	case len(charged) > 0:
+		r.log.Warn("checks fail on the starting tree, which holds the unfinished work of task "+strconv.Itoa(rec.Task)+
+			": the tasks of this run are answerable for them, task "+strconv.Itoa(rec.Task)+" first: "+check.Summaries(failedNow, 3),
+			"unfinished_task", rec.Task, "charged", []string(charged), "failed_before_it", []string(red))
+	default:
+		r.log.Warn("checks fail on the starting tree, before any task: no task is charged with them until they pass, and the run cannot end with exit 0 while they fail: "+
+			check.Summaries(failedNow, 3), "failing", []string(red))
+	}
+	return nil
+}
+
+// noteCheckLeftovers warns when the checks left changes in the work tree
+// that were not there before they ran: a task's commit would take them
+// for its work, and stet refuses to review over them.
+func (r *run) noteCheckLeftovers(ctx context.Context, before []string) {
+	after, err := r.git.Changes(ctx)
+	if err != nil {
+		return
+	}
+	var added []string
+	for _, p := range after {
+		if !slices.Contains(before, p) {
+			added = append(added, p)
+		}
+	}
+	if len(added) > 0 {
+		r.log.Warn("the checks left files in the work tree that git does not ignore; add them to .gitignore, or a task's commit takes them for its work",
+			"paths", strings.Join(added, ", "))
+	}
+}
+
+// redBefore is the set of checks failing on the work tree before task t
+// starts on it, running the checks first when the tree may have changed
+// since they last ran (the work of a task that did not complete).
+func (r *run) redBefore(ctx context.Context, t Task) (check.Set, error) {
+	c := r.checks()
+	if c == nil {
+		return nil, nil
+	}
+	r.tree.mu.Lock()
+	stale := r.tree.stale
+	r.tree.mu.Unlock()
+	if stale {
+		r.log.Info("checks run again before the task: the work of a task that did not complete may have changed what they say", "task", t.Index)
+		run, err := c.Run(ctx, t.Index, check.Before, 0)
+		if err != nil {
+			return nil, err
+		}
+		r.tree.mu.Lock()
+		r.tree.red, r.tree.stale = run.Failing(), false
+		r.tree.mu.Unlock()
+	}
+	r.tree.mu.Lock()
+	defer r.tree.mu.Unlock()
+	return r.tree.red, nil
+}
+
+// checksSeen takes what the Phase 3 of work done in the work tree says of
+// the tree it leaves: the last run of the checks, or, without one, that the
+// tree may have changed since they last ran.
+func (r *run) checksSeen(res taskResult) {
+	if r.checks() == nil || res.skipped {
+		return
+	}
+	r.tree.mu.Lock()
+	defer r.tree.mu.Unlock()
+	if res.checks != nil {
+		r.tree.red, r.tree.stale = res.checks.Failing(), false
+	} else {
+		r.tree.stale = true
+	}
+}
+
+// checksFailed notes a task whose checks still failed after its last round.
+func (r *run) checksFailed(task int) {
+	r.tree.mu.Lock()
+	defer r.tree.mu.Unlock()
+	if !slices.Contains(r.tree.failed, task) {
+		r.tree.failed = append(r.tree.failed, task)
+	}
+}
+
+// startsOnTree notes, before the first agent call of tasks that work in
+// the work tree, that their work may be found there unfinished; the first
+// such task keeps the note until it completes.
+func (r *run) startsOnTree(task int, red check.Set) {
+	if r.checks() == nil {
+		return
+	}
+	if _, ok := r.readChecksRecord(); ok {
+		return // an earlier task's work is still unfinished there
+	}
+	rec := checksRecord{Task: task, FailingBefore: nonNilStrings(red)}
+	if err := state.WriteJSONAtomic(filepath.Join(r.cfg.StateDir, ChecksRecordName), rec); err != nil {
+		r.log.Warn("could not note the task's start in the state folder; a re-run will not know its unfinished work from what failed before it",
+			"task", task, "err", err)
+	}
+}
+
+// completedOnTree drops the note of task's start once it completed.
+func (r *run) completedOnTree(task int) {
+	if rec, ok := r.readChecksRecord(); ok && rec.Task == task {
+		if err := os.Remove(filepath.Join(r.cfg.StateDir, ChecksRecordName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.log.Warn("could not remove the note of a completed task", "task", task, "err", err)
+		}
+	}
+}
+
+// readChecksRecord reads the note of an unfinished task; one that cannot
+// be read is kept aside and counts as none.
+func (r *run) readChecksRecord() (checksRecord, bool) {
+	var rec checksRecord
+	d, err := safefs.OpenDir(r.cfg.StateDir, false)
+	if err != nil {
+		return rec, false
+	}
+	defer d.Close()
+	d.RemoveTemps(ChecksRecordName)
+	data, err := d.ReadFile(ChecksRecordName, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rec, false
+	}
+	if err == nil && json.Unmarshal(data, &rec) == nil {
+		slices.Sort(rec.FailingBefore)
+		return rec, true
+	}
+	if aside, kerr := d.KeepUnreadable(ChecksRecordName, r.now()); kerr == nil {
+		r.log.Warn("the note of an unfinished task is unreadable; kept aside, it is ignored", "file", aside)
+	} else {
+		r.log.Warn("the note of an unfinished task is unreadable and could not be moved aside", "file", d.Join(ChecksRecordName), "err", safefs.Reason(kerr))
+	}
+	return checksRecord{}, false
+}
+
+// finalChecks fills what the outcome says of the checks on the final tree,
+// running them once more when the tree may have changed since they last
+// ran, so that a run never ends with exit 0 on a tree whose checks fail.
+func (r *run) finalChecks(ctx context.Context, out *Outcome) error {
+	c := r.checks()
+	if c == nil {
+		return nil
+	}
+	r.tree.mu.Lock()
+	stale := r.tree.stale
+	r.tree.mu.Unlock()
+	if stale {
+		run, err := c.Run(ctx, phase.NoTask, check.End, 0)
+		if err != nil {
+			return err
+		}
+		r.tree.mu.Lock()
+		r.tree.red, r.tree.stale = run.Failing(), false
+		r.tree.mu.Unlock()
+	}
+	r.tree.mu.Lock()
+	defer r.tree.mu.Unlock()
+	out.ChecksFailing = nonNilStrings(r.tree.red)
+	out.ChecksFailed = nonNil(slices.Clone(r.tree.failed))
+	return nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return slices.Clone(s)
+}
