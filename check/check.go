@@ -45,7 +45,7 @@ type Result struct {
 	StartErr string
 	// Interrupted: a signal to peal stopped it; it neither passed nor failed.
 	Interrupted bool
-	Duration time.Duration
+	Duration    time.Duration
 	// Tail is the end of its combined output (Lines lines, no final
 	// newline), bounded and with control characters escaped; Cut says
 	// the output was longer.

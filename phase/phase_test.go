@@ -456,15 +456,15 @@ func TestPromptsAreFenced(t *testing.T) {
 		// blocks are the fenced blocks the prompt holds, fence then payload.
 		blocks [][2]string
 	}{
-		"plan":              {PlanPrompt("do X\nthen Y"), [][2]string{{"---TASK---", "do X\nthen Y"}}},
-		"plan, empty":       {PlanPrompt(""), [][2]string{{"---TASK---", ""}}},
-		"execute":           {ExecutePrompt("step 1"), [][2]string{{"---PLAN---", "step 1"}}},
-		"execute, empty":    {ExecutePrompt(""), [][2]string{{"---PLAN---", ""}}},
-		"normalize":         {NormalizePrompt("", "my doc"), [][2]string{{"---DOC---", "my doc"}}},
-		"normalize, empty":  {NormalizePrompt("", ""), [][2]string{{"---DOC---", ""}}},
-		"address":           {AddressPrompt(Fixes{Findings: true, Review: "finding: bad code"}), [][2]string{{"---STET---", "finding: bad code"}}},
-		"address, empty":    {AddressPrompt(Fixes{Findings: true}), [][2]string{{"---STET---", ""}}},
-		"address, hints":    {AddressPrompt(Fixes{Findings: true, Review: "{}", Suggestions: []string{"use X", "use Y"}}), [][2]string{{"---STET---", "{}"}, {"---SUGGESTIONS---", "use X\nuse Y"}}},
+		"plan":             {PlanPrompt("do X\nthen Y"), [][2]string{{"---TASK---", "do X\nthen Y"}}},
+		"plan, empty":      {PlanPrompt(""), [][2]string{{"---TASK---", ""}}},
+		"execute":          {ExecutePrompt("step 1"), [][2]string{{"---PLAN---", "step 1"}}},
+		"execute, empty":   {ExecutePrompt(""), [][2]string{{"---PLAN---", ""}}},
+		"normalize":        {NormalizePrompt("", "my doc"), [][2]string{{"---DOC---", "my doc"}}},
+		"normalize, empty": {NormalizePrompt("", ""), [][2]string{{"---DOC---", ""}}},
+		"address":          {AddressPrompt(Fixes{Findings: true, Review: "finding: bad code"}), [][2]string{{"---STET---", "finding: bad code"}}},
+		"address, empty":   {AddressPrompt(Fixes{Findings: true}), [][2]string{{"---STET---", ""}}},
+		"address, hints":   {AddressPrompt(Fixes{Findings: true, Review: "{}", Suggestions: []string{"use X", "use Y"}}), [][2]string{{"---STET---", "{}"}, {"---SUGGESTIONS---", "use X\nuse Y"}}},
 		"address, checks": {AddressPrompt(Fixes{Checks: []CheckFailure{
 			{Command: "go test ./...", Result: "exited with status 1", Output: "--- FAIL: TestAdd\nFAIL", Lines: 2},
 			{Command: "make lint", Result: "timed out after 60 s"},

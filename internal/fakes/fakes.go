@@ -96,7 +96,7 @@ type Outcome struct {
 	// prompt (its last argument, or what it read on stdin) holds
 	// Contains: an agent that fixes only what it was shown.
 	WhenPrompt *PromptWrites `json:"when_prompt,omitempty"`
-	WaitFile    string   `json:"wait_file"`
+	WaitFile   string        `json:"wait_file"`
 	// Plant writes the marker lines of these findings into their files (in
 	// the working folder), for the fake stet to report once committed.
 	Plant []Finding `json:"plant"`
