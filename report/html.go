@@ -38,6 +38,8 @@ type barData struct {
 	Reason  string   `json:"why,omitempty"`
 	Wait    string   `json:"w,omitempty"`
 	Log     []string `json:"l,omitempty"`
+	// Out is the end of a check's output.
+	Out string `json:"out,omitempty"`
 }
 
 type pageBar struct {
@@ -127,7 +129,28 @@ func HTML(w io.Writer, r Report) error {
 			d.CutOff = append(d.CutOff, callLine(c))
 		}
 	}
-	for _, p := range []string{"normalize", "plan", "execute", "stet", "triage", "address", "git", "post-run"} {
+	// A check's bar shows the end of its output; a merge has a bar of its
+	// own in its task's lane, after the calls' in the page's data.
+	tails := map[string]string{}
+	for _, c := range r.Checks {
+		if c.Call != "" {
+			tails[c.Call] = c.Tail
+		}
+	}
+	for i, c := range r.Calls {
+		calls[i].Out = tails[c.ID]
+	}
+	for _, m := range r.Merges {
+		i := len(calls)
+		off := m.Started.Sub(start).Milliseconds()
+		lane := laneOf(m.Task)
+		lane.Bars = append(lane.Bars, pageBar{I: i, Class: "ph-merge mg-" + cssName(m.Result), Left: pos(off), Width: pos(m.DurationMS)})
+		phases["merge"] = true
+		calls = append(calls, barData{Task: m.Task, Phase: "merge", Attempt: strings.ReplaceAll(m.Result, "_", " "),
+			Argv: []string{"git", "merge", "--no-ff", m.Branch}, Started: m.Started.UTC().Format("2006-01-02 15:04:05.000Z"),
+			Dur: formatMS(m.DurationMS), Exit: "–", Outcome: mergeText(m)})
+	}
+	for _, p := range []string{"normalize", "plan", "execute", "check", "stet", "triage", "address", "merge", "git", "post-run"} {
 		if phases[p] {
 			d.Phases = append(d.Phases, p)
 			delete(phases, p)
@@ -165,10 +188,13 @@ func span(r Report) (startAt time.Time, total int64) {
 	for _, c := range r.Calls {
 		total = max(total, c.Started.Sub(startAt).Milliseconds()+c.DurationMS+c.WaitMS)
 	}
+	for _, m := range r.Merges {
+		total = max(total, m.Started.Sub(startAt).Milliseconds()+m.DurationMS)
+	}
 	return startAt, max(total, 1)
 }
 
-func hasNoTask(calls []Call) bool {
+func hasNoTask(calls []Call) bool { // the run's own calls, start checks included
 	for _, c := range calls {
 		if c.Task < 0 {
 			return true

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"peal/check"
+	"peal/phase"
 	"peal/state"
 )
 
@@ -19,24 +21,52 @@ func Markdown(w io.Writer, r Report) error {
 		fmt.Fprintf(&b, "%s\n\n", mdText(line))
 	}
 	tab := r.table()
-	b.WriteString("| Task | Result | Phases and attempts | Review rounds | Findings left | Duration |")
+	b.WriteString("| Task | Result | Phases and attempts | Review rounds | Findings left |")
+	sep := "|---:|---|---|---:|---|"
+	if tab.WithChecks {
+		b.WriteString(" Checks |")
+		sep += "---|"
+	}
+	if tab.WithMerges {
+		b.WriteString(" Merge |")
+		sep += "---|"
+	}
+	b.WriteString(" Duration |")
+	sep += "---:|"
 	if tab.WithUsage {
 		b.WriteString(" Tokens in/out | Cost |")
+		sep += "---:|---:|"
 	}
-	b.WriteString(" Ticket | Ticket retries |\n|---:|---|---|---:|---|---:|")
-	if tab.WithUsage {
-		b.WriteString("---:|---:|")
-	}
-	b.WriteString("---|---:|\n")
+	b.WriteString(" Ticket | Ticket attempts |\n" + sep + "---|---:|\n")
 	for _, row := range tab.Rows {
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s |", row.Index, mdText(row.Result), mdText(row.Phases),
-			row.Rounds, mdText(row.Findings), row.Duration)
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s |", row.Index, mdText(row.Result), mdText(row.Phases), row.Rounds, mdText(row.Findings))
+		if tab.WithChecks {
+			fmt.Fprintf(&b, " %s |", mdText(row.Checks))
+		}
+		if tab.WithMerges {
+			fmt.Fprintf(&b, " %s |", mdText(row.Merge))
+		}
+		fmt.Fprintf(&b, " %s |", row.Duration)
 		if tab.WithUsage {
 			fmt.Fprintf(&b, " %s | %s |", row.Tokens, row.Cost)
 		}
-		fmt.Fprintf(&b, " %s | %d |\n", mdText(row.Ticket), row.RetryCount)
+		fmt.Fprintf(&b, " %s | %s |\n", mdText(row.Ticket), mdText(row.Attempts))
 	}
 	b.WriteString("\n")
+	if lines := checkLines(r); len(lines) > 0 {
+		b.WriteString("Checks:\n\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "- %s\n", mdText(l))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Merges) > 0 {
+		b.WriteString("Merges:\n\n")
+		for _, m := range r.Merges {
+			fmt.Fprintf(&b, "- task %d: %s\n", m.Task, mdText(mergeText(m)))
+		}
+		b.WriteString("\n")
+	}
 	if u := r.Usage; u != nil {
 		fmt.Fprintf(&b, "Usage: %d input tokens, %d output tokens, $%.4f.\n\n", u.InputTokens, u.OutputTokens, u.CostUSD)
 	}
@@ -120,6 +150,18 @@ func totalsLine(t Totals) string {
 		s += "; waits before retries " + formatMS(t.WaitMS)
 	}
 	s += "."
+	if t.CheckRuns > 0 {
+		s += fmt.Sprintf(" Checks: %d runs, %d did not pass.", t.CheckRuns, t.FailedChecks)
+	}
+	if len(t.Merges) > 0 {
+		results := make([]string, 0, len(t.Merges))
+		for _, res := range []string{MergeMerged, MergeConflict, MergeChecksFailed, MergeFailed, MergeInterrupted} {
+			if n := t.Merges[res]; n > 0 {
+				results = append(results, fmt.Sprintf("%d %s", n, strings.ReplaceAll(res, "_", " ")))
+			}
+		}
+		s += " Merges: " + strings.Join(results, ", ") + "."
+	}
 	if len(t.FailedAttempts) > 0 {
 		outcomes := make([]string, 0, len(t.FailedAttempts))
 		for o := range t.FailedAttempts {
@@ -135,6 +177,70 @@ func totalsLine(t Totals) string {
 		s += " No attempt failed."
 	}
 	return s
+}
+
+// checkLines say, for the starting tree and each task, how each check
+// went, run after run: "task 1: `go test ./...` failed after execute
+// (exited with status 1: --- FAIL: TestAdd), passed after round 1".
+func checkLines(r Report) []string {
+	type key struct {
+		task int
+		cmd  string
+	}
+	var order []key
+	runs := map[key][]CheckRun{}
+	for _, c := range r.Checks {
+		k := key{c.Task, c.Command}
+		if _, ok := runs[k]; !ok {
+			order = append(order, k)
+		}
+		runs[k] = append(runs[k], c)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].task < order[j].task })
+	var lines []string
+	for _, k := range order {
+		parts := make([]string, 0, len(runs[k]))
+		for _, c := range runs[k] {
+			parts = append(parts, checkRunText(c))
+		}
+		who := fmt.Sprintf("task %d", k.task)
+		if k.task < 0 {
+			who = "run"
+		}
+		lines = append(lines, fmt.Sprintf("%s: `%s` %s", who, phase.Snippet(k.cmd, 80), strings.Join(parts, ", ")))
+	}
+	return lines
+}
+
+// checkRunText is one run of a check: "passed on the starting tree",
+// "failed after execute (exited with status 1: FAIL x)".
+func checkRunText(c CheckRun) string {
+	when := "after " + stageText(c.Stage, c.Round)
+	switch c.Stage {
+	case check.Start, check.End, check.Merge:
+		when = "on the " + stageText(c.Stage, c.Round)
+	case check.Before:
+		when = "before the task"
+	}
+	switch c.Outcome {
+	case CheckPassed:
+		return "passed " + when
+	case CheckTimeout:
+		return "timed out " + when
+	case CheckInterrupted:
+		return "was interrupted " + when
+	case CheckNotStarted:
+		return "could not start " + when
+	}
+	how := "failed"
+	if c.ExitCode != nil {
+		how = fmt.Sprintf("failed (exit %d", *c.ExitCode)
+		if line := phase.Quote(phase.LastMeaningful(c.Tail)); line != "" {
+			how += ": " + phase.Snippet(line, 120)
+		}
+		how += ")"
+	}
+	return how + " " + when
 }
 
 // resultText is a task's result for people.

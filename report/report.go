@@ -12,8 +12,10 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
+	"peal/check"
 	"peal/phase"
 	"peal/runner"
 	"peal/state"
@@ -58,6 +60,12 @@ type Report struct {
 	Calls []Call `json:"calls"`
 	// Totals say where the time and the retries went.
 	Totals Totals `json:"totals"`
+	// Checks are every run of one of the project's checks, in the order
+	// they ended (check_commands; absent without checks).
+	Checks []CheckRun `json:"checks,omitempty"`
+	// Merges are the merges of the tasks of parallel blocks into the work
+	// tree, in the order they began.
+	Merges []Merge `json:"merges,omitempty"`
 	// Usage is the run's tokens and cost, when agent calls reported them.
 	Usage *state.Usage `json:"usage,omitempty"`
 	// Notes say what the report could not read (a missing record).
@@ -71,6 +79,63 @@ type Totals struct {
 	CallMSByPhase  map[string]int64 `json:"call_ms_by_phase"`
 	WaitMS         int64            `json:"wait_ms"`
 	FailedAttempts map[string]int   `json:"failed_attempts"`
+	// CheckRuns and FailedChecks count the runs of the checks and those
+	// that did not pass; Merges counts the merges by result.
+	CheckRuns    int            `json:"check_runs,omitempty"`
+	FailedChecks int            `json:"failed_checks,omitempty"`
+	Merges       map[string]int `json:"merges,omitempty"`
+}
+
+// Check outcomes.
+const (
+	CheckPassed      = "passed"
+	CheckFailed      = "failed"
+	CheckTimeout     = "timeout"
+	CheckInterrupted = "interrupted"
+	CheckNotStarted  = "not_started" // the command could not be started
+)
+
+// CheckRun is one run of one of the project's checks.
+type CheckRun struct {
+	// Task is -1 for the starting tree (stage start) or the final one (end).
+	Task int `json:"task"`
+	// Stage says when it ran: start, before (a task, after work that did
+	// not complete), execute, address (after round Round), merge (the work
+	// tree, once the task was merged), end.
+	Stage      string    `json:"stage"`
+	Round      int       `json:"round,omitempty"`
+	Command    string    `json:"command"`
+	Call       string    `json:"call,omitempty"`
+	Ended      time.Time `json:"ended"`
+	DurationMS int64     `json:"duration_ms"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Outcome    string    `json:"outcome"`
+	// Tail is the end of its output as the run record keeps it.
+	Tail string `json:"tail,omitempty"`
+}
+
+// Merge results.
+const (
+	MergeMerged       = "merged"
+	MergeConflict     = "conflict"      // git could not merge it: undone, the work kept
+	MergeChecksFailed = "checks_failed" // the merged tree failed the checks: undone, the work kept
+	MergeFailed       = "failed"
+	MergeInterrupted  = "interrupted"
+)
+
+// Merge is the merge of a task of a parallel block into the work tree.
+type Merge struct {
+	Task       int       `json:"task"`
+	Result     string    `json:"result"`
+	Branch     string    `json:"branch,omitempty"`
+	Kept       string    `json:"kept,omitempty"`   // where the work is kept when it was not merged
+	Files      []string  `json:"files,omitempty"`  // the conflicting files
+	Checks     []string  `json:"checks,omitempty"` // the checks the merged tree failed
+	Detail     string    `json:"detail,omitempty"`
+	Started    time.Time `json:"started"`
+	DurationMS int64     `json:"duration_ms"`
+	// RanAgain: the task ran again, alone, after its merge was undone.
+	RanAgain bool `json:"ran_again,omitempty"`
 }
 
 // Run is the run as a whole.
@@ -109,6 +174,12 @@ type Task struct {
 	// first ran.
 	Phases       []Phase       `json:"phases"`
 	ReviewRounds int           `json:"review_rounds"`
+	// Checks are the task's runs of the project's checks, grouped by when
+	// they ran (the stage and round), in order.
+	Checks []CheckPass `json:"checks,omitempty"`
+	// Merges are the merges of the task's work, when it ran in a parallel
+	// block.
+	Merges []Merge `json:"merges,omitempty"`
 	Findings     *state.Counts `json:"findings_left,omitempty"`
 	Usage        *state.Usage  `json:"usage,omitempty"`
 	Ticket       string        `json:"ticket"`
@@ -129,6 +200,16 @@ type Phase struct {
 	// (ordinary, timeout, network, rate_limit, fatal, cut_off, …); a call
 	// still running has not failed.
 	Failures []string `json:"failures"`
+}
+
+// CheckPass is one run of every check at one point of a task: after its
+// execute, after an address round, on the merged tree.
+type CheckPass struct {
+	Stage string `json:"stage"`
+	Round int    `json:"round,omitempty"`
+	// Failed are the commands that did not pass (none: every check passed).
+	Failed []string `json:"failed"`
+	ran    []string
 }
 
 // Call is one attempt of a supervised call: one child process.
@@ -206,7 +287,7 @@ type Input struct {
 
 // Build puts the report together.
 func Build(in Input) Report {
-	b := builder{in: in, calls: map[string]int{}, tasks: map[int]*taskAcc{}}
+	b := builder{in: in, calls: map[string]int{}, tasks: map[int]*taskAcc{}, undone: map[int]int{}}
 	for _, ev := range in.Events {
 		b.add(ev)
 	}
@@ -230,6 +311,9 @@ type builder struct {
 	last     time.Time // the latest time recorded
 	ended    bool
 	selected []int
+	// undone are the merges (indices in rep.Merges) of tasks whose work
+	// was not merged, by task, until the task starts again.
+	undone map[int]int
 }
 
 func (b *builder) task(i int) *taskAcc {
@@ -273,9 +357,24 @@ func (b *builder) add(ev state.Event) {
 			acc.start = &t
 		}
 		acc.end, acc.result, acc.err, acc.findings = nil, "", "", nil
+		if i, ok := b.undone[task]; ok {
+			b.rep.Merges[i].RanAgain = true
+			delete(b.undone, task)
+		}
 	case state.EvTaskEnd:
 		acc := b.task(task)
 		acc.end, acc.result, acc.err, acc.findings = &t, ev.Result, ev.Error, ev.Findings
+	case state.EvCheck:
+		run := CheckRun{Task: task, Stage: ev.Stage, Round: ev.Round, Command: ev.Command, Call: ev.Call, Ended: t,
+			DurationMS: ev.DurationMS, ExitCode: ev.ExitCode, Outcome: checkOutcome(ev), Tail: ev.Tail}
+		b.rep.Checks = append(b.rep.Checks, run)
+	case state.EvMerge:
+		m := Merge{Task: task, Result: ev.Result, Branch: ev.Branch, Kept: ev.Kept, Files: ev.Files, Checks: ev.Checks,
+			Detail: ev.Detail, Started: t, DurationMS: ev.DurationMS}
+		if m.Result != MergeMerged {
+			b.undone[task] = len(b.rep.Merges)
+		}
+		b.rep.Merges = append(b.rep.Merges, m)
 	case state.EvUsage:
 		if ev.Usage != nil {
 			acc := b.task(task)
@@ -318,6 +417,21 @@ func (b *builder) add(ev state.Event) {
 			c.Outcome = outcomeOf(ev.Class)
 		}
 	}
+}
+
+// checkOutcome is how a check's line of the record says it ended.
+func checkOutcome(ev state.Event) string {
+	switch {
+	case ev.Interrupted:
+		return CheckInterrupted
+	case ev.StartErr != "":
+		return CheckNotStarted
+	case ev.TimedOut:
+		return CheckTimeout
+	case ev.ExitCode != nil && *ev.ExitCode == 0:
+		return CheckPassed
+	}
+	return CheckFailed
 }
 
 // outcomes are the call outcomes of the classes the retry loop names in the
@@ -393,9 +507,21 @@ func (b *builder) finish() Report {
 	for _, c := range rep.Calls {
 		rep.Totals.CallMSByPhase[c.Phase] += c.DurationMS
 		rep.Totals.WaitMS += c.WaitMS
-		if failed(c.Outcome) {
+		if failed(c.Outcome) && c.Phase != check.Phase {
 			rep.Totals.FailedAttempts[c.Outcome]++
 		}
+	}
+	for _, c := range rep.Checks {
+		rep.Totals.CheckRuns++
+		if c.Outcome != CheckPassed {
+			rep.Totals.FailedChecks++
+		}
+	}
+	for _, m := range rep.Merges {
+		if rep.Totals.Merges == nil {
+			rep.Totals.Merges = map[string]int{}
+		}
+		rep.Totals.Merges[m.Result]++
 	}
 	rep.Tasks = b.taskList(end)
 	if rep.Calls == nil {
@@ -463,8 +589,31 @@ func (b *builder) taskList(end time.Time) []Task {
 			t.DurationMS = max(stop.Sub(*acc.start).Milliseconds(), 0)
 		}
 	}
-	for _, c := range b.rep.Calls {
+	for _, c := range b.rep.Checks {
 		if c.Task < 0 {
+			continue
+		}
+		t := get(c.Task)
+		// A pass is the checks of one stage and round, each once: a
+		// command seen again starts the next pass.
+		if n := len(t.Checks); n == 0 || t.Checks[n-1].Stage != c.Stage || t.Checks[n-1].Round != c.Round || slices.Contains(t.Checks[n-1].ran, c.Command) {
+			t.Checks = append(t.Checks, CheckPass{Stage: c.Stage, Round: c.Round, Failed: []string{}})
+		}
+		p := &t.Checks[len(t.Checks)-1]
+		p.ran = append(p.ran, c.Command)
+		if c.Outcome != CheckPassed {
+			p.Failed = append(p.Failed, c.Command)
+		}
+	}
+	for _, m := range b.rep.Merges {
+		if m.Task >= 0 {
+			t := get(m.Task)
+			t.Merges = append(t.Merges, m)
+		}
+	}
+	for _, c := range b.rep.Calls {
+		// A check's calls are its checks, not a phase of the task's.
+		if c.Task < 0 || c.Phase == check.Phase {
 			continue
 		}
 		t := get(c.Task)
@@ -498,10 +647,12 @@ func (b *builder) taskList(end time.Time) []Task {
 }
 
 // taskTable is the table of tasks both renderers show: a row per task, in
-// words; the usage columns show when any agent call reported usage.
+// words; the usage columns show when any agent call reported usage, the
+// checks column when the run ran checks, the merge column when a task of a
+// parallel block was merged (or not).
 type taskTable struct {
-	WithUsage bool
-	Rows      []taskRow
+	WithUsage, WithChecks, WithMerges bool
+	Rows                              []taskRow
 }
 
 // taskRow is one task in the table; a cell with nothing to show is "–".
@@ -510,17 +661,19 @@ type taskRow struct {
 	Result, Phases, Findings, Duration string
 	Rounds                             int
 	Tokens, Cost                       string
+	Checks, Merge                      string
 	Ticket                             string
-	RetryCount                         int
+	Attempts                           string // the ticket's attempts, and how many were blocked
 	Error                              string
 }
 
 func (r Report) table() taskTable {
-	tab := taskTable{WithUsage: r.Usage != nil, Rows: make([]taskRow, 0, len(r.Tasks))}
+	tab := taskTable{WithUsage: r.Usage != nil, WithChecks: len(r.Checks) > 0, WithMerges: len(r.Merges) > 0, Rows: make([]taskRow, 0, len(r.Tasks))}
 	for _, t := range r.Tasks {
 		tab.WithUsage = tab.WithUsage || t.Usage != nil
 		row := taskRow{Index: t.Index, Result: resultText(t), Phases: phasesText(t.Phases), Findings: findingsText(t.Findings),
-			Duration: durationText(t), Rounds: t.ReviewRounds, Tokens: "–", Cost: "–", Ticket: t.Ticket, RetryCount: t.RetryCount, Error: t.Error}
+			Duration: durationText(t), Rounds: t.ReviewRounds, Tokens: "–", Cost: "–", Checks: checksText(t.Checks), Merge: mergesText(t.Merges),
+			Ticket: t.Ticket, Attempts: attemptsText(t), Error: t.Error}
 		if t.Usage != nil {
 			row.Tokens = fmt.Sprintf("%d/%d", t.Usage.InputTokens, t.Usage.OutputTokens)
 			row.Cost = fmt.Sprintf("$%.4f", t.Usage.CostUSD)
@@ -531,6 +684,98 @@ func (r Report) table() taskTable {
 		tab.Rows = append(tab.Rows, row)
 	}
 	return tab
+}
+
+// attemptsText is a ticket's attempts, with those tf counts as retries
+// (blocked): "2", "3 (1 blocked)".
+func attemptsText(t Task) string {
+	if t.RetryCount > 0 {
+		return fmt.Sprintf("%d (%d blocked)", t.TicketAttempts, t.RetryCount)
+	}
+	return fmt.Sprint(t.TicketAttempts)
+}
+
+// stageText names when checks ran: "execute", "round 2", "merged tree",
+// "before", "starting tree", "final tree".
+func stageText(stage string, round int) string {
+	switch stage {
+	case check.Address:
+		return fmt.Sprintf("round %d", round)
+	case check.Merge:
+		return "merged tree"
+	case check.Start:
+		return "starting tree"
+	case check.End:
+		return "final tree"
+	}
+	return stage
+}
+
+// checksText is how a task's checks went, pass by pass: "execute failed,
+// round 1 passed"; "–" without checks.
+func checksText(passes []CheckPass) string {
+	if len(passes) == 0 {
+		return "–"
+	}
+	parts := make([]string, len(passes))
+	for i, p := range passes {
+		parts[i] = stageText(p.Stage, p.Round) + " passed"
+		if len(p.Failed) > 0 {
+			parts[i] = stageText(p.Stage, p.Round) + " failed"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// mergesText is how a task's merges went: "merged", or "conflict in
+// shared.txt, kept on peal-kept/task-2-…, ran again alone"; "–" for a task
+// that was not merged.
+func mergesText(merges []Merge) string {
+	if len(merges) == 0 {
+		return "–"
+	}
+	parts := make([]string, len(merges))
+	for i, m := range merges {
+		parts[i] = mergeText(m)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func mergeText(m Merge) string {
+	var s string
+	switch m.Result {
+	case MergeMerged:
+		return "merged"
+	case MergeConflict:
+		s = "conflict"
+		if len(m.Files) > 0 {
+			s += " in " + strings.Join(m.Files, ", ")
+		}
+	case MergeChecksFailed:
+		s = "the merged tree failed " + strings.Join(quoted(m.Checks), ", ")
+	case MergeInterrupted:
+		s = "interrupted"
+	default:
+		s = "failed"
+		if m.Detail != "" {
+			s += ": " + phase.Snippet(m.Detail, 120)
+		}
+	}
+	if m.Kept != "" {
+		s += ", undone, work kept on " + m.Kept
+	}
+	if m.RanAgain {
+		s += ", ran again alone"
+	}
+	return s
+}
+
+func quoted(cmds []string) []string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = "`" + phase.Snippet(c, 60) + "`"
+	}
+	return out
 }
 
 func addUsage(to *state.Usage, u state.Usage) *state.Usage {

@@ -69,6 +69,8 @@ var runs = []struct {
 	{"retried", "retried", false},
 	{"killed", "killed", false},
 	{"reviewed", "reviewed", false},
+	{"checked", "checked", false},
+	{"merged", "merged", false},
 	// The killed run's record read while its process still runs.
 	{"running", "killed", true},
 }
@@ -245,14 +247,33 @@ func TestHTML(t *testing.T) {
 			if !slices.Equal(p.rows, want) {
 				t.Fatalf("table rows %v, want %v", p.rows, want)
 			}
-			if len(p.bars) != len(rep.Calls) {
-				t.Fatalf("%d bars for %d calls", len(p.bars), len(rep.Calls))
+			if len(p.bars) != len(rep.Calls)+len(rep.Merges) {
+				t.Fatalf("%d bars for %d calls and %d merges", len(p.bars), len(rep.Calls), len(rep.Merges))
 			}
 			var data []barData
-			if err := json.Unmarshal([]byte(p.calls), &data); err != nil || len(data) != len(rep.Calls) {
-				t.Fatalf("calls data: %v (%d entries for %d calls)", err, len(data), len(rep.Calls))
+			if err := json.Unmarshal([]byte(p.calls), &data); err != nil || len(data) != len(rep.Calls)+len(rep.Merges) {
+				t.Fatalf("calls data: %v (%d entries for %d calls and %d merges)", err, len(data), len(rep.Calls), len(rep.Merges))
 			}
 			perLane := map[string]int{}
+			for i, m := range rep.Merges {
+				task, _ := rep.task(m.Task)
+				perLane[fmt.Sprintf("task %d · %s", m.Task, resultText(task))]++
+				if d := data[len(rep.Calls)+i]; d.Phase != "merge" || d.Task != m.Task || d.Outcome != mergeText(m) {
+					t.Fatalf("merge bar %d shows %+v, want merge %+v", i, d, m)
+				}
+			}
+			tails := 0
+			for i, c := range rep.Calls {
+				if c.Phase == "check" {
+					if data[i].Out == "" && slices.ContainsFunc(rep.Checks, func(r CheckRun) bool { return r.Call == c.ID && r.Tail != "" }) {
+						t.Fatalf("check bar %d does not show its output", i)
+					}
+					tails += len(data[i].Out)
+				}
+			}
+			if r.name == "checked" && tails == 0 {
+				t.Fatal("no check bar shows its output")
+			}
 			for i, c := range rep.Calls {
 				lane := "run"
 				if c.Task >= 0 {

@@ -22,6 +22,14 @@
     detail.appendChild(line("started", c.s + ", took " + c.d + ", exit " + c.x + ", " + c.o));
     if (c.why) { detail.appendChild(line("reason", c.why)); }
     if (c.w) { detail.appendChild(line("then waited", c.w + " before the next attempt")); }
+    if (c.p === "merge") { return; }
+    if (c.out) {
+      var out = document.createElement("pre");
+      out.textContent = c.out;
+      detail.appendChild(line("output (its end)", ""));
+      detail.appendChild(out);
+      return;
+    }
     if (c.l && c.l.length) {
       var pre = document.createElement("pre");
       pre.textContent = c.l.join("\n");

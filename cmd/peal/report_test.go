@@ -29,7 +29,13 @@ type reportCase struct {
 	kill bool
 	// stet: review with the fake stet.
 	stet bool
+	// root: the repository gets a first commit (a parallel block's
+	// worktrees start from it).
+	root bool
 }
+
+// reportCheck fails while status.txt says broken, as a test suite would.
+const reportCheck = `if grep -q broken status.txt 2>/dev/null; then echo "--- FAIL: TestStatus (status.txt is broken)"; exit 1; fi`
 
 var reportCases = []reportCase{
 	{name: "sequential", plan: plan3, rules: map[string][]fakes.Outcome{}, code: 0},
@@ -50,6 +56,18 @@ var reportCases = []reportCase{
 			{ID: "F002", File: "b.go", Severity: "warning", Message: "unchecked error"}}}},
 		"address:2": {{StetFix: 1}, {}},
 	}, env: []string{"PEAL_ON_FINDINGS_REMAINING=warn", "PEAL_MAX_ADDRESS_ROUNDS=2", "PEAL_STET_DISABLE_LLM_TRIAGE=true"}, code: 2},
+	// Task 2's execute breaks the project's check; the address round,
+	// shown the check's output, fixes it.
+	{name: "checked", plan: plan3, rules: map[string][]fakes.Outcome{
+		"execute:2": {{WriteFiles: map[string]string{"status.txt": "broken\n"}}},
+		"address:2": {{WhenPrompt: &fakes.PromptWrites{Contains: "--- FAIL: TestStatus", WriteFiles: map[string]string{"status.txt": "fixed\n"}}}},
+	}, env: []string{"PEAL_CHECK_COMMANDS=" + reportCheck + "\necho lint ok"}, code: 0},
+	// Both tasks of a parallel block write shared.txt: task 2's merge
+	// conflicts, its work is kept on a branch, and it runs again alone.
+	{name: "merged", plan: "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n", root: true, rules: map[string][]fakes.Outcome{
+		"execute:1": {{WriteFiles: map[string]string{"shared.txt": "one\n"}}},
+		"execute:2": {{WriteFiles: map[string]string{"shared.txt": "two\n"}}},
+	}, env: []string{"PEAL_PARALLEL=true"}, code: 0},
 }
 
 // TestReportOfRecordedRuns runs peal with the fake agent (in sequence, in a
@@ -80,6 +98,10 @@ func TestReportOfRecordedRuns(t *testing.T) {
 				os.MkdirAll(stetDir, 0o755)
 				fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
 				env = append(append(env, "FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"]), fakes.GitEnv...)
+				s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
+			}
+			if tc.root {
+				env = append(env, fakes.GitEnv...)
 				s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
 			}
 			if tc.kill {
@@ -128,6 +150,12 @@ func TestReportOfRecordedRuns(t *testing.T) {
 			}
 			if tc.name == "reviewed" {
 				checkReviewed(t, rep)
+			}
+			if tc.name == "checked" {
+				checkChecked(t, rep, s.peal(env, "report").stdout)
+			}
+			if tc.name == "merged" {
+				checkMerged(t, rep, s.peal(env, "report").stdout)
 			}
 			if dir := os.Getenv("PEAL_REPORT_FIXTURES"); dir != "" {
 				s.writeFixture(filepath.Join(dir, tc.name), env)
@@ -276,6 +304,59 @@ func checkReviewed(t *testing.T, rep report.Report) {
 	// two commits; the other tasks and round leave nothing to commit.
 	if commits != 2 || reviews == 0 {
 		t.Fatalf("%d commits and %d stet runs in the record", commits, reviews)
+	}
+}
+
+// checkChecked: every run of the checks is in the report, task 2's failed
+// after its execute and passed after its round, and the Markdown says so.
+func checkChecked(t *testing.T, rep report.Report, md string) {
+	t.Helper()
+	var runs []string
+	for _, c := range rep.Checks {
+		runs = append(runs, fmt.Sprintf("%d %s%d %s", c.Task, c.Stage, c.Round, c.Outcome))
+	}
+	want := []string{"-1 start0 passed", "-1 start0 passed", "1 execute0 passed", "1 execute0 passed", "2 execute0 failed", "2 execute0 passed",
+		"2 address1 passed", "2 address1 passed", "3 execute0 passed", "3 execute0 passed"}
+	if !slices.Equal(runs, want) {
+		t.Fatalf("check runs %q\nwant %q", runs, want)
+	}
+	for _, task := range rep.Tasks {
+		if task.Index == 2 && (len(task.Checks) != 2 || !slices.Equal(task.Checks[0].Failed, []string{reportCheck}) || len(task.Checks[1].Failed) != 0) {
+			t.Fatalf("task 2's checks %+v", task.Checks)
+		}
+		for _, p := range task.Phases {
+			if p.Name == "check" {
+				t.Fatalf("task %d counts its checks as a phase: %+v", task.Index, task.Phases)
+			}
+		}
+	}
+	for _, line := range []string{
+		"| 2 | completed | plan 1, execute 1, address 1 | 1 | – | execute failed, round 1 passed |",
+		"…\\` failed (exit 1: --- FAIL: TestStatus (status.txt is broken)) after execute, passed after round 1\n- task 2: \\`echo lint ok\\` passed after execute, passed after round 1\n",
+		"Checks: 10 runs, 1 did not pass.",
+	} {
+		if !strings.Contains(md, line) {
+			t.Fatalf("markdown lacks %q:\n%s", line, md)
+		}
+	}
+}
+
+// checkMerged: the merge that conflicted, the branch that keeps its work
+// and the task's second run are in the report.
+func checkMerged(t *testing.T, rep report.Report, md string) {
+	t.Helper()
+	if len(rep.Merges) != 2 || rep.Merges[0].Result != report.MergeMerged || rep.Merges[1].Result != report.MergeConflict ||
+		!slices.Equal(rep.Merges[1].Files, []string{"shared.txt"}) || !strings.HasPrefix(rep.Merges[1].Kept, "peal-kept/task-2-") || !rep.Merges[1].RanAgain {
+		t.Fatalf("merges %+v", rep.Merges)
+	}
+	for _, line := range []string{
+		"| 2 | completed | plan 2, execute 2 | 0 | – | conflict in shared.txt, undone, work kept on " + strings.ReplaceAll(rep.Merges[1].Kept, "_", "\\_") + ", ran again alone |",
+		"Merges: 1 merged, 1 conflict.",
+		"| planaruoa-2 | 2 |",
+	} {
+		if !strings.Contains(md, line) {
+			t.Fatalf("markdown lacks %q:\n%s", line, md)
+		}
 	}
 }
 
