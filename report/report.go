@@ -172,17 +172,17 @@ type Task struct {
 	DurationMS int64      `json:"duration_ms"`
 	// Phases are the task's calls by phase, in the order the phases
 	// first ran.
-	Phases       []Phase       `json:"phases"`
-	ReviewRounds int           `json:"review_rounds"`
+	Phases       []Phase `json:"phases"`
+	ReviewRounds int     `json:"review_rounds"`
 	// Checks are the task's runs of the project's checks, grouped by when
 	// they ran (the stage and round), in order.
 	Checks []CheckPass `json:"checks,omitempty"`
 	// Merges are the merges of the task's work, when it ran in a parallel
 	// block.
-	Merges []Merge `json:"merges,omitempty"`
-	Findings     *state.Counts `json:"findings_left,omitempty"`
-	Usage        *state.Usage  `json:"usage,omitempty"`
-	Ticket       string        `json:"ticket"`
+	Merges   []Merge       `json:"merges,omitempty"`
+	Findings *state.Counts `json:"findings_left,omitempty"`
+	Usage    *state.Usage  `json:"usage,omitempty"`
+	Ticket   string        `json:"ticket"`
 	// TicketAttempts and RetryCount are the ticket's in the retry-state
 	// store.
 	TicketAttempts int `json:"ticket_attempts"`
