@@ -516,3 +516,93 @@ func sameChecks(got, want []string) bool {
 	}
 	return true
 }
+
+// TestCheckOnTheLiveLine: a running check is a call the live line shows,
+// its task, which check of how many, its command and when it runs.
+func TestCheckOnTheLiveLine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	var obs observedCalls
+	h.extra = append(h.extra, WithObserver(&obs))
+	if _, err := h.run(checksEnv("go version", lintCheck)); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, c := range obs.calls {
+		if c.Phase == "check" {
+			lines = append(lines, fmt.Sprintf("%d %s", c.Task, c.Detail()))
+		}
+	}
+	want := []string{"-1 1/2 go version on the starting tree", "-1 2/2 " + lintCheck + " on the starting tree",
+		"1 1/2 go version after execute", "1 2/2 " + lintCheck + " after execute"}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("live lines %q\nwant %q", lines, want)
+	}
+}
+
+// TestCheckOutputInAgentLogs: with agent_log_dir, the whole output of each
+// check is kept in a file of its own, which the run record names.
+func TestCheckOutputInAgentLogs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nA\n")
+	logs := filepath.Join(h.tmp, "logs")
+	long := `i=0; while [ $i -lt 500 ]; do echo "line $i"; i=$((i+1)); done; echo to-stderr >&2; exit 3`
+	h.scenario(map[string][]fakes.Outcome{"address": {ok}})
+	if _, err := h.run(checksEnv(long), "PEAL_AGENT_LOG_DIR="+logs, "PEAL_MAX_ADDRESS_ROUNDS=0", "PEAL_ON_FINDINGS_REMAINING=warn"); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(logs, "*-task-1-check-call-*-attempt-1.output.log"))
+	if len(files) != 1 {
+		t.Fatalf("check logs %q", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	if !strings.HasPrefix(string(data), "line 0\n") || !strings.HasSuffix(string(data), "line 499\nto-stderr\n") {
+		t.Fatalf("the log does not hold the whole output: %d bytes", len(data))
+	}
+	events, _, _ := state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
+	named := false
+	for _, ev := range events {
+		named = named || ev.Ev == state.EvCallStart && ev.Phase == "check" && ev.StdoutLog == files[0]
+	}
+	if !named {
+		t.Fatal("the run record does not name the check's log")
+	}
+}
+
+// TestUncheckedMergeOfAKilledRun: a run killed while the merged tree's
+// checks ran left the task's work merged but the task not completed; the
+// next run undoes that merge (keeping the work on a branch) and runs the
+// task again, so that no unchecked work stays in the tree as if done.
+func TestUncheckedMergeOfAKilledRun(t *testing.T) {
+	t.Parallel()
+	h := isolatedHarness(t, parallelPlan("pp"))
+	scope := callScope(h.stateDir)
+	before := strings.TrimSpace(fakes.Git(t, h.repo, "rev-parse", "HEAD"))
+	wt := leaveTaskWorktree(t, h, 1)
+	os.WriteFile(filepath.Join(wt, "one.txt"), []byte("left unchecked\n"), 0o644)
+	fakes.Git(t, wt, "add", "one.txt")
+	fakes.Git(t, wt, "commit", "-q", "-m", "work")
+	fakes.Git(t, h.repo, "merge", "--no-ff", "-q", "-m", "peal: merge task 1", fmt.Sprintf("peal-%s/task-1", scope))
+	record := fmt.Sprintf(`{"task":1,"branch":"peal-%s/task-1","before":%q}`, scope, before)
+	os.WriteFile(filepath.Join(h.stateDir, WorktreesFolder, mergingRecord), []byte(record), 0o644)
+
+	h.scenario(map[string][]fakes.Outcome{"execute:1": {writes("one.txt", "1")}, "execute:2": {writes("two.txt", "2")}})
+	out, err := h.run("PEAL_MAX_PARALLEL=2", checksEnv(lintCheck))
+	if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
+		t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
+	}
+	if fileIn(t, h.repo, "one.txt") != "1" {
+		t.Fatal("the unchecked merge was not undone before the task ran again")
+	}
+	kept := keptBranches(t, h)
+	if len(kept) != 1 || !strings.HasPrefix(kept[0], KeptBranchPrefix+"task-1-") ||
+		strings.TrimSpace(fakes.Git(t, h.repo, "show", kept[0]+":one.txt")) != "left unchecked" {
+		t.Fatalf("the unchecked work is not kept: %q", kept)
+	}
+	if !strings.Contains(h.log.String(), "undoing the merge of a task an earlier run left before its checks had passed") {
+		t.Fatalf("log:\n%s", h.log.String())
+	}
+	if left := leftovers(t, h); len(left) > 0 {
+		t.Fatalf("left behind: %q", left)
+	}
+}

@@ -95,13 +95,25 @@ type dryRun struct {
 	w io.Writer
 }
 
-// describeReview prints how Phase 3 would run.
+// describeReview prints how Phase 3 would run: the review and the checks.
 func (d *dryRun) describeReview() {
 	if d.r.reviewer == nil {
 		fmt.Fprintln(d.w, "review: none (no stet): tasks end after execute")
 		return
 	}
 	fmt.Fprintln(d.w, "review: "+d.r.reviewer.Describe())
+	c := d.r.checks()
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(d.w, "checks: in order, each through sh -c in the task's work tree (%s; a task of a parallel block: its worktree), under %s each:\n",
+		c.Dir(), c.Timeout())
+	for i, cmd := range c.Commands() {
+		fmt.Fprintf(d.w, "  %d. %s\n", i+1, cmd)
+	}
+	fmt.Fprintln(d.w, "  they run on the starting tree before the first task (what fails there is charged to no task until it passes), "+
+		"after each execute and each address round (a failing one goes to the agent in the next round's prompt), "+
+		"and on the work tree after each merge of a parallel block's task (a failure undoes the merge, as a conflict)")
 }
 
 // describeIsolated prints a block whose tasks work in worktrees of their
@@ -125,8 +137,12 @@ func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
 		in := &dryRun{r: d.r.inTree(tt), w: d.w}
 		in.describeTask(t, completed[t.Index], true)
 	}
-	fmt.Fprintf(d.w, "  merge back: each completed task in plan order, git merge --no-ff -m \"peal: merge task N (<branch>)\" <branch>; "+
-		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) ", KeptBranchPrefix, cfg.ParallelConflict)
+	checked := ""
+	if d.r.checks() != nil {
+		checked = ", then the checks run on the work tree (a failure undoes the merge, as a conflict)"
+	}
+	fmt.Fprintf(d.w, "  merge back: each completed task in plan order, git merge --no-ff -m \"peal: merge task N (<branch>)\" <branch>%s; "+
+		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) ", checked, KeptBranchPrefix, cfg.ParallelConflict)
 	if cfg.ParallelConflict == "retry" {
 		fmt.Fprintln(d.w, "the task runs again, alone, in the work tree after the block")
 	} else {
@@ -181,19 +197,43 @@ func (d *dryRun) describePhase3(tasks []Task, indent string) {
 		}
 	}
 	commit("<first line of the plan text>")
-	if d.r.reviewer == nil {
+	rv := d.r.reviewer
+	if rv == nil {
 		return
 	}
 	attempt, _ := d.r.tickets.peek(d.r.tickets.id(tasks[0].Index))
-	review := strings.Join(d.r.reviewer.ReviewCommands(), "; ")
-	fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "review", review)
-	fmt.Fprintf(d.w, "%swhile findings remain, up to %d rounds:\n", indent, d.r.cfg.MaxAddressRounds)
-	if d.r.reviewer.Builtin() && !d.r.cfg.StetDisableLLMTriage {
-		d.describeCall(indent, attempt, "triage", d.r.reviewer.Phase3Attempts(), "", "<prompt: the review and the triage question>")
+	review := strings.Join(rv.ReviewCommands(), "; ")
+	checks := strings.Join(rv.Checks().Commands(), "; ")
+	again := func() {
+		if rv.Reviews() {
+			fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "review", review)
+		}
+		if checks != "" {
+			fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "check", checks)
+		}
 	}
-	d.describeCall(indent, attempt, "address", d.r.reviewer.Phase3Attempts(), "", "<prompt: the review and its suggestions>")
+	again()
+	what := "findings remain"
+	switch {
+	case checks != "" && rv.Reviews():
+		what = "findings remain or a check fails"
+	case checks != "":
+		what = "a check fails"
+	}
+	fmt.Fprintf(d.w, "%swhile %s, up to %d rounds:\n", indent, what, d.r.cfg.MaxAddressRounds)
+	if rv.Builtin() && !d.r.cfg.StetDisableLLMTriage {
+		d.describeCall(indent, attempt, "triage", rv.Phase3Attempts(), "", "<prompt: the review and the triage question>")
+	}
+	prompt := "<prompt: the review and its suggestions>"
+	switch {
+	case checks != "" && rv.Reviews():
+		prompt = "<prompt: the review, its suggestions and the failing checks' output>"
+	case checks != "":
+		prompt = "<prompt: the failing checks' output>"
+	}
+	d.describeCall(indent, attempt, "address", rv.Phase3Attempts(), "", prompt)
 	commit("address round <N>")
-	fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "review", review)
+	again()
 }
 
 // shownArgv is the argv of a call of the primary agent as the dry run shows

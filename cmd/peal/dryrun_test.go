@@ -118,3 +118,32 @@ func snapshot(t *testing.T, dir string) string {
 	})
 	return b.String()
 }
+
+// TestDryRunChecks: the dry run says which checks run, where, under which
+// timeout and when, and shows them in each task's rounds; it runs none.
+func TestDryRunChecks(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nFirst\n## Task 2 (parallel)\nSecond\n## Task 3 (parallel)\nThird\n")
+	before := snapshot(t, s.dir)
+	env := s.env("PEAL_CHECK_COMMANDS=go test ./... > ran.txt\nnpm test -- --run --reporter=dot,summary", "PEAL_CHECK_TIMEOUT_SEC=600", "PEAL_MAX_PARALLEL=2")
+	r := s.peal(env, "run", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"review: none (no stet): the project's checks alone make Phase 3",
+		"checks: in order, each through sh -c in the task's work tree (" + s.repo + "; a task of a parallel block: its worktree), under 10m0s each:",
+		"  1. go test ./... > ran.txt\n  2. npm test -- --run --reporter=dot,summary\n",
+		"they run on the starting tree before the first task",
+		"    check    go test ./... > ran.txt; npm test -- --run --reporter=dot,summary\n    while a check fails, up to 5 rounds:\n    address  model (agent default), attempts 1:",
+		"--force <prompt: the failing checks' output>\n",
+		"then the checks run on the work tree (a failure undoes the merge, as a conflict)",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if after := snapshot(t, s.dir); after != before {
+		t.Fatalf("the dry run wrote files (or ran a check):\nbefore %s\nafter  %s", before, after)
+	}
+}

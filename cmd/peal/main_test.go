@@ -140,6 +140,11 @@ func TestExitCodes(t *testing.T) {
 			[]string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_NETWORK_RETRY_DELAY_SEC=0", "PEAL_NETWORK_RETRY_COUNT=1"}, nil, 4,
 			"peal: error: task 2: the agent looks unreachable: all 2 attempts of the plan call failed with network errors"},
 		{"3: consecutive failure cap", map[string][]fakes.Outcome{"plan:1": {fail}, "plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2"}, nil, 3, "peal: error: stopped after 2 consecutive task failures"},
+		{"2: every task completed, the final tree fails a check", nil, []string{"PEAL_CHECK_COMMANDS=echo FAIL: lint; false"}, nil, 2,
+			"peal: finished with issues: failed tasks [], tasks with remaining findings [], deferred [], skipped [], tasks whose checks failed []; the final tree fails the checks `echo FAIL: lint; false`"},
+		{"1: a check still fails after the last round", map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"broken": "x"}}}},
+			[]string{"PEAL_CHECK_COMMANDS=test ! -f broken || { echo FAIL: TestBroken; exit 1; }", "PEAL_MAX_ADDRESS_ROUNDS=1"}, nil, 1,
+			"peal: error: task 1: checks still fail after 1 address round(s): `test ! -f broken || { echo FAIL: TestBroken; exit 1; }` exited with status 1: FAIL: TestBroken"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -116,8 +117,16 @@ func ending(ctx context.Context, cfg *config.Config, out runner.Outcome, err err
 		return failure(ctx, cfg, err)
 	}
 	if out.ExitCode == runner.ExitWithIssues {
-		return out.ExitCode, fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v (summary: %s)",
-			out.Failed, out.WithFindings, out.Deferred, out.Skipped, cfg.RunSummaryPath)
+		checks := ""
+		if len(out.ChecksFailing) > 0 {
+			cmds := make([]string, len(out.ChecksFailing))
+			for i, c := range out.ChecksFailing {
+				cmds[i] = "`" + phase.Snippet(c, 60) + "`"
+			}
+			checks = fmt.Sprintf(", tasks whose checks failed %v; the final tree fails the checks %s", out.ChecksFailed, strings.Join(cmds, ", "))
+		}
+		return out.ExitCode, fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v%s (summary: %s)",
+			out.Failed, out.WithFindings, out.Deferred, out.Skipped, checks, cfg.RunSummaryPath)
 	}
 	return out.ExitCode, ""
 }
