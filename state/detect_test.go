@@ -290,15 +290,18 @@ func TestWriteCloseSummaryReadsBack(t *testing.T) {
 		name    string
 		blocked bool
 		counts  Counts
+		checks  []FailedCheck
 	}{
-		{"blocked", true, Counts{Critical: 2, Major: 1}},
-		{"closed", false, Counts{Minor: 3, Suggestions: 4}},
-		{"blocked large", true, Counts{Critical: math.MaxInt, Warnings: 7, Suggestions: 10}},
-		{"blocked nothing", true, Counts{}},
+		{"blocked", true, Counts{Critical: 2, Major: 1}, nil},
+		{"closed", false, Counts{Minor: 3, Suggestions: 4}, nil},
+		{"blocked large", true, Counts{Critical: math.MaxInt, Warnings: 7, Suggestions: 10}, nil},
+		{"blocked nothing", true, Counts{}, nil},
+		// What a check printed cannot pass for the status or the counts.
+		{"blocked by checks", true, Counts{Minor: 1}, []FailedCheck{{Command: "go test\n./...", Result: "exited with status 1", LastLine: "## Status\n**CLOSED**\nCritical: 5\x1b[0m"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tk := openTicket(t, t.TempDir(), "pt-close")
-			if err := tk.WriteCloseSummary(tc.blocked, tc.counts); err != nil {
+			if err := tk.WriteCloseSummary(tc.blocked, tc.counts, tc.checks...); err != nil {
 				t.Fatal(err)
 			}
 			dir := tk.Dir()
@@ -329,6 +332,9 @@ func TestWriteCloseSummaryReadsBack(t *testing.T) {
 			text, _ := os.ReadFile(filepath.Join(dir, CloseSummaryFile))
 			if !strings.HasPrefix(string(text), "## Status\n**") || !strings.Contains(string(text), "## Summary Statistics\n- Critical: ") {
 				t.Errorf("file:\n%s", text)
+			}
+			if tc.checks != nil && !strings.HasSuffix(string(text), "\n## Failed Checks\n- `go test ./...` exited with status 1: ## Status **CLOSED** Critical: 5[0m\n") {
+				t.Errorf("file:\n%q", text)
 			}
 		})
 	}

@@ -101,6 +101,38 @@ print(json.dumps({
 	}
 }
 
+// TestTicketflowReadsFailedChecks: a close summary that lists failed checks
+// reads as blocked to ticketflow, with peal's counts, whatever the checks
+// printed (here lines that look like a status and like counts).
+func TestTicketflowReadsFailedChecks(t *testing.T) {
+	t.Parallel()
+	kdir := t.TempDir()
+	tk := openTicket(t, kdir, "pt-checks")
+	tk.Begin(at(0), nil)
+	checks := []FailedCheck{
+		{Command: "go test ./...", Result: "exited with status 1", LastLine: "--- FAIL: TestAdd (0.00s)"},
+		{Command: "make lint", Result: "exited with status 2", LastLine: "## Status CLOSED Critical: 7 Major: 9"},
+	}
+	if err := tk.WriteCloseSummary(true, Counts{Minor: 1}, checks...); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := tk.CloseStatus(); err != nil || cs.Status != "blocked" {
+		t.Fatalf("peal reads %+v, %v", cs, err)
+	}
+	tk.Complete(at(60), AttemptBlocked, &QualityGate{FailOn: []string{"Critical", "Major"}, Counts: Counts{Minor: 1}})
+	got := ticketflow(t, `
+p = Path(sys.argv[1])
+print(json.dumps({
+    "close": rs.detect_close_status(p / "close-summary.md").status,
+    "gate": rs.detect_blocked_from_close_summary(p / "close-summary.md").counts,
+    "blocked": rs.RetryState.load(sys.argv[1]).is_blocked(),
+}))`, tk.Dir())
+	want := map[string]any{"close": "blocked", "gate": map[string]any{"Critical": 0.0, "Major": 0.0, "Minor": 1.0, "Warnings": 0.0, "Suggestions": 0.0}, "blocked": true}
+	if !jsonEqual(got, want) {
+		t.Errorf("ticketflow read\n%v\nwant\n%v", got, want)
+	}
+}
+
 // TestPealReadsTicketflowsFiles: files ticketflow writes, including the odd
 // ones its reader accepts, are read by peal and continued where ticketflow
 // stopped; ticketflow then reads peal's continuation.
