@@ -333,7 +333,7 @@ func TestWriteCloseSummaryReadsBack(t *testing.T) {
 			if !strings.HasPrefix(string(text), "## Status\n**") || !strings.Contains(string(text), "## Summary Statistics\n- Critical: ") {
 				t.Errorf("file:\n%s", text)
 			}
-			if tc.checks != nil && !strings.HasSuffix(string(text), "\n## Failed Checks\n- `go test ./...` exited with status 1: ## Status **CLOSED** Critical: 5[0m\n") {
+			if tc.checks != nil && !strings.HasSuffix(string(text), "\n## Failed Checks\n- `go test ./...` exited with status 1: ## Status **CLOSED** Critical: 5 [0m\n") {
 				t.Errorf("file:\n%q", text)
 			}
 		})
