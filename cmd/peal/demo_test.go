@@ -21,13 +21,17 @@ func TestDemo(t *testing.T) {
 	}
 	text := string(out)
 	for _, want := range []string{
-		"plan:1  execute:1  execute:1  plan:2  execute:2  triage:2  address:2", // one retried execute, one address round
+		// One retried execute, one round for a failing check, one for a finding.
+		"plan:1  execute:1  execute:1  address:1  plan:2  execute:2  triage:2  address:2",
 		"dismiss S001 false_positive",
 		`"exit_code": 0`,
 		"peal: task 2 - Add a README section on Greet.",
-		// The report: the retried execute and the address round.
-		"| 1 | completed | stet 4, plan 1, execute 2 (ordinary) | 0 |",
-		"| 2 | completed | stet 7, plan 1, execute 1, triage 1, address 1 | 1 |",
+		// The check's output, as the address round was shown it.
+		"---CHECK---\ncommand: test ! -f greet.go",
+		"result: exited with status 1\noutput:\n--- FAIL: TestGreet: Greet(\"Ann\") = \"Helo, Ann\", want \"Hello, Ann\"\n---CHECK---",
+		// The report: the retried execute, the check fixed, the address rounds.
+		"| 1 | completed | stet 6, plan 1, execute 2 (ordinary), address 1 | 1 | – | execute failed, round 1 passed |",
+		"| 2 | completed | stet 7, plan 1, execute 1, triage 1, address 1 | 1 | – | execute passed, round 1 passed |",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)

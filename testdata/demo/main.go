@@ -2,7 +2,9 @@
 // builds peal, a simulated agent and a simulated stet (or takes them from the
 // go command's cache, where a run before left them), makes a scratch git
 // repository, and runs the plan in this folder. The simulated agent fails its
-// first execute of task 1 (so peal retries it), and the review of task 2
+// first execute of task 1 (so peal retries it); its second leaves a bug that
+// the project's check (a stand-in for the project's tests) catches, and the
+// address round, shown the check's output, fixes it; the review of task 2
 // reports two findings: one dismissed by triage, one fixed in an address round.
 // Then `peal report` tells the run as the Markdown table CI shows.
 //
@@ -72,7 +74,7 @@ func run(keep bool) error {
 	plan := filepath.Join(root, "testdata", "demo", "plan.md")
 	args := []string{"run", "--plan", plan, "--repo", repo, "--state-dir", filepath.Join(work, "state"),
 		"--agent-cmd", bins["fakeagent"], "--stet-path", bins["fakestet"],
-		"--phase-retry-count", "1", "--phase-timeout-sec", "60"}
+		"--phase-retry-count", "1", "--phase-timeout-sec", "60", "--check-command", greetCheck}
 	step("peal " + strings.Join(args, " "))
 	cmd := exec.Command(bins["peal"], args...)
 	cmd.Dir = work
@@ -89,6 +91,15 @@ func run(keep bool) error {
 	}
 	step("agent calls, in order (phase:task)")
 	fmt.Println("  " + strings.Join(fakes.Keys(fakes.Starts(calls)), "  "))
+	for _, c := range fakes.Starts(calls) {
+		if c.Key == "address:1" && len(c.Argv) > 0 {
+			prompt := c.Argv[len(c.Argv)-1]
+			if i := strings.Index(prompt, "---CHECK---"); i >= 0 {
+				step("the failing check, as the address round of task 1 was shown it")
+				fmt.Println(prompt[i:])
+			}
+		}
+	}
 	stetCalls, err := fakes.ReadStetCalls(stetDir)
 	if err != nil {
 		return err
@@ -125,14 +136,21 @@ func run(keep bool) error {
 	return nil
 }
 
+// greetCheck stands in for the project's tests (a shell snippet, as
+// check_commands are): Greet must greet with "Hello, ".
+const greetCheck = `test ! -f greet.go || grep -q '"Hello, "' greet.go || { echo "--- FAIL: TestGreet: Greet(\"Ann\") = \"Helo, Ann\", want \"Hello, Ann\""; exit 1; }`
+
 // writeScenarios scripts the simulated agent and stet.
 func writeScenarios(agentDir, stetDir string) error {
 	agent := fakes.Scenario{Rules: map[string][]fakes.Outcome{
 		"plan:1": {{Stdout: "Add greet.go with a Greet function and a test.\n"}},
 		"execute:1": {
 			{Exit: 1, Stderr: "simulated agent: connection to the model dropped"},
-			{Stdout: "Wrote greet.go.\n", WriteFiles: map[string]string{"greet.go": "package greet\n\nfunc Greet(name string) string { return \"Hello, \" + name }\n"}},
+			{Stdout: "Wrote greet.go.\n", WriteFiles: map[string]string{"greet.go": "package greet\n\nfunc Greet(name string) string { return \"Helo, \" + name }\n"}},
 		},
+		// It fixes the typo only when the prompt quotes the failing test.
+		"address:1": {{Stdout: "Fixed the greeting.\n", WhenPrompt: &fakes.PromptWrites{Contains: `--- FAIL: TestGreet: Greet("Ann") = "Helo, Ann"`,
+			WriteFiles: map[string]string{"greet.go": "package greet\n\nfunc Greet(name string) string { return \"Hello, \" + name }\n"}}}},
 		"plan:2": {{Stdout: "Add a README section on Greet.\n"}},
 		// The simulated stet reports the findings planted in README.md.
 		"execute:2": {{Stdout: "Wrote README.md.\n", WriteFiles: map[string]string{"README.md": "# greet\n\nGreet(name) says hello.\n"},
