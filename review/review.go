@@ -64,6 +64,9 @@ type Reviewer struct {
 	dir    string // peal's review folder, {state_dir}/review
 	off    bool   // custom mode only: the commands failed at run start under on_stet_fail = skip
 	checks *check.Checks
+	// commitAll: every address round's fix is committed whatever the
+	// mode (a task in a worktree: its branch must hold all of its work).
+	commitAll bool
 }
 
 // Folder is where peal keeps the review state of a run in state_dir: stet's
@@ -168,14 +171,15 @@ func (rv *Reviewer) Checks() *check.Checks {
 // and after each address round: always in built-in mode, since stet reviews
 // committed changes only; in custom mode as commit_after_phase2 says.
 func (rv *Reviewer) Commits() bool {
-	return rv.Builtin() || (rv != nil && rv.cfg.CommitAfterPhase2)
+	return rv.Builtin() || (rv != nil && (rv.cfg.CommitAfterPhase2 || rv.commitAll))
 }
 
 // InWorkTree is the reviewer of one task that works in a worktree of its
 // own: its stet commands run there (caller's folder), its commits are made
 // by git, its triage and address calls by agent, and its review folder
 // (stet's state and worktrees, the record of the task under review) is dir,
-// so that the reviews of concurrent tasks share nothing. stet makes a
+// so that the reviews of concurrent tasks share nothing; every address
+// round's fix is committed, on the task's branch, for the merge. stet makes a
 // worktree of its own when a session starts and removes it when it ends:
 // those commands hold gitLock, which the run holds while it adds or removes
 // worktrees too (git fails on the records of a worktree half made). A nil
@@ -186,6 +190,7 @@ func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir st
 	}
 	c := *rv
 	c.caller, c.git, c.agent, c.dir, c.checks = caller, git, agent, dir, rv.checks.In(caller)
+	c.commitAll = true
 	if rv.stet != nil {
 		st := *rv.stet
 		st.caller, st.stateDir, st.worktrees, st.gitLock = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees"), gitLock

@@ -95,6 +95,10 @@ func (r *run) startChecks(ctx context.Context, pending []Task) error {
 	r.noteCheckLeftovers(ctx, before)
 	red := run.Failing()
 	rec, ok := r.readChecksRecord()
+	if ok && r.store.Completed(rec.Task) {
+		r.completedOnTree(rec.Task) // a run ended between the task's save and the note's removal
+		ok = false
+	}
 	unfinished := ok && slices.ContainsFunc(pending, func(t Task) bool { return t.Index == rec.Task })
 	var charged check.Set
 	if unfinished {

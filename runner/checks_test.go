@@ -606,3 +606,47 @@ func TestUncheckedMergeOfAKilledRun(t *testing.T) {
 		t.Fatalf("left behind: %q", left)
 	}
 }
+
+// TestAddressRoundInAWorktreeIsMerged: a task of a parallel block whose
+// check fails after its execute is fixed in an address round in its
+// worktree; that fix is committed on its branch (without stet and without
+// commit_after_phase2) and merged with the rest of its work, so the merged
+// tree passes at once.
+func TestAddressRoundInAWorktreeIsMerged(t *testing.T) {
+	t.Parallel()
+	h := isolatedHarness(t, parallelPlan("pp"))
+	h.scenario(map[string][]fakes.Outcome{
+		"execute:1": {breaks},
+		"address:1": {fixesWhenShown},
+		"execute:2": {writes("two.txt", "2")},
+	})
+	out, err := h.run("PEAL_MAX_PARALLEL=2", checksEnv(statusCheck))
+	if err != nil || out.ExitCode != ExitOK || !slices.Equal(out.Completed, []int{1, 2}) {
+		t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
+	}
+	if fileIn(t, h.repo, "status.txt") != "fixed\n" || len(keptBranches(t, h)) != 0 {
+		t.Fatalf("the fix of the address round was not merged: status.txt %q, kept %q", fileIn(t, h.repo, "status.txt"), keptBranches(t, h))
+	}
+	if got := h.checkEvents(statusCheck); !sameChecks(got, []string{"start:-1 #1 pass", "execute:1 #1 fail", "address1:1 #1 pass", "execute:2 #1 pass", "merge:1 #1 pass", "merge:2 #1 pass"}) {
+		t.Fatalf("checks %q", got)
+	}
+}
+
+// TestStaleNoteOfACompletedTask: a note of an unfinished task whose task is
+// recorded as completed (a run ended between the two) is dropped, and the
+// next task that starts is noted.
+func TestStaleNoteOfACompletedTask(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, twoTasks)
+	writeState(t, h, []int{1})
+	os.MkdirAll(h.stateDir, 0o755)
+	os.WriteFile(filepath.Join(h.stateDir, ChecksRecordName), []byte(`{"task":1,"failing_before":[]}`), 0o644)
+	h.scenario(map[string][]fakes.Outcome{"execute:2": {breaks}, "address:2": {fail}})
+	if _, err := h.run(checksEnv(statusCheck)); err == nil {
+		t.Fatal("task 2 should fail")
+	}
+	data, err := os.ReadFile(filepath.Join(h.stateDir, ChecksRecordName))
+	if err != nil || !strings.Contains(string(data), `"task": 2`) {
+		t.Fatalf("the note names %s (%v), want task 2", data, err)
+	}
+}
