@@ -119,7 +119,7 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	}
 	last := res.last
 	if res.resolved {
-		rv.log.Info("review findings resolved and checks pass", "task", task, "rounds", res.rounds)
+		rv.log.Info("nothing left to fix: findings resolved, checks pass", "task", task, "rounds", res.rounds)
 		return Result{Skipped: skipped, Checks: last.checks}
 	}
 	failing := last.failing()
@@ -167,7 +167,7 @@ func (s *Session) skipLoop(ctx context.Context, task int, res loopResult, loopEr
 		return Result{Err: loopErr, Checks: checks}
 	}
 	rv.log.Warn("address loop failed; the task completes with findings left (on_stet_fail = skip)", "task", task, "err", loopErr)
-	return Result{FindingsLeft: true, Leftover: &res.last.review, Checks: checks}
+	return Result{FindingsLeft: true, Leftover: res.last.leftover(), Checks: checks}
 }
 
 // check runs the project's checks once (none without checks).
