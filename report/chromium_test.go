@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,4 +115,56 @@ func dumpDOM(t testing.TB, bin, path string) string {
 // htmlText is s as --dump-dom writes text: with &, < and > escaped.
 func htmlText(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// TestChecksAndMergesInBrowser: in headless chromium, hovering the bar of a
+// failed check shows the end of its output, and the bar of a merge that
+// conflicted says how it went. Skipped where no chromium is installed.
+func TestChecksAndMergesInBrowser(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		t.Skip("no chromium on PATH")
+	}
+	checked := fixture(t, "checked", false)
+	failedCall := ""
+	for _, c := range checked.Checks {
+		if c.Outcome == CheckFailed {
+			failedCall = c.Call
+		}
+	}
+	checkBar := slices.IndexFunc(checked.Calls, func(c Call) bool { return c.ID == failedCall })
+	merged := fixture(t, "merged", false)
+	mergeBar := len(merged.Calls) + slices.IndexFunc(merged.Merges, func(m Merge) bool { return m.Result == MergeConflict })
+	for _, tc := range []struct {
+		rep   Report
+		bar   int
+		wants []string
+	}{
+		{checked, checkBar, []string{"task 2: check", "output (its end): --- FAIL: TestStatus (status.txt is broken)"}},
+		{merged, mergeBar, []string{"task 2: merge, conflict", "conflict in shared.txt, undone, work kept on " + merged.Merges[1].Kept + ", ran again alone"}},
+	} {
+		if tc.bar < 0 {
+			t.Fatal("the fixture lacks the bar to hover")
+		}
+		var buf bytes.Buffer
+		if err := HTML(&buf, tc.rep); err != nil {
+			t.Fatal(err)
+		}
+		tail := strings.Replace(probeTail, `document.querySelectorAll(".bar")[BAR]`, `document.querySelector('.bar[data-c="`+strconv.Itoa(tc.bar)+`"]')`, 1)
+		page := strings.Replace(buf.String(), "<head>", "<head>"+probeHead, 1)
+		page = strings.Replace(page, "</body>", tail+"</body>", 1)
+		path := filepath.Join(t.TempDir(), "report.html")
+		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?s)<pre id="probe">(.*?)</pre>`).FindStringSubmatch(dumpDOM(t, bin, path))
+		if m == nil || !strings.HasPrefix(m[1], "errors=0 ") {
+			t.Fatalf("the probe did not run, or the page has script errors: %v", m)
+		}
+		for _, want := range tc.wants {
+			if !strings.Contains(m[1], htmlText(want)) {
+				t.Fatalf("hovering bar %d shows\n%s\nwant it to contain %q", tc.bar, m[1], want)
+			}
+		}
+	}
 }

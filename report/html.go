@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"peal/check"
 	"peal/phase"
 )
 
@@ -112,7 +113,11 @@ func HTML(w io.Writer, r Report) error {
 	phases := map[string]bool{}
 	for i, c := range r.Calls {
 		off := c.Started.Sub(start).Milliseconds()
-		bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + c.Outcome, Left: pos(off), Width: pos(c.DurationMS)}
+		outcome := c.Outcome
+		if c.Phase == check.Phase && outcome == CallExited {
+			outcome = CallOrdinary // a failed check is a failure, drawn as one
+		}
+		bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + outcome, Left: pos(off), Width: pos(c.DurationMS)}
 		if c.WaitMS > 0 {
 			bar.WaitLeft, bar.Wait = pos(off+c.DurationMS), pos(c.WaitMS)
 		}
