@@ -41,6 +41,9 @@ type WorktreeStatus struct {
 	// ConflictDetail is what git said when the merge failed with none.
 	Conflict       []string `json:"conflict_files,omitempty"`
 	ConflictDetail string   `json:"conflict_detail,omitempty"`
+	// ConflictChecks are the checks the work tree failed once the task's
+	// work was merged (the merge was undone).
+	ConflictChecks []string `json:"conflict_checks,omitempty"`
 }
 
 // StatusReport is what `peal status` prints.
@@ -119,7 +122,8 @@ func worktreeStatus(cfg *config.Config, task int, last *state.RunSummary) *Workt
 	}
 	for _, pt := range last.ParallelTasks {
 		if pt.Task == task {
-			return &WorktreeStatus{Path: pt.Worktree, Branch: pt.Branch, Merged: pt.Merged, Conflict: pt.Conflict, ConflictDetail: pt.ConflictDetail}
+			return &WorktreeStatus{Path: pt.Worktree, Branch: pt.Branch, Merged: pt.Merged, Conflict: pt.Conflict, ConflictDetail: pt.ConflictDetail,
+				ConflictChecks: pt.ConflictChecks}
 		}
 	}
 	return nil

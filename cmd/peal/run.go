@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -119,11 +118,7 @@ func ending(ctx context.Context, cfg *config.Config, out runner.Outcome, err err
 	if out.ExitCode == runner.ExitWithIssues {
 		checks := ""
 		if len(out.ChecksFailing) > 0 {
-			cmds := make([]string, len(out.ChecksFailing))
-			for i, c := range out.ChecksFailing {
-				cmds[i] = "`" + phase.Snippet(c, 60) + "`"
-			}
-			checks = fmt.Sprintf(", tasks whose checks failed %v; the final tree fails the checks %s", out.ChecksFailed, strings.Join(cmds, ", "))
+			checks = fmt.Sprintf(", tasks whose checks failed %v; the final tree fails the checks %s", out.ChecksFailed, quoteChecks(out.ChecksFailing))
 		}
 		return out.ExitCode, fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v%s (summary: %s)",
 			out.Failed, out.WithFindings, out.Deferred, out.Skipped, checks, cfg.RunSummaryPath)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"peal/phase"
 	"peal/runner"
 	"peal/state"
 )
@@ -93,6 +94,9 @@ func printWorktrees(e *env, tasks []runner.TaskStatus) {
 			fmt.Fprintf(e.stdout, "  task %d: merged into the work tree from branch %s (last run)\n", t.Index, w.Branch)
 		case len(w.Conflict) > 0:
 			fmt.Fprintf(e.stdout, "  task %d: its merge conflicted in %s; its work is kept on branch %s (last run)\n", t.Index, strings.Join(w.Conflict, ", "), w.Branch)
+		case len(w.ConflictChecks) > 0:
+			fmt.Fprintf(e.stdout, "  task %d: once merged, the work tree failed the checks %s; the merge was undone and its work is kept on branch %s (last run)\n",
+				t.Index, quoteChecks(w.ConflictChecks), w.Branch)
 		case w.ConflictDetail != "":
 			fmt.Fprintf(e.stdout, "  task %d: its merge failed (%s); its work is kept on branch %s (last run)\n", t.Index, w.ConflictDetail, w.Branch)
 		case w.Branch != "":
@@ -101,4 +105,13 @@ func printWorktrees(e *env, tasks []runner.TaskStatus) {
 			fmt.Fprintf(e.stdout, "  task %d: ran in a worktree and did not complete (last run)\n", t.Index)
 		}
 	}
+}
+
+// quoteChecks names check commands on one line: `go test ./...`, `make lint`.
+func quoteChecks(cmds []string) string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = "`" + phase.Snippet(c, 60) + "`"
+	}
+	return strings.Join(out, ", ")
 }

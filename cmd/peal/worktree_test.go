@@ -214,3 +214,31 @@ func TestWorktreeMergeRefusedReported(t *testing.T) {
 		}
 	}
 }
+
+// Two tasks of a block that pass their check alone fail it merged: under
+// parallel_conflict = fail the second fails with one line naming the check,
+// and peal status says its merged tree failed the check.
+func TestWorktreeChecksFailedMergeReported(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n")
+	fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	s.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1\n"}}},
+		"execute:2": {{WriteFiles: map[string]string{"two.txt": "2\n"}}},
+	})
+	check := `test ! -f one.txt || test ! -f two.txt || exit 1`
+	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_CHECK_COMMANDS=" + check}, fakes.GitEnv...)...)
+	if r := s.peal(env, "run"); r.code != 2 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if left := worktreeLeftovers(t, s); len(left) > 0 {
+		t.Fatalf("left behind: %q", left)
+	}
+	st := s.peal(env, "status")
+	if want := "  task 2: once merged, the work tree failed the checks `" + check + "`; the merge was undone and its work is kept on branch peal-kept/task-2-"; !strings.Contains(st.stdout, want) {
+		t.Fatalf("status lacks %q:\n%s", want, st.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(s.repo, "two.txt")); err == nil {
+		t.Fatal("the undone merge left task 2's work in the work tree")
+	}
+}
