@@ -162,58 +162,45 @@ func TestAgentDiesWithKilledPeal(t *testing.T) {
 	}
 }
 
-// Killing peal with SIGKILL while a check runs kills the check and what it
-// started, as for an agent: nothing of a check outlives peal.
-func TestCheckDiesWithKilledPeal(t *testing.T) {
-	t.Parallel()
-	s := newSandbox(t, plan3)
-	ready := fifo(t, s.dir, "ready")
-	pidFile := filepath.Join(s.dir, "sleep.pid")
-	check := fmt.Sprintf(`if [ -f go.txt ]; then sleep 300 & echo $! > %q; echo x > %q; wait; fi`, pidFile, ready)
-	s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"go.txt": "1"}}}})
-	cmd, done := startPeal(t, s, s.env("PEAL_CHECK_COMMANDS="+check), nil)
-	if _, err := os.ReadFile(ready); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	waitExited(t, cmd, done, 30*time.Second)
-	data, _ := os.ReadFile(pidFile)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	if pid <= 0 {
-		t.Fatalf("no pid of the check's child: %q", data)
-	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	waitPID(pid, 30*time.Second)
-	if procs.Alive(pid) {
-		t.Fatalf("the check's child %d outlived a killed peal", pid)
-	}
-}
-
-// A signal while a check runs stops it, saves the state and exits with the
-// signal's code.
+// A signal while a check runs (task 2's, after its execute) stops the check
+// and what it started: SIGTERM saves the state and exits 143; SIGKILL leaves
+// it to peal's guard. Nothing of a check outlives peal.
 func TestSignalDuringACheck(t *testing.T) {
 	t.Parallel()
-	s := newSandbox(t, plan3)
-	ready := fifo(t, s.dir, "ready")
-	pidFile := filepath.Join(s.dir, "sleep.pid")
-	check := fmt.Sprintf(`if [ -f go.txt ]; then sleep 300 & echo $! > %q; echo x > %q; wait; fi`, pidFile, ready)
-	s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"go.txt": "1"}}}})
-	cmd, done := startPeal(t, s, s.env("PEAL_CHECK_COMMANDS="+check), nil)
-	if _, err := os.ReadFile(ready); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	waitExited(t, cmd, done, 60*time.Second)
-	if code := cmd.ProcessState.ExitCode(); code != 143 {
-		t.Fatalf("exit %d, want 143", code)
-	}
-	if !slices.Equal(s.completed(), []int{1}) {
-		t.Fatalf("state %v", s.completed())
-	}
-	data, _ := os.ReadFile(pidFile)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	if pid <= 0 || procs.Alive(pid) {
-		t.Fatalf("the check's child %d outlived the signal", pid)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			s := newSandbox(t, plan3)
+			ready := fifo(t, s.dir, "ready")
+			pidFile := filepath.Join(s.dir, "sleep.pid")
+			check := fmt.Sprintf(`if [ -f go.txt ]; then sleep 300 & echo $! > %q; echo x > %q; wait; fi`, pidFile, ready)
+			s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"go.txt": "1"}}}})
+			cmd, done := startPeal(t, s, s.env("PEAL_CHECK_COMMANDS="+check), nil)
+			if _, err := os.ReadFile(ready); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Process.Signal(sig)
+			waitExited(t, cmd, done, 60*time.Second)
+			data, _ := os.ReadFile(pidFile)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+			if pid <= 0 {
+				t.Fatalf("no pid of the check's child: %q", data)
+			}
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			waitPID(pid, 30*time.Second)
+			if procs.Alive(pid) {
+				t.Fatalf("the check's child %d outlived peal (%s)", pid, sig)
+			}
+			if sig == syscall.SIGKILL {
+				return
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 143 {
+				t.Fatalf("exit %d, want 143", code)
+			}
+			if !slices.Equal(s.completed(), []int{1}) {
+				t.Fatalf("state %v", s.completed())
+			}
+		})
 	}
 }
 
