@@ -650,3 +650,23 @@ func TestStaleNoteOfACompletedTask(t *testing.T) {
 		t.Fatalf("the note names %s (%v), want task 2", data, err)
 	}
 }
+
+// TestTicketModeBlockedByChecks: with one ticket for the whole run, a task
+// left with a failing check (warn) blocks the run's ticket, whose close
+// summary names the check.
+func TestTicketModeBlockedByChecks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, twoTasks)
+	h.scenario(map[string][]fakes.Outcome{"execute:1": {breaks}})
+	out, err := h.run(checksEnv(statusCheck), "PEAL_TICKET_ID=pt-run", "PEAL_MAX_ADDRESS_ROUNDS=1", "PEAL_ON_FINDINGS_REMAINING=warn")
+	if err != nil || !slices.Equal(out.WithFindings, []int{1}) || !slices.Equal(out.Completed, []int{2}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if a := lastAttempt(t, h, "pt-run"); a.Status != state.AttemptBlocked {
+		t.Fatalf("attempt %+v", a)
+	}
+	summary, _ := os.ReadFile(filepath.Join(h.knowledge(), "tickets", "pt-run", "close-summary.md"))
+	if !strings.Contains(string(summary), "## Failed Checks\n- `"+statusCheck+"` exited with status 1: "+statusFailure) {
+		t.Fatalf("close summary:\n%s", summary)
+	}
+}
