@@ -235,7 +235,7 @@ func (r *run) checkAuth(ctx context.Context) error {
 				r.agents.authErr = &phase.InterruptedError{Phase: "auth", Cause: context.Cause(ctx)}
 				return
 			}
-			r.agents.authErr = &agent.AuthError{Kind: s.kind.Name, Detail: st.Detail, Hint: s.kind.Auth.Hint}
+			r.agents.authErr = &agent.AuthError{Kind: s.kind.Name, Detail: st.Detail, Hint: s.kind.Auth.LoginHint}
 			return
 		}
 	})
