@@ -207,16 +207,17 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 		fakes.FailNoCredentials: phase.Fatal, fakes.FailInvalidKey: phase.Fatal, fakes.FailRoot: phase.Fatal,
 		fakes.FailConnectionRefused: phase.Network, fakes.FailRateLimit: phase.RateLimited, fakes.FailOverloaded: phase.RateLimited,
 		fakes.FailConfigRace: phase.Transient, fakes.FailStoreRace: phase.Transient, fakes.FailUnauthorized: phase.Fatal, fakes.FailForbidden: phase.Fatal,
+		fakes.FailModelNotFound: phase.Fatal,
 	}
-	for kind, failures := range fakes.Failures {
-		for name, f := range failures {
+	for kind, cli := range fakes.CLIs {
+		for name, f := range cli.Failures {
 			class := want[name]
 			if kind == "codex" && name == fakes.FailNoCredentials || kind == "opencode" && name == fakes.FailNoCredentials {
 				// Without credentials, codex dials the API forever and
 				// opencode falls back to a free model it cannot reach.
 				class = phase.Network
 			}
-			text := f.Text + "\n" + f.Repeat
+			text := f.TextFor("m") + "\n" + f.Repeat
 			r := res(f.Exit, text, "")
 			if f.Stderr {
 				r = res(f.Exit, "", text)
@@ -224,9 +225,39 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 			if f.Forever {
 				r.ExitCode = -1
 			}
-			if v := classify(t, kind, builtin, r); v.Class != class {
+			v := classify(t, kind, builtin, r)
+			if v.Class != class {
 				t.Errorf("%s %s: %s, want %s (%v)", kind, name, v.Class, class, v.Err)
 			}
+			var unknown *UnknownModelError
+			if got, want := errors.As(v.Err, &unknown), name == fakes.FailModelNotFound; got != want {
+				t.Errorf("%s %s: a model that does not exist: %v, want %v (%v)", kind, name, got, want, v.Err)
+			}
+		}
+	}
+}
+
+// TestEveryKindHasAFake: the fake agent imitates every kind, under the
+// kind's usual binary, and no kind peal does not have.
+func TestEveryKindHasAFake(t *testing.T) {
+	t.Parallel()
+	for _, name := range Names() {
+		k, _ := Lookup(name)
+		cli, ok := fakes.CLIs[name]
+		if !ok {
+			t.Errorf("the fake agent does not imitate %s: add its value to fakes.CLIs", name)
+			continue
+		}
+		if fakes.KindOf(k.DefaultCmd) != name {
+			t.Errorf("the fake imitates %s under %q, not under its usual binary %q", name, cli.Names, k.DefaultCmd)
+		}
+		if cli.ModelFlag != k.ModelFlag {
+			t.Errorf("%s: the fake takes the model after %q, peal passes it after %q", name, cli.ModelFlag, k.ModelFlag)
+		}
+	}
+	for name := range fakes.CLIs {
+		if _, err := Lookup(name); err != nil {
+			t.Errorf("the fake imitates %s, which is no kind: %v", name, err)
 		}
 	}
 }
