@@ -507,3 +507,104 @@ func TestNULInPlanText(t *testing.T) {
 		t.Fatalf("execute prompt %q", prompt)
 	}
 }
+
+// TestModelNotFound: an agent's API that does not know the model fails the
+// call at once, whatever the retry count, with one line naming the model,
+// the setting that chose it and the CLI's own words; the run stops there.
+// Every kind whose fake has the CLI's words is run.
+func TestModelNotFound(t *testing.T) {
+	t.Parallel()
+	for _, kind := range agent.Names() {
+		f, ok := fakes.CLIs[kind].Failures[fakes.FailModelNotFound]
+		if !ok {
+			continue
+		}
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			h, env := kindHarness(t, kind, "## Task 1\nA\n## Task 2\nB\n")
+			h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
+			_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_PHASE_RETRY_COUNT=2", "PEAL_RETRY_DELAY_SEC=600",
+				"PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...)
+			var me *ModelError
+			var fatal *phase.FatalError
+			if !errors.As(err, &me) || !errors.As(err, &fatal) || !phase.EndsRun(err) || h.keys() != "plan:1" {
+				t.Fatalf("calls %q, err %v", h.keys(), err)
+			}
+			// The line of the CLI's words that says so is quoted: whole, or
+			// from the error the CLI names in it.
+			said := ""
+			for _, l := range strings.Split(phase.Clean(f.TextFor("nope")), "\n") {
+				if strings.Contains(l, "nope") && !strings.HasPrefix(l, "warning:") {
+					said = strings.Join(strings.Fields(l), " ")
+				}
+			}
+			want := `the model "nope" (set by PEAL_MODEL) is not one the ` + kind + ` CLI's API knows: set model to a model it serves; ` +
+				kind + ` says: `
+			_, quoted, _ := strings.Cut(err.Error(), want)
+			quoted = strings.TrimPrefix(quoted, "…")
+			if said == "" || !strings.Contains(quoted, "nope") || !strings.HasSuffix(said, quoted) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v\nwant %q and the end of %q", err, want, said)
+			}
+			if k, _ := agent.Lookup(kind); strings.Contains(err.Error(), k.Failures.FatalHint) {
+				t.Fatalf("a missing model gets no login hint: %v", err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestModelNotFoundWithFallback: a fallback agent that asks for another
+// model still runs, at once, without spending a retry (here none is
+// allowed); the missing model is not asked for again in the run. A fallback
+// that would ask for the same model is not tried.
+func TestModelNotFoundWithFallback(t *testing.T) {
+	t.Parallel()
+	t.Run("another model", func(t *testing.T) {
+		t.Parallel()
+		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
+		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}, {Stdout: "THE PLAN"}}})
+		var w fakes.Sleeps
+		_, err := h.runCfg(h.config(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_KIND=codex", "PEAL_FALLBACK_AGENT_CMD="+h.cli("codex"),
+			"PEAL_FALLBACK_MODEL=other", "PEAL_PHASE_RETRY_COUNT=0", "PEAL_RETRY_DELAY_SEC=600")...), withSleep(&w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := h.calls()
+		var got []string
+		for _, call := range c {
+			got = append(got, call.Phase+" "+call.Kind+" "+call.Env["PEAL_AGENT_ROLE"])
+		}
+		want := []string{"plan claude primary", "plan codex fallback", "execute codex fallback"}
+		if !slices.Equal(got, want) || len(w.Waits()) != 0 {
+			t.Fatalf("calls %q, want %q; waits %v", got, want, w.Waits())
+		}
+		if !slices.Contains(c[1].Argv, "other") || !slices.Contains(c[0].Argv, "nope") {
+			t.Fatalf("models: %q, %q", c[0].Argv, c[1].Argv)
+		}
+		if !strings.Contains(h.log.String(), `the model \"nope\" (set by PEAL_MODEL) is not one the claude CLI's API knows`) {
+			t.Fatalf("the log does not say why the fallback took over:\n%s", h.log)
+		}
+	})
+	t.Run("the same model", func(t *testing.T) {
+		t.Parallel()
+		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
+		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}, {Stdout: "THE PLAN"}}})
+		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_PHASE_RETRY_COUNT=2")...)
+		var me *ModelError
+		if !errors.As(err, &me) || h.keys() != "plan:1" {
+			t.Fatalf("calls %q, err %v", h.keys(), err)
+		}
+	})
+	t.Run("the fallback's model missing too", func(t *testing.T) {
+		t.Parallel()
+		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
+		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
+		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_FALLBACK_MODEL=gone",
+			"PEAL_PHASE_RETRY_COUNT=2")...)
+		var me *ModelError
+		if !errors.As(err, &me) || h.keys() != "plan:1 plan:1" ||
+			!strings.Contains(err.Error(), `the model "gone" (set by PEAL_FALLBACK_MODEL)`) || !strings.Contains(err.Error(), "set fallback_model to a model it serves") {
+			t.Fatalf("calls %q, err %v", h.keys(), err)
+		}
+	})
+}
