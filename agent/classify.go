@@ -31,6 +31,10 @@ type Failures struct {
 	Transient []string // hiccups of the CLI itself, retried at once
 	// ExitCodes decide the class of a non-zero exit by its code alone.
 	ExitCodes map[int]phase.Class
+	// QuoteFrom are words that start the quote of a line holding them:
+	// what the CLI prints before them says nothing of the failure (gemini
+	// prints the path of its error report first).
+	QuoteFrom []string
 	// FatalHint says how to fix a fatal failure (e.g. how to log in);
 	// FatalHints replace it for the failures whose message contains their
 	// key. A model that does not exist gets no hint here: the caller, who
@@ -171,6 +175,17 @@ func (r *Rules) matchPattern(line string) (class phase.Class, pattern string, mo
 	return 0, "", false, false
 }
 
+// quoteFrom is line from the first of the kind's QuoteFrom words it holds,
+// after an ellipsis; line itself when it holds none, or starts with one.
+func (r *Rules) quoteFrom(line string) string {
+	for _, w := range r.kind.Failures.QuoteFrom {
+		if i := strings.Index(line, w); i > 0 {
+			return "…" + line[i:]
+		}
+	}
+	return line
+}
+
 // quoteMatch quotes a line so that the quote shows the pattern found in it:
 // a long line whose match lies past the quote's cut (gemini prints the path
 // of its error report before the API's answer) is quoted from a little
@@ -254,7 +269,7 @@ func (r *Rules) find(texts ...string) (match, bool) {
 		for _, line := range strings.Split(text, "\n") {
 			line = phase.Clean(line)
 			class, pattern, model, ok := r.matchPattern(line)
-			m := match{class: class, line: quoteMatch(line, pattern), model: model}
+			m := match{class: class, line: quoteMatch(r.quoteFrom(line), pattern), model: model}
 			if ok && (!found || rank(m) > rank(best)) {
 				best, found = m, true
 			}

@@ -39,7 +39,7 @@ func init() {
 		Notes: "--trust trusts the repository as a workspace, nothing more; --force lets the agent run commands " +
 			"(tests, builds) without approval unless they are explicitly denied",
 		Doc: Doc{
-			Measured:      "not measured here (no CLI on the test machine)",
+			Measured:      "not measured (no CLI on the test machine)",
 			NoCredentials: "waits on a browser login: the prompt ends the call → fatal; peal checks first (below)",
 			Unreachable:   "`ECONNREFUSED` and the like → network",
 			InvalidKey:    "`Invalid Cursor API key…` (exit 0) → fatal",

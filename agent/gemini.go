@@ -38,6 +38,9 @@ func init() {
 				52: phase.Fatal, // configuration
 				55: phase.Fatal, // untrusted workspace
 			},
+			// An API error is printed after the path of the CLI's error
+			// report: the quote starts at the error.
+			QuoteFrom: []string{"_ApiError:", "ModelNotFoundError:"},
 			FatalHint: "set GEMINI_API_KEY (or GOOGLE_API_KEY, or Vertex AI's variables) in the job's environment",
 		},
 		Events: geminiEvents,
@@ -55,7 +58,7 @@ func init() {
 			RateLimit:     "`RESOURCE_EXHAUSTED` → rate limit",
 			Unauthorized:  "exit 1, `… _ApiError: {\"error\":{\"code\":401,\"message\":\"…\",\"status\":\"UNAUTHENTICATED\"}}`, a stack, `status: 401`, `An unexpected critical error occurred:[object Object]`: `UNAUTHENTICATED`, `\"code\":401` and `status: 401` are fatal",
 			Forbidden:     "the same with `\"code\":403`, `PERMISSION_DENIED`, `status: 403`",
-			ModelNotFound: "with a model set: exit 1 in about 2.5 s (one request), `Error when talking to Gemini API Full report available at: … ModelNotFoundError: <the API's message>`, a stack, then `code: 404` (never quoted). With no model set, the CLI does not exit: it falls back to its other default model and asks again and again, silently (26 000 requests in 5 minutes), until peal's idle or phase timeout",
+			ModelNotFound: "with a model set: exit 1 in about 2.5 s (one request), `Error when talking to Gemini API Full report available at: … ModelNotFoundError: <the API's message>`, a stack, then `code: 404` (never quoted). With no model set, the CLI does not exit: it falls back to its other default model and asks again and again, silently (26 000 requests in 5 minutes), until `idle_timeout_sec` or the phase timeout ends the attempt",
 			Outage:        "exit 1 after about 19 s: the CLI retries by itself (3 tries, with backoff), printing `fetch failed` each time; it has no environment variable or flag for its retries (only `general.maxAttempts` in its settings file, which peal leaves to you)",
 			OutageBound:   "the CLI", OutageAttempts: "3", OutageExit: "1 min 28 s",
 		},
