@@ -1,10 +1,6 @@
 package agent
 
-import (
-	"encoding/json"
-
-	"peal/phase"
-)
+import "peal/phase"
 
 // Codex (binary `codex`): `codex exec` with the prompt on stdin ("-"), the
 // repository as its folder, a read-only sandbox for read-only calls and no
@@ -94,7 +90,7 @@ func parseCodexEvents(line []byte) (Event, bool) {
 		} `json:"usage"`
 		Error any `json:"error"`
 	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
 	switch {

@@ -1,10 +1,6 @@
 package agent
 
-import (
-	"encoding/json"
-
-	"peal/phase"
-)
+import "peal/phase"
 
 // Gemini CLI (binary `gemini`): non-interactive with the prompt on stdin,
 // --skip-trust for a repository it has not seen, plan approval mode for
@@ -105,7 +101,7 @@ func parseGeminiEvents(line []byte) (Event, bool) {
 			Output int64 `json:"output_tokens"`
 		} `json:"stats"`
 	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
 	switch e.Type {

@@ -1,7 +1,5 @@
 package agent
 
-import "encoding/json"
-
 // opencode (binary `opencode`): `opencode run` with the prompt on stdin, the
 // plan agent for read-only calls and --auto (approve what is not denied)
 // for writing calls. It colours its stderr even without a terminal.
@@ -85,7 +83,7 @@ func parseOpencodeEvents(line []byte) (Event, bool) {
 		} `json:"part"`
 		Error any `json:"error"`
 	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
 	switch e.Type {

@@ -1,7 +1,5 @@
 package agent
 
-import "encoding/json"
-
 // streamJSON is Claude Code's stream-json (`--output-format stream-json`),
 // which the Cursor CLI's follows: both kinds read it with this one parser.
 var streamJSON = &Events{
@@ -36,7 +34,7 @@ func parseStreamJSON(line []byte) (Event, bool) {
 		} `json:"message"`
 		Error any `json:"error"`
 	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
 	switch e.Type {

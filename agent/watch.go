@@ -45,6 +45,12 @@ type Events struct {
 	Answer, End, Error, Usage string
 }
 
+// decodeLine decodes one line of an event stream into v; false when the
+// line is no JSON object.
+func decodeLine(line []byte, v any) bool {
+	return len(line) > 0 && line[0] == '{' && json.Unmarshal(line, v) == nil
+}
+
 // errorText is the message of an error field that may be a string or an
 // object with a message.
 func errorText(v any) string {
