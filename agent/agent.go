@@ -1,9 +1,13 @@
 // Package agent owns what differs between the coding-agent CLIs peal can
-// drive: for each kind (one file per CLI) the argv of read-only and writing
-// calls, how the prompt is delivered, the environment that caps the CLI's
-// own retries, its failure messages and exit codes, its structured output
-// and how it tells whether it is logged in. The rest of peal sees a Kind;
-// adding a CLI is one more file here and a row in docs/agents.md.
+// drive. Each kind is one registration, in a file of its own: the CLI's
+// name and binary, the argv of read-only and writing calls, how the prompt
+// is delivered, the environment that caps the CLI's own retries, its failure
+// messages and exit codes, its structured output, how it tells whether it
+// is logged in, and what docs/agents.md says of it. The rest of peal sees a
+// Kind: the kinds the configuration accepts (agent_kind,
+// fallback_agent_kind) and the per-kind tables of docs/agents.md are derived
+// from the registry (Names, Lookup), and tests that cover every kind range
+// over it.
 package agent
 
 import (
@@ -68,19 +72,25 @@ func (inv Invocation) PromptInArgv() bool { return inv.Stdin == nil }
 // Kind is one coding-agent CLI.
 type Kind struct {
 	Name       string
+	CLI        string // the CLI's own name, as docs/agents.md writes it
 	DefaultCmd string // the binary's usual name, looked up on PATH
-	// Args are the arguments of a call after the program, without the
-	// prompt; the prompt goes on stdin when PromptOnStdin, else last.
-	Args          func(c Call) []string
+	// Args are the kind's own arguments of a call, after the program;
+	// Invocation appends the model, the user's extra arguments and the
+	// prompt (or StdinArg) after them.
+	Args func(c Call) []string
+	// ModelFlag is the option that names the model ("--model", "-m").
+	ModelFlag     string
 	PromptOnStdin bool
+	// StdinArg, when set, is the last argument of every call: the one that
+	// tells the CLI to read its prompt on stdin (codex's "-").
+	StdinArg string
 	// Env is added to every call: it caps the CLI's own retries, so that
 	// peal's budgets govern.
 	Env []string
 	// Failures are the kind's own failure messages and exit codes.
 	Failures Failures
-	// Events parses one line of the structured output; nil when the kind
-	// has none.
-	Events func(line []byte) (Event, bool)
+	// Events reads the structured output; nil when the kind has none.
+	Events *Events
 	// Auth is how to tell, before the first call, whether the CLI can
 	// authenticate.
 	Auth Auth
@@ -90,8 +100,27 @@ type Kind struct {
 	LaunchGap time.Duration
 	// VersionArgs print the CLI's version.
 	VersionArgs []string
-	// Notes are shown by the dry run: what the write permissions imply.
+	// Notes say what the flags of writing calls grant: the dry run shows
+	// them, and so does docs/agents.md.
 	Notes string
+	// Doc is what docs/agents.md says of the CLI beyond what the fields
+	// above tell: how the real CLI was measured to behave.
+	Doc Doc
+}
+
+// Doc holds the cells of docs/agents.md's per-kind tables that are
+// measurements of the real CLI rather than peal's own declarations, in
+// Markdown. docs/agents.md is generated from them (see TestDocumented).
+type Doc struct {
+	Measured string // the version of the CLI the measurements are of
+	// How the CLI shows each failure, and the class peal gives it.
+	NoCredentials, Unreachable, InvalidKey, RateLimit string
+	// How it shows an API answering 401, 403, and 404 for a model it
+	// does not know.
+	Unauthorized, Forbidden, ModelNotFound string
+	// One attempt against a refused connection, what bounds it, how many
+	// attempts peal makes at its default settings, and when it exits 4.
+	Outage, OutageBound, OutageAttempts, OutageExit string
 }
 
 // MaxArgLen is the longest single argument Linux accepts (MAX_ARG_STRLEN,
@@ -111,15 +140,26 @@ func (e *PromptTooLongError) Error() string {
 }
 
 // Invocation is the argv, stdin and environment of call c with the binary at
-// path. A prompt that the kind takes as an argument and that is longer than
-// an argument may be is an error before anything runs.
+// path. The argv is, in this order: the program, the kind's own arguments
+// (Args), ModelFlag and the model when one is set, the user's extra
+// arguments (agent_extra_args), and last the prompt, or StdinArg when the
+// prompt goes on stdin. A prompt that the kind takes as an argument and that
+// is longer than an argument may be is an error before anything runs.
 func (k *Kind) Invocation(path string, c Call) (Invocation, error) {
 	// A NUL byte (from an agent's plan text or a review's output) cannot be
 	// passed in an argument and means nothing to a model: it is shown as
 	// U+FFFD, so that the call can be made at all.
 	c.Prompt = strings.ReplaceAll(c.Prompt, "\x00", "\uFFFD")
-	inv := Invocation{Argv: append([]string{path}, k.Args(c)...), Env: slices.Clone(k.Env)}
+	argv := append([]string{path}, k.Args(c)...)
+	if c.Model != "" {
+		argv = append(argv, k.ModelFlag, c.Model)
+	}
+	argv = append(argv, c.Extra...)
+	inv := Invocation{Argv: argv, Env: slices.Clone(k.Env)}
 	if k.PromptOnStdin {
+		if k.StdinArg != "" {
+			inv.Argv = append(inv.Argv, k.StdinArg)
+		}
 		inv.Stdin = []byte(c.Prompt)
 		return inv, nil
 	}
@@ -159,13 +199,4 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// finish appends the model flag, when a model is set, and the user's extra
-// arguments.
-func finish(args []string, flag string, c Call) []string {
-	if c.Model != "" {
-		args = append(args, flag, c.Model)
-	}
-	return append(args, c.Extra...)
 }

@@ -36,11 +36,13 @@ func TestArgvAndStdin(t *testing.T) {
 		{"opencode", "normalize", "", false, []string{"run", "--dir", "/r", "--agent", "plan"}, true},
 		{"opencode", "execute", "p/m", true, []string{"run", "--dir", "/r", "--auto", "--format", "json", "-m", "p/m"}, true},
 	}
+	covered := map[string]bool{}
 	for _, tc := range cases {
 		k, err := Lookup(tc.kind)
 		if err != nil {
 			t.Fatal(err)
 		}
+		covered[tc.kind] = true
 		inv, err := k.Invocation("/bin/x", Call{Phase: tc.phase, Repo: "/r", Model: tc.model, Prompt: "P", Structured: tc.structured, Options: opts})
 		if err != nil {
 			t.Fatal(err)
@@ -50,6 +52,11 @@ func TestArgvAndStdin(t *testing.T) {
 		}
 		if tc.stdin != (string(inv.Stdin) == "P") || tc.stdin == inv.PromptInArgv() {
 			t.Errorf("%s %s: stdin %q, prompt in argv %v", tc.kind, tc.phase, inv.Stdin, inv.PromptInArgv())
+		}
+	}
+	for _, name := range Names() {
+		if !covered[name] {
+			t.Errorf("kind %s has no row here: its argv is pinned nowhere", name)
 		}
 	}
 }
@@ -207,16 +214,17 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 		fakes.FailNoCredentials: phase.Fatal, fakes.FailInvalidKey: phase.Fatal, fakes.FailRoot: phase.Fatal,
 		fakes.FailConnectionRefused: phase.Network, fakes.FailRateLimit: phase.RateLimited, fakes.FailOverloaded: phase.RateLimited,
 		fakes.FailConfigRace: phase.Transient, fakes.FailStoreRace: phase.Transient, fakes.FailUnauthorized: phase.Fatal, fakes.FailForbidden: phase.Fatal,
+		fakes.FailModelNotFound: phase.Fatal,
 	}
-	for kind, failures := range fakes.Failures {
-		for name, f := range failures {
+	for kind, cli := range fakes.CLIs {
+		for name, f := range cli.Failures {
 			class := want[name]
 			if kind == "codex" && name == fakes.FailNoCredentials || kind == "opencode" && name == fakes.FailNoCredentials {
 				// Without credentials, codex dials the API forever and
 				// opencode falls back to a free model it cannot reach.
 				class = phase.Network
 			}
-			text := f.Text + "\n" + f.Repeat
+			text := f.TextFor("m") + "\n" + f.Repeat
 			r := res(f.Exit, text, "")
 			if f.Stderr {
 				r = res(f.Exit, "", text)
@@ -224,9 +232,39 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 			if f.Forever {
 				r.ExitCode = -1
 			}
-			if v := classify(t, kind, builtin, r); v.Class != class {
+			v := classify(t, kind, builtin, r)
+			if v.Class != class {
 				t.Errorf("%s %s: %s, want %s (%v)", kind, name, v.Class, class, v.Err)
 			}
+			var unknown *UnknownModelError
+			if got, want := errors.As(v.Err, &unknown), name == fakes.FailModelNotFound; got != want {
+				t.Errorf("%s %s: a model that does not exist: %v, want %v (%v)", kind, name, got, want, v.Err)
+			}
+		}
+	}
+}
+
+// TestEveryKindHasAFake: the fake agent imitates every kind, under the
+// kind's usual binary, and no kind peal does not have.
+func TestEveryKindHasAFake(t *testing.T) {
+	t.Parallel()
+	for _, name := range Names() {
+		k, _ := Lookup(name)
+		cli, ok := fakes.CLIs[name]
+		if !ok {
+			t.Errorf("the fake agent does not imitate %s: add its value to fakes.CLIs", name)
+			continue
+		}
+		if fakes.KindOf(k.DefaultCmd) != name {
+			t.Errorf("the fake imitates %s under %q, not under its usual binary %q", name, cli.Names, k.DefaultCmd)
+		}
+		if cli.ModelFlag != k.ModelFlag {
+			t.Errorf("%s: the fake takes the model after %q, peal passes it after %q", name, cli.ModelFlag, k.ModelFlag)
+		}
+	}
+	for name := range fakes.CLIs {
+		if _, err := Lookup(name); err != nil {
+			t.Errorf("the fake imitates %s, which is no kind: %v", name, err)
 		}
 	}
 }
@@ -358,5 +396,48 @@ func TestQuoteShowsTheMatch(t *testing.T) {
 	short := `_ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`
 	if v := classify(t, "gemini", builtin, res(1, "", short+"\n")); !strings.Contains(v.Err.Error(), "status 1: "+short+" (set GEMINI_API_KEY") {
 		t.Fatalf("a short line is quoted whole: %v", v.Err)
+	}
+}
+
+// TestModelNotFoundClassified: each CLI's words for a model its API does
+// not know, as measured against an API answering 404, are fatal and told
+// apart (*UnknownModelError), quoting the CLI; codex's warning about a model
+// it has no metadata for is not such a failure.
+func TestModelNotFoundClassified(t *testing.T) {
+	t.Parallel()
+	const warning = "warning: Model metadata for `m` not found. Defaulting to fallback metadata; this can degrade performance and cause issues.\n"
+	cases := []struct {
+		kind  string
+		r     phase.Result
+		quote string
+	}{
+		{"claude", res(1, "There's an issue with the selected model (m). It may not exist or you may not have access to it. Run --model to pick a different model.\n", ""),
+			"There's an issue with the selected model (m)."},
+		{"codex", res(1, "", warning+"ERROR: model: m was not found\nERROR: model: m was not found\n"), "ERROR: model: m was not found"},
+		// OpenAI's own message for model_not_found.
+		{"codex", res(1, "", warning+"ERROR: The model `m` does not exist or you do not have access to it.\n"), "ERROR: The model `m` does not exist"},
+		{"gemini", res(1, "", "Error when talking to Gemini API Full report available at: /tmp/gemini-client-error-Turn.run-sendMessageStream-2026-11-26T05-26-49-237Z.json ModelNotFoundError: model: m was not found\n"+
+			"    at classifyGoogleError (file:///x/chunk.js:307292:12)\n  code: 404\n}\nAn unexpected critical error occurred:[object Object]\n"), "…ModelNotFoundError: model: m was not found"},
+		{"opencode", res(1, "", "\x1b[0m\n> plan · m\n\x1b[0m\n\x1b[91m\x1b[1mError: \x1b[0mmodel: m was not found\n"), "Error: model: m was not found"},
+		{"opencode", res(1, "", "\x1b[91m\x1b[1mError: \x1b[0mThe model does not exist or you do not have access to it.\n"), "Error: The model does not exist"},
+	}
+	for _, tc := range cases {
+		v := classify(t, tc.kind, builtin, tc.r)
+		var unknown *UnknownModelError
+		if v.Class != phase.Fatal || !errors.As(v.Err, &unknown) || !strings.HasPrefix(unknown.Said, tc.quote) || unknown.Kind != tc.kind {
+			t.Errorf("%s: %s %v, want fatal, told apart, quoting %q", tc.kind, v.Class, v.Err, tc.quote)
+		}
+		if strings.Contains(v.Err.Error(), "code: 404") || strings.Contains(v.Err.Error(), "warning:") {
+			t.Errorf("%s: quotes the wrong line: %v", tc.kind, v.Err)
+		}
+	}
+	// A model without metadata is no failure, and says nothing of one.
+	if v := classify(t, "codex", builtin, res(0, "the plan\n", warning)); v.Class != phase.Succeeded {
+		t.Errorf("exit 0 with the warning: %s %v", v.Class, v.Err)
+	}
+	v := classify(t, "codex", builtin, res(1, "", warning+"ERROR: compile error\n"))
+	var unknown *UnknownModelError
+	if v.Class != phase.Ordinary || errors.As(v.Err, &unknown) {
+		t.Errorf("exit 1 with the warning: %s %v", v.Class, v.Err)
 	}
 }

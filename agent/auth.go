@@ -23,8 +23,8 @@ type Auth struct {
 	// BeforeRun makes peal check before the first call and stop at once
 	// when the CLI cannot authenticate (it would otherwise wait or retry).
 	BeforeRun bool
-	// Hint says how to authenticate in CI.
-	Hint string
+	// LoginHint says how to authenticate in CI.
+	LoginHint string
 }
 
 // AuthStatus is the outcome of an authentication check.

@@ -19,6 +19,9 @@ import (
 // output, colour codes stripped.
 type Failures struct {
 	Fatal []string // no retry can heal it: not logged in, invalid key, refusals, usage errors
+	// ModelNotFound are the CLI's words for a model its API does not know
+	// (HTTP 404): fatal for that model (*UnknownModelError).
+	ModelNotFound []string
 	// Blocking are messages after which the CLI waits for a person (a
 	// browser login, a trust prompt) or does nothing: fatal, and they end
 	// the call as soon as they are seen.
@@ -28,10 +31,16 @@ type Failures struct {
 	Transient []string // hiccups of the CLI itself, retried at once
 	// ExitCodes decide the class of a non-zero exit by its code alone.
 	ExitCodes map[int]phase.Class
-	// Hint says how to fix a fatal failure (e.g. how to log in); Hints
-	// replace it for the failures whose message contains their key.
-	Hint  string
-	Hints map[string]string
+	// QuoteFrom are words that start the quote of a line holding them:
+	// what the CLI prints before them says nothing of the failure (gemini
+	// prints the path of its error report first).
+	QuoteFrom []string
+	// FatalHint says how to fix a fatal failure (e.g. how to log in);
+	// FatalHints replace it for the failures whose message contains their
+	// key. A model that does not exist gets no hint here: the caller, who
+	// knows which setting chose the model, names it.
+	FatalHint  string
+	FatalHints map[string]string
 }
 
 // Common are the failure messages every kind shares: the spellings of
@@ -42,6 +51,10 @@ var Common = Failures{
 		// Google's answer to a wrong API key (HTTP 400), whichever CLI asked.
 		"api key not valid",
 	},
+	// A model the API does not know (HTTP 404), in the words of the APIs
+	// that CLIs relay: OpenAI's code and message, Anthropic's error type,
+	// and Anthropic's message ("model: M") after a CLI's "Error:".
+	ModelNotFound: []string{"model_not_found", "not_found_error", "does not exist or you do not have access to it", "error: model: "},
 	Network: []string{
 		"connection reset", "connection refused", "connection timed out", "network is unreachable",
 		"econnreset", "econnrefused", "etimedout", "enotfound", "eai_again", "socket hang up",
@@ -72,6 +85,7 @@ type UserPatterns struct {
 // once (Kind.Rules) and shared by every call's classifier and watcher.
 type Rules struct {
 	kind                                        *Kind
+	model                                       []string // the model does not exist
 	fatal, login, network, rateLimit, transient []string
 	// refusals are the messages that, at the start of a line, make a call
 	// that exited 0 a failure: the kind's own (not the common ones, which
@@ -85,6 +99,7 @@ func (k *Kind) Rules(u UserPatterns) *Rules {
 	r := &Rules{kind: k, exitCodes: map[int]phase.Class{}}
 	if u.Builtin {
 		f := k.Failures
+		r.model = concat(Common.ModelNotFound, f.ModelNotFound)
 		r.fatal = concat(Common.Fatal, usageErrors, f.Fatal)
 		r.login = slices.Clone(f.Blocking)
 		r.network = concat(Common.Network, f.Network)
@@ -100,7 +115,7 @@ func (k *Kind) Rules(u UserPatterns) *Rules {
 	r.refusals = append(r.refusals, u.Fatal...)
 	r.fatal = append(r.fatal, u.Fatal...)
 	r.network = append(r.network, u.Network...)
-	for _, list := range []*[]string{&r.fatal, &r.login, &r.network, &r.rateLimit, &r.transient, &r.refusals} {
+	for _, list := range []*[]string{&r.model, &r.fatal, &r.login, &r.network, &r.rateLimit, &r.transient, &r.refusals} {
 		*list = lower(*list)
 	}
 	return r
@@ -128,29 +143,47 @@ func lower(list []string) []string {
 type match struct {
 	class phase.Class
 	line  string // quoted
+	model bool   // the line says the model does not exist (class Fatal)
 }
 
-// matchLine finds the class of one (cleaned) line: login and fatal first,
-// then rate limit, transient and network.
+// matchLine finds the class of one (cleaned) line: a model that does not
+// exist, login and fatal first, then rate limit, transient and network.
 func (r *Rules) matchLine(line string) (phase.Class, bool) {
-	class, _, ok := r.matchPattern(line)
+	class, _, _, ok := r.matchPattern(line)
 	return class, ok
 }
 
-// matchPattern is matchLine that also returns the pattern found.
-func (r *Rules) matchPattern(line string) (phase.Class, string, bool) {
+// matchPattern is matchLine that also returns the pattern found, and
+// whether it says that the model does not exist.
+func (r *Rules) matchPattern(line string) (class phase.Class, pattern string, model, ok bool) {
 	l := strings.ToLower(line)
+	for _, p := range r.model {
+		if strings.Contains(l, p) {
+			return phase.Fatal, p, true, true
+		}
+	}
 	for _, c := range []struct {
 		class    phase.Class
 		patterns []string
 	}{{phase.Fatal, r.login}, {phase.Fatal, r.fatal}, {phase.RateLimited, r.rateLimit}, {phase.Transient, r.transient}, {phase.Network, r.network}} {
 		for _, p := range c.patterns {
 			if strings.Contains(l, p) {
-				return c.class, p, true
+				return c.class, p, false, true
 			}
 		}
 	}
-	return 0, "", false
+	return 0, "", false, false
+}
+
+// quoteFrom is line from the first of the kind's QuoteFrom words it holds,
+// after an ellipsis; line itself when it holds none, or starts with one.
+func (r *Rules) quoteFrom(line string) string {
+	for _, w := range r.kind.Failures.QuoteFrom {
+		if i := strings.Index(line, w); i > 0 {
+			return "…" + line[i:]
+		}
+	}
+	return line
 }
 
 // quoteMatch quotes a line so that the quote shows the pattern found in it:
@@ -221,17 +254,24 @@ func (r *Rules) findRefusal(texts ...string) (match, bool) {
 }
 
 // find searches the output for the first line of the strongest class: stderr
-// and the stdout tail, each line cleaned of colour codes. Fatal wins over
-// rate limit, rate limit over transient, transient over network.
+// and the stdout tail, each line cleaned of colour codes. A model that does
+// not exist wins over any other fatal failure, fatal over rate limit, rate
+// limit over transient, transient over network.
 func (r *Rules) find(texts ...string) (match, bool) {
 	best, found := match{}, false
-	rank := map[phase.Class]int{phase.Fatal: 4, phase.RateLimited: 3, phase.Transient: 2, phase.Network: 1}
+	rank := func(m match) int {
+		if m.model {
+			return 5
+		}
+		return map[phase.Class]int{phase.Fatal: 4, phase.RateLimited: 3, phase.Transient: 2, phase.Network: 1}[m.class]
+	}
 	for _, text := range texts {
 		for _, line := range strings.Split(text, "\n") {
 			line = phase.Clean(line)
-			class, pattern, ok := r.matchPattern(line)
-			if ok && (!found || rank[class] > rank[best.class]) {
-				best, found = match{class: class, line: quoteMatch(line, pattern)}, true
+			class, pattern, model, ok := r.matchPattern(line)
+			m := match{class: class, line: quoteMatch(r.quoteFrom(line), pattern), model: model}
+			if ok && (!found || rank(m) > rank(best)) {
+				best, found = m, true
 			}
 		}
 	}
@@ -284,10 +324,11 @@ func (r *Rules) Classifier(failure func(phase.Result) error, w func() *Watcher, 
 			watch = w()
 		}
 		v := r.classify(res, failure, watch, now)
-		if v.Class == phase.Fatal {
-			hint := k.Failures.Hint
+		var unknown *UnknownModelError
+		if v.Class == phase.Fatal && !errors.As(v.Err, &unknown) {
+			hint := k.Failures.FatalHint
 			msg := strings.ToLower(v.Err.Error())
-			for p, h := range k.Failures.Hints {
+			for p, h := range k.Failures.FatalHints {
 				if strings.Contains(msg, p) {
 					hint = h
 				}
@@ -327,7 +368,7 @@ func (r *Rules) classify(res phase.Result, failure func(phase.Result) error, w *
 			if !ok {
 				return phase.Verdict{Class: phase.Ordinary, Err: fmt.Errorf("%s call reported an error: %s", res.Phase, phase.Quote(msg))}
 			}
-			return r.verdict(m.class, fmt.Errorf("%s call reported an error: %s", res.Phase, m.line), res, now)
+			return r.matched(m, fmt.Errorf("%s call reported an error: %s", res.Phase, m.line), res, now)
 		}
 	}
 	fail := failure(answer)
@@ -349,6 +390,9 @@ func (r *Rules) classify(res phase.Result, failure func(phase.Result) error, w *
 		if class, ok := r.exitCodes[res.ExitCode]; ok {
 			if m, found := r.find(res.Stderr, tail(res.Stdout, tailBytes)); found {
 				exitErr.Line = m.line
+				if m.model {
+					return r.matched(m, fail, res, now)
+				}
 			}
 			return r.verdict(class, fail, res, now)
 		}
@@ -360,7 +404,7 @@ func (r *Rules) classify(res phase.Result, failure func(phase.Result) error, w *
 	}
 	if m, ok := r.find(res.Stderr, tail(res.Stdout, tailBytes)); ok {
 		quoteLine(fail, m.line)
-		return r.verdict(m.class, fail, res, now)
+		return r.matched(m, fail, res, now)
 	}
 	return phase.Verdict{Class: phase.Ordinary, Err: fail}
 }
@@ -376,6 +420,28 @@ func quoteLine(err error, line string) {
 		te.Line = line
 	}
 }
+
+// matched is the verdict of a failure whose output matched m: a model that
+// does not exist is told apart (*UnknownModelError), for the caller to name
+// the setting that chose it.
+func (r *Rules) matched(m match, err error, res phase.Result, now func() time.Time) phase.Verdict {
+	if m.model {
+		err = &UnknownModelError{Kind: r.kind.Name, Said: m.line, Err: err}
+	}
+	return r.verdict(m.class, err, res, now)
+}
+
+// UnknownModelError: the CLI says its API does not know the model the call
+// asked for (HTTP 404). No retry of that model can heal it; another model
+// may do.
+type UnknownModelError struct {
+	Kind string // the CLI that said so
+	Said string // its words, quoted
+	Err  error  // the attempt's failure
+}
+
+func (e *UnknownModelError) Error() string { return e.Err.Error() }
+func (e *UnknownModelError) Unwrap() error { return e.Err }
 
 // verdict is a failure of class with its error; a rate limit learns, from
 // the output, when the limit resets.

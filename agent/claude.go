@@ -11,8 +11,10 @@ import (
 func init() {
 	register(&Kind{
 		Name:          "claude",
+		CLI:           "Claude Code",
 		DefaultCmd:    "claude",
 		Args:          claudeArgs,
+		ModelFlag:     "--model",
 		PromptOnStdin: true,
 		Env:           []string{"CLAUDE_CODE_MAX_RETRIES=0"},
 		Failures: Failures{
@@ -24,15 +26,19 @@ func init() {
 				// does not have permission to use the specified resource."
 				"failed to authenticate", "api error: 403",
 			},
-			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
-			Network:   []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
-			Hint:      "set ANTHROPIC_API_KEY (or log in with `claude` once)",
-			Hints: map[string]string{
+			// Its own words for the API's not_found_error: "There's an issue
+			// with the selected model (M). It may not exist or you may not
+			// have access to it. Run --model to pick a different model."
+			ModelNotFound: []string{"issue with the selected model"},
+			RateLimit:     []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
+			Network:       []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
+			FatalHint:     "set ANTHROPIC_API_KEY (or log in with `claude` once)",
+			FatalHints: map[string]string{
 				"root/sudo":      "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
 				"credit balance": "add credit to the Anthropic account of the key",
 			},
 		},
-		Events: claudeEvents,
+		Events: streamJSON,
 		Auth: Auth{
 			Env:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
 			Status: []string{"auth", "status"},
@@ -45,10 +51,23 @@ func init() {
 				}
 				return saysLoggedIn(out, 0)
 			},
-			Hint: "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (from `claude setup-token`) in the job's environment",
+			LoginHint: "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (from `claude setup-token`) in the job's environment",
 		},
 		VersionArgs: []string{"--version"},
-		Notes:       "writing calls pass --permission-mode bypassPermissions: every edit and command is allowed",
+		Notes: "writing calls pass --permission-mode bypassPermissions: every edit and command is allowed, without prompts. " +
+			"As root, Claude Code refuses this unless IS_SANDBOX=1 says the machine is a throwaway sandbox",
+		Doc: Doc{
+			Measured:      "2.1",
+			NoCredentials: "exit 1 in 1 s, stdout `Not logged in · Please run /login` → fatal",
+			Unreachable:   "exit 1, `API Error: Unable to connect to API (ConnectionRefused)` (or `FailedToOpenSocket`) → network",
+			InvalidKey:    "exit 1, `Invalid API key · Fix external API key` → fatal",
+			RateLimit:     "`API Error: Request rejected (429) · …`, `Repeated 529 Overloaded errors` → rate limit",
+			Unauthorized:  "exit 1, stdout `Invalid API key · Fix external API key`",
+			Forbidden:     "exit 1, stdout `Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.`",
+			ModelNotFound: "exit 1 in 1–2 s (two requests), stdout `There's an issue with the selected model (M). It may not exist or you may not have access to it. Run --model to pick a different model.`",
+			Outage:        "exit 1 in about 1 s: peal sets `CLAUDE_CODE_MAX_RETRIES=0`, the CLI's own retry knob",
+			OutageBound:   "the CLI", OutageAttempts: "3", OutageExit: "31 s",
+		},
 	})
 }
 
@@ -58,9 +77,7 @@ func claudeArgs(c Call) []string {
 		args = append(args, "--output-format", "stream-json", "--verbose")
 	}
 	if ModeOf(c.Phase) == Write {
-		args = append(args, "--permission-mode", "bypassPermissions")
-	} else {
-		args = append(args, "--permission-mode", "plan")
+		return append(args, "--permission-mode", "bypassPermissions")
 	}
-	return finish(args, "--model", c)
+	return append(args, "--permission-mode", "plan")
 }

@@ -1,10 +1,6 @@
 package agent
 
-import (
-	"encoding/json"
-
-	"peal/phase"
-)
+import "peal/phase"
 
 // Codex (binary `codex`): `codex exec` with the prompt on stdin ("-"), the
 // repository as its folder, a read-only sandbox for read-only calls and no
@@ -13,9 +9,12 @@ import (
 func init() {
 	register(&Kind{
 		Name:          "codex",
+		CLI:           "Codex CLI",
 		DefaultCmd:    "codex",
 		Args:          codexArgs,
+		ModelFlag:     "-m",
 		PromptOnStdin: true,
+		StdinArg:      "-",
 		Failures: Failures{
 			Fatal: []string{
 				"401 unauthorized", "incorrect api key", "invalid x-api-key", "unexpected argument", "unrecognized subcommand",
@@ -26,7 +25,7 @@ func init() {
 			// 429's Retry-After too.
 			Network:   []string{"os error 111", "error sending request"},
 			ExitCodes: map[int]phase.Class{2: phase.Fatal}, // clap's usage errors
-			Hint:      "set OPENAI_API_KEY (or CODEX_API_KEY), or run `codex login` once",
+			FatalHint: "set OPENAI_API_KEY (or CODEX_API_KEY), or run `codex login` once",
 		},
 		Events: codexEvents,
 		Auth: Auth{
@@ -34,10 +33,23 @@ func init() {
 			Status:    []string{"login", "status"},
 			LoggedIn:  saysLoggedIn,
 			BeforeRun: true, // without credentials it retries forever
-			Hint:      "set OPENAI_API_KEY (or CODEX_API_KEY) in the job's environment, or run `codex login` on the machine",
+			LoginHint: "set OPENAI_API_KEY (or CODEX_API_KEY) in the job's environment, or run `codex login` on the machine",
 		},
 		VersionArgs: []string{"--version"},
-		Notes:       "writing calls pass --dangerously-bypass-approvals-and-sandbox: commands run unsandboxed and unapproved",
+		Notes: "writing calls pass --dangerously-bypass-approvals-and-sandbox: commands run without approval and without " +
+			"codex's sandbox (which needs bubblewrap, often missing in containers)",
+		Doc: Doc{
+			Measured:      "0.169",
+			NoCredentials: "no local check: it dials the API forever; peal checks first (below)",
+			Unreachable:   "never exits: `stream disconnected before completion: Connection refused (os error 111)` or `failed to lookup address information`, then `ERROR: Reconnecting... waiting for network` → network, ended by the stall watch",
+			InvalidKey:    "exit 1 in 13 s, `ERROR: unexpected status 401 Unauthorized: …` → fatal",
+			RateLimit:     "`exceeded retry limit, last status: 429 Too Many Requests` → rate limit",
+			Unauthorized:  "exit 1, `ERROR: unexpected status 401 Unauthorized: <the API's message>, url: …`",
+			Forbidden:     "exit 1, `ERROR: unexpected status 403 Forbidden: <the API's message>, url: …`",
+			ModelNotFound: "exit 1 in under 1 s (one request), the API's message after `ERROR:`, twice: `ERROR: model: M was not found` (OpenAI's own: `ERROR: The model … does not exist or you do not have access to it.`); the warning before it, ``Model metadata for `M` not found``, comes with any model codex has no metadata for and says nothing of the API",
+			Outage:        "never exits: `Reconnecting... waiting for network` over and over",
+			OutageBound:   "the stall watch: 30 s after its first network error", OutageAttempts: "3", OutageExit: "2 min 16 s",
+		},
 	})
 }
 
@@ -47,17 +59,24 @@ func codexArgs(c Call) []string {
 		args = append(args, "--json")
 	}
 	if ModeOf(c.Phase) == Write {
-		args = append(args, "--dangerously-bypass-approvals-and-sandbox")
-	} else {
-		args = append(args, "-s", "read-only")
+		return append(args, "--dangerously-bypass-approvals-and-sandbox")
 	}
-	return append(finish(args, "-m", c), "-")
+	return append(args, "-s", "read-only")
 }
 
-// codexEvents reads `codex exec --json`: agent messages as completed items,
-// turn.completed (the end of the answer, with token usage), turn.failed and
-// error events.
-func codexEvents(line []byte) (Event, bool) {
+// codexEvents is `codex exec --json`.
+var codexEvents = &Events{
+	Parse:  parseCodexEvents,
+	Answer: "the last `item.completed` of type `agent_message`",
+	End:    "`turn.completed`",
+	Error:  "`turn.failed`, `{\"type\":\"error\"}` when no turn completed",
+	Usage:  "`usage` of `turn.completed`",
+}
+
+// parseCodexEvents reads one line of `codex exec --json`: agent messages as
+// completed items, turn.completed (the end of the answer, with token
+// usage), turn.failed and error events.
+func parseCodexEvents(line []byte) (Event, bool) {
 	var e struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
@@ -71,7 +90,7 @@ func codexEvents(line []byte) (Event, bool) {
 		} `json:"usage"`
 		Error any `json:"error"`
 	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
 	switch {
@@ -85,11 +104,4 @@ func codexEvents(line []byte) (Event, bool) {
 		return Event{Error: nonEmpty(e.Message, errorText(e.Error))}, true
 	}
 	return Event{}, true // other events (thread.started, turn.started, ...) tell nothing
-}
-
-func nonEmpty(s, fallback string) string {
-	if s != "" {
-		return s
-	}
-	return fallback
 }

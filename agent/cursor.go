@@ -1,9 +1,6 @@
 package agent
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // The Cursor CLI (binary `agent`). Its argv is Peal's, plus --trust on every
 // call and --force on writing calls (each can be turned off); it takes the
@@ -11,8 +8,10 @@ import (
 func init() {
 	register(&Kind{
 		Name:       "cursor",
+		CLI:        "Cursor CLI",
 		DefaultCmd: "agent",
 		Args:       cursorArgs,
+		ModelFlag:  "--model",
 		Failures: Failures{
 			Fatal: []string{"invalid cursor api key", "invalid api key", "authentication failed", "authentication required", "not logged in"},
 			Blocking: []string{
@@ -22,22 +21,34 @@ func init() {
 			RateLimit: []string{"you've hit your usage limit", "hit your usage limit"},
 			// Parallel processes race on the CLI's configuration file.
 			Transient: []string{"cli-config.json.tmp"},
-			Hint:      "set CURSOR_API_KEY (an API key from the Cursor dashboard) in the job's environment",
-			Hints: map[string]string{
+			FatalHint: "set CURSOR_API_KEY (an API key from the Cursor dashboard) in the job's environment",
+			FatalHints: map[string]string{
 				"workspace trust required": "keep cursor_trust on (the default) so that peal passes --trust for the repository",
 			},
 		},
-		Events: claudeEvents, // the Cursor CLI's stream-json follows Claude Code's shape
+		Events: streamJSON, // the Cursor CLI's stream-json follows Claude Code's shape
 		Auth: Auth{
 			Env:       []string{"CURSOR_API_KEY"},
 			Status:    []string{"status"},
 			LoggedIn:  saysLoggedIn,
 			BeforeRun: true,
-			Hint:      "in CI set CURSOR_API_KEY to an API key from the Cursor dashboard (a browser login cannot happen there); on a workstation, `agent login` also works",
+			LoginHint: "in CI set CURSOR_API_KEY to an API key from the Cursor dashboard (a browser login cannot happen there); on a workstation, `agent login` also works",
 		},
 		LaunchGap:   time.Second,
 		VersionArgs: []string{"--version"},
-		Notes:       "--trust trusts the repository as a workspace; --force lets the agent run commands without approval",
+		Notes: "--trust trusts the repository as a workspace, nothing more; --force lets the agent run commands " +
+			"(tests, builds) without approval unless they are explicitly denied",
+		Doc: Doc{
+			Measured:      "not measured (no CLI on the test machine)",
+			NoCredentials: "waits on a browser login: the prompt ends the call → fatal; peal checks first (below)",
+			Unreachable:   "`ECONNREFUSED` and the like → network",
+			InvalidKey:    "`Invalid Cursor API key…` (exit 0) → fatal",
+			RateLimit:     "`You've hit your usage limit` (exit 0) → rate limit",
+			Unauthorized:  "not measured", Forbidden: "not measured", ModelNotFound: "not measured",
+			Outage:         "not measured here; `ECONNREFUSED` and the like are network failures",
+			OutageBound:    "the stall watch, or the CLI; then `network_give_up_sec`",
+			OutageAttempts: "2–3", OutageExit: "within 110 s plus one attempt",
+		},
 	})
 }
 
@@ -63,81 +74,5 @@ func cursorArgs(c Call) []string {
 	if c.Options.Force && ModeOf(c.Phase) == Write {
 		args = append(args, "--force")
 	}
-	return finish(args, "--model", c)
-}
-
-// claudeEvents reads Claude Code's stream-json (also the Cursor CLI's):
-// assistant messages, and a final {"type":"result"} with the answer,
-// is_error, usage and total_cost_usd.
-func claudeEvents(line []byte) (Event, bool) {
-	var e struct {
-		Type    string  `json:"type"`
-		Subtype string  `json:"subtype"`
-		IsError bool    `json:"is_error"`
-		Result  string  `json:"result"`
-		Cost    float64 `json:"total_cost_usd"`
-		Usage   struct {
-			Input       int64 `json:"input_tokens"`
-			CacheCreate int64 `json:"cache_creation_input_tokens"`
-			CacheRead   int64 `json:"cache_read_input_tokens"`
-			Output      int64 `json:"output_tokens"`
-		} `json:"usage"`
-		Message struct {
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"message"`
-		Error any `json:"error"`
-	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
-		return Event{}, false
-	}
-	switch e.Type {
-	case "result":
-		ev := Event{Final: true, Text: e.Result, Usage: Usage{
-			InputTokens:  e.Usage.Input + e.Usage.CacheCreate + e.Usage.CacheRead,
-			OutputTokens: e.Usage.Output, CostUSD: e.Cost}}
-		if e.IsError || (e.Subtype != "" && e.Subtype != "success") {
-			ev.Error = e.Result
-			if ev.Error == "" {
-				ev.Error = "the result event reports " + e.Subtype
-			}
-		}
-		return ev, true
-	case "assistant":
-		text := ""
-		for _, c := range e.Message.Content {
-			if c.Type == "text" {
-				text += c.Text
-			}
-		}
-		return Event{Text: text}, true
-	case "error":
-		return Event{Error: errorText(e.Error)}, true
-	}
-	return Event{}, true
-}
-
-// errorText is the message of an error field that may be a string or an
-// object with a message.
-func errorText(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case map[string]any:
-		for _, k := range []string{"message", "data"} {
-			if s := errorText(x[k]); s != "" {
-				return s
-			}
-		}
-		if s, ok := x["name"].(string); ok {
-			return s
-		}
-	}
-	if v == nil {
-		return ""
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	return args
 }

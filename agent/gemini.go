@@ -1,10 +1,6 @@
 package agent
 
-import (
-	"encoding/json"
-
-	"peal/phase"
-)
+import "peal/phase"
 
 // Gemini CLI (binary `gemini`): non-interactive with the prompt on stdin,
 // --skip-trust for a repository it has not seen, plan approval mode for
@@ -13,8 +9,10 @@ import (
 func init() {
 	register(&Kind{
 		Name:          "gemini",
+		CLI:           "Gemini CLI",
 		DefaultCmd:    "gemini",
 		Args:          geminiArgs,
+		ModelFlag:     "-m",
 		PromptOnStdin: true,
 		Failures: Failures{
 			Fatal: []string{
@@ -25,7 +23,10 @@ func init() {
 				// "UNAUTHENTICATED"}}`, then `status: 401`.
 				`"code":401`, `"code":403`, "unauthenticated", "status: 401", "status: 403",
 			},
-			RateLimit: []string{"resource has been exhausted"},
+			// A 404 for the model: `… ModelNotFoundError: <the API's
+			// message>` on the line of its error report, then `code: 404`.
+			ModelNotFound: []string{"modelnotfounderror", `"status":"not_found"`},
+			RateLimit:     []string{"resource has been exhausted"},
 			ExitCodes: map[int]phase.Class{
 				41: phase.Fatal, // authentication
 				42: phase.Fatal, // bad input
@@ -33,15 +34,30 @@ func init() {
 				52: phase.Fatal, // configuration
 				55: phase.Fatal, // untrusted workspace
 			},
-			Hint: "set GEMINI_API_KEY (or GOOGLE_API_KEY, or Vertex AI's variables) in the job's environment",
+			// An API error is printed after the path of the CLI's error
+			// report: the quote starts at the error.
+			QuoteFrom: []string{"_ApiError:", "ModelNotFoundError:"},
+			FatalHint: "set GEMINI_API_KEY (or GOOGLE_API_KEY, or Vertex AI's variables) in the job's environment",
 		},
 		Events: geminiEvents,
 		Auth: Auth{
-			Env:  []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"},
-			Hint: "set GEMINI_API_KEY in the job's environment",
+			Env:       []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"},
+			LoginHint: "set GEMINI_API_KEY in the job's environment",
 		},
 		VersionArgs: []string{"--version"},
-		Notes:       "writing calls pass --approval-mode yolo: every tool call is approved",
+		Notes:       "writing calls pass --approval-mode yolo: every tool call is approved; --skip-trust runs in a folder gemini has not been told to trust",
+		Doc: Doc{
+			Measured:      "0.61",
+			NoCredentials: "exit 41, `Please set an Auth method …` → fatal",
+			Unreachable:   "exit 1 after about 19 s (three tries of its own), `exception TypeError: fetch failed sending request` (its last line, `An unexpected critical error occurred:[object Object]`, is never quoted) → network",
+			InvalidKey:    "Google answers HTTP 400 `INVALID_ARGUMENT`; exit 1, `_ApiError: {\"error\":{\"code\":400,\"message\":\"API key not valid. Please pass a valid API key.\",\"status\":\"INVALID_ARGUMENT\"}}` → fatal",
+			RateLimit:     "`RESOURCE_EXHAUSTED` → rate limit",
+			Unauthorized:  "exit 1, `… _ApiError: {\"error\":{\"code\":401,\"message\":\"…\",\"status\":\"UNAUTHENTICATED\"}}`, a stack, `status: 401`, `An unexpected critical error occurred:[object Object]`: `UNAUTHENTICATED`, `\"code\":401` and `status: 401` are fatal",
+			Forbidden:     "the same with `\"code\":403`, `PERMISSION_DENIED`, `status: 403`",
+			ModelNotFound: "with a model set: exit 1 in about 2.5 s (one request), `Error when talking to Gemini API Full report available at: … ModelNotFoundError: <the API's message>`, a stack, then `code: 404` (never quoted). With no model set, the CLI does not exit: it falls back to its other default model and asks again and again, silently (26 000 requests in 5 minutes), until `idle_timeout_sec` or the phase timeout ends the attempt",
+			Outage:        "exit 1 after about 19 s: the CLI retries by itself (3 tries, with backoff), printing `fetch failed` each time; it has no environment variable or flag for its retries (only `general.maxAttempts` in its settings file, which peal leaves to you)",
+			OutageBound:   "the CLI", OutageAttempts: "3", OutageExit: "1 min 28 s",
+		},
 	})
 }
 
@@ -55,12 +71,22 @@ func geminiArgs(c Call) []string {
 	if c.Structured {
 		args = append(args, "--output-format", "stream-json")
 	}
-	return finish(args, "-m", c)
+	return args
 }
 
-// geminiEvents reads `--output-format stream-json`: assistant message
-// deltas, error events, and the final result with status and token stats.
-func geminiEvents(line []byte) (Event, bool) {
+// geminiEvents is `gemini --output-format stream-json`.
+var geminiEvents = &Events{
+	Parse:  parseGeminiEvents,
+	Answer: "the assistant `message` deltas, joined",
+	End:    "`{\"type\":\"result\"}`",
+	Error:  "a result with `status` other than `success`; `error` events of severity error",
+	Usage:  "`stats.input_tokens`, `stats.output_tokens`",
+}
+
+// parseGeminiEvents reads one line of `--output-format stream-json`:
+// assistant message deltas, error events, and the final result with status
+// and token stats.
+func parseGeminiEvents(line []byte) (Event, bool) {
 	var e struct {
 		Type     string `json:"type"`
 		Role     string `json:"role"`
@@ -75,7 +101,7 @@ func geminiEvents(line []byte) (Event, bool) {
 			Output int64 `json:"output_tokens"`
 		} `json:"stats"`
 	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
 	switch e.Type {

@@ -1,32 +1,45 @@
 package agent
 
-import "encoding/json"
-
 // opencode (binary `opencode`): `opencode run` with the prompt on stdin, the
 // plan agent for read-only calls and --auto (approve what is not denied)
 // for writing calls. It colours its stderr even without a terminal.
 func init() {
 	register(&Kind{
 		Name:          "opencode",
+		CLI:           "opencode",
 		DefaultCmd:    "opencode",
 		Args:          opencodeArgs,
+		ModelFlag:     "-m", // provider/model
 		PromptOnStdin: true,
 		Failures: Failures{
-			Fatal: []string{"invalid x-api-key", "invalid api key", "incorrect api key provided", "api key is missing", "unknown arguments", "providermodelnotfound",
+			Fatal: []string{"invalid x-api-key", "invalid api key", "incorrect api key provided", "api key is missing", "unknown arguments",
 				// A 403 of an OpenAI-compatible API: "Error: Forbidden: {...}".
 				"error: forbidden"},
-			Network:   []string{"cannot connect to api", "is the computer able to access the url"},
-			RateLimit: []string{"rate limit exceeded"},
+			ModelNotFound: []string{"providermodelnotfound"},
+			Network:       []string{"cannot connect to api", "is the computer able to access the url"},
+			RateLimit:     []string{"rate limit exceeded"},
 			// Processes that start at the same time in a data folder that
 			// has no database yet race to create its tables ("Failed
 			// query: CREATE TABLE …"), or find it locked: the next start
 			// finds it made.
 			Transient: []string{"failed query:", "database is locked"},
-			Hint:      "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",
+			FatalHint: "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",
 		},
 		Events:      opencodeEvents,
 		VersionArgs: []string{"--version"},
 		Notes:       "writing calls pass --auto: every permission that is not explicitly denied is granted",
+		Doc: Doc{
+			Measured:      "1.18",
+			NoCredentials: "falls back to a free model it cannot reach: `Error: Cannot connect to API: Unable to connect. Is the computer able to access the url?` (coloured, on stderr) → network",
+			Unreachable:   "same",
+			InvalidKey:    "exit 1, `Error: invalid x-api-key` → fatal",
+			RateLimit:     "`rate limit` → rate limit",
+			Unauthorized:  "exit 1, `Error: <the API's message>` (OpenAI's `Incorrect API key provided…`, Anthropic's `invalid x-api-key`)",
+			Forbidden:     "exit 1 after its own retries (7 requests, ~75 s), `Error: Forbidden: {\"error\":…}`",
+			ModelNotFound: "exit 1 in about 4 s (two requests), `Error: <the API's message>` (coloured): `Error: model: M was not found`, or OpenAI's `… does not exist or you do not have access to it.` A model (`-m provider/model`) that its own configuration does not list fails before any request with `UnknownError`, `Unexpected server error. Check server logs for details.`, which says nothing of the model: an ordinary failure",
+			Outage:        "exit 1 after about 66 s, silent until its one error line (it retries on its own and has no setting for it)",
+			OutageBound:   "the CLI, and `network_give_up_sec`: the third attempt would start past 110 s", OutageAttempts: "2", OutageExit: "2 min 29 s",
+		},
 	})
 }
 
@@ -40,13 +53,23 @@ func opencodeArgs(c Call) []string {
 	if c.Structured {
 		args = append(args, "--format", "json")
 	}
-	return finish(args, "-m", c)
+	return args
 }
 
-// opencodeEvents reads `run --format json`: text parts, step_finish with
-// tokens and cost (one per step, summed), and error events. It has no final
-// result event: the process ends when the session is idle.
-func opencodeEvents(line []byte) (Event, bool) {
+// opencodeEvents is `opencode run --format json`.
+var opencodeEvents = &Events{
+	Parse:  parseOpencodeEvents,
+	Answer: "the last `text` part",
+	End:    "(none: the process ends when the session is idle)",
+	Error:  "`{\"type\":\"error\"}`",
+	Usage:  "each `step_finish`'s tokens and `cost`, summed",
+}
+
+// parseOpencodeEvents reads one line of `run --format json`: text parts,
+// step_finish with tokens and cost (one per step, summed), and error
+// events. It has no final result event: the process ends when the session
+// is idle.
+func parseOpencodeEvents(line []byte) (Event, bool) {
 	var e struct {
 		Type string `json:"type"`
 		Part struct {
@@ -60,7 +83,7 @@ func opencodeEvents(line []byte) (Event, bool) {
 		} `json:"part"`
 		Error any `json:"error"`
 	}
-	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil || e.Type == "" {
+	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
 	switch e.Type {

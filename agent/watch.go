@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -33,6 +34,52 @@ type Event struct {
 	Error string
 	// Usage, when the event carries what should be counted once.
 	Usage Usage
+}
+
+// Events is a structured-output format: how to read one line of it, and
+// what docs/agents.md says of it.
+type Events struct {
+	// Parse reads one line; false when the line is no event.
+	Parse func(line []byte) (Event, bool)
+	// Where the answer, its end, errors and usage are, in Markdown.
+	Answer, End, Error, Usage string
+}
+
+// decodeLine decodes one line of an event stream into v; false when the
+// line is no JSON object.
+func decodeLine(line []byte, v any) bool {
+	return len(line) > 0 && line[0] == '{' && json.Unmarshal(line, v) == nil
+}
+
+// errorText is the message of an error field that may be a string or an
+// object with a message.
+func errorText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case map[string]any:
+		for _, k := range []string{"message", "data"} {
+			if s := errorText(x[k]); s != "" {
+				return s
+			}
+		}
+		if s, ok := x["name"].(string); ok {
+			return s
+		}
+	}
+	if v == nil {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// nonEmpty is s, or fallback when s is empty.
+func nonEmpty(s, fallback string) string {
+	if s != "" {
+		return s
+	}
+	return fallback
 }
 
 // Ending is the cause a Watcher ends a call with.
@@ -104,7 +151,7 @@ func (w *Watcher) Line(s phase.Stream, raw []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.structured && s == phase.Stdout {
-		if ev, ok := w.rules.kind.Events(raw); ok {
+		if ev, ok := w.rules.kind.Events.Parse(raw); ok {
 			w.event(ev)
 			if ev.Error != "" && !ev.Final {
 				// An error event speaks like a line of stderr.

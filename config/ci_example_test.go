@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"peal/agent"
 )
 
 // TestCIExampleVariables: every PEAL_* variable the CI example of docs/ci.md
@@ -31,18 +29,6 @@ func TestCIExampleVariables(t *testing.T) {
 	for _, v := range vars {
 		if !known[v] {
 			t.Errorf("the CI example sets %s, which is no configuration variable", v)
-		}
-	}
-}
-
-// TestAgentKindEnum: the kinds the configuration accepts are the kinds the
-// agent package has.
-func TestAgentKindEnum(t *testing.T) {
-	t.Parallel()
-	for _, name := range []string{"agent_kind", "fallback_agent_kind"} {
-		k, _ := KeyByName(name)
-		if !slices.Equal(slices.Sorted(slices.Values(k.Enum)), slices.Sorted(slices.Values(agent.Names()))) {
-			t.Errorf("%s accepts %v, the agent kinds are %v", name, k.Enum, agent.Names())
 		}
 	}
 }

@@ -44,7 +44,8 @@ const (
 //	kind        path, commands, args, severities or loglevel when the Go type
 //	            alone does not tell; a number named *_sec is in seconds,
 //	            bounded by MaxSeconds
-//	enum        the accepted values, comma separated
+//	enum        the accepted values, comma separated; or @ and the name of
+//	            a list declared elsewhere (enumLists): @agent.Names
 //	default     the default as a variable would spell it (none: unset)
 //	defaultdoc  how help and docs show the default, when not the value itself
 //	required    `peal run` stops when the key is unset
@@ -57,7 +58,7 @@ const (
 type Config struct {
 	PlanPath                   string           `key:"plan_path" flag:"plan" kind:"path" required:"" help:"Markdown plan to execute"`
 	RepoPath                   string           `key:"repo_path" flag:"repo" kind:"path" required:"" help:"Git work tree the agent works in"`
-	AgentKind                  string           `key:"agent_kind" enum:"cursor,claude,codex,gemini,opencode" default:"cursor" help:"Which agent CLI peal drives: its argv, prompt delivery, failure messages and events (see docs/agents.md)"`
+	AgentKind                  string           `key:"agent_kind" enum:"@agent.Names" default:"cursor" help:"Which agent CLI peal drives: its argv, prompt delivery, failure messages and events (see docs/agents.md)"`
 	AgentCmd                   string           `key:"agent_cmd" placeholder:"CMD" defaultdoc:"the kind's usual binary" help:"Agent CLI: a name on PATH or a path to an executable (unset: the kind's usual binary, e.g. agent for cursor)"`
 	AgentExtraArgs             []string         `key:"agent_extra_args" kind:"args" help:"Arguments added to every agent call after peal's own, before the prompt (comma or space separated)"`
 	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
@@ -116,7 +117,7 @@ type Config struct {
 	CursorForce                bool             `key:"cursor_force" default:"true" help:"Pass --force to Cursor CLI execute and address calls: run commands without asking for approval"`
 	RetryDelaySec              uint64           `key:"retry_delay_sec" default:"0" help:"First wait before an ordinary retry; it doubles each time (0: none)"`
 	FallbackAgentCmd           string           `key:"fallback_agent_cmd" placeholder:"CMD" help:"Agent CLI used by even attempts of a call (unset: always the primary, unless fallback_agent_kind is set)"`
-	FallbackAgentKind          string           `key:"fallback_agent_kind" enum:"cursor,claude,codex,gemini,opencode" help:"Kind of the fallback agent (unset: agent_kind); setting it alone uses that kind's usual binary as the fallback"`
+	FallbackAgentKind          string           `key:"fallback_agent_kind" enum:"@agent.Names" help:"Kind of the fallback agent (unset: agent_kind); setting it alone uses that kind's usual binary as the fallback"`
 	FallbackModel              string           `key:"fallback_model" placeholder:"MODEL" help:"Model of fallback attempts (unset: the model the primary would get)"`
 	PlateauRounds              uint32           `key:"plateau_rounds" default:"0" help:"End the address loop after this many rounds in a row without fewer findings (0: off)"`
 	KnowledgeDir               string           `key:"knowledge_dir" kind:"path" help:"Retry-state store (unset: <repo>/.tf/knowledge when <repo>/.tf exists, else {state_dir}/knowledge)"`

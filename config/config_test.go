@@ -475,6 +475,9 @@ func TestTFSettingsLayer(t *testing.T) {
 	if strings.Join(cfg.FailOn, ",") != "Critical" || cfg.Sources["fail_on"] != SourceTFSettings || cfg.Sources["escalation.enabled"] != SourceTFSettings {
 		t.Fatalf("fail_on %v from %s", cfg.FailOn, cfg.Sources["fail_on"])
 	}
+	if got := Describe("escalation.worker", cfg.Sources); got != "escalation.worker from ticketflow's .tf/config/settings.json" {
+		t.Fatalf("a model from the settings is described as %q", got)
+	}
 
 	file := writeTOML(t, "[escalation]\nmax_retries = 2\n")
 	cfg, err = Load(Inputs{Env: []string{"PEAL_REPO_PATH=" + repo, "PEAL_ESCALATION_FIXER=env-model"}, ConfigPath: file})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"peal/agent"
 )
 
 // Kind says how a key's raw value is parsed, whichever layer it comes from.
@@ -38,6 +40,12 @@ var kindNames = map[string]Kind{
 	"path": KindPath, "seconds": KindSeconds, "commands": KindCommands, "args": KindArgs,
 	"severities": KindSeverities, "loglevel": KindLogLevel, "shell": KindShell,
 }
+
+// enumLists are the enums declared elsewhere, by a list that an `enum:"@name"`
+// tag names: the agent kinds are those registered in package agent, so a new
+// kind is accepted by agent_kind and fallback_agent_kind, and listed in their
+// help and documentation, without a change here.
+var enumLists = map[string]func() []string{"agent.Names": agent.Names}
 
 // Key describes one configuration key: its names in every layer, its type,
 // its default and its help. Keys are derived from the fields of Config.
@@ -185,6 +193,12 @@ func keyOf(f reflect.StructField, name string) (Key, error) {
 		base = base.Elem()
 	}
 	switch {
+	case strings.HasPrefix(tag.Get("enum"), "@"):
+		values, ok := enumLists[tag.Get("enum")[1:]]
+		if !ok {
+			return k, fmt.Errorf("unknown enum list %q", tag.Get("enum"))
+		}
+		k.Kind, k.Enum = KindEnum, values()
 	case tag.Get("enum") != "":
 		k.Kind, k.Enum = KindEnum, strings.Split(tag.Get("enum"), ",")
 	case tag.Get("kind") != "":

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"peal/agent"
 )
 
 // TestSecondsKeys: every *_sec key is a seconds key, bounded by MaxSeconds,
@@ -167,6 +169,21 @@ func TestSameValueInEveryLayer(t *testing.T) {
 	}
 }
 
+// TestAgentKindEnum: the kinds the configuration accepts are the kinds the
+// agent package registers, and agent_kind's default is the agent package's.
+func TestAgentKindEnum(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"agent_kind", "fallback_agent_kind"} {
+		k, _ := KeyByName(name)
+		if !slices.Equal(k.Enum, agent.Names()) {
+			t.Errorf("%s accepts %v, the agent kinds are %v", name, k.Enum, agent.Names())
+		}
+	}
+	if k, _ := KeyByName("agent_kind"); k.Default != agent.Default {
+		t.Errorf("agent_kind defaults to %v, the agent package to %q", k.Default, agent.Default)
+	}
+}
+
 // TestDeclarations: a field whose tags do not hold together is refused.
 func TestDeclarations(t *testing.T) {
 	t.Parallel()
@@ -180,6 +197,8 @@ func TestDeclarations(t *testing.T) {
 		"default does not parse": field(uint32(0), `key:"x" default:"many"`),
 		"default beyond the max": field(uint64(0), `key:"x" kind:"seconds" default:"9223372037"`),
 		"default not in enum":    field("", `key:"x" enum:"a,b" default:"c"`),
+		"unknown enum list":      field("", `key:"x" enum:"@nowhere.Names"`),
+		"default not a kind":     field("", `key:"x" enum:"@agent.Names" default:"qwerty"`),
 	}
 	for name, f := range bad {
 		if _, err := keyOf(f, "x"); err == nil {

@@ -286,8 +286,8 @@ func describe(name string, sources map[string]Source) string {
 	return Describe(name, sources)
 }
 
-// Describe names where key name was set (its flag, its variable, or the key
-// in the config file), or, when it was not, every place that can set it:
+// Describe names where key name was set (its flag, its variable, the key in
+// the config file or ticketflow's settings), or, when it was not, every place that can set it:
 // what an error tells the user to change.
 func Describe(name string, sources map[string]Source) string {
 	k, _ := KeyByName(name)
@@ -298,6 +298,8 @@ func Describe(name string, sources map[string]Source) string {
 		return k.Env()
 	case SourceFile:
 		return k.Name + " in the config file"
+	case SourceTFSettings:
+		return k.Name + " from ticketflow's " + TFSettingsPath
 	}
 	where := k.Env() + " or " + k.Name + " in the config file"
 	if k.Flag != "" {

@@ -116,7 +116,7 @@ var agents = []agent{
 			}
 			cfg := fmt.Sprintf(`{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled",`+
 				`"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Mock",`+
-				`"options":{"baseURL":%q%s},"models":{"mock-model":{"name":"Mock model"}}}},`+
+				`"options":{"baseURL":%q%s},"models":{"mock-model":{"name":"Mock model"},"mock-missing-model":{"name":"A model the API does not know"}}}},`+
 				`"model":"mock/mock-model","small_model":"mock/mock-model"}`, url+"/v1", auth)
 			path := filepath.Join(home, ".config", "opencode", "opencode.json")
 			writeFile(t, path, cfg)

@@ -215,6 +215,20 @@ func TestCLIFailures(t *testing.T) {
 			},
 		},
 		{
+			// A model the API does not know: 404 with each provider's body
+			// (Anthropic's not_found_error, OpenAI's model_not_found,
+			// Google's NOT_FOUND).
+			name: "404 model", script: always(mockllm.Failure{Status: 404, Message: missingModelMessage}), key: testKey, limit: 5 * time.Minute,
+			want: map[string]failureCase{
+				// Claude Code names the model it asked for (its default here)
+				// in words of its own.
+				"claude":   {code: 1, stdout: true, text: "). It may not exist or you may not have access to it. Run --model to pick a different model.", requests: -1},
+				"codex":    {code: 1, text: "ERROR: " + missingModelMessage, requests: 1},
+				"gemini":   {code: 1, text: "ModelNotFoundError: " + missingModelMessage, requests: 1},
+				"opencode": {code: 1, text: "Error: \x1b[0m" + missingModelMessage, requests: -1},
+			},
+		},
+		{
 			name: "rate limit", script: always(mockllm.Failure{Status: 429, RetryAfter: "1"}), key: testKey, limit: 5 * time.Minute,
 			want: map[string]failureCase{
 				"claude":   {code: 1, stdout: true, text: "API Error: Request rejected (429)", requests: 1},
@@ -336,3 +350,6 @@ func closedURL(t *testing.T) string {
 	l.Close()
 	return "http://" + addr
 }
+
+// missingModelMessage is what the mock says of a model it does not know.
+const missingModelMessage = "model: mock-missing-model was not found"

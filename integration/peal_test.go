@@ -179,9 +179,9 @@ func TestPealTask(t *testing.T) {
 // classified as fatal: at most one plan attempt (none when peal finds out
 // before calling the CLI), no execute call, exit 1, and peal's error quoting
 // one of the lines that explain the failure.
-func fatal(t *testing.T, p *pealRun, explain []string) {
+func fatal(t *testing.T, p *pealRun, explain []string, extra ...string) {
 	t.Helper()
-	r := p.run(t, 10*time.Minute, "--phase-retry-count", "2")
+	r := p.run(t, 10*time.Minute, append([]string{"--phase-retry-count", "2"}, extra...)...)
 	if r.code != 1 {
 		t.Fatalf("want exit 1\n%s", p)
 	}
@@ -282,6 +282,78 @@ func TestPeal403(t *testing.T) {
 		p := startPeal(t, a, always(mockllm.Failure{Status: 403}), testKey, "")
 		fatal(t, p, forbidden[a.kind])
 	})
+}
+
+// The CLIs' own words for a model the API does not know (404, each
+// provider's not-found body), as measured in TestCLIFailures.
+var modelNotFound = map[string]string{
+	"claude":   "There's an issue with the selected model (mock-missing-model). It may not exist or you may not have access to it. Run --model to pick a different model.",
+	"codex":    "ERROR: " + missingModelMessage,
+	"gemini":   "ModelNotFoundError: " + missingModelMessage,
+	"opencode": "Error: " + missingModelMessage,
+}
+
+// missingModel is the model name peal passes to each CLI: opencode's is
+// provider/model, and its configuration lists it (see agents).
+func missingModel(kind string) string {
+	if kind == "opencode" {
+		return "mock/mock-missing-model"
+	}
+	return "mock-missing-model"
+}
+
+// TestPealModelNotFound: an API that does not know the model fails the run
+// after one attempt, even with retries allowed, and peal's one line names
+// the model and the setting that chose it and quotes the CLI's own words
+// (gemini's message, not its "code: 404").
+func TestPealModelNotFound(t *testing.T) {
+	t.Parallel()
+	eachAgent(t, func(t *testing.T, a agent) {
+		p := startPeal(t, a, always(mockllm.Failure{Status: 404, Message: missingModelMessage}), testKey, "")
+		fatal(t, p, []string{modelNotFound[a.kind]}, "--model", missingModel(a.kind))
+		want := fmt.Sprintf("the model %q (set by --model) is not one the %s CLI's API knows: set model to a model it serves; %s says: ",
+			missingModel(a.kind), a.kind, a.kind)
+		if !strings.Contains(p.result.stderr, want) || strings.Contains(p.result.stderr, "code: 404") {
+			t.Errorf("peal's line does not name the model and its setting (%q)\n%s", want, p)
+		}
+		t.Logf("%s: exit %d after %s", a.kind, p.result.code, p.result.elapsed.Round(100*time.Millisecond))
+	})
+}
+
+// TestPealModelNotFoundFallback: claude's model does not exist (its API
+// answers 404); the codex fallback asks for another model, which works:
+// the fallback takes over at once, with no retry allowed, and the run
+// completes the task through it.
+func TestPealModelNotFoundFallback(t *testing.T) {
+	t.Parallel()
+	primary, fallback := agentOf(t, "claude"), agentOf(t, "codex")
+	fbBin := findCLI(t, fallback.kind)
+	p := startPeal(t, primary, func(repo string) mockllm.Script {
+		s := taskScript(repo)
+		s.Rules = append([]mockllm.Rule{{Protocol: primary.protocol,
+			Replies: []mockllm.Reply{{Fail: &mockllm.Failure{Status: 404, Message: missingModelMessage}}}}}, s.Rules...)
+		return s
+	}, testKey, "")
+	p.env = append(p.env, fallback.setup(t, p.sb.home, p.srv.URL, testKey, false)...)
+	r := p.run(t, 10*time.Minute, "--phase-retry-count", "0", "--model", "mock-missing-model",
+		"--fallback-agent-kind", fallback.kind, "--fallback-agent-cmd", fbBin, "--fallback-model", "mock-model")
+	got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
+	if r.code != 0 || err != nil || string(got) != fileContent {
+		t.Fatalf("want exit 0 and hello.txt written by the fallback; got %q (%v)\n%s", got, err, p)
+	}
+	if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 2, "execute": 1}) {
+		t.Errorf("attempts = %v, want two plan attempts (claude, then codex) and one execute (codex)\n%s", n, p)
+	}
+	var anthropic int
+	for _, req := range modelRequests(p.srv) {
+		if req.Protocol == primary.protocol {
+			anthropic++
+		}
+	}
+	if !strings.Contains(r.stderr, `the model \"mock-missing-model\" (set by --model) is not one the claude CLI's API knows`) {
+		t.Errorf("the log does not say why the fallback took over\n%s", p)
+	}
+	t.Logf("exit %d after %s; %d requests to claude's API", r.code, r.elapsed.Round(100*time.Millisecond), anthropic)
 }
 
 // TestPealConnectionRefused: with the API unreachable, peal stops with exit

@@ -18,6 +18,7 @@ var (
 	plainFail = fakes.Outcome{Exit: 1, Stderr: "compile error"}
 	rateFail  = fakes.Outcome{Exit: 1, Stderr: "429 Too Many Requests"}
 	raceFail  = fakes.Outcome{Exit: 1, Stderr: "ENOENT: rename cli-config.json.tmp"}
+	modelFail = fakes.Outcome{Exit: 1, Stderr: "model: m was not found"}
 	success   = fakes.Outcome{Stdout: "fine"}
 )
 
@@ -31,6 +32,8 @@ func byText(wait time.Duration) Classifier {
 			return Verdict{Class: Succeeded}
 		case strings.Contains(r.Stderr, "not logged in"):
 			return Verdict{Class: Fatal, Err: err}
+		case strings.Contains(r.Stderr, "was not found"):
+			return Verdict{Class: Fatal, Err: err, AgentOnly: true}
 		case strings.Contains(r.Stderr, "ECONNRESET"):
 			return Verdict{Class: Network, Err: err}
 		case strings.Contains(r.Stderr, "429"):
@@ -201,6 +204,54 @@ func TestFallbackAlternates(t *testing.T) {
 	_, c, _ = adaptiveCall(t, Policy{Attempts: 2}, plainFail, success)
 	if c[1].Env["PEAL_AGENT_ROLE"] != "primary" {
 		t.Fatalf("without a fallback every attempt is primary: %v", c[1].Env)
+	}
+}
+
+// TestAgentOnlyFailureSwitchesAgent: a failure fatal for the agent of its
+// attempt alone (its model does not exist) moves the call to the other
+// agent, at once and without spending a retry, for the rest of the call;
+// with no other agent left it is fatal.
+func TestAgentOnlyFailureSwitchesAgent(t *testing.T) {
+	t.Parallel()
+	fatal := func(err error) bool { var f *FatalError; return errors.As(err, &f) }
+	failed := func(err error) bool { var f *FailedError; return errors.As(err, &f) && f.Attempts == 4 }
+	cases := []struct {
+		name     string
+		policy   Policy
+		outcomes []fakes.Outcome
+		roles    string
+		waits    int // ordinary retries: the switch waits for nothing
+		check    func(error) bool
+	}{
+		{"no retry count: the fallback still runs", Policy{Attempts: 1, Fallback: true}, []fakes.Outcome{modelFail, success},
+			"primary fallback", 0, func(err error) bool { return err == nil }},
+		{"the retries all go to the fallback", Policy{Attempts: 3, Fallback: true}, []fakes.Outcome{modelFail, plainFail},
+			"primary fallback fallback fallback", 2, failed},
+		{"without a fallback: fatal", Policy{Attempts: 3}, []fakes.Outcome{modelFail}, "primary", 0, fatal},
+		{"both agents' models missing: fatal", Policy{Attempts: 3, Fallback: true}, []fakes.Outcome{modelFail},
+			"primary fallback", 0, fatal},
+		{"an agent skipped from the start", Policy{Attempts: 2, Fallback: true, Skip: func(role string) bool { return role == RolePrimary }},
+			[]fakes.Outcome{plainFail, success}, "fallback fallback", 1, func(err error) bool { return err == nil }},
+		{"both skipped: the roles alternate as usual", Policy{Attempts: 2, Fallback: true, Skip: func(string) bool { return true }},
+			[]fakes.Outcome{plainFail, success}, "primary fallback", 1, func(err error) bool { return err == nil }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var s fakes.Sleeps
+			tc.policy.Classify, tc.policy.Sleep = byText(0), s.Sleep
+			_, c, err := adaptiveCall(t, tc.policy, tc.outcomes...)
+			var roles []string
+			for _, call := range c {
+				roles = append(roles, call.Env["PEAL_AGENT_ROLE"])
+			}
+			if strings.Join(roles, " ") != tc.roles || !tc.check(err) {
+				t.Fatalf("roles %q, err %v", roles, err)
+			}
+			if len(s.Waits()) != tc.waits {
+				t.Fatalf("waits %v, want %d", s.Waits(), tc.waits)
+			}
+		})
 	}
 }
 

@@ -56,6 +56,11 @@ type Verdict struct {
 	// Wait is, for RateLimited, how long until the limit resets as the
 	// agent said; 0 when it did not say.
 	Wait time.Duration
+	// AgentOnly marks a Fatal failure of the agent of this attempt alone
+	// (the model it was asked for does not exist): while the other agent of
+	// the call is left, the call goes on with that agent, at once and
+	// without spending a retry, and never uses this one again.
+	AgentOnly bool
 }
 
 // Classifier decides what a finished attempt means. Deciding whether an
@@ -108,6 +113,10 @@ type Policy struct {
 	Budgets map[Class]Budget
 	// Fallback makes even attempts use the fallback agent.
 	Fallback bool
+	// Skip, when set, names the agents (RolePrimary, RoleFallback) that are
+	// known, before the call, to be unable to serve it: with a fallback,
+	// every attempt uses the other one.
+	Skip func(role string) bool
 	// Sleep waits between attempts; nil waits on a timer (tests pass a
 	// recorder).
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -197,10 +206,19 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 	}
 	allNetwork := true
 	var spent time.Duration // the call's attempts and waits so far
+	skipped := map[string]bool{}
+	if p.Fallback && p.Skip != nil {
+		for _, role := range []string{RolePrimary, RoleFallback} {
+			skipped[role] = p.Skip(role)
+		}
+	}
 	for n := 1; ; n++ {
 		role := RolePrimary
 		if p.Fallback && n%2 == 0 {
 			role = RoleFallback
+		}
+		if skipped[role] && !skipped[otherRole(role)] {
+			role = otherRole(role)
 		}
 		// The most attempts the call can still make: the counted budgets
 		// (ordinary and network) that are left.
@@ -222,6 +240,13 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		}
 		if v.Err == nil {
 			v.Err = fmt.Errorf("%s call failed", spec.Phase)
+		}
+		if v.Class == Fatal && v.AgentOnly && p.Fallback && !skipped[otherRole(role)] {
+			skipped[role] = true
+			judged(spec, res, v, 0, true)
+			log.Warn("the agent cannot serve this call: going on with the other agent, without spending a retry", "phase", spec.Phase,
+				"attempt", spec.Attempt.String(), "role", role, "reason", v.Err)
+			continue
 		}
 		if v.Class == Fatal {
 			judged(spec, res, v, 0, false)
@@ -257,6 +282,14 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		}
 		spent += delay
 	}
+}
+
+// otherRole is the agent that is not role.
+func otherRole(role string) string {
+	if role == RoleFallback {
+		return RolePrimary
+	}
+	return RoleFallback
 }
 
 // next spends one retry of the budget and returns the delay before it;

@@ -76,7 +76,7 @@ func (e *OutputError) Error() string {
 }
 
 // UnreachableError: every attempt of a stet command exited 2, stet's code
-// for a review model it cannot reach (or that refused its request). It
+// for a review model it cannot reach. It
 // unwraps to *phase.UnreachableError, so the run stops with exit 4 as it
 // does for an unreachable agent.
 type UnreachableError struct {
@@ -90,6 +90,37 @@ func (e *UnreachableError) Error() string {
 		e.Command, phase.AttemptCount(e.err.Attempts), e.Cause)
 }
 func (e *UnreachableError) Unwrap() error { return e.err }
+
+// BadRequestError: a stet command exited 2, stet's code for a review model
+// it cannot reach, but said "LLM bad request": the model's server answered
+// and refused the request (a model it does not serve, a wrong provider or
+// path: any 4xx). No retry can help, so the call is not retried, and the
+// run stops (exit 1): every later review would be refused too.
+type BadRequestError struct {
+	Command string
+	Said    string // stet's line, quoted
+}
+
+// EndsRun: stet's model settings need fixing first.
+func (e *BadRequestError) EndsRun() bool { return true }
+
+func (e *BadRequestError) Error() string {
+	return fmt.Sprintf("the review model refused stet's request, which no retry can fix: %s exited 2; stet says: %s; "+
+		"check stet's model and provider settings: STET_MODEL, STET_PROVIDER, STET_OPENAI_BASE_URL or STET_OLLAMA_BASE_URL "+
+		"(or model, provider, openai_base_url, ollama_base_url in .review/config.toml or stet's own config.toml)", e.Command, e.Said)
+}
+
+// badRequest is the line of stet's stderr that says the model's server
+// refused the request ("LLM bad request at URL. …"), quoted; "" when none
+// does.
+func badRequest(stderr string) string {
+	for _, line := range strings.Split(phase.Clean(stderr), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "LLM bad request") {
+			return phase.Quote(line)
+		}
+	}
+	return ""
+}
 
 // Cause is the line of a stet failure's stderr that says what failed, with
 // the "Details:" line that follows it in parentheses: stet prints progress

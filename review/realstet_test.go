@@ -240,6 +240,30 @@ func TestRealStet(t *testing.T) {
 		}
 	})
 
+	// A model the server does not know: stet exits 2, as for an
+	// unreachable one, but says "LLM bad request": no retry can help, so
+	// the run stops at once with exit 1, naming stet's settings.
+	t.Run("the model unknown to the server", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, bins, stetBin, "## Task 1\nA\n## Task 2\nB\n")
+		e.scenario(map[string][]fakes.Outcome{"execute": {{Plant: []fakes.Finding{noteA}}}})
+		start := time.Now()
+		r := e.peal("STET_MODEL=wrong-model", "PEAL_NETWORK_RETRY_COUNT=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+		e.want(r, 1)
+		last := lastLine(r.stderr)
+		t.Logf("peal's last line, after %s: %s", time.Since(start).Round(100*time.Millisecond), last)
+		if !strings.Contains(last, "stet says: LLM bad request at "+e.model.base+".") || !strings.Contains(last, "STET_MODEL") ||
+			strings.Contains(last, "unreachable") {
+			t.Fatalf("last line %q", last)
+		}
+		if got := e.keys(); got != "plan:1 execute:1" {
+			t.Fatalf("agent calls %q: a refused review must not lead to triage, address or the next task", got)
+		}
+		if n := strings.Count(r.stderr, "call failed, retrying"); n != 0 {
+			t.Fatalf("the review was retried %d times:\n%s", n, r.stderr)
+		}
+	})
+
 	// A fix by deletion: stet resolves a finding only when a hunk it
 	// reviews again covers the finding's line; here none does, and the
 	// finding would stay active after the fix.
@@ -533,10 +557,18 @@ func (m *modelServer) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake-model","object":"model"}]}`)
 	case "/v1/chat/completions":
 		var req struct {
+			Model    string                           `json:"model"`
 			Messages []struct{ Role, Content string } `json:"messages"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
 			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if req.Model != "fake-model" {
+			// OpenAI's answer for a model it does not know.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"error":{"message":"The model %s does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, req.Model)
 			return
 		}
 		m.mu.Lock()

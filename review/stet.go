@@ -21,7 +21,9 @@ import (
 // (phase.Do) with its own policy. stet's exit codes decide: 0 success (with
 // or without findings), 2 the review model is unreachable (a network
 // failure: the network budget and delays of agent calls apply, and when it
-// persists the run stops with exit 4), anything else a stet failure.
+// persists the run stops with exit 4) unless stet says the model refused
+// the request ("LLM bad request": fatal, exit 1), anything else a stet
+// failure.
 type stet struct {
 	path      string
 	stateDir  string // STET_STATE_DIR
@@ -65,7 +67,8 @@ func (s *stet) spec(task int, a phase.Attempt, argv []string) phase.Spec {
 
 // exitRule classifies a finished stet command by its exit status: 0 is
 // success; 2 means the review model could not be reached (network, drawing
-// on the network budget); anything else, or a timeout, is an ordinary
+// on the network budget), or, when stet says "LLM bad request", that it
+// refused the request (fatal); anything else, or a timeout, is an ordinary
 // failure.
 func exitRule(command string) phase.Classifier {
 	return func(res phase.Result) phase.Verdict {
@@ -74,6 +77,8 @@ func exitRule(command string) phase.Classifier {
 			return phase.Verdict{Class: phase.Ordinary, Err: phase.CheckExit(res)}
 		case res.ExitCode == 0:
 			return phase.Verdict{Class: phase.Succeeded}
+		case res.ExitCode == 2 && badRequest(res.Stderr) != "":
+			return phase.Verdict{Class: phase.Fatal, Err: &BadRequestError{Command: command, Said: badRequest(res.Stderr)}}
 		case res.ExitCode == 2:
 			return phase.Verdict{Class: phase.Network, Err: &StetError{Command: command, Code: 2, Cause: Cause(res.Stderr)}}
 		}
@@ -173,6 +178,10 @@ func (s *stet) callRule(ctx context.Context, task int, args []string, attempts i
 	var ue *phase.UnreachableError
 	if errors.As(err, &ue) {
 		return res, &UnreachableError{Command: command, Cause: Cause(res.Stderr), err: ue}
+	}
+	var refused *BadRequestError
+	if errors.As(err, &refused) {
+		return res, refused
 	}
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", command, err)

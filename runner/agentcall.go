@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,6 +41,9 @@ type agents struct {
 	total   agent.Usage
 	perTask map[int]agent.Usage
 	counted bool // some call reported usage
+	// missing are the models an agent's API said it does not know, by
+	// role: no later call asks that agent for them again.
+	missing map[string]map[string]bool
 }
 
 func newAgents(cfg *config.Config) *agents {
@@ -103,18 +107,24 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		return phase.Result{Phase: name}, err
 	}
 	log := r.log.With("task", task)
-	model := modelFor(r.cfg, r.tickets.attempt(task), name)
+	model, key := modelSetting(r.cfg, r.tickets.attempt(task), name)
 	invs := map[string]agent.Invocation{}
 	classifiers := map[string]phase.Classifier{}
+	models := map[string]callModel{}
 	var watcher *agent.Watcher // the latest attempt's
 	var usage agent.Usage
 	for _, s := range r.agents.sides() {
-		inv, err := s.kind.Invocation(s.path, r.agentRequest(s, name, model, prompt))
+		req := r.agentRequest(s, name, model, prompt)
+		inv, err := s.kind.Invocation(s.path, req)
 		if err != nil {
 			return phase.Result{Phase: name}, err
 		}
 		invs[s.role] = inv
+		models[s.role] = r.callModel(s, req.Model, key)
 		classifiers[s.role] = s.rules.Classifier(failure, func() *agent.Watcher { return watcher }, r.now)
+	}
+	for _, s := range r.agents.sides() {
+		classifiers[s.role] = r.agents.modelAware(s.role, models, classifiers[s.role])
 	}
 	var env []string
 	if tr := r.tickets.of(task); tr != nil {
@@ -135,7 +145,9 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		land()
 		return classifiers[role](res)
 	}
-	res, _, err := phase.Do(ctx, log, r.agentPolicy(attempts, classify), func(a phase.Attempt) phase.Spec {
+	policy := r.agentPolicy(attempts, classify)
+	policy.Skip = func(role string) bool { return r.agents.isMissing(role, models[role]) }
+	res, _, err := phase.Do(ctx, log, policy, func(a phase.Attempt) phase.Spec {
 		if watcher != nil {
 			usage = usage.Add(watcher.Usage())
 		}
@@ -235,7 +247,7 @@ func (r *run) checkAuth(ctx context.Context) error {
 				r.agents.authErr = &phase.InterruptedError{Phase: "auth", Cause: context.Cause(ctx)}
 				return
 			}
-			r.agents.authErr = &agent.AuthError{Kind: s.kind.Name, Detail: st.Detail, Hint: s.kind.Auth.Hint}
+			r.agents.authErr = &agent.AuthError{Kind: s.kind.Name, Detail: st.Detail, Hint: s.kind.Auth.LoginHint}
 			return
 		}
 	})
@@ -360,4 +372,102 @@ func (g *launchGate) done(k *agent.Kind) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.running[k.Name]--
+}
+
+// callModel is the model one side of a call asks for, and the setting that
+// chose it.
+type callModel struct {
+	kind  string
+	model string // "" for the CLI's default
+	key   string // model, fallback_model, an escalation key; "" for the default
+	// setting is where key was set, for messages: a flag, a variable, the
+	// config file.
+	setting string
+}
+
+// id tells the models apart: the CLI's default model is each kind's own.
+func (m callModel) id() string {
+	if m.model == "" {
+		return "\x00default of " + m.kind
+	}
+	return m.model
+}
+
+// callModel is the model side s asks for in a call whose primary model was
+// set by key (fallback_model, when set, is the fallback's own).
+func (r *run) callModel(s *side, model, key string) callModel {
+	if s.role == phase.RoleFallback && r.cfg.FallbackModel != "" {
+		key = "fallback_model"
+	}
+	m := callModel{kind: s.kind.Name, model: model, key: key}
+	if key != "" {
+		m.setting = config.Describe(key, r.cfg.Sources)
+	}
+	return m
+}
+
+// ModelError: the API of an agent does not know the model a call asked
+// for, and no agent of the run is left to ask for another. It names the
+// model, the setting that chose it and the CLI's own words, and ends the
+// run (exit 1): every later call would ask for the same model.
+type ModelError struct {
+	Model, Key, Setting string // Model "" for the CLI's default
+	Kind                string
+	Said                string // the CLI's words, quoted
+}
+
+// EndsRun: a model that does not exist is a configuration error.
+func (e *ModelError) EndsRun() bool { return true }
+
+func (e *ModelError) Error() string {
+	if e.Model == "" {
+		return fmt.Sprintf("the default model of the %s CLI (no model is set) is not one its API knows: set model (%s) to a model it serves; %s says: %s",
+			e.Kind, config.Describe("model", nil), e.Kind, e.Said)
+	}
+	return fmt.Sprintf("the model %q (set by %s) is not one the %s CLI's API knows: set %s to a model it serves; %s says: %s",
+		e.Model, e.Setting, e.Kind, e.Key, e.Kind, e.Said)
+}
+
+// modelAware turns an attempt's *agent.UnknownModelError into a
+// *ModelError: the model is remembered as missing for that agent, and the
+// failure ends the call, unless the other agent of the run asks for another
+// model that is not known to be missing: then the call goes on with it
+// (phase.Verdict.AgentOnly). The same model is never asked for again.
+func (a *agents) modelAware(role string, models map[string]callModel, classify phase.Classifier) phase.Classifier {
+	return func(res phase.Result) phase.Verdict {
+		v := classify(res)
+		var unknown *agent.UnknownModelError
+		if !errors.As(v.Err, &unknown) {
+			return v
+		}
+		m := models[role]
+		a.setMissing(role, m)
+		v.Err = &ModelError{Model: m.model, Key: m.key, Setting: m.setting, Kind: unknown.Kind, Said: unknown.Said}
+		other := phase.RolePrimary
+		if role == phase.RolePrimary {
+			other = phase.RoleFallback
+		}
+		if o, ok := models[other]; ok && o.id() != m.id() && !a.isMissing(other, o) {
+			v.AgentOnly = true
+		}
+		return v
+	}
+}
+
+func (a *agents) setMissing(role string, m callModel) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.missing == nil {
+		a.missing = map[string]map[string]bool{}
+	}
+	if a.missing[role] == nil {
+		a.missing[role] = map[string]bool{}
+	}
+	a.missing[role][m.id()] = true
+}
+
+func (a *agents) isMissing(role string, m callModel) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.missing[role][m.id()]
 }

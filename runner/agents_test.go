@@ -26,17 +26,17 @@ func withLinger(d time.Duration) Option {
 	return func(r *run) { r.linger = d }
 }
 
-// kindHarness is a harness whose agent is the fake under the CLI name of
-// kind, with the credentials that CLI wants.
+// kindHarness is a harness whose agent is the fake under the usual binary
+// name of kind, with the credentials that CLI wants.
 func kindHarness(t *testing.T, kind, plan string) (*harness, []string) {
 	t.Helper()
 	h := newHarness(t, plan)
-	name := kind
-	if kind == "cursor" {
-		name = "agent"
+	k, err := agent.Lookup(kind)
+	if err != nil {
+		t.Fatal(err)
 	}
 	h.env = append(h.env, "OPENAI_API_KEY=sk-test", "IS_SANDBOX=1")
-	return h, []string{"PEAL_AGENT_KIND=" + kind, "PEAL_AGENT_CMD=" + h.cli(name)}
+	return h, []string{"PEAL_AGENT_KIND=" + kind, "PEAL_AGENT_CMD=" + h.cli(k.DefaultCmd)}
 }
 
 // without drops the variables named from env.
@@ -48,56 +48,47 @@ func without(env []string, names ...string) []string {
 }
 
 // TestEveryKindEndToEnd: a plan/execute task through each CLI's stand-in:
-// the argv each kind builds, the prompt on stdin (or last, for the Cursor
-// CLI), and an execute call that may edit the repository.
+// the argv each kind builds for the run's calls (pinned word for word by
+// the agent package's TestArgvAndStdin), which the stand-in accepts, the
+// prompt on stdin (or last, for a CLI that only takes it as an argument),
+// and an execute call that may edit the repository.
 func TestEveryKindEndToEnd(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		kind      string
-		plan, exe func(repo string) []string
-		stdin     bool
-	}{
-		{"cursor", func(r string) []string {
-			return []string{"--print", "--plan", "--workspace", r, "--output-format", "text", "--trust"}
-		},
-			func(r string) []string {
-				return []string{"--print", "--workspace", r, "--sandbox", "disabled", "--trust", "--force"}
-			}, false},
-		{"claude", func(string) []string { return []string{"-p", "--permission-mode", "plan"} },
-			func(string) []string { return []string{"-p", "--permission-mode", "bypassPermissions"} }, true},
-		{"codex", func(r string) []string {
-			return []string{"exec", "-C", r, "--skip-git-repo-check", "-s", "read-only", "-"}
-		},
-			func(r string) []string {
-				return []string{"exec", "-C", r, "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"}
-			}, true},
-		{"gemini", func(string) []string { return []string{"--skip-trust", "--approval-mode", "plan"} },
-			func(string) []string { return []string{"--skip-trust", "--approval-mode", "yolo"} }, true},
-		{"opencode", func(r string) []string { return []string{"run", "--dir", r, "--agent", "plan"} },
-			func(r string) []string { return []string{"run", "--dir", r, "--auto"} }, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.kind, func(t *testing.T) {
+	for _, kind := range agent.Names() {
+		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			h, env := kindHarness(t, tc.kind, "## Task 1\nDo A\n")
+			k, _ := agent.Lookup(kind)
+			h, env := kindHarness(t, kind, "## Task 1\nDo A\n")
 			out := filepath.Join(h.repo, "out.txt")
 			h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "THE PLAN"}}, "execute": {{Edits: map[string]string{out: "written"}}}})
 			if _, err := h.run(env...); err != nil {
 				t.Fatal(err)
 			}
 			c := h.calls()
-			if len(c) != 2 || c[0].Kind != tc.kind {
+			if len(c) != 2 || c[0].Kind != kind {
 				t.Fatalf("calls %v, kind %q", fakes.Keys(c), c[0].Kind)
 			}
+			// The calls a run makes: the repository, the default options.
+			argv := func(phaseName string) []string {
+				inv, err := k.Invocation("", agent.Call{Phase: phaseName, Repo: h.repo, Prompt: "P",
+					Options: agent.Options{Sandbox: "disabled", Trust: true, Force: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if inv.PromptInArgv() {
+					return inv.Argv[1 : len(inv.Argv)-1]
+				}
+				return inv.Argv[1:]
+			}
 			plan, exe := c[0].Argv, c[1].Argv
-			if !tc.stdin {
+			if !k.PromptOnStdin {
 				plan, exe = plan[:len(plan)-1], exe[:len(exe)-1]
 			}
-			if !slices.Equal(plan, tc.plan(h.repo)) || !slices.Equal(exe, tc.exe(h.repo)) {
+			if !slices.Equal(plan, argv("plan")) || !slices.Equal(exe, argv("execute")) {
 				t.Fatalf("argv\n%q\n%q", plan, exe)
 			}
 			prompt := c[1].Argv[len(c[1].Argv)-1]
-			if tc.stdin {
+			if k.PromptOnStdin {
 				prompt = c[1].Stdin
 				if c[0].StdinNull || c[1].StdinNull || strings.Contains(strings.Join(c[1].Argv, " "), "THE PLAN") {
 					t.Fatalf("the prompt goes on stdin only: %q", c[1].Argv)
@@ -377,7 +368,7 @@ func TestStructuredOutput(t *testing.T) {
 	structured := "PEAL_STRUCTURED_OUTPUT=true"
 	t.Run("the result is the plan text", func(t *testing.T) {
 		t.Parallel()
-		for _, kind := range []string{"cursor", "claude", "codex", "gemini", "opencode"} {
+		for _, kind := range agent.Names() {
 			h, env := kindHarness(t, kind, "## Task 1\nA\n")
 			h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "THE PLAN"}}})
 			if _, err := h.run(append(env, structured)...); err != nil {
@@ -385,7 +376,7 @@ func TestStructuredOutput(t *testing.T) {
 			}
 			c := h.calls()
 			prompt := c[1].Stdin
-			if kind == "cursor" {
+			if k, _ := agent.Lookup(kind); !k.PromptOnStdin {
 				prompt = c[1].Argv[len(c[1].Argv)-1]
 			}
 			if !strings.Contains(prompt, "---PLAN---\nTHE PLAN\n---PLAN---") {
@@ -515,4 +506,105 @@ func TestNULInPlanText(t *testing.T) {
 	if prompt := argv[len(argv)-1]; !strings.Contains(prompt, "step one\uFFFD step two") {
 		t.Fatalf("execute prompt %q", prompt)
 	}
+}
+
+// TestModelNotFound: an agent's API that does not know the model fails the
+// call at once, whatever the retry count, with one line naming the model,
+// the setting that chose it and the CLI's own words; the run stops there.
+// Every kind whose fake has the CLI's words is run.
+func TestModelNotFound(t *testing.T) {
+	t.Parallel()
+	for _, kind := range agent.Names() {
+		f, ok := fakes.CLIs[kind].Failures[fakes.FailModelNotFound]
+		if !ok {
+			continue
+		}
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			h, env := kindHarness(t, kind, "## Task 1\nA\n## Task 2\nB\n")
+			h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
+			_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_PHASE_RETRY_COUNT=2", "PEAL_RETRY_DELAY_SEC=600",
+				"PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...)
+			var me *ModelError
+			var fatal *phase.FatalError
+			if !errors.As(err, &me) || !errors.As(err, &fatal) || !phase.EndsRun(err) || h.keys() != "plan:1" {
+				t.Fatalf("calls %q, err %v", h.keys(), err)
+			}
+			// The line of the CLI's words that says so is quoted: whole, or
+			// from the error the CLI names in it.
+			said := ""
+			for _, l := range strings.Split(phase.Clean(f.TextFor("nope")), "\n") {
+				if strings.Contains(l, "nope") && !strings.HasPrefix(l, "warning:") {
+					said = strings.Join(strings.Fields(l), " ")
+				}
+			}
+			want := `the model "nope" (set by PEAL_MODEL) is not one the ` + kind + ` CLI's API knows: set model to a model it serves; ` +
+				kind + ` says: `
+			_, quoted, _ := strings.Cut(err.Error(), want)
+			quoted = strings.TrimPrefix(quoted, "…")
+			if said == "" || !strings.Contains(quoted, "nope") || !strings.HasSuffix(said, quoted) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v\nwant %q and the end of %q", err, want, said)
+			}
+			if k, _ := agent.Lookup(kind); strings.Contains(err.Error(), k.Failures.FatalHint) {
+				t.Fatalf("a missing model gets no login hint: %v", err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestModelNotFoundWithFallback: a fallback agent that asks for another
+// model still runs, at once, without spending a retry (here none is
+// allowed); the missing model is not asked for again in the run. A fallback
+// that would ask for the same model is not tried.
+func TestModelNotFoundWithFallback(t *testing.T) {
+	t.Parallel()
+	t.Run("another model", func(t *testing.T) {
+		t.Parallel()
+		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
+		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}, {Stdout: "THE PLAN"}}})
+		var w fakes.Sleeps
+		_, err := h.runCfg(h.config(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_KIND=codex", "PEAL_FALLBACK_AGENT_CMD="+h.cli("codex"),
+			"PEAL_FALLBACK_MODEL=other", "PEAL_PHASE_RETRY_COUNT=0", "PEAL_RETRY_DELAY_SEC=600")...), withSleep(&w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := h.calls()
+		var got []string
+		for _, call := range c {
+			got = append(got, call.Phase+" "+call.Kind+" "+call.Env["PEAL_AGENT_ROLE"])
+		}
+		want := []string{"plan claude primary", "plan codex fallback", "execute codex fallback"}
+		if !slices.Equal(got, want) || len(w.Waits()) != 0 {
+			t.Fatalf("calls %q, want %q; waits %v", got, want, w.Waits())
+		}
+		if !slices.Contains(c[1].Argv, "other") || !slices.Contains(c[0].Argv, "nope") {
+			t.Fatalf("models: %q, %q", c[0].Argv, c[1].Argv)
+		}
+		if !strings.Contains(h.log.String(), `the model \"nope\" (set by PEAL_MODEL) is not one the claude CLI's API knows`) {
+			t.Fatalf("the log does not say why the fallback took over:\n%s", h.log)
+		}
+	})
+	t.Run("the same model", func(t *testing.T) {
+		t.Parallel()
+		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
+		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}, {Stdout: "THE PLAN"}}})
+		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_PHASE_RETRY_COUNT=2")...)
+		var me *ModelError
+		if !errors.As(err, &me) || h.keys() != "plan:1" {
+			t.Fatalf("calls %q, err %v", h.keys(), err)
+		}
+	})
+	t.Run("the fallback's model missing too", func(t *testing.T) {
+		t.Parallel()
+		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
+		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
+		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_FALLBACK_MODEL=gone",
+			"PEAL_PHASE_RETRY_COUNT=2")...)
+		var me *ModelError
+		if !errors.As(err, &me) || h.keys() != "plan:1 plan:1" ||
+			!strings.Contains(err.Error(), `the model "gone" (set by PEAL_FALLBACK_MODEL)`) || !strings.Contains(err.Error(), "set fallback_model to a model it serves") {
+			t.Fatalf("calls %q, err %v", h.keys(), err)
+		}
+	})
 }

@@ -64,7 +64,7 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []Check {
 		case st.OK:
 			checks = append(checks, Check{name + " login", CheckOK, st.Detail})
 		case st.Known || (k.Auth.BeforeRun && !st.Unclear):
-			checks = append(checks, Check{name + " login", CheckFail, st.Detail + "; " + k.Auth.Hint})
+			checks = append(checks, Check{name + " login", CheckFail, st.Detail + "; " + k.Auth.LoginHint})
 		default:
 			checks = append(checks, Check{name + " login", CheckWarn, st.Detail})
 		}

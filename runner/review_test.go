@@ -402,6 +402,22 @@ func TestStetExitCodes(t *testing.T) {
 			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "stet run exited 2 on 1 attempt", nil},
 		{"exit 2 under skip still stops", two, fakes.StetScenario{ModelDown: true}, []string{"PEAL_NETWORK_RETRY_COUNT=0", "PEAL_ON_STET_FAIL=skip"},
 			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "the review model looks unreachable", nil},
+		// A bad request is a refusal, not an outage: not retried, and the
+		// run stops (exit 1), whatever on_stet_fail says.
+		{"exit 2, bad request", two, fakes.StetScenario{ModelRefused: true},
+			[]string{"PEAL_NETWORK_RETRY_COUNT=2", "PEAL_NETWORK_RETRY_DELAY_SEC=0", "PEAL_ON_STET_FAIL=retry_once", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd),
+			"the review model refused stet's request, which no retry can fix: stet run exited 2; stet says: LLM bad request at http://127.0.0.1:9/v1. " +
+				"openai chat: ollama bad request: HTTP 404; check stet's model and provider settings: STET_MODEL, STET_PROVIDER,",
+			func(t *testing.T, out Outcome, err error) {
+				var ue *phase.UnreachableError
+				var br *review.BadRequestError
+				if errors.As(err, &ue) || !errors.As(err, &br) || !phase.EndsRun(err) {
+					t.Fatalf("err %v: want a bad request that ends the run, not an outage (exit 4)", err)
+				}
+			}},
+		{"exit 2, bad request under skip still stops", two, fakes.StetScenario{ModelRefused: true}, []string{"PEAL_ON_STET_FAIL=skip"},
+			"plan:1 execute:1", seq(statusCmd, startCmd, "run --output=json --stream", finishCmd), "LLM bad request", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -127,23 +127,36 @@ func (ts *tickets) escalationFor(n int) state.Escalation {
 // triage and the worker for plan and execute from attempt 3. It depends on
 // nothing else, so a dry run asks it exactly as a run does.
 func modelFor(cfg *config.Config, n int, phaseName string) string {
+	model, _ := modelSetting(cfg, n, phaseName)
+	return model
+}
+
+// modelSetting is modelFor and the key that set the model: model, an
+// escalation key, or "" when no model is set (the CLI's default).
+func modelSetting(cfg *config.Config, n int, phaseName string) (model, key string) {
+	base := func() (string, string) {
+		if cfg.Model == "" {
+			return "", ""
+		}
+		return cfg.Model, "model"
+	}
 	if n == 0 || !cfg.EscalationEnabled {
-		return cfg.Model
+		return base()
 	}
 	esc := state.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
-	var model *string
+	var escalated *string
 	switch phaseName {
 	case "address":
-		model = esc.Fixer
+		escalated, key = esc.Fixer, "escalation.fixer"
 	case "triage":
-		model = esc.ReviewerSecondOpinion
+		escalated, key = esc.ReviewerSecondOpinion, "escalation.reviewer_second_opinion"
 	case "plan", "execute":
-		model = esc.Worker
+		escalated, key = esc.Worker, "escalation.worker"
 	}
-	if model != nil && *model != "" {
-		return *model
+	if escalated != nil && *escalated != "" {
+		return *escalated, key
 	}
-	return cfg.Model
+	return base()
 }
 
 // attempt is the attempt number of the ticket a task's calls belong to

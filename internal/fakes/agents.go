@@ -1,16 +1,133 @@
 package fakes
 
-import "strconv"
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
 
 // The fake agent imitates each agent CLI when it is started under that CLI's
 // name (a symlink named claude, codex, gemini, opencode, or agent for the
 // Cursor CLI): it checks its argv the way the CLI does, reads the prompt
 // where the CLI does, emits the CLI's events with structured output, and
-// prints the CLI's own failure messages, word for word.
+// prints the CLI's own failure messages, word for word. Each CLI is one
+// value of CLIs, keyed by peal's name for its kind.
 
-// Kind names the fake answers to; any other name is the plain fake.
-var KindNames = map[string]string{
-	"agent": "cursor", "cursor-agent": "cursor", "claude": "claude", "codex": "codex", "gemini": "gemini", "opencode": "opencode",
+// CLI is how the fake agent imitates one agent CLI.
+type CLI struct {
+	// Names are the program names the fake answers to as this CLI.
+	Names []string
+	// Sub is a subcommand every call starts with ("exec", "run"); "" for
+	// none.
+	Sub string
+	// Values and Bools are the options the CLI accepts, with and without a
+	// value. Anything else starting with '-' is a usage error: Usage is the
+	// CLI's message (on stderr) and exit code for it.
+	Values, Bools []string
+	Usage         func(arg string) (string, int)
+	// ModelFlag names the model; DefaultModel is the model the CLI asks for
+	// without it, as measured ("" when not measured).
+	ModelFlag, DefaultModel string
+	// Structured are the options that ask for the event stream, Writes those
+	// that let the agent edit and run commands unattended: "opt" (given) or
+	// "opt=value"; any one is enough.
+	Structured, Writes []string
+	// Status is the CLI's login status command: its argv, and what it
+	// prints with a stored session and without (nil: it has none).
+	Status *Status
+	// Refuse is what the CLI checks before it works, on the call's options
+	// and the environment: the refusal it prints, or nil.
+	Refuse func(a Args) *Failure
+	// RunDenied is what the CLI prints for a command it may not run, the
+	// command in place of %s.
+	RunDenied string
+	// Events are the CLI's events for an answer, or for the error the
+	// outcome reports (Outcome.EventError).
+	Events func(text string, out Outcome) []any
+	// Failures are the CLI's canned failures, by name (FailNoCredentials,
+	// ...). In a text, {model} stands for the model the call asked for.
+	Failures map[string]Failure
+}
+
+// Status is a CLI's login status command.
+type Status struct {
+	Argv []string
+	// In and Out are what it prints with a stored session and without.
+	In, Out Failure
+}
+
+// Args are a call's options and positional arguments, as the CLI reads them.
+type Args struct {
+	Opts       map[string]string // option → value ("" for one without)
+	Positional []string
+}
+
+// Has reports whether the option was given.
+func (a Args) Has(opt string) bool { _, ok := a.Opts[opt]; return ok }
+
+// Any reports whether one of the options ("opt" or "opt=value") was given.
+func (a Args) Any(opts []string) bool {
+	for _, o := range opts {
+		name, value, withValue := strings.Cut(o, "=")
+		if v, ok := a.Opts[name]; ok && (!withValue || v == value) {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse reads argv as the CLI does; a usage error is the failure it prints.
+func (c *CLI) Parse(argv []string) (Args, *Failure) {
+	a := Args{Opts: map[string]string{}}
+	usage := func(arg string) (Args, *Failure) {
+		text, code := c.Usage(arg)
+		return a, &Failure{Stderr: true, Text: text, Exit: code}
+	}
+	if c.Sub != "" {
+		if len(argv) == 0 || argv[0] != c.Sub {
+			first := ""
+			if len(argv) > 0 {
+				first = argv[0]
+			}
+			return usage(first)
+		}
+		argv = argv[1:]
+	}
+	for i := 0; i < len(argv); i++ {
+		arg := argv[i]
+		switch {
+		case arg == "-" || !strings.HasPrefix(arg, "-"):
+			a.Positional = append(a.Positional, arg)
+		case slices.Contains(c.Bools, arg):
+			a.Opts[arg] = ""
+		case slices.Contains(c.Values, arg) && i+1 < len(argv):
+			a.Opts[arg] = argv[i+1]
+			i++
+		default:
+			return usage(arg)
+		}
+	}
+	return a, nil
+}
+
+// Model is the model the call asks for.
+func (c *CLI) Model(a Args) string {
+	if m, ok := a.Opts[c.ModelFlag]; ok {
+		return m
+	}
+	return c.DefaultModel
+}
+
+// KindOf is the kind of CLI the fake imitates under a program name; "" for
+// the plain fake.
+func KindOf(program string) string {
+	for kind, c := range CLIs {
+		if slices.Contains(c.Names, program) {
+			return kind
+		}
+	}
+	return ""
 }
 
 // SessionEnv set to "1" makes a fake CLI report a stored login session
@@ -23,8 +140,9 @@ const (
 	FailNoCredentials     = "no_credentials"
 	FailConnectionRefused = "connection_refused"
 	FailInvalidKey        = "invalid_key"
-	FailUnauthorized      = "unauthorized" // the API answers 401
-	FailForbidden         = "forbidden"    // the API answers 403
+	FailUnauthorized      = "unauthorized"    // the API answers 401
+	FailForbidden         = "forbidden"       // the API answers 403
+	FailModelNotFound     = "model_not_found" // the API answers 404 for the model
 	FailRateLimit         = "rate_limit"
 	FailOverloaded        = "overloaded"
 	FailConfigRace        = "config_race"
@@ -37,84 +155,231 @@ type Failure struct {
 	Stderr bool   // on stderr (else stdout)
 	Text   string // printed as is, with a final newline
 	Exit   int
-	// Forever: the CLI never exits; it repeats Repeat on the same stream.
+	// Forever: the CLI never exits; it repeats Repeat (when set) on the
+	// same stream.
 	Forever bool
 	Repeat  string
 }
 
-// Failures are the messages of the real CLIs, as measured (see
-// docs/agents.md).
-var Failures = map[string]map[string]Failure{
+// MissingModelMessage is the message of the API's 404 for a model it does
+// not know, in the fakes and in the mock API of the integration tests; the
+// CLIs that relay the API's words print it.
+const MissingModelMessage = "model: {model} was not found"
+
+// CLIs are the agent CLIs the fake imitates, by kind, with the messages of
+// the real CLIs as measured (see docs/agents.md).
+var CLIs = map[string]*CLI{
+	"cursor": {
+		Names:      []string{"agent", "cursor-agent"},
+		Values:     []string{"--workspace", "--output-format", "--sandbox", "--model"},
+		Bools:      []string{"--print", "--plan", "--trust", "--force", "-f", "--yolo"},
+		Usage:      func(a string) (string, int) { return fmt.Sprintf("error: unknown option '%s'", a), 1 },
+		ModelFlag:  "--model",
+		Structured: []string{"--output-format=stream-json"},
+		Writes:     []string{"--force", "-f", "--yolo"},
+		Status:     &Status{Argv: []string{"status"}, In: Failure{Text: "✓ Logged in as fake@example.com"}, Out: Failure{Text: "Not logged in"}},
+		Refuse: func(a Args) *Failure {
+			// Print mode wants the key: a stored session is not enough.
+			if os.Getenv("CURSOR_API_KEY") == "" {
+				return &Failure{Text: CursorLoginPrompt, Forever: true}
+			}
+			if !a.Has("--trust") && !a.Any([]string{"--force", "-f", "--yolo"}) {
+				return &Failure{Text: CursorTrustRequired}
+			}
+			return nil
+		},
+		RunDenied: "Command denied (requires approval; pass --force to allow): %s",
+		Events:    streamJSONEvents,
+		Failures: map[string]Failure{
+			FailInvalidKey:        {Text: "Invalid Cursor API key. Check the value of CURSOR_API_KEY.", Exit: 0},
+			FailRateLimit:         {Text: "You've hit your usage limit. Try again in 2 minutes, or upgrade your plan.", Exit: 0},
+			FailConnectionRefused: {Stderr: true, Exit: 1, Text: "ConnectError: [unavailable] connect ECONNREFUSED 127.0.0.1:443"},
+			FailConfigRace: {Stderr: true, Exit: 1,
+				Text: "Error: ENOENT: no such file or directory, rename '/root/.cursor/cli-config.json.tmp' -> '/root/.cursor/cli-config.json'"},
+		},
+	},
 	"claude": {
-		FailNoCredentials:     {Text: "Not logged in · Please run /login", Exit: 1},
-		FailConnectionRefused: {Text: "API Error: Unable to connect to API (ConnectionRefused)", Exit: 1},
-		FailInvalidKey:        {Text: "Invalid API key · Fix external API key", Exit: 1},
-		FailRateLimit:         {Text: "API Error: Request rejected (429) · Number of requests has exceeded your rate limit", Exit: 1},
-		FailOverloaded:        {Text: "API Error: Repeated 529 Overloaded errors", Exit: 1},
-		FailRoot:              {Stderr: true, Text: "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", Exit: 1},
-		FailUnauthorized:      {Text: "Invalid API key · Fix external API key", Exit: 1},
-		FailForbidden:         {Text: "Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.", Exit: 1},
+		Names:     []string{"claude"},
+		Values:    []string{"--output-format", "--permission-mode", "--model"},
+		Bools:     []string{"-p", "--print", "--verbose"},
+		Usage:     func(a string) (string, int) { return fmt.Sprintf("error: unknown option '%s'", a), 1 },
+		ModelFlag: "--model", DefaultModel: "claude-opus-4-8[1m]",
+		Structured: []string{"--output-format=stream-json"},
+		Writes:     []string{"--permission-mode=bypassPermissions"},
+		Status: &Status{Argv: []string{"auth", "status"},
+			In:  Failure{Text: "{\n  \"loggedIn\": true,\n  \"authMethod\": \"none\"\n}"},
+			Out: Failure{Text: "{\n  \"loggedIn\": false,\n  \"authMethod\": \"none\"\n}", Exit: 1}},
+		Refuse: func(a Args) *Failure {
+			if a.Any([]string{"--output-format=stream-json"}) && !a.Has("--verbose") {
+				return &Failure{Stderr: true, Text: "Error: When using --print, --output-format=stream-json requires --verbose", Exit: 1}
+			}
+			return nil
+		},
+		RunDenied: "Permission to run %s was denied.",
+		Events:    streamJSONEvents,
+		Failures: map[string]Failure{
+			FailNoCredentials:     {Text: "Not logged in · Please run /login", Exit: 1},
+			FailConnectionRefused: {Text: "API Error: Unable to connect to API (ConnectionRefused)", Exit: 1},
+			FailInvalidKey:        {Text: "Invalid API key · Fix external API key", Exit: 1},
+			FailRateLimit:         {Text: "API Error: Request rejected (429) · Number of requests has exceeded your rate limit", Exit: 1},
+			FailOverloaded:        {Text: "API Error: Repeated 529 Overloaded errors", Exit: 1},
+			FailRoot:              {Stderr: true, Text: "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", Exit: 1},
+			FailUnauthorized:      {Text: "Invalid API key · Fix external API key", Exit: 1},
+			FailForbidden:         {Text: "Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.", Exit: 1},
+			FailModelNotFound: {Exit: 1,
+				Text: "There's an issue with the selected model ({model}). It may not exist or you may not have access to it. Run --model to pick a different model."},
+		},
 	},
 	"codex": {
-		FailNoCredentials: {Stderr: true, Forever: true,
-			Text:   "ERROR: Reconnecting... 1/5\nwarning: Falling back from WebSockets to HTTPS transport. stream disconnected before completion: failed to lookup address information: Name does not resolve",
-			Repeat: "ERROR: Reconnecting... waiting for network"},
-		FailConnectionRefused: {Stderr: true, Forever: true,
-			Text:   "ERROR: Reconnecting... 1/5\nwarning: Falling back from WebSockets to HTTPS transport. stream disconnected before completion: Connection refused (os error 111)",
-			Repeat: "ERROR: Reconnecting... waiting for network"},
-		FailInvalidKey: {Stderr: true, Text: "ERROR: unexpected status 401 Unauthorized: Incorrect API key provided", Exit: 1},
-		FailRateLimit:  {Stderr: true, Text: "ERROR: exceeded retry limit, last status: 429 Too Many Requests", Exit: 1},
-		FailUnauthorized: {Stderr: true, Exit: 1,
-			Text: "ERROR: unexpected status 401 Unauthorized: invalid x-api-key, url: http://127.0.0.1:46631/v1/responses"},
-		FailForbidden: {Stderr: true, Exit: 1,
-			Text: "ERROR: unexpected status 403 Forbidden: Forbidden, url: http://127.0.0.1:40857/v1/responses"},
+		Names:  []string{"codex"},
+		Sub:    "exec",
+		Values: []string{"-C", "-s", "-m"},
+		Bools:  []string{"--skip-git-repo-check", "--json", "--dangerously-bypass-approvals-and-sandbox"},
+		Usage: func(a string) (string, int) {
+			return fmt.Sprintf("error: unexpected argument '%s' found\n\nUsage: codex exec [OPTIONS] [PROMPT]", a), 2
+		},
+		ModelFlag: "-m", DefaultModel: "gpt-6.1-sol",
+		Structured: []string{"--json"},
+		Writes:     []string{"--dangerously-bypass-approvals-and-sandbox"},
+		Status: &Status{Argv: []string{"login", "status"},
+			In: Failure{Stderr: true, Text: "Logged in using ChatGPT"}, Out: Failure{Stderr: true, Text: "Not logged in", Exit: 1}},
+		RunDenied: "Permission to run %s was denied.",
+		Events: func(text string, out Outcome) []any {
+			events := []any{map[string]any{"type": "thread.started"}, map[string]any{"type": "turn.started"}}
+			if e := out.EventError; e != "" {
+				return append(events, map[string]any{"type": "error", "message": e}, map[string]any{"type": "turn.failed", "error": map[string]any{"message": e}})
+			}
+			return append(events, map[string]any{"type": "item.completed", "item": map[string]any{"type": "agent_message", "text": text}},
+				map[string]any{"type": "turn.completed", "usage": map[string]any{"input_tokens": out.InputTokens, "output_tokens": out.OutputTokens}})
+		},
+		Failures: map[string]Failure{
+			FailNoCredentials: {Stderr: true, Forever: true,
+				Text:   "ERROR: Reconnecting... 1/5\nwarning: Falling back from WebSockets to HTTPS transport. stream disconnected before completion: failed to lookup address information: Name does not resolve",
+				Repeat: "ERROR: Reconnecting... waiting for network"},
+			FailConnectionRefused: {Stderr: true, Forever: true,
+				Text:   "ERROR: Reconnecting... 1/5\nwarning: Falling back from WebSockets to HTTPS transport. stream disconnected before completion: Connection refused (os error 111)",
+				Repeat: "ERROR: Reconnecting... waiting for network"},
+			FailInvalidKey: {Stderr: true, Text: "ERROR: unexpected status 401 Unauthorized: Incorrect API key provided", Exit: 1},
+			FailRateLimit:  {Stderr: true, Text: "ERROR: exceeded retry limit, last status: 429 Too Many Requests", Exit: 1},
+			FailUnauthorized: {Stderr: true, Exit: 1,
+				Text: "ERROR: unexpected status 401 Unauthorized: invalid x-api-key, url: http://127.0.0.1:46631/v1/responses"},
+			FailForbidden: {Stderr: true, Exit: 1,
+				Text: "ERROR: unexpected status 403 Forbidden: Forbidden, url: http://127.0.0.1:40857/v1/responses"},
+			// The warning comes with any model codex has no metadata for;
+			// the API's message follows, twice (codex 0.169).
+			FailModelNotFound: {Stderr: true, Exit: 1,
+				Text: "warning: Model metadata for `{model}` not found. Defaulting to fallback metadata; this can degrade performance and cause issues.\n" +
+					"ERROR: " + MissingModelMessage + "\nERROR: " + MissingModelMessage},
+		},
 	},
 	"gemini": {
-		FailNoCredentials: {Stderr: true, Exit: 41,
-			Text: "Please set an Auth method in your /root/.gemini/settings.json or specify one of the following environment variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA"},
-		FailConnectionRefused: {Stderr: true, Exit: 1,
-			Text: "exception TypeError: fetch failed sending request\nAn unexpected critical error occurred:[object Object]"},
-		FailRateLimit: {Stderr: true, Exit: 1, Text: "[API Error: Resource has been exhausted (e.g. check quota). RESOURCE_EXHAUSTED]"},
-		// An API error the CLI has no message of its own for: the error's
-		// JSON, a stack, the status, then a critical error.
-		FailUnauthorized: {Stderr: true, Exit: 1, Text: geminiAPIError(`{"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`, 401)},
-		FailForbidden:    {Stderr: true, Exit: 1, Text: geminiAPIError(`{"error":{"code":403,"message":"Permission denied on resource.","status":"PERMISSION_DENIED"}}`, 403)},
-		// Google answers a wrong key with 400 INVALID_ARGUMENT.
-		FailInvalidKey: {Stderr: true, Exit: 1, Text: geminiAPIError(`{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}`, 400)},
+		Names:     []string{"gemini"},
+		Values:    []string{"--approval-mode", "--output-format", "-m", "-p"},
+		Bools:     []string{"--skip-trust"},
+		Usage:     func(a string) (string, int) { return "Unknown arguments: " + strings.TrimLeft(a, "-"), 1 },
+		ModelFlag: "-m", DefaultModel: "gemini-3.1-pro-preview-customtools",
+		Structured: []string{"--output-format=stream-json"},
+		Writes:     []string{"--approval-mode=yolo"},
+		Refuse: func(a Args) *Failure {
+			if !a.Has("--skip-trust") {
+				return &Failure{Stderr: true, Exit: 55,
+					Text: "Gemini CLI is not running in a trusted directory. To proceed, either use `--skip-trust`, set the `GEMINI_CLI_TRUST_WORKSPACE=true` environment variable, or trust this directory in interactive mode."}
+			}
+			return nil
+		},
+		RunDenied: "Permission to run %s was denied.",
+		Events: func(text string, out Outcome) []any {
+			events := []any{map[string]any{"type": "init"}}
+			if e := out.EventError; e != "" {
+				return append(events, map[string]any{"type": "result", "status": "error", "error": map[string]any{"type": "Error", "message": e}})
+			}
+			return append(events, map[string]any{"type": "message", "role": "assistant", "content": text, "delta": true},
+				map[string]any{"type": "result", "status": "success", "stats": map[string]any{"input_tokens": out.InputTokens, "output_tokens": out.OutputTokens}})
+		},
+		Failures: map[string]Failure{
+			FailNoCredentials: {Stderr: true, Exit: 41,
+				Text: "Please set an Auth method in your /root/.gemini/settings.json or specify one of the following environment variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA"},
+			FailConnectionRefused: {Stderr: true, Exit: 1,
+				Text: "exception TypeError: fetch failed sending request\nAn unexpected critical error occurred:[object Object]"},
+			FailRateLimit: {Stderr: true, Exit: 1, Text: "[API Error: Resource has been exhausted (e.g. check quota). RESOURCE_EXHAUSTED]"},
+			// An API error the CLI has no message of its own for: the error's
+			// JSON, a stack, the status, then a critical error.
+			FailUnauthorized: {Stderr: true, Exit: 1, Text: geminiAPIError(`_ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`, "status: 401")},
+			FailForbidden:    {Stderr: true, Exit: 1, Text: geminiAPIError(`_ApiError: {"error":{"code":403,"message":"Permission denied on resource.","status":"PERMISSION_DENIED"}}`, "status: 403")},
+			// Google answers a wrong key with 400 INVALID_ARGUMENT.
+			FailInvalidKey: {Stderr: true, Exit: 1, Text: geminiAPIError(`_ApiError: {"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}`, "status: 400")},
+			// A 404 for the model: the CLI's own error class and the API's
+			// message, then the code.
+			FailModelNotFound: {Stderr: true, Exit: 1, Text: geminiAPIError("ModelNotFoundError: "+MissingModelMessage, "code: 404")},
+		},
 	},
 	"opencode": {
-		FailNoCredentials:     {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
-		FailConnectionRefused: {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
-		FailInvalidKey:        {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key"},
-		FailRateLimit:         {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mRate limit exceeded, please try again in 20 seconds"},
-		FailUnauthorized: {Stderr: true, Exit: 1,
-			Text: "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided: sk-te**. You can find your API key at https://platform.openai.com/account/api-keys."},
-		FailForbidden: {Stderr: true, Exit: 1,
-			Text: "\x1b[91m\x1b[1mError: \x1b[0mForbidden: {\"error\":{\"code\":null,\"message\":\"Forbidden\",\"param\":null,\"type\":\"server_error\"}}"},
-		// Two first starts in one data folder (a parallel block on a
-		// fresh machine) both create opencode's tables (opencode 1.18).
-		FailStoreRace: {Stderr: true, Exit: 1,
-			Text: "\x1b[91m\x1b[1mError: \x1b[0mUnexpected error\n\nFailed query: \n        CREATE TABLE `workspace` (\n          `id` text PRIMARY KEY,\n" +
-				"          `project_id` text NOT NULL,\n          CONSTRAINT `fk_workspace_project_id_project_id_fk` FOREIGN KEY (`project_id`) REFERENCES `project`(`id`) ON DELETE CASCADE\n" +
-				"        );\n      \nparams: "},
-	},
-	"cursor": {
-		FailInvalidKey:        {Text: "Invalid Cursor API key. Check the value of CURSOR_API_KEY.", Exit: 0},
-		FailRateLimit:         {Text: "You've hit your usage limit. Try again in 2 minutes, or upgrade your plan.", Exit: 0},
-		FailConnectionRefused: {Stderr: true, Exit: 1, Text: "ConnectError: [unavailable] connect ECONNREFUSED 127.0.0.1:443"},
-		FailConfigRace: {Stderr: true, Exit: 1,
-			Text: "Error: ENOENT: no such file or directory, rename '/root/.cursor/cli-config.json.tmp' -> '/root/.cursor/cli-config.json'"},
+		Names:     []string{"opencode"},
+		Sub:       "run",
+		Values:    []string{"--dir", "--agent", "--format", "-m"},
+		Bools:     []string{"--auto"},
+		Usage:     func(a string) (string, int) { return "Unknown arguments: " + strings.TrimLeft(a, "-"), 1 },
+		ModelFlag: "-m", DefaultModel: "opencode/big-pickle",
+		Structured: []string{"--format=json"},
+		Writes:     []string{"--auto"},
+		RunDenied:  "Permission to run %s was denied.",
+		Events: func(text string, out Outcome) []any {
+			events := []any{map[string]any{"type": "step_start"}}
+			if e := out.EventError; e != "" {
+				return append(events, map[string]any{"type": "error", "error": map[string]any{"name": "APIError", "data": map[string]any{"message": e}}})
+			}
+			return append(events, map[string]any{"type": "text", "part": map[string]any{"type": "text", "text": text}},
+				map[string]any{"type": "step_finish", "part": map[string]any{"cost": out.CostUSD, "tokens": map[string]any{"input": out.InputTokens, "output": out.OutputTokens}}})
+		},
+		Failures: map[string]Failure{
+			FailNoCredentials:     {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
+			FailConnectionRefused: {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
+			FailInvalidKey:        {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key"},
+			FailRateLimit:         {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mRate limit exceeded, please try again in 20 seconds"},
+			FailUnauthorized: {Stderr: true, Exit: 1,
+				Text: "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided: sk-te**. You can find your API key at https://platform.openai.com/account/api-keys."},
+			FailForbidden: {Stderr: true, Exit: 1,
+				Text: "\x1b[91m\x1b[1mError: \x1b[0mForbidden: {\"error\":{\"code\":null,\"message\":\"Forbidden\",\"param\":null,\"type\":\"server_error\"}}"},
+			// The model's name without its provider, then the API's message.
+			FailModelNotFound: {Stderr: true, Exit: 1,
+				Text: "\x1b[0m\n> build · {model}\n\x1b[0m\n\x1b[91m\x1b[1mError: \x1b[0m" + MissingModelMessage},
+			// Two first starts in one data folder (a parallel block on a
+			// fresh machine) both create opencode's tables (opencode 1.18).
+			FailStoreRace: {Stderr: true, Exit: 1,
+				Text: "\x1b[91m\x1b[1mError: \x1b[0mUnexpected error\n\nFailed query: \n        CREATE TABLE `workspace` (\n          `id` text PRIMARY KEY,\n" +
+					"          `project_id` text NOT NULL,\n          CONSTRAINT `fk_workspace_project_id_project_id_fk` FOREIGN KEY (`project_id`) REFERENCES `project`(`id`) ON DELETE CASCADE\n" +
+					"        );\n      \nparams: "},
+		},
 	},
 }
 
-// geminiAPIError is how the Gemini CLI reports an API error it has no
-// message of its own for (measured with gemini 0.61.0).
-func geminiAPIError(body string, status int) string {
-	return "Error when talking to Gemini API Full report available at: /tmp/gemini-client-error-Turn.run-sendMessageStream-2026-11-24T13-33-52-949Z.json _ApiError: " + body + "\n" +
+// streamJSONEvents are Claude Code's stream-json events, which the Cursor
+// CLI's follow.
+func streamJSONEvents(text string, out Outcome) []any {
+	result := map[string]any{"type": "result", "subtype": "success", "is_error": out.EventError != "", "result": text, "total_cost_usd": out.CostUSD,
+		"usage": map[string]any{"input_tokens": out.InputTokens, "output_tokens": out.OutputTokens}}
+	if out.EventError != "" {
+		result["result"] = out.EventError
+	}
+	return []any{map[string]any{"type": "system", "subtype": "init"},
+		map[string]any{"type": "assistant", "message": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}},
+		result}
+}
+
+// geminiAPIError is how the Gemini CLI reports an API error (measured with
+// gemini 0.61.0): the path of its error report and the error on one line, a
+// stack, the status or code, then a critical error.
+func geminiAPIError(err, status string) string {
+	return "Error when talking to Gemini API Full report available at: /tmp/gemini-client-error-Turn.run-sendMessageStream-2026-11-24T13-33-52-949Z.json " + err + "\n" +
 		"    at throwErrorIfNotOK (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk-JDPZ4CE3.js:267833:24)\n" +
 		"    at async Turn.run (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk-JDPZ4CE3.js:333001:24) {\n" +
-		"  status: " + strconv.Itoa(status) + "\n}\n" +
+		"  " + status + "\n}\n" +
 		"An unexpected critical error occurred:[object Object]"
+}
+
+// TextFor is the failure's text for a call that asked for model.
+func (f Failure) TextFor(model string) string {
+	return strings.ReplaceAll(f.Text, "{model}", model)
 }
 
 // Cursor's refusals and prompts, as the fake prints them.
@@ -125,7 +390,6 @@ const (
 		"  • Run 'agent' interactively to decide\n" +
 		"  • Pass --trust, --yolo, or -f if you trust this directory"
 	CursorLoginPrompt = "Not logged in. Opening browser for login…\nWaiting for browser authentication (press Ctrl+C to cancel)"
-	CursorDenied      = "Command denied (requires approval; pass --force to allow): "
 )
 
 // Leftover is a kind of process an agent leaves running: Outcome makes the

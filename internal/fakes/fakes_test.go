@@ -901,6 +901,8 @@ func TestStetStreamAndModel(t *testing.T) {
 	Plant(r.repo, []Finding{{ID: "F3", File: "c.go", Message: "o"}})
 	r.commit("more")
 	r.want(2, "unreachable at", "run", "--output=json")
+	WriteStetScenario(r.dir, StetScenario{ModelRefused: true})
+	r.want(2, "LLM bad request at http://127.0.0.1:9/v1. openai chat: ollama bad request: HTTP 404", "run", "--output=json")
 }
 
 func TestStetRules(t *testing.T) {

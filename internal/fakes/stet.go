@@ -206,6 +206,10 @@ type StetScenario struct {
 	// ModelDown makes every review that has a hunk to review fail as the
 	// real stet does when its model server is unreachable (exit 2).
 	ModelDown bool `json:"model_down"`
+	// ModelRefused makes every such review fail as the real stet does when
+	// the model server refuses the request, here a model it does not serve
+	// (exit 2 too, with "LLM bad request").
+	ModelRefused bool `json:"model_refused"`
 }
 
 // Pick returns the rule outcome for the n-th (1-based) call of cmd, with the

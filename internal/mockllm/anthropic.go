@@ -71,6 +71,7 @@ var anthropicErrors = map[int][2]string{
 	400: {"invalid_request_error", "invalid request"},
 	401: {"authentication_error", "invalid x-api-key"},
 	403: {"permission_error", "Your API key does not have permission to use the specified resource."},
+	404: {"not_found_error", "model: not found"}, // a model the API does not know
 	429: {"rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"},
 	500: {"api_error", "Internal server error"},
 	529: {"overloaded_error", "Overloaded"},

@@ -123,6 +123,7 @@ var geminiErrors = map[int][2]string{
 	400: {"INVALID_ARGUMENT", "Request contains an invalid argument."},
 	401: {"UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential."},
 	403: {"PERMISSION_DENIED", "Permission denied on resource."},
+	404: {"NOT_FOUND", "The model is not found for API version v1beta, or is not supported for generateContent."},
 	429: {"RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."},
 	500: {"INTERNAL", "An internal error has occurred."},
 	503: {"UNAVAILABLE", "The model is overloaded. Please try again later."},

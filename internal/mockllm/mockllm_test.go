@@ -510,13 +510,13 @@ func TestFailures(t *testing.T) {
 		},
 	}
 	wantKind := map[Protocol]map[int]string{
-		Anthropic: {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error", 503: "api_error"},
-		Responses: {401: "invalid_request_error", 429: "requests", 529: "server_error", 503: "server_error"},
-		Chat:      {401: "invalid_request_error", 429: "requests", 529: "server_error", 503: "server_error"},
-		Gemini:    {401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED", 529: "UNAVAILABLE", 503: "UNAVAILABLE"},
+		Anthropic: {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error", 503: "api_error"},
+		Responses: {401: "invalid_request_error/invalid_api_key", 404: "invalid_request_error/model_not_found", 429: "requests/rate_limit_exceeded", 529: "server_error", 503: "server_error"},
+		Chat:      {401: "invalid_request_error/invalid_api_key", 404: "invalid_request_error/model_not_found", 429: "requests/rate_limit_exceeded", 529: "server_error", 503: "server_error"},
+		Gemini:    {401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 529: "UNAVAILABLE", 503: "UNAVAILABLE"},
 	}
 	for _, p := range protos {
-		for _, f := range []Failure{{Status: 401}, {Status: 429}, {Status: 429, RetryAfter: "7"}, {Status: 529}, {Status: 503, Message: "try later"}} {
+		for _, f := range []Failure{{Status: 401}, {Status: 404, Message: "model: mock-missing-model was not found"}, {Status: 429}, {Status: 429, RetryAfter: "7"}, {Status: 529}, {Status: 503, Message: "try later"}} {
 			t.Run(string(p.name)+"/"+strings.TrimSpace(statusText(f.Status)+" "+f.RetryAfter), func(t *testing.T) {
 				t.Parallel()
 				s := New(Always(f))
@@ -577,14 +577,20 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// openAIMessage is the type of an OpenAI error, and its code after a slash
+// when it has one.
 func openAIMessage(t *testing.T, b []byte) (string, string) {
 	var e struct {
 		Error struct {
 			Message string
 			Type    string
+			Code    *string
 		}
 	}
 	mustJSON(t, b, &e)
+	if e.Error.Code != nil {
+		return e.Error.Type + "/" + *e.Error.Code, e.Error.Message
+	}
 	return e.Error.Type, e.Error.Message
 }
 

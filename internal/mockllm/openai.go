@@ -10,6 +10,8 @@ import (
 var openAIErrors = map[int][3]string{
 	400: {"invalid_request_error", "", "invalid request"},
 	401: {"invalid_request_error", "invalid_api_key", "Incorrect API key provided: sk-te**. You can find your API key at https://platform.openai.com/account/api-keys."},
+	// A model the API does not know.
+	404: {"invalid_request_error", "model_not_found", "The model does not exist or you do not have access to it."},
 	429: {"requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again in 1s."},
 	500: {"server_error", "", "The server had an error while processing your request."},
 	503: {"server_error", "", "The server is overloaded or not ready yet."},

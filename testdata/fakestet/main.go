@@ -342,6 +342,11 @@ func (s *stet) review(sess *fakes.Session, f flags, head string, skipDismissed b
 		fmt.Fprintln(os.Stderr, "Details: openai models: LLM server unreachable: dial tcp 127.0.0.1:9: connect: connection refused")
 		return 2
 	}
+	if s.sc.ModelRefused {
+		// stet's words when the server answers 404 for its model.
+		fmt.Fprintln(os.Stderr, "LLM bad request at http://127.0.0.1:9/v1. openai chat: ollama bad request: HTTP 404")
+		return 2
+	}
 	event(map[string]any{"type": "progress", "msg": fmt.Sprintf("%d hunks to review", len(toReview))})
 	var found []fakes.Finding
 	for i, h := range toReview {
