@@ -22,7 +22,8 @@ import (
 // parallel_conflict = retry.
 func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string) error {
 	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.root)
-	p := pool.New().WithMaxGoroutines(min(int(r.cfg.MaxParallel), len(b.tasks)))
+	slots := r.setUpBlock(ctx, b, base)
+	p := pool.New().WithMaxGoroutines(slots)
 	for i, bt := range b.tasks {
 		t := bt.task
 		p.Go(func() {
@@ -42,6 +43,9 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 	}
 	p.Wait()
 	b.removals.Wait()
+	if len(r.cfg.WorktreeLink) > 0 {
+		r.endLinks(ctx)
+	}
 	// Every worker has returned: b is no longer shared.
 	r.settleBranches(ctx, b)
 	return r.finishIsolated(ctx, tl, b)
@@ -53,6 +57,9 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 // when the task completed (or was deferred), for the merge; otherwise it is
 // deleted.
 func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (res taskResult, branch string) {
+	if b.setUpErr != nil {
+		return taskResult{err: b.setUpErr}, ""
+	}
 	tt, err := r.trees.add(ctx, t.Index, base)
 	if err != nil {
 		return taskResult{err: err}, ""
@@ -68,7 +75,7 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (
 		res = taskResult{err: err}
 	}
 	failed := res.err != nil || res.skipped
-	b.removals.Go(func() {
+	remove := func() {
 		cctx, cancel := r.trees.cleanupContext(ctx)
 		defer cancel()
 		if err := r.trees.remove(cctx, tt); err != nil {
@@ -80,9 +87,19 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (
 		if err := r.trees.deleteBranch(cctx, tt.branch); err != nil {
 			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.branch, "err", err)
 		}
-	})
+	}
+	if b.diskBound {
+		// The disk holds only so many worktrees: this one is gone before
+		// the task's slot takes another task.
+		remove()
+	} else {
+		b.removals.Go(remove)
+	}
 	if failed {
 		return res, ""
+	}
+	if outside := r.trees.outside(ctx, base, tt.branch); len(outside) > 0 {
+		r.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Index, "files", review.ListPaths(outside, 5))
 	}
 	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.branch)
 	return res, tt.branch
@@ -99,6 +116,7 @@ func (r *run) inTree(tt *taskTree) *run {
 		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.path) + " on " + tt.branch}
 	}
 	v.git = review.NewGit(v.caller, r.log, r.caller.Limits.Timeout, tt.dir, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
+	v.git.Sparse = len(r.trees.sparse) > 0
 	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review, r.trees.mu)
 	v.commits = true
 	return &v
