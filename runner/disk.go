@@ -143,8 +143,7 @@ func (r *run) setUpBlock(ctx context.Context, b *block, base string) int {
 
 // blockSlots is how many tasks of a block of n run at once: max_parallel,
 // or fewer when the file system of the worktrees cannot hold that many of
-// them (each task's worktree, and stet's worktree of the same files while
-// it reviews the task), leaving diskReserve free; 0, with the error to
+// them, leaving diskReserve free; 0, with the error to
 // fail the block's tasks with, when not even one fits. A system that does
 // not tell its free space is trusted.
 func (r *run) blockSlots(ctx context.Context, base string, n int) (int, error) {
@@ -166,11 +165,10 @@ func (r *run) blockSlots(ctx context.Context, base string, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	per, what := size, "a worktree"
-	if r.reviewer.Builtin() {
-		per = treeSize{2 * size.bytes, 2 * size.files}
-		what = "a worktree and stet's for its review"
-	}
+	// stet makes no worktree of its own here: a task's review session
+	// starts at the commit its worktree starts from, where stet has
+	// nothing to check out.
+	per := size
 	fits := 0
 	if space.free > diskReserve {
 		fits = int(min((space.free-diskReserve)/per.bytes, uint64(want)))
@@ -185,8 +183,8 @@ func (r *run) blockSlots(ctx context.Context, base string, n int) (int, error) {
 		if space.files > 0 {
 			files = fmt.Sprintf(" and %d files", space.files)
 		}
-		return 0, fmt.Errorf("not enough disk space for one task's worktree in %s: %s takes about %s in %d files and folders, and %s%s are free, of which %s stay free for the tasks' own writes; free some space, set worktree_sparse_paths, or set parallel_isolation = shared",
-			dir, what, byteSize(per.bytes), per.files, byteSize(space.free), files, byteSize(diskReserve))
+		return 0, fmt.Errorf("not enough disk space for one task's worktree in %s: a worktree takes about %s in %d files and folders, and %s%s are free, of which %s stay free for the tasks' own writes; free some space, set worktree_sparse_paths, or set parallel_isolation = shared",
+			dir, byteSize(per.bytes), per.files, byteSize(space.free), files, byteSize(diskReserve))
 	case fits < want:
 		r.log.Warn("not enough disk space for every task of the block at once: fewer run at a time", "at_once", fits, "would_run", want,
 			"per_task", byteSize(per.bytes), "per_task_files", per.files, "free", byteSize(space.free), "free_files", space.files, "worktrees", dir)

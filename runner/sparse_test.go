@@ -322,9 +322,10 @@ func withDisk(free func(dir string) (diskSpace, error)) Option {
 	return func(r *run) { r.disk = free }
 }
 
-// TestWorktreeDiskCheck: before a block, the space a worktree takes (and
-// stet's worktree beside it) is weighed against the free space of the file
-// system of the worktrees: the block runs as many tasks at once as fit, a
+// TestWorktreeDiskCheck: before a block, the space a worktree takes is
+// weighed against the free space of the file system of the worktrees (stet
+// adds none: its sessions start where the task's worktree does, and it
+// checks nothing out): the block runs as many tasks at once as fit, a
 // task's worktree gone before the next starts, and none when not even one
 // fits: then every task fails with one line before any agent call, leaving
 // nothing behind. A sparse worktree is weighed by its set.
@@ -353,7 +354,7 @@ func TestWorktreeDiskCheck(t *testing.T) {
 		{name: "room for two", bytes: 2.5, atOnce: 2},
 		{name: "room for one", bytes: 1.5, atOnce: 1},
 		{name: "files for one", bytes: 10, files: 1.5, atOnce: 1},
-		{name: "stet doubles", stet: true, bytes: 4.5, atOnce: 2},
+		{name: "with stet", stet: true, bytes: 2.5, atOnce: 2},
 		{name: "none fits", bytes: 0.8},
 		{name: "sparse fits", sparse: "a", bytes: 1.5, atOnce: 3},
 	} {
