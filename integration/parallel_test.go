@@ -29,7 +29,12 @@ var blockFiles = []struct{ name, content string }{
 // the folder the CLI works in, through the CLI's shell tool: the model
 // cannot know which worktree that is.
 func shellWrite(name, content string) *mockllm.ToolCall {
-	script := fmt.Sprintf("printf '%s' > %s", strings.ReplaceAll(content, "\n", `\n`), name)
+	return shellRun(fmt.Sprintf("printf '%s' > %s", strings.ReplaceAll(content, "\n", `\n`), name))
+}
+
+// shellRun is a tool call that runs script through the CLI's shell tool, in
+// the folder the CLI works in.
+func shellRun(script string) *mockllm.ToolCall {
 	return &mockllm.ToolCall{Input: func(tools []mockllm.Tool) *mockllm.Call {
 		has := map[string]bool{}
 		for _, t := range tools {
@@ -278,14 +283,14 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 		}
 	}
 	if withStet {
-		reportStet(t, stetCalls, state)
+		reportStet(t, stetCalls, state, len(blockFiles))
 	}
 }
 
-// reportStet reads the notes of the stet wrapper: each task's commands ran
-// in its worktree with its own state folder; it reports how many commands
-// of different tasks ran at the same time.
-func reportStet(t *testing.T, calls, state string) {
+// reportStet reads the notes of the stet wrapper: each of the tasks' commands
+// ran in its worktree with its own state folder; it reports how many
+// commands of different tasks ran at the same time.
+func reportStet(t *testing.T, calls, state string, tasks int) {
 	t.Helper()
 	spans, err := fakes.ReadStetSpans(calls)
 	if err != nil {
@@ -304,7 +309,8 @@ func reportStet(t *testing.T, calls, state string) {
 		}
 	}
 	t.Logf("stet commands per task: %v; overlapping pairs of different tasks' commands: %v", perTask, fakes.OverlappingPairs(spans))
-	for _, task := range []string{"1", "2", "3", "4"} {
+	for n := 1; n <= tasks; n++ {
+		task := fmt.Sprint(n)
 		if cmds := strings.Join(perTask[task], " "); !strings.HasPrefix(cmds, "start") || !strings.HasSuffix(cmds, "finish") {
 			t.Errorf("task %s's stet commands %q", task, cmds)
 		}
