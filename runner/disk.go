@@ -8,7 +8,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // diskSpace is what a file system has free, as the system tells it.
@@ -37,31 +39,67 @@ const indexEntry = 72
 
 // size is what a worktree of base would hold: the blobs of base in the cone
 // (or the whole tree), each rounded up to the file system's block, one block
-// per folder, and an index of every path of base (a sparse worktree's index
-// lists the paths it does not check out too). A file of base where the cone
-// names a folder is an error: cone mode checks out folders only.
+// per folder, and its index (a sparse worktree's lists the folders it does
+// not check out as one entry each). A file of base where the cone names a
+// folder is an error: cone mode checks out folders only.
 func (ts *trees) size(ctx context.Context, base string, block uint64) (treeSize, error) {
-	block = max(block, 1)
-	lt := &lsTree{cone: ts.sparse, block: block, folders: map[string]bool{}}
-	// The listing is read as it comes: a tree of a million files lists more
-	// than a call's output keeps.
-	spec := ts.git.Caller.Command("git", []string{"git", "ls-tree", "-r", "-l", "-z", "--full-tree", base}, ts.git.Timeout)
-	spec.StdoutSink = lt
-	if err := runGit(ctx, spec); err != nil {
-		return treeSize{}, fmt.Errorf("git ls-tree %s: %w", base, err)
+	lt := &lsTree{cone: ts.sparse, block: max(block, 1), folders: map[string]bool{}}
+	if len(ts.sparse) == 0 {
+		if err := ts.lsTree(ctx, lt, base, "-r"); err != nil {
+			return treeSize{}, err
+		}
+	} else {
+		// Only what the worktree holds is listed: every file of the cone's
+		// folders, then the entries of the top and of the folders above
+		// the cone's.
+		if err := ts.lsTree(ctx, lt, base, append([]string{"-r", "--"}, ts.sparse...)...); err != nil {
+			return treeSize{}, err
+		}
+		above := []string{"--", "./"}
+		for _, f := range ts.sparse {
+			for d := path.Dir(f); d != "."; d = path.Dir(d) {
+				above = append(above, d+"/")
+			}
+		}
+		lt.above = true
+		if err := ts.lsTree(ctx, lt, base, above...); err != nil {
+			return treeSize{}, err
+		}
 	}
 	if lt.notFolder != "" {
 		return treeSize{}, fmt.Errorf("worktree_sparse_paths names %s, a file at the block's base commit: cone mode checks out folders (their files, and the files of the folders above them)", lt.notFolder)
 	}
-	size := treeSize{bytes: lt.bytes + uint64(len(lt.folders)+1)*block + roundUp(lt.index, block), files: lt.files + uint64(len(lt.folders)) + 1}
+	size := treeSize{bytes: lt.bytes + uint64(len(lt.folders)+1)*lt.block + roundUp(lt.index, lt.block), files: lt.files + uint64(len(lt.folders)) + 1}
 	return size, nil
 }
 
-// lsTree adds up, as git ls-tree -r -l -z writes it, what a worktree of the
+// lsTree adds to lt what git ls-tree -l lists of base with args (its
+// options, then its paths, taken literally, from the top of the work tree).
+// The listing is read as it comes: a tree of a million files lists more
+// than a call's output keeps.
+func (ts *trees) lsTree(ctx context.Context, lt *lsTree, base string, args ...string) error {
+	argv := []string{"git", "-C", ts.git.Top(), "ls-tree", "-l", "-z"}
+	if len(args) > 0 && args[0] == "-r" {
+		argv, args = append(argv, "-r"), args[1:]
+	}
+	spec := ts.git.Caller.Command("git", append(append(argv, base), args...), ts.git.Timeout)
+	spec.Env = append(spec.Env, "GIT_LITERAL_PATHSPECS=1")
+	spec.StdoutSink = lt
+	if err := runGit(ctx, spec); err != nil {
+		return fmt.Errorf("git ls-tree %s: %w", base, err)
+	}
+	return nil
+}
+
+// lsTree adds up, as git ls-tree -l -z writes it, what a worktree of the
 // cone holds.
 type lsTree struct {
-	cone         cone
-	block        uint64
+	cone  cone
+	block uint64
+	// above: the entries listed are those of the top and of the folders
+	// above the cone's: a file of a cone folder was counted already, and a
+	// folder is one entry of a sparse index.
+	above        bool
 	rest         []byte // a record not yet ended
 	bytes, files uint64
 	index        uint64
@@ -92,15 +130,22 @@ func (lt *lsTree) Write(p []byte) (int, error) {
 func (lt *lsTree) record(rec []byte) {
 	meta, name, ok := bytes.Cut(rec, []byte{'\t'})
 	fields := bytes.Fields(meta)
-	if !ok || len(fields) != 4 || string(fields[1]) != "blob" {
+	if !ok || len(fields) != 4 {
 		return
 	}
 	p := string(name)
-	lt.index += indexEntry + uint64(len(p))
-	for _, f := range lt.cone {
-		if p == f && lt.notFolder == "" {
-			lt.notFolder = p
+	switch kind := string(fields[1]); {
+	case kind == "tree" && lt.above:
+		if !lt.cone.within(p) && !slices.ContainsFunc(lt.cone, func(f string) bool { return f == p || strings.HasPrefix(f, p+"/") }) {
+			lt.index += indexEntry + uint64(len(p))
 		}
+		return
+	case kind != "blob", lt.above && lt.cone.within(p):
+		return
+	}
+	lt.index += indexEntry + uint64(len(p))
+	if slices.Contains(lt.cone, p) && lt.notFolder == "" {
+		lt.notFolder = p
 	}
 	if !lt.cone.holds(p) {
 		return

@@ -82,7 +82,12 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (
 			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.path, "err", err)
 		}
 		if !failed {
-			return // the branch waits for its merge
+			// The branch waits for its merge (and lives until the block's
+			// removals have ended).
+			if outside := r.trees.outside(cctx, base, tt.branch); len(outside) > 0 {
+				r.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Index, "files", review.ListPaths(outside, 5))
+			}
+			return
 		}
 		if err := r.trees.deleteBranch(cctx, tt.branch); err != nil {
 			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.branch, "err", err)
@@ -97,9 +102,6 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string) (
 	}
 	if failed {
 		return res, ""
-	}
-	if outside := r.trees.outside(ctx, base, tt.branch); len(outside) > 0 {
-		r.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Index, "files", review.ListPaths(outside, 5))
 	}
 	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.branch)
 	return res, tt.branch

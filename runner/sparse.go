@@ -45,6 +45,11 @@ func (c cone) holds(p string) bool {
 	return false
 }
 
+// within reports whether p lies in one of the cone's folders.
+func (c cone) within(p string) bool {
+	return slices.ContainsFunc(c, func(f string) bool { return strings.HasPrefix(p, f+"/") })
+}
+
 // setSparse makes the worktree at path, registered without its files, a
 // sparse checkout of the cone: git keeps the settings in the worktree's
 // own configuration (the repository gets extensions.worktreeConfig, as any
@@ -53,7 +58,7 @@ func (c cone) holds(p string) bool {
 // peal's) sees the same set. The folders go on standard input, so that no
 // name is read as an option.
 func (ts *trees) setSparse(ctx context.Context, path string) error {
-	spec := ts.git.Caller.Command("git", []string{"git", "-C", path, "sparse-checkout", "set", "--cone", "--stdin"}, ts.git.Timeout)
+	spec := ts.git.Caller.Command("git", []string{"git", "-C", path, "sparse-checkout", "set", "--cone", "--sparse-index", "--stdin"}, ts.git.Timeout)
 	spec.Stdin = []byte(strings.Join(ts.sparse, "\n") + "\n")
 	if err := runGit(ctx, spec); err != nil {
 		return fmt.Errorf("git sparse-checkout set in %s: %w", path, err)

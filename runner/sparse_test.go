@@ -587,6 +587,14 @@ func TestTreeSizeCounts(t *testing.T) {
 	if lt.files != 2 || lt.bytes != 2*4096+4096 || len(lt.folders) != 1 || lt.index != 3*indexEntry+uint64(len("a/f.txt")+len("b/g.txt")+len("top")) {
 		t.Fatalf("%+v", lt)
 	}
+	// The entries of the top and of the folders above the cone's: a file
+	// of a cone folder is not counted twice, a folder outside the cone is
+	// one index entry, a folder above or of the cone none.
+	above := &lsTree{cone: cone{"x/a"}, block: 4096, folders: map[string]bool{}, above: true}
+	above.Write([]byte("100644 blob 1 10\ttop\x00040000 tree 2 -\tx\x00040000 tree 3 -\ty\x00100644 blob 4 5000\tx/f\x00040000 tree 5 -\tx/a\x00040000 tree 6 -\tx/b\x00100644 blob 7 1\tx/a/g\x00"))
+	if above.files != 2 || above.bytes != 3*4096 || above.index != 4*indexEntry+uint64(len("top")+len("y")+len("x/f")+len("x/b")) {
+		t.Fatalf("%+v", above)
+	}
 	lt = &lsTree{cone: cone{"a/f.txt"}, block: 4096, folders: map[string]bool{}}
 	lt.Write([]byte(listing))
 	if lt.notFolder != "a/f.txt" {
