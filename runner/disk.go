@@ -164,14 +164,21 @@ func roundUp(n, unit uint64) uint64 {
 	return max(1, (n+unit-1)/unit) * unit
 }
 
-// setUpBlock readies an isolated block before its first task starts: the
-// worktree_link paths are checked and named in info/exclude, and the disk
-// is asked how many worktrees it holds. It returns how many tasks run at
+// setUpBlock readies an isolated block before its first task starts: git
+// is checked for sparse worktrees, the worktree_link paths are checked and
+// named in info/exclude, and the disk is asked how many worktrees it holds. It returns how many tasks run at
 // once; when none can start, every task fails with the reason in
 // b.setUpErr, before any agent call.
 func (r *run) setUpBlock(ctx context.Context, b *block, base string) int {
 	want := min(int(r.cfg.MaxParallel), len(b.tasks))
-	slots, err := r.blockSlots(ctx, base, len(b.tasks))
+	var err error
+	if len(r.trees.sparse) > 0 {
+		err = r.trees.checkSparseGit(ctx)
+	}
+	slots := want
+	if err == nil {
+		slots, err = r.blockSlots(ctx, base, len(b.tasks))
+	}
 	if err == nil && len(r.cfg.WorktreeLink) > 0 {
 		if err = r.checkLinks(ctx); err == nil {
 			err = r.trees.exclude(ctx, r.cfg.WorktreeLink)

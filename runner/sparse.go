@@ -66,6 +66,31 @@ func (ts *trees) setSparse(ctx context.Context, path string) error {
 	return nil
 }
 
+// checkSparseGit refuses a git too old for sparse worktrees: before 2.37
+// git does not notice a file written where a sparse checkout has none (it
+// keeps the path marked as not checked out), so a task's write there would
+// be lost without a word.
+func (ts *trees) checkSparseGit(ctx context.Context) error {
+	res, err := ts.git.Run(ctx, "version")
+	if err != nil {
+		return fmt.Errorf("git version: %w", err)
+	}
+	if !gitAtLeast(res.Stdout, 2, 37) {
+		return fmt.Errorf("worktree_sparse_paths needs git 2.37 or later, and this is %s: update git, or unset worktree_sparse_paths", strings.TrimSpace(res.Stdout))
+	}
+	return nil
+}
+
+// gitAtLeast reports whether the output of git version names major.minor or
+// a later version.
+func gitAtLeast(version string, major, minor int) bool {
+	var maj, min int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(version), "git version "), "%d.%d", &maj, &min); err != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
+}
+
 // runGit runs a git command of the worktrees made by hand (with a standard
 // input, or its output read as it comes); a non-zero exit is an error.
 func runGit(ctx context.Context, spec phase.Spec) error {

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -385,11 +384,6 @@ func TestWorktreeDiskCheck(t *testing.T) {
 				}
 			})
 			env := []string{"PEAL_MAX_PARALLEL=3", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_SPARSE_PATHS=" + tc.sparse}
-			if tc.atOnce == 1 {
-				// git takes its time removing a worktree, so that a next task
-				// started before the removal ended would see it.
-				slowRemovals(t, h)
-			}
 			if tc.stet {
 				env = append(env, h.withStet(fakes.StetScenario{})...)
 			}
@@ -431,23 +425,6 @@ func TestWorktreeDiskCheck(t *testing.T) {
 			}
 		})
 	}
-}
-
-// slowRemovals puts a git before the real one on the PATH of the children
-// of h's runs that waits half a second before it removes a worktree.
-func slowRemovals(t *testing.T, h *harness) {
-	t.Helper()
-	real, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(h.tmp, "slowgit")
-	os.MkdirAll(dir, 0o755)
-	script := fmt.Sprintf("#!/bin/sh\ncase \"$*\" in *\"worktree remove\"*) sleep 0.5;; esac\nexec %s \"$@\"\n", real)
-	if err := os.WriteFile(filepath.Join(dir, "git"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h.env = append(h.env, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
 // TestWorktreeSparseLeftoversSwept: a sparse worktree with its links and
@@ -647,5 +624,18 @@ func TestExcludeSection(t *testing.T) {
 	}
 	if _, err := os.Lstat(file); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("info/exclude: %v, want it gone", err)
+	}
+}
+
+// Sparse worktrees need git 2.37 or later, as git version tells it.
+func TestGitAtLeast(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{
+		"git version 2.39.5\n": true, "git version 2.37.0": true, "git version 2.36.6": false, "git version 3.0.1": true,
+		"git version 2.45.1.windows.1": true, "git version 1.9.5": false, "not git": false, "": false,
+	} {
+		if got := gitAtLeast(v, 2, 37); got != want {
+			t.Errorf("%q: %v, want %v", v, got, want)
+		}
 	}
 }
