@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -66,15 +65,7 @@ func TestPealSparseWorktrees(t *testing.T) {
 		writeFile(t, plan, body.String())
 		writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
 		env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
-		gitOut := func(args ...string) string {
-			cmd := exec.Command("git", args...)
-			cmd.Dir, cmd.Env = sb.repo, env
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("git %v: %v\n%s", args, err, out)
-			}
-			return strings.TrimSpace(string(out))
-		}
+		gitOut := func(args ...string) string { return gitIn(t, sb.repo, env, args...) }
 		for _, f := range []string{"app/main.txt", "app/sub/deep.txt", "lib/util.txt", "docs/guide.txt", "docs/api/ref.txt"} {
 			writeFile(t, filepath.Join(sb.repo, f), f+"\n")
 		}
@@ -85,21 +76,8 @@ func TestPealSparseWorktrees(t *testing.T) {
 
 		args := []string{"run", "--plan", plan, "--repo", sb.repo, "--state-dir", state, "--agent-kind", a.kind, "--agent-cmd", bin,
 			"--max-parallel", "2", "--commit-after-phase2", "--log-file", logFile, "--worktree-sparse-paths", "app,lib", "--worktree-link", "node_modules"}
-		withStet := os.Getenv("PEAL_STET_BIN") != ""
-		stetCalls := filepath.Join(root, "stet-calls")
-		if withStet {
-			stetDir := filepath.Join(root, "stet-bin")
-			os.MkdirAll(stetDir, 0o755)
-			if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), stetCalls)), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
-			for i, kv := range env {
-				if strings.HasPrefix(kv, "PATH=") {
-					env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
-				}
-			}
-		}
+		env, stetCalls := withRecordedStet(t, root, env)
+		withStet := stetCalls != ""
 		start := time.Now()
 		r := run(t, sb.repo, env, nil, 20*time.Minute, append([]string{peal}, args...)...)
 		t.Logf("%s: sparse block of 3 (stet %v) in %s", a.kind, withStet, time.Since(start).Round(time.Millisecond))

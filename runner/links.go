@@ -57,21 +57,16 @@ func linkPath(repo, rel, dir string) error {
 	if _, err := os.Lstat(src); err != nil {
 		return fmt.Errorf("%s does not exist in the work tree", src)
 	}
-	d, err := safefs.OpenDir(dir, false)
+	d, name, err := openParent(dir, rel, true)
+	var nr *safefs.NotRegularError
+	if errors.As(err, &nr) {
+		return fmt.Errorf("%s is %s in the worktree: a link goes in a folder", nr.Path, nr.Kind)
+	}
 	if err != nil {
 		return err
 	}
-	parts := strings.Split(filepath.Clean(rel), string(filepath.Separator))
-	for _, part := range parts[:len(parts)-1] {
-		sub, err := d.Sub(part, true)
-		d.Close()
-		if err != nil {
-			return copyError(err)
-		}
-		d = sub
-	}
 	defer d.Close()
-	if err := d.Symlink(src, parts[len(parts)-1]); err != nil {
+	if err := d.Symlink(src, name); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%s already exists in the worktree (a tracked path, or one made by worktree_copy)", filepath.Join(dir, rel))
 		}

@@ -5,17 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"peal/internal/fakes"
-	"peal/phase"
-	"peal/review"
 )
 
 // sparseHarness is an isolated harness whose first commit also holds the
@@ -332,9 +328,7 @@ func TestWorktreeDiskCheck(t *testing.T) {
 	t.Parallel()
 	sizeOf := func(t *testing.T, h *harness, sparse ...string) treeSize {
 		head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
-		caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
-		ts := newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo, sparse...)
-		size, err := ts.size(context.Background(), head, 4096)
+		size, err := h.trees(sparse...).size(context.Background(), head, 4096)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -435,8 +429,7 @@ func TestWorktreeSparseLeftoversSwept(t *testing.T) {
 	t.Parallel()
 	h := linkHarness(t, parallelPlan("pp"))
 	ctx := context.Background()
-	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
-	ts := newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo, "a")
+	ts := h.trees("a")
 	head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
 	if err := ts.exclude(ctx, []string{"node_modules"}); err != nil {
 		t.Fatal(err)
@@ -515,9 +508,7 @@ func TestWorktreeSparseInterrupted(t *testing.T) {
 func TestWorktreeStatusSparse(t *testing.T) {
 	t.Parallel()
 	h := sparseHarness(t, parallelPlan("pp"))
-	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
-	ts := newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo, "c", "a/sub", "b")
-	if _, err := ts.add(context.Background(), 1, fakes.Git(t, h.repo, "rev-parse", "HEAD")); err != nil {
+	if _, err := h.trees("c", "a/sub", "b").add(context.Background(), 1, fakes.Git(t, h.repo, "rev-parse", "HEAD")); err != nil {
 		t.Fatal(err)
 	}
 	ws := worktreeStatus(h.config(), 1, nil)
@@ -637,5 +628,30 @@ func TestGitAtLeast(t *testing.T) {
 		if got := gitAtLeast(v, 2, 37); got != want {
 			t.Errorf("%q: %v, want %v", v, got, want)
 		}
+	}
+}
+
+// A link is made inside the worktree only: a link among its folders (a
+// tracked link, say) is refused, and so is a path the worktree already has.
+func TestLinkPathRefusals(t *testing.T) {
+	t.Parallel()
+	repo, wt, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(repo, "web", "node_modules"), 0o755)
+	os.MkdirAll(filepath.Join(repo, "node_modules"), 0o755)
+	os.Symlink(outside, filepath.Join(wt, "web"))
+	err := linkPath(repo, filepath.Join("web", "node_modules"), wt)
+	if want := filepath.Join(wt, "web") + " is a symbolic link in the worktree: a link goes in a folder"; err == nil || err.Error() != want {
+		t.Fatalf("err %v, want %q", err, want)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("a link was made outside the worktree: %v", entries)
+	}
+	os.WriteFile(filepath.Join(wt, "node_modules"), []byte("x"), 0o644)
+	err = linkPath(repo, "node_modules", wt)
+	if want := filepath.Join(wt, "node_modules") + " already exists in the worktree"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("err %v, want %q", err, want)
+	}
+	if err := linkPath(repo, "missing", wt); err == nil || err.Error() != filepath.Join(repo, "missing")+" does not exist in the work tree" {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -375,21 +375,32 @@ func (r *run) prepareTree(ctx context.Context, tt *taskTree) error {
 // files (a named pipe would block the copy; a link could reach outside the
 // repository).
 func copyPath(repo, rel, dst string) error {
-	d, err := safefs.OpenDir(repo, false)
+	d, name, err := openParent(repo, rel, false)
 	if err != nil {
-		return err
+		return copyError(err)
+	}
+	defer d.Close()
+	return copyEntry(d, name, filepath.Join(dst, rel))
+}
+
+// openParent opens the folder of root that holds rel (made on the way when
+// create is set), refusing a link among the folders, and returns it with
+// rel's last name.
+func openParent(root, rel string, create bool) (*safefs.Dir, string, error) {
+	d, err := safefs.OpenDir(root, false)
+	if err != nil {
+		return nil, "", err
 	}
 	parts := strings.Split(filepath.Clean(rel), string(filepath.Separator))
 	for _, part := range parts[:len(parts)-1] {
-		sub, err := d.Sub(part, false)
+		sub, err := d.Sub(part, create)
 		d.Close()
 		if err != nil {
-			return copyError(err)
+			return nil, "", err
 		}
 		d = sub
 	}
-	defer d.Close()
-	return copyEntry(d, parts[len(parts)-1], filepath.Join(dst, rel))
+	return d, parts[len(parts)-1], nil
 }
 
 // copyEntry copies the entry name of d, a file or a folder, to dst.

@@ -72,6 +72,17 @@ func pkgName(i, folders int) string {
 	return fmt.Sprintf("pkg%02d", i)
 }
 
+// dropTree removes the worktree of tt and its branch, as a block does once
+// its task is merged.
+func dropTree(b *testing.B, ts *trees, tt *taskTree) {
+	if err := ts.remove(context.Background(), tt); err != nil {
+		b.Fatal(err)
+	}
+	if err := ts.deleteBranch(context.Background(), tt.branch); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // benchPlaces are the folders the worktree benchmarks run in: the memory
 // folder and the temporary folder the process was given (a disk).
 func benchPlaces(b *testing.B, run func(b *testing.B, dir string)) {
@@ -123,12 +134,7 @@ func BenchmarkWorktreeAdd10kFiles(b *testing.B) {
 				b.Fatal(err)
 			}
 			mid := time.Now()
-			if err := ts.remove(ctx, tt); err != nil {
-				b.Fatal(err)
-			}
-			if err := ts.deleteBranch(ctx, tt.branch); err != nil {
-				b.Fatal(err)
-			}
+			dropTree(b, ts, tt)
 			add, remove = add+mid.Sub(start), remove+time.Since(mid)
 			// The floor: the same files written by cp, outside git.
 			b.StopTimer()
@@ -175,12 +181,7 @@ func BenchmarkWorktreeAdd4At10kFiles(b *testing.B) {
 					b.Fatal(errs[task-1])
 				}
 				tt := ts.of(task)
-				if err := ts.remove(ctx, tt); err != nil {
-					b.Fatal(err)
-				}
-				if err := ts.deleteBranch(ctx, tt.branch); err != nil {
-					b.Fatal(err)
-				}
+				dropTree(b, ts, tt)
 			}
 			b.StartTimer()
 			n++
@@ -349,12 +350,7 @@ func BenchmarkLargeRepo20kFiles(b *testing.B) {
 				}
 				pealTime += time.Since(start)
 				b.StopTimer()
-				if err := ts.remove(ctx, tt); err != nil {
-					b.Fatal(err)
-				}
-				if err := ts.deleteBranch(ctx, tt.branch); err != nil {
-					b.Fatal(err)
-				}
+				dropTree(b, ts, tt)
 				path := filepath.Join(dir, "plain")
 				b.StartTimer()
 				start = time.Now()
