@@ -655,3 +655,36 @@ func TestLinkPathRefusals(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// The size of a worktree counts the files and folders a worktree made of
+// the same commit holds, sparse or not.
+func TestTreeSizeOfAWorktree(t *testing.T) {
+	t.Parallel()
+	h := sparseHarness(t, parallelPlan("pp"))
+	head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
+	for _, sparse := range [][]string{nil, {"a"}, {"a/sub", "c"}} {
+		ts := h.trees(sparse...)
+		size, err := ts.size(context.Background(), head, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt, err := ts.add(context.Background(), 1, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries := 0
+		filepath.WalkDir(tt.path, func(p string, d fs.DirEntry, err error) error {
+			if d.Name() == ".git" {
+				return nil
+			}
+			entries++
+			return nil
+		})
+		if uint64(entries) != size.files {
+			t.Errorf("%q: the worktree holds %d files and folders, the size counts %d", sparse, entries, size.files)
+		}
+		if err := ts.remove(context.Background(), tt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
