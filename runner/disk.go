@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -19,9 +18,6 @@ type diskSpace struct {
 	block uint64 // the unit a file's size is rounded up to
 	files uint64 // files (inodes) that can still be made; 0: not told
 }
-
-// errDiskUnknown: the system does not tell the free space of a folder.
-var errDiskUnknown = errors.New("free disk space unknown on this system")
 
 // diskReserve is the space a block leaves free, beyond its worktrees, for
 // what its tasks write (builds, caches, logs).
