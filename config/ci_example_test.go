@@ -76,6 +76,47 @@ func TestWorktreeCopyValidation(t *testing.T) {
 	}
 }
 
+// worktree_sparse_paths and worktree_link name paths inside the repository
+// too, refused as worktree_copy's are (a .git anywhere in the path
+// included); a linked path may not hold, or lie in, another linked or a
+// copied path.
+func TestWorktreeSparseAndLinkValidation(t *testing.T) {
+	t.Parallel()
+	dir, base := validationBase(t)
+	for _, key := range []string{"WORKTREE_SPARSE_PATHS", "WORKTREE_LINK", "WORKTREE_COPY"} {
+		for _, bad := range []string{"/abs", "..", "../x", "a/../../x", ".git", ".git/hooks", "sub/.git", "sub/.git/x", ".", "a/.."} {
+			cfg, err := loadIn(dir, append(base, "PEAL_"+key+"=ok,"+bad))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := strings.ToLower(key)
+			want := fmt.Sprintf("%s entry %q is not a path inside the repository (set by PEAL_%s)", name, bad, key)
+			if err := cfg.ValidateWithoutAgent(); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s=%s: %v, want %q", key, bad, err, want)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		env  []string
+		want string // "" when valid
+	}{
+		{[]string{"PEAL_WORKTREE_SPARSE_PATHS=services/api,libs", "PEAL_WORKTREE_LINK=node_modules,.venv", "PEAL_WORKTREE_COPY=.env,node_modulesx"}, ""},
+		{[]string{"PEAL_WORKTREE_LINK=web/node_modules,web"}, `worktree_link entries "web/node_modules" and "web" overlap (set by PEAL_WORKTREE_LINK)`},
+		{[]string{"PEAL_WORKTREE_LINK=node_modules,./node_modules/"}, `worktree_link entries "node_modules" and "./node_modules/" overlap`},
+		{[]string{"PEAL_WORKTREE_LINK=node_modules", "PEAL_WORKTREE_COPY=node_modules/.cache"}, `worktree_copy entry "node_modules/.cache" and worktree_link entry "node_modules" overlap (set by PEAL_WORKTREE_COPY and PEAL_WORKTREE_LINK)`},
+		{[]string{"PEAL_WORKTREE_LINK=web/node_modules", "PEAL_WORKTREE_COPY=web"}, `worktree_copy entry "web" and worktree_link entry "web/node_modules" overlap`},
+	} {
+		cfg, err := loadIn(dir, append(base, tc.env...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.ValidateWithoutAgent()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%v: %v, want %q", tc.env, err, tc.want)
+		}
+	}
+}
+
 // validationBase is a folder with a one-task plan, and the variables that
 // point a configuration at it, a git repository and a state folder in it.
 func validationBase(t *testing.T) (dir string, env []string) {

@@ -73,6 +73,8 @@ type Config struct {
 	ParallelConflict           string           `key:"parallel_conflict" enum:"retry,fail" default:"retry" help:"What a task whose merge-back conflicts does: retry (run it again, alone, on the merged work after its block) or fail"`
 	WorktreeSetupCommand       string           `key:"worktree_setup_command" placeholder:"CMD" help:"Command run in each new task worktree before its first agent call, under phase_timeout_sec (split on spaces, no shell); its failure fails the task"`
 	WorktreeCopy               []string         `key:"worktree_copy" help:"Files or folders, relative to repo_path, copied from the work tree into each new task worktree (e.g. .env; comma separated)"`
+	WorktreeSparsePaths        []string         `key:"worktree_sparse_paths" help:"Folders, relative to repo_path, that each new task worktree checks out, in git's cone mode, with the top-level files (unset: the whole tree; comma separated)"`
+	WorktreeLink               []string         `key:"worktree_link" help:"Ignored folders or files, relative to repo_path, linked into each new task worktree from the work tree instead of copied (e.g. node_modules; shared by every task; comma separated)"`
 	ContinueWithRemainingTasks bool             `key:"continue_with_remaining_tasks" default:"false" help:"Record a failed task and go on with the next (exit 2)"`
 	MaxConsecutiveTaskFailures *uint32          `key:"max_consecutive_task_failures" help:"Stop the run (exit 3) after this many task failures in a row (unset: no cap)"`
 	MaxAddressRounds           uint32           `key:"max_address_rounds" default:"5" help:"Most address rounds per task in Phase 3"`

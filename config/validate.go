@@ -75,7 +75,7 @@ func (c *Config) ValidateWithoutAgent() error {
 			return fmt.Errorf("normalize prompt %s is not a readable file: check %s", c.NormalizePromptPath, describe("normalize_prompt_path", c.Sources))
 		}
 	}
-	if err := c.checkWorktreeCopy(); err != nil {
+	if err := c.checkWorktreePaths(); err != nil {
 		return err
 	}
 	if err := c.ResolveStore(); err != nil {
@@ -173,17 +173,59 @@ func (c *Config) checkOutputs() error {
 	return nil
 }
 
-// checkWorktreeCopy refuses a worktree_copy entry that is not a path inside
-// repo_path: it is copied from there into each task's worktree.
-func (c *Config) checkWorktreeCopy() error {
-	for _, p := range c.WorktreeCopy {
-		clean := filepath.Clean(p)
-		if !filepath.IsLocal(p) || clean == "." || clean == ".git" || strings.HasPrefix(clean, ".git"+string(filepath.Separator)) {
-			return fmt.Errorf("worktree_copy entry %s is not a path inside the repository (set by %s): name files or folders relative to repo_path, such as .env",
-				Quote(p), describe("worktree_copy", c.Sources))
+// checkWorktreePaths refuses an entry of worktree_copy, worktree_sparse_paths
+// or worktree_link that is not a path inside repo_path (absolute, climbing
+// out, the repository itself, or git's own folder): each names a place of
+// every task's worktree. A linked path may hold no other linked path and no
+// copied one, nor lie in one: a copy would write into the folder the tasks
+// share, or over the link.
+func (c *Config) checkWorktreePaths() error {
+	for _, k := range []struct {
+		key, example string
+		paths        []string
+	}{{"worktree_copy", ".env", c.WorktreeCopy}, {"worktree_sparse_paths", "services/api", c.WorktreeSparsePaths}, {"worktree_link", "node_modules", c.WorktreeLink}} {
+		for _, p := range k.paths {
+			if !worktreePath(p) {
+				return fmt.Errorf("%s entry %s is not a path inside the repository (set by %s): name files or folders relative to repo_path, such as %s",
+					k.key, Quote(p), describe(k.key, c.Sources), k.example)
+			}
+		}
+	}
+	for i, link := range c.WorktreeLink {
+		for _, other := range c.WorktreeLink[:i] {
+			if overlaps(link, other) {
+				return fmt.Errorf("worktree_link entries %s and %s overlap (set by %s): link each folder once", Quote(other), Quote(link), describe("worktree_link", c.Sources))
+			}
+		}
+		for _, copied := range c.WorktreeCopy {
+			if overlaps(link, copied) {
+				return fmt.Errorf("worktree_copy entry %s and worktree_link entry %s overlap (set by %s and %s): a path is either copied or linked", Quote(copied), Quote(link),
+					describe("worktree_copy", c.Sources), describe("worktree_link", c.Sources))
+			}
 		}
 	}
 	return nil
+}
+
+// worktreePath reports whether p names a file or folder inside the
+// repository, outside git's folders.
+func worktreePath(p string) bool {
+	if !filepath.IsLocal(p) || filepath.Clean(p) == "." {
+		return false
+	}
+	for _, part := range strings.Split(filepath.ToSlash(filepath.Clean(p)), "/") {
+		if part == ".git" {
+			return false
+		}
+	}
+	return true
+}
+
+// overlaps reports whether the paths a and b are the same or one holds the
+// other.
+func overlaps(a, b string) bool {
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	return a == b || safefs.Within(a, b) || safefs.Within(b, a)
 }
 
 // stateFile names the state file or store that path is, or is inside; "".

@@ -23,29 +23,6 @@ var calcModule = map[string]string{
 	"calc_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"Add(2, 3) is not 5\")\n\t}\n}\n",
 }
 
-// shellRun is a tool call that runs script through the CLI's shell tool,
-// in the folder the CLI works in.
-func shellRun(script string) *mockllm.ToolCall {
-	return &mockllm.ToolCall{Input: func(tools []mockllm.Tool) *mockllm.Call {
-		has := map[string]bool{}
-		for _, t := range tools {
-			has[t.Name] = true
-		}
-		switch {
-		case has["shell"]:
-			return &mockllm.Call{Name: "shell", Args: map[string]any{"command": []string{"bash", "-lc", script}}}
-		case has["exec_command"]:
-			return &mockllm.Call{Name: "exec_command", Args: map[string]any{"cmd": script}}
-		}
-		for _, name := range []string{"Bash", "run_shell_command", "bash"} {
-			if has[name] {
-				return &mockllm.Call{Name: name, Args: map[string]any{"command": script, "description": "Write files"}}
-			}
-		}
-		return nil
-	}}
-}
-
 // writeScript is a shell script that writes each file (name, content) in
 // the working folder: printf with the content quoted for the shell.
 func writeScript(files ...string) string {
@@ -79,36 +56,9 @@ func checksSandbox(t *testing.T, a agent) (*sandbox, string) {
 	}
 	sb.base = append(sb.base, "GOCACHE="+strings.TrimSpace(string(gocache)), "GOTOOLCHAIN=local", "GOPROXY=off", "GOFLAGS=-mod=mod")
 	writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
-	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "calc"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir, cmd.Env = sb.repo, sb.base
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	gitIn(t, sb.repo, sb.base, "add", "-A")
+	gitIn(t, sb.repo, sb.base, "commit", "-q", "-m", "calc")
 	return sb, bin
-}
-
-// withRealStet puts the real stet (PEAL_STET_BIN) first on env's PATH,
-// behind a wrapper that notes its commands in root/stet-calls, with a review
-// model on 127.0.0.1; without PEAL_STET_BIN it returns env as it is.
-func withRealStet(t *testing.T, env []string, root string) ([]string, string) {
-	t.Helper()
-	if os.Getenv("PEAL_STET_BIN") == "" {
-		return env, ""
-	}
-	stetDir, calls := filepath.Join(root, "stet-bin"), filepath.Join(root, "stet-calls")
-	os.MkdirAll(stetDir, 0o755)
-	if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), calls)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
-		}
-	}
-	return env, calls
 }
 
 // checkRuns are the run record's check lines as "stage[round]:task outcome".
@@ -173,7 +123,7 @@ func TestPealChecksGoTest(t *testing.T) {
 			plan, stateDir := filepath.Join(root, "plan.md"), filepath.Join(root, "state")
 			writeFile(t, plan, "## Task 1\n\nTASK-1 add Mul(a, b int) int to the calc package, with a test.\n")
 			env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
-			env, stetCalls := withRealStet(t, env, root)
+			env, stetCalls := withRecordedStet(t, root, env)
 			args := []string{pealBin(t), "run", "--plan", plan, "--repo", sb.repo, "--state-dir", stateDir, "--agent-kind", a.kind, "--agent-cmd", bin,
 				"--check-command", "go test ./...", "--max-address-rounds", "2", "--commit-after-phase2"}
 			start := time.Now()
@@ -244,7 +194,7 @@ func TestPealChecksMergedBlock(t *testing.T) {
 	plan, stateDir := filepath.Join(root, "plan.md"), filepath.Join(root, "state")
 	writeFile(t, plan, "## Task 1 (parallel)\n\nTASK-1 rename Add to Sum.\n\n## Task 2 (parallel)\n\nTASK-2 add Double(a int) int.\n")
 	env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
-	env, stetCalls := withRealStet(t, env, root)
+	env, stetCalls := withRecordedStet(t, root, env)
 	args := []string{pealBin(t), "run", "--plan", plan, "--repo", sb.repo, "--state-dir", stateDir, "--agent-kind", a.kind, "--agent-cmd", bin,
 		"--check-command", "go vet ./... && go test ./...", "--max-parallel", "2"}
 	start := time.Now()

@@ -29,7 +29,12 @@ var blockFiles = []struct{ name, content string }{
 // the folder the CLI works in, through the CLI's shell tool: the model
 // cannot know which worktree that is.
 func shellWrite(name, content string) *mockllm.ToolCall {
-	script := fmt.Sprintf("printf '%s' > %s", strings.ReplaceAll(content, "\n", `\n`), name)
+	return shellRun(fmt.Sprintf("printf '%s' > %s", strings.ReplaceAll(content, "\n", `\n`), name))
+}
+
+// shellRun is a tool call that runs script through the CLI's shell tool, in
+// the folder the CLI works in.
+func shellRun(script string) *mockllm.ToolCall {
 	return &mockllm.ToolCall{Input: func(tools []mockllm.Tool) *mockllm.Call {
 		has := map[string]bool{}
 		for _, t := range tools {
@@ -160,23 +165,8 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 		// A second attempt, which is the fallback's.
 		args = append(args, "--fallback-agent-kind", fb.kind, "--fallback-agent-cmd", findCLI(t, fb.kind), "--phase-retry-count", "1")
 	}
-	withStet := os.Getenv("PEAL_STET_BIN") != ""
-	stetCalls := filepath.Join(root, "stet-calls")
-	if withStet {
-		stetDir := filepath.Join(root, "stet-bin")
-		os.MkdirAll(stetDir, 0o755)
-		// stet behind a wrapper that notes when each command of each task
-		// starts and ends, in which folder and with which state folder.
-		if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), stetCalls)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		env = append(env, "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
-		for i, kv := range env {
-			if strings.HasPrefix(kv, "PATH=") {
-				env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
-			}
-		}
-	}
+	env, stetCalls := withRecordedStet(t, root, env)
+	withStet := stetCalls != ""
 	start := time.Now()
 	r := run(t, sb.repo, env, nil, 20*time.Minute, append([]string{peal}, args...)...)
 	t.Logf("%s (fallback %v): block of 4 (stet %v) in %s", a.kind, fb != nil, withStet, time.Since(start).Round(time.Millisecond))
@@ -188,15 +178,7 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 			t.Errorf("%s = %q (%v), want %q", f.name, got, err, f.content)
 		}
 	}
-	gitOut := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir, cmd.Env = sb.repo, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	gitOut := func(args ...string) string { return gitIn(t, sb.repo, env, args...) }
 	if st := gitOut("status", "--porcelain"); st != "" {
 		t.Errorf("work tree not clean: %q", st)
 	}
@@ -278,14 +260,48 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 		}
 	}
 	if withStet {
-		reportStet(t, stetCalls, state)
+		reportStet(t, stetCalls, state, len(blockFiles))
 	}
 }
 
-// reportStet reads the notes of the stet wrapper: each task's commands ran
-// in its worktree with its own state folder; it reports how many commands
-// of different tasks ran at the same time.
-func reportStet(t *testing.T, calls, state string) {
+// withRecordedStet, when PEAL_STET_BIN names a stet, puts it on the PATH of
+// env behind a wrapper that notes when each command of each task starts and
+// ends, in which folder and with which state folder (in a file of root it
+// returns; "" without stet), and points it at the review model.
+func withRecordedStet(t *testing.T, root string, env []string) ([]string, string) {
+	if os.Getenv("PEAL_STET_BIN") == "" {
+		return env, ""
+	}
+	calls, stetDir := filepath.Join(root, "stet-calls"), filepath.Join(root, "stet-bin")
+	os.MkdirAll(stetDir, 0o755)
+	if err := os.WriteFile(filepath.Join(stetDir, "stet"), []byte(fakes.StetRecorder(os.Getenv("PEAL_STET_BIN"), calls)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env = append(slices.Clone(env), "STET_PROVIDER=openai", "STET_OPENAI_BASE_URL="+reviewModel(t)+"/v1", "STET_MODEL=mock-model")
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			env[i] = "PATH=" + stetDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
+		}
+	}
+	return env, calls
+}
+
+// gitIn runs git in dir with env and returns its output, trimmed.
+func gitIn(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// reportStet reads the notes of the stet wrapper: each of the tasks' commands
+// ran in its worktree with its own state folder; it reports how many
+// commands of different tasks ran at the same time.
+func reportStet(t *testing.T, calls, state string, tasks int) {
 	t.Helper()
 	spans, err := fakes.ReadStetSpans(calls)
 	if err != nil {
@@ -304,7 +320,8 @@ func reportStet(t *testing.T, calls, state string) {
 		}
 	}
 	t.Logf("stet commands per task: %v; overlapping pairs of different tasks' commands: %v", perTask, fakes.OverlappingPairs(spans))
-	for _, task := range []string{"1", "2", "3", "4"} {
+	for n := 1; n <= tasks; n++ {
+		task := fmt.Sprint(n)
 		if cmds := strings.Join(perTask[task], " "); !strings.HasPrefix(cmds, "start") || !strings.HasSuffix(cmds, "finish") {
 			t.Errorf("task %s's stet commands %q", task, cmds)
 		}

@@ -23,6 +23,11 @@ type Git struct {
 	Caller  phase.Caller
 	Log     *slog.Logger
 	Timeout time.Duration
+	// Sparse: the work tree is a sparse checkout (a task's worktree under
+	// worktree_sparse_paths). Commits then stage what the task wrote
+	// outside the checked-out folders too, which a plain `git add -A`
+	// refuses.
+	Sparse bool
 	// top is the top of the work tree; own are peal's folders in it (see
 	// Exclude).
 	top string
@@ -173,7 +178,11 @@ func (g Git) IsAncestor(ctx context.Context, a, b string) bool {
 // block; "peal: task N" when what is empty). "Nothing to commit" is not an error; committed reports whether a
 // commit was made.
 func (g Git) Commit(ctx context.Context, tasks []int, what string) (committed bool, err error) {
-	if _, err := g.run(ctx, append([]string{"add", "-A", "--"}, g.Exclude()...)...); err != nil {
+	add := []string{"add", "-A"}
+	if g.Sparse {
+		add = append(add, "--sparse")
+	}
+	if _, err := g.run(ctx, append(append(add, "--"), g.Exclude()...)...); err != nil {
 		return false, fmt.Errorf("git add -A failed: %w", err)
 	}
 	// Nothing staged is not an error. Asked of git by its exit status, not

@@ -52,7 +52,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		completed[i] = true
 	}
 	r.setUpReview()
-	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath)
+	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath, cfg.WorktreeSparsePaths...)
 	d.describeReview()
 
 	for n, seg := range Segments(tasks) {
@@ -123,8 +123,15 @@ func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
 	cfg := d.r.cfg
 	fmt.Fprintf(d.w, "  each task in a worktree of its own under %s, on a branch made from the work tree's HEAD when the block starts "+
 		"(a tree with uncommitted changes, or without a commit, runs the block in the shared tree instead)\n", d.r.trees.root)
+	if len(cfg.WorktreeSparsePaths) > 0 {
+		fmt.Fprintf(d.w, "  each worktree checks out only %s and the top-level files (worktree_sparse_paths, git's cone mode); what a task writes elsewhere is committed with its work\n",
+			strings.Join(cfg.WorktreeSparsePaths, ", "))
+	}
 	if len(cfg.WorktreeCopy) > 0 {
 		fmt.Fprintf(d.w, "  copied into each worktree: %s\n", strings.Join(cfg.WorktreeCopy, ", "))
+	}
+	if len(cfg.WorktreeLink) > 0 {
+		fmt.Fprintf(d.w, "  linked into each worktree from the work tree, shared by the tasks and never committed: %s\n", strings.Join(cfg.WorktreeLink, ", "))
 	}
 	if cfg.WorktreeSetupCommand != "" {
 		fmt.Fprintf(d.w, "  run in each worktree before its first call: %s\n", cfg.WorktreeSetupCommand)

@@ -34,6 +34,7 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 		return err
 	}
 	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.root)
+	slots := r.setUpBlock(ctx, b, base)
 	// One goroutine merges, in index order, while the pool runs the tasks:
 	// a merge, and the checks of the merged tree, never hold a slot.
 	kick, merged := make(chan struct{}, 1), make(chan struct{})
@@ -43,7 +44,7 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 			r.mergeReady(ctx, b)
 		}
 	}()
-	p := pool.New().WithMaxGoroutines(min(int(r.cfg.MaxParallel), len(b.tasks)))
+	p := pool.New().WithMaxGoroutines(slots)
 	for i, bt := range b.tasks {
 		t := bt.task
 		p.Go(func() {
@@ -68,6 +69,9 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 	close(kick)
 	<-merged
 	b.removals.Wait()
+	if len(r.cfg.WorktreeLink) > 0 {
+		r.endLinks(ctx)
+	}
 	// Every worker has returned: b is no longer shared.
 	r.settleBranches(ctx, b)
 	return r.finishIsolated(ctx, tl, b)
@@ -79,6 +83,9 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string)
 // when the task completed (or was deferred), for the merge; otherwise it is
 // deleted.
 func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, red check.Set) (res taskResult, branch string) {
+	if b.setUpErr != nil {
+		return taskResult{err: b.setUpErr}, ""
+	}
 	tt, err := r.trees.add(ctx, t.Index, base)
 	if err != nil {
 		return taskResult{err: err}, ""
@@ -94,19 +101,31 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, r
 		res = taskResult{err: err}
 	}
 	failed := res.err != nil || res.skipped
-	b.removals.Go(func() {
+	remove := func() {
 		cctx, cancel := r.trees.cleanupContext(ctx)
 		defer cancel()
 		if err := r.trees.remove(cctx, tt); err != nil {
 			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.path, "err", err)
 		}
 		if !failed {
-			return // the branch waits for its merge
+			// The branch waits for its merge (and lives until the block's
+			// removals have ended).
+			if outside := r.trees.outside(cctx, base, tt.branch); len(outside) > 0 {
+				r.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Index, "files", review.ListPaths(outside, 5))
+			}
+			return
 		}
 		if err := r.trees.deleteBranch(cctx, tt.branch); err != nil {
 			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.branch, "err", err)
 		}
-	})
+	}
+	if b.diskBound {
+		// The disk holds only so many worktrees: this one is gone before
+		// the task's slot takes another task.
+		remove()
+	} else {
+		b.removals.Go(remove)
+	}
 	if failed {
 		return res, ""
 	}
@@ -125,6 +144,7 @@ func (r *run) inTree(tt *taskTree) *run {
 		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.path) + " on " + tt.branch}
 	}
 	v.git = review.NewGit(v.caller, r.log, r.caller.Limits.Timeout, tt.dir, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
+	v.git.Sparse = len(r.trees.sparse) > 0
 	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review, r.trees.mu)
 	v.commits = true
 	return &v

@@ -51,6 +51,12 @@ type block struct {
 	// order.
 	nextMerge int
 	removals  sync.WaitGroup // worktrees being removed
+	// setUpErr fails every task of the block before it starts: a
+	// worktree_link refused, no disk space for one worktree.
+	setUpErr error
+	// diskBound: the disk limits how many worktrees exist at once, so a
+	// task's worktree is removed before its slot takes the next task.
+	diskBound bool
 }
 
 // start marks task i as started, unless the run is already certain to stop

@@ -90,8 +90,9 @@ type run struct {
 	git      review.Git
 	commits  bool
 	// trees makes the worktrees of parallel blocks (parallel_isolation =
-	// worktree).
+	// worktree); disk tells the free space where they go (nil: statDisk).
 	trees *trees
+	disk  func(dir string) (diskSpace, error)
 	// tree is what the run knows of the project's checks on the work tree.
 	tree *treeChecks
 	// lookPath finds stet on PATH (nil: the process's PATH).
@@ -182,8 +183,15 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	}
 	r.recordTasks(tasks)
 	r.setUpReview()
-	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath)
+	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath, cfg.WorktreeSparsePaths...)
 	r.trees.sweep(ctx, log, r.store.Completed)
+	if len(cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
+		// A path that cannot be linked stops the run before its first
+		// agent call, not at its first block.
+		if err := r.checkLinks(ctx); err != nil {
+			return Outcome{}, err
+		}
+	}
 
 	out, err := r.runSegments(ctx, tasks)
 	if err == nil {

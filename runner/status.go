@@ -37,6 +37,10 @@ type WorktreeStatus struct {
 	// the last run's.
 	Now    bool `json:"now"`
 	Merged bool `json:"merged"`
+	// Sparse are the folders a worktree that exists now checks out (git's
+	// cone mode, relative to the top of the work tree); none: the whole
+	// tree.
+	Sparse []string `json:"sparse_paths,omitempty"`
 	// Conflict lists the files the task's merge conflicted in;
 	// ConflictDetail is what git said when the merge failed with none.
 	Conflict       []string `json:"conflict_files,omitempty"`
@@ -50,6 +54,11 @@ type WorktreeStatus struct {
 type StatusReport struct {
 	Tasks   []TaskStatus      `json:"tasks"`
 	LastRun *state.RunSummary `json:"last_run"`
+	// SparsePaths and Links are what the worktrees of parallel blocks
+	// check out and link under this configuration (worktree_sparse_paths,
+	// worktree_link).
+	SparsePaths []string `json:"worktree_sparse_paths,omitempty"`
+	Links       []string `json:"worktree_link,omitempty"`
 }
 
 // Status reports every task of cfg's plan from the state file, the
@@ -70,7 +79,7 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 	if err != nil {
 		return StatusReport{}, nil, err
 	}
-	report := StatusReport{Tasks: []TaskStatus{}, LastRun: lastRun(cfg)}
+	report := StatusReport{Tasks: []TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink}
 	for _, t := range tasks {
 		ts := TaskStatus{Index: t.Index, Ticket: r.tickets.id(t.Index), Status: "pending"}
 		rs, rerr := state.LoadRetryState(cfg.KnowledgeDir, ts.Ticket)
@@ -114,6 +123,7 @@ func worktreeStatus(cfg *config.Config, task int, last *state.RunSummary) *Workt
 			if head, err := safefs.ReadFile(filepath.Join(gitdir, "HEAD"), 4096); err == nil {
 				ws.Branch = strings.TrimPrefix(strings.TrimSpace(string(head)), "ref: refs/heads/")
 			}
+			ws.Sparse = sparseFolders(gitdir)
 		}
 		return ws
 	}

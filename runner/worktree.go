@@ -64,11 +64,13 @@ type trees struct {
 	prefix string     // the branch namespace of this state folder: peal-<scope>/
 	git    review.Git // the work tree's git
 	rel    string     // repo_path relative to the top of its work tree
+	sparse cone       // what each worktree checks out (worktree_sparse_paths); empty: the whole tree
 }
 
 // newTrees is the worktrees of the runs on stateDir; their branches are
-// named after the state folder, as its runs' calls are (callScope).
-func newTrees(stateDir string, git review.Git, repo string) *trees {
+// named after the state folder, as its runs' calls are (callScope). Each
+// checks out the folders sparse (relative to repo), or the whole tree.
+func newTrees(stateDir string, git review.Git, repo string, sparse ...string) *trees {
 	state, err := filepath.Abs(stateDir)
 	if err != nil {
 		state = stateDir
@@ -77,7 +79,8 @@ func newTrees(stateDir string, git review.Git, repo string) *trees {
 	if err != nil || !filepath.IsLocal(rel) {
 		rel = "."
 	}
-	return &trees{mu: &sync.Mutex{}, state: state, root: filepath.Join(state, WorktreesFolder), prefix: "peal-" + callScope(stateDir) + "/", git: git, rel: rel}
+	return &trees{mu: &sync.Mutex{}, state: state, root: filepath.Join(state, WorktreesFolder), prefix: "peal-" + callScope(stateDir) + "/", git: git, rel: rel,
+		sparse: coneOf(rel, sparse)}
 }
 
 // taskTreePath is where the worktree of task is made in stateDir.
@@ -157,7 +160,10 @@ func (ts *trees) discard(ctx context.Context, tt *taskTree) {
 	ts.git.Run(cctx, "branch", "-q", "-D", tt.branch) // fails when the add made none
 }
 
-// register adds the worktree of task, with no files checked out yet.
+// register adds the worktree of task, with no files checked out yet, and
+// makes it a sparse checkout when worktree_sparse_paths is set (under the
+// lock: the first one turns git's per-worktree configuration on in the
+// repository's configuration file).
 func (ts *trees) register(ctx context.Context, task int, base string) (*taskTree, error) {
 	tt := ts.of(task)
 	ts.mu.Lock()
@@ -171,6 +177,11 @@ func (ts *trees) register(ctx context.Context, task int, base string) (*taskTree
 	}
 	if _, err := ts.git.Run(ctx, "worktree", "add", "-q", "--no-checkout", "-B", tt.branch, tt.path, base); err != nil {
 		return nil, fmt.Errorf("git worktree add %s: %w", tt.path, err)
+	}
+	if len(ts.sparse) > 0 {
+		if err := ts.setSparse(ctx, tt.path); err != nil {
+			return nil, err
+		}
 	}
 	return tt, nil
 }
@@ -319,10 +330,12 @@ func (ts *trees) undoMerge(ctx context.Context) error {
 
 // sweep removes what an earlier run on this state folder left when it died
 // (SIGKILL) in a parallel block: its worktrees (and stet's inside their
-// review folders), git's records of them, its branches, and a merge it left
-// half done. The run holds the state folder, so none of it is in use. Like
-// every clean-up, it runs to its end (under a bound) even when a signal
-// has come meanwhile.
+// review folders; sparse or not, their links removed, never followed),
+// git's records of them, its branches, its section of info/exclude, and a
+// merge it left half done or left unchecked (completed tells which tasks
+// are saved as completed). The run holds the state folder, so none of it
+// is in use. Like every clean-up, it runs to its end (under a bound) even
+// when a signal has come meanwhile.
 func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) }, completed func(task int) bool) {
 	if _, err := os.Lstat(ts.root); err != nil {
 		return // no block ever ran on this state folder
@@ -349,6 +362,9 @@ func (ts *trees) sweep(ctx context.Context, log interface{ Warn(string, ...any) 
 		os.RemoveAll(filepath.Join(ts.root, e.Name()))
 	}
 	ts.git.Run(ctx, "worktree", "prune")
+	if err := ts.unexclude(ctx); err != nil {
+		log.Warn("could not remove the worktree_link paths an earlier run named in info/exclude", "err", err)
+	}
 	var branches []string
 	if res, err := ts.git.Run(ctx, "for-each-ref", "--format=%(refname:short)", "refs/heads/"+ts.prefix); err == nil {
 		branches = strings.Fields(res.Stdout)
@@ -408,14 +424,20 @@ func (ts *trees) sweepMerge(ctx context.Context, log interface{ Warn(string, ...
 }
 
 // prepareTree gives a new worktree what git does not: the worktree_copy
-// paths from the work tree, then worktree_setup_command run in it. The work
-// tree is clean when a block starts, so a copied path is either ignored
-// there (and in the worktree) or tracked and the same: no copy is ever
-// committed as a task's work.
+// paths from the work tree, the worktree_link paths as links to the work
+// tree's, then worktree_setup_command run in it. The work tree is clean
+// when a block starts, so a copied path is either ignored there (and in the
+// worktree) or tracked and the same: no copy is ever committed as a task's
+// work; a link is kept out of commits by the block's info/exclude section.
 func (r *run) prepareTree(ctx context.Context, tt *taskTree) error {
 	for _, p := range r.cfg.WorktreeCopy {
 		if err := copyPath(r.cfg.RepoPath, p, tt.dir); err != nil {
 			return fmt.Errorf("worktree_copy %s: %w", p, err)
+		}
+	}
+	for _, p := range r.cfg.WorktreeLink {
+		if err := linkPath(r.cfg.RepoPath, p, tt.dir); err != nil {
+			return fmt.Errorf("worktree_link %s: %w", p, err)
 		}
 	}
 	argv := strings.Fields(r.cfg.WorktreeSetupCommand)
@@ -440,21 +462,32 @@ func (r *run) prepareTree(ctx context.Context, tt *taskTree) error {
 // files (a named pipe would block the copy; a link could reach outside the
 // repository).
 func copyPath(repo, rel, dst string) error {
-	d, err := safefs.OpenDir(repo, false)
+	d, name, err := openParent(repo, rel, false)
 	if err != nil {
-		return err
+		return copyError(err)
+	}
+	defer d.Close()
+	return copyEntry(d, name, filepath.Join(dst, rel))
+}
+
+// openParent opens the folder of root that holds rel (made on the way when
+// create is set), refusing a link among the folders, and returns it with
+// rel's last name.
+func openParent(root, rel string, create bool) (*safefs.Dir, string, error) {
+	d, err := safefs.OpenDir(root, false)
+	if err != nil {
+		return nil, "", err
 	}
 	parts := strings.Split(filepath.Clean(rel), string(filepath.Separator))
 	for _, part := range parts[:len(parts)-1] {
-		sub, err := d.Sub(part, false)
+		sub, err := d.Sub(part, create)
 		d.Close()
 		if err != nil {
-			return copyError(err)
+			return nil, "", err
 		}
 		d = sub
 	}
-	defer d.Close()
-	return copyEntry(d, parts[len(parts)-1], filepath.Join(dst, rel))
+	return d, parts[len(parts)-1], nil
 }
 
 // copyEntry copies the entry name of d, a file or a folder, to dst.

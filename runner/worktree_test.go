@@ -452,10 +452,11 @@ func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
 	}
 }
 
-// trees are the worktrees of the runs of h, as a run makes them.
-func (h *harness) trees() *trees {
+// trees are the worktrees of the runs of h, as a run makes them (checking
+// out the folders sparse, or the whole tree).
+func (h *harness) trees(sparse ...string) *trees {
 	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
-	return newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo)
+	return newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo, sparse...)
 }
 
 // leaveTaskWorktree makes the worktree of task, on its branch, where a run

@@ -69,12 +69,15 @@ func TestDryRun(t *testing.T) {
 
 // TestDryRunWorktrees: under parallel_isolation = worktree the dry run
 // shows each task of a block in its worktree, on its branch, with its own
-// calls (their workspace the worktree) and review, then the merge back.
+// calls (their workspace the worktree) and review, then the merge back;
+// and what each worktree holds (its sparse set, the copied and linked
+// paths).
 func TestDryRunWorktrees(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, "## Task 1 (parallel)\nFirst\n## Task 2 (parallel)\nSecond\n")
 	before := snapshot(t, s.dir)
-	env := s.env("PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_WORKTREE_COPY=.env", "PEAL_WORKTREE_SETUP_COMMAND=make deps")
+	env := s.env("PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_WORKTREE_COPY=.env", "PEAL_WORKTREE_SETUP_COMMAND=make deps",
+		"PEAL_WORKTREE_SPARSE_PATHS=services/api,libs", "PEAL_WORKTREE_LINK=node_modules")
 	r := s.peal(env, "run", "--dry-run")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -92,6 +95,8 @@ func TestDryRunWorktrees(t *testing.T) {
 	for _, want := range []string{
 		"each task in a worktree of its own under " + root,
 		"copied into each worktree: .env", "run in each worktree before its first call: make deps",
+		"each worktree checks out only services/api, libs and the top-level files (worktree_sparse_paths, git's cone mode)",
+		"linked into each worktree from the work tree, shared by the tasks and never committed: node_modules",
 		"execute  model (agent default), attempts 1: " + bins["fakeagent"] + " --print --workspace " + filepath.Join(root, "task-2") + " ",
 		"merge back: each completed task in plan order", "(parallel_conflict = fail) the task fails",
 	} {

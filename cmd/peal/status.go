@@ -61,7 +61,7 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	printWorktrees(e, report.Tasks)
+	printWorktrees(e, report)
 	if s := report.LastRun; s != nil {
 		fmt.Fprintf(e.stdout, "\nlast run: exit %d at %s; completed %v (already before it %v), failed %v, with findings %v, deferred %v, skipped %v\n",
 			s.ExitCode, s.CompletedAt, s.TasksCompleted, s.TasksAlreadyCompleted, s.TasksFailed, s.TasksWithRemainingFindings, s.TasksDeferred, s.TasksSkipped)
@@ -74,22 +74,38 @@ func (c *StatusCmd) Run(e *env) error {
 	return nil
 }
 
-// printWorktrees says where the tasks of parallel blocks work, or worked in
-// the last run, and what became of their work.
-func printWorktrees(e *env, tasks []runner.TaskStatus) {
+// printWorktrees says what the worktrees of parallel blocks hold, where
+// the tasks of parallel blocks work, or worked in the last run, and what
+// became of their work.
+func printWorktrees(e *env, report runner.StatusReport) {
 	first := true
-	for _, t := range tasks {
-		w := t.Worktree
-		if w == nil {
-			continue
-		}
+	heading := func() {
 		if first {
 			fmt.Fprintln(e.stdout, "\nworktrees:")
 			first = false
 		}
+	}
+	if len(report.SparsePaths) > 0 {
+		heading()
+		fmt.Fprintf(e.stdout, "  each checks out only %s, and the top-level files (worktree_sparse_paths)\n", strings.Join(report.SparsePaths, ", "))
+	}
+	if len(report.Links) > 0 {
+		heading()
+		fmt.Fprintf(e.stdout, "  each links %s to the work tree's (worktree_link)\n", strings.Join(report.Links, ", "))
+	}
+	for _, t := range report.Tasks {
+		w := t.Worktree
+		if w == nil {
+			continue
+		}
+		heading()
 		switch {
 		case w.Now:
-			fmt.Fprintf(e.stdout, "  task %d: in %s on branch %s now (a running run's, or left by one that died: the next run removes it)\n", t.Index, w.Path, w.Branch)
+			what := ""
+			if len(w.Sparse) > 0 {
+				what = ", checking out only " + strings.Join(w.Sparse, ", ")
+			}
+			fmt.Fprintf(e.stdout, "  task %d: in %s on branch %s now%s (a running run's, or left by one that died: the next run removes it)\n", t.Index, w.Path, w.Branch, what)
 		case w.Merged:
 			fmt.Fprintf(e.stdout, "  task %d: merged into the work tree from branch %s (last run)\n", t.Index, w.Branch)
 		case len(w.Conflict) > 0:

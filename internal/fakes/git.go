@@ -113,8 +113,9 @@ func readTree(root string) (fstest.MapFS, error) {
 // WorktreeLeftovers are what a run may leave behind in repo after a
 // parallel block in worktrees: worktrees git knows of besides repo itself,
 // branches of a run's namespace (peal-<id>/; not peal-kept/, which are
-// kept on purpose), lock files in the git folder, and entries of the
-// worktrees folder of stateDir.
+// kept on purpose), lock files in the git folder, entries of the
+// worktrees folder of stateDir, and a run's section of info/exclude (the
+// paths its worktrees link).
 func WorktreeLeftovers(t interface {
 	Helper()
 	Fatalf(string, ...any)
@@ -140,6 +141,12 @@ func WorktreeLeftovers(t interface {
 	entries, _ := os.ReadDir(filepath.Join(stateDir, "worktrees"))
 	for _, e := range entries {
 		out = append(out, "folder entry "+e.Name())
+	}
+	exclude, _ := os.ReadFile(filepath.Join(repo, ".git", "info", "exclude"))
+	for _, line := range strings.Split(string(exclude), "\n") {
+		if strings.HasPrefix(line, "# peal-") {
+			out = append(out, "info/exclude line "+line)
+		}
 	}
 	return out
 }

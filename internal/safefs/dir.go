@@ -125,6 +125,12 @@ func (d *Dir) openSub(name string) (*Dir, error) {
 	return &Dir{root: sub, path: d.Join(name)}, nil
 }
 
+// Symlink makes the entry name a symbolic link to target; it fails when
+// name exists.
+func (d *Dir) Symlink(target, name string) error {
+	return d.named(d.root.Symlink(target, name), name)
+}
+
 // regular checks that the entry name is a regular file and returns it.
 func (d *Dir) regular(name string) (fs.FileInfo, error) {
 	info, err := d.Lstat(name)
