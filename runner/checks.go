@@ -174,6 +174,32 @@ func (r *run) redBefore(ctx context.Context, t Task) (check.Set, error) {
 	return r.tree.red, nil
 }
 
+// sparseRed is the set of checks that fail before task t starts in its
+// worktree: red, the work tree's, when the worktree holds the whole tree;
+// in a sparse worktree (worktree_sparse_paths), what also fails there
+// before the task's first agent call, for want of the files outside the
+// set, which the task cannot be charged with. The run is the task's own,
+// in its worktree; the merged tree's checks, on the whole tree, still
+// decide its merge.
+func (r *run) sparseRed(ctx context.Context, t Task, red check.Set) (check.Set, error) {
+	c := r.checks()
+	if c == nil || len(r.trees.sparse) == 0 {
+		return red, nil
+	}
+	run, err := c.Run(ctx, t.Index, check.Before, 0)
+	if err != nil {
+		return nil, err
+	}
+	if extra := run.Failing().Minus(red); len(extra) > 0 {
+		r.log.Info("checks fail in the task's sparse worktree before it starts: they are not its to fix there; the merged tree's checks decide",
+			"task", t.Index, "checks", []string(extra))
+	}
+	for _, cmd := range run.Failing() {
+		red = red.With(cmd)
+	}
+	return red, nil
+}
+
 // checksSeen takes what the Phase 3 of work done in the work tree says of
 // the tree it leaves: the last run of the checks, or, without one, that the
 // tree may have changed since they last ran.

@@ -670,3 +670,26 @@ func TestTicketModeBlockedByChecks(t *testing.T) {
 		t.Fatalf("close summary:\n%s", summary)
 	}
 }
+
+// TestChecksInASparseWorktree: in a sparse worktree a check that needs a
+// file outside the set fails before the task starts; the task is not
+// charged with it (no address round), and the merged tree's checks, on the
+// whole tree, decide its merge.
+func TestChecksInASparseWorktree(t *testing.T) {
+	t.Parallel()
+	h := sparseHarness(t, parallelPlan("pp"))
+	needsB := `test -f b/f.txt || { echo "FAIL: b/f.txt is missing"; exit 1; }`
+	h.scenario(map[string][]fakes.Outcome{"execute:1": {writes("a/one.txt", "1")}, "execute:2": {writes("a/two.txt", "2")}})
+	out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_WORKTREE_SPARSE_PATHS=a", checksEnv(needsB))
+	if err != nil || out.ExitCode != ExitOK || !slices.Equal(out.Completed, []int{1, 2}) {
+		t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
+	}
+	if got := h.keys(); strings.Contains(got, "address") {
+		t.Fatalf("calls %q: a check that fails for want of the files outside the set was charged", got)
+	}
+	if got, want := h.checkEvents(needsB), []string{
+		"start:-1 #1 pass", "before:1 #1 fail", "execute:1 #1 fail", "before:2 #1 fail", "execute:2 #1 fail", "merge:1 #1 pass", "merge:2 #1 pass",
+	}; !sameChecks(got, want) {
+		t.Fatalf("checks %q\nwant   %q", got, want)
+	}
+}

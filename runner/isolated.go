@@ -96,7 +96,13 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, r
 			res = taskResult{err: err}
 			return
 		}
-		res = r.inTree(tt).runTask(ctx, t, red)
+		in := r.inTree(tt)
+		taskRed, err := in.sparseRed(ctx, t, red)
+		if err != nil {
+			res = taskResult{err: err}
+			return
+		}
+		res = in.runTask(ctx, t, taskRed)
 	}); err != nil {
 		res = taskResult{err: err}
 	}

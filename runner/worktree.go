@@ -201,11 +201,42 @@ func (ts *trees) forget(ctx context.Context, tt *taskTree) error {
 	return err
 }
 
-// remove removes the worktree of tt and its review folder; its branch stays.
+// remove removes the worktree of tt and its review folder; its branch
+// stays. Under the lock the two folders are only moved aside, into a folder
+// of the worktrees folder, and git forgets the worktree (prune: its folder
+// is gone); their files are deleted after, without the lock, so that a
+// merge into the work tree, or another task's worktree, never waits for
+// thousands of files to go. What a kill leaves aside, the next run's sweep
+// removes with the rest of the worktrees folder.
 func (ts *trees) remove(ctx context.Context, tt *taskTree) error {
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.forget(ctx, tt)
+	aside, err := ts.moveAside(tt)
+	if err != nil {
+		// Not movable (the folder is gone already, say): removed in place.
+		err = ts.forget(ctx, tt)
+		ts.mu.Unlock()
+		return err
+	}
+	ts.git.Run(ctx, "worktree", "prune")
+	ts.mu.Unlock()
+	return os.RemoveAll(aside)
+}
+
+// moveAside moves the worktree of tt and its review folder into a new
+// folder of the worktrees folder and returns it. Callers hold mu.
+func (ts *trees) moveAside(tt *taskTree) (string, error) {
+	aside, err := os.MkdirTemp(ts.root, ".removed-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Rename(tt.path, filepath.Join(aside, "tree")); err != nil {
+		os.Remove(aside)
+		return "", err
+	}
+	if err := os.Rename(tt.review, filepath.Join(aside, "review")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		os.RemoveAll(tt.review) // the worktree is aside already: the review folder goes in place
+	}
+	return aside, nil
 }
 
 // deleteBranch deletes a task's branch.
