@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,20 +85,6 @@ func BenchmarkBlock4TasksChecks(b *testing.B) {
 			}
 			b.ReportMetric(float64(checkRuns)/float64(n), "check-runs")
 		})
-	}
-}
-
-// benchGit runs git in repo for a benchmark's set-up and returns its
-// output; a failure ends the benchmark.
-func benchGit(b *testing.B, repo string) func(args ...string) string {
-	return func(args ...string) string {
-		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
-		cmd.Env = append(os.Environ(), fakes.GitEnv...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			b.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
 	}
 }
 

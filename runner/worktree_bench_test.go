@@ -45,7 +45,20 @@ func generatedRepo(b *testing.B, parent string, files, folders int) (string, str
 			b.Fatal(err)
 		}
 	}
-	git := func(args ...string) string {
+	git := benchGit(b, repo)
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", "root")
+	// Packed, as a clone is: 10 000 loose objects (a tree just added)
+	// would make every checkout open and inflate 10 000 files.
+	git("repack", "-a", "-d", "-q")
+	return repo, git("rev-parse", "HEAD")
+}
+
+// benchGit runs git in repo for a benchmark's set-up and returns its
+// output; a failure ends the benchmark.
+func benchGit(b *testing.B, repo string) func(args ...string) string {
+	return func(args ...string) string {
 		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
 		cmd.Env = append(os.Environ(), fakes.GitEnv...)
 		out, err := cmd.CombinedOutput()
@@ -54,13 +67,6 @@ func generatedRepo(b *testing.B, parent string, files, folders int) (string, str
 		}
 		return strings.TrimSpace(string(out))
 	}
-	git("init", "-q")
-	git("add", "-A")
-	git("commit", "-q", "-m", "root")
-	// Packed, as a clone is: 10 000 loose objects (a tree just added)
-	// would make every checkout open and inflate 10 000 files.
-	git("repack", "-a", "-d", "-q")
-	return repo, git("rev-parse", "HEAD")
 }
 
 // pkgName is the name of folder i of a generated repository of folders
