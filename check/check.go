@@ -46,11 +46,9 @@ type Result struct {
 	// Interrupted: a signal to peal stopped it; it neither passed nor failed.
 	Interrupted bool
 	Duration    time.Duration
-	// Tail is the end of its combined output (Lines lines, no final
-	// newline), bounded and with control characters escaped; Cut says
-	// the output was longer.
+	// Tail is the end of its combined output (no final newline), bounded
+	// and with control characters escaped; Cut says the output was longer.
 	Tail   string
-	Lines  int
 	Cut    bool
 	CallID string
 }
@@ -70,7 +68,7 @@ func (r Result) Outcome() string {
 	case r.StartErr != "":
 		return "could not start: " + r.StartErr
 	case r.TimedOut:
-		return fmt.Sprintf("timed out after %s", seconds(r.Limit))
+		return "timed out after " + phase.Seconds(r.Limit)
 	case r.ExitCode < 0:
 		return "was killed by a signal"
 	case r.ExitCode == 0:
@@ -95,7 +93,7 @@ func (r Result) Summary() string {
 
 // Failure is the failed check as the address prompt shows it.
 func (r Result) Failure() phase.CheckFailure {
-	return phase.CheckFailure{Command: r.Command, Result: r.Outcome(), Output: r.Tail, Lines: r.Lines, Cut: r.Cut}
+	return phase.CheckFailure{Command: r.Command, Result: r.Outcome(), Output: r.Tail, Cut: r.Cut}
 }
 
 // Run is one run of every check, in the order of check_commands.
@@ -133,6 +131,14 @@ func (s Set) Has(cmd string) bool {
 	return ok
 }
 
+// Union is the commands in s or t.
+func (s Set) Union(t Set) Set {
+	for _, c := range t {
+		s = s.With(c)
+	}
+	return s
+}
+
 // With is s with cmd added.
 func (s Set) With(cmd string) Set {
 	i, ok := slices.BinarySearch(s, cmd)
@@ -162,6 +168,16 @@ func (s Set) Minus(t Set) Set {
 		}
 	}
 	return out
+}
+
+// Quoted names check commands on one line: `go test ./...`, `make lint`
+// (each cut to 60 characters).
+func Quoted(cmds []string) string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = "`" + phase.Snippet(c, 60) + "`"
+	}
+	return strings.Join(out, ", ")
 }
 
 // Summaries names failed checks for a one-line message, at most n of them.
@@ -272,14 +288,14 @@ func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, 
 			tail.next = sink
 		}
 	}
-	detail := fmt.Sprintf("%d/%d %s %s", i+1, len(c.commands), phase.Snippet(cmd, 60), stageText(stage, round))
+	detail := fmt.Sprintf("%d/%d %s %s", i+1, len(c.commands), phase.Snippet(cmd, 60), When(stage, round))
 	spec.Detail = func() string { return detail }
 	out, err := phase.Run(ctx, spec)
 	res.ExitCode, res.TimedOut, res.Duration, res.CallID = out.ExitCode, out.TimedOut, out.Duration, out.CallID
 	if res.TimedOut {
 		res.Limit = out.Limit
 	}
-	res.Tail, res.Lines, res.Cut = tail.text()
+	res.Tail, res.Cut = tail.text()
 	if err != nil {
 		if ctx.Err() != nil {
 			res.Interrupted = true
@@ -296,9 +312,9 @@ func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, 
 	return res, nil
 }
 
-// stageText says when a run happens, for the live line: "on the starting
-// tree", "after execute", "after round 2".
-func stageText(stage string, round int) string {
+// When says when a run of the checks happens, in words: "on the starting
+// tree", "after execute", "after round 2", "on the merged tree".
+func When(stage string, round int) string {
 	switch stage {
 	case Start:
 		return "on the starting tree"
@@ -312,11 +328,4 @@ func stageText(stage string, round int) string {
 		return "on the final tree"
 	}
 	return "after " + stage
-}
-
-func seconds(d time.Duration) string {
-	if d%time.Second == 0 {
-		return fmt.Sprintf("%d s", int64(d/time.Second))
-	}
-	return d.String()
 }

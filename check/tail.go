@@ -55,9 +55,9 @@ func (w *tailWriter) Name() string {
 
 // text is the tail: the last lines of the output, cleaned (colours
 // removed, carriage returns read as line ends, other control characters
-// escaped as \xNN), at most MaxTailLines lines and MaxTailBytes bytes; the
-// number of lines it holds; whether the output was longer.
-func (w *tailWriter) text() (string, int, bool) {
+// escaped as \xNN), at most MaxTailLines lines and MaxTailBytes bytes;
+// and whether the output was longer.
+func (w *tailWriter) text() (string, bool) {
 	raw := w.buf
 	cut := w.dropped
 	if cut {
@@ -90,7 +90,7 @@ func (w *tailWriter) text() (string, int, bool) {
 			break
 		}
 	}
-	return strings.Join(lines, "\n"), len(lines), cut
+	return strings.Join(lines, "\n"), cut
 }
 
 // clean makes output safe to quote: terminal colours go, CRLF and a lone

@@ -46,9 +46,9 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	msg := fmt.Sprintf("%s call timed out after %s", e.Phase, seconds(e.Limit))
+	msg := fmt.Sprintf("%s call timed out after %s", e.Phase, Seconds(e.Limit))
 	if e.Idle {
-		msg = fmt.Sprintf("%s call timed out: no output for %s", e.Phase, seconds(e.Limit))
+		msg = fmt.Sprintf("%s call timed out: no output for %s", e.Phase, Seconds(e.Limit))
 	}
 	if e.Line != "" {
 		msg += "; its last words: " + e.Line
@@ -94,7 +94,9 @@ func AttemptCount(n int) string {
 	return fmt.Sprintf("%d attempts", n)
 }
 
-func seconds(d time.Duration) string {
+// Seconds writes a limit or a wait in seconds ("600 s"), or as a Go
+// duration when it is not whole seconds.
+func Seconds(d time.Duration) string {
 	if d%time.Second == 0 {
 		return fmt.Sprintf("%d s", int64(d/time.Second))
 	}
@@ -139,10 +141,10 @@ type RateLimitError struct {
 func (e *RateLimitError) Error() string {
 	why := "its retries for rate limits ran out"
 	if e.Limit > 0 {
-		why = fmt.Sprintf("the limit does not reset within rate_limit_max_wait_sec (%s)", seconds(e.Limit))
+		why = fmt.Sprintf("the limit does not reset within rate_limit_max_wait_sec (%s)", Seconds(e.Limit))
 	}
 	return fmt.Sprintf("the agent is rate limited: %s call failed after %s and %s of waiting, and %s; last: %v",
-		e.Phase, AttemptCount(e.Attempts), seconds(e.Waited.Round(time.Second)), why, e.Last)
+		e.Phase, AttemptCount(e.Attempts), Seconds(e.Waited.Round(time.Second)), why, e.Last)
 }
 func (e *RateLimitError) Unwrap() error { return e.Last }
 

@@ -466,13 +466,13 @@ func TestPromptsAreFenced(t *testing.T) {
 		"address, empty":   {AddressPrompt(Fixes{Findings: true}), [][2]string{{"---STET---", ""}}},
 		"address, hints":   {AddressPrompt(Fixes{Findings: true, Review: "{}", Suggestions: []string{"use X", "use Y"}}), [][2]string{{"---STET---", "{}"}, {"---SUGGESTIONS---", "use X\nuse Y"}}},
 		"address, checks": {AddressPrompt(Fixes{Checks: []CheckFailure{
-			{Command: "go test ./...", Result: "exited with status 1", Output: "--- FAIL: TestAdd\nFAIL", Lines: 2},
+			{Command: "go test ./...", Result: "exited with status 1", Output: "--- FAIL: TestAdd\nFAIL"},
 			{Command: "make lint", Result: "timed out after 60 s"},
 		}}), [][2]string{
 			{"---CHECK---", "command: go test ./...\nresult: exited with status 1\noutput:\n--- FAIL: TestAdd\nFAIL"},
 			{"---CHECK---", "command: make lint\nresult: timed out after 60 s\noutput: none"},
 		}},
-		"address, both": {AddressPrompt(Fixes{Findings: true, Review: "{}", Checks: []CheckFailure{{Command: "go vet ./...", Result: "exited with status 2", Output: "x.go:1: bad\n---CHECK---", Lines: 2, Cut: true}}}),
+		"address, both": {AddressPrompt(Fixes{Findings: true, Review: "{}", Checks: []CheckFailure{{Command: "go vet ./...", Result: "exited with status 2", Output: "x.go:1: bad\n---CHECK---", Cut: true}}}),
 			[][2]string{{"---STET---", "{}"}, {"---CHECK---", "command: go vet ./...\nresult: exited with status 2\noutput (its last 2 lines):\nx.go:1: bad\n ---CHECK---"}}},
 		"triage":            {TriagePrompt("finding: bad code"), [][2]string{{"---STET---", "finding: bad code"}}},
 		"custom normalize":  {NormalizePrompt("Convert this.", "abc"), [][2]string{{"---DOC---", "abc"}}},

@@ -75,9 +75,8 @@ type CheckFailure struct {
 	Result string
 	// Output is the tail of its combined output, already bounded and with
 	// its control characters escaped, without a final newline; when Cut,
-	// the output was longer and Output is its last Lines lines.
+	// the output was longer and Output holds its last lines.
 	Output string
-	Lines  int
 	Cut    bool
 }
 
@@ -106,7 +105,7 @@ func AddressPrompt(f Fixes) string {
 			case c.Output == "":
 				body += "output: none"
 			case c.Cut:
-				body += fmt.Sprintf("output (its last %d lines):\n", c.Lines) + unfence(c.Output, fenceCheck)
+				body += fmt.Sprintf("output (its last %d lines):\n", strings.Count(c.Output, "\n")+1) + unfence(c.Output, fenceCheck)
 			default:
 				body += "output:\n" + unfence(c.Output, fenceCheck)
 			}

@@ -273,7 +273,7 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		}
 		msg := "call failed, retrying"
 		if v.Class == RateLimited {
-			msg = fmt.Sprintf("the agent is rate limited: waiting %s before the next attempt", seconds(delay.Round(time.Second)))
+			msg = fmt.Sprintf("the agent is rate limited: waiting %s before the next attempt", Seconds(delay.Round(time.Second)))
 		}
 		log.Warn(msg, "phase", spec.Phase, "attempt", spec.Attempt.String(), "class", v.Class.String(), "reason", v.Err,
 			"delay", delay, "retries_left", fmt.Sprintf("%d on %s failures", b.left, v.Class))

@@ -215,13 +215,7 @@ func checkLines(r Report) []string {
 // checkRunText is one run of a check: "passed on the starting tree",
 // "failed after execute (exited with status 1: FAIL x)".
 func checkRunText(c CheckRun) string {
-	when := "after " + stageText(c.Stage, c.Round)
-	switch c.Stage {
-	case check.Start, check.End, check.Merge:
-		when = "on the " + stageText(c.Stage, c.Round)
-	case check.Before:
-		when = "before the task"
-	}
+	when := check.When(c.Stage, c.Round)
 	switch c.Outcome {
 	case CheckPassed:
 		return "passed " + when

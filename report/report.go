@@ -719,10 +719,11 @@ func checksText(passes []CheckPass) string {
 	}
 	parts := make([]string, len(passes))
 	for i, p := range passes {
-		parts[i] = stageText(p.Stage, p.Round) + " passed"
+		how := " passed"
 		if len(p.Failed) > 0 {
-			parts[i] = stageText(p.Stage, p.Round) + " failed"
+			how = " failed"
 		}
+		parts[i] = stageText(p.Stage, p.Round) + how
 	}
 	return strings.Join(parts, ", ")
 }
@@ -752,7 +753,7 @@ func mergeText(m Merge) string {
 			s += " in " + strings.Join(m.Files, ", ")
 		}
 	case MergeChecksFailed:
-		s = "the merged tree failed " + strings.Join(quoted(m.Checks), ", ")
+		s = "the merged tree failed " + check.Quoted(m.Checks)
 	case MergeInterrupted:
 		s = "interrupted"
 	default:
@@ -768,14 +769,6 @@ func mergeText(m Merge) string {
 		s += ", ran again alone"
 	}
 	return s
-}
-
-func quoted(cmds []string) []string {
-	out := make([]string, len(cmds))
-	for i, c := range cmds {
-		out[i] = "`" + phase.Snippet(c, 60) + "`"
-	}
-	return out
 }
 
 func addUsage(to *state.Usage, u state.Usage) *state.Usage {

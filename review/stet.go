@@ -77,9 +77,10 @@ func exitRule(command string) phase.Classifier {
 			return phase.Verdict{Class: phase.Ordinary, Err: phase.CheckExit(res)}
 		case res.ExitCode == 0:
 			return phase.Verdict{Class: phase.Succeeded}
-		case res.ExitCode == 2 && badRequest(res.Stderr) != "":
-			return phase.Verdict{Class: phase.Fatal, Err: &BadRequestError{Command: command, Said: badRequest(res.Stderr)}}
 		case res.ExitCode == 2:
+			if said := badRequest(res.Stderr); said != "" {
+				return phase.Verdict{Class: phase.Fatal, Err: &BadRequestError{Command: command, Said: said}}
+			}
 			return phase.Verdict{Class: phase.Network, Err: &StetError{Command: command, Code: 2, Cause: Cause(res.Stderr)}}
 		}
 		return phase.Verdict{Class: phase.Ordinary, Err: &StetError{Command: command, Code: res.ExitCode, Cause: Cause(res.Stderr)}}

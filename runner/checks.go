@@ -34,8 +34,29 @@ type treeChecks struct {
 	mu    sync.Mutex
 	red   check.Set // failing on the work tree as it is now
 	stale bool      // the tree may have changed since the checks last ran on it
-	// failed are the tasks whose checks failed after their last round.
-	failed []int
+}
+
+// seen notes a run of the checks on the work tree as it is now, which
+// failed the red ones.
+func (tc *treeChecks) seen(red check.Set) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.red, tc.stale = red, false
+}
+
+// changed notes that the tree may have changed since the checks ran.
+func (tc *treeChecks) changed() {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.stale = true
+}
+
+// state is what the checks last said of the tree, and whether the tree
+// may have changed since.
+func (tc *treeChecks) state() (check.Set, bool) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.red, tc.stale
 }
 
 // ChecksRecordName is the file of the state folder that names the first
@@ -105,9 +126,7 @@ func (r *run) startChecks(ctx context.Context, pending []Task) error {
 		charged = red.Minus(check.Set(rec.FailingBefore))
 		red = red.Intersect(check.Set(rec.FailingBefore))
 	}
-	r.tree.mu.Lock()
-	r.tree.red, r.tree.stale = red, false
-	r.tree.mu.Unlock()
+	r.tree.seen(red)
 	var failedNow []check.Result
 	for _, res := range run {
 		if !res.Passed() {
@@ -152,26 +171,28 @@ func (r *run) noteCheckLeftovers(ctx context.Context, before []string) {
 // starts on it, running the checks first when the tree may have changed
 // since they last ran (the work of a task that did not complete).
 func (r *run) redBefore(ctx context.Context, t Task) (check.Set, error) {
+	return r.freshRed(ctx, t.Index, check.Before)
+}
+
+// freshRed is the set of checks failing on the work tree now: what they
+// last said, or, when the tree may have changed since, what they say when
+// run again (for task, at stage).
+func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, error) {
 	c := r.checks()
 	if c == nil {
 		return nil, nil
 	}
-	r.tree.mu.Lock()
-	stale := r.tree.stale
-	r.tree.mu.Unlock()
-	if stale {
-		r.log.Info("checks run again before the task: the work of a task that did not complete may have changed what they say", "task", t.Index)
-		run, err := c.Run(ctx, t.Index, check.Before, 0)
-		if err != nil {
-			return nil, err
-		}
-		r.tree.mu.Lock()
-		r.tree.red, r.tree.stale = run.Failing(), false
-		r.tree.mu.Unlock()
+	red, stale := r.tree.state()
+	if !stale {
+		return red, nil
 	}
-	r.tree.mu.Lock()
-	defer r.tree.mu.Unlock()
-	return r.tree.red, nil
+	r.log.Info("checks run again: the work of a task that did not complete may have changed what they say", "task", task, "stage", stage)
+	run, err := c.Run(ctx, task, stage, 0)
+	if err != nil {
+		return nil, err
+	}
+	r.tree.seen(run.Failing())
+	return run.Failing(), nil
 }
 
 // sparseRed is the set of checks that fail before task t starts in its
@@ -194,10 +215,7 @@ func (r *run) sparseRed(ctx context.Context, t Task, red check.Set) (check.Set, 
 		r.log.Info("checks fail in the task's sparse worktree before it starts: they are not its to fix there; the merged tree's checks decide",
 			"task", t.Index, "checks", []string(extra))
 	}
-	for _, cmd := range run.Failing() {
-		red = red.With(cmd)
-	}
-	return red, nil
+	return red.Union(run.Failing()), nil
 }
 
 // checksSeen takes what the Phase 3 of work done in the work tree says of
@@ -207,21 +225,10 @@ func (r *run) checksSeen(res taskResult) {
 	if r.checks() == nil || res.skipped {
 		return
 	}
-	r.tree.mu.Lock()
-	defer r.tree.mu.Unlock()
 	if res.checks != nil {
-		r.tree.red, r.tree.stale = res.checks.Failing(), false
+		r.tree.seen(res.checks.Failing())
 	} else {
-		r.tree.stale = true
-	}
-}
-
-// checksFailed notes a task whose checks still failed after its last round.
-func (r *run) checksFailed(task int) {
-	r.tree.mu.Lock()
-	defer r.tree.mu.Unlock()
-	if !slices.Contains(r.tree.failed, task) {
-		r.tree.failed = append(r.tree.failed, task)
+		r.tree.changed()
 	}
 }
 
@@ -281,26 +288,14 @@ func (r *run) readChecksRecord() (checksRecord, bool) {
 // running them once more when the tree may have changed since they last
 // ran, so that a run never ends with exit 0 on a tree whose checks fail.
 func (r *run) finalChecks(ctx context.Context, out *Outcome) error {
-	c := r.checks()
-	if c == nil {
+	if r.checks() == nil {
 		return nil
 	}
-	r.tree.mu.Lock()
-	stale := r.tree.stale
-	r.tree.mu.Unlock()
-	if stale {
-		run, err := c.Run(ctx, phase.NoTask, check.End, 0)
-		if err != nil {
-			return err
-		}
-		r.tree.mu.Lock()
-		r.tree.red, r.tree.stale = run.Failing(), false
-		r.tree.mu.Unlock()
+	red, err := r.freshRed(ctx, phase.NoTask, check.End)
+	if err != nil {
+		return err
 	}
-	r.tree.mu.Lock()
-	defer r.tree.mu.Unlock()
-	out.ChecksFailing = nonNilStrings(r.tree.red)
-	out.ChecksFailed = nonNil(slices.Clone(r.tree.failed))
+	out.ChecksFailing, out.ChecksFailed = nonNilStrings(red), nonNil(out.ChecksFailed)
 	return nil
 }
 

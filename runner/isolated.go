@@ -257,20 +257,15 @@ func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) er
 		}
 		return err
 	}
-	r.tree.mu.Lock()
-	charged := run.Charged(r.tree.red)
+	red, _ := r.tree.state()
+	charged := run.Charged(red)
 	if len(charged) == 0 {
-		r.tree.red, r.tree.stale = run.Failing(), false
-	}
-	r.tree.mu.Unlock()
-	if len(charged) == 0 {
+		r.tree.seen(run.Failing())
 		return nil
 	}
 	r.log.Warn("the work tree fails the checks once the task's work is merged: the merge is undone", "task", t.Index, "checks", check.Summaries(charged, 3))
 	if uerr := r.trees.unmerge(ctx, t.Index, before); uerr != nil {
-		r.tree.mu.Lock()
-		r.tree.red = run.Failing() // the tree stays merged
-		r.tree.mu.Unlock()
+		r.tree.seen(run.Failing()) // the tree stays merged
 		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)
 	}
 	return &ConflictError{Task: t.Index, Branch: branch, Checks: charged}

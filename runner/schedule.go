@@ -114,7 +114,7 @@ func (r *run) runOnTree(ctx context.Context, t Task) taskResult {
 func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) error {
 	r.recordTaskEnd(t, res)
 	if len(res.failedChecks) > 0 {
-		r.checksFailed(t.Index)
+		tl.out.ChecksFailed = append(tl.out.ChecksFailed, t.Index)
 	}
 	if r.cfg.TicketID != "" {
 		if res.leftover != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"peal/check"
 	"peal/config"
 	"peal/internal/safefs"
 	"peal/phase"
@@ -118,7 +119,7 @@ func ending(ctx context.Context, cfg *config.Config, out runner.Outcome, err err
 	if out.ExitCode == runner.ExitWithIssues {
 		checks := ""
 		if len(out.ChecksFailing) > 0 {
-			checks = fmt.Sprintf(", tasks whose checks failed %v; the final tree fails the checks %s", out.ChecksFailed, quoteChecks(out.ChecksFailing))
+			checks = fmt.Sprintf(", tasks whose checks failed %v; the final tree fails the checks %s", out.ChecksFailed, check.Quoted(out.ChecksFailing))
 		}
 		return out.ExitCode, fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v%s (summary: %s)",
 			out.Failed, out.WithFindings, out.Deferred, out.Skipped, checks, cfg.RunSummaryPath)

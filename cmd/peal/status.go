@@ -5,7 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"peal/phase"
+	"peal/check"
 	"peal/runner"
 	"peal/state"
 )
@@ -112,7 +112,7 @@ func printWorktrees(e *env, report runner.StatusReport) {
 			fmt.Fprintf(e.stdout, "  task %d: its merge conflicted in %s; its work is kept on branch %s (last run)\n", t.Index, strings.Join(w.Conflict, ", "), w.Branch)
 		case len(w.ConflictChecks) > 0:
 			fmt.Fprintf(e.stdout, "  task %d: once merged, the work tree failed the checks %s; the merge was undone and its work is kept on branch %s (last run)\n",
-				t.Index, quoteChecks(w.ConflictChecks), w.Branch)
+				t.Index, check.Quoted(w.ConflictChecks), w.Branch)
 		case w.ConflictDetail != "":
 			fmt.Fprintf(e.stdout, "  task %d: its merge failed (%s); its work is kept on branch %s (last run)\n", t.Index, w.ConflictDetail, w.Branch)
 		case w.Branch != "":
@@ -121,13 +121,4 @@ func printWorktrees(e *env, report runner.StatusReport) {
 			fmt.Fprintf(e.stdout, "  task %d: ran in a worktree and did not complete (last run)\n", t.Index)
 		}
 	}
-}
-
-// quoteChecks names check commands on one line: `go test ./...`, `make lint`.
-func quoteChecks(cmds []string) string {
-	out := make([]string, len(cmds))
-	for i, c := range cmds {
-		out[i] = "`" + phase.Snippet(c, 60) + "`"
-	}
-	return strings.Join(out, ", ")
 }
