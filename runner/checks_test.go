@@ -315,22 +315,28 @@ func TestChecksAfterAFailedTask(t *testing.T) {
 // with what it started, and goes to the agent named as timed out.
 func TestCheckTimesOut(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "## Task 1\nA\n")
-	hangCheck := `if grep -q hang mode.txt 2>/dev/null; then echo waiting for the server; sleep 60 & echo $! > sleep.pid; wait; fi`
-	h.scenario(map[string][]fakes.Outcome{
-		"execute": {writes("mode.txt", "hang\n")},
-		"address": {{WhenPrompt: &fakes.PromptWrites{Contains: "result: timed out after 1 s\noutput:\nwaiting for the server", WriteFiles: map[string]string{"mode.txt": "ok\n"}}}},
-	})
-	out, err := h.run(checksEnv(hangCheck), "PEAL_CHECK_TIMEOUT_SEC=1")
-	if err != nil || !slices.Equal(out.Completed, []int{1}) {
-		t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
-	}
-	if got, want := h.checkEvents(hangCheck), []string{"start:-1 #1 pass", "execute:1 #1 timeout", "address1:1 #1 pass"}; !slices.Equal(got, want) {
-		t.Fatalf("checks %q", got)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(fileIn(t, h.repo, "sleep.pid")))
-	if pid <= 0 || procs.Alive(pid) {
-		t.Fatalf("what the check started (%d) outlived its timeout", pid)
+	// check_timeout_sec bounds a check; unset, phase_timeout_sec does.
+	for _, limit := range []string{"PEAL_CHECK_TIMEOUT_SEC=1", "PEAL_PHASE_TIMEOUT_SEC=1"} {
+		t.Run(limit, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			hangCheck := `if grep -q hang mode.txt 2>/dev/null; then echo waiting for the server; sleep 60 & echo $! > sleep.pid; wait; fi`
+			h.scenario(map[string][]fakes.Outcome{
+				"execute": {writes("mode.txt", "hang\n")},
+				"address": {{WhenPrompt: &fakes.PromptWrites{Contains: "result: timed out after 1 s\noutput:\nwaiting for the server", WriteFiles: map[string]string{"mode.txt": "ok\n"}}}},
+			})
+			out, err := h.run(checksEnv(hangCheck), limit)
+			if err != nil || !slices.Equal(out.Completed, []int{1}) {
+				t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
+			}
+			if got, want := h.checkEvents(hangCheck), []string{"start:-1 #1 pass", "execute:1 #1 timeout", "address1:1 #1 pass"}; !slices.Equal(got, want) {
+				t.Fatalf("checks %q", got)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(fileIn(t, h.repo, "sleep.pid")))
+			if pid <= 0 || procs.Alive(pid) {
+				t.Fatalf("what the check started (%d) outlived its timeout", pid)
+			}
+		})
 	}
 }
 
@@ -412,6 +418,22 @@ func TestChecksWithStet(t *testing.T) {
 		t.Fatalf("calls %q", got)
 	}
 	if p := h2.prompt("address:1", 1); !strings.Contains(p, "---STET---") || !strings.Contains(p, "unused variable") || !strings.Contains(p, "---CHECK---") || !strings.Contains(p, statusFailure) {
+		t.Fatalf("address prompt:\n%s", p)
+	}
+
+	// Dismiss patterns that match the check's command and output set the
+	// finding aside, never the check.
+	h3 := newHarness(t, "## Task 1\nA\n")
+	env = h3.withStet(fakes.StetScenario{})
+	h3.scenario(map[string][]fakes.Outcome{
+		"execute": {{Plant: []fakes.Finding{finding}, WriteFiles: map[string]string{"status.txt": "broken\n"}}},
+		"address": {fixesWhenShown},
+	})
+	env = append(env, checksEnv(statusCheck), "PEAL_STET_DISABLE_LLM_TRIAGE=true", "PEAL_STET_DISMISS_PATTERNS=status.txt|out_of_scope,a.go|out_of_scope,TestStatus|false_positive")
+	if out, err := h3.run(env...); err != nil || !slices.Equal(out.Completed, []int{1}) {
+		t.Fatalf("err %v, outcome %+v", err, out)
+	}
+	if p := h3.prompt("address:1", 1); strings.Contains(p, "---STET---") || !strings.Contains(p, statusFailure) {
 		t.Fatalf("address prompt:\n%s", p)
 	}
 }
