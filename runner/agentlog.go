@@ -73,29 +73,16 @@ func (l *agentLogs) call(phaseName string, task int) *callLog {
 // file that cannot be created is a warning and that stream goes unlogged;
 // the call itself goes on.
 func (c *callLog) attach(spec *phase.Spec, n int) {
-	if c == nil {
-		return
-	}
-	c.close()
-	if err := owndir.Make(c.l.dir); err != nil {
-		c.l.log.Warn("agent log folder cannot be created; this attempt is not logged", "agent_log_dir", c.l.dir, "err", err)
+	if !c.fresh() {
 		return
 	}
 	for _, stream := range []struct {
 		name string
 		sink *io.Writer
 	}{{"stdout", &spec.StdoutSink}, {"stderr", &spec.StderrSink}} {
-		path := filepath.Join(c.l.dir, fmt.Sprintf("%s-attempt-%d.%s.log", c.base, n, stream.name))
-		// O_EXCL: a file of another run that started in the same second is
-		// never overwritten.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			c.l.log.Warn("agent log file cannot be created; this stream is not logged", "path", path, "err", err)
-			continue
+		if lf := c.open(fmt.Sprintf("attempt-%d.%s", n, stream.name)); lf != nil {
+			*stream.sink = lf
 		}
-		lf := &logFile{f: f, log: c.l.log}
-		c.files = append(c.files, lf)
-		*stream.sink = lf
 	}
 }
 
@@ -103,18 +90,38 @@ func (c *callLog) attach(spec *phase.Spec, n int) {
 // stream (a check's stdout and stderr together) and returns it, or nil
 // when it cannot be created (a warning: the call goes on unlogged).
 func (c *callLog) attachCombined() io.Writer {
-	if c == nil {
+	if !c.fresh() {
 		return nil
+	}
+	if lf := c.open("attempt-1.output"); lf != nil {
+		return lf
+	}
+	return nil
+}
+
+// fresh closes the files of the previous attempt and makes the folder;
+// false when the call is not logged (no agent_log_dir, or a folder that
+// cannot be made: a warning).
+func (c *callLog) fresh() bool {
+	if c == nil {
+		return false
 	}
 	c.close()
 	if err := owndir.Make(c.l.dir); err != nil {
 		c.l.log.Warn("agent log folder cannot be created; this call is not logged", "agent_log_dir", c.l.dir, "err", err)
-		return nil
+		return false
 	}
-	path := filepath.Join(c.l.dir, c.base+"-attempt-1.output.log")
+	return true
+}
+
+// open creates the file <base>-<suffix>.log of the call; nil when it
+// cannot be (a warning: that stream goes unlogged). O_EXCL: a file of
+// another run that started in the same second is never overwritten.
+func (c *callLog) open(suffix string) *logFile {
+	path := filepath.Join(c.l.dir, c.base+"-"+suffix+".log")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		c.l.log.Warn("agent log file cannot be created; this call is not logged", "path", path, "err", err)
+		c.l.log.Warn("agent log file cannot be created; this stream is not logged", "path", path, "err", err)
 		return nil
 	}
 	lf := &logFile{f: f, log: c.l.log}
