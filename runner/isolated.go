@@ -22,17 +22,9 @@ import (
 // that the result never depends on which task finished first. The outcomes
 // are recorded in index order as a sequential run's would be; a task whose
 // merge conflicted runs again, alone, after the block under
-// parallel_conflict = retry.
-func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string) error {
-	// Each task starts from base, the work tree as it is now: the checks
-	// that fail there are none of theirs.
-	red, err := r.redBefore(ctx, b.tasks[0].task)
-	if err != nil {
-		for _, bt := range b.tasks {
-			r.tickets.release(bt.task)
-		}
-		return err
-	}
+// parallel_conflict = retry. red are the checks that fail on base: none of
+// the tasks is charged with them.
+func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string, red check.Set) error {
 	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.root)
 	slots := r.setUpBlock(ctx, b, base)
 	// One goroutine merges, in index order, while the pool runs the tasks:

@@ -134,24 +134,24 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 		b.tasks[i].task = t
 	}
 	r.log.Info("parallel block started", "tasks", indexList(tasks), "max_parallel", r.cfg.MaxParallel)
-	if r.cfg.ParallelIsolation == "worktree" {
-		base, why := r.worktreeBase(ctx)
-		if why == "" {
-			return r.runIsolated(ctx, tl, b, base)
-		}
-		if ctx.Err() == nil {
-			r.log.Warn("the block's tasks run in the shared work tree, not in worktrees of their own: "+why, "tasks", indexList(tasks))
-		}
-	}
-
-	// The block's tasks share the work tree: the checks that fail on it
-	// before them are none of theirs.
+	// The block's tasks start on the work tree as it is now (in it, or in
+	// worktrees made from its HEAD): the checks that fail on it are none of
+	// theirs.
 	red, err := r.redBefore(ctx, tasks[0])
 	if err != nil {
 		for _, t := range tasks {
 			r.tickets.release(t)
 		}
 		return err
+	}
+	if r.cfg.ParallelIsolation == "worktree" {
+		base, why := r.worktreeBase(ctx)
+		if why == "" {
+			return r.runIsolated(ctx, tl, b, base, red)
+		}
+		if ctx.Err() == nil {
+			r.log.Warn("the block's tasks run in the shared work tree, not in worktrees of their own: "+why, "tasks", indexList(tasks))
+		}
 	}
 	r.startsOnTree(tasks[0].Index, red)
 	// The block's tasks share one work tree and one commit, so they share
