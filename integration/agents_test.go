@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/internal/gitrepo"
 	"peal/internal/mockllm"
 )
 
@@ -191,10 +192,8 @@ func newSandbox(t *testing.T, binDir string) *sandbox {
 	}
 	writeFile(t, filepath.Join(s.repo, "README.md"), "test repository\n")
 	git := func(args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir, cmd.Env = s.repo, s.base
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		if _, err := gitrepo.Plain(s.repo, s.base...).Command(args...).Run(context.Background()); err != nil {
+			t.Fatalf("%v", err)
 		}
 	}
 	git("init", "-q")

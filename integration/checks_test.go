@@ -12,6 +12,7 @@ import (
 
 	"peal/internal/fakes"
 	"peal/internal/mockllm"
+	"peal/internal/testgit"
 	"peal/state"
 )
 
@@ -223,7 +224,7 @@ func TestPealChecksMergedBlock(t *testing.T) {
 	if want := []string{"1 merged", "2 checks_failed"}; !slices.Equal(merges, want) {
 		t.Errorf("merges %q, want %q", merges, want)
 	}
-	if left := fakes.WorktreeLeftovers(t, sb.repo, stateDir); len(left) > 0 {
+	if left := testgit.WorktreeLeftovers(t, sb.repo, stateDir); len(left) > 0 {
 		t.Errorf("left behind: %q", left)
 	}
 	if stetCalls != "" {

@@ -1,12 +1,12 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/gitrepo"
 	"peal/internal/mockllm"
+	"peal/internal/testgit"
 )
 
 // The block of TestPealParallelWorktrees: tasks 1 and 2 write files of their
@@ -184,7 +186,7 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 	}
 	// No worktree, run branch, git lock file or worktrees folder entry
 	// is left; task 4's first try stays on its kept branch.
-	if left := fakes.WorktreeLeftovers(t, sb.repo, state); len(left) > 0 {
+	if left := testgit.WorktreeLeftovers(t, sb.repo, state); len(left) > 0 {
 		t.Errorf("left behind: %q", left)
 	}
 	branches := strings.Fields(gitOut("for-each-ref", "--format=%(refname:short)", "refs/heads/"))
@@ -289,13 +291,11 @@ func withRecordedStet(t *testing.T, root string, env []string) ([]string, string
 // gitIn runs git in dir with env and returns its output, trimmed.
 func gitIn(t *testing.T, dir string, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Env = dir, env
-	out, err := cmd.CombinedOutput()
+	out, err := gitrepo.Plain(dir, env...).Command(args...).Run(context.Background())
 	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
+		t.Fatalf("%v", err)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(out)
 }
 
 // reportStet reads the notes of the stet wrapper: each of the tasks' commands

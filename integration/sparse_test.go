@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
 	"peal/internal/mockllm"
+	"peal/internal/testgit"
 )
 
 // The block of TestPealSparseWorktrees: each task notes, in a file of its
@@ -121,7 +121,7 @@ func TestPealSparseWorktrees(t *testing.T) {
 		if skipped := slices.DeleteFunc(strings.Split(gitOut("ls-files", "-t"), "\n"), func(l string) bool { return strings.HasPrefix(l, "H ") }); len(skipped) > 0 {
 			t.Errorf("the work tree is not a full checkout: %q", skipped)
 		}
-		if left := fakes.WorktreeLeftovers(t, sb.repo, state); len(left) > 0 {
+		if left := testgit.WorktreeLeftovers(t, sb.repo, state); len(left) > 0 {
 			t.Errorf("left behind: %q", left)
 		}
 		if withStet {

@@ -364,7 +364,7 @@ func (s *Session) gone(ctx context.Context, file string, line int) string {
 	if line <= 0 || !filepath.IsLocal(filepath.FromSlash(file)) {
 		return ""
 	}
-	data, err := os.ReadFile(filepath.Join(s.rv.git.top, filepath.FromSlash(file)))
+	data, err := os.ReadFile(filepath.Join(s.rv.git.Top(), filepath.FromSlash(file)))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "its file is gone"

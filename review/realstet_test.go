@@ -3,6 +3,7 @@ package review_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/gitrepo"
 	"peal/internal/testbin"
 )
 
@@ -386,13 +388,11 @@ func newE2E(t *testing.T, bins map[string]string, stetBin, plan string) *e2e {
 
 func (e *e2e) git(args ...string) string {
 	e.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", e.repo}, args...)...)
-	cmd.Env = e.env
-	out, err := cmd.CombinedOutput()
+	out, err := gitrepo.Plain(e.repo, e.env...).Command(args...).Run(context.Background())
 	if err != nil {
-		e.t.Fatalf("git %v: %v\n%s", args, err, out)
+		e.t.Fatalf("%v", err)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(out)
 }
 
 // stet runs the real stet in the repository with peal's folders.

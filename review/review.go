@@ -22,6 +22,7 @@ import (
 
 	"peal/check"
 	"peal/config"
+	"peal/internal/gitrepo"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
 	"peal/phase"
@@ -43,7 +44,7 @@ type Options struct {
 	// Caller builds the Spec of every stet command (folder, limits,
 	// environment, observer).
 	Caller phase.Caller
-	Git    Git
+	Git    *gitrepo.Repo
 	Log    *slog.Logger
 	// LookPath finds stet on PATH; nil means config.ResolveCommand.
 	LookPath func(string) (string, error)
@@ -56,7 +57,7 @@ type Options struct {
 type Reviewer struct {
 	cfg    *config.Config
 	agent  Agent
-	git    Git
+	git    *gitrepo.Repo
 	log    *slog.Logger
 	stet   *stet      // built-in mode; nil in custom mode
 	custom [][]string // custom mode: stet_commands split exec-style
@@ -184,7 +185,7 @@ func (rv *Reviewer) Commits() bool {
 // those commands hold gitLock, which the run holds while it adds or removes
 // worktrees too (git fails on the records of a worktree half made). A nil
 // Reviewer gives nil.
-func (rv *Reviewer) InWorkTree(caller phase.Caller, git Git, agent Agent, dir string, gitLock sync.Locker) *Reviewer {
+func (rv *Reviewer) InWorkTree(caller phase.Caller, git *gitrepo.Repo, agent Agent, dir string, gitLock sync.Locker) *Reviewer {
 	if rv == nil {
 		return nil
 	}
@@ -237,16 +238,7 @@ func (rv *Reviewer) CheckRepo(ctx context.Context) error {
 	}
 	return fmt.Errorf("repository %s has uncommitted changes (%s): stet reviews commits only and refuses to start a review over them, "+
 		"and peal would commit them as the first task's work; commit or stash them (or add --allow-dirty to stet_start_extra_args)",
-		rv.cfg.RepoPath, ListPaths(changes, 3))
-}
-
-// ListPaths names paths for a one-line message: the first n, then how many
-// more there are.
-func ListPaths(paths []string, n int) string {
-	if len(paths) <= n {
-		return strings.Join(paths, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(paths[:n], ", "), len(paths)-n)
+		rv.cfg.RepoPath, gitrepo.ListPaths(changes, 3))
 }
 
 // Open prepares the review side of a run before its first task. Built-in

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"peal/config"
-	"peal/internal/fakes"
+	"peal/internal/gitrepo"
+	"peal/internal/testgit"
 	"peal/phase"
 )
 
@@ -73,76 +74,22 @@ func TestEventSink(t *testing.T) {
 	}
 }
 
-func TestGitExcludes(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name string
-		own  []string
-		want []string
-	}{
-		{"outside the repository", []string{"/work/state", "/elsewhere/knowledge"}, nil},
-		{"inside", []string{"/repo/.peal", "/repo/.tf/knowledge"}, []string{":(top,exclude).peal", ":(top,exclude).tf/knowledge"}},
-		{"the repository itself, its parent, a sibling", []string{"/repo", "/", "/repo2/state", ""}, nil},
-	}
-	for _, tc := range cases {
-		g := NewGit(phase.Caller{}, nil, 0, "/repo", tc.own...)
-		want := append([]string{":(top,exclude).review", ":(top,exclude).peal"}, tc.want...)
-		if !slices.Equal(g.Exclude(), want) {
-			t.Errorf("%s: %q, want %q", tc.name, g.Exclude(), want)
-		}
-	}
-	// `git add -A` stages the whole work tree: a folder of peal's in the
-	// work tree but outside repo_path is excluded too, from the top.
-	top := t.TempDir()
-	os.MkdirAll(filepath.Join(top, ".git"), 0o755)
-	os.MkdirAll(filepath.Join(top, "sub", "repo"), 0o755)
-	g := NewGit(phase.Caller{}, nil, 0, filepath.Join(top, "sub", "repo"), filepath.Join(top, "state"))
-	if ex := g.Exclude(); ex[len(ex)-1] != ":(top,exclude)state" {
-		t.Errorf("a state folder beside the repository in the work tree: %q", ex)
-	}
-}
-
-func TestCommitSubject(t *testing.T) {
-	t.Parallel()
-	if got := commitSubject([]int{2}); got != "task 2" {
-		t.Fatal(got)
-	}
-	if got := commitSubject([]int{2, 3, 5}); got != "tasks 2, 3, 5" {
-		t.Fatal(got)
-	}
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"\n  first line that is long\nsecond", 10, "first l..."},
-		{"first line", 10, "first line"},
-		{"  éàü  ", 3, "éàü"},
-		{"éàüö", 3, "..."},
-		{" \n\t\n", 80, ""},
-	} {
-		if got := FirstLine(c.in, c.n); got != c.want {
-			t.Errorf("FirstLine(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
-	}
-}
-
 // The record of an unfinished session resumes its review from the session's
 // start only when every task of it runs again: when a task of it completed
 // since, that task's committed work is not the others' to answer for.
 func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 	t.Parallel()
 	repo := t.TempDir()
-	git := func(args ...string) string { return fakes.Git(t, repo, args...) }
-	fakes.GitInit(t, repo)
+	git := func(args ...string) string { return testgit.Git(t, repo, args...) }
+	testgit.Init(t, repo)
 	git("commit", "-q", "--allow-empty", "-m", "before the block")
 	start := git("rev-parse", "HEAD")
 	git("commit", "-q", "--allow-empty", "-m", "the block's work")
 	head := git("rev-parse", "HEAD")
 	state := t.TempDir()
-	caller := phase.Caller{Dir: repo, Env: fakes.GitEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	caller := phase.Caller{Dir: repo, Env: testgit.Env, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
 	rv := &Reviewer{cfg: &config.Config{}, dir: filepath.Join(state, Folder), log: slog.New(slog.DiscardHandler),
-		git: NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, repo, state)}
+		git: gitrepo.New(caller, slog.New(slog.DiscardHandler), time.Minute, repo, state)}
 	for _, tc := range []struct {
 		tasks []int
 		want  string
@@ -154,44 +101,6 @@ func TestBaselineOfAnUnfinishedSession(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("tasks %v: baseline %s, want %s (%v)", tc.tasks, got, tc.want, err)
 		}
-	}
-}
-
-// Reading the work tree's changes does not rewrite the index (git status
-// would refresh it, taking the index's lock from an agent that runs git at
-// the same time): the index of a repository whose file's timestamp changed is
-// the same file afterwards.
-func TestChangesLeaveTheIndexAlone(t *testing.T) {
-	t.Parallel()
-	repo := t.TempDir()
-	fakes.GitInit(t, repo)
-	file := filepath.Join(repo, "a.txt")
-	if err := os.WriteFile(file, []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fakes.Git(t, repo, "add", "a.txt")
-	fakes.Git(t, repo, "commit", "-q", "-m", "a")
-	later := time.Now().Add(time.Hour)
-	if err := os.Chtimes(file, later, later); err != nil { // same content, stale stat data in the index
-		t.Fatal(err)
-	}
-	index := filepath.Join(repo, ".git", "index")
-	before, err := os.Stat(index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caller := phase.Caller{Dir: repo, Env: fakes.GitEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
-	g := NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, repo, t.TempDir())
-	changes, err := g.Changes(context.Background())
-	if err != nil || len(changes) != 0 {
-		t.Fatalf("changes %q, err %v", changes, err)
-	}
-	after, err := os.Stat(index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
-		t.Fatal("git status rewrote the index")
 	}
 }
 

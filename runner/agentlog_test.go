@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 	"peal/phase"
 )
 
@@ -224,7 +225,7 @@ func TestAgentLogUnusableIsWarning(t *testing.T) {
 func TestAgentLogsNeverCommitted(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{filepath.Join(h.repo, "work.txt"): "done"}}}})
 	dir := filepath.Join(h.repo, "logs", "agents")
 	if _, err := h.run("PEAL_AGENT_LOG_DIR="+dir, "PEAL_COMMIT_AFTER_PHASE2=true"); err != nil {
@@ -233,11 +234,11 @@ func TestAgentLogsNeverCommitted(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(h.repo, "logs", ".gitignore")); err != nil || string(data) != "*\n" {
 		t.Fatalf(".gitignore %q, %v", data, err)
 	}
-	files := strings.Fields(fakes.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"))
+	files := strings.Fields(testgit.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"))
 	if !slices.Equal(files, []string{"work.txt"}) {
 		t.Fatalf("the task's commit holds %q", files)
 	}
-	if status := fakes.Git(t, h.repo, "status", "--porcelain"); status != "" {
+	if status := testgit.Git(t, h.repo, "status", "--porcelain"); status != "" {
 		t.Fatalf("git status after the run:\n%s", status)
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 )
 
 // BenchmarkParallelMakespan measures the makespan of a block of 8 tasks on 4
@@ -53,9 +53,7 @@ func benchRun(b *testing.B, plan string, rules map[string][]fakes.Outcome, env .
 			b.Fatal(err)
 		}
 	}
-	if out, err := exec.Command("git", "-C", repo, "init", "-q").CombinedOutput(); err != nil {
-		b.Fatalf("git init: %v\n%s", err, out)
-	}
+	testgit.Git(b, repo, "init", "-q")
 	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
 		b.Fatal(err)
 	}

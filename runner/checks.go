@@ -204,7 +204,7 @@ func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, 
 // decide its merge.
 func (r *run) sparseRed(ctx context.Context, t Task, red check.Set) (check.Set, error) {
 	c := r.checks()
-	if c == nil || len(r.trees.sparse) == 0 {
+	if c == nil || !r.trees.Sparse() {
 		return red, nil
 	}
 	run, err := c.Run(ctx, t.Index, check.Before, 0)

@@ -12,6 +12,7 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 )
 
 // BenchmarkBlock4TasksChecks: what the project's checks cost a parallel
@@ -26,7 +27,7 @@ func BenchmarkBlock4TasksChecks(b *testing.B) {
 	dir := b.TempDir()
 	repo := filepath.Join(dir, "repo")
 	os.MkdirAll(repo, 0o755)
-	git := benchGit(b, repo)
+	git := func(args ...string) string { return testgit.Git(b, repo, args...) }
 	git("init", "-q")
 	os.WriteFile(filepath.Join(repo, "base.txt"), []byte("base\n"), 0o644)
 	git("add", "-A")
@@ -44,7 +45,7 @@ func BenchmarkBlock4TasksChecks(b *testing.B) {
 	}
 	b.Setenv(fakes.AgentDirEnv, agentDir)
 	b.Setenv("CURSOR_API_KEY", "bench-key")
-	for _, k := range fakes.GitEnv {
+	for _, k := range testgit.Env {
 		name, value, _ := strings.Cut(k, "=")
 		b.Setenv(name, value)
 	}

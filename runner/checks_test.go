@@ -14,9 +14,11 @@ import (
 
 	"peal/internal/fakes"
 	"peal/internal/procs"
+	"peal/internal/testgit"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
+	"peal/worktree"
 )
 
 // statusCheck fails, with statusFailure as its last line, while status.txt
@@ -453,8 +455,8 @@ func TestMergedTreeFailsTheChecks(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
 	os.WriteFile(filepath.Join(h.repo, "api.txt"), []byte("v1"), 0o644)
-	fakes.Git(t, h.repo, "add", "api.txt")
-	fakes.Git(t, h.repo, "commit", "-q", "-m", "api v1")
+	testgit.Git(t, h.repo, "add", "api.txt")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "api v1")
 	h.scenario(map[string][]fakes.Outcome{
 		"execute:1": {writes("api.txt", "v2")},
 		"execute:2": {writes("caller.txt", "calls v1")},
@@ -471,7 +473,7 @@ func TestMergedTreeFailsTheChecks(t *testing.T) {
 		t.Fatalf("the final tree fails the check: %v", err)
 	}
 	kept := keptBranches(t, h)
-	if len(kept) != 1 || !strings.HasPrefix(kept[0], KeptBranchPrefix+"task-2-") {
+	if len(kept) != 1 || !strings.HasPrefix(kept[0], worktree.KeptPrefix+"task-2-") {
 		t.Fatalf("kept branches %q", kept)
 	}
 	var task2 []string
@@ -503,7 +505,7 @@ func TestMergedTreeFailsTheChecks(t *testing.T) {
 	if len(sum.ParallelTasks) != 2 || !slices.Equal(sum.ParallelTasks[1].ConflictChecks, []string{apiCheck}) || sum.ParallelTasks[1].Merged {
 		t.Fatalf("summary's parallel tasks %+v", sum.ParallelTasks)
 	}
-	if _, err := os.Stat(filepath.Join(h.stateDir, WorktreesFolder, mergingRecord)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(h.stateDir, worktree.Folder, "merging")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the merging record outlived the block: %v", err)
 	}
 	if left := leftovers(t, h); len(left) > 0 {
@@ -599,14 +601,14 @@ func TestUncheckedMergeOfAKilledRun(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
 	scope := callScope(h.stateDir)
-	before := strings.TrimSpace(fakes.Git(t, h.repo, "rev-parse", "HEAD"))
+	before := strings.TrimSpace(testgit.Git(t, h.repo, "rev-parse", "HEAD"))
 	wt := leaveTaskWorktree(t, h, 1)
 	os.WriteFile(filepath.Join(wt, "one.txt"), []byte("left unchecked\n"), 0o644)
-	fakes.Git(t, wt, "add", "one.txt")
-	fakes.Git(t, wt, "commit", "-q", "-m", "work")
-	fakes.Git(t, h.repo, "merge", "--no-ff", "-q", "-m", "peal: merge task 1", fmt.Sprintf("peal-%s/task-1", scope))
+	testgit.Git(t, wt, "add", "one.txt")
+	testgit.Git(t, wt, "commit", "-q", "-m", "work")
+	testgit.Git(t, h.repo, "merge", "--no-ff", "-q", "-m", "peal: merge task 1", fmt.Sprintf("peal-%s/task-1", scope))
 	record := fmt.Sprintf(`{"task":1,"branch":"peal-%s/task-1","before":%q}`, scope, before)
-	os.WriteFile(filepath.Join(h.stateDir, WorktreesFolder, mergingRecord), []byte(record), 0o644)
+	os.WriteFile(filepath.Join(h.stateDir, worktree.Folder, "merging"), []byte(record), 0o644)
 
 	h.scenario(map[string][]fakes.Outcome{"execute:1": {writes("one.txt", "1")}, "execute:2": {writes("two.txt", "2")}})
 	out, err := h.run("PEAL_MAX_PARALLEL=2", checksEnv(lintCheck))
@@ -617,8 +619,8 @@ func TestUncheckedMergeOfAKilledRun(t *testing.T) {
 		t.Fatal("the unchecked merge was not undone before the task ran again")
 	}
 	kept := keptBranches(t, h)
-	if len(kept) != 1 || !strings.HasPrefix(kept[0], KeptBranchPrefix+"task-1-") ||
-		strings.TrimSpace(fakes.Git(t, h.repo, "show", kept[0]+":one.txt")) != "left unchecked" {
+	if len(kept) != 1 || !strings.HasPrefix(kept[0], worktree.KeptPrefix+"task-1-") ||
+		strings.TrimSpace(testgit.Git(t, h.repo, "show", kept[0]+":one.txt")) != "left unchecked" {
 		t.Fatalf("the unchecked work is not kept: %q", kept)
 	}
 	if !strings.Contains(h.log.String(), "undoing the merge of a task an earlier run left before its checks had passed") {

@@ -10,6 +10,7 @@ import (
 	"peal/config"
 	"peal/phase"
 	"peal/state"
+	"peal/worktree"
 )
 
 // DryRun prints what `peal run` would do with cfg: the schedule, every task's
@@ -52,7 +53,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		completed[i] = true
 	}
 	r.setUpReview()
-	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath, cfg.WorktreeSparsePaths...)
+	r.trees = worktree.New(r.git, r.log, cfg.StateDir, callScope(cfg.StateDir), cfg.WorktreeSparsePaths)
 	d.describeReview()
 
 	for n, seg := range Segments(tasks) {
@@ -122,7 +123,7 @@ func (d *dryRun) describeReview() {
 func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
 	cfg := d.r.cfg
 	fmt.Fprintf(d.w, "  each task in a worktree of its own under %s, on a branch made from the work tree's HEAD when the block starts "+
-		"(a tree with uncommitted changes, or without a commit, runs the block in the shared tree instead)\n", d.r.trees.root)
+		"(a tree with uncommitted changes, or without a commit, runs the block in the shared tree instead)\n", d.r.trees.Root())
 	if len(cfg.WorktreeSparsePaths) > 0 {
 		fmt.Fprintf(d.w, "  each worktree checks out only %s and the top-level files (worktree_sparse_paths, git's cone mode); what a task writes elsewhere is committed with its work\n",
 			strings.Join(cfg.WorktreeSparsePaths, ", "))
@@ -137,9 +138,9 @@ func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
 		fmt.Fprintf(d.w, "  run in each worktree before its first call: %s\n", cfg.WorktreeSetupCommand)
 	}
 	for _, t := range tasks {
-		tt := d.r.trees.of(t.Index)
+		tt := d.r.trees.Of(t.Index)
 		if !completed[t.Index] {
-			fmt.Fprintf(d.w, "  task %d: worktree %s, branch %s, review folder %s\n", t.Index, tt.path, tt.branch, tt.review)
+			fmt.Fprintf(d.w, "  task %d: worktree %s, branch %s, review folder %s\n", t.Index, tt.Path, tt.Branch, tt.Review)
 		}
 		in := &dryRun{r: d.r.inTree(tt), w: d.w}
 		in.describeTask(t, completed[t.Index], true)
@@ -149,7 +150,7 @@ func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
 		checked = ", then the checks run on the work tree (a failure undoes the merge, as a conflict)"
 	}
 	fmt.Fprintf(d.w, "  merge back: each completed task in plan order, git merge --no-ff -m \"peal: merge task N (<branch>)\" <branch>%s; "+
-		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) ", checked, KeptBranchPrefix, cfg.ParallelConflict)
+		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) ", checked, worktree.KeptPrefix, cfg.ParallelConflict)
 	if cfg.ParallelConflict == "retry" {
 		fmt.Fprintln(d.w, "the task runs again, alone, in the work tree after the block")
 	} else {

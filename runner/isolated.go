@@ -9,9 +9,10 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"peal/check"
+	"peal/internal/gitrepo"
 	"peal/phase"
-	"peal/review"
 	"peal/state"
+	"peal/worktree"
 )
 
 // runIsolated runs a parallel block under parallel_isolation = worktree:
@@ -25,7 +26,7 @@ import (
 // parallel_conflict = retry. red are the checks that fail on base: none of
 // the tasks is charged with them.
 func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string, red check.Set) error {
-	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.root)
+	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.Root())
 	slots := r.setUpBlock(ctx, b, base)
 	// One goroutine merges, in index order, while the pool runs the tasks:
 	// a merge, and the checks of the merged tree, never hold a slot.
@@ -78,11 +79,11 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, r
 	if b.setUpErr != nil {
 		return taskResult{err: b.setUpErr}, ""
 	}
-	tt, err := r.trees.add(ctx, t.Index, base)
+	tt, err := r.trees.Add(ctx, t.Index, base)
 	if err != nil {
 		return taskResult{err: err}, ""
 	}
-	r.log.Info("task worktree made", "task", t.Index, "worktree", tt.path, "branch", tt.branch)
+	r.log.Info("task worktree made", "task", t.Index, "worktree", tt.Path, "branch", tt.Branch)
 	if err := r.recoverTask(t, func() {
 		if err := r.prepareTree(ctx, tt); err != nil {
 			res = taskResult{err: err}
@@ -100,21 +101,25 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, r
 	}
 	failed := res.err != nil || res.skipped
 	remove := func() {
-		cctx, cancel := r.trees.cleanupContext(ctx)
+		cctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
-		if err := r.trees.remove(cctx, tt); err != nil {
-			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.path, "err", err)
+		if err := r.trees.Remove(cctx, tt); err != nil {
+			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.Path, "err", err)
 		}
 		if !failed {
 			// The branch waits for its merge (and lives until the block's
 			// removals have ended).
-			if outside := r.trees.outside(cctx, base, tt.branch); len(outside) > 0 {
-				r.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Index, "files", review.ListPaths(outside, 5))
+			outside, err := r.trees.Outside(cctx, base, tt.Branch)
+			if err != nil {
+				r.log.Warn("could not tell whether the task wrote outside worktree_sparse_paths", "task", t.Index, "err", err)
+			}
+			if len(outside) > 0 {
+				r.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Index, "files", gitrepo.ListPaths(outside, 5))
 			}
 			return
 		}
-		if err := r.trees.deleteBranch(cctx, tt.branch); err != nil {
-			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.branch, "err", err)
+		if err := r.trees.DeleteBranch(cctx, tt.Branch); err != nil {
+			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.Branch, "err", err)
 		}
 	}
 	if b.diskBound {
@@ -127,23 +132,22 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, r
 	if failed {
 		return res, ""
 	}
-	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.branch)
-	return res, tt.branch
+	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.Branch)
+	return res, tt.Branch
 }
 
 // inTree is the run as one task of a block sees it: its calls (the agent's,
 // stet's, git's) run in the task's worktree, its review folder is the
 // task's own, and its work is always committed, on the task's branch, for
 // the merge.
-func (r *run) inTree(tt *taskTree) *run {
+func (r *run) inTree(tt *worktree.Tree) *run {
 	v := *r
-	v.caller.Dir = tt.dir
+	v.caller.Dir = tt.Dir
 	if r.caller.Observer != nil {
-		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.path) + " on " + tt.branch}
+		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.Path) + " on " + tt.Branch}
 	}
-	v.git = review.NewGit(v.caller, r.log, r.caller.Limits.Timeout, tt.dir, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
-	v.git.Sparse = len(r.trees.sparse) > 0
-	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.review, r.trees.mu)
+	v.git = r.git.In(v.caller, tt.Dir, r.trees.Sparse())
+	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.Review, r.trees.Lock())
 	v.commits = true
 	return &v
 }
@@ -177,8 +181,8 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		// A merge that started is let finish (it is short) even if a signal
 		// comes meanwhile, so that its outcome is known and saved: git
 		// killed after its commit would leave merged work unrecorded.
-		mctx, cancel := r.trees.cleanupContext(context.WithoutCancel(ctx))
-		before, err := r.trees.merge(mctx, bt.task.Index, bt.branch)
+		mctx, cancel := r.trees.CleanupContext(context.WithoutCancel(ctx))
+		before, err := r.trees.Merge(mctx, bt.task.Index, bt.branch)
 		cancel()
 		if err == nil && before != "" {
 			err = r.checkMerged(ctx, bt.task, bt.branch, before)
@@ -191,7 +195,7 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 			b.mu.Unlock()
 			return // interrupted: the merge was undone; settleBranches keeps the work
 		}
-		switch conflict, ok := err.(*ConflictError); {
+		switch conflict, ok := err.(*worktree.ConflictError); {
 		case err == nil:
 			b.tasks[i].merged = true
 		case ok:
@@ -219,7 +223,7 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 			r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", serr)
 		}
 		if before != "" {
-			r.trees.mergeDone()
+			r.trees.MergeDone()
 		}
 	}
 }
@@ -233,7 +237,7 @@ type mergeNote struct {
 
 // checkMerged runs the checks on the work tree that now holds task t's
 // work, merged from branch on top of before. A check that fails and did
-// not fail before undoes the merge: the error is then a *ConflictError
+// not fail before undoes the merge: the error is then a *worktree.ConflictError
 // naming the checks. A signal during the checks undoes it too.
 func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) error {
 	c := r.checks()
@@ -242,9 +246,9 @@ func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) er
 	}
 	run, err := c.Run(ctx, t.Index, check.Merge, 0)
 	if err != nil {
-		uctx, cancel := r.trees.cleanupContext(ctx)
+		uctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
-		if uerr := r.trees.unmerge(uctx, t.Index, before); uerr != nil {
+		if uerr := r.trees.Unmerge(uctx, t.Index, before); uerr != nil {
 			r.log.Warn("could not undo a merge whose checks were cut short; the next run undoes it", "task", t.Index, "err", uerr)
 		}
 		return err
@@ -256,11 +260,11 @@ func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) er
 		return nil
 	}
 	r.log.Warn("the work tree fails the checks once the task's work is merged: the merge is undone", "task", t.Index, "checks", check.Summaries(charged, 3))
-	if uerr := r.trees.unmerge(ctx, t.Index, before); uerr != nil {
+	if uerr := r.trees.Unmerge(ctx, t.Index, before); uerr != nil {
 		r.tree.seen(run.Failing()) // the tree stays merged
 		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)
 	}
-	return &ConflictError{Task: t.Index, Branch: branch, Checks: charged}
+	return &worktree.ConflictError{Task: t.Index, Branch: branch, Checks: charged}
 }
 
 // settleBranches decides, once the block's workers have returned, what
@@ -268,18 +272,18 @@ func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) er
 // task's is kept for the user, and so is the work of a task whose merge
 // failed, or that completed but could not be merged before an interruption.
 func (r *run) settleBranches(ctx context.Context, b *block) {
-	cctx, cancel := r.trees.cleanupContext(ctx)
+	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
 	for i := range b.tasks {
 		bt := &b.tasks[i]
 		switch {
 		case bt.branch == "":
 		case bt.merged:
-			if err := r.trees.deleteBranch(cctx, bt.branch); err != nil {
+			if err := r.trees.DeleteBranch(cctx, bt.branch); err != nil {
 				r.log.Warn("could not delete a merged task's branch", "task", bt.task.Index, "branch", bt.branch, "err", err)
 			}
 		default:
-			kept, err := r.trees.keep(cctx, bt.task.Index, bt.branch)
+			kept, err := r.trees.Keep(cctx, bt.task.Index, bt.branch)
 			if err != nil {
 				r.log.Warn("could not rename a task's branch to keep it; the next run deletes it", "task", bt.task.Index, "branch", bt.branch, "err", err)
 			}
@@ -316,7 +320,7 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 			continue
 		}
 		res := bt.res
-		pt := state.ParallelTask{Task: bt.task.Index, Worktree: r.trees.of(bt.task.Index).path, Branch: bt.branch, Merged: bt.merged}
+		pt := state.ParallelTask{Task: bt.task.Index, Worktree: r.trees.Of(bt.task.Index).Path, Branch: bt.branch, Merged: bt.merged}
 		if c := bt.conflict; c != nil {
 			res = taskResult{err: c}
 			pt.Branch, pt.Conflict, pt.ConflictDetail = c.Branch, c.Files, c.Detail

@@ -18,6 +18,7 @@ import (
 
 	"peal/config"
 	"peal/internal/procs"
+	"peal/internal/testbin"
 )
 
 // BenchmarkPlan50TasksOverhead runs a 50-task plan whose agent is a no-op
@@ -62,7 +63,7 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 	})
 	floor := func(calls bool) func(b *testing.B) {
 		return func(b *testing.B) {
-			dir := benchDir(b, benchTmpfsParent())
+			dir := testbin.BenchDir(b, testbin.BenchTmpfs())
 			before := selfCPU()
 			n := 0
 			for b.Loop() {
@@ -87,7 +88,7 @@ func BenchmarkPlan50TasksOverhead(b *testing.B) {
 	b.Run("floor-writes-50-tasks", floor(false))
 	b.Run("floor-50-tasks", floor(true))
 	b.Run("peal-100-calls", func(b *testing.B) {
-		benchPlaces(b, func(b *testing.B, dir string) { benchPlan50(b, bin, dir) })
+		testbin.BenchPlaces(b, func(b *testing.B, dir string) { benchPlan50(b, bin, dir) })
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"peal/check"
 	"peal/review"
+	"peal/worktree"
 )
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently:
@@ -34,7 +35,7 @@ type blockTask struct {
 	branch   string
 	refused  bool // not started: the run stops after the block
 	merged   bool
-	conflict *ConflictError
+	conflict *worktree.ConflictError
 	merge    *mergeNote // nil: no merge was tried
 }
 
@@ -222,7 +223,7 @@ func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
 	if len(indices) == 0 {
 		return
 	}
-	if _, err := r.git.Commit(ctx, indices, review.FirstLine(planText, 80)); err != nil {
+	if _, err := r.git.Commit(ctx, indices, planText); err != nil {
 		for i := range bts {
 			if bts[i].done && bts[i].err == nil {
 				bts[i].err = err

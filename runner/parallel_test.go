@@ -18,6 +18,7 @@ import (
 	"peal/config"
 	"peal/internal/fakes"
 	"peal/internal/procs"
+	"peal/internal/testgit"
 	"peal/phase"
 	"peal/state"
 )
@@ -685,7 +686,7 @@ func TestBlockCommit(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, parallelPlan("sppp"))
-			fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+			testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 			rules := map[string][]fakes.Outcome{}
 			for task := 1; task <= 4; task++ {
 				rules[fmt.Sprintf("execute:%d", task)] = writes(task)
@@ -697,12 +698,12 @@ func TestBlockCommit(t *testing.T) {
 			if _, err := h.run(append(tc.env, "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_MAX_PARALLEL=3", "PEAL_PARALLEL_ISOLATION=shared")...); err != nil {
 				t.Fatal(err)
 			}
-			subjects := strings.Split(fakes.Git(t, h.repo, "log", "--format=%s"), "\n")
+			subjects := strings.Split(testgit.Git(t, h.repo, "log", "--format=%s"), "\n")
 			want := []string{tc.subject, "peal: task 1 - fake plan output for task 1", "root"}
 			if !slices.Equal(subjects, want) {
 				t.Fatalf("commits %q, want %q", subjects, want)
 			}
-			if files := strings.Fields(fakes.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD")); strings.Join(files, " ") != tc.files {
+			if files := strings.Fields(testgit.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD")); strings.Join(files, " ") != tc.files {
 				t.Fatalf("block commit holds %q, want %q", files, tc.files)
 			}
 		})
@@ -991,7 +992,7 @@ func TestBlockStopSavesDeferrals(t *testing.T) {
 func TestBlockReviewPanic(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, parallelPlan("pp"))
-	fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	env := h.withStet(fakes.StetScenario{})
 	h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...)})
 	h.extra = append(h.extra, func(r *run) {

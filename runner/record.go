@@ -126,7 +126,7 @@ func (r *run) recordMerge(bt blockTask) {
 		return
 	}
 	ev := state.Event{Ev: state.EvMerge, Time: m.start.UTC(), Task: state.TaskOf(bt.task.Index), DurationMS: m.end.Sub(m.start).Milliseconds(),
-		Result: "merged", Branch: r.trees.of(bt.task.Index).branch}
+		Result: "merged", Branch: r.trees.Of(bt.task.Index).Branch}
 	c := bt.conflict
 	switch {
 	case bt.merged:

@@ -11,6 +11,7 @@ import (
 
 	"peal/agent"
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 	"peal/phase"
 	"peal/review"
 )
@@ -30,7 +31,7 @@ func (h *harness) withStet(s fakes.StetScenario) []string {
 	h.env = append(h.env, fakes.StetDirEnv+"="+dir)
 	h.stetDir = dir
 	if !hasCommit(h.t, h.repo) {
-		fakes.Git(h.t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+		testgit.Git(h.t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	}
 	return []string{"PEAL_STET_PATH=" + fakeStet}
 }
@@ -80,7 +81,7 @@ func (h *harness) stetCalls() []fakes.StetCall {
 // commits are the subjects of the repository's commits, oldest first.
 func (h *harness) commits() []string {
 	h.t.Helper()
-	out := fakes.Git(h.t, h.repo, "log", "--reverse", "--format=%s")
+	out := testgit.Git(h.t, h.repo, "log", "--reverse", "--format=%s")
 	return strings.Split(out, "\n")
 }
 
@@ -182,7 +183,7 @@ func TestPhase3Sequences(t *testing.T) {
 			if h.stetCmds() != tc.wantStet {
 				t.Errorf("stet calls %q\nwant       %q", h.stetCmds(), tc.wantStet)
 			}
-			if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+			if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 				t.Errorf("the run left uncommitted changes: %q", got)
 			}
 			if tc.wantErr != "" {
@@ -240,7 +241,7 @@ func TestReviewCannotSeeTheWork(t *testing.T) {
 		wantErr []string
 	}{
 		{"commit_after_phase2 = false", nil, []string{"PEAL_COMMIT_AFTER_PHASE2=false"}, []string{"commit_after_phase2", "set by PEAL_COMMIT_AFTER_PHASE2", "stet_path", "stet_commands"}},
-		{"no commit yet", func(h *harness) { fakes.Git(h.t, h.repo, "update-ref", "-d", "HEAD") }, nil, []string{"has no commit yet"}},
+		{"no commit yet", func(h *harness) { testgit.Git(h.t, h.repo, "update-ref", "-d", "HEAD") }, nil, []string{"has no commit yet"}},
 		{"uncommitted changes", func(h *harness) { os.WriteFile(filepath.Join(h.repo, "notes.txt"), []byte("mine"), 0o644) }, nil,
 			[]string{"uncommitted changes (notes.txt)", "stet_start_extra_args"}},
 	}
@@ -343,11 +344,11 @@ func TestStetFilesStayOut(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(stateDir, ".gitignore")); err != nil || string(data) != "*\n" {
 		t.Fatalf(".gitignore %q, %v", data, err)
 	}
-	files := fakes.Git(t, h.repo, "log", "--name-only", "--format=")
+	files := testgit.Git(t, h.repo, "log", "--name-only", "--format=")
 	if strings.Contains(files, ".peal") || strings.Contains(files, ".review") {
 		t.Fatalf("peal or stet files were committed:\n%s", files)
 	}
-	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "?? .review/" {
+	if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "?? .review/" {
 		t.Fatalf("git status %q: only the user's own folder may show", got)
 	}
 	for _, c := range h.stetCalls() {
@@ -503,15 +504,15 @@ func TestRecovery(t *testing.T) {
 	worktrees := filepath.Join(h.stateDir, review.Folder, "worktrees")
 	// A crashed run: a session at an older commit, with its worktree, and an
 	// orphan worktree of an even older session.
-	base := fakes.Git(t, h.repo, "rev-parse", "HEAD")
+	base := testgit.Git(t, h.repo, "rev-parse", "HEAD")
 	os.WriteFile(filepath.Join(h.repo, "x.go"), []byte("package x\n"), 0o644)
-	fakes.Git(t, h.repo, "add", "-A")
-	fakes.Git(t, h.repo, "commit", "-q", "-m", "work")
+	testgit.Git(t, h.repo, "add", "-A")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "work")
 	orphan := filepath.Join(worktrees, "stet-orphan")
 	os.MkdirAll(worktrees, 0o755)
-	fakes.Git(t, h.repo, "worktree", "add", "-q", "--detach", orphan, base)
+	testgit.Git(t, h.repo, "worktree", "add", "-q", "--detach", orphan, base)
 	stale := filepath.Join(worktrees, "stet-"+base[:12])
-	fakes.Git(t, h.repo, "worktree", "add", "-q", "--detach", stale, base)
+	testgit.Git(t, h.repo, "worktree", "add", "-q", "--detach", stale, base)
 	if err := fakes.WriteSession(stetState, fakes.Session{Baseline: base, Worktree: stale}); err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +542,7 @@ func TestResumeReviewsTheEarlierWork(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	env := h.withStet(fakes.StetScenario{})
-	base := fakes.Git(t, h.repo, "rev-parse", "HEAD")
+	base := testgit.Git(t, h.repo, "rev-parse", "HEAD")
 	ready := readyPipe(t)
 	h.scenario(map[string][]fakes.Outcome{
 		"execute": plants(twoFindings()...),
@@ -690,7 +691,7 @@ func TestFindingsRemainingError(t *testing.T) {
 	if !errors.As(err, &fe) {
 		t.Fatalf("err = %v", err)
 	}
-	head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
+	head := testgit.Git(t, h.repo, "rev-parse", "HEAD")
 	if fe.Task != 1 || fe.Rounds != 1 || fe.Remaining != 2 || fe.Head != head || !strings.Contains(fe.Output, "nil dereference") {
 		t.Fatalf("error %+v", fe)
 	}
@@ -1177,8 +1178,8 @@ func TestFixByDeletion(t *testing.T) {
 			env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=2")
 			if tc.before != "" {
 				os.WriteFile(filepath.Join(h.repo, "a.txt"), []byte(tc.before), 0o644)
-				fakes.Git(t, h.repo, "add", "a.txt")
-				fakes.Git(t, h.repo, "commit", "-q", "-m", "before")
+				testgit.Git(t, h.repo, "add", "a.txt")
+				testgit.Git(t, h.repo, "commit", "-q", "-m", "before")
 			}
 			// A second round, if any, changes nothing.
 			h.scenario(map[string][]fakes.Outcome{"execute": {tc.execute}, "address": {tc.fix, {}}})

@@ -15,11 +15,13 @@ import (
 
 	"peal/check"
 	"peal/config"
+	"peal/internal/gitrepo"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
+	"peal/worktree"
 )
 
 // Exit codes of `peal run`.
@@ -87,12 +89,13 @@ type run struct {
 	// reviewer runs Phase 3 (nil: no Phase 3 in this run); git makes the
 	// commits, after each execute when commits is set.
 	reviewer *review.Reviewer
-	git      review.Git
+	git      *gitrepo.Repo
 	commits  bool
 	// trees makes the worktrees of parallel blocks (parallel_isolation =
-	// worktree); disk tells the free space where they go (nil: statDisk).
-	trees *trees
-	disk  func(dir string) (diskSpace, error)
+	// worktree); disk tells the free space where they go (nil:
+	// worktree.StatDisk).
+	trees *worktree.Set
+	disk  func(dir string) (worktree.Space, error)
 	// tree is what the run knows of the project's checks on the work tree.
 	tree *treeChecks
 	// lookPath finds stet on PATH (nil: the process's PATH).
@@ -183,12 +186,12 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	}
 	r.recordTasks(tasks)
 	r.setUpReview()
-	r.trees = newTrees(cfg.StateDir, r.git, cfg.RepoPath, cfg.WorktreeSparsePaths...)
-	r.trees.sweep(ctx, log, r.store.Completed)
+	r.trees = worktree.New(r.git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
+	r.trees.Sweep(ctx, r.store.Completed)
 	if len(cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
 		// A path that cannot be linked stops the run before its first
 		// agent call, not at its first block.
-		if err := r.checkLinks(ctx); err != nil {
+		if err := r.trees.CheckLinks(ctx, cfg.WorktreeLink); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -264,7 +267,7 @@ func newRun(cfg *config.Config, log *slog.Logger) *run {
 // after the options, so that stet calls get the run's observer and
 // environment.
 func (r *run) setUpReview() {
-	r.git = review.NewGit(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
+	r.git = gitrepo.New(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
 	r.reviewer = r.newReviewer(r.log, r.setUpChecks())
 	r.commits = r.cfg.CommitAfterPhase2 || r.reviewer.Commits()
 }

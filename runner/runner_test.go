@@ -20,6 +20,7 @@ import (
 	"peal/internal/fakes"
 	"peal/internal/procs"
 	"peal/internal/testbin"
+	"peal/internal/testgit"
 	"peal/state"
 )
 
@@ -77,11 +78,11 @@ func newHarness(t *testing.T, plan string) *harness {
 			t.Fatal(err)
 		}
 	}
-	fakes.GitInit(t, h.repo)
+	testgit.Init(t, h.repo)
 	if err := os.WriteFile(h.plan, []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h.env = append([]string{fakes.AgentDirEnv + "=" + h.agentDir, "CURSOR_API_KEY=test-key"}, fakes.GitEnv...)
+	h.env = append([]string{fakes.AgentDirEnv + "=" + h.agentDir, "CURSOR_API_KEY=test-key"}, testgit.Env...)
 	h.bin = filepath.Join(tmp, "bin")
 	h.agent = h.cli("agent")
 	return h
@@ -590,7 +591,7 @@ func TestInterruptedRunSavesState(t *testing.T) {
 func TestCommitAfterPhase2(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, twoTasks)
-	fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{
 		"plan:1":    {{Stdout: "\n  Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters\nsecond line"}},
 		"execute:1": {{WriteFiles: map[string]string{"widget.go": "package widget\n"}}},
@@ -600,20 +601,20 @@ func TestCommitAfterPhase2(t *testing.T) {
 	if err != nil || out.ExitCode != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	subjects := strings.Split(fakes.Git(t, h.repo, "log", "--format=%s"), "\n")
+	subjects := strings.Split(testgit.Git(t, h.repo, "log", "--format=%s"), "\n")
 	line := "Add the widget module with tests, carefully and completely, so that the line is longer than eighty characters"
 	// As Peal: a first line longer than 80 characters keeps 77 and "...".
 	want := "peal: task 1 - " + line[:77] + "..."
 	if len(subjects) != 2 || subjects[0] != want {
 		t.Fatalf("commits %q, want %q on top of root", subjects, want)
 	}
-	if files := fakes.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); files != "widget.go" {
+	if files := testgit.Git(t, h.repo, "show", "--name-only", "--format=", "HEAD"); files != "widget.go" {
 		t.Fatalf("committed files %q", files)
 	}
 
 	// An empty plan text gives the subject without a dash.
 	h = newHarness(t, "## Task 1\nA\n")
-	fakes.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{
 		"plan:1":    {{NoStdout: true}},
 		"execute:1": {{WriteFiles: map[string]string{"a.txt": "a\n"}}},
@@ -621,7 +622,7 @@ func TestCommitAfterPhase2(t *testing.T) {
 	if out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=true"); err != nil || out.ExitCode != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	if got := fakes.Git(t, h.repo, "log", "-1", "--format=%s"); got != "peal: task 1" {
+	if got := testgit.Git(t, h.repo, "log", "-1", "--format=%s"); got != "peal: task 1" {
 		t.Fatalf("subject %q", got)
 	}
 }

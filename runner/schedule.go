@@ -205,7 +205,7 @@ func (r *run) runTask(ctx context.Context, t Task, red check.Set) taskResult {
 func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task, red check.Set) taskResult {
 	planText, err := r.planAndExecute(ctx, t)
 	if err == nil && r.commits {
-		_, err = r.git.Commit(ctx, []int{t.Index}, review.FirstLine(planText, 80))
+		_, err = r.git.Commit(ctx, []int{t.Index}, planText)
 	}
 	if err != nil {
 		return taskResult{err: err}

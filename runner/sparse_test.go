@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"peal/internal/fakes"
+	"peal/internal/testgit"
+	"peal/worktree"
 )
 
 // sparseHarness is an isolated harness whose first commit also holds the
@@ -25,8 +27,8 @@ func sparseHarness(t *testing.T, plan string) *harness {
 		os.WriteFile(filepath.Join(h.repo, d, "sub", "g.txt"), []byte(d+" sub\n"), 0o644)
 	}
 	os.WriteFile(filepath.Join(h.repo, "top.txt"), []byte("top\n"), 0o644)
-	fakes.Git(t, h.repo, "add", "-A")
-	fakes.Git(t, h.repo, "commit", "-q", "-m", "folders")
+	testgit.Git(t, h.repo, "add", "-A")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "folders")
 	return h
 }
 
@@ -42,7 +44,7 @@ func snapshotTree(dir string, n int) []string {
 // is skipped, and git's sparse checkout is off there.
 func fullCheckout(t *testing.T, h *harness) {
 	t.Helper()
-	for _, line := range strings.Split(fakes.Git(t, h.repo, "ls-files", "-t"), "\n") {
+	for _, line := range strings.Split(testgit.Git(t, h.repo, "ls-files", "-t"), "\n") {
 		if !strings.HasPrefix(line, "H ") {
 			t.Fatalf("the work tree is not a full checkout: %q", line)
 		}
@@ -83,10 +85,10 @@ func TestWorktreeSparse(t *testing.T) {
 			t.Fatalf("%s changed in the work tree", d)
 		}
 	}
-	if got := fakes.Git(t, h.repo, "diff", "--name-only", "HEAD~2", "HEAD"); got != "a/one.txt\na/sub/two.txt" {
+	if got := testgit.Git(t, h.repo, "diff", "--name-only", "HEAD~2", "HEAD"); got != "a/one.txt\na/sub/two.txt" {
 		t.Fatalf("the block changed %q", got)
 	}
-	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+	if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 		t.Fatalf("work tree not clean: %q", got)
 	}
 	fullCheckout(t, h)
@@ -122,7 +124,7 @@ func TestWorktreeSparseWriteOutside(t *testing.T) {
 	if log := h.log.String(); !strings.Contains(log, want) || strings.Count(log, "outside worktree_sparse_paths") != 1 {
 		t.Fatalf("no %q (once) in the log:\n%s", want, log)
 	}
-	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+	if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 		t.Fatalf("work tree not clean: %q", got)
 	}
 	fullCheckout(t, h)
@@ -157,7 +159,7 @@ func TestWorktreeSparseReview(t *testing.T) {
 	if got := strings.Join(perTask["1"], " "); got != "start run run run run finish" {
 		t.Errorf("task 1's stet commands %q", got)
 	}
-	commits := strings.Join(strings.Split(fakes.Git(t, h.repo, "log", "--reverse", "--topo-order", "--format=%s", "--no-merges"), "\n"), "|")
+	commits := strings.Join(strings.Split(testgit.Git(t, h.repo, "log", "--reverse", "--topo-order", "--format=%s", "--no-merges"), "\n"), "|")
 	if commits != "root|folders|peal: task 1 - fake plan output for task 1|peal: task 1 - address round 1|peal: task 2 - fake plan output for task 2" {
 		t.Fatalf("commits %q", commits)
 	}
@@ -179,14 +181,14 @@ func linkHarness(t *testing.T, plan string) *harness {
 	t.Helper()
 	h := sparseHarness(t, plan)
 	os.WriteFile(filepath.Join(h.repo, ".gitignore"), []byte("node_modules/\n"), 0o644)
-	fakes.Git(t, h.repo, "add", ".gitignore")
-	fakes.Git(t, h.repo, "commit", "-q", "-m", "ignore node_modules")
+	testgit.Git(t, h.repo, "add", ".gitignore")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "ignore node_modules")
 	os.MkdirAll(filepath.Join(h.repo, "node_modules", "pkg"), 0o755)
 	os.WriteFile(filepath.Join(h.repo, "node_modules", "pkg", "index.js"), []byte("module.exports = 1\n"), 0o644)
 	os.MkdirAll(filepath.Join(h.repo, ".venv", "bin"), 0o755)
 	os.WriteFile(filepath.Join(h.repo, ".venv", ".gitignore"), []byte("*\n"), 0o644)
 	os.WriteFile(filepath.Join(h.repo, ".venv", "bin", "python"), []byte("#!/bin/sh\n"), 0o755)
-	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+	if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 		t.Fatalf("the set-up left the work tree unclean: %q", got)
 	}
 	return h
@@ -242,16 +244,16 @@ func TestWorktreeLink(t *testing.T) {
 					t.Errorf("the shared %s is gone: %v", f, err)
 				}
 			}
-			if got := fakes.Git(t, h.repo, "log", "--all", "--format=", "--name-only"); strings.Contains(got, "node_modules") || strings.Contains(got, ".venv") {
+			if got := testgit.Git(t, h.repo, "log", "--all", "--format=", "--name-only"); strings.Contains(got, "node_modules") || strings.Contains(got, ".venv") {
 				t.Fatalf("a link was committed:\n%s", got)
 			}
-			if !strings.Contains(fakes.Git(t, h.repo, "log", "--format=%s"), "the agent commits itself") {
+			if !strings.Contains(testgit.Git(t, h.repo, "log", "--format=%s"), "the agent commits itself") {
 				t.Fatal("the agent's own commit is not in the history")
 			}
 			if got, _ := os.ReadFile(filepath.Join(h.repo, ".git", "info", "exclude")); string(got) != string(exclude) {
 				t.Fatalf("info/exclude is %q, was %q", got, exclude)
 			}
-			if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+			if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 				t.Fatalf("work tree not clean: %q", got)
 			}
 			if left := leftovers(t, h); len(left) > 0 {
@@ -313,7 +315,7 @@ func TestWorktreeLinkRefused(t *testing.T) {
 }
 
 // withDisk makes the run see free the free space where its worktrees go.
-func withDisk(free func(dir string) (diskSpace, error)) Option {
+func withDisk(free func(dir string) (worktree.Space, error)) Option {
 	return func(r *run) { r.disk = free }
 }
 
@@ -326,9 +328,9 @@ func withDisk(free func(dir string) (diskSpace, error)) Option {
 // nothing behind. A sparse worktree is weighed by its set.
 func TestWorktreeDiskCheck(t *testing.T) {
 	t.Parallel()
-	sizeOf := func(t *testing.T, h *harness, sparse ...string) treeSize {
-		head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
-		size, err := h.trees(sparse...).size(context.Background(), head, 4096)
+	sizeOf := func(t *testing.T, h *harness, sparse ...string) worktree.Size {
+		head := testgit.Git(t, h.repo, "rev-parse", "HEAD")
+		size, err := h.trees(sparse...).Size(context.Background(), head, 4096)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,22 +357,22 @@ func TestWorktreeDiskCheck(t *testing.T) {
 			t.Parallel()
 			h := sparseHarness(t, parallelPlan("ppp"))
 			full, size := sizeOf(t, h), sizeOf(t, h, tc.sparse)
-			if tc.sparse != "" && size.bytes*3 > full.bytes*3/2 {
-				t.Fatalf("the sparse worktree (%d bytes) is not smaller than the full one (%d)", size.bytes, full.bytes)
+			if tc.sparse != "" && size.Bytes*3 > full.Bytes*3/2 {
+				t.Fatalf("the sparse worktree (%d bytes) is not smaller than the full one (%d)", size.Bytes, full.Bytes)
 			}
 			var asked []string
-			disk := withDisk(func(dir string) (diskSpace, error) {
+			disk := withDisk(func(dir string) (worktree.Space, error) {
 				asked = append(asked, dir)
-				space := diskSpace{free: diskReserve + uint64(tc.bytes*float64(full.bytes)), block: 4096}
+				space := worktree.Space{Free: diskReserve + uint64(tc.bytes*float64(full.Bytes)), Block: 4096}
 				if tc.files > 0 {
-					space.files = uint64(tc.files * float64(full.files))
+					space.Files = uint64(tc.files * float64(full.Files))
 				}
 				return space, nil
 			})
 			// Each task checks, at its start, which worktrees exist.
 			seen := map[int][]string{}
 			start := withTaskStart(func(task Task) {
-				entries, _ := os.ReadDir(filepath.Join(h.stateDir, WorktreesFolder))
+				entries, _ := os.ReadDir(filepath.Join(h.stateDir, worktree.Folder))
 				for _, e := range entries {
 					if !strings.HasSuffix(e.Name(), ".review") {
 						seen[task.Index] = append(seen[task.Index], e.Name())
@@ -430,19 +432,19 @@ func TestWorktreeSparseLeftoversSwept(t *testing.T) {
 	h := linkHarness(t, parallelPlan("pp"))
 	ctx := context.Background()
 	ts := h.trees("a")
-	head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
-	if err := ts.exclude(ctx, []string{"node_modules"}); err != nil {
+	head := testgit.Git(t, h.repo, "rev-parse", "HEAD")
+	if err := ts.Exclude(ctx, []string{"node_modules"}); err != nil {
 		t.Fatal(err)
 	}
 	for task := 1; task <= 2; task++ {
-		tt, err := ts.add(ctx, task, head)
+		tt, err := ts.Add(ctx, task, head)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := linkPath(h.repo, "node_modules", tt.dir); err != nil {
+		if err := ts.Prepare(tt, nil, []string{"node_modules"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(filepath.Join(tt.path, "b")); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(tt.Path, "b")); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("the sparse worktree holds b: %v", err)
 		}
 	}
@@ -508,7 +510,7 @@ func TestWorktreeSparseInterrupted(t *testing.T) {
 func TestWorktreeStatusSparse(t *testing.T) {
 	t.Parallel()
 	h := sparseHarness(t, parallelPlan("pp"))
-	if _, err := h.trees("c", "a/sub", "b").add(context.Background(), 1, fakes.Git(t, h.repo, "rev-parse", "HEAD")); err != nil {
+	if _, err := h.trees("c", "a/sub", "b").Add(context.Background(), 1, testgit.Git(t, h.repo, "rev-parse", "HEAD")); err != nil {
 		t.Fatal(err)
 	}
 	ws := worktreeStatus(h.config(), 1, nil)
@@ -517,174 +519,5 @@ func TestWorktreeStatusSparse(t *testing.T) {
 	}
 	if ws := worktreeStatus(h.config(), 2, nil); ws != nil {
 		t.Fatalf("task 2: %+v", ws)
-	}
-}
-
-// The cone holds the files of its folders, of the folders above them, and
-// the top-level files.
-func TestConeHolds(t *testing.T) {
-	t.Parallel()
-	c := coneOf("sub", []string{"x/y", "z/", "./x/y"})
-	if !slices.Equal(c, cone{"sub/x/y", "sub/z"}) {
-		t.Fatalf("cone %q", c)
-	}
-	for p, want := range map[string]bool{
-		"top.txt": true, "sub/f.txt": true, "sub/x/f.txt": true, "sub/x/y/f.txt": true, "sub/x/y/deep/f.txt": true,
-		"sub/z/f.txt": true, "sub/x/w/f.txt": false, "sub/xy/f.txt": false, "other/f.txt": false, "sub/zz/f.txt": false, "sub/x/y2/f": false,
-	} {
-		if got := c.holds(p); got != want {
-			t.Errorf("%s: %v, want %v", p, got, want)
-		}
-	}
-	if !(cone{}).holds("any/where") {
-		t.Error("an empty cone is the whole tree")
-	}
-}
-
-// The size of a worktree adds up the blocks of the files of the cone and
-// of their folders, and an index of every path; a cone folder that is a
-// file is an error.
-func TestTreeSizeCounts(t *testing.T) {
-	t.Parallel()
-	lt := &lsTree{cone: cone{"a"}, block: 4096, folders: map[string]bool{}}
-	listing := "100644 blob 1111 5000\ta/f.txt\x00100644 blob 2222 10\tb/g.txt\x00160000 commit 3333 -\tmod\x00100644 blob 4444 0\ttop\x00"
-	// Written in pieces, a record cut in two.
-	for _, piece := range []string{listing[:20], listing[20:61], listing[61:]} {
-		lt.Write([]byte(piece))
-	}
-	if lt.files != 2 || lt.bytes != 2*4096+4096 || len(lt.folders) != 1 || lt.index != 3*indexEntry+uint64(len("a/f.txt")+len("b/g.txt")+len("top")) {
-		t.Fatalf("%+v", lt)
-	}
-	// The entries of the top and of the folders above the cone's: a file
-	// of a cone folder is not counted twice, a folder outside the cone is
-	// one index entry, a folder above or of the cone none.
-	above := &lsTree{cone: cone{"x/a"}, block: 4096, folders: map[string]bool{}, above: true}
-	above.Write([]byte("100644 blob 1 10\ttop\x00040000 tree 2 -\tx\x00040000 tree 3 -\ty\x00100644 blob 4 5000\tx/f\x00040000 tree 5 -\tx/a\x00040000 tree 6 -\tx/b\x00100644 blob 7 1\tx/a/g\x00"))
-	if above.files != 2 || above.bytes != 3*4096 || above.index != 4*indexEntry+uint64(len("top")+len("y")+len("x/f")+len("x/b")) {
-		t.Fatalf("%+v", above)
-	}
-	lt = &lsTree{cone: cone{"a/f.txt"}, block: 4096, folders: map[string]bool{}}
-	lt.Write([]byte(listing))
-	if lt.notFolder != "a/f.txt" {
-		t.Fatalf("notFolder %q", lt.notFolder)
-	}
-}
-
-// info/exclude keeps what it held around the section of a state folder's
-// runs, which is replaced, then removed.
-func TestExcludeSection(t *testing.T) {
-	t.Parallel()
-	h := isolatedHarness(t, parallelPlan("pp"))
-	ts := h.trees()
-	ctx := context.Background()
-	file := filepath.Join(h.repo, ".git", "info", "exclude")
-	os.MkdirAll(filepath.Dir(file), 0o755)
-	if err := os.WriteFile(file, []byte("# mine\n*.tmp"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.exclude(ctx, []string{"node_modules", "web/a*b [x]"}); err != nil {
-		t.Fatal(err)
-	}
-	scope := strings.TrimSuffix(ts.prefix, "/")
-	want := "# mine\n*.tmp\n# " + scope + ": worktree_link paths of a running parallel block\n/node_modules\n/web/a\\*b \\[x]\n# end " + scope + "\n"
-	if got := fileIn(t, h.repo, ".git/info/exclude"); got != want {
-		t.Fatalf("exclude %q, want %q", got, want)
-	}
-	if got := fakes.Git(t, h.repo, "check-ignore", "--no-index", "web/a*b [x]", "web/aXb x"); got != "web/a*b [x]" {
-		t.Fatalf("check-ignore %q", got)
-	}
-	if err := ts.exclude(ctx, []string{".venv"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := fileIn(t, h.repo, ".git/info/exclude"); got != "# mine\n*.tmp\n# "+scope+": worktree_link paths of a running parallel block\n/.venv\n# end "+scope+"\n" {
-		t.Fatalf("exclude %q", got)
-	}
-	if err := ts.unexclude(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := fileIn(t, h.repo, ".git/info/exclude"); got != "# mine\n*.tmp\n" {
-		t.Fatalf("exclude %q", got)
-	}
-	// A file that held only the section goes with it.
-	os.Remove(file)
-	if err := ts.exclude(ctx, []string{".venv"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.unexclude(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Lstat(file); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("info/exclude: %v, want it gone", err)
-	}
-}
-
-// Sparse worktrees need git 2.37 or later, as git version tells it.
-func TestGitAtLeast(t *testing.T) {
-	t.Parallel()
-	for v, want := range map[string]bool{
-		"git version 2.39.5\n": true, "git version 2.37.0": true, "git version 2.36.6": false, "git version 3.0.1": true,
-		"git version 2.45.1.windows.1": true, "git version 1.9.5": false, "not git": false, "": false,
-	} {
-		if got := gitAtLeast(v, 2, 37); got != want {
-			t.Errorf("%q: %v, want %v", v, got, want)
-		}
-	}
-}
-
-// A link is made inside the worktree only: a link among its folders (a
-// tracked link, say) is refused, and so is a path the worktree already has.
-func TestLinkPathRefusals(t *testing.T) {
-	t.Parallel()
-	repo, wt, outside := t.TempDir(), t.TempDir(), t.TempDir()
-	os.MkdirAll(filepath.Join(repo, "web", "node_modules"), 0o755)
-	os.MkdirAll(filepath.Join(repo, "node_modules"), 0o755)
-	os.Symlink(outside, filepath.Join(wt, "web"))
-	err := linkPath(repo, filepath.Join("web", "node_modules"), wt)
-	if want := filepath.Join(wt, "web") + " is a symbolic link in the worktree: a link goes in a folder"; err == nil || err.Error() != want {
-		t.Fatalf("err %v, want %q", err, want)
-	}
-	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
-		t.Fatalf("a link was made outside the worktree: %v", entries)
-	}
-	os.WriteFile(filepath.Join(wt, "node_modules"), []byte("x"), 0o644)
-	err = linkPath(repo, "node_modules", wt)
-	if want := filepath.Join(wt, "node_modules") + " already exists in the worktree"; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("err %v, want %q", err, want)
-	}
-	if err := linkPath(repo, "missing", wt); err == nil || err.Error() != filepath.Join(repo, "missing")+" does not exist in the work tree" {
-		t.Fatalf("err %v", err)
-	}
-}
-
-// The size of a worktree counts the files and folders a worktree made of
-// the same commit holds, sparse or not.
-func TestTreeSizeOfAWorktree(t *testing.T) {
-	t.Parallel()
-	h := sparseHarness(t, parallelPlan("pp"))
-	head := fakes.Git(t, h.repo, "rev-parse", "HEAD")
-	for _, sparse := range [][]string{nil, {"a"}, {"a/sub", "c"}} {
-		ts := h.trees(sparse...)
-		size, err := ts.size(context.Background(), head, 4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tt, err := ts.add(context.Background(), 1, head)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries := 0
-		filepath.WalkDir(tt.path, func(p string, d fs.DirEntry, err error) error {
-			if d.Name() == ".git" {
-				return nil
-			}
-			entries++
-			return nil
-		})
-		if uint64(entries) != size.files {
-			t.Errorf("%q: the worktree holds %d files and folders, the size counts %d", sparse, entries, size.files)
-		}
-		if err := ts.remove(context.Background(), tt); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -3,13 +3,11 @@ package runner
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"peal/config"
-	"peal/internal/safefs"
 	"peal/state"
+	"peal/worktree"
 )
 
 // TaskStatus is one task in `peal status`.
@@ -113,19 +111,8 @@ func Status(cfg *config.Config) (StatusReport, []string, error) {
 // branch read from git's files, without running git), else the last run's
 // record of it; nil when the task had none.
 func worktreeStatus(cfg *config.Config, task int, last *state.RunSummary) *WorktreeStatus {
-	path := taskTreePath(cfg.StateDir, task)
-	if link, err := safefs.ReadFile(filepath.Join(path, ".git"), 4096); err == nil {
-		ws := &WorktreeStatus{Path: path, Now: true}
-		if gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(link)), "gitdir: "); ok {
-			if !filepath.IsAbs(gitdir) {
-				gitdir = filepath.Join(path, gitdir) // git's worktree.useRelativePaths
-			}
-			if head, err := safefs.ReadFile(filepath.Join(gitdir, "HEAD"), 4096); err == nil {
-				ws.Branch = strings.TrimPrefix(strings.TrimSpace(string(head)), "ref: refs/heads/")
-			}
-			ws.Sparse = sparseFolders(gitdir)
-		}
-		return ws
+	if now, ok := worktree.Inspect(cfg.StateDir, task); ok {
+		return &WorktreeStatus{Path: now.Path, Branch: now.Branch, Now: true, Sparse: now.Sparse}
 	}
 	if last == nil {
 		return nil

@@ -12,6 +12,7 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 	"peal/state"
 )
 
@@ -291,8 +292,8 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 	os.WriteFile(settings, []byte(`{"workflow": {"escalation": {"enabled": true, "maxRetries": 1, "models": {"fixer": "tf-fixer"}}}}`), 0o644)
 	// A ticketflow project keeps its settings in the repository; the store
 	// that peal writes in .tf/knowledge stays out of the commits.
-	fakes.Git(t, h.repo, "add", ".tf")
-	fakes.Git(t, h.repo, "commit", "-q", "-m", "tf settings")
+	testgit.Git(t, h.repo, "add", ".tf")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "tf settings")
 	h.scenario(map[string][]fakes.Outcome{"execute": plants(twoFindings()...)})
 	env := append(h.withStet(fakes.StetScenario{}), "PEAL_MAX_ADDRESS_ROUNDS=1")
 	for run := 1; run <= 2; run++ {
@@ -301,7 +302,7 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 			t.Fatalf("run %d: err %v, outcome %+v", run, err, out)
 		}
 	}
-	if files := fakes.Git(t, h.repo, "log", "--name-only", "--format="); strings.Contains(files, ".tf/knowledge") {
+	if files := testgit.Git(t, h.repo, "log", "--name-only", "--format="); strings.Contains(files, ".tf/knowledge") {
 		t.Fatalf("the retry-state store was committed:\n%s", files)
 	}
 	st, err := state.LoadRetryState(filepath.Join(h.repo, ".tf", "knowledge"), h.ticket(1))

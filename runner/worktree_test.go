@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,9 +14,11 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/gitrepo"
+	"peal/internal/testgit"
 	"peal/phase"
-	"peal/review"
 	"peal/state"
+	"peal/worktree"
 )
 
 // isolatedHarness is a harness whose repository has a first commit holding
@@ -29,8 +29,8 @@ func isolatedHarness(t *testing.T, plan string) *harness {
 	if err := os.WriteFile(filepath.Join(h.repo, "base.txt"), []byte("base\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fakes.Git(t, h.repo, "add", "base.txt")
-	fakes.Git(t, h.repo, "commit", "-q", "-m", "root")
+	testgit.Git(t, h.repo, "add", "base.txt")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "root")
 	return h
 }
 
@@ -45,11 +45,11 @@ func writes(files ...string) fakes.Outcome {
 // leftovers are what a block may leave behind in the harness's repository.
 func leftovers(t *testing.T, h *harness) []string {
 	t.Helper()
-	return fakes.WorktreeLeftovers(t, h.repo, h.stateDir)
+	return testgit.WorktreeLeftovers(t, h.repo, h.stateDir)
 }
 
 func keptBranches(t *testing.T, h *harness) []string {
-	return strings.Fields(fakes.Git(t, h.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/"+KeptBranchPrefix))
+	return strings.Fields(testgit.Git(t, h.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/"+worktree.KeptPrefix))
 }
 
 func fileIn(t *testing.T, dir, name string) string {
@@ -64,7 +64,7 @@ func fileIn(t *testing.T, dir, name string) string {
 // firstParents are the subjects of the work tree's history along its first
 // parents, oldest first: the root, then one merge commit per merged task.
 func firstParents(t *testing.T, h *harness) string {
-	return strings.Join(strings.Split(fakes.Git(t, h.repo, "log", "--first-parent", "--reverse", "--format=%s"), "\n"), "|")
+	return strings.Join(strings.Split(testgit.Git(t, h.repo, "log", "--first-parent", "--reverse", "--format=%s"), "\n"), "|")
 }
 
 // TestWorktreeBlockBothLand: two tasks that change different files each work
@@ -92,14 +92,14 @@ func TestWorktreeBlockBothLand(t *testing.T) {
 	if fileIn(t, h.repo, "one.txt") != "1" || fileIn(t, h.repo, "two.txt") != "2" {
 		t.Fatal("the work of a task is missing from the work tree")
 	}
-	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+	if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 		t.Fatalf("work tree not clean: %q", got)
 	}
 	if got, want := firstParents(t, h), fmt.Sprintf("root|peal: merge task 1 (peal-%s/task-1)|peal: merge task 2 (peal-%s/task-2)", scope, scope); got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 	for _, c := range h.calls() {
-		want := filepath.Join(h.stateDir, WorktreesFolder, "task-"+c.Task)
+		want := filepath.Join(h.stateDir, worktree.Folder, "task-"+c.Task)
 		if c.Cwd != want {
 			t.Errorf("%s ran in %s, want %s", c.Key, c.Cwd, want)
 		}
@@ -112,7 +112,7 @@ func TestWorktreeBlockBothLand(t *testing.T) {
 	}
 	sum, _ := h.summary()
 	for i, pt := range sum.ParallelTasks {
-		if pt.Task != i+1 || !pt.Merged || pt.Branch != fmt.Sprintf("peal-%s/task-%d", scope, i+1) || pt.Worktree != filepath.Join(h.stateDir, WorktreesFolder, fmt.Sprintf("task-%d", i+1)) {
+		if pt.Task != i+1 || !pt.Merged || pt.Branch != fmt.Sprintf("peal-%s/task-%d", scope, i+1) || pt.Worktree != filepath.Join(h.stateDir, worktree.Folder, fmt.Sprintf("task-%d", i+1)) {
 			t.Fatalf("summary parallel tasks %+v", sum.ParallelTasks)
 		}
 	}
@@ -167,17 +167,17 @@ func TestWorktreeConflict(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+			if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 				t.Fatalf("work tree not clean: %q", got)
 			}
 			if _, err := os.Stat(filepath.Join(h.repo, ".git", "MERGE_HEAD")); err == nil {
 				t.Fatal("a merge is left in progress")
 			}
 			kept := keptBranches(t, h)
-			if len(kept) != 1 || !strings.HasPrefix(kept[0], KeptBranchPrefix+"task-2-") {
+			if len(kept) != 1 || !strings.HasPrefix(kept[0], worktree.KeptPrefix+"task-2-") {
 				t.Fatalf("kept branches %q", kept)
 			}
-			if got := fakes.Git(t, h.repo, "show", kept[0]+":base.txt"); got != "two" {
+			if got := testgit.Git(t, h.repo, "show", kept[0]+":base.txt"); got != "two" {
 				t.Fatalf("the kept branch holds %q", got)
 			}
 			sum, _ := h.summary()
@@ -199,7 +199,7 @@ func TestWorktreeConflict(t *testing.T) {
 				if !slices.Equal(out.Completed, []int{1, 2}) || fileIn(t, h.repo, "base.txt") != "one\ntwo\n" {
 					t.Fatalf("outcome %+v, base.txt %q", out, fileIn(t, h.repo, "base.txt"))
 				}
-				if want := []string{filepath.Join(h.stateDir, WorktreesFolder, "task-2"), h.repo}; !slices.Equal(executes2, want) {
+				if want := []string{filepath.Join(h.stateDir, worktree.Folder, "task-2"), h.repo}; !slices.Equal(executes2, want) {
 					t.Fatalf("task 2's executes ran in %q, want %q", executes2, want)
 				}
 				if len(attempts) != 2 || attempts[0].Status != state.AttemptError || attempts[1].Status != state.AttemptClosed {
@@ -231,8 +231,8 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
 	os.WriteFile(filepath.Join(h.repo, ".gitignore"), []byte(".env\nsetup-ran\nconf/\n"), 0o644)
-	fakes.Git(t, h.repo, "add", ".gitignore")
-	fakes.Git(t, h.repo, "commit", "-q", "-m", "ignore .env")
+	testgit.Git(t, h.repo, "add", ".gitignore")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "ignore .env")
 	os.WriteFile(filepath.Join(h.repo, ".env"), []byte("SECRET=1\n"), 0o644)
 	os.MkdirAll(filepath.Join(h.repo, "conf"), 0o755)
 	os.WriteFile(filepath.Join(h.repo, "conf", "local.ini"), []byte("x=1\n"), 0o644)
@@ -253,7 +253,7 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	tracked := fakes.Git(t, h.repo, "ls-files")
+	tracked := testgit.Git(t, h.repo, "ls-files")
 	if strings.Contains(tracked, ".env") || strings.Contains(tracked, "conf/local.ini") {
 		t.Fatalf("a copied file was committed: %q", tracked)
 	}
@@ -269,7 +269,7 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 		// diff prints the difference on stdout and exits 1.
 		h := isolatedHarness(t, parallelPlan("pp"))
 		log := bothFailUnstarted(t, h, "PEAL_WORKTREE_SETUP_COMMAND=diff base.txt /dev/null")
-		want := fmt.Sprintf(`task=1 err="worktree_setup_command \"diff base.txt /dev/null\" failed in %s: setup call exited with status 1: < base"`, filepath.Join(h.stateDir, WorktreesFolder, "task-1"))
+		want := fmt.Sprintf(`task=1 err="worktree_setup_command \"diff base.txt /dev/null\" failed in %s: setup call exited with status 1: < base"`, filepath.Join(h.stateDir, worktree.Folder, "task-1"))
 		if !strings.Contains(log, want) {
 			t.Fatalf("no %q in the log:\n%s", want, log)
 		}
@@ -278,7 +278,7 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 		h := isolatedHarness(t, parallelPlan("pp"))
 		log := bothFailUnstarted(t, h, "PEAL_PHASE_TIMEOUT_SEC=1", "PEAL_WORKTREE_SETUP_COMMAND=sleep 30")
 		for _, task := range []int{1, 2} {
-			want := fmt.Sprintf(`task=%d err="worktree_setup_command \"sleep 30\" failed in %s: setup call timed out after 1 s"`, task, filepath.Join(h.stateDir, WorktreesFolder, fmt.Sprintf("task-%d", task)))
+			want := fmt.Sprintf(`task=%d err="worktree_setup_command \"sleep 30\" failed in %s: setup call timed out after 1 s"`, task, filepath.Join(h.stateDir, worktree.Folder, fmt.Sprintf("task-%d", task)))
 			if !strings.Contains(log, want) {
 				t.Fatalf("no %q in the log:\n%s", want, log)
 			}
@@ -296,8 +296,8 @@ func TestWorktreeSetupAndCopy(t *testing.T) {
 		for _, copy := range []string{"link", "linkdir/file"} {
 			h := isolatedHarness(t, parallelPlan("pp"))
 			os.WriteFile(filepath.Join(h.repo, ".gitignore"), []byte("link\nlinkdir\n"), 0o644)
-			fakes.Git(t, h.repo, "add", ".gitignore")
-			fakes.Git(t, h.repo, "commit", "-q", "-m", "ignore links")
+			testgit.Git(t, h.repo, "add", ".gitignore")
+			testgit.Git(t, h.repo, "commit", "-q", "-m", "ignore links")
 			os.Symlink("/etc/passwd", filepath.Join(h.repo, "link"))
 			outside := t.TempDir()
 			os.WriteFile(filepath.Join(outside, "file"), []byte("secret"), 0o644)
@@ -357,14 +357,14 @@ func TestWorktreeInterrupted(t *testing.T) {
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("state %+v", h.state())
 	}
-	if got := fakes.Git(t, h.repo, "status", "--porcelain"); got != "" {
+	if got := testgit.Git(t, h.repo, "status", "--porcelain"); got != "" {
 		t.Fatalf("work tree not clean: %q", got)
 	}
 	if left := leftovers(t, h); len(left) > 0 {
 		t.Fatalf("left behind: %q", left)
 	}
 	kept := keptBranches(t, h)
-	if len(kept) != 1 || !strings.HasPrefix(kept[0], KeptBranchPrefix+"task-3-") {
+	if len(kept) != 1 || !strings.HasPrefix(kept[0], worktree.KeptPrefix+"task-3-") {
 		t.Fatalf("kept branches %q", kept)
 	}
 
@@ -391,21 +391,21 @@ func TestWorktreeLeftoversOfAKilledRun(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
 	scope := callScope(h.stateDir)
-	root := filepath.Join(h.stateDir, WorktreesFolder)
+	root := filepath.Join(h.stateDir, worktree.Folder)
 	// Task 1 was being merged, task 2 still ran, when the run died.
 	for task, content := range map[int]string{1: "one\n", 2: "two\n"} {
 		wt := leaveTaskWorktree(t, h, task)
 		os.WriteFile(filepath.Join(wt, "base.txt"), []byte(content), 0o644)
-		fakes.Git(t, wt, "commit", "-q", "-am", "work")
+		testgit.Git(t, wt, "commit", "-q", "-am", "work")
 		os.MkdirAll(filepath.Join(wt+".review", "stet"), 0o755)
 	}
 	os.WriteFile(filepath.Join(h.repo, "base.txt"), []byte("main\n"), 0o644)
-	fakes.Git(t, h.repo, "commit", "-q", "-am", "main moved")
+	testgit.Git(t, h.repo, "commit", "-q", "-am", "main moved")
 	cmd := []string{"merge", "--no-ff", "-m", "half", fmt.Sprintf("peal-%s/task-1", scope)}
 	if err := gitFails(h, cmd...); err == nil {
 		t.Fatal("the set-up merge should conflict")
 	}
-	os.WriteFile(filepath.Join(root, mergingRecord), []byte("x\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "merging"), []byte("x\n"), 0o644)
 
 	h.scenario(map[string][]fakes.Outcome{"execute:1": {writes("one.txt", "1")}, "execute:2": {writes("two.txt", "2")}})
 	out, err := h.run("PEAL_MAX_PARALLEL=2")
@@ -434,7 +434,7 @@ func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
 	leaveTaskWorktree(t, h, 2)
 	// A third branch whose worktree is already gone, as a run killed after
 	// removing a finished task's worktree leaves it.
-	fakes.Git(t, h.repo, "branch", h.trees().of(3).branch)
+	testgit.Git(t, h.repo, "branch", h.trees().Of(3).Branch)
 	if len(leftovers(t, h)) == 0 {
 		t.Fatal("the set-up left nothing to sweep")
 	}
@@ -454,27 +454,27 @@ func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
 
 // trees are the worktrees of the runs of h, as a run makes them (checking
 // out the folders sparse, or the whole tree).
-func (h *harness) trees(sparse ...string) *trees {
-	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: fakes.GitEnv}
-	return newTrees(h.stateDir, review.NewGit(caller, slog.New(slog.DiscardHandler), time.Minute, h.repo), h.repo, sparse...)
+func (h *harness) trees(sparse ...string) *worktree.Set {
+	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: testgit.Env}
+	log := slog.New(slog.DiscardHandler)
+	return worktree.New(gitrepo.New(caller, log, time.Minute, h.repo), log, h.stateDir, callScope(h.stateDir), sparse)
 }
 
 // leaveTaskWorktree makes the worktree of task, on its branch, where a run
 // of h makes it, as a run killed in a block leaves it; it returns its path.
 func leaveTaskWorktree(t *testing.T, h *harness, task int) string {
 	t.Helper()
-	tt := h.trees().of(task)
-	os.MkdirAll(filepath.Dir(tt.path), 0o755)
-	fakes.Git(t, h.repo, "worktree", "add", "-q", "-b", tt.branch, tt.path)
-	return tt.path
+	tt := h.trees().Of(task)
+	os.MkdirAll(filepath.Dir(tt.Path), 0o755)
+	testgit.Git(t, h.repo, "worktree", "add", "-q", "-b", tt.Branch, tt.Path)
+	return tt.Path
 }
 
 // gitFails runs git in the harness's repository and returns its error
 // instead of failing the test.
 func gitFails(h *harness, args ...string) error {
-	cmd := exec.Command("git", append([]string{"-C", h.repo}, args...)...)
-	cmd.Env = append(os.Environ(), fakes.GitEnv...)
-	return cmd.Run()
+	_, err := gitrepo.Plain(h.repo, testgit.Env...).Command(args...).Run(context.Background())
+	return err
 }
 
 // TestWorktreeFallsBackToShared: a tree with uncommitted changes cannot be
@@ -524,7 +524,7 @@ func TestWorktreeReviewPerTask(t *testing.T) {
 				if task == "" {
 					continue // the run's own check of a session left open
 				}
-				wt := filepath.Join(h.stateDir, WorktreesFolder, "task-"+task)
+				wt := filepath.Join(h.stateDir, worktree.Folder, "task-"+task)
 				if c.Cwd != wt || c.Env["STET_STATE_DIR"] != filepath.Join(wt+".review", "stet") || c.Env["STET_WORKTREE_ROOT"] != filepath.Join(wt+".review", "worktrees") {
 					t.Errorf("stet %s of task %s ran in %s with %v", c.Cmd, task, c.Cwd, c.Env)
 				}
@@ -545,7 +545,7 @@ func TestWorktreeReviewPerTask(t *testing.T) {
 				if k := c.Key; strings.HasPrefix(k, "triage:") || strings.HasPrefix(k, "address:") {
 					phase3 = append(phase3, k)
 				}
-				want := filepath.Join(h.stateDir, WorktreesFolder, "task-"+c.Task)
+				want := filepath.Join(h.stateDir, worktree.Folder, "task-"+c.Task)
 				if c.Cwd != want {
 					t.Errorf("%s ran in %s, want %s", c.Key, c.Cwd, want)
 				}
@@ -556,7 +556,7 @@ func TestWorktreeReviewPerTask(t *testing.T) {
 			if got := strings.Join(phase3, " "); got != wantKeys {
 				t.Fatalf("triage and address calls %q, want %q (all calls %q)", got, wantKeys, h.keys())
 			}
-			commits := strings.Join(strings.Split(fakes.Git(t, h.repo, "log", "--reverse", "--topo-order", "--format=%s", "--no-merges"), "\n"), "|")
+			commits := strings.Join(strings.Split(testgit.Git(t, h.repo, "log", "--reverse", "--topo-order", "--format=%s", "--no-merges"), "\n"), "|")
 			if commits != "root|peal: task 1 - fake plan output for task 1|peal: task 1 - address round 1|peal: task 2 - fake plan output for task 2" {
 				t.Fatalf("commits %q", commits)
 			}
@@ -637,7 +637,7 @@ func TestWorktreeMergeFails(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
 	// The agent of task 1 puts a folder where the merge writes its record.
-	record := filepath.Join(h.stateDir, WorktreesFolder, mergingRecord)
+	record := filepath.Join(h.stateDir, worktree.Folder, "merging")
 	h.scenario(map[string][]fakes.Outcome{
 		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1"}, Commands: [][]string{{"mkdir", "-p", record}}}},
 		"execute:2": {writes("two.txt", "2")},
@@ -655,34 +655,12 @@ func TestWorktreeMergeFails(t *testing.T) {
 		if len(attempts) != 1 || attempts[0].Status != state.AttemptError {
 			t.Fatalf("task %d's attempts %+v", task, attempts)
 		}
-		want := fmt.Sprintf(`msg="task failed, continuing with the remaining tasks" task=%d err="worktrees folder %s: open %s: is a directory"`, task, filepath.Dir(record), record)
+		want := fmt.Sprintf(`msg="task failed, continuing with the remaining tasks" task=%d err="the merge note %s is a folder: remove it"`, task, record)
 		if !strings.Contains(log, want) {
 			t.Fatalf("task %d's failure does not name its cause (%s):\n%s", task, want, log)
 		}
 	}
 	if kept := keptBranches(t, h); len(kept) != 2 {
 		t.Fatalf("kept branches %q", kept)
-	}
-}
-
-// TestWorktreeAddThatFailsLeavesNothing: when git has made a task's
-// worktree and branch but cannot write the files (here the base commit holds
-// a path git refuses to check out), the add fails with git's complaint and
-// neither the worktree, nor its folder, nor its branch is left.
-func TestWorktreeAddThatFailsLeavesNothing(t *testing.T) {
-	t.Parallel()
-	h := isolatedHarness(t, "## Task 1\nx\n")
-	blob := fakes.GitIn(t, h.repo, "x\n", "hash-object", "-w", "--stdin")
-	tree := fakes.GitIn(t, h.repo, "100644 blob "+blob+"\t.GIT\n", "mktree")
-	bad := fakes.Git(t, h.repo, "commit-tree", tree, "-p", "HEAD", "-m", "bad")
-	_, err := h.trees().add(context.Background(), 1, bad)
-	if err == nil || !strings.Contains(err.Error(), "read-tree") || !strings.Contains(err.Error(), ".GIT") {
-		t.Fatalf("add: %v, want git read-tree's refusal of .GIT", err)
-	}
-	if left := leftovers(t, h); len(left) > 0 {
-		t.Errorf("left behind: %q", left)
-	}
-	if _, err := os.Lstat(taskTreePath(h.stateDir, 1)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the worktree's folder: %v, want it gone", err)
 	}
 }

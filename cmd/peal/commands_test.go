@@ -14,6 +14,7 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 	"peal/state"
 )
 
@@ -279,8 +280,8 @@ func TestRelativeStetPath(t *testing.T) {
 	if err := os.Symlink(bins["fakestet"], filepath.Join(s.dir, "tools", "stet")); err != nil {
 		t.Fatal(err)
 	}
-	s.git(append(s.env(), fakes.GitEnv...), "commit", "-q", "--allow-empty", "-m", "root")
-	r := s.peal(append(s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH=tools/stet"), fakes.GitEnv...), "run")
+	s.git(append(s.env(), testgit.Env...), "commit", "-q", "--allow-empty", "-m", "root")
+	r := s.peal(append(s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH=tools/stet"), testgit.Env...), "run")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

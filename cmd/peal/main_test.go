@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,8 +17,10 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/gitrepo"
 	"peal/internal/procs"
 	"peal/internal/testbin"
+	"peal/internal/testgit"
 )
 
 var bins map[string]string
@@ -40,7 +43,7 @@ func newSandbox(t *testing.T, plan string) *sandbox {
 	for _, d := range []string{s.repo, s.agentDir} {
 		os.MkdirAll(d, 0o755)
 	}
-	fakes.GitInit(t, s.repo)
+	testgit.Init(t, s.repo)
 	os.WriteFile(s.plan, []byte(plan), 0o644)
 	return s
 }
@@ -48,13 +51,11 @@ func newSandbox(t *testing.T, plan string) *sandbox {
 // git runs git in the sandbox's repository with env.
 func (s *sandbox) git(env []string, args ...string) string {
 	s.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", s.repo}, args...)...)
-	cmd.Env = env
-	out, err := cmd.CombinedOutput()
+	out, err := gitrepo.Plain(s.repo, env...).Command(args...).Run(context.Background())
 	if err != nil {
-		s.t.Fatalf("git %v: %v\n%s", args, err, out)
+		s.t.Fatalf("%v", err)
 	}
-	return string(out)
+	return out
 }
 
 func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 	"peal/report"
 )
 
@@ -97,11 +98,11 @@ func TestReportOfRecordedRuns(t *testing.T) {
 				stetDir := filepath.Join(s.dir, "stet")
 				os.MkdirAll(stetDir, 0o755)
 				fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
-				env = append(append(env, "FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"]), fakes.GitEnv...)
+				env = append(append(env, "FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"]), testgit.Env...)
 				s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
 			}
 			if tc.root {
-				env = append(env, fakes.GitEnv...)
+				env = append(env, testgit.Env...)
 				s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
 			}
 			if tc.kill {

@@ -20,6 +20,7 @@ import (
 
 	"peal/internal/fakes"
 	"peal/internal/procs"
+	"peal/internal/testgit"
 )
 
 // startPeal starts `peal run` in the sandbox and returns it with a channel
@@ -367,7 +368,7 @@ func TestSignalDuringStartupCleanup(t *testing.T) {
 		if err := fakes.WriteStetScenario(stetDir, sc); err != nil {
 			t.Fatal(err)
 		}
-		fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+		testgit.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
 		var stderr bytes.Buffer
 		r, w, _ := os.Pipe()
 		go func() { stderr.ReadFrom(r) }()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 )
 
 // A block of sparse worktrees with a linked folder, killed (SIGKILL) while
@@ -23,8 +24,8 @@ func TestWorktreeSparseLinkedKillThenRerun(t *testing.T) {
 		os.MkdirAll(filepath.Join(s.repo, filepath.Dir(f)), 0o755)
 		os.WriteFile(filepath.Join(s.repo, f), []byte("node_modules/\n"), 0o644)
 	}
-	fakes.Git(t, s.repo, "add", "-A")
-	fakes.Git(t, s.repo, "commit", "-q", "-m", "root")
+	testgit.Git(t, s.repo, "add", "-A")
+	testgit.Git(t, s.repo, "commit", "-q", "-m", "root")
 	os.MkdirAll(filepath.Join(s.repo, "node_modules", "pkg"), 0o755)
 	os.WriteFile(filepath.Join(s.repo, "node_modules", "pkg", "index.js"), []byte("x\n"), 0o644)
 	r2, r3 := fifo(t, s.dir, "ready2"), fifo(t, s.dir, "ready3")
@@ -33,7 +34,7 @@ func TestWorktreeSparseLinkedKillThenRerun(t *testing.T) {
 		"execute:2": {{WriteFiles: map[string]string{r2: "x", "app/two.txt": "2"}, Hang: true}, {WriteFiles: map[string]string{"app/two.txt": "2"}}},
 		"execute:3": {{WriteFiles: map[string]string{r3: "x", "lib/three.txt": "3"}, Hang: true}, {WriteFiles: map[string]string{"lib/three.txt": "3"}}},
 	})
-	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_WORKTREE_SPARSE_PATHS=app,lib", "PEAL_WORKTREE_LINK=node_modules"}, fakes.GitEnv...)...)
+	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_WORKTREE_SPARSE_PATHS=app,lib", "PEAL_WORKTREE_LINK=node_modules"}, testgit.Env...)...)
 	cmd, done := startPeal(t, s, env, nil)
 	for _, p := range []string{r2, r3} {
 		if _, err := os.ReadFile(p); err != nil {
@@ -77,7 +78,7 @@ func TestWorktreeSparseLinkedKillThenRerun(t *testing.T) {
 			t.Errorf("%s is not in the work tree: %v", f, err)
 		}
 	}
-	if st := fakes.Git(t, s.repo, "status", "--porcelain"); st != "" {
+	if st := testgit.Git(t, s.repo, "status", "--porcelain"); st != "" {
 		t.Fatalf("work tree not clean: %q", st)
 	}
 	agentsGone(t, s)

@@ -12,6 +12,7 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 	"peal/state"
 )
 
@@ -30,7 +31,7 @@ func TestStatus(t *testing.T) {
 	// Task 3 is left with findings.
 	s.scenario(map[string][]fakes.Outcome{"execute:2": {{Exit: 1}}, "execute:3": {{Plant: []fakes.Finding{{ID: "F001", File: "a.go", Severity: "warning", Message: "m"}}}}})
 	env := s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"], "PEAL_ESCALATION_ENABLED=true", "PEAL_ESCALATION_MAX_RETRIES=2")
-	env = append(env, fakes.GitEnv...)
+	env = append(env, testgit.Env...)
 	s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
 
 	if r := s.peal(env, "run", "--task", "1"); r.code != 0 {

@@ -18,6 +18,7 @@ import (
 
 	"peal/internal/fakes"
 	"peal/internal/procs"
+	"peal/internal/testgit"
 	"peal/state"
 )
 
@@ -57,8 +58,8 @@ func stressRound(t *testing.T, rng *rand.Rand, worktrees bool) {
 	s := newSandbox(t, stressPlan)
 	env := s.env("PEAL_MAX_PARALLEL=3", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
 	if worktrees {
-		fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
-		env = append(append(env, "PEAL_COMMIT_AFTER_PHASE2=true"), fakes.GitEnv...)
+		testgit.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+		env = append(append(env, "PEAL_COMMIT_AFTER_PHASE2=true"), testgit.Env...)
 	}
 	rules := map[string][]fakes.Outcome{}
 	for task := 1; task <= 6; task++ {
@@ -137,7 +138,7 @@ func stressRound(t *testing.T, rng *rand.Rand, worktrees bool) {
 		checkNothingLeft(t, s, calls)
 		if code != -1 {
 			// A killed run may leave worktrees: the next run sweeps them.
-			if left := fakes.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
+			if left := testgit.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
 				t.Fatalf("run %d: left behind after exit %d: %q; stderr:\n%s", run, code, left, p.stderr())
 			}
 		}
@@ -150,7 +151,7 @@ func stressRound(t *testing.T, rng *rand.Rand, worktrees bool) {
 		t.Fatalf("completed %v", completed)
 	}
 	checkNothingLeft(t, s, stressCalls(t, s))
-	if left := fakes.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
+	if left := testgit.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
 		t.Fatalf("left behind: %q", left)
 	}
 	checkTickets(t, s)

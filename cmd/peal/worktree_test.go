@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/testgit"
 )
 
 const parallelPlan3 = "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n"
@@ -21,14 +22,14 @@ const parallelPlan3 = "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n## Task
 func committedSandbox(t *testing.T, plan string) *sandbox {
 	t.Helper()
 	s := newSandbox(t, plan)
-	fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	testgit.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	return s
 }
 
 // worktreeLeftovers are what a run left in the sandbox's repository.
 func worktreeLeftovers(t *testing.T, s *sandbox) []string {
 	t.Helper()
-	return fakes.WorktreeLeftovers(t, s.repo, s.stateDir)
+	return testgit.WorktreeLeftovers(t, s.repo, s.stateDir)
 }
 
 // A block in worktrees interrupted by a real signal: the agents stop, the
@@ -48,7 +49,7 @@ func TestWorktreeBlockSignalThenRerun(t *testing.T) {
 			})
 			// Two at a time: task 3 takes task 1's slot, which is free once
 			// task 1 is merged and saved.
-			env := s.env(append([]string{"PEAL_MAX_PARALLEL=2"}, fakes.GitEnv...)...)
+			env := s.env(append([]string{"PEAL_MAX_PARALLEL=2"}, testgit.Env...)...)
 			cmd, done := startPeal(t, s, env, nil)
 			for _, p := range []string{r2, r3} {
 				if _, err := os.ReadFile(p); err != nil {
@@ -110,7 +111,7 @@ func TestWorktreeBlockSignalThenRerun(t *testing.T) {
 					t.Errorf("%s is not in the work tree: %v", f, err)
 				}
 			}
-			if st := fakes.Git(t, s.repo, "status", "--porcelain"); st != "" {
+			if st := testgit.Git(t, s.repo, "status", "--porcelain"); st != "" {
 				t.Fatalf("work tree not clean: %q", st)
 			}
 			agentsGone(t, s)
@@ -126,13 +127,13 @@ func TestWorktreeConflictReported(t *testing.T) {
 	for _, keepGoing := range []bool{false, true} {
 		s := newSandbox(t, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n")
 		os.WriteFile(filepath.Join(s.repo, "f.txt"), []byte("base\n"), 0o644)
-		fakes.Git(t, s.repo, "add", "f.txt")
-		fakes.Git(t, s.repo, "commit", "-q", "-m", "root")
+		testgit.Git(t, s.repo, "add", "f.txt")
+		testgit.Git(t, s.repo, "commit", "-q", "-m", "root")
 		s.scenario(map[string][]fakes.Outcome{
 			"execute:1": {{WriteFiles: map[string]string{"f.txt": "one\n"}}},
 			"execute:2": {{WriteFiles: map[string]string{"f.txt": "two\n"}}},
 		})
-		env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", fmt.Sprintf("PEAL_CONTINUE_WITH_REMAINING_TASKS=%v", keepGoing)}, fakes.GitEnv...)...)
+		env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", fmt.Sprintf("PEAL_CONTINUE_WITH_REMAINING_TASKS=%v", keepGoing)}, testgit.Env...)...)
 		r := s.peal(env, "run")
 		if left := worktreeLeftovers(t, s); len(left) > 0 {
 			t.Fatalf("left behind: %q", left)
@@ -164,8 +165,8 @@ func TestWorktreeMergeRefusedReported(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n")
 	os.WriteFile(filepath.Join(s.repo, "f.txt"), []byte("base\n"), 0o644)
-	fakes.Git(t, s.repo, "add", "f.txt")
-	fakes.Git(t, s.repo, "commit", "-q", "-m", "root")
+	testgit.Git(t, s.repo, "add", "f.txt")
+	testgit.Git(t, s.repo, "commit", "-q", "-m", "root")
 	hook := filepath.Join(s.repo, ".git", "hooks", "pre-merge-commit")
 	os.MkdirAll(filepath.Dir(hook), 0o755)
 	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'merges are frozen' >&2\nexit 1\n"), 0o755); err != nil {
@@ -175,7 +176,7 @@ func TestWorktreeMergeRefusedReported(t *testing.T) {
 		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1\n"}}},
 		"execute:2": {{WriteFiles: map[string]string{"two.txt": "2\n"}}},
 	})
-	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, fakes.GitEnv...)...)
+	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, testgit.Env...)...)
 	if r := s.peal(env, "run"); r.code != 2 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -221,13 +222,13 @@ func TestWorktreeMergeRefusedReported(t *testing.T) {
 func TestWorktreeChecksFailedMergeReported(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n")
-	fakes.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
+	testgit.Git(t, s.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	s.scenario(map[string][]fakes.Outcome{
 		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1\n"}}},
 		"execute:2": {{WriteFiles: map[string]string{"two.txt": "2\n"}}},
 	})
 	check := `test ! -f one.txt || test ! -f two.txt || exit 1`
-	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_CHECK_COMMANDS=" + check}, fakes.GitEnv...)...)
+	env := s.env(append([]string{"PEAL_MAX_PARALLEL=2", "PEAL_PARALLEL_CONFLICT=fail", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_CHECK_COMMANDS=" + check}, testgit.Env...)...)
 	if r := s.peal(env, "run"); r.code != 2 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

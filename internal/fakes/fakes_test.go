@@ -20,6 +20,7 @@ import (
 
 	"peal/internal/procs"
 	"peal/internal/testbin"
+	"peal/internal/testgit"
 )
 
 var agentBin, stetBin string
@@ -684,7 +685,7 @@ func newStetRepo(t *testing.T, scenario StetScenario) *stetRepo {
 	r := &stetRepo{t: t, repo: filepath.Join(tmp, "repo"), dir: filepath.Join(tmp, "fake"), state: filepath.Join(tmp, "state"), wtRoot: filepath.Join(tmp, "worktrees")}
 	os.MkdirAll(r.repo, 0o755)
 	os.MkdirAll(r.dir, 0o755)
-	GitInit(t, r.repo)
+	testgit.Init(t, r.repo)
 	if err := WriteStetScenario(r.dir, scenario); err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +694,7 @@ func newStetRepo(t *testing.T, scenario StetScenario) *stetRepo {
 
 func (r *stetRepo) git(args ...string) string {
 	r.t.Helper()
-	return Git(r.t, r.repo, args...)
+	return testgit.Git(r.t, r.repo, args...)
 }
 
 func (r *stetRepo) commit(msg string) string {
@@ -998,23 +999,5 @@ func TestMarkerLine(t *testing.T) {
 	}
 	if _, ok := ParseMarker("no marker here"); ok {
 		t.Fatal("a line without a marker parsed")
-	}
-}
-
-// GitInit's copies are repositories of their own: a commit in one is not in
-// the other, and git takes both as fresh repositories.
-func TestGitInitCopies(t *testing.T) {
-	a, b := t.TempDir(), t.TempDir()
-	GitInit(t, a)
-	GitInit(t, b)
-	Git(t, a, "commit", "-q", "--allow-empty", "-m", "first")
-	if out := Git(t, a, "log", "--format=%s"); out != "first" {
-		t.Fatalf("log of a: %q", out)
-	}
-	if err := exec.Command("git", "-C", b, "rev-parse", "--verify", "-q", "HEAD").Run(); err == nil {
-		t.Fatal("b has a commit")
-	}
-	if out := Git(t, b, "rev-parse", "--absolute-git-dir"); out != filepath.Join(b, ".git") {
-		t.Fatalf("git dir of b: %q", out)
 	}
 }

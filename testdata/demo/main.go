@@ -12,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"strings"
 
 	"peal/internal/fakes"
+	"peal/internal/gitrepo"
 	"peal/internal/testbin"
 )
 
@@ -61,10 +63,8 @@ func run(keep bool) error {
 	gitEnv := []string{"GIT_AUTHOR_NAME=peal demo", "GIT_AUTHOR_EMAIL=demo@example.com",
 		"GIT_COMMITTER_NAME=peal demo", "GIT_COMMITTER_EMAIL=demo@example.com"}
 	for _, args := range [][]string{{"init", "-q"}, {"commit", "-q", "--allow-empty", "-m", "start"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir, cmd.Env = repo, append(os.Environ(), gitEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %s: %v: %s", args[0], err, out)
+		if _, err := gitrepo.Plain(repo, gitEnv...).Command(args...).Run(context.Background()); err != nil {
+			return err
 		}
 	}
 	if err := writeScenarios(agentDir, stetDir); err != nil {
@@ -122,14 +122,12 @@ func run(keep bool) error {
 	if err := report.Run(); err != nil {
 		return fmt.Errorf("peal report: %w", err)
 	}
-	log := exec.Command("git", "log", "--oneline")
-	log.Dir = repo
-	out, err := log.Output()
+	out, err := gitrepo.Plain(repo).Command("log", "--oneline").Run(context.Background())
 	if err != nil {
 		return err
 	}
 	step("git log of the scratch repository")
-	fmt.Print(string(out))
+	fmt.Print(out)
 	if keep {
 		step("kept the scratch folder: " + work)
 	}

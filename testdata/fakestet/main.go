@@ -8,13 +8,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/gitrepo"
 	"peal/internal/unidiff"
 )
 
@@ -193,15 +194,9 @@ func (s *stet) handle(cmd string, args []string, n int) int {
 }
 
 func git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0") // no index refresh: a review only reads the repository
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(string(out)), nil
+	// No index refresh: a review only reads the repository.
+	out, err := gitrepo.Plain(dir, "GIT_OPTIONAL_LOCKS=0").Command(args...).Run(context.Background())
+	return strings.TrimSpace(out), err
 }
 
 // fail prints stet's message and the lines it adds, and returns exit 1.

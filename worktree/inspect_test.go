@@ -1,27 +1,24 @@
-package runner
+package worktree
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"peal/config"
 )
 
-// TestWorktreeStatusNow: a worktree that exists now is reported with the
+// TestInspectNow: a worktree that exists now is read with the
 // branch its git folder names, whether its .git file names that folder by
 // an absolute path or, as git does under worktree.useRelativePaths, by a
 // path relative to the worktree.
-func TestWorktreeStatusNow(t *testing.T) {
+func TestInspectNow(t *testing.T) {
 	t.Parallel()
 	stateDir := t.TempDir()
-	cfg := &config.Config{StateDir: stateDir}
 	gitdirs := filepath.Join(stateDir, "repo", ".git", "worktrees")
 	for task, link := range map[int]string{
 		1: filepath.Join(gitdirs, "task-1"),
 		2: filepath.Join("..", "..", "repo", ".git", "worktrees", "task-2"),
 	} {
-		path := taskTreePath(stateDir, task)
+		path := Path(stateDir, task)
 		gitdir := filepath.Join(gitdirs, filepath.Base(path))
 		for dir, file := range map[string]string{path: ".git", gitdir: "HEAD"} {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -35,9 +32,9 @@ func TestWorktreeStatusNow(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ws := worktreeStatus(cfg, task, nil)
-		if ws == nil || !ws.Now || ws.Path != path || ws.Branch != "peal-x/"+filepath.Base(path) {
-			t.Errorf("task %d (.git: %s): %+v", task, link, ws)
+		st, ok := Inspect(stateDir, task)
+		if !ok || st.Path != path || st.Branch != "peal-x/"+filepath.Base(path) || st.Sparse != nil {
+			t.Errorf("task %d (.git: %s): %+v %v", task, link, st, ok)
 		}
 	}
 }

@@ -1,59 +1,62 @@
-package fakes
+// Package testgit is the git of the tests and benchmarks: scratch
+// repositories made and driven through the project's git client, and what a
+// run may leave behind in one.
+package testgit
 
 import (
-	"fmt"
+	"context"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing/fstest"
+
+	"peal/internal/gitrepo"
 )
 
-// GitEnv lets git work in a scratch repository whatever the machine's git
+// Env lets git work in a scratch repository whatever the machine's git
 // config holds: an identity for commits, and no automatic maintenance after
 // them (git would start a `git maintenance run --auto` of its own after
 // each commit).
-var GitEnv = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+var Env = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
 	"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
 	"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=maintenance.auto", "GIT_CONFIG_VALUE_0=false"}
 
-// Git runs git in dir with GitEnv and returns its output, trimmed; a git
+// Git runs git in dir with Env and returns its output, trimmed; a git
 // that fails fails the test.
 func Git(t interface {
 	Helper()
 	Fatalf(string, ...any)
 }, dir string, args ...string) string {
 	t.Helper()
-	return GitIn(t, dir, "", args...)
+	return In(t, dir, "", args...)
 }
 
-// GitIn is Git with stdin as git's standard input (hash-object --stdin,
+// In is Git with stdin as git's standard input (hash-object --stdin,
 // mktree); none when it is empty.
-func GitIn(t interface {
+func In(t interface {
 	Helper()
 	Fatalf(string, ...any)
 }, dir, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), GitEnv...)
+	cmd := gitrepo.Plain(dir, Env...).Command(args...)
 	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Stdin([]byte(stdin))
 	}
-	out, err := cmd.CombinedOutput()
+	out, err := cmd.Run(context.Background())
 	if err != nil {
-		t.Fatalf("git %v: %v %s", args, err, out)
+		t.Fatalf("%v", err)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(out)
 }
 
-// GitInit makes dir an empty git repository without the sample hooks and
+// Init makes dir an empty git repository without the sample hooks and
 // files of git's template, which no test reads. git init runs once per
 // process, into a folder of its own; every repository after that is a copy
 // of the one it made (the same files git init writes), which spares each
 // test a git process.
-func GitInit(t interface {
+func Init(t interface {
 	Helper()
 	Fatalf(string, ...any)
 }, dir string) {
@@ -65,8 +68,8 @@ func GitInit(t interface {
 			return
 		}
 		defer os.RemoveAll(tmp)
-		if out, err := exec.Command("git", "init", "-q", "--template=", tmp).CombinedOutput(); err != nil {
-			emptyRepo.err = fmt.Errorf("git init: %v %s", err, out)
+		if _, err := gitrepo.Plain(tmp).Command("init", "-q", "--template=").Run(context.Background()); err != nil {
+			emptyRepo.err = err
 			return
 		}
 		emptyRepo.git, emptyRepo.err = readTree(filepath.Join(tmp, ".git"))
@@ -79,7 +82,7 @@ func GitInit(t interface {
 	}
 }
 
-// emptyRepo is the .git folder every GitInit copies, held in memory.
+// emptyRepo is the .git folder every Init copies, held in memory.
 var emptyRepo struct {
 	once sync.Once
 	git  fstest.MapFS

@@ -1,0 +1,177 @@
+package gitrepo
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"peal/internal/owndir"
+	"peal/internal/unidiff"
+)
+
+// exclude are the pathspecs `git add -A` leaves out: the folders of stet and
+// peal, so that nothing of theirs is ever committed. A folder inside one that
+// peal's .gitignore already hides is left out through that one: naming an
+// ignored path in a pathspec makes git add fail.
+func (g *Repo) exclude() []string {
+	exclude := []string{":(top,exclude).review", ":(top,exclude).peal"}
+	for _, rel := range g.own {
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		for i := 1; i < len(parts); i++ {
+			if owndir.Owned(filepath.Join(g.top, filepath.FromSlash(strings.Join(parts[:i], "/")))) {
+				parts = parts[:i]
+				break
+			}
+		}
+		exclude = append(exclude, ":(top,exclude)"+strings.Join(parts, "/"))
+	}
+	return exclude
+}
+
+// Head is the commit HEAD points at; an error when there is none yet.
+func (g *Repo) Head(ctx context.Context) (string, error) {
+	out, err := g.Command("rev-parse", "--verify", "--quiet", "HEAD^{commit}").Run(ctx)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// Resolve is the commit rev names, abbreviated to short hex digits (0: in
+// full); an error when it names none.
+func (g *Repo) Resolve(ctx context.Context, rev string, short int) (string, error) {
+	args := []string{"rev-parse", "-q", "--verify"}
+	if short > 0 {
+		args = append(args, "--short="+strconv.Itoa(short))
+	}
+	out, err := g.Command(append(args, rev+"^{commit}")...).Run(ctx)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// Changes are the paths `git status --porcelain` lists apart from peal's
+// and stet's folders: the uncommitted changes that are not peal's own.
+func (g *Repo) Changes(ctx context.Context) ([]string, error) {
+	return g.status(ctx, g.exclude()...)
+}
+
+// AnyChanges reports whether `git status --porcelain` lists anything, peal's
+// folders included: what stet calls uncommitted changes.
+func (g *Repo) AnyChanges(ctx context.Context) (bool, error) {
+	paths, err := g.status(ctx)
+	return len(paths) > 0, err
+}
+
+func (g *Repo) status(ctx context.Context, pathspecs ...string) ([]string, error) {
+	args := []string{"status", "--porcelain"}
+	if len(pathspecs) > 0 {
+		args = append(append(args, "--"), pathspecs...)
+	}
+	// Only reading: git must not refresh the index as it would, taking its
+	// lock from an agent that runs git at the same time (a parallel block).
+	out, err := g.Command(args...).Env("GIT_OPTIONAL_LOCKS=0").Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 3 {
+			paths = append(paths, line[3:])
+		}
+	}
+	return paths, nil
+}
+
+// Covered reports whether line of file (relative to the top of the work
+// tree) lies in a hunk of `git diff base..HEAD`, the diff stet reviews:
+// between the new-side start and end of the hunk's header, context lines
+// included, as stet counts them.
+func (g *Repo) Covered(ctx context.Context, base, file string, line int) (bool, error) {
+	out, err := g.Command("diff", "--no-color", "--no-ext-diff", base+"..HEAD", "--", ":(top,literal)"+file).Run(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(unidiff.Parse([]byte(out)), func(h unidiff.Hunk) bool { return h.Covers(line) }), nil
+}
+
+// IsAncestor reports whether commit a is an ancestor of (or is) commit b.
+// An error other than "it is not" counts as not.
+func (g *Repo) IsAncestor(ctx context.Context, a, b string) bool {
+	_, err := g.Command("merge-base", "--is-ancestor", a, b).Run(ctx)
+	return err == nil
+}
+
+// Commit records everything in the work tree but peal's and stet's folders
+// as one commit "peal: task N - what" ("tasks 2, 3 - what" for a parallel
+// block; "peal: task N" when what is blank); what is cut to its first line,
+// at most 80 characters. "Nothing to commit" is not an error; committed
+// reports whether a commit was made.
+func (g *Repo) Commit(ctx context.Context, tasks []int, what string) (committed bool, err error) {
+	add := []string{"add", "-A"}
+	if g.sparse {
+		add = append(add, "--sparse")
+	}
+	if _, err := g.Command(append(append(add, "--"), g.exclude()...)...).Run(ctx); err != nil {
+		return false, err
+	}
+	// Nothing staged is not an error. Asked of git by its exit status, not
+	// read from its message, which git translates.
+	_, err = g.Command("diff", "--cached", "--quiet").Run(ctx)
+	switch {
+	case err == nil:
+		g.log.Info("nothing to commit", "tasks", tasks)
+		return false, nil
+	case !Exited(err, 1):
+		return false, err
+	}
+	msg := "peal: " + commitSubject(tasks)
+	if what = firstLine(what, 80); what != "" {
+		msg += " - " + what
+	}
+	if _, err := g.Command("commit", "-m", msg).Run(ctx); err != nil {
+		return false, fmt.Errorf("%w (check git user.name/user.email and hooks in the repo)", err)
+	}
+	g.log.Info("committed", "tasks", tasks, "message", msg)
+	return true, nil
+}
+
+// commitSubject names the tasks of a commit: "task 2" for one task, "tasks
+// 2, 3, 5" for a parallel block.
+func commitSubject(tasks []int) string {
+	if len(tasks) == 1 {
+		return fmt.Sprintf("task %d", tasks[0])
+	}
+	parts := make([]string, len(tasks))
+	for i, t := range tasks {
+		parts[i] = strconv.Itoa(t)
+	}
+	return "tasks " + strings.Join(parts, ", ")
+}
+
+// firstLine is the first non-blank line of s, at most n characters: a
+// longer line keeps its first n-3 and ends in "...", as Peal cut it.
+func firstLine(s string, n int) string {
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if rs := []rune(line); len(rs) > n {
+				return string(rs[:max(n-3, 0)]) + "..."
+			}
+			return line
+		}
+	}
+	return ""
+}
+
+// ListPaths is paths as one line names them: the first n, then how many
+// more.
+func ListPaths(paths []string, n int) string {
+	if len(paths) <= n {
+		return strings.Join(paths, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(paths[:n], ", "), len(paths)-n)
+}

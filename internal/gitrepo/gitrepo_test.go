@@ -1,0 +1,137 @@
+package gitrepo
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/phase"
+)
+
+func TestGitExcludes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		own  []string
+		want []string
+	}{
+		{"outside the repository", []string{"/work/state", "/elsewhere/knowledge"}, nil},
+		{"inside", []string{"/repo/.peal", "/repo/.tf/knowledge"}, []string{":(top,exclude).peal", ":(top,exclude).tf/knowledge"}},
+		{"the repository itself, its parent, a sibling", []string{"/repo", "/", "/repo2/state", ""}, nil},
+	}
+	for _, tc := range cases {
+		g := New(phase.Caller{}, nil, 0, "/repo", tc.own...)
+		want := append([]string{":(top,exclude).review", ":(top,exclude).peal"}, tc.want...)
+		if !slices.Equal(g.exclude(), want) {
+			t.Errorf("%s: %q, want %q", tc.name, g.exclude(), want)
+		}
+	}
+	// `git add -A` stages the whole work tree: a folder of peal's in the
+	// work tree but outside repo_path is excluded too, from the top.
+	top := t.TempDir()
+	os.MkdirAll(filepath.Join(top, ".git"), 0o755)
+	os.MkdirAll(filepath.Join(top, "sub", "repo"), 0o755)
+	g := New(phase.Caller{}, nil, 0, filepath.Join(top, "sub", "repo"), filepath.Join(top, "state"))
+	if ex := g.exclude(); ex[len(ex)-1] != ":(top,exclude)state" {
+		t.Errorf("a state folder beside the repository in the work tree: %q", ex)
+	}
+}
+
+func TestCommitSubject(t *testing.T) {
+	t.Parallel()
+	if got := commitSubject([]int{2}); got != "task 2" {
+		t.Fatal(got)
+	}
+	if got := commitSubject([]int{2, 3, 5}); got != "tasks 2, 3, 5" {
+		t.Fatal(got)
+	}
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"\n  first line that is long\nsecond", 10, "first l..."},
+		{"first line", 10, "first line"},
+		{"  éàü  ", 3, "éàü"},
+		{"éàüö", 3, "..."},
+		{" \n\t\n", 80, ""},
+	} {
+		if got := firstLine(c.in, c.n); got != c.want {
+			t.Errorf("firstLine(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+// Reading the work tree's changes does not rewrite the index (git status
+// would refresh it, taking the index's lock from an agent that runs git at
+// the same time): the index of a repository whose file's timestamp changed is
+// the same file afterwards.
+func TestChangesLeaveTheIndexAlone(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	git := testGit(t, repo)
+	git("init", "-q")
+	file := filepath.Join(repo, "a.txt")
+	if err := os.WriteFile(file, []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "a.txt")
+	git("commit", "-q", "-m", "a")
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(file, later, later); err != nil { // same content, stale stat data in the index
+		t.Fatal(err)
+	}
+	index := filepath.Join(repo, ".git", "index")
+	before, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := phase.Caller{Dir: repo, Env: testEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	g := New(caller, slog.New(slog.DiscardHandler), time.Minute, repo, t.TempDir())
+	changes, err := g.Changes(context.Background())
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("changes %q, err %v", changes, err)
+	}
+	after, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("git status rewrote the index")
+	}
+}
+
+// testEnv lets git commit in a scratch repository whatever the machine's
+// configuration holds.
+var testEnv = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+
+// testGit runs git in dir, failing the test when it fails.
+func testGit(t *testing.T, dir string) func(args ...string) string {
+	t.Helper()
+	return func(args ...string) string {
+		t.Helper()
+		out, err := Plain(dir, testEnv...).Command(args...).Run(context.Background())
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		return strings.TrimSpace(out)
+	}
+}
+
+// Sparse worktrees need git 2.37 or later, as git version tells it.
+func TestAtLeast(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{
+		"git version 2.39.5\n": true, "git version 2.37.0": true, "git version 2.36.6": false, "git version 3.0.1": true,
+		"git version 2.45.1.windows.1": true, "git version 1.9.5": false, "not git": false, "": false,
+	} {
+		if got := AtLeast(v, 2, 37); got != want {
+			t.Errorf("%q: %v, want %v", v, got, want)
+		}
+	}
+}
