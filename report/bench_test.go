@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"peal/runner"
 	"peal/state"
 )
 
@@ -24,7 +23,7 @@ func largeRun(tasks, callsPerTask int) Input {
 	var evs []state.Event
 	add := func(ev state.Event) { evs = append(evs, ev) }
 	add(state.Event{Ev: state.EvRunStart, Time: start, Run: "bench", PID: 1, PlanPath: "/work/plan.md", RepoPath: "/work/repo", Parallel: true})
-	var status runner.StatusReport
+	var status state.StatusReport
 	id := 0
 	call := func(task int, at time.Time, phase string, attempt int, d time.Duration, class string, wait time.Duration) time.Time {
 		id++
@@ -60,7 +59,7 @@ func largeRun(tasks, callsPerTask int) Input {
 		}
 		counts := state.Counts{Major: i % 3}
 		add(state.Event{Ev: state.EvTaskEnd, Time: at, Task: state.TaskOf(i), Result: "completed", Findings: &counts})
-		status.Tasks = append(status.Tasks, runner.TaskStatus{Index: i, Status: "completed", Ticket: fmt.Sprintf("plan-%d", i), Attempts: 1})
+		status.Tasks = append(status.Tasks, state.TaskStatus{Index: i, Status: "completed", Ticket: fmt.Sprintf("plan-%d", i), Attempts: 1})
 	}
 	code := 0
 	add(state.Event{Ev: state.EvRunEnd, Time: evs[len(evs)-1].Time, ExitCode: &code})

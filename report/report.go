@@ -17,7 +17,6 @@ import (
 
 	"peal/check"
 	"peal/phase"
-	"peal/runner"
 	"peal/state"
 )
 
@@ -276,7 +275,7 @@ type Input struct {
 	// Events is the run record; nil when there is none.
 	Events []state.Event
 	// Status is `peal status` of the same configuration.
-	Status runner.StatusReport
+	Status state.StatusReport
 	// Now is the time of the report; Alive tells whether a process id still
 	// runs (nil: unknown, taken as gone).
 	Now   time.Time

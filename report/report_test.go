@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"peal/phase"
-	"peal/runner"
 	"peal/state"
 )
 
@@ -31,7 +30,7 @@ func fixture(t testing.TB, name string, alive bool) Report {
 	if err != nil || skipped != 0 {
 		t.Fatalf("record: %v (%d skipped)", err, skipped)
 	}
-	var status runner.StatusReport
+	var status state.StatusReport
 	data, err := os.ReadFile(filepath.Join(dir, "status.json"))
 	if err != nil || json.Unmarshal(data, &status) != nil {
 		t.Fatalf("status: %v %s", err, data)

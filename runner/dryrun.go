@@ -19,7 +19,7 @@ import (
 func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	r := newRun(cfg, log)
 	d := &dryRun{r: r, w: w}
-	tasks, text, err := r.readPlan()
+	tasks, text, err := readPlan(cfg)
 	if err != nil {
 		return err
 	}

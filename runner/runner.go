@@ -144,7 +144,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		return Outcome{}, err
 	}
 	// A plan that cannot run is reported before anything is written.
-	tasks, text, err := r.readPlan()
+	tasks, text, err := readPlan(cfg)
 	if err == nil && len(tasks) > 0 {
 		_, err = SelectTasks(tasks, cfg.Task, cfg.FromTask)
 	}
@@ -369,23 +369,24 @@ func (r *run) loadPlan(ctx context.Context, tasks []Task, text string) ([]Task, 
 // beyond any real plan, and never a surprise of memory.
 const maxPlanBytes = 16 << 20
 
-// readPlan reads and parses the plan. No task and no error means the plan
-// needs normalizing (normalize_plan is on); the text is returned for it.
-func (r *run) readPlan() ([]Task, string, error) {
-	data, err := safefs.ReadFile(r.cfg.PlanPath, maxPlanBytes)
+// readPlan reads and parses the plan of cfg. No task and no error means the
+// plan needs normalizing (normalize_plan is on); the text is returned for
+// it.
+func readPlan(cfg *config.Config) ([]Task, string, error) {
+	data, err := safefs.ReadFile(cfg.PlanPath, maxPlanBytes)
 	if err != nil {
-		return nil, "", fmt.Errorf("plan %s: %w", r.cfg.PlanPath, safefs.Reason(err))
+		return nil, "", fmt.Errorf("plan %s: %w", cfg.PlanPath, safefs.Reason(err))
 	}
 	text := string(data)
 	if strings.TrimSpace(text) == "" {
-		return nil, "", fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", r.cfg.PlanPath)
+		return nil, "", fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", cfg.PlanPath)
 	}
 	tasks, err := ParsePlan(text)
 	if err != nil {
-		return nil, "", fmt.Errorf("plan %s: %w", r.cfg.PlanPath, err)
+		return nil, "", fmt.Errorf("plan %s: %w", cfg.PlanPath, err)
 	}
-	if len(tasks) == 0 && !r.cfg.NormalizePlan {
-		return nil, "", fmt.Errorf("plan %s has no `## Task N` heading: add task headings (see `peal prompt`) or enable normalize_plan (--normalize)", r.cfg.PlanPath)
+	if len(tasks) == 0 && !cfg.NormalizePlan {
+		return nil, "", fmt.Errorf("plan %s has no `## Task N` heading: add task headings (see `peal prompt`) or enable normalize_plan (--normalize)", cfg.PlanPath)
 	}
 	return tasks, text, nil
 }

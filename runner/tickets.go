@@ -51,11 +51,15 @@ func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *tic
 }
 
 // id is the ticket of a task.
-func (ts *tickets) id(task int) string {
-	if ts.cfg.TicketID != "" {
-		return ts.cfg.TicketID
+func (ts *tickets) id(task int) string { return ticketID(ts.cfg, task) }
+
+// ticketID is the ticket of a task under cfg: the run's ticket (ticket
+// mode), else the plan's prefix and the task's index.
+func ticketID(cfg *config.Config, task int) string {
+	if cfg.TicketID != "" {
+		return cfg.TicketID
 	}
-	return fmt.Sprintf("%s-%d", ts.cfg.TicketPrefix, task)
+	return fmt.Sprintf("%s-%d", cfg.TicketPrefix, task)
 }
 
 // of is the attempt a task's calls belong to (nil outside one).

@@ -77,7 +77,7 @@ func (c *StatusCmd) Run(e *env) error {
 // printWorktrees says what the worktrees of parallel blocks hold, where
 // the tasks of parallel blocks work, or worked in the last run, and what
 // became of their work.
-func printWorktrees(e *env, report runner.StatusReport) {
+func printWorktrees(e *env, report state.StatusReport) {
 	first := true
 	heading := func() {
 		if first {
