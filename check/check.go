@@ -96,13 +96,13 @@ func (r Result) Failure() phase.CheckFailure {
 	return phase.CheckFailure{Command: r.Command, Result: r.Outcome(), Output: r.Tail, Cut: r.Cut}
 }
 
-// Run is one run of every check, in the order of check_commands.
-type Run []Result
+// Results are one run of every check, in the order of check_commands.
+type Results []Result
 
 // Failing are the commands of the checks that failed.
-func (run Run) Failing() Set {
+func (rs Results) Failing() Set {
 	var s Set
-	for _, r := range run {
+	for _, r := range rs {
 		if !r.Passed() {
 			s = s.With(r.Command)
 		}
@@ -112,9 +112,9 @@ func (run Run) Failing() Set {
 
 // Charged are the failed checks that are not in red: the failures a task
 // is answerable for, red being the checks that failed before it.
-func (run Run) Charged(red Set) []Result {
+func (rs Results) Charged(red Set) []Result {
 	var out []Result
-	for _, r := range run {
+	for _, r := range rs {
 		if !r.Passed() && !red.Has(r.Command) {
 			out = append(out, r)
 		}
@@ -250,18 +250,18 @@ func (c *Checks) Dir() string { return c.caller.Dir }
 
 // Run runs every check once, in order, whatever the earlier ones did, so
 // that one round shows every failure. The error is an interruption, after
-// which the run holds the checks that ended.
-func (c *Checks) Run(ctx context.Context, task int, stage string, round int) (Run, error) {
+// which the results hold the checks that ended.
+func (c *Checks) Run(ctx context.Context, task int, stage string, round int) (Results, error) {
 	if c == nil {
 		return nil, nil
 	}
-	var run Run
+	var results Results
 	for i, cmd := range c.commands {
 		r, err := c.one(ctx, task, stage, round, i, cmd)
 		if err != nil {
-			return run, err
+			return results, err
 		}
-		run = append(run, r)
+		results = append(results, r)
 		level := slog.LevelInfo
 		if !r.Passed() {
 			level = slog.LevelWarn
@@ -269,7 +269,7 @@ func (c *Checks) Run(ctx context.Context, task int, stage string, round int) (Ru
 		c.log.Log(ctx, level, "check "+r.Outcome(), "task", task, "stage", stage, "round", round, "command", cmd,
 			"duration", r.Duration.Round(time.Millisecond), "last_line", r.LastLine())
 	}
-	return run, nil
+	return results, nil
 }
 
 // one runs check i (cmd).

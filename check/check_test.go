@@ -172,9 +172,9 @@ func TestTail(t *testing.T) {
 		{"short", "a\nb\n\n", "a\nb", 2, false, ""},
 		{"colours and controls", "\x1b[31mFAIL\x1b[0m TestX\x07\r\nprogress 10%\rprogress 90%\rdone\n", "FAIL TestX\\x07\nprogress 10%\nprogress 90%\ndone", 4, false, ""},
 		{"invalid utf-8", "ok \xff\xfe end\n", "ok \uFFFD end", 1, false, ""},
-		{"many lines", many(1000, "line %d"), "line 1000", MaxTailLines, true, "line 801\n"},
-		{"many bytes", many(300, strings.Repeat("y", 400)+" %d"), strings.Repeat("y", 400) + " 300", MaxTailBytes / 405, true, ""},
-		{"huge output", strings.Repeat(many(10000, "l%05d"), 30), "l10000", MaxTailLines, true, "l09801\n"},
+		{"many lines", many(1000, "line %d"), "line 1000", maxTailLines, true, "line 801\n"},
+		{"many bytes", many(300, strings.Repeat("y", 400)+" %d"), strings.Repeat("y", 400) + " 300", maxTailBytes / 405, true, ""},
+		{"huge output", strings.Repeat(many(10000, "l%05d"), 30), "l10000", maxTailLines, true, "l09801\n"},
 	}
 	for _, tc := range cases {
 		w := &tailWriter{}
@@ -186,7 +186,7 @@ func TestTail(t *testing.T) {
 		if got != "" {
 			lines = strings.Count(got, "\n") + 1
 		}
-		if len(got) > MaxTailBytes || lines != tc.wantLines || cut != tc.wantCut || !strings.HasPrefix(got, tc.wantPrefix) {
+		if len(got) > maxTailBytes || lines != tc.wantLines || cut != tc.wantCut || !strings.HasPrefix(got, tc.wantPrefix) {
 			t.Errorf("%s: %d bytes, %d lines, cut %v; want %d lines, cut %v, starting %q: %q", tc.name, len(got), lines, cut, tc.wantLines, tc.wantCut, tc.wantPrefix, head(got))
 			continue
 		}

@@ -11,15 +11,15 @@ import (
 	"peal/phase"
 )
 
-// What a check's output is cut to: its last MaxTailLines lines, and no more
-// than MaxTailBytes of them, enough for a failing test's report and small
+// What a check's output is cut to: its last maxTailLines lines, and no more
+// than maxTailBytes of them, enough for a failing test's report and small
 // enough for any prompt.
 const (
-	MaxTailLines = 200
-	MaxTailBytes = 32 << 10
+	maxTailLines = 200
+	maxTailBytes = 32 << 10
 	// keepRaw is how much of the raw output is held while the check runs:
 	// room for the escapes cleaning may add.
-	keepRaw = 2 * MaxTailBytes
+	keepRaw = 2 * maxTailBytes
 	// maxLineRunes cuts a single line that would fill the tail alone.
 	maxLineRunes = 4000
 )
@@ -80,12 +80,12 @@ func (w *tailWriter) text() (string, bool) {
 			lines[i] = string(r[:maxLineRunes]) + "…"
 		}
 	}
-	if len(lines) > MaxTailLines {
-		lines, cut = lines[len(lines)-MaxTailLines:], true
+	if len(lines) > maxTailLines {
+		lines, cut = lines[len(lines)-maxTailLines:], true
 	}
 	size := 0
 	for i := len(lines) - 1; i >= 0; i-- {
-		if size += len(lines[i]) + 1; size > MaxTailBytes {
+		if size += len(lines[i]) + 1; size > maxTailBytes {
 			lines, cut = lines[i+1:], true
 			break
 		}

@@ -183,7 +183,7 @@ func Load(in Inputs) (*Config, error) {
 	}
 	file := layer{source: SourceFile, values: map[string]any{}}
 	if in.ConfigPath != "" {
-		if file.values, err = LoadFile(in.ConfigPath); err != nil {
+		if file.values, err = loadFile(in.ConfigPath); err != nil {
 			return nil, err
 		}
 	}
@@ -221,25 +221,25 @@ func Load(in Inputs) (*Config, error) {
 	return cfg, nil
 }
 
-// PealLogEnv is the variable Peal read its log filter from, above every
+// pealLogEnv is the variable Peal read its log filter from, above every
 // layer, --log-level included.
-const PealLogEnv = "PEAL_LOG"
+const pealLogEnv = "PEAL_LOG"
 
 // applyPealLog lets PEAL_LOG, when set, decide log_level over every layer,
 // as it did in Peal, so that a job written for Peal keeps its logs.
 func (c *Config) applyPealLog(environ []string) error {
 	raw := ""
 	for _, kv := range environ {
-		if name, value, ok := strings.Cut(kv, "="); ok && name == PealLogEnv {
+		if name, value, ok := strings.Cut(kv, "="); ok && name == pealLogEnv {
 			raw = value
 		}
 	}
 	if raw == "" {
 		return nil
 	}
-	level, err := ParseLogLevel(raw)
+	level, err := parseLogLevel(raw)
 	if err != nil {
-		return fmt.Errorf("%s: %w", PealLogEnv, err)
+		return fmt.Errorf("%s: %w", pealLogEnv, err)
 	}
 	c.LogLevel, c.Sources["log_level"] = level, SourceEnv
 	return nil
@@ -361,9 +361,9 @@ func envLayer(environ []string) (layer, error) {
 // (a named pipe, /dev/zero) is refused rather than waited on or read forever.
 const maxConfigFile = 4 << 20
 
-// LoadFile reads a TOML config file strictly: a syntax error gives the line,
+// loadFile reads a TOML config file strictly: a syntax error gives the line,
 // an unknown key or a wrong type names the key.
-func LoadFile(path string) (map[string]any, error) {
+func loadFile(path string) (map[string]any, error) {
 	data, err := safefs.ReadFile(path, maxConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, safefs.Reason(err))

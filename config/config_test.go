@@ -448,7 +448,7 @@ func tomlValue(v any) string {
 
 func writeSettings(t *testing.T, repo, body string) {
 	t.Helper()
-	p := filepath.Join(repo, TFSettingsPath)
+	p := filepath.Join(repo, tfSettingsPath)
 	os.MkdirAll(filepath.Dir(p), 0o755)
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -505,7 +505,7 @@ func TestTFSettingsInvalidIsAWarning(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], TFSettingsPath) {
+		if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], tfSettingsPath) {
 			t.Fatalf("%s: warnings %q", name, cfg.Warnings)
 		}
 		if cfg.Sources["escalation.enabled"] != SourceDefault {

@@ -101,12 +101,12 @@ func TestParseLogLevel(t *testing.T) {
 		"info,warn":                     "warn",
 	}
 	for text, want := range cases {
-		if got, err := ParseLogLevel(text); err != nil || got != want {
+		if got, err := parseLogLevel(text); err != nil || got != want {
 			t.Errorf("%q: %q (err %v), want %q", text, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", ",,", "loud", "peal=loud", "=debug", "hyper", "peal=trace,verbose"} {
-		if got, err := ParseLogLevel(bad); err == nil {
+		if got, err := parseLogLevel(bad); err == nil {
 			t.Errorf("%q accepted as %q", bad, got)
 		}
 	}

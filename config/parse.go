@@ -41,7 +41,7 @@ func parseText(k Key, raw string) (any, error) {
 	case KindEnum:
 		return checkEnum(k, strings.TrimSpace(raw))
 	case KindLogLevel:
-		return ParseLogLevel(raw)
+		return parseLogLevel(raw)
 	case KindBool:
 		switch strings.TrimSpace(raw) {
 		case "true":
@@ -176,14 +176,14 @@ func checkEnum(k Key, v string) (any, error) {
 // LogLevels are the levels log_level resolves to.
 var LogLevels = []string{"debug", "info", "warn", "error", "off"}
 
-// ParseLogLevel reads a log level as peal and Peal accept it: a bare level
+// parseLogLevel reads a log level as peal and Peal accept it: a bare level
 // (trace, debug, info, warn, error, off, or 0–5 for off…trace, in any case)
 // or comma-separated tracing directives such as "peal=trace,warn". Of the
 // directives, the most verbose one for target peal (or a peal:: module)
 // applies; else the last bare level; a list that names neither leaves peal
 // silent ("off"), as it did Peal. trace means debug, the most verbose level
 // here. The result is one of LogLevels.
-func ParseLogLevel(text string) (string, error) {
+func parseLogLevel(text string) (string, error) {
 	var peal, bare string
 	seen := false
 	for _, d := range strings.Split(text, ",") {

@@ -34,7 +34,7 @@ func TestSpecialConfigFiles(t *testing.T) {
 	}
 
 	repo := gitRepo(t)
-	settings := filepath.Join(repo, TFSettingsPath)
+	settings := filepath.Join(repo, tfSettingsPath)
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	if err := unix.Mkfifo(settings, 0o644); err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"peal/internal/safefs"
 )
 
-// TFSettingsPath is where a ticketflow project keeps its settings, relative
+// tfSettingsPath is where a ticketflow project keeps its settings, relative
 // to the repository.
-const TFSettingsPath = ".tf/config/settings.json"
+const tfSettingsPath = ".tf/config/settings.json"
 
 // tfSettings is the part of ticketflow's settings.json that peal reads.
 type tfSettings struct {
@@ -40,7 +40,7 @@ func tfSettingsLayer(repo string) (layer, []string) {
 	if repo == "" {
 		return l, nil
 	}
-	path := filepath.Join(repo, TFSettingsPath)
+	path := filepath.Join(repo, tfSettingsPath)
 	data, err := safefs.ReadFile(path, maxConfigFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil

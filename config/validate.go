@@ -341,7 +341,7 @@ func Describe(name string, sources map[string]Source) string {
 	case SourceFile:
 		return k.Name + " in the config file"
 	case SourceTFSettings:
-		return k.Name + " from ticketflow's " + TFSettingsPath
+		return k.Name + " from ticketflow's " + tfSettingsPath
 	}
 	where := k.Env() + " or " + k.Name + " in the config file"
 	if k.Flag != "" {

@@ -28,7 +28,7 @@ type Result struct {
 	// the task left its tree (nil: no check ran, or the tree changed
 	// after it); FailedChecks are the checks charged to the task that
 	// still failed after its last round.
-	Checks       check.Run
+	Checks       check.Results
 	FailedChecks []check.Result
 }
 
@@ -37,7 +37,7 @@ type Result struct {
 // task's to fix (not in red, the checks that failed before it).
 type standing struct {
 	review Review
-	checks check.Run // the latest run; nil without checks
+	checks check.Results // the latest run; nil without checks
 	red    check.Set
 }
 
@@ -171,7 +171,7 @@ func (s *Session) skipLoop(ctx context.Context, task int, res loopResult, loopEr
 }
 
 // check runs the project's checks once (none without checks).
-func (s *Session) check(ctx context.Context, task int, stage string, round int) (check.Run, error) {
+func (s *Session) check(ctx context.Context, task int, stage string, round int) (check.Results, error) {
 	return s.rv.checks.Run(ctx, task, stage, round)
 }
 
@@ -303,7 +303,7 @@ func (s *Session) triage(ctx context.Context, task int, cur Review) (Review, err
 		if err != nil {
 			return cur, err
 		}
-		dismissals = ParseTriage(answer, cur.Findings)
+		dismissals = parseTriage(answer, cur.Findings)
 	}
 	for _, d := range dismissals {
 		if s.setAside(d) {

@@ -281,13 +281,13 @@ func splitSentences(text string) []string {
 	return append(out, text[start:])
 }
 
-// ParseTriage turns the agent's triage answer into dismissals: an answer that
+// parseTriage turns the agent's triage answer into dismissals: an answer that
 // says there is nothing to address dismisses every finding; an answer that
 // names some (not all) findings in a sentence with "fix", "address" or "need"
 // dismisses the others; anything else dismisses nothing. Every dismissal here
 // has the reason false_positive. It runs in time linear in the answer and
 // findings.
-func ParseTriage(answer string, findings []Finding) []dismissal {
+func parseTriage(answer string, findings []Finding) []dismissal {
 	lower := strings.ToLower(strings.TrimSpace(answer))
 	if lower == "" {
 		return nil

@@ -110,7 +110,7 @@ func TestParseTriage(t *testing.T) {
 		{"fix F100", ""},
 	}
 	for _, tc := range cases {
-		if got := ids(ParseTriage(tc.answer, findings)); got != tc.want {
+		if got := ids(parseTriage(tc.answer, findings)); got != tc.want {
 			t.Errorf("%q: dismiss %q, want %q", tc.answer, got, tc.want)
 		}
 	}
@@ -333,7 +333,7 @@ func FuzzParseTriage(f *testing.F) {
 				findings = append(findings, Finding{ID: id})
 			}
 		}
-		ds := ParseTriage(answer, findings)
+		ds := parseTriage(answer, findings)
 		got := map[string]bool{}
 		for _, d := range ds {
 			if d.ID == "" || !seen[d.ID] || got[d.ID] || d.Reason != "false_positive" {
@@ -365,7 +365,7 @@ func BenchmarkReviewAndTriage10k(b *testing.B) {
 			b.SetBytes(int64(len(review)))
 			for b.Loop() {
 				rv := ParseReview(review, 1)
-				if len(ParseTriage(answer.String(), rv.Findings)) != n-n/10 {
+				if len(parseTriage(answer.String(), rv.Findings)) != n-n/10 {
 					b.Fatal("wrong triage")
 				}
 				triageByPatterns(rv.Findings, patterns)

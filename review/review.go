@@ -45,7 +45,9 @@ type Options struct {
 	// environment, observer).
 	Caller phase.Caller
 	Git    *gitrepo.Repo
-	Log    *slog.Logger
+	// Log hears of the review's calls and findings once it runs (nil:
+	// Caller's log).
+	Log *slog.Logger
 	// LookPath finds stet on PATH; nil means config.ResolveCommand.
 	LookPath func(string) (string, error)
 	// Checks are the project's own checks (nil: check_commands unset),
@@ -75,18 +77,37 @@ type Reviewer struct {
 // of the task under review.
 const Folder = "review"
 
+// Note is something deciding the review found to tell the user, for the
+// run to log when it is due (a run with a plan that cannot run says
+// nothing of its review).
+type Note struct {
+	Level slog.Level
+	Msg   string
+	Args  []any
+}
+
 // New decides whether this run has Phase 3 and how it reviews; nil means no
 // Phase 3. A stet_path that is not an executable file is a warning and no
 // review; no stet on PATH means no review either. Without a review, the
-// project's checks, when there are any, make Phase 3 alone.
-func New(o Options) *Reviewer {
+// project's checks, when there are any, make Phase 3 alone. It logs
+// nothing: what it has to say is in its notes.
+func New(o Options) (*Reviewer, []Note) {
 	cfg := o.Config
-	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: o.Log, caller: o.Caller, checks: o.Checks}
-	checksOnly := func() *Reviewer {
+	log := o.Log
+	if log == nil {
+		log = o.Caller.Log
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: log, caller: o.Caller, checks: o.Checks}
+	var notes []Note
+	note := func(level slog.Level, msg string, args ...any) { notes = append(notes, Note{level, msg, args}) }
+	checksOnly := func() (*Reviewer, []Note) {
 		if rv.checks == nil {
-			return nil
+			return nil, notes
 		}
-		return rv
+		return rv, notes
 	}
 	if abs, err := filepath.Abs(cfg.StateDir); err == nil {
 		rv.dir = filepath.Join(abs, Folder)
@@ -99,12 +120,12 @@ func New(o Options) *Reviewer {
 		}
 	}
 	if len(rv.custom) > 0 {
-		return rv
+		return rv, notes
 	}
 	path := cfg.StetPath
 	if path != "" {
 		if !Executable(path) {
-			o.Log.Warn("stet_path is not an executable file: this run reviews nothing", "stet_path", path)
+			note(slog.LevelWarn, "stet_path is not an executable file: this run reviews nothing", "stet_path", path)
 			return checksOnly()
 		}
 	} else {
@@ -114,26 +135,26 @@ func New(o Options) *Reviewer {
 		}
 		var err error
 		if path, err = look("stet"); err != nil {
-			o.Log.Info("stet not found on PATH: this run reviews nothing")
+			note(slog.LevelInfo, "stet not found on PATH: this run reviews nothing")
 			return checksOnly()
 		}
 	}
 	attempts := stetAttempts(cfg)
 	runArgs, dropped := formatArgs(cfg.StetRunExtraArgs)
 	if len(dropped) > 0 {
-		o.Log.Warn("arguments of stet_run_extra_args that change stet's output format are dropped: peal chooses the output of its review commands itself",
+		note(slog.LevelWarn, "arguments of stet_run_extra_args that change stet's output format are dropped: peal chooses the output of its review commands itself",
 			"set_by", config.Describe("stet_run_extra_args", cfg.Sources), "dropped", strings.Join(dropped, " "))
 	}
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
 		startArgs: cfg.StetStartExtraArgs, runArgs: runArgs, attempts: attempts,
-		network: cfg.NetworkBudget, caller: o.Caller, log: o.Log,
+		network: cfg.NetworkBudget, caller: o.Caller, log: log,
 	}
 	if cfg.StetStartRef != "" {
-		o.Log.Warn("stet_start_ref is ignored: each task's review session starts at the commit before the task, so that its review covers its own changes only",
+		note(slog.LevelWarn, "stet_start_ref is ignored: each task's review session starts at the commit before the task, so that its review covers its own changes only",
 			"stet_start_ref", cfg.StetStartRef)
 	}
-	return rv
+	return rv, notes
 }
 
 // stetAttempts is how often one stet (or custom review) command is tried:
@@ -189,15 +210,15 @@ func (rv *Reviewer) InWorkTree(caller phase.Caller, git *gitrepo.Repo, agent Age
 	if rv == nil {
 		return nil
 	}
-	c := *rv
-	c.caller, c.git, c.agent, c.dir, c.checks = caller, git, agent, dir, rv.checks.In(caller)
-	c.commitAll = true
-	if rv.stet != nil {
-		st := *rv.stet
-		st.caller, st.stateDir, st.worktrees, st.gitLock = caller, filepath.Join(dir, "stet"), filepath.Join(dir, "worktrees"), gitLock
-		c.stet = &st
+	// What the task shares with the run's reviewer: the configuration, the
+	// log and how it reviews. The rest is the task's own.
+	c := &Reviewer{cfg: rv.cfg, log: rv.log, custom: rv.custom, off: rv.off,
+		caller: caller, git: git, agent: agent, dir: dir, checks: rv.checks.In(caller), commitAll: true}
+	if st := rv.stet; st != nil {
+		c.stet = &stet{path: st.path, startArgs: st.startArgs, runArgs: st.runArgs, attempts: st.attempts, network: st.network, log: st.log,
+			caller: caller, stateDir: filepath.Join(dir, "stet"), worktrees: filepath.Join(dir, "worktrees"), gitLock: gitLock}
 	}
-	return &c
+	return c
 }
 
 // CheckConfig fails a configuration under which the review could not see the

@@ -78,10 +78,11 @@ func (a *agents) sides() []*side {
 	return s
 }
 
-// agentRequest is what an agent call of the given phase asks of side s; its
-// workspace is the folder the call runs in (a task's worktree, in a block).
-func (r *run) agentRequest(s *side, name, model, prompt string) agent.Call {
-	return agent.Call{Phase: name, Repo: r.caller.Dir, Model: s.model(model), Prompt: prompt, Structured: r.cfg.StructuredOutput,
+// agentRequest is what an agent call of the given phase at a site asks of
+// side s; its workspace is the folder the call runs in (a task's worktree,
+// in a block).
+func (r *run) agentRequest(at *site, s *side, name, model, prompt string) agent.Call {
+	return agent.Call{Phase: name, Repo: at.caller.Dir, Model: s.model(model), Prompt: prompt, Structured: r.cfg.StructuredOutput,
 		Options: agent.Options{Sandbox: r.cfg.Sandbox, Trust: r.cfg.CursorTrust, Force: r.cfg.CursorForce}, Extra: r.cfg.AgentExtraArgs}
 }
 
@@ -90,13 +91,14 @@ func userPatterns(cfg *config.Config) agent.UserPatterns {
 	return agent.UserPatterns{Fatal: cfg.FatalErrorPatterns, Network: cfg.NetworkErrorPatterns, Builtin: cfg.BuiltinErrorPatterns}
 }
 
-// agentCall runs one agent call with the adaptive retry policy of the run:
+// agentCall runs one agent call at a site with the adaptive retry policy of
+// the run:
 // attempts (1 + the retry count of its kind) for ordinary failures, failure
 // (nil: timeout or non-zero exit) to judge an attempt's answer. With
 // structured output the result's Stdout is the answer text of the events.
 // The call's tokens and cost are added to the run's; once they reach
 // max_cost_usd, every later call returns *CostLimitError without starting.
-func (r *run) agentCall(ctx context.Context, name string, task int, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
+func (r *run) agentCall(ctx context.Context, at *site, name string, task int, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
 	if r.callStart != nil {
 		r.callStart(name, task)
 	}
@@ -114,7 +116,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 	var watcher *agent.Watcher // the latest attempt's
 	var usage agent.Usage
 	for _, s := range r.agents.sides() {
-		req := r.agentRequest(s, name, model, prompt)
+		req := r.agentRequest(at, s, name, model, prompt)
 		inv, err := s.kind.Invocation(s.path, req)
 		if err != nil {
 			return phase.Result{Phase: name}, err
@@ -154,7 +156,7 @@ func (r *run) agentCall(ctx context.Context, name string, task int, attempts int
 		role = a.Role
 		s := r.sideOf(role)
 		inv := invs[role]
-		spec := r.caller.Spec(name, task, a, inv.Argv, true)
+		spec := at.caller.Spec(name, task, a, inv.Argv, true)
 		spec.Stdin = inv.Stdin
 		spec.Env = append(append(spec.Env, inv.Env...), env...)
 		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
@@ -406,20 +408,20 @@ func (r *run) callModel(s *side, model, key string) callModel {
 	return m
 }
 
-// ModelError: the API of an agent does not know the model a call asked
+// modelError: the API of an agent does not know the model a call asked
 // for, and no agent of the run is left to ask for another. It names the
 // model, the setting that chose it and the CLI's own words, and ends the
 // run (exit 1): every later call would ask for the same model.
-type ModelError struct {
+type modelError struct {
 	Model, Key, Setting string // Model "" for the CLI's default
 	Kind                string
 	Said                string // the CLI's words, quoted
 }
 
 // EndsRun: a model that does not exist is a configuration error.
-func (e *ModelError) EndsRun() bool { return true }
+func (e *modelError) EndsRun() bool { return true }
 
-func (e *ModelError) Error() string {
+func (e *modelError) Error() string {
 	if e.Model == "" {
 		return fmt.Sprintf("the default model of the %s CLI (no model is set) is not one its API knows: set model (%s) to a model it serves; %s says: %s",
 			e.Kind, config.Describe("model", nil), e.Kind, e.Said)
@@ -442,7 +444,7 @@ func (a *agents) modelAware(role string, models map[string]callModel, classify p
 		}
 		m := models[role]
 		a.setMissing(role, m)
-		v.Err = &ModelError{Model: m.model, Key: m.key, Setting: m.setting, Kind: unknown.Kind, Said: unknown.Said}
+		v.Err = &modelError{Model: m.model, Key: m.key, Setting: m.setting, Kind: unknown.Kind, Said: unknown.Said}
 		other := phase.RolePrimary
 		if role == phase.RolePrimary {
 			other = phase.RoleFallback

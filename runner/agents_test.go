@@ -18,12 +18,12 @@ import (
 
 // withSleep records the waits between attempts instead of sleeping.
 func withSleep(s *fakes.Sleeps) Option {
-	return func(r *run) { r.sleep = s.Sleep }
+	return func(st *settings) { st.sleep = s.Sleep }
 }
 
 // withLinger sets how long an agent may live on after its final result.
 func withLinger(d time.Duration) Option {
-	return func(r *run) { r.linger = d }
+	return func(s *settings) { s.linger = d }
 }
 
 // kindHarness is a harness whose agent is the fake under the usual binary
@@ -525,7 +525,7 @@ func TestModelNotFound(t *testing.T) {
 			h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
 			_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_PHASE_RETRY_COUNT=2", "PEAL_RETRY_DELAY_SEC=600",
 				"PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...)
-			var me *ModelError
+			var me *modelError
 			var fatal *phase.FatalError
 			if !errors.As(err, &me) || !errors.As(err, &fatal) || !phase.EndsRun(err) || h.keys() != "plan:1" {
 				t.Fatalf("calls %q, err %v", h.keys(), err)
@@ -590,7 +590,7 @@ func TestModelNotFoundWithFallback(t *testing.T) {
 		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}, {Stdout: "THE PLAN"}}})
 		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_PHASE_RETRY_COUNT=2")...)
-		var me *ModelError
+		var me *modelError
 		if !errors.As(err, &me) || h.keys() != "plan:1" {
 			t.Fatalf("calls %q, err %v", h.keys(), err)
 		}
@@ -601,7 +601,7 @@ func TestModelNotFoundWithFallback(t *testing.T) {
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
 		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_FALLBACK_MODEL=gone",
 			"PEAL_PHASE_RETRY_COUNT=2")...)
-		var me *ModelError
+		var me *modelError
 		if !errors.As(err, &me) || h.keys() != "plan:1 plan:1" ||
 			!strings.Contains(err.Error(), `the model "gone" (set by PEAL_FALLBACK_MODEL)`) || !strings.Contains(err.Error(), "set fallback_model to a model it serves") {
 			t.Fatalf("calls %q, err %v", h.keys(), err)

@@ -29,8 +29,8 @@ import (
 // work a task left unfinished is that task's, on a re-run too
 // (checksRecord).
 
-// treeChecks is what the run knows of the checks on the work tree.
-type treeChecks struct {
+// checkedTree is what the run knows of the checks on the work tree.
+type checkedTree struct {
 	mu    sync.Mutex
 	red   check.Set // failing on the work tree as it is now
 	stale bool      // the tree may have changed since the checks last ran on it
@@ -38,14 +38,14 @@ type treeChecks struct {
 
 // seen notes a run of the checks on the work tree as it is now, which
 // failed the red ones.
-func (tc *treeChecks) seen(red check.Set) {
+func (tc *checkedTree) seen(red check.Set) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.red, tc.stale = red, false
 }
 
 // changed notes that the tree may have changed since the checks ran.
-func (tc *treeChecks) changed() {
+func (tc *checkedTree) changed() {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.stale = true
@@ -53,28 +53,28 @@ func (tc *treeChecks) changed() {
 
 // state is what the checks last said of the tree, and whether the tree
 // may have changed since.
-func (tc *treeChecks) state() (check.Set, bool) {
+func (tc *checkedTree) state() (check.Set, bool) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	return tc.red, tc.stale
 }
 
-// ChecksRecordName is the file of the state folder that names the first
+// checksRecordName is the file of the state folder that names the first
 // task whose work may be in the work tree unfinished, and the checks that
 // failed before it started: on a re-run, the checks that fail beyond those
 // are that task's to fix, not failures that were there before.
-const ChecksRecordName = "checks.json"
+const checksRecordName = "checks.json"
 
 type checksRecord struct {
 	Task          int      `json:"task"`
 	FailingBefore []string `json:"failing_before"`
 }
 
-// setUpChecks makes the run's checks (none without check_commands): each
+// newChecks makes the run's checks (none without check_commands): each
 // runs in the folder of the run's caller, under check_timeout_sec, with
 // the ticket of its task in its environment, its whole output in
 // agent_log_dir, and its outcome in the run record.
-func (r *run) setUpChecks() *check.Checks {
+func (r *run) newChecks() *check.Checks {
 	timeout := r.caller.Limits.Timeout
 	if t := r.cfg.CheckTimeoutSec; t != nil {
 		timeout = time.Duration(*t) * time.Second
@@ -94,8 +94,8 @@ func (r *run) setUpChecks() *check.Checks {
 	})
 }
 
-// checks are the run's checks (nil: none).
-func (r *run) checks() *check.Checks { return r.reviewer.Checks() }
+// checks are the run's checks, in the work tree (nil: none).
+func (r *run) checks() *check.Checks { return r.home.checks() }
 
 // startChecks runs the checks once on the starting tree, before the first
 // agent call of the run's tasks. What fails there is said in one line and
@@ -108,13 +108,13 @@ func (r *run) startChecks(ctx context.Context, pending []Task) error {
 	if c == nil {
 		return nil
 	}
-	before, _ := r.git.Changes(ctx)
-	run, err := c.Run(ctx, phase.NoTask, check.Start, 0)
+	before, _ := r.home.git.Changes(ctx)
+	results, err := c.Run(ctx, phase.NoTask, check.Start, 0)
 	if err != nil {
 		return err
 	}
 	r.noteCheckLeftovers(ctx, before)
-	red := run.Failing()
+	red := results.Failing()
 	rec, ok := r.readChecksRecord()
 	if ok && r.store.Completed(rec.Task) {
 		r.completedOnTree(rec.Task) // a run ended between the task's save and the note's removal
@@ -126,16 +126,16 @@ func (r *run) startChecks(ctx context.Context, pending []Task) error {
 		charged = red.Minus(check.Set(rec.FailingBefore))
 		red = red.Intersect(check.Set(rec.FailingBefore))
 	}
-	r.tree.seen(red)
+	r.checked.seen(red)
 	var failedNow []check.Result
-	for _, res := range run {
+	for _, res := range results {
 		if !res.Passed() {
 			failedNow = append(failedNow, res)
 		}
 	}
 	switch {
 	case len(failedNow) == 0:
-		r.log.Info("checks pass on the starting tree", "checks", len(run))
+		r.log.Info("checks pass on the starting tree", "checks", len(results))
 	case len(charged) > 0:
 		r.log.Warn("checks fail on the starting tree, which holds the unfinished work of task "+strconv.Itoa(rec.Task)+
 			": the tasks of this run are answerable for them, task "+strconv.Itoa(rec.Task)+" first: "+check.Summaries(failedNow, 3),
@@ -151,7 +151,7 @@ func (r *run) startChecks(ctx context.Context, pending []Task) error {
 // that were not there before they ran: a task's commit would take them
 // for its work, and stet refuses to review over them.
 func (r *run) noteCheckLeftovers(ctx context.Context, before []string) {
-	after, err := r.git.Changes(ctx)
+	after, err := r.home.git.Changes(ctx)
 	if err != nil {
 		return
 	}
@@ -182,17 +182,17 @@ func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, 
 	if c == nil {
 		return nil, nil
 	}
-	red, stale := r.tree.state()
+	red, stale := r.checked.state()
 	if !stale {
 		return red, nil
 	}
 	r.log.Info("checks run again: the work of a task that did not complete may have changed what they say", "task", task, "stage", stage)
-	run, err := c.Run(ctx, task, stage, 0)
+	results, err := c.Run(ctx, task, stage, 0)
 	if err != nil {
 		return nil, err
 	}
-	r.tree.seen(run.Failing())
-	return run.Failing(), nil
+	r.checked.seen(results.Failing())
+	return results.Failing(), nil
 }
 
 // sparseRed is the set of checks that fail before task t starts in its
@@ -202,20 +202,20 @@ func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, 
 // set, which the task cannot be charged with. The run is the task's own,
 // in its worktree; the merged tree's checks, on the whole tree, still
 // decide its merge.
-func (r *run) sparseRed(ctx context.Context, t Task, red check.Set) (check.Set, error) {
-	c := r.checks()
+func (r *run) sparseRed(ctx context.Context, at *site, t Task, red check.Set) (check.Set, error) {
+	c := at.checks()
 	if c == nil || !r.trees.Sparse() {
 		return red, nil
 	}
-	run, err := c.Run(ctx, t.Index, check.Before, 0)
+	results, err := c.Run(ctx, t.Index, check.Before, 0)
 	if err != nil {
 		return nil, err
 	}
-	if extra := run.Failing().Minus(red); len(extra) > 0 {
+	if extra := results.Failing().Minus(red); len(extra) > 0 {
 		r.log.Info("checks fail in the task's sparse worktree before it starts: they are not its to fix there; the merged tree's checks decide",
 			"task", t.Index, "checks", []string(extra))
 	}
-	return red.Union(run.Failing()), nil
+	return red.Union(results.Failing()), nil
 }
 
 // checksSeen takes what the Phase 3 of work done in the work tree says of
@@ -226,9 +226,9 @@ func (r *run) checksSeen(res taskResult) {
 		return
 	}
 	if res.checks != nil {
-		r.tree.seen(res.checks.Failing())
+		r.checked.seen(res.checks.Failing())
 	} else {
-		r.tree.changed()
+		r.checked.changed()
 	}
 }
 
@@ -243,7 +243,7 @@ func (r *run) startsOnTree(task int, red check.Set) {
 		return // an earlier task's work is still unfinished there
 	}
 	rec := checksRecord{Task: task, FailingBefore: nonNilStrings(red)}
-	if err := state.WriteJSONAtomic(filepath.Join(r.cfg.StateDir, ChecksRecordName), rec); err != nil {
+	if err := state.WriteJSONAtomic(filepath.Join(r.cfg.StateDir, checksRecordName), rec); err != nil {
 		r.log.Warn("could not note the task's start in the state folder; a re-run will not know its unfinished work from what failed before it",
 			"task", task, "err", err)
 	}
@@ -252,7 +252,7 @@ func (r *run) startsOnTree(task int, red check.Set) {
 // completedOnTree drops the note of task's start once it completed.
 func (r *run) completedOnTree(task int) {
 	if rec, ok := r.readChecksRecord(); ok && rec.Task == task {
-		if err := os.Remove(filepath.Join(r.cfg.StateDir, ChecksRecordName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(r.cfg.StateDir, checksRecordName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.log.Warn("could not remove the note of a completed task", "task", task, "err", err)
 		}
 	}
@@ -267,8 +267,8 @@ func (r *run) readChecksRecord() (checksRecord, bool) {
 		return rec, false
 	}
 	defer d.Close()
-	d.RemoveTemps(ChecksRecordName)
-	data, err := d.ReadFile(ChecksRecordName, 1<<20)
+	d.RemoveTemps(checksRecordName)
+	data, err := d.ReadFile(checksRecordName, 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return rec, false
 	}
@@ -276,10 +276,10 @@ func (r *run) readChecksRecord() (checksRecord, bool) {
 		slices.Sort(rec.FailingBefore)
 		return rec, true
 	}
-	if aside, kerr := d.KeepUnreadable(ChecksRecordName, r.now()); kerr == nil {
+	if aside, kerr := d.KeepUnreadable(checksRecordName, r.now()); kerr == nil {
 		r.log.Warn("the note of an unfinished task is unreadable; kept aside, it is ignored", "file", aside)
 	} else {
-		r.log.Warn("the note of an unfinished task is unreadable and could not be moved aside", "file", d.Join(ChecksRecordName), "err", safefs.Reason(kerr))
+		r.log.Warn("the note of an unfinished task is unreadable and could not be moved aside", "file", d.Join(checksRecordName), "err", safefs.Reason(kerr))
 	}
 	return checksRecord{}, false
 }

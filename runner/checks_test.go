@@ -271,7 +271,7 @@ func TestRerunChargesTheUnfinishedTask(t *testing.T) {
 	if _, err := h.run(checksEnv(statusCheck)); err == nil {
 		t.Fatal("the first run should fail")
 	}
-	if _, err := os.Stat(filepath.Join(h.stateDir, ChecksRecordName)); err != nil {
+	if _, err := os.Stat(filepath.Join(h.stateDir, checksRecordName)); err != nil {
 		t.Fatalf("no note of the unfinished task: %v", err)
 	}
 	first := len(h.calls())
@@ -286,7 +286,7 @@ func TestRerunChargesTheUnfinishedTask(t *testing.T) {
 	if !strings.Contains(h.log.String(), "which holds the unfinished work of task 1") {
 		t.Fatalf("the re-run does not say whose work fails:\n%s", h.log.String())
 	}
-	if _, err := os.Stat(filepath.Join(h.stateDir, ChecksRecordName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(h.stateDir, checksRecordName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the note outlived the task's completion: %v", err)
 	}
 }
@@ -358,7 +358,7 @@ func TestSignalDuringACheck(t *testing.T) {
 		cancel()
 	}()
 	_, err := h.runCtx(ctx, h.config(checksEnv(slow)))
-	if !IsInterrupted(err) {
+	if !isInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(fileIn(t, h.repo, "sleep.pid")))
@@ -664,12 +664,12 @@ func TestStaleNoteOfACompletedTask(t *testing.T) {
 	h := newHarness(t, twoTasks)
 	writeState(t, h, []int{1})
 	os.MkdirAll(h.stateDir, 0o755)
-	os.WriteFile(filepath.Join(h.stateDir, ChecksRecordName), []byte(`{"task":1,"failing_before":[]}`), 0o644)
+	os.WriteFile(filepath.Join(h.stateDir, checksRecordName), []byte(`{"task":1,"failing_before":[]}`), 0o644)
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {breaks}, "address:2": {fail}})
 	if _, err := h.run(checksEnv(statusCheck)); err == nil {
 		t.Fatal("task 2 should fail")
 	}
-	data, err := os.ReadFile(filepath.Join(h.stateDir, ChecksRecordName))
+	data, err := os.ReadFile(filepath.Join(h.stateDir, checksRecordName))
 	if err != nil || !strings.Contains(string(data), `"task": 2`) {
 		t.Fatalf("the note names %s (%v), want task 2", data, err)
 	}

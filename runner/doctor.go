@@ -13,18 +13,19 @@ import (
 	"peal/review"
 )
 
-// Check is one line of `peal doctor`.
-type Check struct {
+// DoctorLine is one line of `peal doctor`: one thing a run needs from the
+// machine, and whether it is there.
+type DoctorLine struct {
 	Name   string
-	Status string // CheckOK, CheckWarn or CheckFail
+	Status string // DoctorOK, DoctorWarn or DoctorFail
 	Detail string
 }
 
-// Statuses of a Check.
+// Statuses of a DoctorLine.
 const (
-	CheckOK   = "ok"
-	CheckWarn = "warn"
-	CheckFail = "FAIL"
+	DoctorOK   = "ok"
+	DoctorWarn = "warn"
+	DoctorFail = "FAIL"
 )
 
 // Doctor checks what a run of cfg needs from the machine, without running
@@ -32,8 +33,8 @@ const (
 // whether it can authenticate (the same check a run makes before its first
 // call), then stet. env is the environment the agents would get. cfg need
 // not be validated: no plan or repository is required.
-func Doctor(ctx context.Context, cfg *config.Config, env []string) []Check {
-	var checks []Check
+func Doctor(ctx context.Context, cfg *config.Config, env []string) []DoctorLine {
+	var lines []DoctorLine
 	type want struct {
 		role, kind, cmd string
 	}
@@ -48,61 +49,61 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []Check {
 	for _, w := range wants {
 		k, err := agent.Lookup(w.kind)
 		if err != nil {
-			checks = append(checks, Check{w.role + " kind", CheckFail, err.Error()})
+			lines = append(lines, DoctorLine{w.role + " kind", DoctorFail, err.Error()})
 			continue
 		}
 		name := fmt.Sprintf("%s (%s)", w.role, k.Name)
 		path, err := config.ResolveCommand(w.cmd)
 		if err != nil {
-			checks = append(checks, Check{name + " binary", CheckFail, fmt.Sprintf("%q %v: install the %s CLI or set agent_cmd", w.cmd, err, k.Name)})
+			lines = append(lines, DoctorLine{name + " binary", DoctorFail, fmt.Sprintf("%q %v: install the %s CLI or set agent_cmd", w.cmd, err, k.Name)})
 			continue
 		}
-		checks = append(checks, Check{name + " binary", CheckOK, path})
-		checks = append(checks, version(ctx, name, k, path, dir, env))
+		lines = append(lines, DoctorLine{name + " binary", DoctorOK, path})
+		lines = append(lines, version(ctx, name, k, path, dir, env))
 		st := k.CheckAuth(ctx, path, dir, env)
 		switch {
 		case st.OK:
-			checks = append(checks, Check{name + " login", CheckOK, st.Detail})
+			lines = append(lines, DoctorLine{name + " login", DoctorOK, st.Detail})
 		case st.Known || (k.Auth.BeforeRun && !st.Unclear):
-			checks = append(checks, Check{name + " login", CheckFail, st.Detail + "; " + k.Auth.LoginHint})
+			lines = append(lines, DoctorLine{name + " login", DoctorFail, st.Detail + "; " + k.Auth.LoginHint})
 		default:
-			checks = append(checks, Check{name + " login", CheckWarn, st.Detail})
+			lines = append(lines, DoctorLine{name + " login", DoctorWarn, st.Detail})
 		}
 	}
-	return append(checks, stetCheck(cfg))
+	return append(lines, stetLine(cfg))
 }
 
 // version runs the CLI's version command.
-func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string) Check {
+func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string) DoctorLine {
 	res, err := phase.Run(ctx, phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
 		Timeout: agent.StatusTimeout, KillGrace: time.Second})
 	if err == nil {
 		err = phase.CheckExit(res)
 	}
 	if err != nil {
-		return Check{name + " version", CheckFail, err.Error()}
+		return DoctorLine{name + " version", DoctorFail, err.Error()}
 	}
 	v := phase.LastMeaningful(res.Stdout)
 	if v == "" {
 		v = phase.LastMeaningful(res.Stderr)
 	}
-	return Check{name + " version", CheckOK, v}
+	return DoctorLine{name + " version", DoctorOK, v}
 }
 
-// stetCheck says how Phase 3 would review, as a run would resolve it.
-func stetCheck(cfg *config.Config) Check {
+// stetLine says how Phase 3 would review, as a run would resolve it.
+func stetLine(cfg *config.Config) DoctorLine {
 	switch {
 	case len(cfg.StetCommands) > 0:
-		return Check{"stet", CheckOK, "custom review commands: " + strings.Join(cfg.StetCommands, "; ")}
+		return DoctorLine{"stet", DoctorOK, "custom review commands: " + strings.Join(cfg.StetCommands, "; ")}
 	case cfg.StetPath != "":
 		if !review.Executable(cfg.StetPath) {
-			return Check{"stet", CheckFail, fmt.Sprintf("stet_path %s is not an executable file: a run would skip Phase 3", cfg.StetPath)}
+			return DoctorLine{"stet", DoctorFail, fmt.Sprintf("stet_path %s is not an executable file: a run would skip Phase 3", cfg.StetPath)}
 		}
-		return Check{"stet", CheckOK, cfg.StetPath}
+		return DoctorLine{"stet", DoctorOK, cfg.StetPath}
 	}
 	p, err := config.ResolveCommand("stet")
 	if err != nil {
-		return Check{"stet", CheckWarn, "stet is not on PATH: runs skip Phase 3 (review)"}
+		return DoctorLine{"stet", DoctorWarn, "stet is not on PATH: runs skip Phase 3 (review)"}
 	}
-	return Check{"stet", CheckOK, p}
+	return DoctorLine{"stet", DoctorOK, p}
 }

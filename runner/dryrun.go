@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,7 +19,7 @@ import (
 // included. It starts no child process and writes no file.
 func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	r := newRun(cfg, log)
-	d := &dryRun{r: r, w: w}
+	d := &dryRun{r: r, at: r.home, w: w}
 	tasks, text, err := readPlan(cfg)
 	if err != nil {
 		return err
@@ -38,7 +39,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv("normalize", cfg.Model, phase.NormalizePrompt("", text), ""))
 		return nil
 	}
-	if tasks, err = SelectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
+	if tasks, err = selectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return err
 	}
 	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})
@@ -52,11 +53,12 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	for _, i := range st.CompletedTaskIndices {
 		completed[i] = true
 	}
-	r.setUpReview()
-	r.trees = worktree.New(r.git, r.log, cfg.StateDir, callScope(cfg.StateDir), cfg.WorktreeSparsePaths)
+	for _, n := range r.reviewNotes {
+		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
+	}
 	d.describeReview()
 
-	for n, seg := range Segments(tasks) {
+	for n, seg := range segments(tasks) {
 		kind := "sequential"
 		if seg.Parallel {
 			kind = "sequential (parallel is off)"
@@ -92,17 +94,18 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 
 // dryRun prints a run's calls as the run would make them.
 type dryRun struct {
-	r *run
-	w io.Writer
+	r  *run
+	at *site // where the calls described run
+	w  io.Writer
 }
 
 // describeReview prints how Phase 3 would run: the review and the checks.
 func (d *dryRun) describeReview() {
-	if d.r.reviewer == nil {
+	if d.at.reviewer == nil {
 		fmt.Fprintln(d.w, "review: none (no stet): tasks end after execute")
 		return
 	}
-	fmt.Fprintln(d.w, "review: "+d.r.reviewer.Describe())
+	fmt.Fprintln(d.w, "review: "+d.at.reviewer.Describe())
 	c := d.r.checks()
 	if c == nil {
 		return
@@ -142,7 +145,7 @@ func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
 		if !completed[t.Index] {
 			fmt.Fprintf(d.w, "  task %d: worktree %s, branch %s, review folder %s\n", t.Index, tt.Path, tt.Branch, tt.Review)
 		}
-		in := &dryRun{r: d.r.inTree(tt), w: d.w}
+		in := &dryRun{r: d.r, at: d.r.worktreeSite(tt), w: d.w}
 		in.describeTask(t, completed[t.Index], true)
 	}
 	checked := ""
@@ -200,12 +203,12 @@ func (d *dryRun) describePhase3(tasks []Task, indent string) {
 		subject = "tasks " + indexList(tasks)
 	}
 	commit := func(what string) {
-		if d.r.commits {
+		if d.at.commits {
 			fmt.Fprintf(d.w, "%s%-8s git add -A; git commit -m \"peal: %s - %s\"\n", indent, "commit", subject, what)
 		}
 	}
 	commit("<first line of the plan text>")
-	rv := d.r.reviewer
+	rv := d.at.reviewer
 	if rv == nil {
 		return
 	}
@@ -249,7 +252,7 @@ func (d *dryRun) describePhase3(tasks []Task, indent string) {
 // argument or after "<" when it goes on stdin.
 func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
 	s := &d.r.agents.primary
-	c := d.r.agentRequest(s, name, model, "")
+	c := d.r.agentRequest(d.at, s, name, model, "")
 	inv, _ := s.kind.Invocation(s.path, c)
 	argv := inv.Argv
 	if inv.PromptInArgv() {

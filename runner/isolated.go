@@ -89,13 +89,13 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, r
 			res = taskResult{err: err}
 			return
 		}
-		in := r.inTree(tt)
-		taskRed, err := in.sparseRed(ctx, t, red)
+		at := r.worktreeSite(tt)
+		taskRed, err := r.sparseRed(ctx, at, t, red)
 		if err != nil {
 			res = taskResult{err: err}
 			return
 		}
-		res = in.runTask(ctx, t, taskRed)
+		res = r.runTask(ctx, at, t, taskRed)
 	}); err != nil {
 		res = taskResult{err: err}
 	}
@@ -136,20 +136,19 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, r
 	return res, tt.Branch
 }
 
-// inTree is the run as one task of a block sees it: its calls (the agent's,
-// stet's, git's) run in the task's worktree, its review folder is the
-// task's own, and its work is always committed, on the task's branch, for
-// the merge.
-func (r *run) inTree(tt *worktree.Tree) *run {
-	v := *r
-	v.caller.Dir = tt.Dir
+// worktreeSite is where a task of a block works in its worktree tt: its
+// calls (the agent's, stet's, git's) run in the worktree, its review
+// folder is the task's own, and its work is always committed, on the
+// task's branch, for the merge.
+func (r *run) worktreeSite(tt *worktree.Tree) *site {
+	caller := r.caller
+	caller.Dir = tt.Dir
 	if r.caller.Observer != nil {
-		v.caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.Path) + " on " + tt.Branch}
+		caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.Path) + " on " + tt.Branch}
 	}
-	v.git = r.git.In(v.caller, tt.Dir, r.trees.Sparse())
-	v.reviewer = r.reviewer.InWorkTree(v.caller, v.git, phase3Agent{&v}, tt.Review, r.trees.Lock())
-	v.commits = true
-	return &v
+	at := &site{caller: caller, git: r.home.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true}
+	at.reviewer = r.home.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, tt.Review, r.trees.Lock())
+	return at
 }
 
 // mergeReady merges, in index order, the work of every task whose earlier
@@ -244,7 +243,7 @@ func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) er
 	if c == nil {
 		return nil
 	}
-	run, err := c.Run(ctx, t.Index, check.Merge, 0)
+	results, err := c.Run(ctx, t.Index, check.Merge, 0)
 	if err != nil {
 		uctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
@@ -253,15 +252,15 @@ func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) er
 		}
 		return err
 	}
-	red, _ := r.tree.state()
-	charged := run.Charged(red)
+	red, _ := r.checked.state()
+	charged := results.Charged(red)
 	if len(charged) == 0 {
-		r.tree.seen(run.Failing())
+		r.checked.seen(results.Failing())
 		return nil
 	}
 	r.log.Warn("the work tree fails the checks once the task's work is merged: the merge is undone", "task", t.Index, "checks", check.Summaries(charged, 3))
 	if uerr := r.trees.Unmerge(ctx, t.Index, before); uerr != nil {
-		r.tree.seen(run.Failing()) // the tree stays merged
+		r.checked.seen(results.Failing()) // the tree stays merged
 		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)
 	}
 	return &worktree.ConflictError{Task: t.Index, Branch: branch, Checks: charged}

@@ -1,6 +1,13 @@
 package runner
 
-import "peal/phase"
+import (
+	"context"
+	"time"
+
+	"peal/agent"
+	"peal/phase"
+	"peal/worktree"
+)
 
 // Observer hears what a run is doing while it runs, e.g. to draw progress on
 // a terminal. Its methods are called from the run's goroutines (several at
@@ -16,18 +23,46 @@ type Observer interface {
 
 // Option adjusts a run in ways the configuration does not describe, because
 // they concern the process around it rather than the plan.
-type Option func(*run)
+type Option func(*settings)
+
+// settings are what a run takes beyond its configuration: who hears of it,
+// and the stand-ins and hooks of the tests.
+type settings struct {
+	// observer hears of the plan's size and of every call (nil: none).
+	observer Observer
+	// ending names the exit code and reason of the run record's last line.
+	ending func(Outcome, error) (int, string)
+	// env is added to the environment of every child the run starts.
+	env []string
+	// linger is how long an agent may go on after its final result event.
+	linger time.Duration
+	// sleep waits between the attempts of an agent call (nil: a timer).
+	sleep func(context.Context, time.Duration) error
+	// disk tells the free space where worktrees go (nil: worktree.StatDisk).
+	disk func(dir string) (worktree.Space, error)
+	// lookPath finds stet on PATH (nil: the process's PATH).
+	lookPath func(string) (string, error)
+	// launchGap, when set, replaces the agent kinds' gaps between parallel
+	// launches.
+	launchGap func(*agent.Kind) time.Duration
+	// taskStart, when set, runs at the start of every task (sequential or
+	// in a parallel block); callStart at the start of every agent call.
+	// Tests use them to make a task or a call panic.
+	taskStart func(Task)
+	callStart func(name string, task int)
+	// ticketClosed, when set, runs when a task's ticket attempt has ended,
+	// before its outcome is saved.
+	ticketClosed func(Task)
+}
 
 // WithObserver makes obs hear of the plan's size and of every call.
 func WithObserver(obs Observer) Option {
-	return func(r *run) {
-		r.observer = obs
-		r.caller.Observer = obs
-	}
+	return func(s *settings) { s.observer = obs }
 }
 
-// WithEnv adds variables to the environment of every child the run starts
-// (agent, stet, git and post-run commands), on top of peal's own.
-func WithEnv(kv ...string) Option {
-	return func(r *run) { r.caller.Env = append(r.caller.Env, kv...) }
+// WithEnding gives the run the function that turns its outcome into the exit
+// code and the one-line reason peal prints, for the last line of the run
+// record.
+func WithEnding(end func(Outcome, error) (int, string)) Option {
+	return func(s *settings) { s.ending = end }
 }

@@ -16,7 +16,7 @@ import (
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently:
 // a parallel block, parallel on, more than one slot and more than one task.
-func (r *run) runsAsBlock(seg Segment, pending []Task) bool {
+func (r *run) runsAsBlock(seg segment, pending []Task) bool {
 	return seg.Parallel && r.cfg.Parallel && r.cfg.MaxParallel > 1 && len(pending) > 1
 }
 
@@ -91,7 +91,7 @@ func (b *block) stopCertain() bool {
 		}
 		// record returns at once on an interruption, as on any failure
 		// without continue_with_remaining_tasks.
-		if !b.keepGoing || IsInterrupted(bt.err) || endsRun(bt.err) {
+		if !b.keepGoing || isInterrupted(bt.err) || endsRun(bt.err) {
 			return true
 		}
 		failures++
@@ -157,7 +157,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 	r.startsOnTree(tasks[0].Index, red)
 	// The block's tasks share one work tree and one commit, so they share
 	// one review session, opened before their first agent call.
-	sess, err := r.reviewer.Begin(ctx, indices(tasks))
+	sess, err := r.home.reviewer.Begin(ctx, indices(tasks))
 	if err != nil {
 		// No task of the block can run: each fails with the session's error.
 		for i := range b.tasks {
@@ -189,7 +189,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 // blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
 // task's failure, so that one broken task cannot take down the others' agents.
 func (r *run) blockPhases(ctx context.Context, t Task) (planText string, err error) {
-	if perr := r.recoverTask(t, func() { planText, err = r.planAndExecute(ctx, t) }); perr != nil {
+	if perr := r.recoverTask(t, func() { planText, err = r.planAndExecute(ctx, r.home, t) }); perr != nil {
 		return "", perr
 	}
 	return planText, err
@@ -207,7 +207,7 @@ func (r *run) recoverTask(t Task, fn func()) error {
 // commitBlock makes the one commit of a block (when commits are on) when an
 // execute succeeded; if it fails, every task whose work it held fails with it.
 func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
-	if !r.commits {
+	if !r.home.commits {
 		return
 	}
 	var indices []int
@@ -223,7 +223,7 @@ func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
 	if len(indices) == 0 {
 		return
 	}
-	if _, err := r.git.Commit(ctx, indices, planText); err != nil {
+	if _, err := r.home.git.Commit(ctx, indices, planText); err != nil {
 		for i := range bts {
 			if bts[i].done && bts[i].err == nil {
 				bts[i].err = err

@@ -775,7 +775,7 @@ func TestBlockInterrupted(t *testing.T) {
 		waitReady(t, pipes[task])
 	}
 	r.cancel(errors.New("SIGINT"))
-	if _, err := r.wait(t); !IsInterrupted(err) {
+	if _, err := r.wait(t); !isInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, c := range h.calls() {
@@ -800,7 +800,7 @@ func TestBlockInterrupted(t *testing.T) {
 }
 
 // ticketOf is the ticket of a task in a run of cfg.
-func ticketOf(cfg *config.Config, task int) string { return newRun(cfg, nil).tickets.id(task) }
+func ticketOf(cfg *config.Config, task int) string { return ticketID(cfg, task) }
 
 // TestSignalAfterTheLastCall: a signal that arrives while a block finishes,
 // after every call has ended, still ends the run as interrupted (never exit
@@ -820,7 +820,7 @@ func TestSignalAfterTheLastCall(t *testing.T) {
 		}
 	}}
 	_, err := Run(ctx, cfg, slog.New(slog.DiscardHandler), h.opts(WithObserver(obs))...)
-	if !IsInterrupted(err) {
+	if !isInterrupted(err) {
 		t.Fatalf("err = %v, want an interruption", err)
 	}
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1, 2}) {
@@ -995,8 +995,8 @@ func TestBlockReviewPanic(t *testing.T) {
 	testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	env := h.withStet(fakes.StetScenario{})
 	h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...)})
-	h.extra = append(h.extra, func(r *run) {
-		r.callStart = func(name string, task int) {
+	h.extra = append(h.extra, func(s *settings) {
+		s.callStart = func(name string, task int) {
 			if name == "address" {
 				panic("boom in review")
 			}

@@ -18,9 +18,9 @@ type Task struct {
 	Body     string
 }
 
-// Segment is a run of tasks scheduled together: one sequential task, or a
+// segment is a run of tasks scheduled together: one sequential task, or a
 // block of consecutive (parallel) tasks.
-type Segment struct {
+type segment struct {
 	Parallel bool
 	Tasks    []Task
 }
@@ -41,12 +41,12 @@ var (
 	fence = regexp.MustCompile("^ {0,3}(`{3,}|~{3,})")
 )
 
-// ParsePlan reads the tasks of a plan in ascending index order. Text before
+// parsePlan reads the tasks of a plan in ascending index order. Text before
 // the first heading is ignored; a task's body is its heading's title, if
 // any, and every line to the next heading, trimmed. No heading at all gives
 // no tasks and no error. A line that looks like a task heading but is not
 // one, text that is not UTF-8 and NUL bytes are errors naming the line.
-func ParsePlan(text string) ([]Task, error) {
+func parsePlan(text string) ([]Task, error) {
 	if err := checkText(text); err != nil {
 		return nil, err
 	}
@@ -149,9 +149,9 @@ func quoteLine(s string) string {
 	return strconv.Quote(s)
 }
 
-// SelectTasks applies --task (only that task) or --from-task (that task and
+// selectTasks applies --task (only that task) or --from-task (that task and
 // every later one). An index not in the plan is an error.
-func SelectTasks(tasks []Task, only, from *uint32) ([]Task, error) {
+func selectTasks(tasks []Task, only, from *uint32) ([]Task, error) {
 	pick := only
 	if pick == nil {
 		pick = from
@@ -173,10 +173,10 @@ func SelectTasks(tasks []Task, only, from *uint32) ([]Task, error) {
 	return tasks[pos:], nil
 }
 
-// Segments groups tasks into the schedule: consecutive parallel tasks form a
+// segments groups tasks into the schedule: consecutive parallel tasks form a
 // block; a block of one is sequential.
-func Segments(tasks []Task) []Segment {
-	var segs []Segment
+func segments(tasks []Task) []segment {
+	var segs []segment
 	for i := 0; i < len(tasks); {
 		j := i + 1
 		if tasks[i].Parallel {
@@ -184,7 +184,7 @@ func Segments(tasks []Task) []Segment {
 				j++
 			}
 		}
-		segs = append(segs, Segment{Parallel: j-i > 1, Tasks: tasks[i:j]})
+		segs = append(segs, segment{Parallel: j-i > 1, Tasks: tasks[i:j]})
 		i = j
 	}
 	return segs

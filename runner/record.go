@@ -15,20 +15,10 @@ import (
 // end, how the retry loop judged it, and the tasks' starts and ends, so that
 // `peal report` can tell the run's story without reading text meant for
 // people. It is the phase.Recorder of every call, beside the run's observer.
-type callRecorder struct {
-	rec *state.Recorder
-	now func() time.Time
-}
-
-// WithEnding gives the run the function that turns its outcome into the exit
-// code and the one-line reason peal prints, for the last line of the run
-// record.
-func WithEnding(end func(Outcome, error) (int, string)) Option {
-	return func(r *run) { r.ending = end }
-}
+type callRecorder struct{ run *run }
 
 // startRecord begins the run record in the state folder, which the run has
-// locked, with the run's first facts, and makes it hear of every call. The
+// locked, with the run's first facts; every call is recorded from then on. The
 // run's process id is on the first line, so that a reader tells a run that
 // is still going (normalizing its plan, say) from one that was killed. A
 // record that cannot be started is a warning: the run goes on without one.
@@ -46,7 +36,6 @@ func (r *run) startRecord() {
 		Run: fmt.Sprintf("%s-%d", now.Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),
 		PlanPath: r.cfg.PlanPath, RepoPath: r.cfg.RepoPath, AgentKind: r.cfg.AgentKind, Parallel: r.cfg.Parallel,
 		TicketID: r.cfg.TicketID})
-	r.caller.Recorder = &callRecorder{rec: rec, now: r.now}
 }
 
 // recordTasks writes the tasks the run selected, once the plan is known
@@ -96,7 +85,7 @@ func taskOutcome(res taskResult) string {
 		return "skipped"
 	case res.deferred:
 		return "deferred"
-	case res.err != nil && IsInterrupted(res.err):
+	case res.err != nil && isInterrupted(res.err):
 		return "interrupted"
 	case res.err != nil:
 		return "failed"
@@ -155,21 +144,21 @@ func (r *run) recordUsage(task int, name string, u state.Usage) {
 
 func (o *callRecorder) CallBegan(info phase.CallInfo) {
 	a := info.Attempt
-	o.rec.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
+	o.run.journal.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
 		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv,
 		StdoutLog: info.StdoutLog, StderrLog: info.StderrLog})
 }
 
 func (o *callRecorder) CallEnded(id string, res phase.Result, err error) {
 	code := res.ExitCode
-	o.rec.Add(state.Event{Ev: state.EvCallEnd, Time: o.now().UTC(), Call: id, ExitCode: &code, TimedOut: res.TimedOut,
+	o.run.journal.Add(state.Event{Ev: state.EvCallEnd, Time: o.run.now().UTC(), Call: id, ExitCode: &code, TimedOut: res.TimedOut,
 		Idle: res.Idle, Interrupted: err != nil, DurationMS: res.Duration.Milliseconds()})
 }
 
 func (o *callRecorder) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
-	ev := state.Event{Ev: state.EvAttempt, Time: o.now().UTC(), Call: id, Class: v.Class.String(), Retry: retry, WaitMS: wait.Milliseconds()}
+	ev := state.Event{Ev: state.EvAttempt, Time: o.run.now().UTC(), Call: id, Class: v.Class.String(), Retry: retry, WaitMS: wait.Milliseconds()}
 	if v.Err != nil {
 		ev.Reason = phase.Snippet(v.Err.Error(), 500)
 	}
-	o.rec.Add(ev)
+	o.run.journal.Add(ev)
 }

@@ -553,7 +553,7 @@ func TestResumeReviewsTheEarlierWork(t *testing.T) {
 	r := startCfg(h, cfg)
 	waitReady(t, ready)
 	r.cancel(errors.New("SIGINT"))
-	if _, err := r.wait(t); !IsInterrupted(err) {
+	if _, err := r.wait(t); !isInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	before := len(h.stetCalls())
@@ -945,8 +945,8 @@ func TestStetResolution(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, "## Task 1\nA\n")
 		h.withStet(fakes.StetScenario{})
-		h.extra = append(h.extra, func(r *run) {
-			r.lookPath = func(name string) (string, error) {
+		h.extra = append(h.extra, func(s *settings) {
+			s.lookPath = func(name string) (string, error) {
 				if name != "stet" {
 					t.Errorf("looked up %q", name)
 				}
@@ -1027,7 +1027,7 @@ func TestInterruptedRunFinishesStet(t *testing.T) {
 			r := startCfg(h, h.config(append(env, "PEAL_PHASE_TIMEOUT_SEC=600", "PEAL_KILL_GRACE_SEC=1")...))
 			waitReady(t, ready)
 			r.cancel(errors.New("SIGINT"))
-			if _, err := r.wait(t); !IsInterrupted(err) {
+			if _, err := r.wait(t); !isInterrupted(err) {
 				t.Fatalf("err = %v", err)
 			}
 			if h.stetCmds() != seq(statusCmd, startCmd, finishCmd) {

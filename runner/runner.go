@@ -79,59 +79,100 @@ type TaskError struct {
 func (e *TaskError) Error() string { return fmt.Sprintf("task %d: %v", e.Index, e.Err) }
 func (e *TaskError) Unwrap() error { return e.Err }
 
-// run is the state of one `peal run`.
+// run is the state of one `peal run`, made whole by newRun before
+// anything starts.
 type run struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	agents *agents
+	settings
+	cfg     *config.Config
+	log     *slog.Logger
+	now     func() time.Time
+	agents  *agents
+	tickets *tickets
+	// caller makes the Spec of every call of the run: its limits, its call
+	// scope, the observer and the run record.
 	caller phase.Caller
-	store  *state.Store
-	// reviewer runs Phase 3 (nil: no Phase 3 in this run); git makes the
-	// commits, after each execute when commits is set.
-	reviewer *review.Reviewer
-	git      *gitrepo.Repo
-	commits  bool
+	// home is where the tasks that work in the work tree run, and what
+	// reviews and commits there: a task of a block in a worktree works at a
+	// site of its own (worktreeSite).
+	home *site
+	// reviewNotes are what deciding the review found to say (no stet on
+	// PATH, say), logged once the plan is known to be good.
+	reviewNotes []review.Note
 	// trees makes the worktrees of parallel blocks (parallel_isolation =
-	// worktree); disk tells the free space where they go (nil:
-	// worktree.StatDisk).
+	// worktree).
 	trees *worktree.Set
-	disk  func(dir string) (worktree.Space, error)
-	// tree is what the run knows of the project's checks on the work tree.
-	tree *treeChecks
-	// lookPath finds stet on PATH (nil: the process's PATH).
-	lookPath func(string) (string, error)
-	tickets  *tickets
-	now      func() time.Time
-	// observer hears of the plan's size (nil: none); caller hands it every call.
-	observer  Observer
-	agentLogs *agentLogs // nil: agent_log_dir unset
-	// taskStart, when set, runs at the start of every task (sequential or in
-	// a parallel block); tests use it to make a task panic.
-	taskStart func(Task)
-	// callStart, when set, runs at the start of every agent call; tests use
-	// it to make a call panic.
-	callStart func(name string, task int)
-	// sleep waits between the attempts of an agent call (nil: a timer).
-	sleep func(context.Context, time.Duration) error
-	// linger is how long an agent may go on after its final result event.
-	linger time.Duration
-	// journal is the run record (nil: none); ending names the exit code and
-	// reason of its last line.
-	journal *state.Recorder
-	ending  func(Outcome, error) (int, string)
+	// checked is what the project's checks last said of the work tree.
+	checked *checkedTree
+	// Set once the run holds its state folder: the state, the agent logs
+	// (nil: agent_log_dir unset) and the run record (nil: none).
+	store     *state.Store
+	agentLogs *agentLogs
+	journal   *state.Recorder
 }
+
+// site is where the calls of a task run, and what a task's work there is
+// reviewed, checked and committed with: the work tree (the run's home), or
+// a task's worktree. A task is given its site; it shares the rest with its
+// run.
+type site struct {
+	caller phase.Caller // its calls' folder and observer
+	git    *gitrepo.Repo
+	// reviewer runs Phase 3 there (nil: no Phase 3 in this run); commits
+	// says whether the work of an execute is committed.
+	reviewer *review.Reviewer
+	commits  bool
+}
+
+// checks are the project's checks as they run at the site (nil: none).
+func (s *site) checks() *check.Checks { return s.reviewer.Checks() }
 
 // Run executes the plan of cfg (already validated) and returns the outcome of
 // a run that finished (exit 0 or 2), or an error for a hard failure, a stop
 // (*StoppedError) or an interruption (*phase.InterruptedError).
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (Outcome, error) {
-	r := newRun(cfg, log)
-	for _, o := range opts {
-		o(r)
-	}
+	r := newRun(cfg, log, opts...)
 	out, err := r.do(ctx)
 	r.recordEnd(out, err)
 	return out, err
+}
+
+// newRun makes the whole of a run of cfg with opts: its agents, tickets,
+// calls, git, review and checks, and worktrees. It starts nothing and
+// writes nothing.
+func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
+	s := settings{linger: defaultLinger}
+	for _, o := range opts {
+		o(&s)
+	}
+	r := &run{settings: s, cfg: cfg, log: log, now: time.Now, agents: newAgents(cfg), checked: &checkedTree{}}
+	if s.launchGap != nil {
+		r.agents.launch.gapOf = s.launchGap
+	}
+	r.tickets = newTickets(cfg, log, r.now)
+	r.tickets.closed = s.ticketClosed
+	r.caller = phase.Caller{
+		Dir: cfg.RepoPath,
+		Limits: phase.Limits{
+			Timeout:   time.Duration(cfg.PhaseTimeoutSec) * time.Second,
+			Idle:      time.Duration(cfg.IdleTimeoutSec) * time.Second,
+			KillGrace: time.Duration(cfg.KillGraceSec) * time.Second,
+		},
+		Log: log,
+		Env: s.env,
+		// Every call carries an id scoped to the state folder (see do).
+		Scope:    callScope(cfg.StateDir),
+		Recorder: &callRecorder{run: r},
+	}
+	if s.observer != nil {
+		r.caller.Observer = s.observer
+	}
+	git := gitrepo.New(r.caller, log, r.caller.Limits.Timeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
+	r.home = &site{caller: r.caller, git: git}
+	r.home.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: phase3Agent{r, r.home}, Caller: r.caller, Git: git,
+		LookPath: s.lookPath, Checks: r.newChecks()})
+	r.home.commits = cfg.CommitAfterPhase2 || r.home.reviewer.Commits()
+	r.trees = worktree.New(git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
+	return r
 }
 
 // do is Run once the options are applied.
@@ -140,13 +181,13 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	// A configuration under which the review could not see the work fails
 	// before any agent call, normalize included; the review's own notes
 	// (e.g. no stet on PATH) are logged once the plan is known to be good.
-	if err := r.newReviewer(slog.New(slog.DiscardHandler), nil).CheckConfig(); err != nil {
+	if err := r.home.reviewer.CheckConfig(); err != nil {
 		return Outcome{}, err
 	}
 	// A plan that cannot run is reported before anything is written.
 	tasks, text, err := readPlan(cfg)
 	if err == nil && len(tasks) > 0 {
-		_, err = SelectTasks(tasks, cfg.Task, cfg.FromTask)
+		_, err = selectTasks(tasks, cfg.Task, cfg.FromTask)
 	}
 	if err != nil {
 		return Outcome{}, err
@@ -175,7 +216,6 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	// folder's lock, this run knows that whatever still carries such an id
 	// from another peal was left by a run that died (SIGKILL) and stops it,
 	// so that no earlier agent works beside this run's.
-	r.caller.Scope = callScope(cfg.StateDir)
 	if n := phase.SweepLeftovers(r.caller.Scope, r.caller.Limits.KillGrace); n > 0 {
 		log.Warn("stopped processes an earlier run on this state folder left running (it died without stopping them)", "processes", n)
 	}
@@ -185,8 +225,9 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		return Outcome{}, err
 	}
 	r.recordTasks(tasks)
-	r.setUpReview()
-	r.trees = worktree.New(r.git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
+	for _, n := range r.reviewNotes {
+		log.Log(ctx, n.Level, n.Msg, n.Args...)
+	}
 	r.trees.Sweep(ctx, r.store.Completed)
 	if len(cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
 		// A path that cannot be linked stops the run before its first
@@ -241,49 +282,15 @@ func callScope(stateDir string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// newRun prepares a run of cfg; it starts nothing and writes nothing.
-func newRun(cfg *config.Config, log *slog.Logger) *run {
-	return &run{
-		cfg:    cfg,
-		log:    log,
-		agents: newAgents(cfg),
-		linger: defaultLinger,
-		caller: phase.Caller{
-			Dir: cfg.RepoPath,
-			Limits: phase.Limits{
-				Timeout:   time.Duration(cfg.PhaseTimeoutSec) * time.Second,
-				Idle:      time.Duration(cfg.IdleTimeoutSec) * time.Second,
-				KillGrace: time.Duration(cfg.KillGraceSec) * time.Second,
-			},
-			Log: log,
-		},
-		tickets: newTickets(cfg, log, time.Now),
-		now:     time.Now,
-		tree:    &treeChecks{},
-	}
+// phase3Agent lets Phase 3 at a site call the agent: triage and address
+// calls take the argv of execute calls and the run's adaptive retry policy.
+type phase3Agent struct {
+	r  *run
+	at *site
 }
-
-// setUpReview decides how the run reviews (Phase 3) and commits. It runs
-// after the options, so that stet calls get the run's observer and
-// environment.
-func (r *run) setUpReview() {
-	r.git = gitrepo.New(r.caller, r.log, r.caller.Limits.Timeout, r.cfg.RepoPath, r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir)
-	r.reviewer = r.newReviewer(r.log, r.setUpChecks())
-	r.commits = r.cfg.CommitAfterPhase2 || r.reviewer.Commits()
-}
-
-// newReviewer resolves the run's review, logging to log, with the
-// project's checks (nil: none).
-func (r *run) newReviewer(log *slog.Logger, checks *check.Checks) *review.Reviewer {
-	return review.New(review.Options{Config: r.cfg, Agent: phase3Agent{r}, Caller: r.caller, Git: r.git, Log: log, LookPath: r.lookPath, Checks: checks})
-}
-
-// phase3Agent lets Phase 3 call the agent: triage and address calls take the
-// argv of execute calls and the run's adaptive retry policy.
-type phase3Agent struct{ r *run }
 
 func (a phase3Agent) Call(ctx context.Context, name string, task, attempts int, prompt string) (string, error) {
-	res, err := a.r.agentCall(ctx, name, task, attempts, nil, prompt)
+	res, err := a.r.agentCall(ctx, a.at, name, task, attempts, nil, prompt)
 	return res.Stdout, err
 }
 
@@ -333,21 +340,21 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 		r.tickets.run = tr
 		defer func() {
 			failed := (err != nil && !isFindingsRemaining(err)) || len(out.Failed) > 0
-			r.tickets.end(tr, r.tickets.leftovers, r.tickets.failed, failed, IsInterrupted(err))
+			r.tickets.end(tr, r.tickets.leftovers, r.tickets.failed, failed, isInterrupted(err))
 		}()
 	}
-	if err := r.reviewer.CheckRepo(ctx); err != nil {
+	if err := r.home.reviewer.CheckRepo(ctx); err != nil {
 		return Outcome{}, err
 	}
-	if r.reviewer != nil {
-		if err := r.reviewer.Open(ctx); err != nil {
+	if r.home.reviewer != nil {
+		if err := r.home.reviewer.Open(ctx); err != nil {
 			return Outcome{}, err
 		}
 	}
 	if err := r.startChecks(ctx, pending); err != nil {
 		return Outcome{}, err
 	}
-	return r.schedule(ctx, Segments(tasks))
+	return r.schedule(ctx, segments(tasks))
 }
 
 // loadPlan normalizes the plan read by readPlan if it has no task (text is
@@ -362,7 +369,7 @@ func (r *run) loadPlan(ctx context.Context, tasks []Task, text string) ([]Task, 
 	if r.observer != nil {
 		r.observer.PlanLoaded(len(tasks))
 	}
-	return SelectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
+	return selectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
 }
 
 // maxPlanBytes bounds what peal reads of a plan or a prompt template: far
@@ -381,7 +388,7 @@ func readPlan(cfg *config.Config) ([]Task, string, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, "", fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", cfg.PlanPath)
 	}
-	tasks, err := ParsePlan(text)
+	tasks, err := parsePlan(text)
 	if err != nil {
 		return nil, "", fmt.Errorf("plan %s: %w", cfg.PlanPath, err)
 	}
@@ -395,11 +402,11 @@ func readPlan(cfg *config.Config) ([]Task, string, error) {
 // 1 + phase_retry_count.
 func (r *run) phaseAttempts() int { return 1 + int(r.cfg.PhaseRetryCount) }
 
-// planTask runs Phase 1 and returns the plan text.
-func (r *run) planTask(ctx context.Context, t Task) (string, error) {
+// planTask runs Phase 1 at a site and returns the plan text.
+func (r *run) planTask(ctx context.Context, at *site, t Task) (string, error) {
 	attempts := r.phaseAttempts()
 	prompt := phase.PlanPrompt(t.Body)
-	res, err := r.agentCall(ctx, "plan", t.Index, attempts, nil, prompt)
+	res, err := r.agentCall(ctx, at, "plan", t.Index, attempts, nil, prompt)
 	if err != nil {
 		return "", err
 	}
@@ -408,7 +415,7 @@ func (r *run) planTask(ctx context.Context, t Task) (string, error) {
 		return text, nil
 	}
 	r.log.Warn("plan text is empty or too short, running the plan call once more", "task", t.Index, "len", len(text))
-	if res, err = r.agentCall(ctx, "plan", t.Index, attempts, nil, prompt); err != nil {
+	if res, err = r.agentCall(ctx, at, "plan", t.Index, attempts, nil, prompt); err != nil {
 		return "", err
 	}
 	if text = strings.TrimSpace(res.Stdout); !r.planTextValid(text) {
@@ -432,9 +439,9 @@ func (r *run) minPlanLen() string {
 	return fmt.Sprint(*r.cfg.MinPlanTextLen)
 }
 
-// execute runs Phase 2.
-func (r *run) execute(ctx context.Context, t Task, planText string) error {
-	_, err := r.agentCall(ctx, "execute", t.Index, r.phaseAttempts(), nil, phase.ExecutePrompt(planText))
+// execute runs Phase 2 at a site.
+func (r *run) execute(ctx context.Context, at *site, t Task, planText string) error {
+	_, err := r.agentCall(ctx, at, "execute", t.Index, r.phaseAttempts(), nil, phase.ExecutePrompt(planText))
 	return err
 }
 
@@ -454,7 +461,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 		if err := phase.CheckExit(res); err != nil {
 			return err
 		}
-		parsed, err := ParsePlan(res.Stdout)
+		parsed, err := parsePlan(res.Stdout)
 		if err != nil {
 			return fmt.Errorf("normalized plan: %w", err)
 		}
@@ -466,7 +473,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 	}
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
-	if _, err := r.agentCall(ctx, "normalize", phase.NoTask, attempts, failure, phase.NormalizePrompt(template, doc)); err != nil {
+	if _, err := r.agentCall(ctx, r.home, "normalize", phase.NoTask, attempts, failure, phase.NormalizePrompt(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil
@@ -503,8 +510,8 @@ func nonNil(xs []int) []int {
 	return xs
 }
 
-// IsInterrupted reports whether err ends a run that was interrupted by a signal.
-func IsInterrupted(err error) bool {
+// isInterrupted reports whether err ends a run that was interrupted by a signal.
+func isInterrupted(err error) bool {
 	var ie *phase.InterruptedError
 	return errors.As(err, &ie)
 }

@@ -49,19 +49,19 @@ type harness struct {
 
 // withTaskStart makes fn run at the start of every task.
 func withTaskStart(fn func(Task)) Option {
-	return func(r *run) { r.taskStart = fn }
+	return func(s *settings) { s.taskStart = fn }
 }
 
 // withoutLaunchGap starts the Cursor CLI's parallel calls without the gap
 // between launches that keeps the real CLI from racing on its files: the
 // fake does not race, and tests of parallel blocks would wait out the gaps.
 func withoutLaunchGap() Option {
-	return func(r *run) { r.agents.launch.gapOf = func(*agent.Kind) time.Duration { return 0 } }
+	return func(s *settings) { s.launchGap = func(*agent.Kind) time.Duration { return 0 } }
 }
 
 // opts are the options every run of the harness gets.
 func (h *harness) opts(more ...Option) []Option {
-	base := []Option{WithEnv(h.env...)}
+	base := []Option{withEnv(h.env...)}
 	if !h.launchGap {
 		base = append(base, withoutLaunchGap())
 	}
@@ -577,7 +577,7 @@ func TestInterruptedRunSavesState(t *testing.T) {
 	r := startCfg(h, cfg)
 	waitReady(t, ready)
 	r.cancel(errors.New("SIGTERM"))
-	if _, err := r.wait(t); !IsInterrupted(err) {
+	if _, err := r.wait(t); !isInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
@@ -883,7 +883,7 @@ func TestPostRunSignalsAndSweep(t *testing.T) {
 		t.Fatal("the second run stopped the first run's post-run command")
 	}
 	r.cancel(errors.New("SIGINT"))
-	if _, err := r.wait(t); !IsInterrupted(err) {
+	if _, err := r.wait(t); !isInterrupted(err) {
 		t.Fatalf("a signal during the post-run commands: err = %v", err)
 	}
 }
@@ -916,4 +916,10 @@ func TestSummaryWriteFailureIsAWarning(t *testing.T) {
 	if !strings.Contains(h.log.String(), "could not write the run summary") {
 		t.Fatalf("no warning:\n%s", h.log)
 	}
+}
+
+// withEnv adds variables to the environment of every child the run starts
+// (agent, stet, git and post-run commands), on top of peal's own.
+func withEnv(kv ...string) Option {
+	return func(s *settings) { s.env = append(s.env, kv...) }
 }

@@ -20,7 +20,7 @@ type taskResult struct {
 	// checks is the last run of the checks when it tells how the task left
 	// its tree; failedChecks the checks charged to it that still failed
 	// after its last round.
-	checks       check.Run
+	checks       check.Results
 	failedChecks []check.Result
 }
 
@@ -41,7 +41,7 @@ type tally struct {
 
 // schedule runs the segments in order and decides what each task outcome
 // does to the run.
-func (r *run) schedule(ctx context.Context, segs []Segment) (Outcome, error) {
+func (r *run) schedule(ctx context.Context, segs []segment) (Outcome, error) {
 	var tl tally
 	for _, seg := range segs {
 		pending := r.pending(seg.Tasks)
@@ -103,7 +103,7 @@ func (r *run) runOnTree(ctx context.Context, t Task) taskResult {
 		return taskResult{err: err}
 	}
 	r.startsOnTree(t.Index, red)
-	res := r.runTask(ctx, t, red)
+	res := r.runTask(ctx, r.home, t, red)
 	r.checksSeen(res)
 	return res
 }
@@ -184,28 +184,29 @@ func (r *run) save(t Task, res taskResult) error {
 	return nil
 }
 
-// runTask runs every phase of one task, one after the other, inside its
-// review session: the session opens before the first agent call, the work
-// is committed after execute (when commits are on), Phase 3 reviews it and
-// runs the checks (red: those that failed before the task), and the
-// session closes whatever happened.
-func (r *run) runTask(ctx context.Context, t Task, red check.Set) taskResult {
-	sess, err := r.reviewer.Begin(ctx, []int{t.Index})
+// runTask runs every phase of one task at its site, one after the other,
+// inside its review session: the session opens before the first agent
+// call, the work is committed after execute (when commits are on), Phase 3
+// reviews it and runs the checks (red: those that failed before the task),
+// and the session closes whatever happened.
+func (r *run) runTask(ctx context.Context, at *site, t Task, red check.Set) taskResult {
+	sess, err := at.reviewer.Begin(ctx, []int{t.Index})
 	if err != nil {
 		return taskResult{err: err}
 	}
 	completed := false // stays false when a phase panics
 	defer func() { sess.End(ctx, completed) }()
-	res := r.taskPhases(ctx, sess, t, red)
+	res := r.taskPhases(ctx, at, sess, t, red)
 	completed = res.completed()
 	return res
 }
 
-// taskPhases runs plan, execute, the commit and Phase 3 of a task.
-func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task, red check.Set) taskResult {
-	planText, err := r.planAndExecute(ctx, t)
-	if err == nil && r.commits {
-		_, err = r.git.Commit(ctx, []int{t.Index}, planText)
+// taskPhases runs plan, execute, the commit and Phase 3 of a task at its
+// site.
+func (r *run) taskPhases(ctx context.Context, at *site, sess *review.Session, t Task, red check.Set) taskResult {
+	planText, err := r.planAndExecute(ctx, at, t)
+	if err == nil && at.commits {
+		_, err = at.git.Commit(ctx, []int{t.Index}, planText)
 	}
 	if err != nil {
 		return taskResult{err: err}
@@ -217,16 +218,16 @@ func (r *run) taskPhases(ctx context.Context, sess *review.Session, t Task, red 
 // phase.RunEnder).
 func endsRun(err error) bool { return phase.EndsRun(err) }
 
-// planAndExecute runs Phases 1 and 2 and returns the plan text.
-func (r *run) planAndExecute(ctx context.Context, t Task) (string, error) {
+// planAndExecute runs Phases 1 and 2 at a site and returns the plan text.
+func (r *run) planAndExecute(ctx context.Context, at *site, t Task) (string, error) {
 	r.log.Info("task started", "task", t.Index)
 	r.recordTaskStart(t)
 	if r.taskStart != nil {
 		r.taskStart(t)
 	}
-	planText, err := r.planTask(ctx, t)
+	planText, err := r.planTask(ctx, at, t)
 	if err != nil {
 		return "", err
 	}
-	return planText, r.execute(ctx, t, planText)
+	return planText, r.execute(ctx, at, t, planText)
 }

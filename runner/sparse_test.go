@@ -316,7 +316,7 @@ func TestWorktreeLinkRefused(t *testing.T) {
 
 // withDisk makes the run see free the free space where its worktrees go.
 func withDisk(free func(dir string) (worktree.Space, error)) Option {
-	return func(r *run) { r.disk = free }
+	return func(s *settings) { s.disk = free }
 }
 
 // TestWorktreeDiskCheck: before a block, the space a worktree takes is
@@ -486,7 +486,7 @@ func TestWorktreeSparseInterrupted(t *testing.T) {
 		t.Fatalf("info/exclude during the block: %q", fileIn(t, h.repo, ".git/info/exclude"))
 	}
 	r.cancel(errors.New("SIGINT"))
-	if _, err := r.wait(t); !IsInterrupted(err) {
+	if _, err := r.wait(t); !isInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	if left := leftovers(t, h); len(left) > 0 {

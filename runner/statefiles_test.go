@@ -27,8 +27,8 @@ func TestSecondRunOnTheStateFolderStopsAtOnce(t *testing.T) {
 	h := newHarness(t, twoTasks)
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	hold := func(r *run) {
-		r.tickets.closed = func(task Task) {
+	hold := func(s *settings) {
+		s.ticketClosed = func(task Task) {
 			if task.Index == 1 {
 				once.Do(func() { close(held); <-release })
 			}

@@ -216,7 +216,7 @@ func (ts *tickets) finishTask(t Task, res taskResult) {
 	if res.leftover != nil {
 		leftovers = append(leftovers, *res.leftover)
 	}
-	ts.end(tr, leftovers, res.failedChecks, res.err != nil && !isFindingsRemaining(res.err), IsInterrupted(res.err))
+	ts.end(tr, leftovers, res.failedChecks, res.err != nil && !isFindingsRemaining(res.err), isInterrupted(res.err))
 	if ts.closed != nil {
 		ts.closed(t)
 	}

@@ -195,7 +195,9 @@ func TestInterruptedAttemptIsResumed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	// A crash in the middle of an attempt leaves it in progress.
-	tk, err := state.OpenTicket(h.knowledge(), h.ticket(1), time.Now(), nil)
+	store := state.NewTicketStore(h.knowledge())
+	defer store.Close()
+	tk, err := store.OpenTicket(h.ticket(1), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +255,9 @@ func TestTicketMode(t *testing.T) {
 func TestTicketHeldByAnotherProcess(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	held, err := state.OpenTicket(h.knowledge(), h.ticket(1), time.Now(), nil)
+	store := state.NewTicketStore(h.knowledge())
+	defer store.Close()
+	held, err := store.OpenTicket(h.ticket(1), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -351,7 +351,7 @@ func TestWorktreeInterrupted(t *testing.T) {
 		return rec.msg == "task ended in its worktree, its work waits to be merged" && rec.attrs["task"] == "3"
 	})
 	r.cancel(errors.New("SIGINT"))
-	if _, err := r.wait(t); !IsInterrupted(err) {
+	if _, err := r.wait(t); !isInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
@@ -441,7 +441,7 @@ func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("a signal"))
 	_, err := h.runCtx(ctx, h.config("PEAL_MAX_PARALLEL=2"))
-	if !IsInterrupted(err) {
+	if !isInterrupted(err) {
 		t.Fatalf("err %v, want an interruption\n%s", err, h.log.String())
 	}
 	if calls := h.calls(); len(calls) != 0 {

@@ -21,11 +21,11 @@ import (
 // tree's HEAD, when the tree is clean. why says otherwise why the block
 // cannot be isolated.
 func (r *run) worktreeBase(ctx context.Context) (base, why string) {
-	head, err := r.git.Head(ctx)
+	head, err := r.home.git.Head(ctx)
 	if err != nil {
 		return "", "the repository has no commit yet"
 	}
-	changes, err := r.git.Changes(ctx)
+	changes, err := r.home.git.Changes(ctx)
 	switch {
 	case err != nil:
 		return "", err.Error()
@@ -65,7 +65,7 @@ func (r *run) blockHasWorktrees(tasks []Task) bool {
 	if r.cfg.ParallelIsolation != "worktree" {
 		return false
 	}
-	for _, seg := range Segments(tasks) {
+	for _, seg := range segments(tasks) {
 		if r.runsAsBlock(seg, seg.Tasks) {
 			return true
 		}

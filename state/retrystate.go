@@ -91,8 +91,8 @@ func unusable(format string, args ...any) error {
 // ValidTicketID reports whether id matches TicketIDPattern.
 func ValidTicketID(id string) bool { return ticketIDRe.MatchString(id) }
 
-// TicketDir is the folder of ticket id: <knowledgeDir>/tickets/<id>.
-func TicketDir(knowledgeDir, id string) string {
+// ticketDir is the folder of ticket id: <knowledgeDir>/tickets/<id>.
+func ticketDir(knowledgeDir, id string) string {
 	return filepath.Join(knowledgeDir, "tickets", id)
 }
 

@@ -26,7 +26,7 @@ func TestValidTicketID(t *testing.T) {
 			t.Errorf("ValidTicketID(%q) = %v", id, got)
 		}
 	}
-	if got := TicketDir("/k", "pt-1"); got != filepath.Join("/k", "tickets", "pt-1") {
+	if got := ticketDir("/k", "pt-1"); got != filepath.Join("/k", "tickets", "pt-1") {
 		t.Errorf("TicketDir = %s", got)
 	}
 }
@@ -104,8 +104,8 @@ func TestSpecExampleRoundTrip(t *testing.T) {
 	}
 
 	kdir := t.TempDir()
-	os.MkdirAll(TicketDir(kdir, "pt-te9b"), 0o755)
-	os.WriteFile(filepath.Join(TicketDir(kdir, "pt-te9b"), RetryStateFile), data, 0o644)
+	os.MkdirAll(ticketDir(kdir, "pt-te9b"), 0o755)
+	os.WriteFile(filepath.Join(ticketDir(kdir, "pt-te9b"), RetryStateFile), data, 0o644)
 	tk := openTicket(t, kdir, "pt-te9b")
 	if a, resumed, err := tk.Begin(at(0), escalateWith("zai/glm-4.7", "", "")); err != nil || !resumed || a.AttemptNumber != 2 {
 		t.Fatalf("resume: %+v %v %v", a, resumed, err)
@@ -158,7 +158,7 @@ func TestUnknownMembersSurvive(t *testing.T) {
   }]
 }`
 	kdir := t.TempDir()
-	dir := TicketDir(kdir, "pt-x")
+	dir := ticketDir(kdir, "pt-x")
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, RetryStateFile), []byte(file), 0o644)
 	tk := openTicket(t, kdir, "pt-x")
@@ -204,7 +204,7 @@ func TestTicketflowFilesAccepted(t *testing.T) {
   "retryCount": 2.0
 }`
 	kdir := t.TempDir()
-	dir := TicketDir(kdir, "pt-new")
+	dir := ticketDir(kdir, "pt-new")
 	os.MkdirAll(dir, 0o755)
 	path := filepath.Join(dir, RetryStateFile)
 	os.WriteFile(path, []byte(file), 0o644)
@@ -324,7 +324,7 @@ func TestLoadRetryState(t *testing.T) {
 	if _, err := LoadRetryState(kdir, "../etc"); !errors.Is(err, ErrInvalidTicketID) {
 		t.Errorf("invalid id: %v", err)
 	}
-	dir := TicketDir(kdir, "pt-bad")
+	dir := ticketDir(kdir, "pt-bad")
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, RetryStateFile), []byte("{"), 0o644)
 	if _, err := LoadRetryState(kdir, "pt-bad"); !errors.Is(err, ErrUnreadable) {

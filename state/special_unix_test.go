@@ -25,22 +25,22 @@ func TestSpecialFilesInTheStore(t *testing.T) {
 		want  string
 	}{
 		"fifo retry state": {func(t *testing.T, kdir, _ string) {
-			mkdir(t, TicketDir(kdir, "pt-x"))
-			if err := unix.Mkfifo(filepath.Join(TicketDir(kdir, "pt-x"), RetryStateFile), 0o644); err != nil {
+			mkdir(t, ticketDir(kdir, "pt-x"))
+			if err := unix.Mkfifo(filepath.Join(ticketDir(kdir, "pt-x"), RetryStateFile), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, "retry-state.json is a named pipe (FIFO), not a regular file: peal neither reads it nor writes through it; remove it"},
 		"retry state linked to /dev/zero": {func(t *testing.T, kdir, _ string) {
-			mkdir(t, TicketDir(kdir, "pt-x"))
-			os.Symlink("/dev/zero", filepath.Join(TicketDir(kdir, "pt-x"), RetryStateFile))
+			mkdir(t, ticketDir(kdir, "pt-x"))
+			os.Symlink("/dev/zero", filepath.Join(ticketDir(kdir, "pt-x"), RetryStateFile))
 		}, "retry-state.json is a symbolic link, not a regular file"},
 		"linked lock file": {func(t *testing.T, kdir, outside string) {
-			mkdir(t, TicketDir(kdir, "pt-x"))
-			os.Symlink(filepath.Join(outside, "created-by-peal"), filepath.Join(TicketDir(kdir, "pt-x"), LockFile))
+			mkdir(t, ticketDir(kdir, "pt-x"))
+			os.Symlink(filepath.Join(outside, "created-by-peal"), filepath.Join(ticketDir(kdir, "pt-x"), LockFile))
 		}, "retry-state.lock is a symbolic link, not a regular file"},
 		"linked ticket folder": {func(t *testing.T, kdir, outside string) {
 			mkdir(t, filepath.Join(kdir, "tickets"))
-			os.Symlink(outside, TicketDir(kdir, "pt-x"))
+			os.Symlink(outside, ticketDir(kdir, "pt-x"))
 		}, "tickets/pt-x is a symbolic link, not a folder: peal does not follow links in the retry-state store"},
 		"linked tickets folder": {func(t *testing.T, kdir, outside string) {
 			mkdir(t, kdir)
@@ -81,7 +81,7 @@ func TestSpecialFilesInTheStore(t *testing.T) {
 func TestTicketTemporaryFilesRemoved(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
-	dir := TicketDir(kdir, "pt-tmp")
+	dir := ticketDir(kdir, "pt-tmp")
 	mkdir(t, dir)
 	for _, name := range []string{".retry-state.json.tmp-1", ".close-summary.md.tmp-2", "retry-state.tmp"} {
 		os.WriteFile(filepath.Join(dir, name), nil, 0o644)

@@ -43,8 +43,8 @@ type WorktreeStatus struct {
 
 // StatusReport is what `peal status` prints.
 type StatusReport struct {
-	Tasks   []TaskStatus      `json:"tasks"`
-	LastRun *RunSummary `json:"last_run"`
+	Tasks   []TaskStatus `json:"tasks"`
+	LastRun *RunSummary  `json:"last_run"`
 	// SparsePaths and Links are what the worktrees of parallel blocks
 	// check out and link under this configuration (worktree_sparse_paths,
 	// worktree_link).

@@ -62,20 +62,6 @@ type attempt struct {
 	raw       json.RawMessage // as this handle last wrote it
 }
 
-// OpenTicket locks ticket id in knowledgeDir and reads its retry state. The
-// lock is a non-blocking flock, released by Close or by the death of the
-// process, so a crash never leaves a stale lock; if another holder has it
-// the error wraps ErrTicketLocked. A file that tf would not load either is
-// kept aside (stamped with now) and a fresh state starts; a file peal cannot
-// use is refused (ErrUnusable) and left as it is. warn, when not nil, hears
-// what is odd in the file, here and whenever another program changed it.
-// The temporary files of a save that a killed peal left are removed.
-func OpenTicket(knowledgeDir, id string, now time.Time, warn func(string)) (*Ticket, error) {
-	s := NewTicketStore(knowledgeDir)
-	defer s.Close()
-	return s.OpenTicket(id, now, warn)
-}
-
 // TicketStore is a retry-state store whose tickets folder is opened once
 // and then kept open, for a run that opens many tickets. Its methods are
 // safe for concurrent use.

@@ -24,7 +24,7 @@ func BenchmarkTicketLifecycle(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		n++
-		t, err := OpenTicket(dir, fmt.Sprintf("task-%d", n), now, nil)
+		t, err := openTicketIn(dir, fmt.Sprintf("task-%d", n), now, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func at(sec int) time.Time {
 func open(kdir, id string, now time.Time) (*Ticket, *[]string, error) {
 	warnings := &[]string{}
 	var mu sync.Mutex
-	tk, err := OpenTicket(kdir, id, now, func(w string) {
+	tk, err := openTicketIn(kdir, id, now, func(w string) {
 		mu.Lock()
 		defer mu.Unlock()
 		*warnings = append(*warnings, w)
@@ -72,7 +72,7 @@ func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
 	tk := openTicket(t, kdir, "pt-te9b")
-	if tk.Dir() != TicketDir(kdir, "pt-te9b") {
+	if tk.Dir() != ticketDir(kdir, "pt-te9b") {
 		t.Errorf("Dir %s", tk.Dir())
 	}
 	if st := tk.State(); st.Version != 1 || st.TicketID != "pt-te9b" || len(st.Attempts) != 0 || st.Status != TicketActive {
@@ -323,7 +323,7 @@ func TestOpenTicketKeepsUnreadableAside(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			kdir := t.TempDir()
-			dir := TicketDir(kdir, "pt-bad")
+			dir := ticketDir(kdir, "pt-bad")
 			os.MkdirAll(dir, 0o755)
 			path := filepath.Join(dir, RetryStateFile)
 			os.WriteFile(path, []byte(content), 0o644)
@@ -354,7 +354,7 @@ func TestOpenTicketKeepsUnreadableAside(t *testing.T) {
 func TestCorruptFilesInOneSecond(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
-	dir := TicketDir(kdir, "pt-bad")
+	dir := ticketDir(kdir, "pt-bad")
 	os.MkdirAll(dir, 0o755)
 	path := filepath.Join(dir, RetryStateFile)
 	for i := range 3 {
@@ -387,7 +387,7 @@ func TestOpenTicketRefusesWhatItCannotUse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			kdir := t.TempDir()
-			dir := TicketDir(kdir, "pt-bad")
+			dir := ticketDir(kdir, "pt-bad")
 			os.MkdirAll(dir, 0o755)
 			path := filepath.Join(dir, RetryStateFile)
 			os.WriteFile(path, []byte(tc.content), 0o644)
@@ -458,7 +458,7 @@ func TestLockHolderProcess(t *testing.T) {
 	if kdir == "" {
 		t.Skip("helper process of TestTicketLockAcrossProcesses")
 	}
-	tk, err := OpenTicket(kdir, "pt-proc", time.Now(), nil)
+	tk, err := openTicketIn(kdir, "pt-proc", time.Now(), nil)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -519,7 +519,7 @@ func TestTicketLockAcrossProcesses(t *testing.T) {
 		t.Fatalf("lock not released by the killed holder: %v", err)
 	}
 	tk.Close()
-	if _, err := os.Stat(filepath.Join(TicketDir(kdir, "pt-proc"), LockFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(ticketDir(kdir, "pt-proc"), LockFile)); err != nil {
 		t.Errorf("lock file: %v", err)
 	}
 }
@@ -530,7 +530,7 @@ func TestResetTicket(t *testing.T) {
 	if _, err := ResetTicket(kdir, "pt-reset", at(0)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("reset of a missing state: %v", err)
 	}
-	if _, err := os.Stat(TicketDir(kdir, "pt-reset")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(ticketDir(kdir, "pt-reset")); !errors.Is(err, fs.ErrNotExist) {
 		t.Error("reset of a missing state created the ticket folder")
 	}
 	run := func(sec int) {
@@ -540,12 +540,12 @@ func TestResetTicket(t *testing.T) {
 		tk.Close()
 	}
 	run(0)
-	before, _ := os.ReadFile(filepath.Join(TicketDir(kdir, "pt-reset"), RetryStateFile))
+	before, _ := os.ReadFile(filepath.Join(ticketDir(kdir, "pt-reset"), RetryStateFile))
 	backup, err := ResetTicket(kdir, "pt-reset", time.Date(2026, 2, 10, 13, 4, 5, 999, time.FixedZone("X", 3600)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := filepath.Join(TicketDir(kdir, "pt-reset"), "retry-state.json.bak.20260210T120405Z")
+	want := filepath.Join(ticketDir(kdir, "pt-reset"), "retry-state.json.bak.20260210T120405Z")
 	if backup != want {
 		t.Errorf("backup %s, want %s", backup, want)
 	}
@@ -666,4 +666,12 @@ func TestTicketStoreReopensARemovedFolder(t *testing.T) {
 			t.Fatalf("ticket %s: %v", id, err)
 		}
 	}
+}
+
+// openTicketIn opens ticket id in the store of knowledgeDir, as a run opens
+// it (TicketStore.OpenTicket), with a store of its own.
+func openTicketIn(knowledgeDir, id string, now time.Time, warn func(string)) (*Ticket, error) {
+	s := NewTicketStore(knowledgeDir)
+	defer s.Close()
+	return s.OpenTicket(id, now, warn)
 }

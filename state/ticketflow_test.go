@@ -139,7 +139,7 @@ print(json.dumps({
 func TestPealReadsTicketflowsFiles(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
-	dir := TicketDir(kdir, "pt-tf")
+	dir := ticketDir(kdir, "pt-tf")
 	mkdir(t, dir)
 	ticketflow(t, `
 s = rs.RetryState(sys.argv[1], ticket_id="pt-tf")

@@ -18,7 +18,7 @@ func TestInspectNow(t *testing.T) {
 		1: filepath.Join(gitdirs, "task-1"),
 		2: filepath.Join("..", "..", "repo", ".git", "worktrees", "task-2"),
 	} {
-		path := Path(stateDir, task)
+		path := treePath(stateDir, task)
 		gitdir := filepath.Join(gitdirs, filepath.Base(path))
 		for dir, file := range map[string]string{path: ".git", gitdir: "HEAD"} {
 			if err := os.MkdirAll(dir, 0o755); err != nil {

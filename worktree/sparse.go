@@ -97,7 +97,7 @@ type Status struct {
 // task runs there, or a run that died left it), read from git's files
 // without running git.
 func Inspect(stateDir string, task int) (Status, bool) {
-	p := Path(stateDir, task)
+	p := treePath(stateDir, task)
 	link, err := safefs.ReadFile(filepath.Join(p, ".git"), 4096)
 	if err != nil {
 		return Status{}, false

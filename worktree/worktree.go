@@ -86,14 +86,14 @@ func (s *Set) Sparse() bool { return len(s.sparse) > 0 }
 // stet's, which make and remove worktrees of their own, take it too.
 func (s *Set) Lock() sync.Locker { return &s.mu }
 
-// Path is where the worktree of task is made in stateDir.
-func Path(stateDir string, task int) string {
+// treePath is where the worktree of task is made in stateDir.
+func treePath(stateDir string, task int) string {
 	return filepath.Join(stateDir, Folder, fmt.Sprintf("task-%d", task))
 }
 
 // Of is the worktree task gets.
 func (s *Set) Of(task int) *Tree {
-	path := Path(s.state, task)
+	path := treePath(s.state, task)
 	return &Tree{Task: task, Path: path, Dir: filepath.Join(path, s.rel), Branch: s.prefix + filepath.Base(path), Review: path + ".review"}
 }
 

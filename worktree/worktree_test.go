@@ -305,7 +305,7 @@ func TestAddThatFailsLeavesNothing(t *testing.T) {
 	if left := testgit.WorktreeLeftovers(t, repo, s.state); len(left) > 0 {
 		t.Errorf("left behind: %q", left)
 	}
-	if _, err := os.Lstat(Path(s.state, 1)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(treePath(s.state, 1)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the worktree's folder: %v, want it gone", err)
 	}
 }

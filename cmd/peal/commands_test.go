@@ -29,7 +29,9 @@ func (s *sandbox) noAgent(extra ...string) []string {
 // closedTicket records one closed attempt of ticket id in the store.
 func closedTicket(t *testing.T, store, id string) {
 	t.Helper()
-	tk, err := state.OpenTicket(store, id, time.Now(), nil)
+	ts := state.NewTicketStore(store)
+	defer ts.Close()
+	tk, err := ts.OpenTicket(id, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func (c *DoctorCmd) Run(e *env) error {
 	failed := 0
 	for _, ch := range runner.Doctor(e.ctx, cfg, e.environ) {
 		fmt.Fprintf(e.stdout, "%-4s  %s: %s\n", ch.Status, ch.Name, ch.Detail)
-		if ch.Status == runner.CheckFail {
+		if ch.Status == runner.DoctorFail {
 			failed++
 		}
 	}

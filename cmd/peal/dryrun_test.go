@@ -23,7 +23,9 @@ func TestDryRun(t *testing.T) {
 	// task 2's index) have two blocked attempts: their next attempt is the third.
 	knowledge := filepath.Join(s.dir, "knowledge")
 	for _, i := range []int{2, 3} {
-		tk, err := state.OpenTicket(knowledge, s.ticket(i), time.Now(), nil)
+		store := state.NewTicketStore(knowledge)
+		defer store.Close()
+		tk, err := store.OpenTicket(s.ticket(i), time.Now(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,9 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("task 3: %d %s", r.code, r.stderr)
 	}
 	// Task 4's ticket used up its retries.
-	tk, err := state.OpenTicket(filepath.Join(s.stateDir, "knowledge"), s.ticket(4), time.Now(), nil)
+	store := state.NewTicketStore(filepath.Join(s.stateDir, "knowledge"))
+	defer store.Close()
+	tk, err := store.OpenTicket(s.ticket(4), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,10 +62,6 @@ func size(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// KindOf names what an entry of mode m is, for messages: "a symbolic
-// link", "a named pipe (FIFO)", ...
-func KindOf(m fs.FileMode) string { return kind(m) }
-
 // kind names what a non-regular file is, for messages.
 func kind(m fs.FileMode) string {
 	switch {
