@@ -132,8 +132,8 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 	if tr := r.tickets.of(task); tr != nil {
 		env = append(env, "PEAL_TICKET_ID="+tr.id)
 	}
-	files := r.agentLogs.call(name, task)
-	defer files.close()
+	files := r.agentLogs.Call(name, task)
+	defer files.Close()
 	role := phase.RolePrimary
 	launched := false
 	land := func() {
@@ -163,7 +163,7 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		watcher = s.rules.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput,
 			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger})
 		spec.Watch = watcher
-		files.attach(&spec, a.N)
+		files.Attach(&spec, a.N)
 		r.agents.launch.wait(ctx, s.kind)
 		launched = true
 		return spec

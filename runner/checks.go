@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"peal/plan"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,8 +88,8 @@ func (r *run) newChecks() *check.Checks {
 			return nil
 		},
 		Output: func(task int) (io.Writer, func()) {
-			files := r.agentLogs.call(check.Phase, task)
-			return files.attachCombined(), files.close
+			files := r.agentLogs.Call(check.Phase, task)
+			return files.Combined(), files.Close
 		},
 		Ran: r.recordCheck,
 	})
@@ -103,7 +104,7 @@ func (r *run) checks() *check.Checks { return r.home.checks() }
 // of this run whose unfinished work is in the tree: then what fails beyond
 // the checks that failed before that task started is charged to the run's
 // tasks, which run that task again.
-func (r *run) startChecks(ctx context.Context, pending []Task) error {
+func (r *run) startChecks(ctx context.Context, pending []plan.Task) error {
 	c := r.checks()
 	if c == nil {
 		return nil
@@ -120,7 +121,7 @@ func (r *run) startChecks(ctx context.Context, pending []Task) error {
 		r.completedOnTree(rec.Task) // a run ended between the task's save and the note's removal
 		ok = false
 	}
-	unfinished := ok && slices.ContainsFunc(pending, func(t Task) bool { return t.Index == rec.Task })
+	unfinished := ok && slices.ContainsFunc(pending, func(t plan.Task) bool { return t.Index == rec.Task })
 	var charged check.Set
 	if unfinished {
 		charged = red.Minus(check.Set(rec.FailingBefore))
@@ -170,7 +171,7 @@ func (r *run) noteCheckLeftovers(ctx context.Context, before []string) {
 // redBefore is the set of checks failing on the work tree before task t
 // starts on it, running the checks first when the tree may have changed
 // since they last ran (the work of a task that did not complete).
-func (r *run) redBefore(ctx context.Context, t Task) (check.Set, error) {
+func (r *run) redBefore(ctx context.Context, t plan.Task) (check.Set, error) {
 	return r.freshRed(ctx, t.Index, check.Before)
 }
 
@@ -202,7 +203,7 @@ func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, 
 // set, which the task cannot be charged with. The run is the task's own,
 // in its worktree; the merged tree's checks, on the whole tree, still
 // decide its merge.
-func (r *run) sparseRed(ctx context.Context, at *site, t Task, red check.Set) (check.Set, error) {
+func (r *run) sparseRed(ctx context.Context, at *site, t plan.Task, red check.Set) (check.Set, error) {
 	c := at.checks()
 	if c == nil || !r.trees.Sparse() {
 		return red, nil

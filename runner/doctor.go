@@ -75,11 +75,8 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []DoctorLine 
 
 // version runs the CLI's version command.
 func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string) DoctorLine {
-	res, err := phase.Run(ctx, phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
+	res, err := runCommand(ctx, phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
 		Timeout: agent.StatusTimeout, KillGrace: time.Second})
-	if err == nil {
-		err = phase.CheckExit(res)
-	}
 	if err != nil {
 		return DoctorLine{name + " version", DoctorFail, err.Error()}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"peal/plan"
 	"strings"
 
 	"peal/agent"
@@ -39,7 +40,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv("normalize", cfg.Model, phase.NormalizePrompt("", text), ""))
 		return nil
 	}
-	if tasks, err = selectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
+	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return err
 	}
 	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})
@@ -58,7 +59,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	}
 	d.describeReview()
 
-	for n, seg := range segments(tasks) {
+	for n, seg := range plan.Segments(tasks) {
 		kind := "sequential"
 		if seg.Parallel {
 			kind = "sequential (parallel is off)"
@@ -67,7 +68,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "\nsegment %d: %s\n", n+1, kind)
-		var left []Task
+		var left []plan.Task
 		for _, t := range seg.Tasks {
 			if !completed[t.Index] {
 				left = append(left, t)
@@ -78,7 +79,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			d.describeIsolated(seg.Tasks, completed)
 			continue
 		}
-		var pending []Task
+		var pending []plan.Task
 		for _, t := range seg.Tasks {
 			if d.describeTask(t, completed[t.Index], !block) {
 				pending = append(pending, t)
@@ -123,7 +124,7 @@ func (d *dryRun) describeReview() {
 // describeIsolated prints a block whose tasks work in worktrees of their
 // own: where each task runs, its calls there as a sequential task's, and
 // the merge back.
-func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
+func (d *dryRun) describeIsolated(tasks []plan.Task, completed map[int]bool) {
 	cfg := d.r.cfg
 	fmt.Fprintf(d.w, "  each task in a worktree of its own under %s, on a branch made from the work tree's HEAD when the block starts "+
 		"(a tree with uncommitted changes, or without a commit, runs the block in the shared tree instead)\n", d.r.trees.Root())
@@ -163,7 +164,7 @@ func (d *dryRun) describeIsolated(tasks []Task, completed map[int]bool) {
 
 // describeTask prints one task's calls as a run would make them now, Phase 3
 // included for a sequential task, and reports whether the task would run.
-func (d *dryRun) describeTask(t Task, completed, sequential bool) bool {
+func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 	if completed {
 		fmt.Fprintf(d.w, "  task %d: completed by an earlier run, skipped\n", t.Index)
 		return false
@@ -179,7 +180,7 @@ func (d *dryRun) describeTask(t Task, completed, sequential bool) bool {
 	d.describeCall("    ", attempt, "plan", phases, phase.PlanPrompt(t.Body), "")
 	d.describeCall("    ", attempt, "execute", phases, "", "<prompt: the plan text>")
 	if sequential {
-		d.describePhase3([]Task{t}, "    ")
+		d.describePhase3([]plan.Task{t}, "    ")
 	}
 	return true
 }
@@ -197,10 +198,10 @@ func (d *dryRun) describeCall(indent string, attempt int, name string, attempts 
 
 // describePhase3 prints the commit after the execute(s) of tasks and their
 // review; the agent calls carry the first task's index.
-func (d *dryRun) describePhase3(tasks []Task, indent string) {
+func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 	subject := fmt.Sprintf("task %d", tasks[0].Index)
 	if len(tasks) > 1 {
-		subject = "tasks " + indexList(tasks)
+		subject = "tasks " + plan.IndexList(tasks)
 	}
 	commit := func(what string) {
 		if d.at.commits {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"peal/plan"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
@@ -75,7 +76,7 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string,
 // waits for it before it ends). The branch holding its work is returned
 // when the task completed (or was deferred), for the merge; otherwise it is
 // deleted.
-func (r *run) isolatedTask(ctx context.Context, b *block, t Task, base string, red check.Set) (res taskResult, branch string) {
+func (r *run) isolatedTask(ctx context.Context, b *block, t plan.Task, base string, red check.Set) (res taskResult, branch string) {
 	if b.setUpErr != nil {
 		return taskResult{err: b.setUpErr}, ""
 	}
@@ -238,7 +239,7 @@ type mergeNote struct {
 // work, merged from branch on top of before. A check that fails and did
 // not fail before undoes the merge: the error is then a *worktree.ConflictError
 // naming the checks. A signal during the checks undoes it too.
-func (r *run) checkMerged(ctx context.Context, t Task, branch, before string) error {
+func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before string) error {
 	c := r.checks()
 	if c == nil {
 		return nil
@@ -312,7 +313,7 @@ func (r *run) settleBranches(ctx context.Context, b *block) {
 // again, alone, in the work tree that now holds the work of the block.
 func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 	var stop error
-	var again []Task
+	var again []plan.Task
 	for _, bt := range b.tasks {
 		if !bt.started {
 			r.tickets.release(bt.task)

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"peal/plan"
 	"time"
 
 	"peal/agent"
@@ -48,11 +49,11 @@ type settings struct {
 	// taskStart, when set, runs at the start of every task (sequential or
 	// in a parallel block); callStart at the start of every agent call.
 	// Tests use them to make a task or a call panic.
-	taskStart func(Task)
+	taskStart func(plan.Task)
 	callStart func(name string, task int)
 	// ticketClosed, when set, runs when a task's ticket attempt has ended,
 	// before its outcome is saved.
-	ticketClosed func(Task)
+	ticketClosed func(plan.Task)
 }
 
 // WithObserver makes obs hear of the plan's size and of every call.

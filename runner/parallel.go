@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"peal/plan"
 	"sync"
 
 	"github.com/sourcegraph/conc/panics"
@@ -16,13 +17,13 @@ import (
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently:
 // a parallel block, parallel on, more than one slot and more than one task.
-func (r *run) runsAsBlock(seg segment, pending []Task) bool {
+func (r *run) runsAsBlock(seg plan.Segment, pending []plan.Task) bool {
 	return seg.Parallel && r.cfg.Parallel && r.cfg.MaxParallel > 1 && len(pending) > 1
 }
 
 // blockTask is one task of a parallel block and how its Phases 1–2 ended.
 type blockTask struct {
-	task     Task
+	task     plan.Task
 	started  bool
 	done     bool
 	planText string
@@ -106,10 +107,10 @@ func (b *block) stopCertain() bool {
 // work-conserving pool of max_parallel, one commit for the block, then Phase 3
 // of the successes one at a time in index order, each outcome recorded in
 // index order as a sequential task's would be.
-func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
+func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error {
 	// Tickets start before the pool, in index order, so that a skipped ticket
 	// never takes a slot.
-	var runnable []Task
+	var runnable []plan.Task
 	for _, t := range tasks {
 		err := r.tickets.beginTask(t)
 		switch {
@@ -134,7 +135,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 	for i, t := range tasks {
 		b.tasks[i].task = t
 	}
-	r.log.Info("parallel block started", "tasks", indexList(tasks), "max_parallel", r.cfg.MaxParallel)
+	r.log.Info("parallel block started", "tasks", plan.IndexList(tasks), "max_parallel", r.cfg.MaxParallel)
 	// The block's tasks start on the work tree as it is now (in it, or in
 	// worktrees made from its HEAD): the checks that fail on it are none of
 	// theirs.
@@ -151,7 +152,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 			return r.runIsolated(ctx, tl, b, base, red)
 		}
 		if ctx.Err() == nil {
-			r.log.Warn("the block's tasks run in the shared work tree, not in worktrees of their own: "+why, "tasks", indexList(tasks))
+			r.log.Warn("the block's tasks run in the shared work tree, not in worktrees of their own: "+why, "tasks", plan.IndexList(tasks))
 		}
 	}
 	r.startsOnTree(tasks[0].Index, red)
@@ -188,7 +189,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []Task) error {
 
 // blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
 // task's failure, so that one broken task cannot take down the others' agents.
-func (r *run) blockPhases(ctx context.Context, t Task) (planText string, err error) {
+func (r *run) blockPhases(ctx context.Context, t plan.Task) (planText string, err error) {
 	if perr := r.recoverTask(t, func() { planText, err = r.planAndExecute(ctx, r.home, t) }); perr != nil {
 		return "", perr
 	}
@@ -196,7 +197,7 @@ func (r *run) blockPhases(ctx context.Context, t Task) (planText string, err err
 }
 
 // recoverTask runs fn and turns a panic in it into an error of task t.
-func (r *run) recoverTask(t Task, fn func()) error {
+func (r *run) recoverTask(t plan.Task, fn func()) error {
 	if rec := panics.Try(fn); rec != nil {
 		r.log.Error("task panicked", "task", t.Index, "panic", fmt.Sprint(rec.Value), "stack", string(rec.Stack))
 		return fmt.Errorf("panic: %v", rec.Value)
@@ -291,7 +292,7 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 }
 
 // indices are the tasks' indices, in order.
-func indices(tasks []Task) []int {
+func indices(tasks []plan.Task) []int {
 	out := make([]int, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.Index

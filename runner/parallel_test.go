@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"peal/plan"
 	"slices"
 	"sort"
 	"strings"
@@ -717,7 +718,7 @@ func TestBlockTaskPanic(t *testing.T) {
 	t.Parallel()
 	panicAfterTask3 := func(h *harness) {
 		started3 := make(chan struct{})
-		h.extra = append(h.extra, withTaskStart(func(task Task) {
+		h.extra = append(h.extra, withTaskStart(func(task plan.Task) {
 			switch task.Index {
 			case 3:
 				close(started3)

@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"os"
+	"peal/plan"
 	"time"
 
 	"peal/check"
@@ -40,7 +41,7 @@ func (r *run) startRecord() {
 
 // recordTasks writes the tasks the run selected, once the plan is known
 // (after its normalization, if it needed one).
-func (r *run) recordTasks(tasks []Task) {
+func (r *run) recordTasks(tasks []plan.Task) {
 	r.journal.Add(state.Event{Ev: state.EvTasks, Time: r.now().UTC(), Tasks: indices(tasks)})
 }
 
@@ -60,13 +61,13 @@ func (r *run) recordEnd(out Outcome, err error) {
 }
 
 // recordTaskStart notes that task t started.
-func (r *run) recordTaskStart(t Task) {
+func (r *run) recordTaskStart(t plan.Task) {
 	r.journal.Add(state.Event{Ev: state.EvTaskStart, Time: r.now().UTC(), Task: state.TaskOf(t.Index)})
 }
 
 // recordTaskEnd notes how task t ended, with the findings left by its last
 // review.
-func (r *run) recordTaskEnd(t Task, res taskResult) {
+func (r *run) recordTaskEnd(t plan.Task, res taskResult) {
 	ev := state.Event{Ev: state.EvTaskEnd, Time: r.now().UTC(), Task: state.TaskOf(t.Index), Result: taskOutcome(res)}
 	if res.err != nil {
 		ev.Error = phase.Snippet(res.err.Error(), 500)

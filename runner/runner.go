@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"peal/plan"
 	"strings"
 	"time"
 
 	"peal/check"
 	"peal/config"
+	"peal/internal/agentlog"
 	"peal/internal/gitrepo"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
@@ -106,7 +108,7 @@ type run struct {
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store
-	agentLogs *agentLogs
+	agentLogs *agentlog.Logs
 	journal   *state.Recorder
 }
 
@@ -187,7 +189,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	// A plan that cannot run is reported before anything is written.
 	tasks, text, err := readPlan(cfg)
 	if err == nil && len(tasks) > 0 {
-		_, err = selectTasks(tasks, cfg.Task, cfg.FromTask)
+		_, err = plan.Select(tasks, cfg.Task, cfg.FromTask)
 	}
 	if err != nil {
 		return Outcome{}, err
@@ -219,7 +221,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	if n := phase.SweepLeftovers(r.caller.Scope, r.caller.Limits.KillGrace); n > 0 {
 		log.Warn("stopped processes an earlier run on this state folder left running (it died without stopping them)", "processes", n)
 	}
-	r.agentLogs = newAgentLogs(cfg.AgentLogDir, r.now(), log)
+	r.agentLogs = agentlog.New(cfg.AgentLogDir, r.now(), log)
 	r.startRecord()
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
@@ -297,8 +299,8 @@ func (a phase3Agent) Call(ctx context.Context, name string, task, attempts int, 
 // runSegments opens the run's ticket (ticket mode) and prepares the review
 // side when any task is pending, runs the schedule, and closes the ticket,
 // whatever happened.
-func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err error) {
-	var pending []Task
+func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, err error) {
+	var pending []plan.Task
 	var done []int
 	for _, t := range tasks {
 		if r.store.Completed(t.Index) {
@@ -354,12 +356,12 @@ func (r *run) runSegments(ctx context.Context, tasks []Task) (out Outcome, err e
 	if err := r.startChecks(ctx, pending); err != nil {
 		return Outcome{}, err
 	}
-	return r.schedule(ctx, segments(tasks))
+	return r.schedule(ctx, plan.Segments(tasks))
 }
 
 // loadPlan normalizes the plan read by readPlan if it has no task (text is
 // its text), and filters it.
-func (r *run) loadPlan(ctx context.Context, tasks []Task, text string) ([]Task, error) {
+func (r *run) loadPlan(ctx context.Context, tasks []plan.Task, text string) ([]plan.Task, error) {
 	var err error
 	if len(tasks) == 0 {
 		if tasks, err = r.normalize(ctx, text); err != nil {
@@ -369,7 +371,7 @@ func (r *run) loadPlan(ctx context.Context, tasks []Task, text string) ([]Task, 
 	if r.observer != nil {
 		r.observer.PlanLoaded(len(tasks))
 	}
-	return selectTasks(tasks, r.cfg.Task, r.cfg.FromTask)
+	return plan.Select(tasks, r.cfg.Task, r.cfg.FromTask)
 }
 
 // maxPlanBytes bounds what peal reads of a plan or a prompt template: far
@@ -379,7 +381,7 @@ const maxPlanBytes = 16 << 20
 // readPlan reads and parses the plan of cfg. No task and no error means the
 // plan needs normalizing (normalize_plan is on); the text is returned for
 // it.
-func readPlan(cfg *config.Config) ([]Task, string, error) {
+func readPlan(cfg *config.Config) ([]plan.Task, string, error) {
 	data, err := safefs.ReadFile(cfg.PlanPath, maxPlanBytes)
 	if err != nil {
 		return nil, "", fmt.Errorf("plan %s: %w", cfg.PlanPath, safefs.Reason(err))
@@ -388,7 +390,7 @@ func readPlan(cfg *config.Config) ([]Task, string, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, "", fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", cfg.PlanPath)
 	}
-	tasks, err := parsePlan(text)
+	tasks, err := plan.Parse(text)
 	if err != nil {
 		return nil, "", fmt.Errorf("plan %s: %w", cfg.PlanPath, err)
 	}
@@ -403,7 +405,7 @@ func readPlan(cfg *config.Config) ([]Task, string, error) {
 func (r *run) phaseAttempts() int { return 1 + int(r.cfg.PhaseRetryCount) }
 
 // planTask runs Phase 1 at a site and returns the plan text.
-func (r *run) planTask(ctx context.Context, at *site, t Task) (string, error) {
+func (r *run) planTask(ctx context.Context, at *site, t plan.Task) (string, error) {
 	attempts := r.phaseAttempts()
 	prompt := phase.PlanPrompt(t.Body)
 	res, err := r.agentCall(ctx, at, "plan", t.Index, attempts, nil, prompt)
@@ -440,14 +442,14 @@ func (r *run) minPlanLen() string {
 }
 
 // execute runs Phase 2 at a site.
-func (r *run) execute(ctx context.Context, at *site, t Task, planText string) error {
+func (r *run) execute(ctx context.Context, at *site, t plan.Task, planText string) error {
 	_, err := r.agentCall(ctx, at, "execute", t.Index, r.phaseAttempts(), nil, phase.ExecutePrompt(planText))
 	return err
 }
 
 // normalize asks the agent to turn a document without task headings into a
 // plan; an output that still has no task counts as a failed attempt.
-func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
+func (r *run) normalize(ctx context.Context, doc string) ([]plan.Task, error) {
 	template := ""
 	if p := r.cfg.NormalizePromptPath; p != "" {
 		data, err := safefs.ReadFile(p, maxPlanBytes)
@@ -456,12 +458,12 @@ func (r *run) normalize(ctx context.Context, doc string) ([]Task, error) {
 		}
 		template = string(data)
 	}
-	var tasks []Task
+	var tasks []plan.Task
 	failure := func(res phase.Result) error {
 		if err := phase.CheckExit(res); err != nil {
 			return err
 		}
-		parsed, err := parsePlan(res.Stdout)
+		parsed, err := plan.Parse(res.Stdout)
 		if err != nil {
 			return fmt.Errorf("normalized plan: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"peal/plan"
 	"slices"
 	"strings"
 	"sync"
@@ -48,7 +49,7 @@ type harness struct {
 }
 
 // withTaskStart makes fn run at the start of every task.
-func withTaskStart(fn func(Task)) Option {
+func withTaskStart(fn func(plan.Task)) Option {
 	return func(s *settings) { s.taskStart = fn }
 }
 
@@ -813,7 +814,7 @@ func waitReady(t *testing.T, p string) {
 // run goes on.
 func TestSequentialTaskPanic(t *testing.T) {
 	t.Parallel()
-	boom := withTaskStart(func(task Task) {
+	boom := withTaskStart(func(task plan.Task) {
 		if task.Index == 2 {
 			panic("boom")
 		}

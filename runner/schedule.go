@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"peal/plan"
 
 	"peal/check"
 	"peal/phase"
@@ -41,7 +42,7 @@ type tally struct {
 
 // schedule runs the segments in order and decides what each task outcome
 // does to the run.
-func (r *run) schedule(ctx context.Context, segs []segment) (Outcome, error) {
+func (r *run) schedule(ctx context.Context, segs []plan.Segment) (Outcome, error) {
 	var tl tally
 	for _, seg := range segs {
 		pending := r.pending(seg.Tasks)
@@ -65,8 +66,8 @@ func (r *run) schedule(ctx context.Context, segs []segment) (Outcome, error) {
 }
 
 // pending drops the tasks a previous run completed.
-func (r *run) pending(tasks []Task) []Task {
-	var out []Task
+func (r *run) pending(tasks []plan.Task) []plan.Task {
+	var out []plan.Task
 	for _, t := range tasks {
 		if r.store.Completed(t.Index) {
 			r.log.Info("task already completed, skipping", "task", t.Index)
@@ -79,7 +80,7 @@ func (r *run) pending(tasks []Task) []Task {
 
 // runTicketedTask runs a sequential task inside its ticket's attempt. An
 // error ends the run (another process holds the ticket).
-func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
+func (r *run) runTicketedTask(ctx context.Context, t plan.Task) (taskResult, error) {
 	if err := r.tickets.beginTask(t); err != nil {
 		if errors.Is(err, errSkipped) {
 			return taskResult{skipped: true}, nil
@@ -97,7 +98,7 @@ func (r *run) runTicketedTask(ctx context.Context, t Task) (taskResult, error) {
 // runOnTree runs a task in the work tree itself: the checks that fail on
 // the tree before it are not its to fix, and what its Phase 3 says of the
 // checks is what the tree holds after it.
-func (r *run) runOnTree(ctx context.Context, t Task) taskResult {
+func (r *run) runOnTree(ctx context.Context, t plan.Task) taskResult {
 	red, err := r.redBefore(ctx, t)
 	if err != nil {
 		return taskResult{err: err}
@@ -111,7 +112,7 @@ func (r *run) runOnTree(ctx context.Context, t Task) taskResult {
 // record applies one task's result to the run: a completion is saved at once;
 // a failure stops the run unless continue_with_remaining_tasks, and counts
 // toward max_consecutive_task_failures. A non-nil error ends the run.
-func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) error {
+func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult) error {
 	r.recordTaskEnd(t, res)
 	if len(res.failedChecks) > 0 {
 		tl.out.ChecksFailed = append(tl.out.ChecksFailed, t.Index)
@@ -174,7 +175,7 @@ func (r *run) record(ctx context.Context, tl *tally, t Task, res taskResult) err
 
 // save writes what a task's result means for state.json: a completion or a
 // deferral; a failure or a skip leaves it as it is.
-func (r *run) save(t Task, res taskResult) error {
+func (r *run) save(t plan.Task, res taskResult) error {
 	switch {
 	case res.deferred:
 		return r.store.Defer(t.Index)
@@ -189,7 +190,7 @@ func (r *run) save(t Task, res taskResult) error {
 // call, the work is committed after execute (when commits are on), Phase 3
 // reviews it and runs the checks (red: those that failed before the task),
 // and the session closes whatever happened.
-func (r *run) runTask(ctx context.Context, at *site, t Task, red check.Set) taskResult {
+func (r *run) runTask(ctx context.Context, at *site, t plan.Task, red check.Set) taskResult {
 	sess, err := at.reviewer.Begin(ctx, []int{t.Index})
 	if err != nil {
 		return taskResult{err: err}
@@ -203,7 +204,7 @@ func (r *run) runTask(ctx context.Context, at *site, t Task, red check.Set) task
 
 // taskPhases runs plan, execute, the commit and Phase 3 of a task at its
 // site.
-func (r *run) taskPhases(ctx context.Context, at *site, sess *review.Session, t Task, red check.Set) taskResult {
+func (r *run) taskPhases(ctx context.Context, at *site, sess *review.Session, t plan.Task, red check.Set) taskResult {
 	planText, err := r.planAndExecute(ctx, at, t)
 	if err == nil && at.commits {
 		_, err = at.git.Commit(ctx, []int{t.Index}, planText)
@@ -219,7 +220,7 @@ func (r *run) taskPhases(ctx context.Context, at *site, sess *review.Session, t 
 func endsRun(err error) bool { return phase.EndsRun(err) }
 
 // planAndExecute runs Phases 1 and 2 at a site and returns the plan text.
-func (r *run) planAndExecute(ctx context.Context, at *site, t Task) (string, error) {
+func (r *run) planAndExecute(ctx context.Context, at *site, t plan.Task) (string, error) {
 	r.log.Info("task started", "task", t.Index)
 	r.recordTaskStart(t)
 	if r.taskStart != nil {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"peal/plan"
 	"slices"
 	"strings"
 	"testing"
@@ -371,7 +372,7 @@ func TestWorktreeDiskCheck(t *testing.T) {
 			})
 			// Each task checks, at its start, which worktrees exist.
 			seen := map[int][]string{}
-			start := withTaskStart(func(task Task) {
+			start := withTaskStart(func(task plan.Task) {
 				entries, _ := os.ReadDir(filepath.Join(h.stateDir, worktree.Folder))
 				for _, e := range entries {
 					if !strings.HasSuffix(e.Name(), ".review") {

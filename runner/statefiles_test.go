@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"peal/plan"
 	"slices"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ func TestSecondRunOnTheStateFolderStopsAtOnce(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	hold := func(s *settings) {
-		s.ticketClosed = func(task Task) {
+		s.ticketClosed = func(task plan.Task) {
 			if task.Index == 1 {
 				once.Do(func() { close(held); <-release })
 			}

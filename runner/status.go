@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"peal/plan"
 	"slices"
 
 	"peal/config"
@@ -19,7 +20,7 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 	if len(tasks) == 0 {
 		return state.StatusReport{}, nil, fmt.Errorf("plan %s has no `## Task N` heading: its tasks are only known after a run normalizes it", cfg.PlanPath)
 	}
-	if tasks, err = selectTasks(tasks, cfg.Task, cfg.FromTask); err != nil {
+	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return state.StatusReport{}, nil, err
 	}
 	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"peal/plan"
 	"slices"
 	"sync"
 	"time"
@@ -35,7 +36,7 @@ type tickets struct {
 	// closed, when set, runs when a task's ticket attempt has ended, before
 	// the task's outcome is recorded in state.json; tests use it to hold a
 	// run at that point.
-	closed func(Task)
+	closed func(plan.Task)
 
 	store *state.TicketStore // the store's tickets folder, kept open for the run
 
@@ -174,7 +175,7 @@ func (ts *tickets) attempt(task int) int {
 
 // beginTask starts the ticket of a task in per-task mode; errSkipped
 // means the task does not run.
-func (ts *tickets) beginTask(t Task) error {
+func (ts *tickets) beginTask(t plan.Task) error {
 	if ts.cfg.TicketID != "" {
 		return nil
 	}
@@ -190,7 +191,7 @@ func (ts *tickets) beginTask(t Task) error {
 
 // release lets go of a task's ticket without ending its attempt
 // (the task never started; a later run resumes the attempt).
-func (ts *tickets) release(t Task) {
+func (ts *tickets) release(t plan.Task) {
 	ts.mu.Lock()
 	tr := ts.byTask[t.Index]
 	delete(ts.byTask, t.Index)
@@ -201,7 +202,7 @@ func (ts *tickets) release(t Task) {
 }
 
 // finishTask closes the attempt of a task's ticket in per-task mode.
-func (ts *tickets) finishTask(t Task, res taskResult) {
+func (ts *tickets) finishTask(t plan.Task, res taskResult) {
 	if ts.cfg.TicketID != "" {
 		return
 	}
@@ -322,7 +323,7 @@ func blocks(c state.Counts, failOn []string) bool {
 func isFindingsRemaining(err error) bool { return review.IsFindingsRemaining(err) }
 
 // reset backs up the retry state of this run's tickets (--retry-reset).
-func (ts *tickets) reset(tasks []Task) error {
+func (ts *tickets) reset(tasks []plan.Task) error {
 	ids := []string{ts.cfg.TicketID}
 	if ts.cfg.TicketID == "" {
 		ids = ids[:0]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"peal/plan"
 	"strings"
 
 	"peal/internal/gitrepo"
@@ -61,11 +62,11 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 
 // blockHasWorktrees reports whether a run of tasks may run a parallel block
 // in worktrees: the only time worktree_link is used.
-func (r *run) blockHasWorktrees(tasks []Task) bool {
+func (r *run) blockHasWorktrees(tasks []plan.Task) bool {
 	if r.cfg.ParallelIsolation != "worktree" {
 		return false
 	}
-	for _, seg := range segments(tasks) {
+	for _, seg := range plan.Segments(tasks) {
 		if r.runsAsBlock(seg, seg.Tasks) {
 			return true
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"peal/plan"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -214,13 +215,13 @@ type PromptCmd struct {
 // Run prints or writes the prompt.
 func (c *PromptCmd) Run(e *env) error {
 	if c.Output == "" {
-		_, err := io.WriteString(e.stdout, runner.PlanFormatPrompt)
+		_, err := io.WriteString(e.stdout, plan.FormatPrompt)
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(c.Output), 0o755); err != nil {
 		return &exitError{code: 1, msg: fmt.Sprintf("error: cannot create the folder of %s: %v", c.Output, err)}
 	}
-	if err := os.WriteFile(c.Output, []byte(runner.PlanFormatPrompt), 0o644); err != nil {
+	if err := os.WriteFile(c.Output, []byte(plan.FormatPrompt), 0o644); err != nil {
 		return &exitError{code: 1, msg: fmt.Sprintf("error: cannot write %s: %v", c.Output, err)}
 	}
 	return nil

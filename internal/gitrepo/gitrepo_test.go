@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -133,5 +134,52 @@ func TestAtLeast(t *testing.T) {
 		if got := AtLeast(v, 2, 37); got != want {
 			t.Errorf("%q: %v, want %v", v, got, want)
 		}
+	}
+}
+
+// The one command builder: standard input, a stream of the whole output,
+// variables and a folder; a command that fails is an *Error with its exit
+// status, the end of what it wrote on stderr and the line that explains it.
+func TestCommand(t *testing.T) {
+	t.Parallel()
+	repo, other := t.TempDir(), t.TempDir()
+	git := testGit(t, repo)
+	git("init", "-q")
+	testGit(t, other)("init", "-q")
+	caller := phase.Caller{Dir: repo, Env: testEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	g := New(caller, nil, time.Minute, repo)
+	ctx := context.Background()
+
+	blob, err := g.Command("hash-object", "-w", "--stdin").Stdin([]byte("hello\n")).Run(ctx)
+	if err != nil || len(strings.TrimSpace(blob)) != 40 {
+		t.Fatalf("hash-object of stdin: %q %v", blob, err)
+	}
+	if got := git("cat-file", "-p", strings.TrimSpace(blob)); got != "hello" {
+		t.Fatalf("the blob holds %q", got)
+	}
+	var streamed strings.Builder
+	if _, err := g.Command("cat-file", "-p", strings.TrimSpace(blob)).StreamTo(&streamed).Run(ctx); err != nil || streamed.String() != "hello\n" {
+		t.Fatalf("streamed %q, %v", streamed.String(), err)
+	}
+	if out, err := g.Command("config", "--get", "peal.test").Env("GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=peal.test", "GIT_CONFIG_VALUE_0=yes").Run(ctx); err != nil || out != "yes\n" {
+		t.Fatalf("config from the variables: %q, %v", out, err)
+	}
+	if out, err := g.Command("rev-parse", "--absolute-git-dir").Dir(other).Run(ctx); err != nil || strings.TrimSpace(out) != filepath.Join(other, ".git") {
+		t.Fatalf("in another folder: %q, %v", out, err)
+	}
+
+	_, err = g.Command("rev-parse", "--verify", "no-such-branch").Run(ctx)
+	var gerr *Error
+	if !errors.As(err, &gerr) || gerr.ExitCode != 128 || gerr.TimedOut || !strings.Contains(gerr.Stderr, "fatal: Needed a single revision") {
+		t.Fatalf("err %#v", err)
+	}
+	if want := "git rev-parse exited with status 128: fatal: Needed a single revision"; err.Error() != want {
+		t.Fatalf("message %q, want %q", err.Error(), want)
+	}
+	if !Exited(err, 128) || Exited(err, 1) || Exited(errors.New("x"), 128) {
+		t.Fatal("Exited does not read the exit status")
+	}
+	if _, err := Plain(repo).Command("no-such-command").Run(ctx); !errors.As(err, &gerr) || gerr.ExitCode != 1 || !strings.Contains(gerr.Line, "no-such-command") {
+		t.Fatalf("a plain command that fails: %#v", err)
 	}
 }

@@ -1,4 +1,7 @@
-package runner
+// Package agentlog owns the files of agent_log_dir: the whole output of
+// every agent call attempt (and of every run of a project's check), written
+// as it arrives, one file per stream.
+package agentlog
 
 import (
 	"fmt"
@@ -14,7 +17,7 @@ import (
 	"peal/phase"
 )
 
-// agentLogs writes the whole stdout and stderr of every agent call attempt to
+// Logs writes the whole stdout and stderr of every agent call attempt to
 // its own pair of files under agent_log_dir, so that what an agent printed
 // past the in-memory capture, or in an attempt that was retried, can still
 // be read. Files are written as the output arrives, through the sinks of
@@ -27,7 +30,7 @@ import (
 // earlier one; the call number counts the calls of one task and phase in
 // this run (address rounds, a plan call run again by validate_plan_text),
 // and the attempt number the retries of that call.
-type agentLogs struct {
+type Logs struct {
 	dir   string
 	run   string // the run's start time, the prefix of every name
 	log   *slog.Logger
@@ -35,24 +38,25 @@ type agentLogs struct {
 	calls map[string]int // calls made so far, by task and phase
 }
 
-// newAgentLogs returns nil when dir is empty: agent logs are off.
-func newAgentLogs(dir string, start time.Time, log *slog.Logger) *agentLogs {
+// New is the logs of a run that started at start in dir; nil when dir is
+// empty: agent logs are off.
+func New(dir string, start time.Time, log *slog.Logger) *Logs {
 	if dir == "" {
 		return nil
 	}
-	return &agentLogs{dir: dir, run: start.UTC().Format("20060102T150405Z"), log: log, calls: map[string]int{}}
+	return &Logs{dir: dir, run: start.UTC().Format("20060102T150405Z"), log: log, calls: map[string]int{}}
 }
 
-// callLog is the files of one agent call, across its attempts.
-type callLog struct {
-	l     *agentLogs
+// Call is the files of one agent call, across its attempts.
+type Call struct {
+	l     *Logs
 	base  string // name without the attempt and stream
 	files []*logFile
 }
 
-// call numbers the next call of phase for task. On a nil *agentLogs it
+// Call numbers the next call of phase for task. On a nil *Logs it
 // returns nil, whose methods do nothing.
-func (l *agentLogs) call(phaseName string, task int) *callLog {
+func (l *Logs) Call(phaseName string, task int) *Call {
 	if l == nil {
 		return nil
 	}
@@ -65,14 +69,14 @@ func (l *agentLogs) call(phaseName string, task int) *callLog {
 	l.calls[key]++
 	n := l.calls[key]
 	l.mu.Unlock()
-	return &callLog{l: l, base: fmt.Sprintf("%s-%s-call-%d", l.run, key, n)}
+	return &Call{l: l, base: fmt.Sprintf("%s-%s-call-%d", l.run, key, n)}
 }
 
-// attach points spec's sinks at fresh files for attempt n. The files of the
+// Attach points spec's sinks at fresh files for attempt n. The files of the
 // previous attempt are closed first: attempts of a call never overlap. A
 // file that cannot be created is a warning and that stream goes unlogged;
 // the call itself goes on.
-func (c *callLog) attach(spec *phase.Spec, n int) {
+func (c *Call) Attach(spec *phase.Spec, n int) {
 	if !c.fresh() {
 		return
 	}
@@ -86,10 +90,10 @@ func (c *callLog) attach(spec *phase.Spec, n int) {
 	}
 }
 
-// attachCombined opens the one file of a call whose output is a single
+// Combined opens the one file of a call whose output is a single
 // stream (a check's stdout and stderr together) and returns it, or nil
 // when it cannot be created (a warning: the call goes on unlogged).
-func (c *callLog) attachCombined() io.Writer {
+func (c *Call) Combined() io.Writer {
 	if !c.fresh() {
 		return nil
 	}
@@ -102,11 +106,11 @@ func (c *callLog) attachCombined() io.Writer {
 // fresh closes the files of the previous attempt and makes the folder;
 // false when the call is not logged (no agent_log_dir, or a folder that
 // cannot be made: a warning).
-func (c *callLog) fresh() bool {
+func (c *Call) fresh() bool {
 	if c == nil {
 		return false
 	}
-	c.close()
+	c.Close()
 	if err := owndir.Make(c.l.dir); err != nil {
 		c.l.log.Warn("agent log folder cannot be created; this call is not logged", "agent_log_dir", c.l.dir, "err", err)
 		return false
@@ -117,7 +121,7 @@ func (c *callLog) fresh() bool {
 // open creates the file <base>-<suffix>.log of the call; nil when it
 // cannot be (a warning: that stream goes unlogged). O_EXCL: a file of
 // another run that started in the same second is never overwritten.
-func (c *callLog) open(suffix string) *logFile {
+func (c *Call) open(suffix string) *logFile {
 	path := filepath.Join(c.l.dir, c.base+"-"+suffix+".log")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -129,8 +133,8 @@ func (c *callLog) open(suffix string) *logFile {
 	return lf
 }
 
-// close closes the files of the latest attempt.
-func (c *callLog) close() {
+// Close closes the files of the latest attempt.
+func (c *Call) Close() {
 	if c == nil {
 		return
 	}

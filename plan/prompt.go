@@ -1,8 +1,8 @@
-package runner
+package plan
 
-// PlanFormatPrompt is what `peal prompt` prints: instructions that let an LLM
+// FormatPrompt is what `peal prompt` prints: instructions that let an LLM
 // write a plan peal can run.
-const PlanFormatPrompt = `You are writing a work plan that an automated tool, peal, will carry out task
+const FormatPrompt = `You are writing a work plan that an automated tool, peal, will carry out task
 by task with a coding agent. peal reads only the structure described here.
 
 Format

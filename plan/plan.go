@@ -1,4 +1,8 @@
-package runner
+// Package plan owns the plan format: the `## Task N` sections of a
+// markdown plan, read into tasks (Parse), the tasks a run selects (--task,
+// --from-task), the parallel blocks they form, and the prompt that teaches
+// an LLM to write a plan (`peal prompt`).
+package plan
 
 import (
 	"bytes"
@@ -18,9 +22,9 @@ type Task struct {
 	Body     string
 }
 
-// segment is a run of tasks scheduled together: one sequential task, or a
+// Segment is a run of tasks scheduled together: one sequential task, or a
 // block of consecutive (parallel) tasks.
-type segment struct {
+type Segment struct {
 	Parallel bool
 	Tasks    []Task
 }
@@ -41,12 +45,12 @@ var (
 	fence = regexp.MustCompile("^ {0,3}(`{3,}|~{3,})")
 )
 
-// parsePlan reads the tasks of a plan in ascending index order. Text before
+// Parse reads the tasks of a plan in ascending index order. Text before
 // the first heading is ignored; a task's body is its heading's title, if
 // any, and every line to the next heading, trimmed. No heading at all gives
 // no tasks and no error. A line that looks like a task heading but is not
 // one, text that is not UTF-8 and NUL bytes are errors naming the line.
-func parsePlan(text string) ([]Task, error) {
+func Parse(text string) ([]Task, error) {
 	if err := checkText(text); err != nil {
 		return nil, err
 	}
@@ -149,9 +153,9 @@ func quoteLine(s string) string {
 	return strconv.Quote(s)
 }
 
-// selectTasks applies --task (only that task) or --from-task (that task and
+// Select applies --task (only that task) or --from-task (that task and
 // every later one). An index not in the plan is an error.
-func selectTasks(tasks []Task, only, from *uint32) ([]Task, error) {
+func Select(tasks []Task, only, from *uint32) ([]Task, error) {
 	pick := only
 	if pick == nil {
 		pick = from
@@ -165,7 +169,7 @@ func selectTasks(tasks []Task, only, from *uint32) ([]Task, error) {
 		if only == nil {
 			flag = "--from-task"
 		}
-		return nil, fmt.Errorf("%s %d: the plan has no task %d (tasks: %s)", flag, *pick, *pick, indexList(tasks))
+		return nil, fmt.Errorf("%s %d: the plan has no task %d (tasks: %s)", flag, *pick, *pick, IndexList(tasks))
 	}
 	if only != nil {
 		return tasks[pos : pos+1], nil
@@ -173,10 +177,10 @@ func selectTasks(tasks []Task, only, from *uint32) ([]Task, error) {
 	return tasks[pos:], nil
 }
 
-// segments groups tasks into the schedule: consecutive parallel tasks form a
+// Segments groups tasks into the schedule: consecutive parallel tasks form a
 // block; a block of one is sequential.
-func segments(tasks []Task) []segment {
-	var segs []segment
+func Segments(tasks []Task) []Segment {
+	var segs []Segment
 	for i := 0; i < len(tasks); {
 		j := i + 1
 		if tasks[i].Parallel {
@@ -184,13 +188,13 @@ func segments(tasks []Task) []segment {
 				j++
 			}
 		}
-		segs = append(segs, segment{Parallel: j-i > 1, Tasks: tasks[i:j]})
+		segs = append(segs, Segment{Parallel: j-i > 1, Tasks: tasks[i:j]})
 		i = j
 	}
 	return segs
 }
 
-func indexList(tasks []Task) string {
+func IndexList(tasks []Task) string {
 	parts := make([]string, len(tasks))
 	for i, t := range tasks {
 		parts[i] = strconv.Itoa(t.Index)

@@ -1,4 +1,4 @@
-package runner
+package plan
 
 import (
 	"strings"
@@ -45,7 +45,7 @@ func TestParsePlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parsePlan(tc.text)
+			got, err := Parse(tc.text)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,21 +79,21 @@ func TestParsePlanRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parsePlan(tc.text)
+			_, err := Parse(tc.text)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
 	long := "## Task " + strings.Repeat("x", 1<<20) + "\n"
-	if _, err := parsePlan(long); err == nil || len(err.Error()) > 300 {
+	if _, err := Parse(long); err == nil || len(err.Error()) > 300 {
 		t.Fatalf("a 1 MB heading gives an error of %d bytes", len(err.Error()))
 	}
 }
 
 func TestParsePlanDuplicate(t *testing.T) {
 	t.Parallel()
-	_, err := parsePlan("## Task 1\nA\n## Task 1\nB\n")
+	_, err := Parse("## Task 1\nA\n## Task 1\nB\n")
 	if err == nil || !strings.Contains(err.Error(), "task 1 appears more than once") {
 		t.Fatalf("err = %v", err)
 	}
@@ -101,8 +101,8 @@ func TestParsePlanDuplicate(t *testing.T) {
 
 func TestSegments(t *testing.T) {
 	t.Parallel()
-	tasks, _ := parsePlan("## Task 1\n## Task 2 (parallel)\n## Task 3 (parallel)\n## Task 4\n## Task 5 (parallel)\n## Task 6\n")
-	segs := segments(tasks)
+	tasks, _ := Parse("## Task 1\n## Task 2 (parallel)\n## Task 3 (parallel)\n## Task 4\n## Task 5 (parallel)\n## Task 6\n")
+	segs := Segments(tasks)
 	var got []string
 	for _, s := range segs {
 		var idx []string
@@ -124,7 +124,7 @@ func TestSegments(t *testing.T) {
 
 func TestSelectTasks(t *testing.T) {
 	t.Parallel()
-	tasks, _ := parsePlan("## Task 1\n## Task 2\n## Task 4\n")
+	tasks, _ := Parse("## Task 1\n## Task 2\n## Task 4\n")
 	u := func(n uint32) *uint32 { return &n }
 	indices := func(ts []Task) string {
 		var s []string
@@ -133,29 +133,29 @@ func TestSelectTasks(t *testing.T) {
 		}
 		return strings.Join(s, ",")
 	}
-	if got, _ := selectTasks(tasks, u(2), nil); indices(got) != "2" {
+	if got, _ := Select(tasks, u(2), nil); indices(got) != "2" {
 		t.Errorf("--task 2 = %s", indices(got))
 	}
-	if got, _ := selectTasks(tasks, nil, u(2)); indices(got) != "2,4" {
+	if got, _ := Select(tasks, nil, u(2)); indices(got) != "2,4" {
 		t.Errorf("--from-task 2 = %s", indices(got))
 	}
-	if got, _ := selectTasks(tasks, nil, nil); indices(got) != "1,2,4" {
+	if got, _ := Select(tasks, nil, nil); indices(got) != "1,2,4" {
 		t.Errorf("no selection = %s", indices(got))
 	}
-	if _, err := selectTasks(tasks, u(3), nil); err == nil || !strings.Contains(err.Error(), "--task 3") || !strings.Contains(err.Error(), "1, 2, 4") {
+	if _, err := Select(tasks, u(3), nil); err == nil || !strings.Contains(err.Error(), "--task 3") || !strings.Contains(err.Error(), "1, 2, 4") {
 		t.Errorf("--task 3: %v", err)
 	}
-	if _, err := selectTasks(tasks, nil, u(9)); err == nil || !strings.Contains(err.Error(), "--from-task 9") {
+	if _, err := Select(tasks, nil, u(9)); err == nil || !strings.Contains(err.Error(), "--from-task 9") {
 		t.Errorf("--from-task 9: %v", err)
 	}
 	// --from-task in the middle of a parallel block leaves a block of one,
 	// which runs sequentially.
-	block, _ := parsePlan("## Task 1\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n## Task 4\nD\n")
-	from3, _ := selectTasks(block, nil, u(3))
-	if segs := segments(from3); len(segs) != 2 || segs[0].Parallel || segs[1].Parallel || segs[0].Tasks[0].Index != 3 {
+	block, _ := Parse("## Task 1\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n## Task 4\nD\n")
+	from3, _ := Select(block, nil, u(3))
+	if segs := Segments(from3); len(segs) != 2 || segs[0].Parallel || segs[1].Parallel || segs[0].Tasks[0].Index != 3 {
 		t.Errorf("--from-task 3 segments %+v", segs)
 	}
-	if segs := segments(block); len(segs) != 3 || !segs[1].Parallel || len(segs[1].Tasks) != 2 {
+	if segs := Segments(block); len(segs) != 3 || !segs[1].Parallel || len(segs[1].Tasks) != 2 {
 		t.Errorf("whole plan segments %+v", segs)
 	}
 }
@@ -167,7 +167,7 @@ func FuzzParsePlan(f *testing.F) {
 	f.Add("## Task 99999999999999999999999\n")
 	f.Add("## Task 2: Title (parallel)\n```\n## Task 3\n```\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		tasks, err := parsePlan(text)
+		tasks, err := Parse(text)
 		if err != nil {
 			return
 		}
@@ -183,7 +183,7 @@ func FuzzParsePlan(f *testing.F) {
 			}
 		}
 		n := 0
-		for _, s := range segments(tasks) {
+		for _, s := range Segments(tasks) {
 			n += len(s.Tasks)
 			if s.Parallel && len(s.Tasks) < 2 {
 				t.Fatalf("parallel segment of %d task", len(s.Tasks))
