@@ -93,9 +93,9 @@ func TestLandlockFiles(t *testing.T) {
 	call := &Call{Mode: On, Policy: s.policy()}
 	denied := "permission denied"
 	for _, c := range []struct {
-		name   string
-		args   []string
-		want   string
+		name string
+		args []string
+		want string
 	}{
 		{"write its tree", []string{"write", s.tree + "/new.txt"}, "ok"},
 		{"mkdir in its tree", []string{"mkdir", s.tree + "/sub"}, "ok"},

@@ -63,12 +63,12 @@ func NewProxy(log *slog.Logger) *Proxy {
 	p.dialer.Timeout = 30 * time.Second
 	p.dialer.KeepAlive = 30 * time.Second
 	transport := &http.Transport{
-		Proxy:                 nil, // never chain through peal's own environment
-		DialContext:           p.dialer.DialContext,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true, // pass the body as the server sent it
+		Proxy:               nil, // never chain through peal's own environment
+		DialContext:         p.dialer.DialContext,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // pass the body as the server sent it
 	}
 	p.forward = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
