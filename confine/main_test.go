@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -57,6 +58,10 @@ func helper(args []string) int {
 				}
 			}
 		}
+	case "tunnel":
+		// A CONNECT through the proxy by hand, then a plain request in
+		// the tunnel: what any HTTPS client does, without TLS.
+		err = tunnelGet(os.Getenv("HTTPS_PROXY"), arg)
 	case "env":
 		v, ok := os.LookupEnv(arg)
 		if ok {
@@ -64,6 +69,10 @@ func helper(args []string) int {
 			return 0
 		}
 		fmt.Println("unset")
+		return 0
+	case "show":
+		out, _ := exec.Command("sh", "-c", arg).CombinedOutput()
+		fmt.Print(string(out))
 		return 0
 	case "run":
 		var out []byte
@@ -80,4 +89,39 @@ func helper(args []string) int {
 	}
 	fmt.Println("ok")
 	return 0
+}
+
+// tunnelGet asks the proxy at proxyURL for a tunnel to hostport and sends
+// a GET through it; the error says what the proxy or the server answered.
+func tunnelGet(proxyURL, hostport string) error {
+	u, err := url.Parse(proxyURL)
+	if err != nil {
+		return err
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		body := make([]byte, 512)
+		n, _ := resp.Body.Read(body)
+		return fmt.Errorf("proxy answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body[:n])))
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", hostport)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("server answered %d", resp.StatusCode)
+	}
+	return nil
 }

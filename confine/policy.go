@@ -143,6 +143,16 @@ var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // whole file system but the secrets of home and of the system, and writes
 // the devices. The caller adds its work tree, the CLI's folders, the build
 // caches and the user's paths, and the paths to protect.
+//
+// What reading the whole file system includes: /proc. Landlock refuses a
+// confined process the ptrace-attach access to processes outside it (their
+// memory, stack, system calls: /proc/<pid>/mem), but not the read access
+// (measured on Linux 6.18): /proc/<pid>/environ of any process of the same
+// user stays readable, peal's and its parent shell's included. A /proc
+// narrowed to some processes would not hold the call's own, which start
+// after the rules are made (/proc/self). So the environment allow list
+// keeps secrets out of what a call inherits, not out of what it can find:
+// a secret belongs in the environment of the step that needs it only.
 func Base(home string) Policy {
 	p := Policy{
 		Read:  Paths(KeySystem, "/"),
