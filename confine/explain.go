@@ -75,12 +75,14 @@ func explainLine(p *Policy, dir, line string) string {
 	return ""
 }
 
-// candidates are the paths a denial line names: quoted ones first, then a
-// bare one before the error.
+// candidates are the paths a denial line names: quoted ones first, the
+// last first (the one written to: "cannot move 'a' to 'b'", "cannot copy
+// 'a' to 'b'", "rename 'a' -> 'b'"), then a bare one before the error.
 func candidates(line string) []string {
 	var out []string
-	for _, m := range quotedRe.FindAllStringSubmatch(line, -1) {
-		for _, g := range m[1:] {
+	quoted := quotedRe.FindAllStringSubmatch(line, -1)
+	for i := len(quoted) - 1; i >= 0; i-- {
+		for _, g := range quoted[i][1:] {
 			if g != "" && looksLikePath(g) {
 				out = append(out, g)
 			}
