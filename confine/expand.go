@@ -40,6 +40,7 @@ func Expand(p Policy, t Tree) (Plan, error) {
 	if err := p.Validate(); err != nil {
 		return Plan{}, err
 	}
+	t = &memoTree{Tree: t, modes: map[string]memoMode{}}
 	deny, err := bounds(t, p.Deny)
 	if err != nil {
 		return Plan{}, err
@@ -69,9 +70,9 @@ func Expand(p Policy, t Tree) (Plan, error) {
 	return plan, nil
 }
 
-// bounds resolves denied or protected paths. Each is kept both as the
-// kernel resolves it and as written (cleaned), which costs nothing and
-// keeps out a link that stands where the path is written.
+// bounds resolves denied or protected paths. Only the real path counts:
+// rules are made on real paths, and a link (where the path is written, or
+// on the way to it) is never granted.
 func bounds(t Tree, paths []Path) ([]bound, error) {
 	var out []bound
 	for _, p := range paths {
@@ -80,9 +81,6 @@ func bounds(t Tree, paths []Path) ([]bound, error) {
 			return nil, &PathError{Key: p.Key, Path: p.Path, Reason: "cannot be resolved: " + err.Error()}
 		}
 		out = append(out, bound{real, p.Key})
-		if c := filepath.Clean(p.Path); c != real {
-			out = append(out, bound{c, p.Key})
-		}
 	}
 	return out, nil
 }
@@ -129,13 +127,20 @@ func (e *expander) grant(g Path, write bool, deny, protect []bound) error {
 // walk grants path, or, when paths to keep out (excl) lie beneath it, each
 // of its entries but those, down to them. Links are never granted.
 func (e *expander) walk(path string, dir, write bool, excl []string) {
-	var inner []string
+	// The paths kept out, by the entry of path they lie in.
+	var inner map[string][]string
 	for _, x := range excl {
-		if beneath(x, path) {
-			inner = append(inner, x)
+		if !beneath(x, path) {
+			continue
 		}
+		rest := strings.TrimPrefix(x[len(path):], "/")
+		name, _, _ := strings.Cut(rest, "/")
+		if inner == nil {
+			inner = map[string][]string{}
+		}
+		inner[name] = append(inner[name], x)
 	}
-	if !dir || len(inner) == 0 {
+	if !dir || inner == nil {
 		e.add(Rule{Path: path, Write: write, Dir: dir})
 		return
 	}
@@ -146,11 +151,19 @@ func (e *expander) walk(path string, dir, write bool, excl []string) {
 		e.unlisted = append(e.unlisted, path)
 	}
 	for _, ent := range entries {
-		p := filepath.Join(path, ent.Name)
-		if slices.Contains(inner, p) || ent.Type&fs.ModeSymlink != 0 {
+		if ent.Type&fs.ModeSymlink != 0 {
 			continue
 		}
-		e.walk(p, ent.Type.IsDir(), write, inner)
+		p := filepath.Join(path, ent.Name)
+		xs, ok := inner[ent.Name]
+		if ok && slices.Contains(xs, p) {
+			continue // the entry itself is kept out
+		}
+		if !ok {
+			e.add(Rule{Path: p, Write: write, Dir: ent.Type.IsDir()})
+			continue
+		}
+		e.walk(p, ent.Type.IsDir(), write, xs)
 	}
 }
 
@@ -171,3 +184,24 @@ func beneath(path, folder string) bool {
 
 // within tells whether path is folder or lies beneath it.
 func within(path, folder string) bool { return path == folder || beneath(path, folder) }
+
+// memoTree remembers the types it was asked for during one expansion: the
+// paths of a policy share their first folders, which need one look each.
+type memoTree struct {
+	Tree
+	modes map[string]memoMode
+}
+
+type memoMode struct {
+	mode fs.FileMode
+	err  error
+}
+
+func (m *memoTree) Lstat(name string) (fs.FileMode, error) {
+	if r, ok := m.modes[name]; ok {
+		return r.mode, r.err
+	}
+	mode, err := m.Tree.Lstat(name)
+	m.modes[name] = memoMode{mode, err}
+	return mode, err
+}

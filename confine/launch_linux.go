@@ -129,10 +129,13 @@ func rulesOf(plan Plan, tcp *TCP, sup Support) (landlock.Config, []landlock.Rule
 		}
 		groups[i] = append(groups[i], r.Path)
 	}
+	// An entry that vanished since the expansion listed it grants nothing
+	// (it cannot be granted more than it had): another process may remove
+	// files in a narrowed folder (/tmp) at any time.
 	var rules []landlock.Rule
 	for i, access := range []landlock.AccessFSSet{writeDir, writeFileRights, readDirRights, readFileRights} {
 		if len(groups[i]) > 0 {
-			rules = append(rules, landlock.PathAccess(access, groups[i]...))
+			rules = append(rules, landlock.PathAccess(access, groups[i]...).IgnoreIfMissing())
 		}
 	}
 	if tcp != nil {
