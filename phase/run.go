@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"peal/confine"
 )
 
 // MaxCapture is how much of each output stream a Result keeps; the rest is
@@ -69,6 +71,12 @@ type Spec struct {
 	// Stdout (and StdoutSink) hold both streams in the order they were
 	// written, as a terminal shows them; Stderr stays empty.
 	CombinedOutput bool
+	// Confine, when set, confines the child: it inherits only the allowed
+	// part of peal's environment (Env is added as given), gets its proxy
+	// endpoint, and runs under the kernel's rules, which allow writing its
+	// temporary folder too. A child that cannot be confined as its mode
+	// demands never runs: the call fails with a *StartError.
+	Confine *confine.Call
 }
 
 // Result is what a finished child left behind.
@@ -137,6 +145,7 @@ type call struct {
 	out     *streams
 	stdin   *os.File // the write end of standard input; nil when it is /dev/null
 	tempDir string   // "" when the call has none
+	launch  *confine.Launch
 	started time.Time
 	stops   []func() // timers to stop when the child has exited
 	watched func()   // the Watcher's Done, once its last line is in
@@ -184,7 +193,11 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	}
 	callID := fmt.Sprintf("%s/%d/%d", spec.Scope, os.Getpid(), callSeq.Add(1))
 	c.id = callID
-	env := append(os.Environ(), spec.Env...)
+	inherited := os.Environ()
+	if spec.Confine != nil {
+		inherited = spec.Confine.Environ(inherited)
+	}
+	env := append(inherited, spec.Env...)
 	env = append(env, CallIDEnv+"="+callID)
 	if spec.TempRoot != "" {
 		if c.tempDir, err = newTempDir(spec.TempRoot); err != nil {
@@ -208,6 +221,11 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 		}
 		c.cmd.Stdin = stdinRead
 	}
+	if spec.Confine != nil {
+		if c.launch, err = spec.Confine.Prepare(c.cmd, callID, c.tempDir); err != nil {
+			return fail(err)
+		}
+	}
 	c.hard = hardStop(ctx)
 	c.argv = LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil)
 	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard)
@@ -224,6 +242,12 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 		stdinRead.Close()
 	}
 	c.out.closeChildEnds()
+	if err == nil && c.launch != nil {
+		if err = c.launch.Wait(); err != nil {
+			c.cmd.Wait() // the launcher has exited without running the program
+			c.group.reap(nil)
+		}
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -327,6 +351,9 @@ func (c *call) release() {
 	}
 	if c.tempDir != "" {
 		removeTempDir(c.tempDir)
+	}
+	if c.launch != nil {
+		c.launch.Close()
 	}
 }
 

@@ -1,0 +1,108 @@
+package confine
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// benchPolicy is an agent call's policy with a scratch home shaped like a
+// developer's (100 entries, a .config of 30, the secrets), so that it is
+// narrowed as a real one would be.
+func benchPolicy(b *testing.B) (Policy, string) {
+	root := b.TempDir()
+	home, tree := filepath.Join(root, "home"), filepath.Join(root, "tree")
+	for i := range 100 {
+		os.MkdirAll(filepath.Join(home, fmt.Sprintf(".tool%d", i)), 0o755)
+	}
+	for i := range 30 {
+		os.MkdirAll(filepath.Join(home, ".config", fmt.Sprintf("app%d", i)), 0o755)
+	}
+	for _, s := range []string{".ssh", ".aws", ".config/gh", ".kube", ".docker"} {
+		os.MkdirAll(filepath.Join(home, s), 0o700)
+	}
+	os.MkdirAll(filepath.Join(tree, ".git", "hooks"), 0o755)
+	for i := range 20 {
+		os.WriteFile(filepath.Join(tree, fmt.Sprintf("file%d", i)), nil, 0o644)
+	}
+	p := Base(home)
+	p.Write = append(p.Write, Paths("work tree", tree)...)
+	p.Protect = append(p.Protect, Paths(KeyGit, filepath.Join(tree, ".git"))...)
+	p.TCP = &TCP{Connect: []uint16{8080}}
+	return p, tree
+}
+
+// BenchmarkExpand is the expansion of a call's policy into rules.
+func BenchmarkExpand(b *testing.B) {
+	p, _ := benchPolicy(b)
+	var n int
+	for b.Loop() {
+		plan, err := Expand(p, OS)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(plan.Rules)
+	}
+	b.ReportMetric(float64(n), "rules")
+}
+
+// BenchmarkPrepare is what peal does before a confined call starts: the
+// expansion, the Landlock ruleset, the status pipe.
+func BenchmarkPrepare(b *testing.B) {
+	if !Probe().Files {
+		b.Skip("no Landlock")
+	}
+	p, tree := benchPolicy(b)
+	call := &Call{Mode: On, Policy: p}
+	for b.Loop() {
+		cmd := exec.Command("/bin/true")
+		cmd.Dir = tree
+		l, err := call.Prepare(cmd, "b", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Close()
+	}
+}
+
+// BenchmarkStart compares starting /bin/true and waiting for it, plain
+// and confined (the launcher applies the rules and runs the program).
+func BenchmarkStart(b *testing.B) {
+	if !Probe().Files {
+		b.Skip("no Landlock")
+	}
+	p, tree := benchPolicy(b)
+	for _, c := range []struct {
+		name string
+		call *Call
+	}{{"plain", nil}, {"confined", &Call{Mode: On, Policy: p}}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command("/bin/true")
+				cmd.Dir = tree
+				cmd.Env = []string{"PATH=/usr/bin:/bin"}
+				var l *Launch
+				if c.call != nil {
+					var err error
+					if l, err = c.call.Prepare(cmd, "b", ""); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				if l != nil {
+					if err := l.Wait(); err != nil {
+						b.Fatal(err)
+					}
+					l.Close()
+				}
+				if err := cmd.Wait(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !windows
+
+package confine
+
+const foldEnvNames = false
+
+var platformEnv []string

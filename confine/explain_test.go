@@ -1,0 +1,119 @@
+package confine
+
+import (
+	"strings"
+	"testing"
+)
+
+// explainPolicy is an agent call's policy in /w (a main work tree), with a
+// temporary folder in peal's state folder.
+func explainPolicy() *Policy {
+	p := Base("/home/u")
+	p.Write = append(p.Write, Paths("work tree", "/w")...)
+	p.Write = append(p.Write, Path{"/w/.peal/tmp/call-1", KeyTemp})
+	p.Protect = append(p.Protect, Paths(KeyGit, "/w/.git")...)
+	p.Protect = append(p.Protect, Path{"/w/.peal", "peal's state folder"})
+	p.Deny = append(p.Deny, Path{"/home/u/.codex/auth.json", KeyReadDeny})
+	p.TCP = &TCP{}
+	return &p
+}
+
+func TestExplain(t *testing.T) {
+	p := explainPolicy()
+	outside := func(path, dir string) string {
+		return "the call was refused writing " + path + `: it is outside what the call may write; confine_write_paths = ["` + dir + `"] would allow it`
+	}
+	secret := func(path, d, key string) string {
+		return "the call was refused " + path + ": it is a secret (" + d + ", " + key + "), which a confined call never reads"
+	}
+	git := func(path string) string {
+		return "the call was refused writing " + path + ": /w/.git (the repository's .git) is never written by a confined call"
+	}
+	for _, c := range []struct{ line, want string }{
+		// The shell and coreutils.
+		{"bash: /etc/profile.d/x.sh: Permission denied", outside("/etc/profile.d/x.sh", "/etc/profile.d")},
+		{"sh: 1: cannot create /home/u/.bashrc: Permission denied", outside("/home/u/.bashrc", "/home/u")},
+		{"touch: cannot touch '/opt/x': Permission denied", outside("/opt/x", "/opt")},
+		{"mkdir: cannot create directory ‘/srv/data’: Permission denied", outside("/srv/data", "/srv")},
+		{"cp: cannot create regular file '/usr/local/bin/tool': Permission denied", outside("/usr/local/bin/tool", "/usr/local/bin")},
+		{"cat: /home/u/.ssh/id_ed25519: Permission denied", secret("/home/u/.ssh/id_ed25519", "/home/u/.ssh", "secret")},
+		{"mv: cannot move 'a.txt' to '/tmp/a.txt': Permission denied", outside("/tmp/a.txt", "/tmp")},
+		{"sed: couldn't open temporary file ./sedAbc123: Permission denied", "the call was refused creating or removing /w/sedAbc123: /w holds /w/.git, which a confined call never writes, so entries directly in /w cannot be created, removed or renamed (its subfolders can)"},
+		// git.
+		{"fatal: Unable to create '/w/.git/index.lock': Permission denied", git("/w/.git/index.lock")},
+		{"error: could not lock config file .git/config: Permission denied", git("/w/.git/config")},
+		{"fatal: cannot copy '/usr/share/git-core/templates/hooks/x' to '/w/.git/hooks/x': Permission denied", git("/w/.git/hooks/x")},
+		// Node.
+		{"Error: EACCES: permission denied, open '/home/u/.aws/credentials'", secret("/home/u/.aws/credentials", "/home/u/.aws", "secret")},
+		{"[Error: EPERM: operation not permitted, mkdir '/var/lib/app'] { errno: -1 }", outside("/var/lib/app", "/var/lib")},
+		{"Error: EACCES: permission denied, open '/home/u/.codex/auth.json'", secret("/home/u/.codex/auth.json", "/home/u/.codex/auth.json", KeyReadDeny)},
+		// Python.
+		{"PermissionError: [Errno 13] Permission denied: '/home/u/.cache/pip/x'", outside("/home/u/.cache/pip/x", "/home/u/.cache/pip")},
+		{"PermissionError: [Errno 1] Operation not permitted: 'out.txt'", "the call was refused creating or removing /w/out.txt: /w holds /w/.git, which a confined call never writes, so entries directly in /w cannot be created, removed or renamed (its subfolders can)"},
+		// Go.
+		{"open /root/go/pkg/mod/cache/lock: permission denied", outside("/root/go/pkg/mod/cache/lock", "/root/go/pkg/mod/cache")},
+		{"go: writing stat cache: mkdir /home/u/go/pkg: permission denied", outside("/home/u/go/pkg", "/home/u/go")},
+		{"dial tcp 10.1.2.3:443: connect: permission denied", "the call was refused a direct connection to 10.1.2.3:443: confined calls connect only through peal's proxy (HTTPS_PROXY); confine_network_allow names the hosts it may reach"},
+		{"Error: connect EACCES 127.0.0.1:5432", "the call was refused a direct connection to 127.0.0.1:5432: confined calls connect only through peal's proxy (HTTPS_PROXY); confine_network_allow names the hosts it may reach"},
+		{"bash: /dev/tcp/example.org/80: Permission denied", "the call was refused a direct connection to example.org:80: confined calls connect only through peal's proxy (HTTPS_PROXY); confine_network_allow names the hosts it may reach"},
+		// Peal's state folder; its temporary folder is the call's own.
+		{"open /w/.peal/state.json: permission denied", "the call was refused writing /w/.peal/state.json: /w/.peal (peal's state folder) is never written by a confined call"},
+		// Not the confinement's: a path it may write, or no path at all.
+		{"open /w/.peal/tmp/call-1/x: permission denied", ""},
+		{"open /w/src/readonly.go: permission denied", ""},
+		{"Permission denied (os error 13)", ""},
+		{"all good: 3 tests passed", ""},
+		{"/w/src/a.go: no such file or directory", ""},
+	} {
+		if got := Explain(p, "/w", []string{"noise before", c.line}, nil); got != c.want {
+			t.Errorf("%s\n got %q\nwant %q", c.line, got, c.want)
+		}
+	}
+}
+
+func TestExplainOrder(t *testing.T) {
+	p := explainPolicy()
+	lines := []string{"open /opt/first: permission denied", "something else", "open /opt/last: permission denied", "exit 1"}
+	if got := Explain(p, "/w", lines, nil); !strings.Contains(got, "/opt/last:") {
+		t.Errorf("the last denial does not win: %q", got)
+	}
+	refused := []Refusal{{Call: "c", Host: "evil.io:443", Method: "CONNECT"}}
+	if got := Explain(p, "/w", lines, refused); got != RefusalLine("evil.io:443") {
+		t.Errorf("the proxy's refusal does not win: %q", got)
+	}
+	// Without TCP rules a refused connection is not the confinement's.
+	p.TCP = nil
+	if got := Explain(p, "/w", []string{"dial tcp 1.2.3.4:443: connect: permission denied"}, nil); got != "" {
+		t.Errorf("without TCP rules: %q", got)
+	}
+}
+
+func FuzzExplain(f *testing.F) {
+	for _, s := range []string{
+		"fatal: Unable to create '/w/.git/index.lock': Permission denied",
+		"Error: EACCES: permission denied, open '/home/u/.aws/credentials'",
+		"dial tcp 127.0.0.1:9: connect: permission denied",
+		"sed: couldn't open temporary file ./sedAbc123: Permission denied",
+		"mv: cannot move '' to '/': Operation not permitted",
+		"bash: /dev/tcp//: Permission denied",
+		"‘’ ' \" ` EPERM",
+	} {
+		f.Add(s, "/w")
+	}
+	p := explainPolicy()
+	f.Fuzz(func(t *testing.T, line, dir string) {
+		got := Explain(p, dir, []string{line}, nil)
+		if got == "" {
+			return
+		}
+		if strings.ContainsAny(got, "\n\r") && !strings.ContainsAny(line+dir, "\n\r") {
+			t.Errorf("more than one line: %q", got)
+		}
+		if !strings.HasPrefix(got, "the call was refused ") {
+			t.Errorf("not a refusal: %q", got)
+		}
+		if !deniedRe.MatchString(line) {
+			t.Errorf("explained a line without a denial: %q -> %q", line, got)
+		}
+	})
+}

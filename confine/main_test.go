@@ -1,0 +1,127 @@
+package confine
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// helperEnv makes the test binary a helper program: each test's confined
+// child is this binary, which tries one thing and says how it went.
+const helperEnv = "CONFINE_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		os.Exit(helper(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// helper does what args say and prints "ok" or the error, on one line.
+func helper(args []string) int {
+	if len(args) != 2 {
+		fmt.Println("usage: <action> <operand>")
+		return 2
+	}
+	var err error
+	switch what, arg := args[0], args[1]; what {
+	case "write":
+		err = os.WriteFile(arg, []byte("planted\n"), 0o644)
+	case "mkdir":
+		err = os.Mkdir(arg, 0o755)
+	case "read":
+		_, err = os.ReadFile(arg)
+	case "list":
+		_, err = os.ReadDir(arg)
+	case "dial":
+		var c net.Conn
+		if c, err = net.Dial("tcp", arg); err == nil {
+			c.Close()
+		}
+	case "get":
+		// Through the proxy of the environment, for any host: Go's own
+		// client would go direct to a loopback address.
+		var proxy *url.URL
+		if proxy, err = url.Parse(os.Getenv("HTTPS_PROXY")); err == nil {
+			client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+			var resp *http.Response
+			if resp, err = client.Get(arg); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		}
+	case "tunnel":
+		// A CONNECT through the proxy by hand, then a plain request in
+		// the tunnel: what any HTTPS client does, without TLS.
+		err = tunnelGet(os.Getenv("HTTPS_PROXY"), arg)
+	case "env":
+		v, ok := os.LookupEnv(arg)
+		if ok {
+			fmt.Println("set:", v)
+			return 0
+		}
+		fmt.Println("unset")
+		return 0
+	case "show":
+		out, _ := exec.Command("sh", "-c", arg).CombinedOutput()
+		fmt.Print(string(out))
+		return 0
+	case "run":
+		var out []byte
+		out, err = exec.Command("sh", "-c", arg).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		}
+	default:
+		err = fmt.Errorf("unknown action %q", what)
+	}
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("ok")
+	return 0
+}
+
+// tunnelGet asks the proxy at proxyURL for a tunnel to hostport and sends
+// a GET through it; the error says what the proxy or the server answered.
+func tunnelGet(proxyURL, hostport string) error {
+	u, err := url.Parse(proxyURL)
+	if err != nil {
+		return err
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		body := make([]byte, 512)
+		n, _ := resp.Body.Read(body)
+		return fmt.Errorf("proxy answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body[:n])))
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", hostport)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("server answered %d", resp.StatusCode)
+	}
+	return nil
+}

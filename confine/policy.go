@@ -1,0 +1,168 @@
+package confine
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Path is one path of a policy and the setting or origin that put it there,
+// so that an error or a denial can name it ("confine_write_paths", "work
+// tree", "secret").
+type Path struct {
+	Path string
+	Key  string
+}
+
+// Paths tags each path with key.
+func Paths(key string, paths ...string) []Path {
+	out := make([]Path, len(paths))
+	for i, p := range paths {
+		out[i] = Path{Path: p, Key: key}
+	}
+	return out
+}
+
+// Policy is the kernel-enforced policy of one call. Every path is a full
+// path; a path is taken as the kernel takes it: symbolic links are followed
+// and ".." goes to the parent of what the path names so far.
+//
+// Landlock only grants, so the rules are these:
+//   - Write: folders and files the call may create, change, remove and
+//     rename in (and read and run).
+//   - Read: folders and files it may read and run.
+//   - Deny: paths it may never read nor write (secrets). A grant that
+//     encloses one is narrowed to the grant's other entries, down to the
+//     denied path; a grant at or beneath one is an error. A denied path
+//     that does not exist is kept out all the same.
+//   - Protect: paths it may never write even inside a Write folder (the
+//     repository's .git/hooks, peal's state folder). A Write grant that
+//     encloses one is narrowed the same way; it stays readable when a Read
+//     grant covers it. A Write grant strictly beneath a protected path is
+//     honoured (it is the narrower, deliberate one: the call's temporary
+//     folder inside peal's state folder); one equal to it is an error.
+//
+// Narrowing a folder costs the rights on the folder itself: its existing
+// entries keep theirs, but nothing can be created, removed or renamed
+// directly in it, and it cannot be listed. A symbolic link is never
+// granted: what it points at is granted or not on its own, so a link in a
+// work tree that points at a secret opens nothing.
+type Policy struct {
+	Write   []Path
+	Read    []Path
+	Deny    []Path
+	Protect []Path
+	// TCP, when set, restricts TCP: the call may connect only to the
+	// Connect ports and bind only the Bind ports (0 binds any free port).
+	// Where the kernel has no TCP rules (before Linux 6.7) it is not
+	// enforced. UDP is never restricted.
+	TCP *TCP
+}
+
+// TCP is the TCP part of a policy.
+type TCP struct {
+	Connect []uint16
+	Bind    []uint16
+}
+
+// PathError is a policy path that cannot be used, with the key that gave it.
+type PathError struct {
+	Key, Path string
+	Reason    string
+}
+
+func (e *PathError) Error() string {
+	return fmt.Sprintf("confine: %s: %q %s", e.Key, e.Path, e.Reason)
+}
+
+// Validate makes the cheap checks of every path: present, full, no NUL.
+// It is done in peal, before the call, so that the error names the key.
+func (p *Policy) Validate() error {
+	for _, list := range [][]Path{p.Write, p.Read, p.Deny, p.Protect} {
+		for _, e := range list {
+			switch {
+			case e.Path == "":
+				return &PathError{Key: e.Key, Path: e.Path, Reason: "is empty"}
+			case strings.IndexByte(e.Path, 0) >= 0:
+				return &PathError{Key: e.Key, Path: e.Path, Reason: "holds a NUL byte"}
+			case !filepath.IsAbs(e.Path):
+				return &PathError{Key: e.Key, Path: e.Path, Reason: "is not a full path"}
+			}
+		}
+	}
+	if p.TCP != nil {
+		for _, port := range p.TCP.Connect {
+			if port == 0 {
+				return fmt.Errorf("confine: TCP port 0 cannot be connected to")
+			}
+		}
+	}
+	return nil
+}
+
+// Clone copies p, so that a caller can add to a shared policy.
+func (p Policy) Clone() Policy {
+	p.Write = append([]Path(nil), p.Write...)
+	p.Read = append([]Path(nil), p.Read...)
+	p.Deny = append([]Path(nil), p.Deny...)
+	p.Protect = append([]Path(nil), p.Protect...)
+	if p.TCP != nil {
+		t := TCP{Connect: append([]uint16(nil), p.TCP.Connect...), Bind: append([]uint16(nil), p.TCP.Bind...)}
+		p.TCP = &t
+	}
+	return p
+}
+
+// Key names of the grants this package adds itself.
+const (
+	KeySystem = "system"
+	KeySecret = "secret"
+	KeyTemp   = "temporary folder"
+)
+
+// Secrets are the files and folders under a home folder that hold
+// credentials. Those of the agent CLIs are not here: each kind declares its
+// own, and a call denies the other kinds'.
+var Secrets = []string{
+	".ssh", ".aws", ".gnupg", ".netrc", ".git-credentials", ".config/gh", ".config/hub",
+	".docker/config.json", ".kube", ".config/gcloud", ".azure", ".vault-token",
+	".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+}
+
+// SystemSecrets are the secrets outside any home: the mounted secrets of
+// containers and CI runners.
+var SystemSecrets = []string{"/run/secrets", "/var/run/secrets"}
+
+// Devices are the device files every program may write and control: the
+// null and terminal devices. /dev/shm is not one of them: every process of
+// the machine shares it, so a call that needs POSIX shared memory (Python's
+// multiprocessing, a browser under test) is given it by the user.
+var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"}
+
+// Base is what every confined call starts from: it reads and runs the
+// whole file system but the secrets of home and of the system, and writes
+// the devices. The caller adds its work tree, the CLI's folders, the build
+// caches and the user's paths, and the paths to protect.
+//
+// What reading the whole file system includes: /proc. Landlock refuses a
+// confined process the ptrace-attach access to processes outside it (their
+// memory, stack, system calls: /proc/<pid>/mem), but not the read access
+// (measured on Linux 6.18): /proc/<pid>/environ of any process of the same
+// user stays readable, peal's and its parent shell's included. A /proc
+// narrowed to some processes would not hold the call's own, which start
+// after the rules are made (/proc/self). So the environment allow list
+// keeps secrets out of what a call inherits, not out of what it can find:
+// a secret belongs in the environment of the step that needs it only.
+func Base(home string) Policy {
+	p := Policy{
+		Read:  Paths(KeySystem, "/"),
+		Write: Paths(KeySystem, Devices...),
+		Deny:  Paths(KeySecret, SystemSecrets...),
+	}
+	if home != "" {
+		for _, s := range Secrets {
+			p.Deny = append(p.Deny, Path{Path: filepath.Join(home, s), Key: KeySecret})
+		}
+	}
+	return p
+}

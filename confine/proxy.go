@@ -1,0 +1,316 @@
+package confine
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Proxy is peal's HTTP/CONNECT forward proxy for a run. Each call gets an
+// Endpoint: a listener of its own on 127.0.0.1 with its own allow list.
+// One listener per call ties every connection to its call without asking
+// the client for credentials (which some clients cannot send to a proxy),
+// and, where the kernel has TCP rules, lets the call connect to its own
+// port only: no call can borrow another's wider allow list.
+//
+// It serves CONNECT tunnels (HTTPS, and anything else over TCP) and
+// absolute-form plain HTTP requests ("GET http://host/…"), and answers
+// anything else with an error. It connects directly, never through a proxy
+// of peal's own environment.
+type Proxy struct {
+	log     *slog.Logger
+	dialer  net.Dialer
+	forward *httputil.ReverseProxy
+
+	refusedTotal atomic.Int64
+	mu           sync.Mutex
+	refused      map[string]*callRefusals // by call
+}
+
+var quiet = log.New(io.Discard, "", 0)
+
+// Refusal is one connection the proxy refused.
+type Refusal struct {
+	Call   string // the call's id
+	Host   string // host:port as the call asked for it
+	Method string // CONNECT, or the method of a plain HTTP request
+	Time   time.Time
+}
+
+// maxRefusalsKept bounds the refusals kept per call; the count goes on.
+const maxRefusalsKept = 64
+
+type callRefusals struct {
+	list  []Refusal
+	count int
+}
+
+// NewProxy makes the run's proxy; log hears of each refusal (nil: nowhere).
+func NewProxy(log *slog.Logger) *Proxy {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Proxy{log: log, refused: map[string]*callRefusals{}}
+	p.dialer.Timeout = 30 * time.Second
+	p.dialer.KeepAlive = 30 * time.Second
+	transport := &http.Transport{
+		Proxy:               nil, // never chain through peal's own environment
+		DialContext:         p.dialer.DialContext,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // pass the body as the server sent it
+	}
+	p.forward = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			// The request is in absolute form: it names its server.
+			r.Out.Host = r.In.Host
+		},
+		Transport:     transport,
+		FlushInterval: -1, // a streamed answer (server-sent events) goes on at once
+		ErrorLog:      quiet,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "peal's proxy could not reach "+r.URL.Host+": "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	return p
+}
+
+// Refusals are the connections refused to call (at most the first 64) and
+// how many there were.
+func (p *Proxy) Refusals(call string) ([]Refusal, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.refused[call]
+	if r == nil {
+		return nil, 0
+	}
+	return append([]Refusal(nil), r.list...), r.count
+}
+
+// Refused is the number of connections refused so far, all calls together.
+func (p *Proxy) Refused() int64 { return p.refusedTotal.Load() }
+
+// Forget drops what the proxy keeps of call's refusals once they have been
+// read; the total stays.
+func (p *Proxy) Forget(call string) {
+	p.mu.Lock()
+	delete(p.refused, call)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) record(r Refusal) {
+	p.refusedTotal.Add(1)
+	p.mu.Lock()
+	c := p.refused[r.Call]
+	if c == nil {
+		c = &callRefusals{}
+		p.refused[r.Call] = c
+	}
+	c.count++
+	if len(c.list) < maxRefusalsKept {
+		c.list = append(c.list, r)
+	}
+	p.mu.Unlock()
+	p.log.Warn("proxy refused a connection", "call", r.Call, "host", r.Host, "method", r.Method)
+}
+
+// Endpoint is one call's door to the proxy.
+type Endpoint struct {
+	p     *Proxy
+	call  string
+	allow Allow
+	ln    net.Listener
+	srv   *http.Server
+
+	mu      sync.Mutex
+	closed  bool
+	tunnels map[net.Conn]struct{}
+}
+
+// Open starts call's endpoint on a free port of 127.0.0.1.
+func (p *Proxy) Open(call string, allow Allow) (*Endpoint, error) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("confine: proxy: %w", err)
+	}
+	e := &Endpoint{p: p, call: call, allow: allow, ln: ln, tunnels: map[net.Conn]struct{}{}}
+	e.srv = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          quiet, // a client's broken connection is its own business
+	}
+	go e.srv.Serve(ln)
+	return e, nil
+}
+
+// Port is the endpoint's port on 127.0.0.1.
+func (e *Endpoint) Port() uint16 { return uint16(e.ln.Addr().(*net.TCPAddr).Port) }
+
+// URL is the proxy URL a client is given.
+func (e *Endpoint) URL() string { return "http://127.0.0.1:" + strconv.Itoa(int(e.Port())) }
+
+// Env is what the call's environment gets so that its clients use the
+// endpoint: the proxy variables in both cases, NO_PROXY emptied (nothing
+// bypasses it), and Node's switch that makes its built-in clients read
+// them (Node 24 and later).
+func (e *Endpoint) Env() []string {
+	u := e.URL()
+	return []string{
+		"HTTPS_PROXY=" + u, "https_proxy=" + u, "HTTP_PROXY=" + u, "http_proxy=" + u,
+		"ALL_PROXY=" + u, "all_proxy=" + u, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1",
+	}
+}
+
+// Close stops the endpoint and every tunnel still open through it.
+func (e *Endpoint) Close() error {
+	err := e.srv.Close()
+	e.mu.Lock()
+	e.closed = true
+	for c := range e.tunnels {
+		c.Close()
+	}
+	e.tunnels = nil
+	e.mu.Unlock()
+	return err
+}
+
+// track keeps conns to be closed with the endpoint; false when it is
+// already closed.
+func (e *Endpoint) track(conns ...net.Conn) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	for _, c := range conns {
+		e.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (e *Endpoint) untrack(conns ...net.Conn) {
+	e.mu.Lock()
+	for _, c := range conns {
+		delete(e.tunnels, c)
+	}
+	e.mu.Unlock()
+}
+
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		e.connect(w, r)
+		return
+	}
+	if !r.URL.IsAbs() || r.URL.Host == "" {
+		http.Error(w, "this is peal's proxy: send a CONNECT or a request in absolute form (http://host/path)", http.StatusBadRequest)
+		return
+	}
+	if r.URL.Scheme != "http" {
+		http.Error(w, "peal's proxy forwards plain http:// requests; use CONNECT for "+r.URL.Scheme, http.StatusBadRequest)
+		return
+	}
+	hostport := withPort(r.URL.Host, "80")
+	if !e.allow.Permits(hostport) {
+		e.refuse(w, r.Method, hostport)
+		return
+	}
+	e.p.forward.ServeHTTP(w, r)
+}
+
+// connect opens a tunnel to the host:port the request names.
+func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request) {
+	hostport := r.Host
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		http.Error(w, "CONNECT needs host:port", http.StatusBadRequest)
+		return
+	}
+	if !e.allow.Permits(hostport) {
+		e.refuse(w, r.Method, hostport)
+		return
+	}
+	up, err := e.p.dialer.DialContext(r.Context(), "tcp", hostport)
+	if err != nil {
+		http.Error(w, "peal's proxy could not reach "+hostport+": "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		http.Error(w, "peal's proxy cannot tunnel on this connection", http.StatusInternalServerError)
+		return
+	}
+	if !e.track(conn, up) {
+		conn.Close()
+		up.Close()
+		return
+	}
+	go func() {
+		defer e.untrack(conn, up)
+		tunnel(conn, brw.Reader, up)
+	}()
+}
+
+// tunnel answers the CONNECT, then copies both ways until both sides are
+// done. What the client sent after its request is in buffered and goes
+// first; the rest goes from socket to socket (spliced by the kernel on
+// Linux), so that nothing of a large transfer is held in memory.
+func tunnel(client net.Conn, buffered *bufio.Reader, up net.Conn) {
+	defer client.Close()
+	defer up.Close()
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	if n := buffered.Buffered(); n > 0 {
+		b, _ := buffered.Peek(n)
+		if _, err := up.Write(b); err != nil {
+			return
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		io.Copy(client, up)
+		closeWrite(client)
+		close(done)
+	}()
+	io.Copy(up, client)
+	closeWrite(up)
+	<-done
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
+	}
+}
+
+// refuse answers a connection to a host not on the list, and records it.
+func (e *Endpoint) refuse(w http.ResponseWriter, method, hostport string) {
+	e.p.record(Refusal{Call: e.call, Host: hostport, Method: method, Time: time.Now()})
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintf(w, "%s\n", RefusalLine(hostport))
+}
+
+// RefusalLine says that hostport was refused and which setting allows it.
+func RefusalLine(hostport string) string {
+	return fmt.Sprintf("peal refused the connection to %s: it is not on this call's network allow list; confine_network_allow = [%q] would allow it", hostport, hostport)
+}
+
+// withPort adds port to hostport when it has none.
+func withPort(hostport, port string) string {
+	if _, _, err := net.SplitHostPort(hostport); err == nil {
+		return hostport
+	}
+	return net.JoinHostPort(normHost(hostport), port)
+}

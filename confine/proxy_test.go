@@ -1,0 +1,288 @@
+package confine
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// openProxy starts a proxy with one endpoint for call "c1" allowing allow,
+// and returns it with the log it writes.
+func openProxy(t testing.TB, allow ...string) (*Proxy, *Endpoint, *bytes.Buffer) {
+	t.Helper()
+	var log bytes.Buffer
+	p := NewProxy(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})))
+	a, err := ParseAllow(KeyNetworkAllow, allow...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := p.Open("c1", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	return p, ep, &log
+}
+
+// echoServer echoes each connection back, upper-cased, until EOF.
+func echoServer(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, _ := io.ReadAll(c)
+				c.Write(bytes.ToUpper(b))
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// dialConnect sends a CONNECT for target (and extra bytes in the same
+// write) and returns the connection and the proxy's answer.
+func dialConnect(t testing.TB, ep *Endpoint, target, extra string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(ep.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n%s", target, target, extra)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, br, resp
+}
+
+func TestProxyTunnel(t *testing.T) {
+	echo := echoServer(t)
+	p, ep, log := openProxy(t, echo)
+	c, br, resp := dialConnect(t, ep, echo, "hello ")
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT answered %s", resp.Status)
+	}
+	io.WriteString(c, "world")
+	c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(br)
+	if err != nil || string(got) != "HELLO WORLD" {
+		t.Fatalf("through the tunnel: %q, %v", got, err)
+	}
+	if p.Refused() != 0 || log.Len() != 0 {
+		t.Errorf("refusals: %d, log %q", p.Refused(), log)
+	}
+}
+
+func TestProxyRefusesTunnel(t *testing.T) {
+	echo := echoServer(t)
+	p, ep, log := openProxy(t, "api.example.com")
+	_, _, resp := dialConnect(t, ep, echo, "")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || string(body) != RefusalLine(echo)+"\n" {
+		t.Fatalf("answered %s: %q", resp.Status, body)
+	}
+	if want := "peal refused the connection to " + echo + `: it is not on this call's network allow list; confine_network_allow = ["` + echo + `"] would allow it`; RefusalLine(echo) != want {
+		t.Errorf("RefusalLine = %q", RefusalLine(echo))
+	}
+	refused, n := p.Refusals("c1")
+	if n != 1 || refused[0].Host != echo || refused[0].Method != "CONNECT" || refused[0].Call != "c1" || p.Refused() != 1 {
+		t.Errorf("refusals = %+v, %d, total %d", refused, n, p.Refused())
+	}
+	if want := "level=WARN msg=\"proxy refused a connection\" call=c1 host=" + echo + " method=CONNECT\n"; log.String() != want {
+		t.Errorf("log = %q, want %q", log, want)
+	}
+	if r, n := p.Refusals("other"); r != nil || n != 0 {
+		t.Errorf("another call's refusals: %v %d", r, n)
+	}
+	p.Forget("c1")
+	if _, n := p.Refusals("c1"); n != 0 || p.Refused() != 1 {
+		t.Errorf("after Forget: %d, total %d", n, p.Refused())
+	}
+}
+
+func TestProxyPlainHTTP(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.Path, r.Header.Get("Proxy-Authorization"))
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	p, ep, _ := openProxy(t, host)
+	proxyURL, _ := url.Parse(ep.URL())
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+	// Go's client sends a request for an http:// URL in absolute form.
+	resp, err := client.Get(srv.URL + "/a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "GET /a/b " {
+		t.Errorf("allowed: %s %q", resp.Status, body)
+	}
+	// Another port of the same host is not allowed.
+	other := echoServer(t)
+	resp, err = client.Get("http://" + other + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || string(body) != RefusalLine(other)+"\n" {
+		t.Errorf("refused: %s %q", resp.Status, body)
+	}
+	if refused, _ := p.Refusals("c1"); len(refused) != 1 || refused[0].Method != "GET" {
+		t.Errorf("refusals = %+v", refused)
+	}
+	// A request to the proxy itself, and one it cannot forward.
+	for target, want := range map[string]int{ep.URL() + "/": 400} {
+		resp, err := http.Get(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %s", target, resp.Status)
+		}
+	}
+}
+
+func TestProxyUnreachable(t *testing.T) {
+	l, _ := net.Listen("tcp4", "127.0.0.1:0")
+	closed := l.Addr().String()
+	l.Close()
+	_, ep, _ := openProxy(t, closed)
+	_, _, resp := dialConnect(t, ep, closed, "")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 502 || !strings.HasPrefix(string(body), "peal's proxy could not reach "+closed+": ") {
+		t.Errorf("answered %s: %q", resp.Status, body)
+	}
+}
+
+func TestProxyCloseEndsTunnels(t *testing.T) {
+	// A server that never answers: the tunnel stays open until Close.
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	_, ep, _ := openProxy(t, l.Addr().String())
+	c, br, resp := dialConnect(t, ep, l.Addr().String(), "")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	up := <-accepted
+	defer up.Close()
+	ep.Close()
+	if n, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the tunnel's client read %v, %v after Close", n, err)
+	}
+	if _, err := up.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the tunnel's server read %v after Close", err)
+	}
+	c.Close()
+	if _, err := net.Dial("tcp", strings.TrimPrefix(ep.URL(), "http://")); err == nil {
+		t.Error("the endpoint still accepts")
+	}
+}
+
+func TestEndpointEnv(t *testing.T) {
+	_, ep, _ := openProxy(t)
+	u := ep.URL()
+	want := []string{"HTTPS_PROXY=" + u, "https_proxy=" + u, "HTTP_PROXY=" + u, "http_proxy=" + u,
+		"ALL_PROXY=" + u, "all_proxy=" + u, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1"}
+	if got := ep.Env(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("Env = %q", got)
+	}
+	if !strings.HasPrefix(u, "http://127.0.0.1:") || ep.Port() == 0 {
+		t.Errorf("URL %s, port %d", u, ep.Port())
+	}
+}
+
+// streamServer sends size bytes on each connection from one buffer.
+func streamServer(t testing.TB, size int64) string {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	buf := make([]byte, 256<<10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for left := size; left > 0; {
+					n := int64(len(buf))
+					if left < n {
+						n = left
+					}
+					if _, err := c.Write(buf[:n]); err != nil {
+						return
+					}
+					left -= n
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestProxyStreams sends 100 MB through a tunnel and checks that the
+// process allocated a small fraction of it: the proxy holds none of it.
+func TestProxyStreams(t *testing.T) {
+	const size = 100 << 20
+	src := streamServer(t, size)
+	_, ep, _ := openProxy(t, src)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, br, resp := dialConnect(t, ep, src, "")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	n, err := io.CopyBuffer(io.Discard, br, make([]byte, 256<<10))
+	runtime.ReadMemStats(&after)
+	if err != nil || n != size {
+		t.Fatalf("read %d bytes, %v", n, err)
+	}
+	t.Logf("100 MB through the tunnel: %d bytes allocated by the whole process", after.TotalAlloc-before.TotalAlloc)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("100 MB through the proxy allocated %d bytes", alloc)
+	}
+}

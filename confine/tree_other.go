@@ -1,0 +1,7 @@
+//go:build !unix
+
+package confine
+
+import "errors"
+
+func notDirError() error { return errors.New("not a directory") }
