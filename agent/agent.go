@@ -103,6 +103,8 @@ type Kind struct {
 	// Notes say what the flags of writing calls grant: the dry run shows
 	// them, and so does docs/agents.md.
 	Notes string
+	// Confine is what its calls need when they are confined.
+	Confine Confinement
 	// Doc is what docs/agents.md says of the CLI beyond what the fields
 	// above tell: how the real CLI was measured to behave.
 	Doc Doc

@@ -202,6 +202,9 @@ type Hooks struct {
 	Output func(task int) (io.Writer, func())
 	// Ran hears of every check that ended, interrupted ones included.
 	Ran func(Result)
+	// Confine, when set, confines a check before it starts (its Spec's
+	// Confine and temporary folder): a check runs code the agent wrote.
+	Confine func(spec *phase.Spec)
 }
 
 // Checks run a project's checks in one tree.
@@ -287,6 +290,9 @@ func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, 
 			defer closeFn()
 			tail.next = sink
 		}
+	}
+	if c.hooks.Confine != nil {
+		c.hooks.Confine(&spec)
 	}
 	detail := fmt.Sprintf("%d/%d %s %s", i+1, len(c.commands), phase.Snippet(cmd, 60), When(stage, round))
 	spec.Detail = func() string { return detail }

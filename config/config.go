@@ -126,6 +126,11 @@ type Config struct {
 	TicketID                   string           `key:"ticket_id" flag:"ticket" placeholder:"ID" help:"Run the whole plan as one attempt of this ticket (unset: one ticket per task)"`
 	TicketPrefix               string           `key:"ticket_prefix" placeholder:"PREFIX" help:"Prefix of per-task ticket ids <prefix>-<task> (unset: the plan file name and a hash of its path, unique per plan)"`
 	FailOn                     []string         `key:"fail_on" kind:"severities" default:"Critical,Major" help:"Severities of left-over findings that block a ticket (empty: no gate)"`
+	Confine                    string           `key:"confine" enum:"auto,on,off" default:"auto" help:"Confine every agent call, check and worktree_setup_command to its task, by the kernel: auto (what this machine enforces, said at the start), on (refuse to start when files cannot be confined), off (none)"`
+	ConfineWritePaths          []string         `key:"confine_write_paths" help:"Folders or files a confined call may write besides its work tree, its temporary folder, its CLI's folders and the build caches (full paths, ~ for the home folder; comma separated)"`
+	ConfineReadDeny            []string         `key:"confine_read_deny" help:"Files or folders no confined call may read, besides the built-in secrets (~/.ssh, ~/.aws, …; full paths, ~ for the home folder; comma separated)"`
+	ConfineEnvPass             []string         `key:"confine_env_pass" help:"Variables a confined call gets besides the basics, peal's own and its agent kind's: names, or PREFIX_* (comma separated)"`
+	ConfineNetworkAllow        []string         `key:"confine_network_allow" help:"Hosts a confined call may reach through peal's proxy besides its agent kind's API hosts and base URLs: host, host:port or *.domain (e.g. proxy.golang.org; comma separated)"`
 	EscalationEnabled          bool             `key:"escalation.enabled" flag:"escalation" default:"false" help:"Escalate models on retried tickets and skip exhausted ones"`
 	EscalationMaxRetries       uint32           `key:"escalation.max_retries" flag:"max-retries" default:"3" help:"Blocked attempts after which a ticket is skipped"`
 	EscalationFixer            string           `key:"escalation.fixer" placeholder:"MODEL" help:"Model of address calls from attempt 2 (unset: the base model)"`

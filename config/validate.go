@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 
+	"peal/confine"
 	"peal/internal/safefs"
 	"peal/state"
 )
@@ -76,6 +77,9 @@ func (c *Config) ValidateWithoutAgent() error {
 		}
 	}
 	if err := c.checkWorktreePaths(); err != nil {
+		return err
+	}
+	if err := c.checkConfine(); err != nil {
 		return err
 	}
 	if err := c.ResolveStore(); err != nil {
@@ -363,4 +367,54 @@ func insideGitWorkTree(dir string) bool {
 		}
 		dir = parent
 	}
+}
+
+// checkConfine refuses the confinement keys' values that could not be
+// applied, naming the key, and makes the paths full: ~ is the home folder.
+// A path with ".." is refused: the kernel takes ".." from the real parent
+// of what a path names so far, after its links, which is seldom what a
+// person meant.
+func (c *Config) checkConfine() error {
+	home, _ := os.UserHomeDir()
+	for _, list := range []struct {
+		key   string
+		paths *[]string
+	}{{"confine_write_paths", &c.ConfineWritePaths}, {"confine_read_deny", &c.ConfineReadDeny}} {
+		for i, p := range *list.paths {
+			full, err := fullPath(p, home)
+			if err != nil {
+				return fmt.Errorf("%s %q (set by %s): %v", list.key, p, describe(list.key, c.Sources), err)
+			}
+			(*list.paths)[i] = full
+		}
+	}
+	for _, p := range c.ConfineEnvPass {
+		if !confine.ValidEnvPattern(p) {
+			return fmt.Errorf("confine_env_pass %q (set by %s): want a variable's name, or a prefix ending in * (e.g. NPM_CONFIG_*)", p, describe("confine_env_pass", c.Sources))
+		}
+	}
+	if _, err := confine.ParseAllow("confine_network_allow", c.ConfineNetworkAllow...); err != nil {
+		return fmt.Errorf("%v (set by %s): want host, host:port or *.domain", strings.TrimPrefix(err.Error(), "confine: "), describe("confine_network_allow", c.Sources))
+	}
+	return nil
+}
+
+// fullPath is p with a leading ~ made the home folder; an error when it is
+// not then a full path, or holds a ".." segment.
+func fullPath(p, home string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home == "" {
+			return "", fmt.Errorf("~ names the home folder, and HOME is not set")
+		}
+		p = filepath.Join(home, p[1:])
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("not a full path: start it with / or ~/")
+	}
+	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("holds \"..\": name the folder itself")
+		}
+	}
+	return filepath.Clean(p), nil
 }

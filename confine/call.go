@@ -39,7 +39,7 @@ func (c *Call) Environ(env []string) []string {
 // LaunchEnv names the variable that makes peal's binary the launcher of a
 // confined program. It is set in the launcher's environment only and taken
 // out before the program runs.
-const LaunchEnv = "PEAL_CONFINE"
+const LaunchEnv = "PEAL_CONFINED_LAUNCH"
 
 // Prepare makes cmd, not started yet, start confined: with the proxy's
 // variables added to cmd.Env and, where the kernel enforces files, as the

@@ -185,6 +185,9 @@ func (s *Session) review(ctx context.Context, task int) (Review, error) {
 	}
 	argv := rv.custom[len(rv.custom)-1]
 	attempts := stetAttempts(rv.cfg)
+	if err := rv.guarded(); err != nil {
+		return Review{}, err
+	}
 	res, _, err := phase.Do(ctx, rv.log.With("task", task), phase.Policy{Attempts: attempts, Failure: onlyTimeout}, func(a phase.Attempt) phase.Spec {
 		return rv.customSpec(task, a, argv)
 	})

@@ -53,6 +53,10 @@ type Options struct {
 	// Checks are the project's own checks (nil: check_commands unset),
 	// run after each execute and each address round.
 	Checks *check.Checks
+	// Guard, when set, is asked before every stet (or custom review)
+	// command: an error refuses the command (what it would run was changed
+	// under the run) and ends the run.
+	Guard func() error
 }
 
 // Reviewer runs Phase 3 for the tasks of one run.
@@ -70,6 +74,15 @@ type Reviewer struct {
 	// commitAll: every address round's fix is committed whatever the
 	// mode (a task in a worktree: its branch must hold all of its work).
 	commitAll bool
+	guard     func() error // see Options.Guard
+}
+
+// guarded asks the guard, when there is one, before a review command.
+func (rv *Reviewer) guarded() error {
+	if rv.guard == nil {
+		return nil
+	}
+	return rv.guard()
 }
 
 // Folder is where peal keeps the review state of a run in state_dir: stet's
@@ -100,7 +113,7 @@ func New(o Options) (*Reviewer, []Note) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: log, caller: o.Caller, checks: o.Checks}
+	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: log, caller: o.Caller, checks: o.Checks, guard: o.Guard}
 	var notes []Note
 	note := func(level slog.Level, msg string, args ...any) { notes = append(notes, Note{level, msg, args}) }
 	checksOnly := func() (*Reviewer, []Note) {
@@ -148,7 +161,7 @@ func New(o Options) (*Reviewer, []Note) {
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
 		startArgs: cfg.StetStartExtraArgs, runArgs: runArgs, attempts: attempts,
-		network: cfg.NetworkBudget, caller: o.Caller, log: log,
+		network: cfg.NetworkBudget, caller: o.Caller, log: log, guard: o.Guard,
 	}
 	if cfg.StetStartRef != "" {
 		note(slog.LevelWarn, "stet_start_ref is ignored: each task's review session starts at the commit before the task, so that its review covers its own changes only",
@@ -212,10 +225,10 @@ func (rv *Reviewer) InWorkTree(caller phase.Caller, git *gitrepo.Repo, agent Age
 	}
 	// What the task shares with the run's reviewer: the configuration, the
 	// log and how it reviews. The rest is the task's own.
-	c := &Reviewer{cfg: rv.cfg, log: rv.log, custom: rv.custom, off: rv.off,
+	c := &Reviewer{cfg: rv.cfg, log: rv.log, custom: rv.custom, off: rv.off, guard: rv.guard,
 		caller: caller, git: git, agent: agent, dir: dir, checks: rv.checks.In(caller), commitAll: true}
 	if st := rv.stet; st != nil {
-		c.stet = &stet{path: st.path, startArgs: st.startArgs, runArgs: st.runArgs, attempts: st.attempts, network: st.network, log: st.log,
+		c.stet = &stet{path: st.path, startArgs: st.startArgs, runArgs: st.runArgs, attempts: st.attempts, network: st.network, log: st.log, guard: st.guard,
 			caller: caller, stateDir: filepath.Join(dir, "stet"), worktrees: filepath.Join(dir, "worktrees"), gitLock: gitLock}
 	}
 	return c
@@ -277,14 +290,17 @@ func (rv *Reviewer) Open(ctx context.Context) error {
 	}
 	attempts := stetAttempts(rv.cfg)
 	for _, argv := range rv.custom {
-		_, _, err := phase.Do(ctx, rv.log, phase.Policy{Attempts: attempts}, func(a phase.Attempt) phase.Spec {
-			return rv.customSpec(phase.NoTask, a, argv)
-		})
+		err := rv.guarded()
+		if err == nil {
+			_, _, err = phase.Do(ctx, rv.log, phase.Policy{Attempts: attempts}, func(a phase.Attempt) phase.Spec {
+				return rv.customSpec(phase.NoTask, a, argv)
+			})
+		}
 		if err == nil {
 			continue
 		}
 		err = fmt.Errorf("stet command %q at session start: %w", strings.Join(argv, " "), err)
-		if ctx.Err() == nil && rv.cfg.OnStetFail == "skip" {
+		if ctx.Err() == nil && !endsRun(err) && rv.cfg.OnStetFail == "skip" {
 			rv.log.Warn("review commands failed at session start: Phase 3 is skipped for this run (on_stet_fail = skip)", "err", err)
 			rv.off = true
 			return nil

@@ -38,6 +38,7 @@ type stet struct {
 	// worktree (start, finish, cleanup): other worktrees of the repository
 	// are made and removed meanwhile.
 	gitLock sync.Locker
+	guard   func() error // see Options.Guard
 }
 
 // locked runs fn holding gitLock, when there is one.
@@ -162,6 +163,11 @@ func (s *stet) call(ctx context.Context, task int, args []string, attempts int, 
 // callRule is call under another classifier than the exit-code rule.
 func (s *stet) callRule(ctx context.Context, task int, args []string, attempts int, rule phase.Classifier, prepare func(context.Context), detail func() string, sink *eventSink) (phase.Result, error) {
 	command := "stet " + args[0]
+	if s.guard != nil {
+		if err := s.guard(); err != nil {
+			return phase.Result{}, err
+		}
+	}
 	argv := append([]string{s.path}, args...)
 	policy := phase.Policy{Attempts: attempts, Classify: rule, Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
 	res, _, err := phase.Do(ctx, s.log.With("task", task), policy, func(a phase.Attempt) phase.Spec {
@@ -313,6 +319,11 @@ func (s *stet) open(ctx context.Context, task int) (bool, error) {
 			return nil
 		}
 		return &StetError{Command: "stet status", Code: res.ExitCode, Cause: Cause(res.Stderr)}
+	}
+	if s.guard != nil {
+		if err := s.guard(); err != nil {
+			return false, err
+		}
 	}
 	res, _, err := phase.Do(ctx, s.log, phase.Policy{Attempts: 1, Failure: statusRule}, func(a phase.Attempt) phase.Spec {
 		return s.spec(task, a, []string{s.path, "status"})

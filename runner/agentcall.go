@@ -160,6 +160,7 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		spec.Stdin = inv.Stdin
 		spec.Env = append(append(spec.Env, inv.Env...), env...)
 		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
+		spec.Confine = r.confined.forCall(at, s.kind, spec.Env)
 		watcher = s.rules.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput,
 			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger})
 		spec.Watch = watcher

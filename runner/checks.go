@@ -91,7 +91,8 @@ func (r *run) newChecks() *check.Checks {
 			files := r.agentLogs.Call(check.Phase, task)
 			return files.Combined(), files.Close
 		},
-		Ran: r.recordCheck,
+		Ran:     r.recordCheck,
+		Confine: r.confineCommand,
 	})
 }
 

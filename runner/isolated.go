@@ -104,6 +104,7 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t plan.Task, base stri
 	remove := func() {
 		cctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
+		r.guard.forget(tt.Path)
 		if err := r.trees.Remove(cctx, tt); err != nil {
 			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.Path, "err", err)
 		}
@@ -147,7 +148,13 @@ func (r *run) worktreeSite(tt *worktree.Tree) *site {
 	if r.caller.Observer != nil {
 		caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.Path) + " on " + tt.Branch}
 	}
-	at := &site{caller: caller, git: r.home.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true}
+	main := r.home.tree
+	if r.main != nil {
+		main = r.main.tree
+	}
+	at := &site{caller: caller, git: r.home.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true,
+		tree: tt.Path, main: main, linked: r.linkedPaths()}
+	r.guard.watch(tt.Path, tt.Dir)
 	at.reviewer = r.home.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, tt.Review, r.trees.Lock())
 	return at
 }
@@ -219,7 +226,7 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		// as for a sequential task: a kill in between leaves a task that
 		// runs again, never a completed task whose attempt stays open.
 		r.tickets.finishTask(bt.task, bt.res)
-		if serr := r.save(bt.task, bt.res); serr != nil {
+		if serr := r.save(ctx, bt.task, bt.res); serr != nil {
 			r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", serr)
 		}
 		if before != "" {
@@ -386,4 +393,13 @@ func (o treeObserver) CallStarted(info phase.CallInfo) func() {
 		return o.where
 	}
 	return o.next.CallStarted(info)
+}
+
+// linkedPaths are the worktree_link paths in the main work tree.
+func (r *run) linkedPaths() []string {
+	var out []string
+	for _, p := range r.cfg.WorktreeLink {
+		out = append(out, filepath.Join(r.cfg.RepoPath, p))
+	}
+	return out
 }

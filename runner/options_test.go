@@ -44,8 +44,9 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, threeTasks)
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {fail, ok}})
+	// Unconfined: a confined run's own worktree adds git calls of its own.
 	cfg := h.config("PEAL_PHASE_RETRY_COUNT=1", "PEAL_NETWORK_RETRY_COUNT=0", "PEAL_FALLBACK_AGENT_CMD="+fakeAgent,
-		"PEAL_COMMIT_AFTER_PHASE2=true")
+		"PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_CONFINE=off")
 	two := uint32(2)
 	cfg.Task = &two
 	var rec recorder

@@ -282,7 +282,7 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 		// The run stops at an earlier task of the block: this one's
 		// outcome is saved, not counted.
 		r.recordTaskEnd(bt.task, res)
-		if err := r.save(bt.task, res); err != nil {
+		if err := r.save(ctx, bt.task, res); err != nil {
 			r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", err)
 		} else if res.completed() || res.deferred {
 			r.log.Info("task outcome saved although the run stops at an earlier task", "task", bt.task.Index, "deferred", res.deferred, "findings_left", res.findingsLeft)

@@ -108,7 +108,22 @@ func TestRecordNamesTheRunBeforeNormalizing(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(all, func(ev state.Event) bool { return ev.Ev == state.EvTasks })
-	if i < 0 || !slices.Equal(all[i].Tasks, []int{1, 2}) || all[i-1].Ev != state.EvAttempt || all[i+1].Ev != state.EvTaskStart {
+	if i < 0 || !slices.Equal(all[i].Tasks, []int{1, 2}) || all[i-1].Ev != state.EvAttempt {
 		t.Fatalf("record %+v", all)
+	}
+	// Between the tasks and the first task's start, only peal's own git
+	// ran (the run's worktree, under confinement).
+	gitCalls := map[string]bool{}
+	for _, ev := range all[i+1:] {
+		switch {
+		case ev.Ev == state.EvCallStart && ev.Phase == "git":
+			gitCalls[ev.Call] = true
+			continue
+		case ev.Ev == state.EvCallEnd && gitCalls[ev.Call]:
+			continue
+		case ev.Ev != state.EvTaskStart:
+			t.Fatalf("before the first task started: %+v", ev)
+		}
+		break
 	}
 }

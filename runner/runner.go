@@ -105,6 +105,16 @@ type run struct {
 	trees *worktree.Set
 	// checked is what the project's checks last said of the work tree.
 	checked *checkedTree
+	// confined confines agent calls, checks and worktree_setup_command
+	// (nil: confine = off); confineErr is why it could not be set up; guard
+	// keeps peal's git and stet from running what a call planted (nil:
+	// confine = off).
+	confined   *confinement
+	confineErr error
+	guard      *gitGuard
+	// main is the work tree's site while the tasks work in the run's
+	// worktree (home.go); nil otherwise.
+	main *site
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store
@@ -118,7 +128,16 @@ type run struct {
 // run.
 type site struct {
 	caller phase.Caller // its calls' folder and observer
-	git    *gitrepo.Repo
+	// tree is the top of the work tree or worktree its calls may write;
+	// main, for a worktree, is the main work tree's top, and linked the
+	// worktree_link paths there (none of which its calls may write).
+	tree   string
+	main   string
+	linked []string
+	// writable are paths of the main work tree its calls may write too:
+	// what git ignores there, linked into the run's worktree.
+	writable []string
+	git      *gitrepo.Repo
 	// reviewer runs Phase 3 there (nil: no Phase 3 in this run); commits
 	// says whether the work of an execute is committed.
 	reviewer *review.Reviewer
@@ -147,6 +166,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 		o(&s)
 	}
 	r := &run{settings: s, cfg: cfg, log: log, now: time.Now, agents: newAgents(cfg), checked: &checkedTree{}}
+	r.confined, r.confineErr = newConfinement(cfg, log)
 	if s.launchGap != nil {
 		r.agents.launch.gapOf = s.launchGap
 	}
@@ -169,9 +189,10 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 		r.caller.Observer = s.observer
 	}
 	git := gitrepo.New(r.caller, log, r.caller.Limits.Timeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
-	r.home = &site{caller: r.caller, git: git}
+	git.Guard(guardOf{r})
+	r.home = &site{caller: r.caller, git: git, tree: git.Top()}
 	r.home.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: phase3Agent{r, r.home}, Caller: r.caller, Git: git,
-		LookPath: s.lookPath, Checks: r.newChecks()})
+		LookPath: s.lookPath, Checks: r.newChecks(), Guard: guardOf{r}.Check})
 	r.home.commits = cfg.CommitAfterPhase2 || r.home.reviewer.Commits()
 	r.trees = worktree.New(git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
 	return r
@@ -185,6 +206,9 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	// (e.g. no stet on PATH) are logged once the plan is known to be good.
 	if err := r.home.reviewer.CheckConfig(); err != nil {
 		return Outcome{}, err
+	}
+	if r.confineErr != nil {
+		return Outcome{}, r.confineErr
 	}
 	// A plan that cannot run is reported before anything is written.
 	tasks, text, err := readPlan(cfg)
@@ -223,6 +247,11 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	}
 	r.agentLogs = agentlog.New(cfg.AgentLogDir, r.now(), log)
 	r.startRecord()
+	if r.confined != nil && !r.confined.support.Files {
+		log.Warn(r.confined.line())
+	} else {
+		log.Info(r.confined.line())
+	}
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
 	}
@@ -231,6 +260,12 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		log.Log(ctx, n.Level, n.Msg, n.Args...)
 	}
 	r.trees.Sweep(ctx, r.store.Completed)
+	if r.confined != nil {
+		// Noted before any agent call: what git and stet will run.
+		if r.guard, err = newGitGuard(ctx, r.home.git); err != nil {
+			return Outcome{}, fmt.Errorf("noting the repository's hooks and git configuration before the run: %w", err)
+		}
+	}
 	if len(cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
 		// A path that cannot be linked stops the run before its first
 		// agent call, not at its first block.
@@ -352,6 +387,12 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 		if err := r.home.reviewer.Open(ctx); err != nil {
 			return Outcome{}, err
 		}
+	}
+	if r.confined.files() {
+		if err := r.moveHome(ctx); err != nil {
+			return Outcome{}, err
+		}
+		defer r.leaveHome(ctx)
 	}
 	if err := r.startChecks(ctx, pending); err != nil {
 		return Outcome{}, err

@@ -44,6 +44,9 @@ type harness struct {
 	extra []Option
 	// launchGap keeps the agent kinds' gaps between parallel launches.
 	launchGap bool
+	// confine is the harness's confine setting: off, unless a test of
+	// confinement sets it (confine_test.go).
+	confine string
 	// bin holds the fake agent under CLI names; agent is the Cursor CLI.
 	bin, agent string
 }
@@ -71,9 +74,9 @@ func (h *harness) opts(more ...Option) []Option {
 
 func newHarness(t *testing.T, plan string) *harness {
 	t.Helper()
-	tmp := t.TempDir()
+	tmp := listSafeTempDir(t)
 	h := &harness{t: t, tmp: tmp, repo: filepath.Join(tmp, "repo"), plan: filepath.Join(tmp, "plan.md"),
-		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &lockedLog{}}
+		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &lockedLog{}, confine: "off"}
 	for _, d := range []string{h.repo, h.agentDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -116,7 +119,8 @@ func (h *harness) scenario(rules map[string][]fakes.Outcome) {
 func (h *harness) config(env ...string) *config.Config {
 	h.t.Helper()
 	base := []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
-		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1"}
+		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1",
+		"PEAL_CONFINE=" + h.confine, "PEAL_CONFINE_WRITE_PATHS=" + h.agentDir}
 	cfg, err := config.Load(config.Inputs{Env: append(base, env...)})
 	if err != nil {
 		h.t.Fatal(err)
@@ -923,4 +927,17 @@ func TestSummaryWriteFailureIsAWarning(t *testing.T) {
 // (agent, stet, git and post-run commands), on top of peal's own.
 func withEnv(kv ...string) Option {
 	return func(s *settings) { s.env = append(s.env, kv...) }
+}
+
+// listSafeTempDir is a temporary folder for a test whose path holds no
+// comma: a path the test passes in a list variable (PEAL_CONFINE_WRITE_PATHS)
+// is split on commas, and t.TempDir's name holds the test's.
+func listSafeTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "peal-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

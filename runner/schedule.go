@@ -130,11 +130,11 @@ func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult
 	if res.deferred {
 		// Neither a completion nor a failure: the consecutive count stays.
 		tl.out.Deferred = append(tl.out.Deferred, t.Index)
-		return r.save(t, res)
+		return r.save(ctx, t, res)
 	}
 	if res.err == nil {
 		tl.consecutive = 0
-		if err := r.save(t, res); err != nil {
+		if err := r.save(ctx, t, res); err != nil {
 			return err
 		}
 		r.completedOnTree(t.Index)
@@ -174,15 +174,22 @@ func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult
 }
 
 // save writes what a task's result means for state.json: a completion or a
-// deferral; a failure or a skip leaves it as it is.
-func (r *run) save(t plan.Task, res taskResult) error {
+// deferral; a failure or a skip leaves it as it is. When the tasks work in
+// the run's worktree, its work then comes back to the work tree.
+func (r *run) save(ctx context.Context, t plan.Task, res taskResult) error {
+	var err error
 	switch {
 	case res.deferred:
-		return r.store.Defer(t.Index)
+		err = r.store.Defer(t.Index)
 	case res.completed():
-		return r.store.Complete(t.Index)
+		err = r.store.Complete(t.Index)
+	default:
+		return nil
 	}
-	return nil
+	if err != nil {
+		return err
+	}
+	return r.bringBack(ctx)
 }
 
 // runTask runs every phase of one task at its site, one after the other,

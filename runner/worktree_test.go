@@ -479,11 +479,13 @@ func gitFails(h *harness, args ...string) error {
 
 // TestWorktreeFallsBackToShared: a tree with uncommitted changes cannot be
 // split into worktrees: the block runs in the shared tree and says why.
+// (Confined tasks work in the run's worktree, made from HEAD, which has
+// none: TestConfinedRunDirtyTree.)
 func TestWorktreeFallsBackToShared(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
 	os.WriteFile(filepath.Join(h.repo, "dirty.txt"), []byte("x"), 0o644)
-	if _, err := h.run("PEAL_MAX_PARALLEL=2"); err != nil {
+	if _, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONFINE=off"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range h.calls() {
@@ -636,13 +638,14 @@ func TestWorktreeBlockRecorded(t *testing.T) {
 func TestWorktreeMergeFails(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
-	// The agent of task 1 puts a folder where the merge writes its record.
+	// The agent of task 1 puts a folder where the merge writes its record
+	// (unconfined: a confined call cannot write the state folder).
 	record := filepath.Join(h.stateDir, worktree.Folder, "merging")
 	h.scenario(map[string][]fakes.Outcome{
 		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1"}, Commands: [][]string{{"mkdir", "-p", record}}}},
 		"execute:2": {writes("two.txt", "2")},
 	})
-	out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")
+	out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_CONFINE=off")
 	if err != nil || !slices.Equal(out.Failed, []int{1, 2}) || len(out.Completed) != 0 {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}

@@ -51,6 +51,7 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 	spec := r.caller.Command("setup", argv, r.caller.Limits.Timeout)
 	spec.Dir = tt.Dir
 	spec.Task = tt.Task
+	r.confineCommand(&spec)
 	if _, err := runCommand(ctx, spec); err != nil {
 		if ctx.Err() != nil {
 			return &phase.InterruptedError{Phase: "setup", Cause: context.Cause(ctx)}

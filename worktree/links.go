@@ -213,24 +213,41 @@ func (s *Set) Exclude(ctx context.Context, paths []string) error {
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
 		return fmt.Errorf("worktrees folder %s: %w", s.root, err)
 	}
-	lines := []string{s.excludeStart()}
+	var block []string
 	for _, p := range paths {
-		lines = append(lines, "/"+escapePattern(filepath.ToSlash(filepath.Join(s.rel, p))))
+		block = append(block, filepath.ToSlash(filepath.Join(s.rel, p)))
 	}
-	return s.rewriteExclude(ctx, append(lines, s.excludeEnd()))
+	return s.writeSection(ctx, block)
 }
 
-// Unexclude removes the section of this state folder's runs from
-// info/exclude, once a block's worktrees are gone.
+// Unexclude leaves in the section of this state folder's runs in
+// info/exclude only what the home worktree links, once a block's
+// worktrees are gone (the section goes when there is nothing left).
 func (s *Set) Unexclude(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.unexclude(ctx)
+	return s.writeSection(ctx, nil)
 }
 
-// unexclude is Unexclude for callers that hold mu.
+// unexclude removes the section of this state folder's runs from
+// info/exclude. Callers hold mu.
 func (s *Set) unexclude(ctx context.Context) error {
 	return s.rewriteExclude(ctx, nil)
+}
+
+// writeSection writes the section of this state folder's runs with the
+// folders the home worktree links and block (paths from the top, slash
+// form); none of either removes it. Callers hold mu.
+func (s *Set) writeSection(ctx context.Context, block []string) error {
+	paths := append(append([]string(nil), s.homeLinks...), block...)
+	if len(paths) == 0 {
+		return s.rewriteExclude(ctx, nil)
+	}
+	lines := []string{s.excludeStart()}
+	for _, p := range paths {
+		lines = append(lines, "/"+escapePattern(p))
+	}
+	return s.rewriteExclude(ctx, append(lines, s.excludeEnd()))
 }
 
 // rewriteExclude writes info/exclude with the section of this state

@@ -67,17 +67,18 @@ func (e *ConflictError) Error() string {
 func (s *Set) Merge(ctx context.Context, task int, branch string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.git.IsAncestor(ctx, branch, "HEAD") {
+	into := s.target()
+	if into.IsAncestor(ctx, branch, "HEAD") {
 		return "", nil // the task changed nothing
 	}
-	before, err := s.git.Head(ctx)
+	before, err := into.Head(ctx)
 	if err != nil {
 		return "", fmt.Errorf("the work tree's HEAD before merging task %d: %w", task, err)
 	}
 	if err := s.writeNote(mergeNote{Task: task, Branch: branch, Before: before}); err != nil {
 		return "", err
 	}
-	merr := s.git.Merge(ctx, branch, fmt.Sprintf("peal: merge task %d (%s)", task, branch))
+	merr := into.Merge(ctx, branch, fmt.Sprintf("peal: merge task %d (%s)", task, branch), false)
 	if merr == nil {
 		return before, nil
 	}
@@ -89,7 +90,7 @@ func (s *Set) Merge(ctx context.Context, task int, branch string) (string, error
 		return "", merr
 	}
 	conflict := &ConflictError{Task: task, Branch: branch}
-	files, uerr := s.git.Unmerged(ctx)
+	files, uerr := into.Unmerged(ctx)
 	if uerr != nil {
 		s.log.Debug("could not list the files of a failed merge", "task", task, "err", uerr)
 	}
@@ -119,7 +120,7 @@ func (s *Set) MergeDone() { s.dropNote() }
 func (s *Set) Unmerge(ctx context.Context, task int, before string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.git.ResetKeep(ctx, before); err != nil {
+	if err := s.target().ResetKeep(ctx, before); err != nil {
 		return fmt.Errorf("undoing the merge of task %d (git reset --keep %s in the work tree): %w", task, before, err)
 	}
 	s.dropNote()
@@ -128,10 +129,11 @@ func (s *Set) Unmerge(ctx context.Context, task int, before string) error {
 
 // undoMerge undoes a merge in progress, when there is one.
 func (s *Set) undoMerge(ctx context.Context) error {
-	if !s.git.MergeInProgress(ctx) {
+	into := s.target()
+	if !into.MergeInProgress(ctx) {
 		return nil // git refused the merge before starting it: nothing to undo
 	}
-	return s.git.AbortMerge(ctx)
+	return into.AbortMerge(ctx)
 }
 
 // writeNote writes the merge note, atomically: a kill leaves the note
@@ -265,6 +267,17 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 		s.log.Warn("could not list the branches an earlier run may have left; the next run deletes them", "err", err)
 	}
 	for _, b := range branches {
+		if b == s.Home().Branch && !s.git.IsAncestor(ctx, b, "HEAD") {
+			// Work of the run's worktree that never reached the work tree
+			// (the run died before it could be brought back): kept.
+			if tip, err := s.git.Resolve(ctx, b, 8); err == nil {
+				kept := keptName(-1, tip)
+				if err := s.git.RenameBranch(ctx, b, kept); err == nil {
+					s.log.Warn("an earlier run died with work in its worktree that had not reached the work tree: it is kept on a branch; merge it by hand if you want it", "branch", kept)
+					continue
+				}
+			}
+		}
 		if err := s.git.DeleteBranch(ctx, b); err != nil {
 			s.log.Warn("could not delete a branch an earlier run left; the next run tries again", "branch", b, "err", err)
 		}

@@ -56,6 +56,12 @@ type Set struct {
 	git    *gitrepo.Repo // the work tree's git
 	rel    string        // repo_path relative to the top of its work tree
 	sparse cone          // what each worktree checks out; empty: the whole tree
+	// into, when set, is the git of the home worktree, which the tasks'
+	// work is merged into instead of the work tree (see Into).
+	into *gitrepo.Repo
+	// homeLinks are the folders linked into the home worktree, named in
+	// info/exclude while it exists (relative to the top, slash form).
+	homeLinks []string
 }
 
 // New is the set of worktrees of the runs on stateDir, for the repository
@@ -117,7 +123,12 @@ func (s *Set) CleanupContext(ctx context.Context) (context.Context, context.Canc
 // lock, so that the tasks of a block write theirs at the same time. An add
 // that fails removes what it made.
 func (s *Set) Add(ctx context.Context, task int, base string) (*Tree, error) {
-	t, err := s.register(ctx, task, base)
+	return s.add(ctx, s.Of(task), base, len(s.sparse) > 0)
+}
+
+// add makes the worktree t at base, sparse or whole (see Add).
+func (s *Set) add(ctx context.Context, t *Tree, base string, sparse bool) (*Tree, error) {
+	err := s.register(ctx, t, base, sparse)
 	if err == nil {
 		// read-tree touches only this worktree's index and files. No
 		// parallel checkout (checkout.workers): the tasks of a block
@@ -128,7 +139,7 @@ func (s *Set) Add(ctx context.Context, task int, base string) (*Tree, error) {
 		}
 	}
 	if err != nil {
-		s.discard(ctx, s.Of(task))
+		s.discard(ctx, t)
 		return nil, err
 	}
 	return t, nil
@@ -158,32 +169,31 @@ func (s *Set) branchExists(ctx context.Context, branch string) bool {
 	return err == nil || !gitrepo.Exited(err, 1)
 }
 
-// register adds the worktree of task, with no files checked out yet, and
-// makes it a sparse checkout when the set is sparse (under the lock: the
-// first one turns git's per-worktree configuration on in the repository's
+// register adds the worktree t, with no files checked out yet, and makes
+// it a sparse checkout when sparse is set (under the lock: the first one
+// turns git's per-worktree configuration on in the repository's
 // configuration file).
-func (s *Set) register(ctx context.Context, task int, base string) (*Tree, error) {
-	t := s.Of(task)
+func (s *Set) register(ctx context.Context, t *Tree, base string, sparse bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
-		return nil, fmt.Errorf("worktrees folder %s: %w", s.root, err)
+		return fmt.Errorf("worktrees folder %s: %w", s.root, err)
 	}
 	if _, err := os.Lstat(t.Path); err == nil {
 		// Left by an earlier block of this run that could not remove it.
 		if err := s.forget(ctx, t); err != nil {
-			return nil, fmt.Errorf("a worktree an earlier block left at %s could not be removed: %w", t.Path, err)
+			return fmt.Errorf("a worktree an earlier block left at %s could not be removed: %w", t.Path, err)
 		}
 	}
 	if err := s.git.AddWorktree(ctx, t.Path, t.Branch, base); err != nil {
-		return nil, err
+		return err
 	}
-	if len(s.sparse) > 0 {
+	if sparse {
 		if err := s.git.SetSparse(ctx, t.Path, s.sparse); err != nil {
-			return nil, fmt.Errorf("making %s a sparse checkout: %w", t.Path, err)
+			return fmt.Errorf("making %s a sparse checkout: %w", t.Path, err)
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // forget removes the worktree of t and its review folder (its branch
@@ -283,7 +293,11 @@ func (s *Set) Keep(ctx context.Context, task int, branch string) (string, error)
 	return kept, nil
 }
 
-// keptName is the name of the kept branch of task whose tip is tip.
+// keptName is the name of the kept branch of task whose tip is tip (task
+// -1: the home worktree's).
 func keptName(task int, tip string) string {
+	if task < 0 {
+		return KeptPrefix + homeName + "-" + tip
+	}
 	return fmt.Sprintf("%stask-%d-%s", KeptPrefix, task, tip)
 }

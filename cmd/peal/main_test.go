@@ -37,7 +37,7 @@ type sandbox struct {
 
 func newSandbox(t *testing.T, plan string) *sandbox {
 	t.Helper()
-	dir := t.TempDir()
+	dir := listSafeTempDir(t)
 	s := &sandbox{t: t, dir: dir, repo: filepath.Join(dir, "repo"), plan: filepath.Join(dir, "plan.md"),
 		stateDir: filepath.Join(dir, "state"), agentDir: filepath.Join(dir, "agent")}
 	for _, d := range []string{s.repo, s.agentDir} {
@@ -68,7 +68,11 @@ func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {
 func (s *sandbox) env(extra ...string) []string {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
 		"PEAL_PLAN_PATH=" + s.plan, "PEAL_REPO_PATH=" + s.repo, "PEAL_STATE_DIR=" + s.stateDir,
-		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1", "CURSOR_API_KEY=test-key"}
+		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1", "CURSOR_API_KEY=test-key",
+		// Unconfined unless a test of confinement asks (escape_test.go),
+		// which keeps what the fakes read and write: their variables and
+		// the folders of their records.
+		"PEAL_CONFINE=off", "PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + s.agentDir}
 	return append(env, extra...)
 }
 
@@ -333,7 +337,7 @@ func TestLogFile(t *testing.T) {
 		if rec["msg"] == nil || rec["level"] == nil || rec["time"] == nil {
 			t.Fatalf("record lacks msg/level/time: %q", line)
 		}
-		if argv, ok := rec["argv"].([]any); ok {
+		if argv, ok := rec["argv"].([]any); ok && rec["phase"] != "git" {
 			sawArgv = true
 			if last := fmt.Sprint(argv[len(argv)-1]); !strings.HasPrefix(last, "<prompt len=") {
 				t.Fatalf("argv logged with its prompt: %q", line)
@@ -455,4 +459,17 @@ func TestVersion(t *testing.T) {
 	if r := s.peal(nil, "--version"); r.code != 0 || strings.TrimSpace(r.stdout) == "" {
 		t.Fatalf("exit %d, %q", r.code, r.stdout)
 	}
+}
+
+// listSafeTempDir is a temporary folder for a test whose path holds no
+// comma: a path the test passes in a list variable (PEAL_CONFINE_WRITE_PATHS)
+// is split on commas, and t.TempDir's name holds the test's.
+func listSafeTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "peal-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

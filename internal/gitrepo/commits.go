@@ -112,6 +112,25 @@ func (g *Repo) IsAncestor(ctx context.Context, a, b string) bool {
 // at most 80 characters. "Nothing to commit" is not an error; committed
 // reports whether a commit was made.
 func (g *Repo) Commit(ctx context.Context, tasks []int, what string) (committed bool, err error) {
+	msg := "peal: " + commitSubject(tasks)
+	if what = firstLine(what, 80); what != "" {
+		msg += " - " + what
+	}
+	if committed, err = g.CommitMessage(ctx, msg); err != nil {
+		return false, err
+	}
+	if committed {
+		g.log.Info("committed", "tasks", tasks, "message", msg)
+	} else {
+		g.log.Info("nothing to commit", "tasks", tasks)
+	}
+	return committed, nil
+}
+
+// CommitMessage records everything in the work tree but peal's and stet's
+// folders as one commit of message msg; "nothing to commit" is not an
+// error.
+func (g *Repo) CommitMessage(ctx context.Context, msg string) (committed bool, err error) {
 	add := []string{"add", "-A"}
 	if g.sparse {
 		add = append(add, "--sparse")
@@ -121,22 +140,14 @@ func (g *Repo) Commit(ctx context.Context, tasks []int, what string) (committed 
 	}
 	// Nothing staged is not an error. Asked of git by its exit status, not
 	// read from its message, which git translates.
-	_, err = g.Command("diff", "--cached", "--quiet").Run(ctx)
-	switch {
-	case err == nil:
-		g.log.Info("nothing to commit", "tasks", tasks)
+	if _, err = g.Command("diff", "--cached", "--quiet").Run(ctx); err == nil {
 		return false, nil
-	case !Exited(err, 1):
+	} else if !Exited(err, 1) {
 		return false, err
-	}
-	msg := "peal: " + commitSubject(tasks)
-	if what = firstLine(what, 80); what != "" {
-		msg += " - " + what
 	}
 	if _, err := g.Command("commit", "-m", msg).Run(ctx); err != nil {
 		return false, fmt.Errorf("%w (check git user.name/user.email and hooks in the repo)", err)
 	}
-	g.log.Info("committed", "tasks", tasks, "message", msg)
 	return true, nil
 }
 

@@ -39,7 +39,27 @@ type Repo struct {
 	// peal (the fake stet, the demo) and for test set-ups.
 	plain bool
 	env   []string // added to a plain command's environment
+	// pin names the git folder and work tree of a linked worktree in
+	// every command's environment (GIT_DIR, GIT_WORK_TREE), so that git
+	// never reads them from the worktree's .git file, which an agent can
+	// rewrite there.
+	pin []string
+	// guard, when set, is asked before every command (see Guard).
+	guard Guard
 }
+
+// Guard keeps git from running what the run's calls planted: Check, asked
+// before every command, refuses it with an error; Accept is told of a
+// change peal's own command made to what it watches (the repository's
+// configuration, when a worktree becomes sparse).
+type Guard interface {
+	Check() error
+	Accept()
+}
+
+// Guard makes every command of g, and of the Repos made from it by In,
+// ask guard first.
+func (g *Repo) Guard(guard Guard) { g.guard = guard }
 
 // New is git in dir, each command a call of caller under timeout; own are
 // peal's folders (state_dir, knowledge_dir, agent_log_dir), left out of
@@ -71,14 +91,24 @@ func Plain(dir string, env ...string) *Repo {
 
 // In is the git of the same run in dir, a task's folder in its worktree
 // (sparse: a sparse checkout), its commands calls of caller. peal's folders
-// are left out of its commits as they are of the work tree's.
+// are left out of its commits as they are of the work tree's. It reads now,
+// before any agent call, where the worktree's git folder is, and names it
+// in every command.
 func (g *Repo) In(caller phase.Caller, dir string, sparse bool) *Repo {
 	own := make([]string, len(g.own))
 	for i, rel := range g.own {
 		own[i] = filepath.Join(g.top, rel)
 	}
 	w := New(caller, g.log, g.timeout, dir, own...)
-	w.sparse = sparse
+	w.sparse, w.guard = sparse, g.guard
+	if link, err := os.ReadFile(filepath.Join(w.top, ".git")); err == nil && len(link) < 4096 {
+		if gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(link)), "gitdir: "); ok {
+			if !filepath.IsAbs(gitdir) {
+				gitdir = filepath.Join(w.top, gitdir)
+			}
+			w.pin = []string{"GIT_DIR=" + filepath.Clean(gitdir), "GIT_WORK_TREE=" + w.top}
+		}
+	}
 	return w
 }
 
@@ -145,12 +175,17 @@ func (c *Cmd) Dir(dir string) *Cmd { c.dir = dir; return c }
 // and did not exit 0 (or timed out) is an *Error; one that could not start
 // is a *phase.StartError; a signal to peal is a *phase.InterruptedError.
 func (c *Cmd) Run(ctx context.Context) (string, error) {
+	if c.g.guard != nil {
+		if err := c.g.guard.Check(); err != nil {
+			return "", err
+		}
+	}
 	if c.g.plain {
 		return c.runPlain(ctx)
 	}
 	spec := c.g.caller.Command("git", append([]string{"git"}, c.args...), c.g.timeout)
 	spec.Dir = c.dir
-	spec.Env = append(slices.Clone(spec.Env), c.env...)
+	spec.Env = append(append(slices.Clone(spec.Env), c.g.pin...), c.env...)
 	spec.Stdin = c.stdin
 	spec.StdoutSink = c.out
 	res, err := phase.Run(ctx, spec)

@@ -61,6 +61,9 @@ func (g *Repo) Worktrees(ctx context.Context) ([]string, error) {
 func (g *Repo) SetSparse(ctx context.Context, path string, folders []string) error {
 	_, err := g.Command("sparse-checkout", "set", "--cone", "--sparse-index", "--stdin").Dir(path).
 		Stdin([]byte(strings.Join(folders, "\n") + "\n")).Run(ctx)
+	if err == nil && g.guard != nil {
+		g.guard.Accept() // git turned the worktrees' own configuration on
+	}
 	return err
 }
 
@@ -155,10 +158,16 @@ func (g *Repo) SetBranch(ctx context.Context, branch, rev string) error {
 }
 
 // Merge merges branch into the work tree with a merge commit of message
-// msg, its hooks honoured. A merge that fails is an *Error whose output
-// says why; it may be left in progress (see MergeInProgress).
-func (g *Repo) Merge(ctx context.Context, branch, msg string) error {
-	_, err := g.Command("merge", "--no-ff", "--no-edit", "-m", msg, branch).Run(ctx)
+// msg, or, with ffOnly, moves the work tree's branch forward to it (and
+// fails when it cannot); its hooks are honoured. A merge that fails is an
+// *Error whose output says why; it may be left in progress (see
+// MergeInProgress).
+func (g *Repo) Merge(ctx context.Context, branch, msg string, ffOnly bool) error {
+	args := []string{"merge", "--no-ff", "--no-edit", "-m", msg, branch}
+	if ffOnly {
+		args = []string{"merge", "-q", "--ff-only", branch}
+	}
+	_, err := g.Command(args...).Run(ctx)
 	return err
 }
 

@@ -74,7 +74,10 @@ func run(keep bool) error {
 	plan := filepath.Join(root, "testdata", "demo", "plan.md")
 	args := []string{"run", "--plan", plan, "--repo", repo, "--state-dir", filepath.Join(work, "state"),
 		"--agent-cmd", bins["fakeagent"], "--stet-path", bins["fakestet"],
-		"--phase-retry-count", "1", "--phase-timeout-sec", "60", "--check-command", greetCheck}
+		"--phase-retry-count", "1", "--phase-timeout-sec", "60", "--check-command", greetCheck,
+		// The simulated agent keeps its scenario and its notes outside the
+		// repository, which a confined call may not write by default.
+		"--confine-env-pass", "FAKE_*", "--confine-write-paths", agentDir}
 	step("peal " + strings.Join(args, " "))
 	cmd := exec.Command(bins["peal"], args...)
 	cmd.Dir = work
