@@ -79,7 +79,11 @@ type Kind struct {
 	// prompt (or StdinArg) after them.
 	Args func(c Call) []string
 	// ModelFlag is the option that names the model ("--model", "-m").
-	ModelFlag     string
+	ModelFlag string
+	// Provider is whose API the CLI calls, and so whose account its quota
+	// is ("anthropic", "openai", "google"); "" for a CLI that serves
+	// several, whose model names the provider (see ProviderOf).
+	Provider      string
 	PromptOnStdin bool
 	// StdinArg, when set, is the last argument of every call: the one that
 	// tells the CLI to read its prompt on stdin (codex's "-").

@@ -15,12 +15,17 @@ func init() {
 		DefaultCmd:    "claude",
 		Args:          claudeArgs,
 		ModelFlag:     "--model",
+		Provider:      "anthropic",
 		PromptOnStdin: true,
-		Env:           []string{"CLAUDE_CODE_MAX_RETRIES=0"},
+		// One retry of its own: after the server's retry-after when it
+		// gives one (the CLI waits up to a minute, and gives up at once on
+		// a longer one), else after half a second. A short rate limit then
+		// costs one wait of the server's time; an outage, half a second.
+		Env: []string{"CLAUDE_CODE_MAX_RETRIES=1"},
 		Failures: Failures{
 			Fatal: []string{
 				"not logged in · please run /login", "please run /login", "invalid api key · fix external api key",
-				"cannot be used with root/sudo privileges", "credit balance is too low", "oauth token has expired",
+				"cannot be used with root/sudo privileges", "oauth token has expired",
 				"unknown option", "error: unknown", "error: option",
 				// A 403: "Failed to authenticate. API Error: 403 Your API key
 				// does not have permission to use the specified resource."
@@ -30,13 +35,20 @@ func init() {
 			// with the selected model (M). It may not exist or you may not
 			// have access to it. Run --model to pick a different model."
 			ModelNotFound: []string{"issue with the selected model"},
-			RateLimit:     []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
-			Network:       []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
-			FatalHint:     "set ANTHROPIC_API_KEY (or log in with `claude` once)",
+			// Its own words for an account without credit ("Credit balance
+			// is too low", common to all kinds) and for a subscription whose
+			// usage or spend is used up.
+			OutOfQuota: []string{"out of usage credits", "monthly spend limit", "org is out of usage"},
+			// "You've hit your session limit · resets 2:16am (UTC)": a
+			// subscription's limit, which resets.
+			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)", "you've hit your",
+				"temporarily limiting requests"},
+			Network:   []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
+			FatalHint: "set ANTHROPIC_API_KEY (or log in with `claude` once)",
 			FatalHints: map[string]string{
-				"root/sudo":      "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
-				"credit balance": "add credit to the Anthropic account of the key",
+				"root/sudo": "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
 			},
+			QuotaHint: "add credit to the Anthropic account of the key (Plans & Billing) or raise its spend limit",
 		},
 		Events: streamJSON,
 		Auth: Auth{

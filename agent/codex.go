@@ -13,6 +13,7 @@ func init() {
 		DefaultCmd:    "codex",
 		Args:          codexArgs,
 		ModelFlag:     "-m",
+		Provider:      "openai",
 		PromptOnStdin: true,
 		StdinArg:      "-",
 		Failures: Failures{
@@ -20,12 +21,22 @@ func init() {
 				"401 unauthorized", "incorrect api key", "invalid x-api-key", "unexpected argument", "unrecognized subcommand",
 				"not logged in", "403 forbidden",
 			},
-			RateLimit: []string{"usage limit", "429 too many requests", "last status: 429"},
+			// OpenAI's insufficient_quota, in its words: "ERROR: Quota
+			// exceeded. Check your plan and billing details."
+			OutOfQuota: []string{"quota exceeded. check your plan and billing details"},
+			// The API's context_length_exceeded: "ERROR: Codex ran out of
+			// room in the model's context window. Start a new thread or clear
+			// earlier history before retrying." It does not say the sizes.
+			OverContext: []string{"ran out of room in the model's context window"},
+			RateLimit:   []string{"usage limit", "429 too many requests", "last status: 429"},
 			// Not "Reconnecting... n/5": codex says so while it waits out a
 			// 429's Retry-After too.
 			Network:   []string{"os error 111", "error sending request"},
 			ExitCodes: map[int]phase.Class{2: phase.Fatal}, // clap's usage errors
+			// Its footer after a failed turn: "tokens used", then the count.
+			Unquoted:  []string{"tokens used"},
 			FatalHint: "set OPENAI_API_KEY (or CODEX_API_KEY), or run `codex login` once",
+			QuotaHint: "add credit to the OpenAI account of OPENAI_API_KEY (or raise its plan's quota)",
 		},
 		Events: codexEvents,
 		Auth: Auth{

@@ -13,6 +13,7 @@ func init() {
 		DefaultCmd:    "gemini",
 		Args:          geminiArgs,
 		ModelFlag:     "-m",
+		Provider:      "google",
 		PromptOnStdin: true,
 		Failures: Failures{
 			Fatal: []string{
@@ -26,7 +27,11 @@ func init() {
 			// A 404 for the model: `… ModelNotFoundError: <the API's
 			// message>` on the line of its error report, then `code: 404`.
 			ModelNotFound: []string{"modelnotfounderror", `"status":"not_found"`},
-			RateLimit:     []string{"resource has been exhausted"},
+			// Its own words for a quota the API names per day (the CLI's
+			// TerminalQuotaError): "You have exhausted your daily quota on
+			// this model."
+			OutOfQuota: []string{"exhausted your daily quota"},
+			RateLimit:  []string{"resource has been exhausted"},
 			ExitCodes: map[int]phase.Class{
 				41: phase.Fatal, // authentication
 				42: phase.Fatal, // bad input
@@ -36,8 +41,11 @@ func init() {
 			},
 			// An API error is printed after the path of the CLI's error
 			// report: the quote starts at the error.
-			QuoteFrom: []string{"_ApiError:", "ModelNotFoundError:"},
+			QuoteFrom: []string{"_ApiError:", "ModelNotFoundError:", "TerminalQuotaError:", "RetryableQuotaError:"},
+			// The fields of the error object it dumps after the stack.
+			Unquoted:  []string{"at ", "status:", "code:", "cause:", "details:", "message:", "retrydelayms:", "reason:"},
 			FatalHint: "set GEMINI_API_KEY (or GOOGLE_API_KEY, or Vertex AI's variables) in the job's environment",
+			QuotaHint: "enable billing for, or raise the quota of, the Google Cloud project of GEMINI_API_KEY (a daily quota comes back the next day)",
 		},
 		Events: geminiEvents,
 		Auth: Auth{

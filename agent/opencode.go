@@ -24,6 +24,7 @@ func init() {
 			// finds it made.
 			Transient: []string{"failed query:", "database is locked"},
 			FatalHint: "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",
+			QuotaHint: "add credit to the account of the provider whose key opencode uses, or pick another provider's model with `model`",
 		},
 		Events:      opencodeEvents,
 		VersionArgs: []string{"--version"},
