@@ -138,7 +138,10 @@ func TestRateLimitWaits(t *testing.T) {
 		want    []time.Duration
 	}{
 		{"backoff when no reset is announced", 0, time.Hour, 3, []time.Duration{time.Minute, time.Minute}},
-		{"the announced reset", 7 * time.Second, time.Hour, 3, []time.Duration{7 * time.Second, 7 * time.Second}},
+		// The server's time first; refused again after it, the longer of
+		// the backoff and the server's time.
+		{"the announced reset", 7 * time.Second, time.Hour, 3, []time.Duration{7 * time.Second, time.Minute}},
+		{"an announced reset longer than the backoff", 2 * time.Minute, time.Hour, 3, []time.Duration{2 * time.Minute, 2 * time.Minute}},
 		{"the last wait is cut to the cap", 0, 90 * time.Second, 3, []time.Duration{time.Minute, 30 * time.Second}},
 		{"a reset beyond the cap fails at once", 2 * time.Hour, time.Hour, 1, nil},
 	}

@@ -82,8 +82,10 @@ type Budget struct {
 	// Backoff yields the delay before each retry; nil means none.
 	Backoff backoff.BackOff
 	// MaxWait, when set, caps the total time the call spends waiting on
-	// this class; a wait the agent announced (Verdict.Wait) is used instead
-	// of the backoff when there is one.
+	// this class. A wait the agent announced (Verdict.Wait: the server's
+	// retry time) is the first retry's delay instead of the backoff; a
+	// later retry waits the longer of the two, since the CLI has by then
+	// waited the server's time by itself and been refused again.
 	MaxWait time.Duration
 	// GiveUp, when set, is the latest a retry of this class may start,
 	// counted from the start of the call's first attempt (its attempts and
@@ -338,12 +340,16 @@ func (b *budgetState) next(v Verdict, spent time.Duration) (time.Duration, bool)
 	if b.left <= 0 {
 		return 0, false
 	}
+	first := b.left == b.Retries
 	delay := b.Backoff.NextBackOff()
 	if delay == backoff.Stop {
 		return 0, false
 	}
-	if v.Wait > 0 {
+	switch {
+	case v.Wait > 0 && first:
 		delay = v.Wait
+	case v.Wait > 0:
+		delay = max(delay, v.Wait)
 	}
 	if b.MaxWait > 0 {
 		rest := b.MaxWait - b.waited
