@@ -159,6 +159,8 @@ type Watcher struct {
 	// and the timer that ends them at what is left of the wait.
 	rateSince, rateUntil time.Time
 	rateAt               *time.Timer
+	rateLimit            time.Duration // when rateAt fires, from rateSince
+	grace                time.Duration // rateGrace; tests shorten it
 	// server is the latest time to retry the server gave, through the
 	// CLI's retry events.
 	server *Retry
@@ -193,7 +195,7 @@ func (r *Rules) Watcher(o WatchOptions) *Watcher {
 	}
 	return &Watcher{rules: r, phase: o.Phase, structured: o.Structured && r.kind.Events != nil,
 		stall: o.NetworkStall, linger: o.Linger, now: now,
-		rateWatch: o.RateLimitCap > 0, rateLeft: max(o.RateLimitCap-o.RateLimitWaited, 0)}
+		rateWatch: o.RateLimitCap > 0, rateLeft: max(o.RateLimitCap-o.RateLimitWaited, 0), grace: rateGrace}
 }
 
 // Begin implements phase.Watcher.
@@ -241,7 +243,7 @@ func (w *Watcher) check(line string) {
 		return
 	case matched && class == phase.RateLimited:
 		w.rateRefusal(phase.Quote(line), ResetWait(line, w.now()))
-	case matched || partOfAReport(line):
+	case matched || partOfAReport(line) || saysWhen(line):
 		// The rest of a failure's report: neither progress nor a refusal,
 		// though it may say when the server wants to be asked again
 		// (Google's "Please retry in 30s.").
@@ -269,10 +271,18 @@ func (w *Watcher) networkError(line string) {
 	w.stallAt = time.AfterFunc(w.stall, func() { end(&Ending{Class: phase.Network, Err: err}) })
 }
 
+// saysWhen reports whether a line may say when to try again ("Please try
+// again in 1s.", "resets 2:16am"): the words ResetWait reads, beside
+// "retry", which partOfAReport knows.
+func saysWhen(line string) bool {
+	l := strings.ToLower(line)
+	return strings.Contains(l, "try again") || strings.Contains(l, "reset")
+}
+
 // partOfAReport reports whether a line reads as part of a failure's report
 // rather than as work: an indented line (a stack frame, a field of an error
-// object), a brace, a line without a letter, or a line about retrying. Such lines do not
-// break a run of rate-limit refusals.
+// object), a brace, a line without a letter, or a line about retrying.
+// Such lines do not break a run of rate-limit refusals.
 func partOfAReport(line string) bool {
 	if line != strings.TrimLeft(line, " \t") || !strings.ContainsFunc(line, unicode.IsLetter) {
 		return true
@@ -286,10 +296,16 @@ func partOfAReport(line string) bool {
 	return strings.Contains(l, "retry") || strings.Contains(l, "reconnecting")
 }
 
+// rateGrace is the least time a run of rate-limit refusals is given before
+// the watcher ends it: a CLI that prints its refusal as it exits gets to
+// exit and be quoted in its own words, rather than be cut off.
+const rateGrace = 2 * time.Second
+
 // rateRefusal notes a rate-limit refusal the CLI shows while it retries by
 // itself: the first of a run starts the clock, which ends the attempt at
 // what is left of the call's wait on rate limits; a server that asks for a
-// wait beyond that ends it at once. Callers hold mu.
+// wait beyond that ends it at once. Either way the run gets rateGrace.
+// Callers hold mu.
 func (w *Watcher) rateRefusal(quote string, asked time.Duration) {
 	if w.rateSince.IsZero() {
 		w.rateSince = w.now()
@@ -298,20 +314,21 @@ func (w *Watcher) rateRefusal(quote string, asked time.Duration) {
 		return
 	}
 	spent := w.now().Sub(w.rateSince)
-	end := w.end
-	if asked > 0 && spent+asked > w.rateLeft {
-		err := fmt.Errorf("%s call stopped: the server asks for a wait of %s, more than is left of rate_limit_max_wait_sec (%s): %s",
-			w.phase, seconds(asked), seconds(max(w.rateLeft-spent, 0)), quote)
-		w.stopRateTimer()
-		end(&Ending{Class: phase.RateLimited, Err: err})
-		return
-	}
-	if w.rateAt != nil {
-		return
-	}
+	limit := max(w.rateLeft, w.grace)
 	err := fmt.Errorf("%s call stopped after %s of nothing but the CLI's own retries of a rate limit, all that was left of rate_limit_max_wait_sec: %s",
-		w.phase, seconds(w.rateLeft), quote)
-	w.rateAt = time.AfterFunc(max(w.rateLeft-spent, 0), func() { end(&Ending{Class: phase.RateLimited, Err: err}) })
+		w.phase, seconds(limit), quote)
+	if asked > 0 && spent+asked > w.rateLeft {
+		limit = max(spent, w.grace)
+		err = fmt.Errorf("%s call stopped: the server asks for a wait of %s, more than is left of rate_limit_max_wait_sec (%s): %s",
+			w.phase, seconds(asked), seconds(max(w.rateLeft-spent, 0)), quote)
+	}
+	if w.rateAt != nil && limit >= w.rateLimit {
+		return // an end as early is set
+	}
+	w.stopRateTimer()
+	w.rateLimit = limit
+	end := w.end
+	w.rateAt = time.AfterFunc(limit-spent, func() { end(&Ending{Class: phase.RateLimited, Err: err}) })
 }
 
 // stopRate ends a run of rate-limit refusals: the CLI got on with its work.

@@ -29,6 +29,7 @@ func watch(t *testing.T, kind string, o WatchOptions) (*Watcher, ends) {
 		t.Fatal(err)
 	}
 	w := k.Rules(builtin).Watcher(o)
+	w.grace = 0 // runs of refusals end where the cap says, with no grace
 	e := make(ends, 1)
 	w.Begin(e.end)
 	t.Cleanup(w.Done)
@@ -368,4 +369,24 @@ func TestWatcherClaudeRetryEvents(t *testing.T) {
 			t.Fatalf("%s: %v", ed.Class, ed)
 		}
 	})
+}
+
+// TestWatcherGrace: with nothing left of the cap, a CLI still gets the
+// grace to exit by itself after printing its refusal, and is quoted in its
+// own words; only one that goes on retrying is ended.
+func TestWatcherGrace(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "claude", WatchOptions{Phase: "plan", RateLimitCap: 40 * time.Second, RateLimitWaited: 40 * time.Second})
+	w.grace = time.Hour
+	w.Line(phase.Stdout, []byte("API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit"))
+	w.Line(phase.Stdout, []byte("Please try again in 1s."))
+	if w.rateAt == nil || w.rateLimit != time.Hour {
+		t.Fatalf("the run ends after %v, want the grace", w.rateLimit)
+	}
+	w.Done()
+	select {
+	case err := <-e:
+		t.Fatalf("ended: %v", err)
+	default:
+	}
 }
