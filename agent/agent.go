@@ -98,6 +98,11 @@ type Kind struct {
 	// Auth is how to tell, before the first call, whether the CLI can
 	// authenticate.
 	Auth Auth
+	// ShowsWork: the CLI prints its work as it goes (its tool calls, the
+	// commands it runs) even without structured output, so an attempt that
+	// ends on a rate limit after showing nothing more spent that silence
+	// on the CLI's own retries of the limit (opencode retries silently).
+	ShowsWork bool
 	// LaunchGap, when set, staggers parallel launches: while a call of this
 	// CLI runs, the next one starts no sooner than this after the last
 	// launch (the CLI races on its own files at start-up).

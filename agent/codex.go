@@ -16,6 +16,7 @@ func init() {
 		Provider:      "openai",
 		PromptOnStdin: true,
 		StdinArg:      "-",
+		ShowsWork:     true,
 		Failures: Failures{
 			Fatal: []string{
 				"401 unauthorized", "incorrect api key", "invalid x-api-key", "unexpected argument", "unrecognized subcommand",

@@ -11,6 +11,7 @@ func init() {
 		Args:          opencodeArgs,
 		ModelFlag:     "-m", // provider/model
 		PromptOnStdin: true,
+		ShowsWork:     true,
 		Failures: Failures{
 			Fatal: []string{"invalid x-api-key", "invalid api key", "incorrect api key provided", "api key is missing", "unknown arguments",
 				// A 403 of an OpenAI-compatible API: "Error: Forbidden: {...}".

@@ -139,6 +139,7 @@ type Watcher struct {
 	structured bool
 	stall      time.Duration // 0: off
 	linger     time.Duration // how long a process may live on after its final result
+	showsWork  bool          // the output shows the CLI's work as it goes
 	rateWatch  bool          // whether the CLI's own retries of rate limits are bounded
 	rateLeft   time.Duration // what is left of the call's wait on rate limits
 	now        func() time.Time
@@ -160,6 +161,7 @@ type Watcher struct {
 	rateSince, rateUntil time.Time
 	rateAt               *time.Timer
 	rateLimit            time.Duration // when rateAt fires, from rateSince
+	workAt               time.Time     // when the output last showed work
 	grace                time.Duration // rateGrace; tests shorten it
 	// server is the latest time to retry the server gave, through the
 	// CLI's retry events.
@@ -193,7 +195,8 @@ func (r *Rules) Watcher(o WatchOptions) *Watcher {
 	if now == nil {
 		now = time.Now
 	}
-	return &Watcher{rules: r, phase: o.Phase, structured: o.Structured && r.kind.Events != nil,
+	structured := o.Structured && r.kind.Events != nil
+	return &Watcher{rules: r, phase: o.Phase, structured: structured, showsWork: structured || r.kind.ShowsWork,
 		stall: o.NetworkStall, linger: o.Linger, now: now,
 		rateWatch: o.RateLimitCap > 0, rateLeft: max(o.RateLimitCap-o.RateLimitWaited, 0), grace: rateGrace}
 }
@@ -202,6 +205,7 @@ func (r *Rules) Watcher(o WatchOptions) *Watcher {
 func (w *Watcher) Begin(end func(error)) {
 	w.mu.Lock()
 	w.end = end
+	w.workAt = w.now()
 	w.mu.Unlock()
 }
 
@@ -336,6 +340,7 @@ func (w *Watcher) rateRefusal(quote string, asked time.Duration) {
 func (w *Watcher) stopRate() {
 	w.stopRateTimer()
 	w.rateSince, w.rateUntil = time.Time{}, time.Time{}
+	w.workAt = w.now()
 }
 
 func (w *Watcher) stopRateTimer() {
@@ -399,7 +404,7 @@ func (w *Watcher) Done() {
 	defer w.mu.Unlock()
 	w.stopStall()
 	w.stopRateTimer()
-	if !w.rateSince.IsZero() && w.rateUntil.IsZero() {
+	if w.rateUntil.IsZero() {
 		w.rateUntil = w.now()
 	}
 	if w.lingerAt != nil {
@@ -409,16 +414,20 @@ func (w *Watcher) Done() {
 
 // RateLimited is how long the attempt showed nothing but the CLI's own
 // retries of a rate limit, up to its end: time spent waiting on the limit,
-// as a wait between attempts is.
+// as a wait between attempts is. For a CLI whose output shows its work,
+// the silence before the refusals counts too: it retried without a word.
 func (w *Watcher) RateLimited() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.rateSince.IsZero() {
-		return 0
-	}
 	until := w.rateUntil
 	if until.IsZero() {
 		until = w.now()
+	}
+	switch {
+	case w.showsWork && !w.workAt.IsZero():
+		return until.Sub(w.workAt)
+	case w.rateSince.IsZero():
+		return 0
 	}
 	return until.Sub(w.rateSince)
 }

@@ -390,3 +390,22 @@ func TestWatcherGrace(t *testing.T) {
 	default:
 	}
 }
+
+// TestWatcherSilentRetries: a CLI whose output shows its work (opencode)
+// and that ends on a rate limit after a silence spent that silence on its
+// own retries: it counts as waited. A CLI that is silent while it works
+// (gemini without structured output) counts only its refusals.
+func TestWatcherSilentRetries(t *testing.T) {
+	t.Parallel()
+	for kind, want := range map[string]time.Duration{"opencode": 100 * time.Second, "gemini": 0} {
+		c := &clock{t: time.Unix(1_700_000_000, 0)}
+		w, _ := watch(t, kind, WatchOptions{Phase: "plan", RateLimitCap: time.Hour, Now: c.now})
+		w.Line(phase.Stderr, []byte("> plan · mock-model"))
+		c.add(100 * time.Second)
+		w.Line(phase.Stderr, []byte("\x1b[91m\x1b[1mError: \x1b[0mRate limit reached for requests. Please try again in 1s."))
+		w.Done()
+		if got := w.RateLimited(); got != want {
+			t.Errorf("%s: counted %v, want %v", kind, got, want)
+		}
+	}
+}

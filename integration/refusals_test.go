@@ -152,16 +152,25 @@ func TestPealOutOfCreditFallback(t *testing.T) {
 // attemptCount matches the attempt counter of the log.
 var attemptCount = regexp.MustCompile(`attempt (\d+) of (\d+)`)
 
-// TestPealRateLimitCap: an API whose 429 (Retry-After 1) never lifts, with
-// rate_limit_max_wait_sec 40: the run stops with exit 4 within the cap and a
-// few attempts, whether the CLI retries by itself, silently or line by line
-// (gemini's own retries are ended at the cap), and the log counts no wait
-// as an attempt.
+// TestPealRateLimitCap: an API whose 429 (Retry-After 1), or 529, never
+// lifts, with rate_limit_max_wait_sec 40: the run stops with exit 4 within
+// the cap and a few attempts, whether the CLI retries by itself, silently or
+// line by line (gemini's own retries are ended at the cap), and the log
+// counts no wait as an attempt.
 func TestPealRateLimitCap(t *testing.T) {
 	t.Parallel()
+	for _, f := range []mockllm.Failure{{Status: 429, RetryAfter: "1"}, {Status: 529}} {
+		t.Run(strconv.Itoa(f.Status), func(t *testing.T) {
+			t.Parallel()
+			rateLimitCap(t, f)
+		})
+	}
+}
+
+func rateLimitCap(t *testing.T, f mockllm.Failure) {
 	const within = 3 * time.Minute
 	eachAgent(t, func(t *testing.T, a agent) {
-		p := startPeal(t, a, always(mockllm.Failure{Status: 429, RetryAfter: "1"}), testKey, "")
+		p := startPeal(t, a, always(f), testKey, "")
 		r := p.run(t, within+3*time.Minute, "--rate-limit-max-wait-sec", "40")
 		if r.code != 4 || !strings.Contains(errorLine(p), "rate_limit_max_wait_sec (40 s)") {
 			t.Fatalf("want exit 4 naming the cap\n%s", p)
