@@ -130,6 +130,13 @@ type Doc struct {
 	// One attempt against a refused connection, what bounds it, how many
 	// attempts peal makes at its default settings, and when it exits 4.
 	Outage, OutageBound, OutageAttempts, OutageExit string
+	// How it shows an account out of quota or credit, and a prompt larger
+	// than the model's context window.
+	OutOfQuota, OverContext string
+	// What it does by itself against a 429 or a 529 that never lifts,
+	// where it shows the server's time to retry, and when peal stops with
+	// exit 4 under rate_limit_max_wait_sec = 40.
+	OwnRetries, RetryTime, CapExit string
 }
 
 // MaxArgLen is the longest single argument Linux accepts (MAX_ARG_STRLEN,

@@ -61,6 +61,13 @@ func init() {
 			ModelNotFound: "exit 1 in under 1 s (one request), the API's message after `ERROR:`, twice: `ERROR: model: M was not found` (OpenAI's own: `ERROR: The model … does not exist or you do not have access to it.`); the warning before it, ``Model metadata for `M` not found``, comes with any model codex has no metadata for and says nothing of the API",
 			Outage:        "never exits: `Reconnecting... waiting for network` over and over",
 			OutageBound:   "the stall watch: 30 s after its first network error", OutageAttempts: "3", OutageExit: "2 min 16 s",
+			OutOfQuota: "exit 1 in under 1 s (one request), `ERROR: Quota exceeded. Check your plan and billing details.`, twice (OpenAI's 429 `insufficient_quota`)",
+			OverContext: "exit 1 in under 1 s (one request), `ERROR: Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying.`, " +
+				"twice, then its footer `tokens used` and `0` (never quoted); it does not say the sizes",
+			OwnRetries: "five retries, each after the `Retry-After` (`ERROR: Reconnecting... 1/5` … `5/5`, its words for an outage too), then " +
+				"`ERROR: exceeded retry limit, last status: 429 Too Many Requests`: 6 s with `Retry-After: 1`, 50 s with 10; a 529: 30 requests in 25 s, then `ERROR: unexpected status 529 …`",
+			RetryTime: "none: its lines say no time",
+			CapExit:   "44 s (429, 2 attempts), 65 s (529)",
 		},
 	})
 }

@@ -50,6 +50,8 @@ func init() {
 			Outage:         "not measured here; `ECONNREFUSED` and the like are network failures",
 			OutageBound:    "the stall watch, or the CLI; then `network_give_up_sec`",
 			OutageAttempts: "2–3", OutageExit: "within 110 s plus one attempt",
+			OutOfQuota: "not measured", OverContext: "not measured", OwnRetries: "not measured",
+			RetryTime: "`You've hit your usage limit. Try again in 2 minutes…`", CapExit: "not measured",
 		},
 	})
 }
