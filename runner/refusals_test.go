@@ -33,29 +33,35 @@ func (h *harness) roles() []string {
 }
 
 // TestOutOfQuotaThroughRuns: an account out of quota or credit, in each
-// CLI's measured words, fails the call at once whatever the retry count,
-// and ends the run (every later call would meet it), with one line saying
-// so, quoting the CLI and saying what to do.
+// CLI's measured words (its events, with structured output), fails the call
+// at once whatever the retry count, and ends the run (every later call would
+// meet it), with one line saying so, quoting the CLI and saying what to do.
 func TestOutOfQuotaThroughRuns(t *testing.T) {
 	t.Parallel()
 	for _, kind := range kindsWith(fakes.FailOutOfCredit) {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			h, env := kindHarness(t, kind, "## Task 1\nA\n## Task 2\nB\n")
-			h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailOutOfCredit}}})
-			var w fakes.Sleeps
-			_, err := h.runCfg(h.config(append(env, "PEAL_PHASE_RETRY_COUNT=2", "PEAL_RETRY_DELAY_SEC=600", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...), withSleep(&w))
-			var q *agent.QuotaError
-			var fatal *phase.FatalError
-			if !errors.As(err, &q) || !errors.As(err, &fatal) || !phase.EndsRun(err) || h.keys() != "plan:1" || len(w.Waits()) != 0 {
-				t.Fatalf("calls %q, waits %v, err %v", h.keys(), w.Waits(), err)
-			}
-			k, _ := agent.Lookup(kind)
-			if msg := err.Error(); !strings.Contains(msg, "is out of quota or credit") || !strings.Contains(msg, k.Failures.QuotaHint) ||
-				!strings.Contains(msg, kind+" says: ") || strings.Contains(msg, "\n") {
-				t.Fatalf("the line: %v", err)
-			}
-		})
+		for _, structured := range []string{"false", "true"} {
+			t.Run(kind+" structured "+structured, func(t *testing.T) {
+				t.Parallel()
+				outOfQuota(t, kind, "PEAL_STRUCTURED_OUTPUT="+structured)
+			})
+		}
+	}
+}
+
+func outOfQuota(t *testing.T, kind, structured string) {
+	h, env := kindHarness(t, kind, "## Task 1\nA\n## Task 2\nB\n")
+	h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailOutOfCredit}}})
+	var w fakes.Sleeps
+	_, err := h.runCfg(h.config(append(env, structured, "PEAL_PHASE_RETRY_COUNT=2", "PEAL_RETRY_DELAY_SEC=600", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...), withSleep(&w))
+	var q *agent.QuotaError
+	var fatal *phase.FatalError
+	if !errors.As(err, &q) || !errors.As(err, &fatal) || !phase.EndsRun(err) || h.keys() != "plan:1" || len(w.Waits()) != 0 {
+		t.Fatalf("calls %q, waits %v, err %v", h.keys(), w.Waits(), err)
+	}
+	k, _ := agent.Lookup(kind)
+	if msg := err.Error(); !strings.Contains(msg, "is out of quota or credit") || !strings.Contains(msg, k.Failures.QuotaHint) ||
+		!strings.Contains(msg, kind+" says: ") || strings.Contains(msg, "\n") {
+		t.Fatalf("the line: %v", err)
 	}
 }
 
