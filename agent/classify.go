@@ -151,7 +151,7 @@ func (k *Kind) Rules(u UserPatterns) *Rules {
 		}
 	}
 	if u.Builtin {
-		r.refusals = concat(k.Failures.Blocking, k.Failures.Fatal, k.Failures.RateLimit)
+		r.refusals = concat(k.Failures.Blocking, k.Failures.Fatal, k.Failures.OutOfQuota, k.Failures.RateLimit)
 	}
 	r.refusals = append(r.refusals, u.Fatal...)
 	r.fatal = append(r.fatal, u.Fatal...)
@@ -299,11 +299,14 @@ func (r *Rules) findRefusal(texts ...string) (match, bool) {
 			if !slices.ContainsFunc(r.refusals, func(p string) bool { return strings.HasPrefix(l, p) }) {
 				continue
 			}
-			class, ok := r.matchLine(line)
+			class, _, kind, ok := r.matchPattern(line)
 			if !ok || (class != phase.Fatal && class != phase.RateLimited) {
-				class = phase.Fatal
+				class, kind = phase.Fatal, noRefusal
 			}
-			return match{class: class, line: phase.Quote(line)}, true
+			if kind == billing {
+				kind = noRefusal
+			}
+			return match{class: class, line: phase.Quote(line), refusal: kind}, true
 		}
 	}
 	return match{}, false
@@ -481,7 +484,7 @@ func (r *Rules) classify(res phase.Result, failure func(phase.Result) error, w *
 			texts = append(texts, firstMeaningful(out))
 		}
 		if m, ok := r.findRefusal(texts...); ok {
-			return r.verdict(m.class, fmt.Errorf("%s call exited 0 but did nothing: %s", res.Phase, m.line), res, w, now)
+			return r.matched(m, fmt.Errorf("%s call exited 0 but did nothing: %s", res.Phase, m.line), res, w, now)
 		}
 		return phase.Verdict{Class: phase.Succeeded}
 	}

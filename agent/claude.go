@@ -38,7 +38,7 @@ func init() {
 			// Its own words for an account without credit ("Credit balance
 			// is too low", common to all kinds) and for a subscription whose
 			// usage or spend is used up.
-			OutOfQuota: []string{"out of usage credits", "monthly spend limit", "org is out of usage"},
+			OutOfQuota: []string{"credit balance is too low", "out of usage credits", "monthly spend limit", "org is out of usage"},
 			// "You've hit your session limit · resets 2:16am (UTC)": a
 			// subscription's limit, which resets.
 			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)", "you've hit your",

@@ -41,6 +41,8 @@ func TestNoWaitHelps(t *testing.T) {
 		wait       time.Duration
 	}{
 		{"claude's credit", "claude", res(1, "Credit balance is too low\n", ""), quota, "Credit balance is too low", 0, 0, 0},
+		// A refusal that exits 0 is never a success.
+		{"claude's credit, exit 0", "claude", res(0, "Credit balance is too low\n", ""), quota, "Credit balance is too low", 0, 0, 0},
 		{"claude's spend limit", "claude", res(1, "You've hit your monthly spend limit. Run /usage-credits to manage your limit.\n", ""), quota, "You've hit your monthly spend limit.", 0, 0, 0},
 		{"codex's quota", "codex", res(1, "", "ERROR: Quota exceeded. Check your plan and billing details.\nERROR: Quota exceeded. Check your plan and billing details.\n"),
 			quota, "ERROR: Quota exceeded. Check your plan and billing details.", 0, 0, 0},
