@@ -79,7 +79,11 @@ type Kind struct {
 	// prompt (or StdinArg) after them.
 	Args func(c Call) []string
 	// ModelFlag is the option that names the model ("--model", "-m").
-	ModelFlag     string
+	ModelFlag string
+	// Provider is whose API the CLI calls, and so whose account its quota
+	// is ("anthropic", "openai", "google"); "" for a CLI that serves
+	// several, whose model names the provider (see ProviderOf).
+	Provider      string
 	PromptOnStdin bool
 	// StdinArg, when set, is the last argument of every call: the one that
 	// tells the CLI to read its prompt on stdin (codex's "-").
@@ -94,6 +98,11 @@ type Kind struct {
 	// Auth is how to tell, before the first call, whether the CLI can
 	// authenticate.
 	Auth Auth
+	// ShowsWork: the CLI prints its work as it goes (its tool calls, the
+	// commands it runs) even without structured output, so an attempt that
+	// ends on a rate limit after showing nothing more spent that silence
+	// on the CLI's own retries of the limit (opencode retries silently).
+	ShowsWork bool
 	// LaunchGap, when set, staggers parallel launches: while a call of this
 	// CLI runs, the next one starts no sooner than this after the last
 	// launch (the CLI races on its own files at start-up).
@@ -123,6 +132,13 @@ type Doc struct {
 	// One attempt against a refused connection, what bounds it, how many
 	// attempts peal makes at its default settings, and when it exits 4.
 	Outage, OutageBound, OutageAttempts, OutageExit string
+	// How it shows an account out of quota or credit, and a prompt larger
+	// than the model's context window.
+	OutOfQuota, OverContext string
+	// What it does by itself against a 429 or a 529 that never lifts,
+	// where it shows the server's time to retry, and when peal stops with
+	// exit 4 under rate_limit_max_wait_sec = 40.
+	OwnRetries, RetryTime, CapExit string
 }
 
 // MaxArgLen is the longest single argument Linux accepts (MAX_ARG_STRLEN,

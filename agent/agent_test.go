@@ -115,11 +115,13 @@ func TestPromptNUL(t *testing.T) {
 	}
 }
 
+// TestEnvCapsOwnRetries: Claude Code retries once by itself, which waits
+// the server's retry-after when there is one, and no more.
 func TestEnvCapsOwnRetries(t *testing.T) {
 	t.Parallel()
 	k, _ := Lookup("claude")
 	inv, _ := k.Invocation("claude", Call{Phase: "plan", Prompt: "P"})
-	if !slices.Contains(inv.Env, "CLAUDE_CODE_MAX_RETRIES=0") {
+	if !slices.Equal(inv.Env, []string{"CLAUDE_CODE_MAX_RETRIES=1"}) {
 		t.Fatalf("env %q", inv.Env)
 	}
 }
@@ -214,7 +216,8 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 		fakes.FailNoCredentials: phase.Fatal, fakes.FailInvalidKey: phase.Fatal, fakes.FailRoot: phase.Fatal,
 		fakes.FailConnectionRefused: phase.Network, fakes.FailRateLimit: phase.RateLimited, fakes.FailOverloaded: phase.RateLimited,
 		fakes.FailConfigRace: phase.Transient, fakes.FailStoreRace: phase.Transient, fakes.FailUnauthorized: phase.Fatal, fakes.FailForbidden: phase.Fatal,
-		fakes.FailModelNotFound: phase.Fatal,
+		fakes.FailModelNotFound: phase.Fatal, fakes.FailOutOfCredit: phase.Fatal, fakes.FailOverContext: phase.Fatal,
+		fakes.FailRetryAfter: phase.RateLimited, fakes.FailRateLimitRetries: phase.RateLimited,
 	}
 	for kind, cli := range fakes.CLIs {
 		for name, f := range cli.Failures {
@@ -224,7 +227,7 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 				// opencode falls back to a free model it cannot reach.
 				class = phase.Network
 			}
-			text := f.TextFor("m") + "\n" + f.Repeat
+			text := f.TextFor("m") + "\n" + f.TextFor(f.Repeat)
 			r := res(f.Exit, text, "")
 			if f.Stderr {
 				r = res(f.Exit, "", text)
@@ -239,6 +242,14 @@ func TestFakeFailuresAreClassified(t *testing.T) {
 			var unknown *UnknownModelError
 			if got, want := errors.As(v.Err, &unknown), name == fakes.FailModelNotFound; got != want {
 				t.Errorf("%s %s: a model that does not exist: %v, want %v (%v)", kind, name, got, want, v.Err)
+			}
+			var quota *QuotaError
+			if got, want := errors.As(v.Err, &quota), name == fakes.FailOutOfCredit; got != want {
+				t.Errorf("%s %s: out of quota: %v, want %v (%v)", kind, name, got, want, v.Err)
+			}
+			var window *ContextWindowError
+			if got, want := errors.As(v.Err, &window), name == fakes.FailOverContext; got != want {
+				t.Errorf("%s %s: over the context window: %v, want %v (%v)", kind, name, got, want, v.Err)
 			}
 		}
 	}

@@ -15,12 +15,17 @@ func init() {
 		DefaultCmd:    "claude",
 		Args:          claudeArgs,
 		ModelFlag:     "--model",
+		Provider:      "anthropic",
 		PromptOnStdin: true,
-		Env:           []string{"CLAUDE_CODE_MAX_RETRIES=0"},
+		// One retry of its own: after the server's retry-after when it
+		// gives one (the CLI waits up to a minute, and gives up at once on
+		// a longer one), else after half a second. A short rate limit then
+		// costs one wait of the server's time; an outage, half a second.
+		Env: []string{"CLAUDE_CODE_MAX_RETRIES=1"},
 		Failures: Failures{
 			Fatal: []string{
 				"not logged in · please run /login", "please run /login", "invalid api key · fix external api key",
-				"cannot be used with root/sudo privileges", "credit balance is too low", "oauth token has expired",
+				"cannot be used with root/sudo privileges", "oauth token has expired",
 				"unknown option", "error: unknown", "error: option",
 				// A 403: "Failed to authenticate. API Error: 403 Your API key
 				// does not have permission to use the specified resource."
@@ -30,13 +35,20 @@ func init() {
 			// with the selected model (M). It may not exist or you may not
 			// have access to it. Run --model to pick a different model."
 			ModelNotFound: []string{"issue with the selected model"},
-			RateLimit:     []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)"},
-			Network:       []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
-			FatalHint:     "set ANTHROPIC_API_KEY (or log in with `claude` once)",
+			// Its own words for an account without credit ("Credit balance
+			// is too low", common to all kinds) and for a subscription whose
+			// usage or spend is used up.
+			OutOfQuota: []string{"credit balance is too low", "out of usage credits", "monthly spend limit", "org is out of usage"},
+			// "You've hit your session limit · resets 2:16am (UTC)": a
+			// subscription's limit, which resets.
+			RateLimit: []string{"usage limit reached", "limit reached", "overloaded_error", "request rejected (429)", "you've hit your",
+				"temporarily limiting requests"},
+			Network:   []string{"unable to connect to api", "failedtoopensocket", "connectionrefused"},
+			FatalHint: "set ANTHROPIC_API_KEY (or log in with `claude` once)",
 			FatalHints: map[string]string{
-				"root/sudo":      "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
-				"credit balance": "add credit to the Anthropic account of the key",
+				"root/sudo": "run peal as a user other than root, or set IS_SANDBOX=1 when the machine is a throwaway sandbox",
 			},
+			QuotaHint: "add credit to the Anthropic account of the key (Plans & Billing) or raise its spend limit",
 		},
 		Events: streamJSON,
 		Auth: Auth{
@@ -65,8 +77,16 @@ func init() {
 			Unauthorized:  "exit 1, stdout `Invalid API key · Fix external API key`",
 			Forbidden:     "exit 1, stdout `Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.`",
 			ModelNotFound: "exit 1 in 1–2 s (two requests), stdout `There's an issue with the selected model (M). It may not exist or you may not have access to it. Run --model to pick a different model.`",
-			Outage:        "exit 1 in about 1 s: peal sets `CLAUDE_CODE_MAX_RETRIES=0`, the CLI's own retry knob",
-			OutageBound:   "the CLI", OutageAttempts: "3", OutageExit: "31 s",
+			Outage:        "exit 1 in about 1.5 s: peal sets `CLAUDE_CODE_MAX_RETRIES=1`, the CLI's own retry knob: one retry after half a second",
+			OutageBound:   "the CLI", OutageAttempts: "3", OutageExit: "35 s",
+			OutOfQuota: "exit 1 in about 1 s (one request), stdout `Credit balance is too low` (Anthropic's 400 `Your credit balance is too low…`); " +
+				"with structured output, an assistant message with `\"error\":\"billing_error\"`",
+			OverContext: "exit 1 in about 1 s (one request), stdout `Prompt is too long · the request is ~212345 tokens (limit 200000) but this conversation is only ~2818 tokens — …`",
+			OwnRetries: "one retry of its own (peal's `CLAUDE_CODE_MAX_RETRIES=1`), after the server's `retry-after` (up to a minute; a longer one ends it at once) " +
+				"or half a second, then `API Error: Request rejected (429) · …` or `API Error: 529 Overloaded. …`; with structured output the retry is a `system/api_retry` event",
+			RetryTime: "structured output only: `api_retry`'s `retry_delay_ms` when it is whole seconds (the server's `retry-after`; its own backoff is jittered), " +
+				"`rate_limit_event`'s `resetsAt`; a subscription's limit also in text: `You've hit your session limit · resets 2:16am (UTC)`",
+			CapExit: "45 s (429, 3 attempts), 43 s (529)",
 		},
 	})
 }

@@ -13,19 +13,31 @@ func init() {
 		DefaultCmd:    "codex",
 		Args:          codexArgs,
 		ModelFlag:     "-m",
+		Provider:      "openai",
 		PromptOnStdin: true,
 		StdinArg:      "-",
+		ShowsWork:     true,
 		Failures: Failures{
 			Fatal: []string{
 				"401 unauthorized", "incorrect api key", "invalid x-api-key", "unexpected argument", "unrecognized subcommand",
 				"not logged in", "403 forbidden",
 			},
-			RateLimit: []string{"usage limit", "429 too many requests", "last status: 429"},
+			// OpenAI's insufficient_quota, in its words: "ERROR: Quota
+			// exceeded. Check your plan and billing details."
+			OutOfQuota: []string{"quota exceeded. check your plan and billing details"},
+			// The API's context_length_exceeded: "ERROR: Codex ran out of
+			// room in the model's context window. Start a new thread or clear
+			// earlier history before retrying." It does not say the sizes.
+			OverContext: []string{"ran out of room in the model's context window"},
+			RateLimit:   []string{"usage limit", "429 too many requests", "last status: 429"},
 			// Not "Reconnecting... n/5": codex says so while it waits out a
 			// 429's Retry-After too.
 			Network:   []string{"os error 111", "error sending request"},
 			ExitCodes: map[int]phase.Class{2: phase.Fatal}, // clap's usage errors
+			// Its footer after a failed turn: "tokens used", then the count.
+			Unquoted:  []string{"tokens used"},
 			FatalHint: "set OPENAI_API_KEY (or CODEX_API_KEY), or run `codex login` once",
+			QuotaHint: "add credit to the OpenAI account of OPENAI_API_KEY (or raise its plan's quota)",
 		},
 		Events: codexEvents,
 		Auth: Auth{
@@ -49,6 +61,13 @@ func init() {
 			ModelNotFound: "exit 1 in under 1 s (one request), the API's message after `ERROR:`, twice: `ERROR: model: M was not found` (OpenAI's own: `ERROR: The model … does not exist or you do not have access to it.`); the warning before it, ``Model metadata for `M` not found``, comes with any model codex has no metadata for and says nothing of the API",
 			Outage:        "never exits: `Reconnecting... waiting for network` over and over",
 			OutageBound:   "the stall watch: 30 s after its first network error", OutageAttempts: "3", OutageExit: "2 min 16 s",
+			OutOfQuota: "exit 1 in under 1 s (one request), `ERROR: Quota exceeded. Check your plan and billing details.`, twice (OpenAI's 429 `insufficient_quota`)",
+			OverContext: "exit 1 in under 1 s (one request), `ERROR: Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying.`, " +
+				"twice, then its footer `tokens used` and `0` (never quoted); it does not say the sizes",
+			OwnRetries: "five retries, each after the `Retry-After` (`ERROR: Reconnecting... 1/5` … `5/5`, its words for an outage too), then " +
+				"`ERROR: exceeded retry limit, last status: 429 Too Many Requests`: 6 s with `Retry-After: 1`, 50 s with 10; a 529: 30 requests in 25 s, then `ERROR: unexpected status 529 …`",
+			RetryTime: "none: its lines say no time",
+			CapExit:   "44 s (429, 2 attempts), 65 s (529)",
 		},
 	})
 }

@@ -12,6 +12,7 @@ func init() {
 		DefaultCmd: "agent",
 		Args:       cursorArgs,
 		ModelFlag:  "--model",
+		Provider:   "cursor",
 		Failures: Failures{
 			Fatal: []string{"invalid cursor api key", "invalid api key", "authentication failed", "authentication required", "not logged in"},
 			Blocking: []string{
@@ -22,6 +23,7 @@ func init() {
 			// Parallel processes race on the CLI's configuration file.
 			Transient: []string{"cli-config.json.tmp"},
 			FatalHint: "set CURSOR_API_KEY (an API key from the Cursor dashboard) in the job's environment",
+			QuotaHint: "check the plan and usage of the Cursor account of CURSOR_API_KEY",
 			FatalHints: map[string]string{
 				"workspace trust required": "keep cursor_trust on (the default) so that peal passes --trust for the repository",
 			},
@@ -48,6 +50,8 @@ func init() {
 			Outage:         "not measured here; `ECONNREFUSED` and the like are network failures",
 			OutageBound:    "the stall watch, or the CLI; then `network_give_up_sec`",
 			OutageAttempts: "2–3", OutageExit: "within 110 s plus one attempt",
+			OutOfQuota: "not measured", OverContext: "not measured", OwnRetries: "not measured",
+			RetryTime: "`You've hit your usage limit. Try again in 2 minutes…`", CapExit: "not measured",
 		},
 	})
 }

@@ -80,6 +80,8 @@ func docTables(t *testing.T) map[string][]string {
 			"Doc.RateLimit": k.Doc.RateLimit, "Doc.Unauthorized": k.Doc.Unauthorized, "Doc.Forbidden": k.Doc.Forbidden,
 			"Doc.ModelNotFound": k.Doc.ModelNotFound, "Doc.Outage": k.Doc.Outage, "Doc.OutageBound": k.Doc.OutageBound,
 			"Doc.OutageAttempts": k.Doc.OutageAttempts, "Doc.OutageExit": k.Doc.OutageExit,
+			"Doc.OutOfQuota": k.Doc.OutOfQuota, "Doc.OverContext": k.Doc.OverContext, "Doc.OwnRetries": k.Doc.OwnRetries,
+			"Doc.RetryTime": k.Doc.RetryTime, "Doc.CapExit": k.Doc.CapExit,
 		} {
 			if cell == "" {
 				t.Errorf("kind %s declares no %s: docs/agents.md needs it", name, field)
@@ -121,6 +123,12 @@ func docTables(t *testing.T) map[string][]string {
 			func(k *Kind) []string { return []string{k.Doc.Unauthorized, k.Doc.Forbidden} }),
 		"model-not-found": each([]string{"kind", "404 for the model (measured)", "what peal recognises, besides the common patterns"},
 			func(k *Kind) []string { return []string{k.Doc.ModelNotFound, patterns(k.Failures.ModelNotFound)} }),
+		"no-wait": each([]string{"kind", "account out of quota or credit (measured)", "prompt over the context window (measured)", "what peal recognises, besides the common patterns"},
+			func(k *Kind) []string {
+				return []string{k.Doc.OutOfQuota, k.Doc.OverContext, patterns(concat(k.Failures.OutOfQuota, k.Failures.OverContext))}
+			}),
+		"own-retries": each([]string{"kind", "its own retries of a 429 or 529 that never lifts (measured)", "the server's time to retry, as peal reads it", "exit 4 with `rate_limit_max_wait_sec = 40` (measured)"},
+			func(k *Kind) []string { return []string{k.Doc.OwnRetries, k.Doc.RetryTime, k.Doc.CapExit} }),
 		"outages": each([]string{"kind", "one attempt against a refused connection", "what bounds it", "attempts", "exit 4 after (measured)"},
 			func(k *Kind) []string {
 				return []string{k.Doc.Outage, k.Doc.OutageBound, k.Doc.OutageAttempts, k.Doc.OutageExit}

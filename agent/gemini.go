@@ -13,6 +13,7 @@ func init() {
 		DefaultCmd:    "gemini",
 		Args:          geminiArgs,
 		ModelFlag:     "-m",
+		Provider:      "google",
 		PromptOnStdin: true,
 		Failures: Failures{
 			Fatal: []string{
@@ -26,7 +27,11 @@ func init() {
 			// A 404 for the model: `… ModelNotFoundError: <the API's
 			// message>` on the line of its error report, then `code: 404`.
 			ModelNotFound: []string{"modelnotfounderror", `"status":"not_found"`},
-			RateLimit:     []string{"resource has been exhausted"},
+			// Its own words for a quota the API names per day (the CLI's
+			// TerminalQuotaError): "You have exhausted your daily quota on
+			// this model."
+			OutOfQuota: []string{"exhausted your daily quota"},
+			RateLimit:  []string{"resource has been exhausted"},
 			ExitCodes: map[int]phase.Class{
 				41: phase.Fatal, // authentication
 				42: phase.Fatal, // bad input
@@ -36,8 +41,11 @@ func init() {
 			},
 			// An API error is printed after the path of the CLI's error
 			// report: the quote starts at the error.
-			QuoteFrom: []string{"_ApiError:", "ModelNotFoundError:"},
+			QuoteFrom: []string{"_ApiError:", "ModelNotFoundError:", "TerminalQuotaError:", "RetryableQuotaError:"},
+			// The fields of the error object it dumps after the stack.
+			Unquoted:  []string{"at ", "status:", "code:", "cause:", "details:", "message:", "retrydelayms:", "reason:"},
 			FatalHint: "set GEMINI_API_KEY (or GOOGLE_API_KEY, or Vertex AI's variables) in the job's environment",
+			QuotaHint: "enable billing for, or raise the quota of, the Google Cloud project of GEMINI_API_KEY (a daily quota comes back the next day)",
 		},
 		Events: geminiEvents,
 		Auth: Auth{
@@ -57,6 +65,15 @@ func init() {
 			ModelNotFound: "with a model set: exit 1 in about 2.5 s (one request), `Error when talking to Gemini API Full report available at: … ModelNotFoundError: <the API's message>`, a stack, then `code: 404` (never quoted). With no model set, the CLI does not exit: it falls back to its other default model and asks again and again, silently (26 000 requests in 5 minutes), until `idle_timeout_sec` or the phase timeout ends the attempt",
 			Outage:        "exit 1 after about 19 s: the CLI retries by itself (3 tries, with backoff), printing `fetch failed` each time; it has no environment variable or flag for its retries (only `general.maxAttempts` in its settings file, which peal leaves to you)",
 			OutageBound:   "the CLI", OutageAttempts: "3", OutageExit: "1 min 28 s",
+			OutOfQuota: "a quota the API names per day: exit 1 in 2–3 s (one request), `…TerminalQuotaError: You have exhausted your daily quota on this model.`; " +
+				"a 429 that names billing and gives no time to retry: `RetryableQuotaError: You exceeded your current quota, please check your plan and billing details. …` after its ten tries (3 min 48 s). " +
+				"With no model set, a quota it does not retry makes it fall back to its other default model and ask again and again, silently (14 000 requests in 40 s), until the phase timeout: set `model`",
+			OverContext: "exit 1 in about 2.5 s (one request), `…_ApiError: {\"error\":{\"code\":400,\"message\":\"The input token count (1212345) exceeds the maximum number of tokens allowed (1048576).\",…}}`, " +
+				"a stack, then `status: 400` (never quoted)",
+			OwnRetries: "ten tries of its own (no flag or variable caps them), each shown: `Attempt 1 failed: <the API's message>` and `Suggested retry after 1s.. Retrying after 5915ms...`, " +
+				"waits of 5 s doubling to 30 s: over 5 minutes against a 429 that never lifts, 3 min 26 s against a 529; peal ends them at what is left of `rate_limit_max_wait_sec`",
+			RetryTime: "Google's `Please retry in 26s.` and its `Suggested retry after 26s.`",
+			CapExit:   "41 s (429 and 529, 1 attempt; more than 6 minutes before peal ended its retries)",
 		},
 	})
 }

@@ -11,6 +11,7 @@ func init() {
 		Args:          opencodeArgs,
 		ModelFlag:     "-m", // provider/model
 		PromptOnStdin: true,
+		ShowsWork:     true,
 		Failures: Failures{
 			Fatal: []string{"invalid x-api-key", "invalid api key", "incorrect api key provided", "api key is missing", "unknown arguments",
 				// A 403 of an OpenAI-compatible API: "Error: Forbidden: {...}".
@@ -24,6 +25,7 @@ func init() {
 			// finds it made.
 			Transient: []string{"failed query:", "database is locked"},
 			FatalHint: "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",
+			QuotaHint: "add credit to the account of the provider whose key opencode uses, or pick another provider's model with `model`",
 		},
 		Events:      opencodeEvents,
 		VersionArgs: []string{"--version"},
@@ -39,6 +41,13 @@ func init() {
 			ModelNotFound: "exit 1 in about 4 s (two requests), `Error: <the API's message>` (coloured): `Error: model: M was not found`, or OpenAI's `… does not exist or you do not have access to it.` A model (`-m provider/model`) that its own configuration does not list fails before any request with `UnknownError`, `Unexpected server error. Check server logs for details.`, which says nothing of the model: an ordinary failure",
 			Outage:        "exit 1 after about 66 s, silent until its one error line (it retries on its own and has no setting for it)",
 			OutageBound:   "the CLI, and `network_give_up_sec`: the third attempt would start past 110 s", OutageAttempts: "2", OutageExit: "2 min 29 s",
+			OutOfQuota: "relays the API's words after `Error:`: OpenAI's `You exceeded your current quota, please check your plan and billing details. …` after 9 requests and 76 s of silent retries, " +
+				"Google's per-day quota the same way (74 s), Anthropic's `Your credit balance is too low to access the Anthropic API. …` in about 5 s (two requests)",
+			OverContext: "exit 1 in 3–7 s (three requests), the API's words after `Error:`: `This model's maximum context length is 200000 tokens. However, your messages resulted in 212345 tokens. …` (OpenAI), " +
+				"`prompt is too long: 212345 tokens > 200000 maximum` (Anthropic), `The input token count (1212345) exceeds the maximum number of tokens allowed (1048576).` (Google)",
+			OwnRetries: "retries a 429 or 529 silently, nine requests: about 8 s with `Retry-After: 1`, 68 s with 10, 76 s without one, 1 min 43 s for a 529; the silence counts as waited",
+			RetryTime:  "the API's words: `Please try again in 1s.` (OpenAI), `Please retry in 1s.` (Google); with structured output, the `retry-after` header its error event carries",
+			CapExit:    "51 s (429, 3 attempts), 72 s (529, 1 attempt)",
 		},
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"peal/phase"
 )
@@ -34,6 +35,36 @@ type Event struct {
 	Error string
 	// Usage, when the event carries what should be counted once.
 	Usage Usage
+	// Retry, when set, is a request the CLI saw refused and will retry, or a
+	// limit it reports (Claude Code's system/api_retry and
+	// rate_limit_event): neither progress nor an answer.
+	Retry *Retry
+}
+
+// Retry is what a CLI's event says of a refused request it retries by
+// itself, or of a limit it ran into.
+type Retry struct {
+	Class phase.Class // RateLimited or Network
+	// Delay is how long the CLI waits before it retries (0: it does not
+	// say); Server marks a Delay that is the server's own retry time.
+	Delay  time.Duration
+	Server bool
+	// Reset is when the limit resets, when the event says.
+	Reset time.Time
+	// Text says what happened, to quote.
+	Text string
+}
+
+// serverWait is how long from now the server asked the CLI to wait; 0
+// when it did not say.
+func (r *Retry) serverWait(now time.Time) time.Duration {
+	switch {
+	case !r.Reset.IsZero():
+		return max(r.Reset.Sub(now), 0)
+	case r.Server:
+		return r.Delay
+	}
+	return 0
 }
 
 // Events is a structured-output format: how to read one line of it, and
@@ -98,14 +129,20 @@ func (e *Ending) Error() string {
 // Watcher reads one attempt's output as it arrives (a phase.Watcher): it
 // collects the structured events, ends the call once the final result has
 // come and the process lingers, ends it at once on a prompt that waits for a
-// person, and ends it as a network failure when it has printed nothing but
-// network errors for the stall limit.
+// person, ends it as a network failure when it has printed nothing but
+// network errors for the stall limit, and as a rate limit when the CLI's own
+// retries of a refused request (its retry lines, or its retry events)
+// outlast what is left of the call's wait on rate limits.
 type Watcher struct {
 	rules      *Rules
 	phase      string
 	structured bool
 	stall      time.Duration // 0: off
 	linger     time.Duration // how long a process may live on after its final result
+	showsWork  bool          // the output shows the CLI's work as it goes
+	rateWatch  bool          // whether the CLI's own retries of rate limits are bounded
+	rateLeft   time.Duration // what is left of the call's wait on rate limits
+	now        func() time.Time
 
 	mu       sync.Mutex
 	end      func(error)
@@ -118,6 +155,17 @@ type Watcher struct {
 	usage    Usage
 	stallAt  *time.Timer
 	lingerAt *time.Timer
+	// The CLI's own retries of a rate limit: since when it has shown
+	// nothing else (zero: it has not), until when (zero: it still does),
+	// and the timer that ends them at what is left of the wait.
+	rateSince, rateUntil time.Time
+	rateAt               *time.Timer
+	rateLimit            time.Duration // when rateAt fires, from rateSince
+	workAt               time.Time     // when the output last showed work
+	grace                time.Duration // rateGrace; tests shorten it
+	// server is the latest time to retry the server gave, through the
+	// CLI's retry events.
+	server *Retry
 }
 
 // WatchOptions configure a Watcher.
@@ -130,19 +178,34 @@ type WatchOptions struct {
 	// Linger is how long the process may go on after its final result
 	// before its group is stopped.
 	Linger time.Duration
+	// RateLimitCap is the most the call may wait on rate limits in all
+	// (rate_limit_max_wait_sec; 0: no cap, the CLI's own retries are not
+	// bounded), and RateLimitWaited what it has waited so far (see
+	// phase.Attempt): an attempt that shows nothing but the CLI's own
+	// retries of rate limits for the rest is ended.
+	RateLimitCap, RateLimitWaited time.Duration
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // Watcher returns a fresh watcher for one attempt of the kind's calls under
 // these rules.
 func (r *Rules) Watcher(o WatchOptions) *Watcher {
-	return &Watcher{rules: r, phase: o.Phase, structured: o.Structured && r.kind.Events != nil,
-		stall: o.NetworkStall, linger: o.Linger}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	structured := o.Structured && r.kind.Events != nil
+	return &Watcher{rules: r, phase: o.Phase, structured: structured, showsWork: structured || r.kind.ShowsWork,
+		stall: o.NetworkStall, linger: o.Linger, now: now,
+		rateWatch: o.RateLimitCap > 0, rateLeft: max(o.RateLimitCap-o.RateLimitWaited, 0), grace: rateGrace}
 }
 
 // Begin implements phase.Watcher.
 func (w *Watcher) Begin(end func(error)) {
 	w.mu.Lock()
 	w.end = end
+	w.workAt = w.now()
 	w.mu.Unlock()
 }
 
@@ -163,8 +226,9 @@ func (w *Watcher) Line(s phase.Stream, raw []byte) {
 	w.check(phase.Clean(string(raw)))
 }
 
-// check looks at one line for a prompt that waits for a person and for a
-// stall of network errors; callers hold mu.
+// check looks at one line for a prompt that waits for a person, for a
+// stall of network errors and for the CLI's own retries of rate limits;
+// callers hold mu.
 func (w *Watcher) check(line string) {
 	if !phase.Meaningful(line) {
 		return
@@ -176,19 +240,114 @@ func (w *Watcher) check(line string) {
 		w.end(&Ending{Class: phase.Fatal, Err: fmt.Errorf("%s call stopped: the agent waits for a person: %s", w.phase, phase.Quote(line))})
 		return
 	}
-	if w.stall <= 0 {
+	class, matched := w.rules.matchLine(line)
+	switch {
+	case matched && class == phase.Network:
+		w.networkError(line)
 		return
-	}
-	if class, ok := w.rules.matchLine(line); ok && class == phase.Network {
-		if w.stallAt == nil {
-			err := fmt.Errorf("%s call stopped after %d s of nothing but network errors: %s", w.phase, int64(w.stall.Round(time.Second)/time.Second), phase.Quote(line))
-			end := w.end
-			w.stallAt = time.AfterFunc(w.stall, func() { end(&Ending{Class: phase.Network, Err: err}) })
+	case matched && class == phase.RateLimited:
+		w.rateRefusal(phase.Quote(line), ResetWait(line, w.now()))
+	case matched || partOfAReport(line) || saysWhen(line):
+		// The rest of a failure's report: neither progress nor a refusal,
+		// though it may say when the server wants to be asked again
+		// (Google's "Please retry in 30s.").
+		if !w.rateSince.IsZero() {
+			if asked := ResetWait(line, w.now()); asked > 0 {
+				w.rateRefusal(phase.Quote(line), asked)
+			}
 		}
+	default:
+		w.stopRate()
+	}
+	// Anything but a network error is progress as far as a stall goes: it
+	// starts over.
+	w.stopStall()
+}
+
+// networkError starts the stall of network errors, when it is watched;
+// callers hold mu.
+func (w *Watcher) networkError(line string) {
+	if w.stall <= 0 || w.stallAt != nil {
 		return
 	}
-	// Anything else is progress: the stall starts over.
-	w.stopStall()
+	err := fmt.Errorf("%s call stopped after %d s of nothing but network errors: %s", w.phase, int64(w.stall.Round(time.Second)/time.Second), phase.Quote(line))
+	end := w.end
+	w.stallAt = time.AfterFunc(w.stall, func() { end(&Ending{Class: phase.Network, Err: err}) })
+}
+
+// saysWhen reports whether a line may say when to try again ("Please try
+// again in 1s.", "resets 2:16am"): the words ResetWait reads, beside
+// "retry", which partOfAReport knows.
+func saysWhen(line string) bool {
+	l := strings.ToLower(line)
+	return strings.Contains(l, "try again") || strings.Contains(l, "reset")
+}
+
+// partOfAReport reports whether a line reads as part of a failure's report
+// rather than as work: an indented line (a stack frame, a field of an error
+// object), a brace, a line without a letter, or a line about retrying.
+// Such lines do not break a run of rate-limit refusals.
+func partOfAReport(line string) bool {
+	if line != strings.TrimLeft(line, " \t") || !strings.ContainsFunc(line, unicode.IsLetter) {
+		return true
+	}
+	l := strings.ToLower(strings.TrimSpace(line))
+	for _, p := range []string{"at ", "}", "]", ")", "{"} {
+		if strings.HasPrefix(l, p) {
+			return true
+		}
+	}
+	return strings.Contains(l, "retry") || strings.Contains(l, "reconnecting")
+}
+
+// rateGrace is the least time a run of rate-limit refusals is given before
+// the watcher ends it: a CLI that prints its refusal as it exits gets to
+// exit and be quoted in its own words, rather than be cut off.
+const rateGrace = 2 * time.Second
+
+// rateRefusal notes a rate-limit refusal the CLI shows while it retries by
+// itself: the first of a run starts the clock, which ends the attempt at
+// what is left of the call's wait on rate limits; a server that asks for a
+// wait beyond that ends it at once. Either way the run gets rateGrace.
+// Callers hold mu.
+func (w *Watcher) rateRefusal(quote string, asked time.Duration) {
+	if w.rateSince.IsZero() {
+		w.rateSince = w.now()
+	}
+	if !w.rateWatch {
+		return
+	}
+	spent := w.now().Sub(w.rateSince)
+	limit := max(w.rateLeft, w.grace)
+	err := fmt.Errorf("%s call stopped after %s of nothing but the CLI's own retries of a rate limit, all that was left of rate_limit_max_wait_sec: %s",
+		w.phase, seconds(limit), quote)
+	if asked > 0 && spent+asked > w.rateLeft {
+		limit = max(spent, w.grace)
+		err = fmt.Errorf("%s call stopped: the server asks for a wait of %s, more than is left of rate_limit_max_wait_sec (%s): %s",
+			w.phase, seconds(asked), seconds(max(w.rateLeft-spent, 0)), quote)
+	}
+	if w.rateAt != nil && limit >= w.rateLimit {
+		return // an end as early is set
+	}
+	w.stopRateTimer()
+	w.rateLimit = limit
+	end := w.end
+	w.rateAt = time.AfterFunc(limit-spent, func() { end(&Ending{Class: phase.RateLimited, Err: err}) })
+}
+
+// stopRate ends a run of rate-limit refusals: the CLI got on with its work.
+// Callers hold mu.
+func (w *Watcher) stopRate() {
+	w.stopRateTimer()
+	w.rateSince, w.rateUntil = time.Time{}, time.Time{}
+	w.workAt = w.now()
+}
+
+func (w *Watcher) stopRateTimer() {
+	if w.rateAt != nil {
+		w.rateAt.Stop()
+		w.rateAt = nil
+	}
 }
 
 func (w *Watcher) stopStall() {
@@ -201,8 +360,24 @@ func (w *Watcher) stopStall() {
 // event records one structured event; callers hold mu.
 func (w *Watcher) event(ev Event) {
 	w.usage = w.usage.Add(ev.Usage)
+	if r := ev.Retry; r != nil {
+		// The CLI retries a refused request by itself.
+		if r.Class == phase.Network {
+			w.networkError(r.Text)
+			return
+		}
+		w.stopStall()
+		if r.serverWait(w.now()) > 0 {
+			w.server = r
+		}
+		w.rateRefusal(phase.Quote(r.Text), r.serverWait(w.now()))
+		return
+	}
 	if ev.Error == "" || ev.Final {
 		w.stopStall()
+	}
+	if ev.Error == "" && (ev.Text != "" || ev.Final) {
+		w.stopRate()
 	}
 	switch {
 	case ev.Final:
@@ -228,9 +403,45 @@ func (w *Watcher) Done() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stopStall()
+	w.stopRateTimer()
+	if w.rateUntil.IsZero() {
+		w.rateUntil = w.now()
+	}
 	if w.lingerAt != nil {
 		w.lingerAt.Stop()
 	}
+}
+
+// RateLimited is how long the attempt showed nothing but the CLI's own
+// retries of a rate limit, up to its end: time spent waiting on the limit,
+// as a wait between attempts is. For a CLI whose output shows its work,
+// the silence before the refusals counts too: it retried without a word.
+func (w *Watcher) RateLimited() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	until := w.rateUntil
+	if until.IsZero() {
+		until = w.now()
+	}
+	switch {
+	case w.showsWork && !w.workAt.IsZero():
+		return until.Sub(w.workAt)
+	case w.rateSince.IsZero():
+		return 0
+	}
+	return until.Sub(w.rateSince)
+}
+
+// ServerWait is how long from now the server last asked to wait, as the
+// CLI's retry events said (a retry-after, a reset time); 0 when they did
+// not.
+func (w *Watcher) ServerWait(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.server == nil {
+		return 0
+	}
+	return w.server.serverWait(now)
 }
 
 // Final reports whether the final result event came.
@@ -275,4 +486,13 @@ func (w *Watcher) Usage() Usage {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.usage
+}
+
+// seconds writes a wait for a message: in whole seconds from one second
+// up, else to a hundredth.
+func seconds(d time.Duration) string {
+	if d = d.Round(10 * time.Millisecond); d >= time.Second {
+		d = d.Round(time.Second)
+	}
+	return phase.Seconds(d)
 }

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"sync"
+
 	"errors"
+	"peal/internal/fakes"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +29,7 @@ func watch(t *testing.T, kind string, o WatchOptions) (*Watcher, ends) {
 		t.Fatal(err)
 	}
 	w := k.Rules(builtin).Watcher(o)
+	w.grace = 0 // runs of refusals end where the cap says, with no grace
 	e := make(ends, 1)
 	w.Begin(e.end)
 	t.Cleanup(w.Done)
@@ -196,5 +200,212 @@ func TestReportedErrorIsClassified(t *testing.T) {
 	v = k.Rules(builtin).Classifier(nil, func() *Watcher { return w2 }, nil)(phase.Result{Phase: "plan", ExitCode: 1})
 	if v.Class != phase.Ordinary || !strings.Contains(v.Err.Error(), "error_max_turns") {
 		t.Fatalf("%s %v", v.Class, v.Err)
+	}
+}
+
+// clock is a clock a test moves by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// The Gemini CLI's lines for one try that failed on a per-minute quota.
+var geminiTry = []string{
+	"Attempt 1 failed: You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
+	"* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: gemini-2.5-flash",
+	"Please retry in 1s.",
+	"Suggested retry after 1s.. Retrying after 5915ms...",
+}
+
+// TestWatcherBoundsOwnRetries: an attempt that shows nothing but the CLI's
+// own retries of a rate limit for what is left of rate_limit_max_wait_sec
+// is ended as rate limited, and the time counts as waited.
+func TestWatcherBoundsOwnRetries(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "gemini", WatchOptions{Phase: "plan", RateLimitCap: 40 * time.Second, RateLimitWaited: 40*time.Second - 50*time.Millisecond})
+	w.Line(phase.Stderr, []byte("Ripgrep is not available. Falling back to GrepTool."))
+	for _, line := range geminiTry[:2] {
+		w.Line(phase.Stderr, []byte(line))
+	}
+	ed := ending(t, e)
+	if ed.Class != phase.RateLimited || !strings.Contains(ed.Error(), "plan call stopped after 50ms of nothing but the CLI's own retries of a rate limit, all that was left of rate_limit_max_wait_sec: Attempt 1 failed: You exceeded your current quota") {
+		t.Fatalf("%s: %v", ed.Class, ed)
+	}
+	if w.RateLimited() <= 0 {
+		t.Fatal("the CLI's retries are not counted as waited")
+	}
+}
+
+// TestWatcherOwnRetriesRun: the lines of a failure's report (a stack, the
+// CLI's retry notice) keep the run of refusals going; work ends it, and the
+// time counted is the run's.
+func TestWatcherOwnRetriesRun(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	w, e := watch(t, "gemini", WatchOptions{Phase: "plan", RateLimitCap: time.Hour, Now: c.now})
+	w.Line(phase.Stderr, []byte("Attempt 1 failed: Resource has been exhausted (e.g. check quota)."))
+	c.add(5 * time.Second)
+	for _, line := range []string{"Suggested retry after 1s.. Retrying after 5022ms...", "    at retryWithBackoff (file:///x.js:1:2)", "  status: 429", "}"} {
+		w.Line(phase.Stderr, []byte(line))
+	}
+	c.add(5 * time.Second)
+	if w.rateAt == nil || w.RateLimited() != 10*time.Second {
+		t.Fatalf("the run of refusals stopped: %v", w.RateLimited())
+	}
+	w.Line(phase.Stdout, []byte("1. Create hello.txt."))
+	if w.rateAt != nil || w.RateLimited() != 0 {
+		t.Fatalf("work goes on, yet the run did not end: %v", w.RateLimited())
+	}
+	w.Line(phase.Stderr, []byte("Attempt 1 failed: Resource has been exhausted (e.g. check quota)."))
+	c.add(3 * time.Second)
+	w.Done()
+	c.add(time.Hour)
+	if got := w.RateLimited(); got != 3*time.Second {
+		t.Fatalf("counted %v, want the last run, 3 s", got)
+	}
+	select {
+	case err := <-e:
+		t.Fatalf("ended: %v", err)
+	default:
+	}
+}
+
+// TestWatcherServerAsksTooMuch: a server that asks for a wait longer than
+// what is left of rate_limit_max_wait_sec ends the attempt at once.
+func TestWatcherServerAsksTooMuch(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "gemini", WatchOptions{Phase: "execute", RateLimitCap: 10 * time.Second, RateLimitWaited: 9 * time.Second})
+	w.Line(phase.Stderr, []byte(geminiTry[0]))
+	w.Line(phase.Stderr, []byte("Please retry in 30s."))
+	ed := ending(t, e)
+	if ed.Class != phase.RateLimited || !strings.Contains(ed.Error(), "execute call stopped: the server asks for a wait of 30 s, more than is left of rate_limit_max_wait_sec (1 s): Please retry in 30s.") {
+		t.Fatalf("%s: %v", ed.Class, ed)
+	}
+}
+
+// TestWatcherWithoutCap: with no cap, the CLI's own retries are not ended.
+func TestWatcherWithoutCap(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "gemini", WatchOptions{Phase: "plan"})
+	for _, line := range geminiTry {
+		w.Line(phase.Stderr, []byte(line))
+	}
+	w.Line(phase.Stderr, []byte("Please retry in 3600s."))
+	if w.rateAt != nil {
+		t.Fatal("a timer without a cap")
+	}
+	select {
+	case err := <-e:
+		t.Fatalf("ended: %v", err)
+	default:
+	}
+}
+
+// TestWatcherClaudeRetryEvents: Claude Code's retry events are the CLI's
+// own retries: a rate limit's server time is remembered for the next wait,
+// one beyond what is left ends the attempt, a retry with no answer counts
+// toward the network stall; its API error worded as a message does not end
+// the run of refusals.
+func TestWatcherClaudeRetryEvents(t *testing.T) {
+	t.Parallel()
+	retry := `{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":7000,"error_status":429,"error":"rate_limit"}`
+	failed := fakes.CLIs["claude"].Failures[fakes.FailRetryAfter].Events
+
+	t.Run("within the cap", func(t *testing.T) {
+		t.Parallel()
+		c := &clock{t: time.Unix(1_700_000_000, 0)}
+		w, e := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour, RateLimitCap: time.Minute, Now: c.now})
+		w.Line(phase.Stdout, []byte(`{"type":"system","subtype":"init"}`))
+		for _, line := range strings.Split(failed, "\n") {
+			w.Line(phase.Stdout, []byte(line))
+			c.add(7 * time.Second)
+		}
+		w.Done()
+		if got := w.ServerWait(c.now()); got != 7*time.Second {
+			t.Fatalf("server wait %v", got)
+		}
+		if got := w.RateLimited(); got != 21*time.Second {
+			t.Fatalf("waited %v, want the three events' 21 s", got)
+		}
+		k, _ := Lookup("claude")
+		v := k.Rules(builtin).Classifier(nil, func() *Watcher { return w }, c.now)(phase.Result{Phase: "plan", ExitCode: 1, Stdout: failed})
+		if v.Class != phase.RateLimited || v.Wait != 7*time.Second || v.Waited != 21*time.Second ||
+			!strings.Contains(v.Err.Error(), "API Error: Request rejected (429)") {
+			t.Fatalf("%s wait %v waited %v: %v", v.Class, v.Wait, v.Waited, v.Err)
+		}
+		select {
+		case err := <-e:
+			t.Fatalf("ended: %v", err)
+		default:
+		}
+	})
+	t.Run("beyond the cap", func(t *testing.T) {
+		t.Parallel()
+		w, e := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true, RateLimitCap: time.Minute, RateLimitWaited: 55 * time.Second})
+		w.Line(phase.Stdout, []byte(retry))
+		ed := ending(t, e)
+		if ed.Class != phase.RateLimited || !strings.Contains(ed.Error(), "the server asks for a wait of 7 s, more than is left of rate_limit_max_wait_sec (5 s): api_retry: HTTP 429 (rate_limit), retry 1 of 1 in 7s") {
+			t.Fatalf("%s: %v", ed.Class, ed)
+		}
+	})
+	t.Run("no answer", func(t *testing.T) {
+		t.Parallel()
+		w, e := watch(t, "claude", WatchOptions{Phase: "plan", Structured: true, NetworkStall: 50 * time.Millisecond, RateLimitCap: time.Hour})
+		w.Line(phase.Stdout, []byte(`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":600.52,"error_status":null,"error":"unknown"}`))
+		ed := ending(t, e)
+		if ed.Class != phase.Network || !strings.Contains(ed.Error(), "nothing but network errors: api_retry: no answer (unknown)") {
+			t.Fatalf("%s: %v", ed.Class, ed)
+		}
+	})
+}
+
+// TestWatcherGrace: with nothing left of the cap, a CLI still gets the
+// grace to exit by itself after printing its refusal, and is quoted in its
+// own words; only one that goes on retrying is ended.
+func TestWatcherGrace(t *testing.T) {
+	t.Parallel()
+	w, e := watch(t, "claude", WatchOptions{Phase: "plan", RateLimitCap: 40 * time.Second, RateLimitWaited: 40 * time.Second})
+	w.grace = time.Hour
+	w.Line(phase.Stdout, []byte("API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit"))
+	w.Line(phase.Stdout, []byte("Please try again in 1s."))
+	if w.rateAt == nil || w.rateLimit != time.Hour {
+		t.Fatalf("the run ends after %v, want the grace", w.rateLimit)
+	}
+	w.Done()
+	select {
+	case err := <-e:
+		t.Fatalf("ended: %v", err)
+	default:
+	}
+}
+
+// TestWatcherSilentRetries: a CLI whose output shows its work (opencode)
+// and that ends on a rate limit after a silence spent that silence on its
+// own retries: it counts as waited. A CLI that is silent while it works
+// (gemini without structured output) counts only its refusals.
+func TestWatcherSilentRetries(t *testing.T) {
+	t.Parallel()
+	for kind, want := range map[string]time.Duration{"opencode": 100 * time.Second, "gemini": 0} {
+		c := &clock{t: time.Unix(1_700_000_000, 0)}
+		w, _ := watch(t, kind, WatchOptions{Phase: "plan", RateLimitCap: time.Hour, Now: c.now})
+		w.Line(phase.Stderr, []byte("> plan · mock-model"))
+		c.add(100 * time.Second)
+		w.Line(phase.Stderr, []byte("\x1b[91m\x1b[1mError: \x1b[0mRate limit reached for requests. Please try again in 1s."))
+		w.Done()
+		if got := w.RateLimited(); got != want {
+			t.Errorf("%s: counted %v, want %v", kind, got, want)
+		}
 	}
 }

@@ -112,7 +112,7 @@ type Config struct {
 	FatalErrorPatterns         []string         `key:"fatal_error_patterns" help:"Case-insensitive texts that mark a failure no retry can heal (not retried), on top of the agent kind's own"`
 	BuiltinErrorPatterns       bool             `key:"builtin_error_patterns" default:"true" help:"Use the agent kind's own failure messages and exit codes (false: only fatal_error_patterns and network_error_patterns)"`
 	NetworkStallSec            uint64           `key:"network_stall_sec" default:"30" help:"End an agent attempt that printed nothing but network errors for this long, as a network failure (0: off)"`
-	RateLimitMaxWaitSec        uint64           `key:"rate_limit_max_wait_sec" default:"1800" help:"Most time one agent call waits on rate limits, in all; a reset announced beyond it fails at once"`
+	RateLimitMaxWaitSec        uint64           `key:"rate_limit_max_wait_sec" default:"1800" help:"Most time one agent call waits on rate limits, in all, the CLI's own retries of them included; a time to retry announced beyond it fails at once"`
 	StructuredOutput           bool             `key:"structured_output" default:"false" help:"Ask the agent for its event stream: the result event ends the call, tokens and cost are counted"`
 	MaxCostUSD                 *float64         `key:"max_cost_usd" placeholder:"USD" help:"Stop the run (exit 3) after the call that brings the run's cost to this many US dollars (needs structured_output and a CLI that reports cost)"`
 	CursorTrust                bool             `key:"cursor_trust" default:"true" help:"Pass --trust to every Cursor CLI call: trust the repository as a workspace without asking"`

@@ -107,18 +107,30 @@ var agents = []agent{
 		plan:    []string{"--skip-trust", "--approval-mode", "plan", "-m", "gemini-2.5-flash", "-p", ""},
 		execute: []string{"--skip-trust", "--approval-mode", "yolo", "-m", "gemini-2.5-flash", "-p", ""},
 	},
-	{
+	opencodeOn(mockllm.Chat),
+}
+
+// opencodeOn is opencode with a provider of its own that speaks protocol
+// (an OpenAI-compatible one for Chat, Anthropic's or Google's SDK for
+// theirs), so that it relays that provider's words.
+func opencodeOn(protocol mockllm.Protocol) agent {
+	sdk := map[mockllm.Protocol][2]string{
+		mockllm.Chat:      {"@ai-sdk/openai-compatible", "/v1"},
+		mockllm.Anthropic: {"@ai-sdk/anthropic", "/v1"},
+		mockllm.Gemini:    {"@ai-sdk/google", "/v1beta"},
+	}[protocol]
+	return agent{
 		kind:     "opencode",
-		protocol: mockllm.Chat,
+		protocol: protocol,
 		setup: func(t *testing.T, home, url, key string, capRetries bool) []string {
 			auth := ""
 			if key != "" {
 				auth = fmt.Sprintf(`,"apiKey":%q`, key)
 			}
 			cfg := fmt.Sprintf(`{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled",`+
-				`"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Mock",`+
+				`"provider":{"mock":{"npm":%q,"name":"Mock",`+
 				`"options":{"baseURL":%q%s},"models":{"mock-model":{"name":"Mock model"},"mock-missing-model":{"name":"A model the API does not know"}}}},`+
-				`"model":"mock/mock-model","small_model":"mock/mock-model"}`, url+"/v1", auth)
+				`"model":"mock/mock-model","small_model":"mock/mock-model"}`, sdk[0], url+sdk[1], auth)
 			path := filepath.Join(home, ".config", "opencode", "opencode.json")
 			writeFile(t, path, cfg)
 			return []string{
@@ -130,7 +142,7 @@ var agents = []agent{
 		},
 		plan:    []string{"run", "--agent", "plan"},
 		execute: []string{"run"},
-	},
+	}
 }
 
 // eachAgent runs fn as a parallel subtest per CLI, named by its kind, so

@@ -238,6 +238,27 @@ func TestCLIFailures(t *testing.T) {
 			},
 		},
 		{
+			// An account out of credit: Anthropic's credit balance (400),
+			// OpenAI's insufficient_quota (429), Google's per-day quota.
+			name: "out of credit", script: always(mockllm.Failure{Refusal: mockllm.OutOfCredit}), key: testKey, limit: 5 * time.Minute,
+			want: map[string]failureCase{
+				"claude":   {code: 1, stdout: true, text: "Credit balance is too low", requests: 1},
+				"codex":    {code: 1, text: "ERROR: Quota exceeded. Check your plan and billing details.", requests: 1},
+				"gemini":   {code: 1, text: "TerminalQuotaError: You have exhausted your daily quota on this model.", requests: 1},
+				"opencode": {code: 1, text: "You exceeded your current quota, please check your plan and billing details.", requests: -1},
+			},
+		},
+		{
+			// A prompt over the context window: each provider's 400.
+			name: "over context", script: always(mockllm.Failure{Refusal: mockllm.OverContext}), key: testKey, limit: 5 * time.Minute,
+			want: map[string]failureCase{
+				"claude":   {code: 1, stdout: true, text: "Prompt is too long · the request is ~212345 tokens (limit 200000)", requests: 1},
+				"codex":    {code: 1, text: "ERROR: Codex ran out of room in the model's context window.", requests: 1},
+				"gemini":   {code: 1, text: `"message":"The input token count (1212345) exceeds the maximum number of tokens allowed (1048576)."`, requests: 1},
+				"opencode": {code: 1, text: "This model's maximum context length is 200000 tokens. However, your messages resulted in 212345 tokens.", requests: -1},
+			},
+		},
+		{
 			name: "overloaded", script: always(mockllm.Failure{Status: 529}), key: testKey, limit: 5 * time.Minute,
 			want: map[string]failureCase{
 				"claude":   {code: 1, stdout: true, text: "API Error: 529 Overloaded", requests: 1},

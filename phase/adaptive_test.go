@@ -3,6 +3,8 @@ package phase
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +138,10 @@ func TestRateLimitWaits(t *testing.T) {
 		want    []time.Duration
 	}{
 		{"backoff when no reset is announced", 0, time.Hour, 3, []time.Duration{time.Minute, time.Minute}},
-		{"the announced reset", 7 * time.Second, time.Hour, 3, []time.Duration{7 * time.Second, 7 * time.Second}},
+		// The server's time first; refused again after it, the longer of
+		// the backoff and the server's time.
+		{"the announced reset", 7 * time.Second, time.Hour, 3, []time.Duration{7 * time.Second, time.Minute}},
+		{"an announced reset longer than the backoff", 2 * time.Minute, time.Hour, 3, []time.Duration{2 * time.Minute, 2 * time.Minute}},
 		{"the last wait is cut to the cap", 0, 90 * time.Second, 3, []time.Duration{time.Minute, 30 * time.Second}},
 		{"a reset beyond the cap fails at once", 2 * time.Hour, time.Hour, 1, nil},
 	}
@@ -302,5 +307,81 @@ func TestMessagesQuoteTheExplainingLine(t *testing.T) {
 		if got := CheckExit(tc.res).Error(); got != tc.want {
 			t.Errorf("%s: %q\nwant %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// attemptsOf runs a call under p and returns the Attempt each build got.
+func attemptsOf(t *testing.T, p Policy, log *slog.Logger, outcomes ...fakes.Outcome) ([]Attempt, error) {
+	t.Helper()
+	dir := setup(t, outcomes...)
+	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
+	var got []Attempt
+	_, _, err := Do(context.Background(), log, p, func(a Attempt) Spec {
+		got = append(got, a)
+		return caller.Spec("plan", 1, a, []string{fakeAgent, "x"}, true)
+	})
+	return got, err
+}
+
+// TestWaitsAreNotAttempts: an attempt after a wait on a rate limit (or at
+// once after a hiccup of the CLI) keeps the number of the one before it,
+// so the counter never passes the attempts the retry count allows; the log
+// says that the wait is not counted.
+func TestWaitsAreNotAttempts(t *testing.T) {
+	t.Parallel()
+	var s fakes.Sleeps
+	var log strings.Builder
+	p := Policy{Attempts: 2, Classify: byText(0), Sleep: s.Sleep, Budgets: map[Class]Budget{
+		RateLimited: {Retries: 10, Backoff: backoff.NewConstantBackOff(time.Minute), MaxWait: time.Hour},
+		Transient:   {Retries: 3}}}
+	got, err := attemptsOf(t, p, slog.New(slog.NewTextHandler(&log, nil)), rateFail, rateFail, plainFail, raceFail, success)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, a := range got {
+		shown = append(shown, a.String())
+	}
+	want := []string{"attempt 1 of 2", "attempt 1 of 2 (+1 not counted)", "attempt 1 of 2 (+2 not counted)",
+		"attempt 2 of 2 (+2 not counted)", "attempt 2 of 2 (+3 not counted)"}
+	if !slices.Equal(shown, want) {
+		t.Fatalf("attempts %q\nwant %q", shown, want)
+	}
+	if n := strings.Count(log.String(), "waiting 60 s before the next attempt (rate limited, not counted)"); n != 2 {
+		t.Fatalf("%d waits logged as not counted:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), "retrying at once (a hiccup of the CLI, not counted)") {
+		t.Fatalf("the hiccup's retry is not said to be uncounted:\n%s", log.String())
+	}
+	if strings.Contains(log.String(), "attempt 3 of 2") {
+		t.Fatalf("an attempt past the count:\n%s", log.String())
+	}
+}
+
+// TestRateLimitWaitedInsideAttempt: the time an attempt spent on the CLI's
+// own retries of a rate limit (Verdict.Waited) counts against the cap like
+// a wait between attempts, and each attempt is told what is left of it.
+func TestRateLimitWaitedInsideAttempt(t *testing.T) {
+	t.Parallel()
+	var s fakes.Sleeps
+	inner := byText(0)
+	p := Policy{Attempts: 1, Sleep: s.Sleep,
+		Classify: func(r Result) Verdict {
+			v := inner(r)
+			if v.Class == RateLimited {
+				v.Waited = 50 * time.Second
+			}
+			return v
+		},
+		Budgets: map[Class]Budget{RateLimited: {Retries: 10, Backoff: backoff.NewConstantBackOff(time.Minute), MaxWait: 2 * time.Minute}}}
+	got, err := attemptsOf(t, p, nil, rateFail)
+	var r *RateLimitError
+	// 50 s in the first attempt, a wait of 60 s, 50 s in the second: 160 s
+	// is past the cap of 120 s, so no third attempt.
+	if !errors.As(err, &r) || len(got) != 2 || !slicesEqual(s.Waits(), []time.Duration{time.Minute}) || r.Waited != 160*time.Second {
+		t.Fatalf("%d attempts, waits %v, err %v", len(got), s.Waits(), err)
+	}
+	if got[0].RateLimitCap != 2*time.Minute || got[0].RateLimitWaited != 0 || got[1].RateLimitWaited != 110*time.Second {
+		t.Fatalf("attempts told %v/%v and %v/%v", got[0].RateLimitWaited, got[0].RateLimitCap, got[1].RateLimitWaited, got[1].RateLimitCap)
 	}
 }

@@ -56,10 +56,16 @@ type Verdict struct {
 	// Wait is, for RateLimited, how long until the limit resets as the
 	// agent said; 0 when it did not say.
 	Wait time.Duration
+	// Waited is, for RateLimited, how long the attempt itself spent on the
+	// limit: the CLI's own retries of refused requests, which it showed as
+	// it went. It counts against the budget's MaxWait like a wait between
+	// attempts.
+	Waited time.Duration
 	// AgentOnly marks a Fatal failure of the agent of this attempt alone
-	// (the model it was asked for does not exist): while the other agent of
-	// the call is left, the call goes on with that agent, at once and
-	// without spending a retry, and never uses this one again.
+	// (the model it was asked for does not exist, its account is out of
+	// quota, the prompt does not fit its model's window): while the other
+	// agent of the call is left, the call goes on with that agent, at once
+	// and without spending a retry, and never uses this one again.
 	AgentOnly bool
 }
 
@@ -76,8 +82,10 @@ type Budget struct {
 	// Backoff yields the delay before each retry; nil means none.
 	Backoff backoff.BackOff
 	// MaxWait, when set, caps the total time the call spends waiting on
-	// this class; a wait the agent announced (Verdict.Wait) is used instead
-	// of the backoff when there is one.
+	// this class. A wait the agent announced (Verdict.Wait: the server's
+	// retry time) is the first retry's delay instead of the backoff; a
+	// later retry waits the longer of the two, since the CLI has by then
+	// waited the server's time by itself and been refused again.
 	MaxWait time.Duration
 	// GiveUp, when set, is the latest a retry of this class may start,
 	// counted from the start of the call's first attempt (its attempts and
@@ -135,19 +143,38 @@ type Attempt struct {
 	// Allowed is the call's own attempts (Policy.Attempts) and Network the
 	// retries its network budget adds on top; 0 for calls outside Do.
 	Allowed, Network int
+	// Counted is the attempt's number among those the retry counts allow
+	// (Allowed, and Network on top): an attempt after a wait on a rate
+	// limit, after a hiccup of the CLI or after an agent that could not
+	// serve the call is not one of them, and takes the number of the one
+	// before it. 0 for calls outside Do, which count every attempt.
+	Counted int
+	// RateLimitCap is the most the call may wait on rate limits in all
+	// (the RateLimited budget's MaxWait; 0: no cap), and RateLimitWaited
+	// what it has waited so far: a watcher of the attempt can end the
+	// CLI's own retries of a limit once they outlast the rest.
+	RateLimitCap, RateLimitWaited time.Duration
 }
 
 // String is the attempt as a person reads it: "attempt 2 of 2" or, when
 // network failures have a budget of their own, "attempt 2 of 2, +2 on
-// network failures".
+// network failures"; attempts that did not count (after a wait on a rate
+// limit, for instance) are added: "attempt 1 of 2 (+3 not counted)".
 func (a Attempt) String() string {
 	allowed := a.Allowed
 	if allowed == 0 {
 		allowed = max(a.Of, 1)
 	}
-	s := fmt.Sprintf("attempt %d of %d", max(a.N, 1), allowed)
+	n := max(a.N, 1)
+	if a.Counted > 0 {
+		n = a.Counted
+	}
+	s := fmt.Sprintf("attempt %d of %d", n, allowed)
 	if a.Network > 0 {
 		s += fmt.Sprintf(", +%d on network failures", a.Network)
+	}
+	if a.Counted > 0 && a.N > a.Counted {
+		s += fmt.Sprintf(" (+%d not counted)", a.N-a.Counted)
 	}
 	return s
 }
@@ -206,6 +233,7 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 	}
 	allNetwork := true
 	var spent time.Duration // the call's attempts and waits so far
+	counted := 1            // the number of the next attempt among the counted ones
 	skipped := map[string]bool{}
 	if p.Fallback && p.Skip != nil {
 		for _, role := range []string{RolePrimary, RoleFallback} {
@@ -228,7 +256,11 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 			of += nb.left
 			network = nb.Retries
 		}
-		spec := build(Attempt{N: n, Of: of, Role: role, Allowed: max(p.Attempts, 1), Network: network})
+		a := Attempt{N: n, Of: of, Role: role, Allowed: max(p.Attempts, 1), Network: network, Counted: counted}
+		if rb := budgets[RateLimited]; rb != nil {
+			a.RateLimitCap, a.RateLimitWaited = rb.MaxWait, rb.waited
+		}
+		spec := build(a)
 		res, err := Run(ctx, spec)
 		if err != nil {
 			return res, n, err
@@ -260,6 +292,9 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 			allNetwork = false
 		}
 		spent += res.Duration
+		if v.Class == RateLimited {
+			b.waited += v.Waited
+		}
 		delay, ok := b.next(v, spent)
 		judged(spec, res, v, delay, ok)
 		if !ok {
@@ -272,8 +307,14 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 			return res, n, &FailedError{Phase: spec.Phase, Attempts: n, Last: v.Err}
 		}
 		msg := "call failed, retrying"
-		if v.Class == RateLimited {
-			msg = fmt.Sprintf("the agent is rate limited: waiting %s before the next attempt", Seconds(delay.Round(time.Second)))
+		switch v.Class {
+		case RateLimited:
+			// A wait, not a retry: the next attempt keeps this one's number.
+			msg = fmt.Sprintf("waiting %s before the next attempt (rate limited, not counted)", Seconds(delay.Round(time.Second)))
+		case Transient:
+			msg = "call failed, retrying at once (a hiccup of the CLI, not counted)"
+		default:
+			counted++
 		}
 		log.Warn(msg, "phase", spec.Phase, "attempt", spec.Attempt.String(), "class", v.Class.String(), "reason", v.Err,
 			"delay", delay, "retries_left", fmt.Sprintf("%d on %s failures", b.left, v.Class))
@@ -299,12 +340,16 @@ func (b *budgetState) next(v Verdict, spent time.Duration) (time.Duration, bool)
 	if b.left <= 0 {
 		return 0, false
 	}
+	first := b.left == b.Retries
 	delay := b.Backoff.NextBackOff()
 	if delay == backoff.Stop {
 		return 0, false
 	}
-	if v.Wait > 0 {
+	switch {
+	case v.Wait > 0 && first:
 		delay = v.Wait
+	case v.Wait > 0:
+		delay = max(delay, v.Wait)
 	}
 	if b.MaxWait > 0 {
 		rest := b.MaxWait - b.waited

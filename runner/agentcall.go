@@ -44,6 +44,9 @@ type agents struct {
 	// missing are the models an agent's API said it does not know, by
 	// role: no later call asks that agent for them again.
 	missing map[string]map[string]bool
+	// outOfQuota are the agents whose account is out of quota or credit,
+	// by role: no later call of the run uses them.
+	outOfQuota map[string]bool
 }
 
 func newAgents(cfg *config.Config) *agents {
@@ -126,7 +129,7 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		classifiers[s.role] = s.rules.Classifier(failure, func() *agent.Watcher { return watcher }, r.now)
 	}
 	for _, s := range r.agents.sides() {
-		classifiers[s.role] = r.agents.modelAware(s.role, models, classifiers[s.role])
+		classifiers[s.role] = r.agents.refusalAware(s.role, models, r.agents.modelAware(s.role, models, classifiers[s.role]))
 	}
 	var env []string
 	if tr := r.tickets.of(task); tr != nil {
@@ -148,7 +151,7 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		return classifiers[role](res)
 	}
 	policy := r.agentPolicy(attempts, classify)
-	policy.Skip = func(role string) bool { return r.agents.isMissing(role, models[role]) }
+	policy.Skip = func(role string) bool { return r.agents.isMissing(role, models[role]) || r.agents.isOutOfQuota(role) }
 	res, _, err := phase.Do(ctx, log, policy, func(a phase.Attempt) phase.Spec {
 		if watcher != nil {
 			usage = usage.Add(watcher.Usage())
@@ -162,7 +165,8 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
 		spec.Confine = r.confined.forCall(at, s.kind, spec.Env)
 		watcher = s.rules.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput,
-			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger})
+			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger,
+			RateLimitCap: a.RateLimitCap, RateLimitWaited: a.RateLimitWaited})
 		spec.Watch = watcher
 		files.Attach(&spec, a.N)
 		r.agents.launch.wait(ctx, s.kind)
@@ -473,4 +477,52 @@ func (a *agents) isMissing(role string, m callModel) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.missing[role][m.id()]
+}
+
+// refusalAware hands a call over to the other agent of the run, at once
+// and without spending a retry (phase.Verdict.AgentOnly), when its agent
+// cannot serve it and the other may: an account out of quota or credit
+// (*agent.QuotaError) when the other agent draws on another provider's
+// account, which no later call of the run asks again; a prompt over the
+// context window (*agent.ContextWindowError) when the other asks for
+// another model.
+func (a *agents) refusalAware(role string, models map[string]callModel, classify phase.Classifier) phase.Classifier {
+	return func(res phase.Result) phase.Verdict {
+		v := classify(res)
+		other, ok := models[otherRole(role)]
+		var quota *agent.QuotaError
+		var window *agent.ContextWindowError
+		switch {
+		case errors.As(v.Err, &quota):
+			a.setOutOfQuota(role)
+			m := models[role]
+			v.AgentOnly = ok && !a.isOutOfQuota(otherRole(role)) && !agent.SameProvider(m.kind, m.model, other.kind, other.model)
+		case errors.As(v.Err, &window):
+			v.AgentOnly = ok && other.id() != models[role].id() && !a.isMissing(otherRole(role), other) && !a.isOutOfQuota(otherRole(role))
+		}
+		return v
+	}
+}
+
+// otherRole is the agent of a call that is not role.
+func otherRole(role string) string {
+	if role == phase.RolePrimary {
+		return phase.RoleFallback
+	}
+	return phase.RolePrimary
+}
+
+func (a *agents) setOutOfQuota(role string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.outOfQuota == nil {
+		a.outOfQuota = map[string]bool{}
+	}
+	a.outOfQuota[role] = true
+}
+
+func (a *agents) isOutOfQuota(role string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.outOfQuota[role]
 }

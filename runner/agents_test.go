@@ -184,7 +184,7 @@ func TestRateLimitWaitsWithoutSpendingRetries(t *testing.T) {
 		if h.keys() != "plan:1 plan:1 plan:1 execute:1" || !slices.Equal(w.Waits(), []time.Duration{2 * time.Minute, 2 * time.Minute}) {
 			t.Fatalf("calls %q, waits %v", h.keys(), w.Waits())
 		}
-		if !strings.Contains(h.log.String(), "rate limited: waiting 120 s before the next attempt") {
+		if !strings.Contains(h.log.String(), "waiting 120 s before the next attempt (rate limited, not counted)") {
 			t.Fatal("the log does not say how long it waits")
 		}
 	})

@@ -1,6 +1,7 @@
 package fakes
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -145,15 +146,26 @@ const (
 	FailModelNotFound     = "model_not_found" // the API answers 404 for the model
 	FailRateLimit         = "rate_limit"
 	FailOverloaded        = "overloaded"
-	FailConfigRace        = "config_race"
-	FailStoreRace         = "store_race" // two first starts race to set up the CLI's database
-	FailRoot              = "root"
+	// The API answers 429 with a Retry-After of 7 s: what the CLI shows of
+	// it after its own retries.
+	FailRetryAfter = "retry_after"
+	// The CLI retries a rate limit by itself and shows each refusal, for
+	// ever (the API's 429 never lifts).
+	FailRateLimitRetries = "rate_limit_retries"
+	FailOutOfCredit      = "out_of_credit" // the account is out of quota or credit
+	FailOverContext      = "over_context"  // the prompt is larger than the model's context window
+	FailConfigRace       = "config_race"
+	FailStoreRace        = "store_race" // two first starts race to set up the CLI's database
+	FailRoot             = "root"
 )
 
 // Failure is how a CLI shows one canned failure.
 type Failure struct {
 	Stderr bool   // on stderr (else stdout)
 	Text   string // printed as is, with a final newline
+	// Events, when set, is printed instead of Text when the call asks for
+	// the CLI's event stream: its events, one JSON object a line.
+	Events string
 	Exit   int
 	// Forever: the CLI never exits; it repeats Repeat (when set) on the
 	// same stream.
@@ -221,13 +233,24 @@ var CLIs = map[string]*CLI{
 			FailNoCredentials:     {Text: "Not logged in · Please run /login", Exit: 1},
 			FailConnectionRefused: {Text: "API Error: Unable to connect to API (ConnectionRefused)", Exit: 1},
 			FailInvalidKey:        {Text: "Invalid API key · Fix external API key", Exit: 1},
-			FailRateLimit:         {Text: "API Error: Request rejected (429) · Number of requests has exceeded your rate limit", Exit: 1},
+			FailRateLimit:         {Text: claudeRateLimited, Exit: 1},
 			FailOverloaded:        {Text: "API Error: Repeated 529 Overloaded errors", Exit: 1},
 			FailRoot:              {Stderr: true, Text: "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons", Exit: 1},
 			FailUnauthorized:      {Text: "Invalid API key · Fix external API key", Exit: 1},
 			FailForbidden:         {Text: "Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.", Exit: 1},
 			FailModelNotFound: {Exit: 1,
 				Text: "There's an issue with the selected model ({model}). It may not exist or you may not have access to it. Run --model to pick a different model."},
+			// Measured with claude 2.1.197 against the mock API's refusals.
+			FailOutOfCredit: {Exit: 1, Text: "Credit balance is too low",
+				Events: claudeAPIError("Credit balance is too low", "billing_error", 400)},
+			FailOverContext: {Exit: 1, Text: "Prompt is too long · the request is ~212345 tokens (limit 200000) but this conversation is only ~2818 tokens — " +
+				"the rest is system prompt, tool definitions, and attachment content. A single-exchange conversation cannot be compacted; " +
+				"reduce attached files/tools or start with less context."},
+			// Its one retry of its own (peal's CLAUDE_CODE_MAX_RETRIES=1)
+			// waits the server's retry-after; only its events show it.
+			FailRetryAfter: {Exit: 1, Text: claudeRateLimited,
+				Events: `{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":7000,"error_status":429,"error":"rate_limit"}` + "\n" +
+					claudeAPIError(claudeRateLimited, "rate_limit", 429)},
 		},
 	},
 	"codex": {
@@ -270,6 +293,17 @@ var CLIs = map[string]*CLI{
 			FailModelNotFound: {Stderr: true, Exit: 1,
 				Text: "warning: Model metadata for `{model}` not found. Defaulting to fallback metadata; this can degrade performance and cause issues.\n" +
 					"ERROR: " + MissingModelMessage + "\nERROR: " + MissingModelMessage},
+			// Measured with codex 0.171.0: OpenAI's insufficient_quota and
+			// context_length_exceeded, each said twice; a failed turn ends
+			// with its footer.
+			FailOutOfCredit: {Stderr: true, Exit: 1,
+				Text: "ERROR: Quota exceeded. Check your plan and billing details.\nERROR: Quota exceeded. Check your plan and billing details."},
+			FailOverContext: {Stderr: true, Exit: 1, Text: "ERROR: " + codexOverContext + "\nERROR: " + codexOverContext + "\ntokens used\n0"},
+			// Five retries of its own, each after the Retry-After; its lines
+			// say nothing of why, or how long.
+			FailRetryAfter: {Stderr: true, Exit: 1,
+				Text: "ERROR: Reconnecting... 1/5\nERROR: Reconnecting... 2/5\nERROR: Reconnecting... 3/5\nERROR: Reconnecting... 4/5\nERROR: Reconnecting... 5/5\n" +
+					"ERROR: exceeded retry limit, last status: 429 Too Many Requests\nERROR: exceeded retry limit, last status: 429 Too Many Requests"},
 		},
 	},
 	"gemini": {
@@ -302,6 +336,23 @@ var CLIs = map[string]*CLI{
 			FailConnectionRefused: {Stderr: true, Exit: 1,
 				Text: "exception TypeError: fetch failed sending request\nAn unexpected critical error occurred:[object Object]"},
 			FailRateLimit: {Stderr: true, Exit: 1, Text: "[API Error: Resource has been exhausted (e.g. check quota). RESOURCE_EXHAUSTED]"},
+			// Measured with gemini 0.61.0: a quota the API names per day is
+			// the CLI's TerminalQuotaError, at once.
+			FailOutOfCredit: {Stderr: true, Exit: 1, Text: geminiQuotaError("TerminalQuotaError: You have exhausted your daily quota on this model.",
+				"'You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.\\n' +\n"+
+					"      '* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 250, model: {model}'",
+				"undefined")},
+			FailOverContext: {Stderr: true, Exit: 1, Text: geminiAPIError(
+				`_ApiError: {"error":{"code":400,"message":"The input token count (1212345) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}`, "status: 400")},
+			// It retries a 429 by itself, ten tries, each after the server's
+			// retry time at least, and says so; then the error.
+			FailRetryAfter: {Stderr: true, Exit: 1, Text: geminiRetries(9, "Resource has been exhausted (e.g. check quota).\nSuggested retry after 7s.") +
+				"Attempt 10 failed: Resource has been exhausted (e.g. check quota).\nSuggested retry after 7s.. Max attempts reached\n" +
+				geminiQuotaError("RetryableQuotaError: Resource has been exhausted (e.g. check quota).\nSuggested retry after 7s.", "'Resource has been exhausted (e.g. check quota).'", "7000")},
+			// A per-minute quota that never lifts: its retries go on.
+			FailRateLimitRetries: {Stderr: true, Forever: true,
+				Text:   geminiRetries(1, geminiMinuteQuota),
+				Repeat: strings.TrimSuffix(geminiRetries(1, geminiMinuteQuota), "\n")},
 			// An API error the CLI has no message of its own for: the error's
 			// JSON, a stack, the status, then a critical error.
 			FailUnauthorized: {Stderr: true, Exit: 1, Text: geminiAPIError(`_ApiError: {"error":{"code":401,"message":"invalid x-api-key","status":"UNAUTHENTICATED"}}`, "status: 401")},
@@ -336,6 +387,14 @@ var CLIs = map[string]*CLI{
 			FailConnectionRefused: {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
 			FailInvalidKey:        {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0minvalid x-api-key"},
 			FailRateLimit:         {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mRate limit exceeded, please try again in 20 seconds"},
+			// Measured with opencode 1.18.33 and an OpenAI-compatible
+			// provider: it retries a 429 silently (nine requests; over a
+			// minute without a Retry-After), then relays the API's words.
+			FailOutOfCredit: {Stderr: true, Exit: 1,
+				Text: "\x1b[0m\n> plan · {model}\n\x1b[0m\n\x1b[91m\x1b[1mError: \x1b[0m" +
+					"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."},
+			FailOverContext: {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0m" + opencodeOverContext + "\n\x1b[91m\x1b[1mError: \x1b[0m" + opencodeOverContext},
+			FailRetryAfter:  {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mRate limit reached for requests. Please try again in 7s."},
 			FailUnauthorized: {Stderr: true, Exit: 1,
 				Text: "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided: sk-te**. You can find your API key at https://platform.openai.com/account/api-keys."},
 			FailForbidden: {Stderr: true, Exit: 1,
@@ -351,6 +410,47 @@ var CLIs = map[string]*CLI{
 					"        );\n      \nparams: "},
 		},
 	},
+}
+
+// The measured words of some refusals.
+const (
+	claudeRateLimited   = "API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit"
+	codexOverContext    = "Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying."
+	opencodeOverContext = "This model's maximum context length is 200000 tokens. However, your messages resulted in 212345 tokens. Please reduce the length of the messages."
+	geminiMinuteQuota   = "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.\n" +
+		"* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: {model}\n" +
+		"Please retry in 1s.\nSuggested retry after 1s."
+)
+
+// claudeAPIError is how Claude Code's stream-json reports an API error: an
+// assistant message of its own that names the error, then a failed result.
+func claudeAPIError(text, kind string, status int) string {
+	msg, _ := json.Marshal(map[string]any{"type": "assistant", "error": kind,
+		"message": map[string]any{"model": "<synthetic>", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": text}}}})
+	result, _ := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": true, "api_error_status": status, "result": text})
+	return string(msg) + "\n" + string(result)
+}
+
+// geminiRetries are the Gemini CLI's lines for n tries that failed with a
+// quota it retries by itself (its RetryableQuotaError).
+func geminiRetries(n int, msg string) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "Attempt %d failed: %s. Retrying after %dms...\n", i, msg, 7000+i*211)
+	}
+	return b.String()
+}
+
+// geminiQuotaError is how the Gemini CLI reports a quota error it gives up
+// on (measured with gemini 0.61.0): the path of its error report and the
+// error, a stack, and the error's cause with the API's message.
+func geminiQuotaError(err, message, delayMS string) string {
+	return "Error when talking to Gemini API Full report available at: /tmp/gemini-client-error-Turn.run-sendMessageStream-2026-11-27T01-00-02-898Z.json " + err + "\n" +
+		"    at classifyGoogleError (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk-JDPZ4CE3.js:307344:16)\n" +
+		"    at retryWithBackoff (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk-JDPZ4CE3.js:308062:29) {\n" +
+		"  cause: {\n    code: 429,\n    message: " + message + ",\n    details: [ [Object], [Object] ]\n  },\n" +
+		"  retryDelayMs: " + delayMS + ",\n  reason: undefined,\n  status: 429\n}\n" +
+		"An unexpected critical error occurred:[object Object]"
 }
 
 // streamJSONEvents are Claude Code's stream-json events, which the Cursor

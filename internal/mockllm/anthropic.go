@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // anthropicImpl speaks the Anthropic Messages API.
@@ -77,20 +78,33 @@ var anthropicErrors = map[int][2]string{
 	529: {"overloaded_error", "Overloaded"},
 }
 
-func (anthropicImpl) writeError(w http.ResponseWriter, f *Failure) {
-	kind, msg := "api_error", statusText(f.Status)
+func (anthropicImpl) writeError(w http.ResponseWriter, f *Failure, model string) {
+	status, kind, msg := f.Status, "api_error", statusText(f.Status)
 	if e, ok := anthropicErrors[f.Status]; ok {
 		kind, msg = e[0], e[1]
 	}
 	if f.Message != "" {
 		msg = f.Message
 	}
+	if r, ok := f.refusalIn(Anthropic, model); ok {
+		status, kind, msg = r.status, r.kind, r.message
+		if kind == "" {
+			kind, msg = anthropicErrors[http.StatusTooManyRequests][0], anthropicErrors[http.StatusTooManyRequests][1]
+		}
+		for k, v := range r.headers {
+			w.Header().Set(k, v)
+		}
+	}
 	retryHeaders(w, f)
-	if f.RetryAfter != "" && f.Status == http.StatusTooManyRequests {
+	if retry := w.Header().Get("Retry-After"); retry != "" && status == http.StatusTooManyRequests {
+		// The API says when the limit is replenished, in RFC 3339.
 		w.Header().Set("anthropic-ratelimit-requests-remaining", "0")
+		if at := resetTime(&Failure{RetryAfter: retry}, time.Now()); at != "" {
+			w.Header().Set("anthropic-ratelimit-requests-reset", at)
+		}
 	}
 	w.Header().Set("request-id", "req_mock")
-	writeJSON(w, f.Status, map[string]any{
+	writeJSON(w, status, map[string]any{
 		"type":  "error",
 		"error": map[string]any{"type": kind, "message": msg},
 	})

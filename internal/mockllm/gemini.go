@@ -130,20 +130,30 @@ var geminiErrors = map[int][2]string{
 	529: {"UNAVAILABLE", "The model is overloaded. Please try again later."},
 }
 
-func (geminiImpl) writeError(w http.ResponseWriter, f *Failure) {
-	status, msg := "UNKNOWN", statusText(f.Status)
+func (geminiImpl) writeError(w http.ResponseWriter, f *Failure, model string) {
+	code, status, msg := f.Status, "UNKNOWN", statusText(f.Status)
 	if e, ok := geminiErrors[f.Status]; ok {
 		status, msg = e[0], e[1]
 	}
 	if f.Message != "" {
 		msg = f.Message
 	}
-	retryHeaders(w, f)
-	errBody := map[string]any{"code": f.Status, "message": msg, "status": status}
+	var details []any
 	if f.RetryAfter != "" && f.Status == http.StatusTooManyRequests {
-		errBody["details"] = []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f.RetryAfter + "s"}}
+		details = []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f.RetryAfter + "s"}}
 	}
-	writeJSON(w, f.Status, map[string]any{"error": errBody})
+	if r, ok := f.refusalIn(Gemini, model); ok {
+		code, status, msg, details = r.status, r.kind, r.message, r.details
+		for k, v := range r.headers {
+			w.Header().Set(k, v)
+		}
+	}
+	retryHeaders(w, f)
+	errBody := map[string]any{"code": code, "message": msg, "status": status}
+	if details != nil {
+		errBody["details"] = details
+	}
+	writeJSON(w, code, map[string]any{"error": errBody})
 }
 
 func (geminiImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {

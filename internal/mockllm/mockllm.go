@@ -18,6 +18,11 @@
 // text of its user messages, and the reply is chosen by how many tool results
 // the conversation already holds, so the server keeps no conversation state
 // and side requests (titles, summaries) cannot shift a script out of step.
+//
+// A reply may instead be a failure: an HTTP status with the protocol's usual
+// error body, a dropped connection, or a Refusal (an account out of credit,
+// a prompt over the context window, a per-minute quota) worded as each API
+// words it.
 package mockllm
 
 import (
@@ -94,6 +99,14 @@ type Failure struct {
 	// CloseMidStream starts a normal streamed answer and drops the
 	// connection after its first event.
 	CloseMidStream bool
+	// Refusal, when set, answers as the protocol's API words that refusal
+	// (see Refusal); Status and Message, when set, override its own.
+	Refusal Refusal
+	// Tokens and Limit are the prompt size and context window an
+	// OverContext refusal reports (0: the defaults).
+	Tokens, Limit int
+	// Headers are added to the answer.
+	Headers map[string]string
 }
 
 // Rule answers the requests whose user text contains Contains (every
@@ -244,7 +257,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		req.Status = http.StatusBadRequest
 		s.record(req)
-		p.writeError(w, &Failure{Status: http.StatusBadRequest, Message: "mockllm: " + err.Error()})
+		p.writeError(w, &Failure{Status: http.StatusBadRequest, Message: "mockllm: " + err.Error()}, req.Model)
 		return
 	}
 	var reply Reply
@@ -267,9 +280,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		dropConnection(w)
 		return
 	case reply.Fail != nil && !reply.Fail.CloseMidStream:
-		req.Status = reply.Fail.Status
+		req.Status = reply.Fail.statusIn(req.Protocol, req.Model)
 		s.record(req)
-		p.writeError(w, reply.Fail)
+		p.writeError(w, reply.Fail, req.Model)
 		return
 	}
 	var call *Call
@@ -377,14 +390,18 @@ func usageFor(req Request, text string, call *Call) Usage {
 
 type protocolImpl interface {
 	parse(r *http.Request, body []byte) (Request, error)
-	writeError(w http.ResponseWriter, f *Failure)
+	// writeError answers f to a request for model.
+	writeError(w http.ResponseWriter, f *Failure, model string)
 	writeTurn(w http.ResponseWriter, stream bool, t turn)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	// As the real APIs write it: "tokens > 200000", not "\u003e".
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // sse writes server-sent events and flushes each one, so the client sees
@@ -448,11 +465,22 @@ func dropConnection(w http.ResponseWriter) {
 	_ = conn.Close()
 }
 
-// retryHeaders sets Retry-After from f, when given.
+// retryHeaders sets Retry-After from f, when given, and f's own headers.
 func retryHeaders(w http.ResponseWriter, f *Failure) {
 	if f.RetryAfter != "" {
 		w.Header().Set("Retry-After", f.RetryAfter)
 	}
+	for k, v := range f.Headers {
+		w.Header().Set(k, v)
+	}
+}
+
+// statusIn is the HTTP status f answers in protocol p.
+func (f *Failure) statusIn(p Protocol, model string) int {
+	if r, ok := f.refusalIn(p, model); ok {
+		return r.status
+	}
+	return f.Status
 }
 
 // statusText is the reason phrase of status, or "status N" for a code Go

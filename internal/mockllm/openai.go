@@ -18,25 +18,39 @@ var openAIErrors = map[int][3]string{
 	529: {"server_error", "", "The server is overloaded."},
 }
 
-func writeOpenAIError(w http.ResponseWriter, f *Failure) {
-	kind, code, msg := "server_error", "", statusText(f.Status)
+func writeOpenAIError(w http.ResponseWriter, f *Failure, p Protocol, model string) {
+	status, kind, code, msg := f.Status, "server_error", "", statusText(f.Status)
 	if e, ok := openAIErrors[f.Status]; ok {
 		kind, code, msg = e[0], e[1], e[2]
 	}
 	if f.Message != "" {
 		msg = f.Message
 	}
+	var param any
+	if r, ok := f.refusalIn(p, model); ok {
+		status, kind, code, msg = r.status, r.kind, r.code, r.message
+		if kind == "" {
+			e := openAIErrors[http.StatusTooManyRequests]
+			kind, code, msg = e[0], e[1], e[2]
+		}
+		if r.param != "" {
+			param = r.param
+		}
+		for k, v := range r.headers {
+			w.Header().Set(k, v)
+		}
+	}
 	retryHeaders(w, f)
-	if f.RetryAfter != "" && f.Status == http.StatusTooManyRequests {
+	if retry := w.Header().Get("Retry-After"); retry != "" && status == http.StatusTooManyRequests {
 		w.Header().Set("x-ratelimit-remaining-requests", "0")
-		w.Header().Set("x-ratelimit-reset-requests", f.RetryAfter+"s")
+		w.Header().Set("x-ratelimit-reset-requests", retry+"s")
 	}
 	var c any
 	if code != "" {
 		c = code
 	}
-	writeJSON(w, f.Status, map[string]any{
-		"error": map[string]any{"message": msg, "type": kind, "param": nil, "code": c},
+	writeJSON(w, status, map[string]any{
+		"error": map[string]any{"message": msg, "type": kind, "param": param, "code": c},
 	})
 }
 
@@ -133,7 +147,9 @@ func (responsesImpl) parse(r *http.Request, body []byte) (Request, error) {
 	return req, nil
 }
 
-func (responsesImpl) writeError(w http.ResponseWriter, f *Failure) { writeOpenAIError(w, f) }
+func (responsesImpl) writeError(w http.ResponseWriter, f *Failure, model string) {
+	writeOpenAIError(w, f, Responses, model)
+}
 
 func (responsesImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {
 	var output []map[string]any
@@ -227,7 +243,9 @@ func (chatImpl) parse(r *http.Request, body []byte) (Request, error) {
 	return req, nil
 }
 
-func (chatImpl) writeError(w http.ResponseWriter, f *Failure) { writeOpenAIError(w, f) }
+func (chatImpl) writeError(w http.ResponseWriter, f *Failure, model string) {
+	writeOpenAIError(w, f, Chat, model)
+}
 
 func (chatImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {
 	finish := "stop"

@@ -81,6 +81,10 @@ func (c cliCall) fail(name string) int {
 		fmt.Fprintf(os.Stderr, "fakeagent: this CLI has no canned failure %q\n", name)
 		return fakes.ExitFakeError
 	}
+	if f.Events != "" && c.structured() {
+		// With its event stream, the CLI reports the failure as events.
+		f.Text, f.Stderr = f.Events, false
+	}
 	return show(f, c.cli.Model(c.args))
 }
 

@@ -4,6 +4,7 @@
 //
 //	mockllm -plan "the plan" -write /repo/out.txt -content hello
 //	mockllm -status 429 -retry-after 5
+//	mockllm -refusal credit
 //	mockllm -close
 package main
 
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"peal/internal/mockllm"
@@ -30,17 +33,36 @@ func main() {
 		status     = flag.Int("status", 0, "answer every request with this HTTP status")
 		retryAfter = flag.String("retry-after", "", "Retry-After header of a -status answer")
 		message    = flag.String("message", "", "error message of a -status answer")
+		refusal    = flag.String("refusal", "", "answer every request with this refusal, in each API's words: "+refusalNames())
+		tokens     = flag.Int("tokens", 0, "prompt size a -refusal context answer reports (0: the default)")
+		window     = flag.Int("window", 0, "context window a -refusal context answer reports (0: the default)")
 		closeConn  = flag.Bool("close", false, "drop every connection without an answer")
 		midStream  = flag.Bool("close-mid-stream", false, "drop every connection after the first streamed event")
-		first      = flag.Int("first", 0, "with -status: fail only the first N requests, then answer as without -status")
+		first      = flag.Int("first", 0, "with -status or -refusal: fail only the first N requests, then answer as without them")
 		key        = flag.String("key", "", "answer 401 to requests that do not carry this key")
 		dump       = flag.String("dump", "", "folder that receives every model request body as N.json when the server stops")
 	)
+	headers := map[string]string{}
+	flag.Func("header", "NAME=VALUE: a header added to every failing answer (repeatable)", func(v string) error {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		headers[name] = value
+		return nil
+	})
 	flag.Parse()
 	var script mockllm.Script
+	fail := mockllm.Failure{Status: *status, RetryAfter: *retryAfter, Message: *message,
+		Refusal: mockllm.Refusal(*refusal), Tokens: *tokens, Limit: *window, Headers: headers}
+	if *refusal != "" && !slices.Contains(mockllm.Refusals, fail.Refusal) {
+		fmt.Fprintf(os.Stderr, "mockllm: unknown -refusal %q: want one of %s\n", *refusal, refusalNames())
+		os.Exit(2)
+	}
+	failing := *status != 0 || *refusal != ""
 	switch {
-	case *status != 0 && *first == 0:
-		script = mockllm.Always(mockllm.Failure{Status: *status, RetryAfter: *retryAfter, Message: *message})
+	case failing && *first == 0:
+		script = mockllm.Always(fail)
 	case *closeConn:
 		script = mockllm.Always(mockllm.Failure{Close: true})
 	case *midStream:
@@ -56,9 +78,9 @@ func main() {
 		script = mockllm.Script{Rules: []mockllm.Rule{{Contains: *planMarker, Replies: []mockllm.Reply{{Text: *plan}}}},
 			Default: mockllm.Reply{Text: *done}}
 	}
-	if *status != 0 && *first > 0 {
+	if failing && *first > 0 {
 		for i := 0; i < *first; i++ {
-			script.First = append(script.First, mockllm.Reply{Fail: &mockllm.Failure{Status: *status, RetryAfter: *retryAfter, Message: *message}})
+			script.First = append(script.First, mockllm.Reply{Fail: &fail})
 		}
 	}
 	opts := []mockllm.Option{mockllm.WithLog(os.Stderr)}
@@ -78,4 +100,13 @@ func main() {
 			}
 		}
 	}
+}
+
+// refusalNames lists the refusals -refusal takes.
+func refusalNames() string {
+	var names []string
+	for _, r := range mockllm.Refusals {
+		names = append(names, string(r))
+	}
+	return strings.Join(names, ", ")
 }
