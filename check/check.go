@@ -51,6 +51,7 @@ type Result struct {
 	Tail   string
 	Cut    bool
 	CallID string
+	Dir    string // the folder it ran in
 }
 
 // Passed reports whether the check passed: it ran and exited 0.
@@ -277,7 +278,7 @@ func (c *Checks) Run(ctx context.Context, task int, stage string, round int) (Re
 
 // one runs check i (cmd).
 func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, cmd string) (Result, error) {
-	res := Result{Command: cmd, Task: task, Stage: stage, Round: round}
+	res := Result{Command: cmd, Task: task, Stage: stage, Round: round, Dir: c.caller.Dir}
 	spec := c.caller.Spec(Phase, task, phase.Attempt{N: 1, Of: 1}, []string{"sh", "-c", cmd}, false)
 	spec.Timeout, spec.IdleTimeout, spec.CombinedOutput = c.timeout, 0, true
 	if c.hooks.Env != nil {

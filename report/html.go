@@ -41,6 +41,8 @@ type barData struct {
 	Log     []string `json:"l,omitempty"`
 	// Out is the end of a check's output.
 	Out string `json:"out,omitempty"`
+	// Confined is what the confinement refused the call.
+	Confined string `json:"c,omitempty"`
 }
 
 type pageBar struct {
@@ -129,6 +131,12 @@ func HTML(w io.Writer, r Report) error {
 			Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead}
 		if c.WaitMS > 0 {
 			calls[i].Wait = formatMS(c.WaitMS)
+		}
+		switch {
+		case c.Denial != "":
+			calls[i].Confined = c.Denial
+		case c.RefusedCount > 0:
+			calls[i].Confined = fmt.Sprintf("%d connection(s) refused: %s", c.RefusedCount, strings.Join(c.Refused, ", "))
 		}
 		if c.Outcome == CallCutOff {
 			d.CutOff = append(d.CutOff, callLine(c))

@@ -70,6 +70,13 @@ func Markdown(w io.Writer, r Report) error {
 	if u := r.Usage; u != nil {
 		fmt.Fprintf(&b, "Usage: %d input tokens, %d output tokens, $%.4f.\n\n", u.InputTokens, u.OutputTokens, u.CostUSD)
 	}
+	if lines := confinedLines(r); len(lines) > 0 {
+		b.WriteString("Confinement:\n\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "- %s\n", mdText(l))
+		}
+		b.WriteString("\n")
+	}
 	if len(r.Run.CutOff) > 0 {
 		b.WriteString("Calls cut off when the run was killed:\n\n")
 		for _, c := range r.Calls {
@@ -330,4 +337,30 @@ func mdText(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// confinedLines say what the run's confinement refused: the calls that
+// failed on it, with the line that explains each, and the connections its
+// proxy refused; none when it refused nothing.
+func confinedLines(r Report) []string {
+	var lines []string
+	for _, c := range r.Calls {
+		if c.Denial == "" && c.RefusedCount == 0 {
+			continue
+		}
+		who := fmt.Sprintf("task %d %s", c.Task, c.Phase)
+		if c.Task < 0 {
+			who = c.Phase
+		}
+		if c.Attempt > 0 {
+			who += fmt.Sprintf(" attempt %d", c.Attempt)
+		}
+		switch {
+		case c.Denial != "":
+			lines = append(lines, who+": "+c.Denial)
+		default:
+			lines = append(lines, fmt.Sprintf("%s: %d connection(s) refused (%s)", who, c.RefusedCount, strings.Join(c.Refused, ", ")))
+		}
+	}
+	return lines
 }

@@ -83,6 +83,10 @@ type Totals struct {
 	CheckRuns    int            `json:"check_runs,omitempty"`
 	FailedChecks int            `json:"failed_checks,omitempty"`
 	Merges       map[string]int `json:"merges,omitempty"`
+	// RefusedConnections counts the connections the confinement's proxy
+	// refused; DeniedCalls the calls that failed on what it refused.
+	RefusedConnections int `json:"refused_connections,omitempty"`
+	DeniedCalls        int `json:"denied_calls,omitempty"`
 }
 
 // Check outcomes.
@@ -156,6 +160,9 @@ type Run struct {
 	Reason   string `json:"reason,omitempty"`
 	// CutOff are the ids of the calls a killed run left unfinished.
 	CutOff []string `json:"cut_off,omitempty"`
+	// Confinement is what the run's confinement enforced ("off": none;
+	// absent in records of earlier versions of peal).
+	Confinement string `json:"confinement,omitempty"`
 }
 
 // Task is one task of the plan.
@@ -240,6 +247,12 @@ type Call struct {
 	// that could still be read.
 	Logs    []string `json:"logs,omitempty"`
 	LogHead []string `json:"log_head,omitempty"`
+	// Refused are the hosts the confinement's proxy refused the call
+	// (RefusedCount: how many connections); Denial is the line that
+	// explains its failure by the confinement.
+	Refused      []string `json:"refused,omitempty"`
+	RefusedCount int      `json:"refused_count,omitempty"`
+	Denial       string   `json:"denial,omitempty"`
 
 	judged  bool      // the retry loop judged it
 	streams []logFile // Logs with the stream each holds
@@ -337,6 +350,7 @@ func (b *builder) add(ev state.Event) {
 	case state.EvRunStart:
 		r := &b.rep.Run
 		r.ID, r.PlanPath, r.RepoPath, r.AgentKind, r.Parallel, r.TicketID = ev.Run, ev.PlanPath, ev.RepoPath, ev.AgentKind, ev.Parallel, ev.TicketID
+		r.Confinement = ev.Confinement
 		r.Started = &t
 		b.pid = ev.PID
 		if ev.Tasks != nil {
@@ -405,6 +419,13 @@ func (b *builder) add(ev state.Event) {
 		default:
 			c.Outcome = CallOrdinary
 		}
+	case state.EvConfined:
+		i, ok := b.calls[ev.Call]
+		if !ok {
+			return
+		}
+		c := &b.rep.Calls[i]
+		c.Refused, c.RefusedCount, c.Denial = ev.Refused, ev.RefusedCount, ev.Message
 	case state.EvAttempt:
 		i, ok := b.calls[ev.Call]
 		if !ok {
@@ -506,6 +527,10 @@ func (b *builder) finish() Report {
 	for _, c := range rep.Calls {
 		rep.Totals.CallMSByPhase[c.Phase] += c.DurationMS
 		rep.Totals.WaitMS += c.WaitMS
+		rep.Totals.RefusedConnections += c.RefusedCount
+		if c.Denial != "" {
+			rep.Totals.DeniedCalls++
+		}
 		if failed(c.Outcome) && c.Phase != check.Phase {
 			rep.Totals.FailedAttempts[c.Outcome]++
 		}

@@ -21,6 +21,7 @@
     detail.appendChild(line("argv", c.v.join(" ")));
     detail.appendChild(line("started", c.s + ", took " + c.d + ", exit " + c.x + ", " + c.o));
     if (c.why) { detail.appendChild(line("reason", c.why)); }
+    if (c.c) { detail.appendChild(line("confinement", c.c)); }
     if (c.w) { detail.appendChild(line("then waited", c.w + " before the next attempt")); }
     if (c.p === "merge") { return; }
     if (c.out) {

@@ -11,6 +11,7 @@ import (
 
 	"peal/agent"
 	"peal/config"
+	"peal/confine"
 	"peal/phase"
 	"peal/state"
 )
@@ -146,9 +147,14 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		}
 	}
 	defer land()
+	var confined *confine.Call // the latest attempt's
 	classify := func(res phase.Result) phase.Verdict {
 		land()
-		return classifiers[role](res)
+		v := classifiers[role](res)
+		if line := r.noteConfined(confined, at.caller.Dir, task, res, v.Class != phase.Succeeded); line != "" && v.Err != nil {
+			v.Err = &confinedError{err: v.Err, line: line}
+		}
+		return v
 	}
 	policy := r.agentPolicy(attempts, classify)
 	policy.Skip = func(role string) bool { return r.agents.isMissing(role, models[role]) || r.agents.isOutOfQuota(role) }
@@ -164,6 +170,7 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		spec.Env = append(append(spec.Env, inv.Env...), env...)
 		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
 		spec.Confine = r.confined.forCall(at, s.kind, spec.Env)
+		confined = spec.Confine
 		watcher = s.rules.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput,
 			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger,
 			RateLimitCap: a.RateLimitCap, RateLimitWaited: a.RateLimitWaited})

@@ -18,6 +18,7 @@ import (
 	"peal/confine"
 	"peal/internal/safefs"
 	"peal/phase"
+	"peal/state"
 )
 
 // confinement is how a run confines the calls that run what an agent may
@@ -269,4 +270,52 @@ func (r *run) siteOf(dir string) *site {
 		return &site{tree: filepath.Join(root, name), main: main, linked: r.linkedPaths()}
 	}
 	return r.home
+}
+
+// noteConfined records what the confinement refused a call that ended (its
+// result res; call its confinement, dir its folder): the connections the
+// proxy refused it, and, when it failed, the line that explains the
+// failure by the confinement, which it returns ("" when nothing points at
+// it). The line is logged too.
+func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.Result, failed bool) string {
+	if r.confined == nil || call == nil || res.CallID == "" {
+		return ""
+	}
+	refused, count := r.confined.proxy.Refusals(res.CallID)
+	r.confined.proxy.Forget(res.CallID)
+	line := ""
+	if failed {
+		line = confine.Explain(&call.Policy, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused)
+	}
+	if count == 0 && line == "" {
+		return ""
+	}
+	ev := state.Event{Ev: state.EvConfined, Time: r.now().UTC(), Task: state.TaskOf(task), Call: res.CallID, Message: line, RefusedCount: count}
+	for _, ref := range refused {
+		if len(ev.Refused) < 16 && !slices.Contains(ev.Refused, ref.Host) {
+			ev.Refused = append(ev.Refused, ref.Host)
+		}
+	}
+	r.journal.Add(ev)
+	if line != "" {
+		r.log.Warn("the confinement refused what the call needed: "+line, "phase", res.Phase, "task", task, "call", res.CallID)
+	}
+	return line
+}
+
+// confinedError is a failed call that the confinement explains.
+type confinedError struct {
+	err  error
+	line string
+}
+
+func (e *confinedError) Error() string { return e.err.Error() + "; " + e.line }
+func (e *confinedError) Unwrap() error { return e.err }
+
+// confinementNote is what the run record says of the run's confinement.
+func (r *run) confinementNote() string {
+	if r.confined == nil {
+		return "off"
+	}
+	return r.confined.mode.String() + ": " + r.confined.support.String()
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -15,10 +16,16 @@ import (
 // the work tree's top folder (nothing could be made or removed there).
 // They work in the run's worktree (its home, see worktree.Set.AddHome): the
 // work tree's HEAD checked out, what git ignores in the work tree linked
-// into it; the work of each task that completes comes back to the work
-// tree, fast-forward, and at the end of the run so does the rest of what
-// was committed there. Work never committed (a task cut short) is kept on
-// a branch, never brought into the work tree.
+// into it. peal commits every task's work there (a worktree's work travels
+// as commits), and brings it back to the work tree as each task completes
+// and at the end of the run:
+//   - when the run commits (stet, commit_after_phase2), as commits:
+//     the work tree fast-forwards; work never committed (a task cut short)
+//     is kept on a branch, never brought into the work tree;
+//   - otherwise as changes the work tree does not commit, as an
+//     unconfined run leaves them: each task's diff is applied there, and
+//     the run's worktree commits under an identity of its own
+//     (peal <peal@localhost>) that never reaches the work tree's history.
 
 // moveHome makes the run's worktree and makes it the home of the run's
 // tasks, before the first agent call of a task. A repository without a
@@ -49,6 +56,10 @@ func (r *run) moveHome(ctx context.Context) error {
 	caller := r.caller
 	caller.Dir = t.Dir
 	at := &site{caller: caller, tree: t.Path, main: main.tree, git: main.git.In(caller, t.Dir, false), commits: true}
+	if !main.commits {
+		at.git.Identity("peal", "peal@localhost")
+	}
+	r.brought = head
 	for _, p := range linked {
 		at.writable = append(at.writable, filepath.Join(main.tree, filepath.FromSlash(strings.TrimSuffix(p, "/"))))
 	}
@@ -61,19 +72,44 @@ func (r *run) moveHome(ctx context.Context) error {
 	return nil
 }
 
-// bringBack brings what the run's worktree committed into the work tree,
-// fast-forward; nothing when the tasks work in the work tree.
+// bringBack brings what the run's worktree committed into the work tree:
+// fast-forward, or as uncommitted changes when the run does not commit;
+// nothing when the tasks work in the work tree.
 func (r *run) bringBack(ctx context.Context) error {
 	if r.main == nil {
 		return nil
 	}
 	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
+	if !r.main.commits {
+		return r.applyBack(cctx)
+	}
 	moved, err := r.trees.FastForward(cctx)
 	if moved {
 		r.log.Info("the work tree took the run's work", "branch", r.trees.Home().Branch)
 	}
 	return err
+}
+
+// applyBack applies to the work tree, uncommitted, what the run's worktree
+// committed since it last did.
+func (r *run) applyBack(ctx context.Context) error {
+	to, err := r.home.git.Head(ctx)
+	if err != nil || to == r.brought {
+		return err
+	}
+	var patch bytes.Buffer
+	if _, err := r.home.git.Command("diff", "--binary", "--no-color", "--no-ext-diff", "--no-renames", r.brought, to).StreamTo(&patch).Run(ctx); err != nil {
+		return err
+	}
+	if patch.Len() > 0 {
+		if _, err := r.main.git.Command("apply", "--whitespace=nowarn").Stdin(patch.Bytes()).Run(ctx); err != nil {
+			return fmt.Errorf("the work tree cannot take the run's work as changes (its own changes touch the same lines?); it stays on branch %s: %w", r.trees.Home().Branch, err)
+		}
+		r.log.Info("the work tree took the run's work, uncommitted", "from", r.brought, "to", to)
+	}
+	r.brought = to
+	return nil
 }
 
 // leaveHome ends the run's worktree, whatever ended the run: what was
@@ -93,8 +129,11 @@ func (r *run) leaveHome(ctx context.Context) {
 			r.log.Warn("could not commit the unfinished work of the run's worktree; it is lost with the worktree", "paths", gitrepo.ListPaths(changes, 3), "err", err)
 		}
 	}
+	if err := r.bringBack(cctx); err != nil && !r.main.commits {
+		r.log.Error("the work tree could not take the run's unfinished work; it stays on its branch", "err", err)
+	}
 	r.guard.forget(r.home.tree)
-	kept, err := r.trees.DropHome(cctx)
+	kept, err := r.trees.DropHome(cctx, r.main.commits || r.brought != r.headOrEmpty(cctx))
 	if err != nil {
 		r.log.Warn("could not remove the run's worktree; the next run removes it", "err", err)
 	}
@@ -111,4 +150,10 @@ func (r *run) homeTree() *worktree.Tree {
 		return nil
 	}
 	return r.trees.Home()
+}
+
+// headOrEmpty is the run's worktree's HEAD, "" when it cannot be read.
+func (r *run) headOrEmpty(ctx context.Context) string {
+	h, _ := r.home.git.Head(ctx)
+	return h
 }

@@ -36,7 +36,7 @@ func (r *run) startRecord() {
 	rec.Add(state.Event{Ev: state.EvRunStart, Time: now, Version: state.RecordVersion,
 		Run: fmt.Sprintf("%s-%d", now.Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),
 		PlanPath: r.cfg.PlanPath, RepoPath: r.cfg.RepoPath, AgentKind: r.cfg.AgentKind, Parallel: r.cfg.Parallel,
-		TicketID: r.cfg.TicketID})
+		TicketID: r.cfg.TicketID, Confinement: r.confinementNote()})
 }
 
 // recordTasks writes the tasks the run selected, once the plan is known
@@ -102,6 +102,10 @@ const maxRecordedTail = 8 << 10
 
 // recordCheck notes how one of the project's checks ended.
 func (r *run) recordCheck(res check.Result) {
+	if r.confined != nil && res.CallID != "" {
+		call := r.confined.forCall(r.siteOf(res.Dir), nil, nil)
+		r.noteConfined(call, res.Dir, res.Task, phase.Result{Phase: check.Phase, CallID: res.CallID, Stdout: res.Tail}, !res.Passed())
+	}
 	code := res.ExitCode
 	r.journal.Add(state.Event{Ev: state.EvCheck, Time: r.now().UTC(), Task: state.TaskOf(res.Task), Call: res.CallID,
 		Stage: res.Stage, Round: res.Round, Command: res.Command, ExitCode: &code, TimedOut: res.TimedOut,

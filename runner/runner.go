@@ -113,8 +113,10 @@ type run struct {
 	confineErr error
 	guard      *gitGuard
 	// main is the work tree's site while the tasks work in the run's
-	// worktree (home.go); nil otherwise.
-	main *site
+	// worktree (home.go), brought the commit of the run's worktree whose
+	// work the work tree has; nil otherwise.
+	main    *site
+	brought string
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store

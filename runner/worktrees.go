@@ -52,7 +52,11 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 	spec.Dir = tt.Dir
 	spec.Task = tt.Task
 	r.confineCommand(&spec)
-	if _, err := runCommand(ctx, spec); err != nil {
+	res, err := runCommand(ctx, spec)
+	if line := r.noteConfined(spec.Confine, spec.Dir, tt.Task, res, err != nil); line != "" && err != nil {
+		err = &confinedError{err: err, line: line}
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return &phase.InterruptedError{Phase: "setup", Cause: context.Cause(ctx)}
 		}

@@ -41,6 +41,10 @@ const (
 	EvRunEnd    = "run_end"
 	EvCheck     = "check" // one of the project's checks ended (its call has call_start and call_end too)
 	EvMerge     = "merge" // the work of a task of a parallel block was merged into the work tree, or not
+	// EvConfined: what the confinement refused a call: the connections
+	// the proxy refused (Refused), and, for a call that failed, the line
+	// that explains it (Message).
+	EvConfined = "confined"
 )
 
 // Event is one line of the run record. Which members are set depends on
@@ -100,8 +104,14 @@ type Event struct {
 	Error    string  `json:"error,omitempty"`
 	Findings *Counts `json:"findings,omitempty"`
 
-	// run_end (ExitCode too)
+	// run_end (ExitCode too); confined: the line explaining a failure
 	Message string `json:"message,omitempty"`
+	// confined (Call, Message too): the hosts the proxy refused the call,
+	// as it asked for them (at most the first 16)
+	Refused      []string `json:"refused,omitempty"`
+	RefusedCount int      `json:"refused_count,omitempty"`
+	// run_start: what the run's confinement enforces (absent: none)
+	Confinement string `json:"confinement,omitempty"`
 
 	// check (Task, Call, ExitCode, TimedOut, Interrupted and DurationMS
 	// too): when it ran (start, before, execute, address, merge, end), the

@@ -142,17 +142,17 @@ func (s *Set) FastForward(ctx context.Context) (bool, error) {
 
 // DropHome removes the home worktree and its folders' lines of
 // info/exclude; its branch goes with it when the work tree holds all its
-// work, and is kept otherwise (work that never reached the work tree: an
-// unfinished task's, or what a fast-forward refused), under a name it
-// returns.
-func (s *Set) DropHome(ctx context.Context) (kept string, err error) {
+// work, and, when keep is set, is kept otherwise (work that never reached
+// the work tree: an unfinished task's, or what a fast-forward refused),
+// under a name it returns.
+func (s *Set) DropHome(ctx context.Context, keep bool) (kept string, err error) {
 	h := s.Home()
 	rerr := s.Remove(ctx, h)
 	s.mu.Lock()
 	s.homeLinks = nil
 	werr := s.writeSection(ctx, nil)
 	s.mu.Unlock()
-	if !s.git.IsAncestor(ctx, h.Branch, "HEAD") {
+	if keep && !s.git.IsAncestor(ctx, h.Branch, "HEAD") {
 		kept, err = s.Keep(ctx, -1, h.Branch)
 	} else {
 		err = s.DeleteBranch(ctx, h.Branch)

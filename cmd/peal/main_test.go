@@ -26,7 +26,7 @@ import (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	os.Exit(testbin.Main(m, func(b map[string]string) { bins = b }, "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet"))
+	os.Exit(testbin.Main(m, func(b map[string]string) { bins = b }, "peal/cmd/peal", "peal/testdata/fakeagent", "peal/testdata/fakestet", "peal/testdata/escape"))
 }
 
 // sandbox is a scratch repo, plan, state folder and fake agent for one peal process.

@@ -46,6 +46,15 @@ type Repo struct {
 	pin []string
 	// guard, when set, is asked before every command (see Guard).
 	guard Guard
+	// ident, when set, is the identity of its commits (GIT_AUTHOR_*,
+	// GIT_COMMITTER_*).
+	ident []string
+}
+
+// Identity makes g's commits name and email's, whatever git's
+// configuration says.
+func (g *Repo) Identity(name, email string) {
+	g.ident = []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, "GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email}
 }
 
 // Guard keeps git from running what the run's calls planted: Check, asked
@@ -100,7 +109,7 @@ func (g *Repo) In(caller phase.Caller, dir string, sparse bool) *Repo {
 		own[i] = filepath.Join(g.top, rel)
 	}
 	w := New(caller, g.log, g.timeout, dir, own...)
-	w.sparse, w.guard = sparse, g.guard
+	w.sparse, w.guard, w.ident = sparse, g.guard, g.ident
 	if link, err := os.ReadFile(filepath.Join(w.top, ".git")); err == nil && len(link) < 4096 {
 		if gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(link)), "gitdir: "); ok {
 			if !filepath.IsAbs(gitdir) {
@@ -185,7 +194,7 @@ func (c *Cmd) Run(ctx context.Context) (string, error) {
 	}
 	spec := c.g.caller.Command("git", append([]string{"git"}, c.args...), c.g.timeout)
 	spec.Dir = c.dir
-	spec.Env = append(append(slices.Clone(spec.Env), c.g.pin...), c.env...)
+	spec.Env = append(append(append(slices.Clone(spec.Env), c.g.pin...), c.g.ident...), c.env...)
 	spec.Stdin = c.stdin
 	spec.StdoutSink = c.out
 	res, err := phase.Run(ctx, spec)

