@@ -259,7 +259,6 @@ func TestEscapesOfACheck(t *testing.T) {
 	s.outside(r)
 }
 
-
 // TestDenialNamed: a call that failed after the confinement refused it a
 // path gets one line naming the path and the key that would allow it: in
 // peal's last line, in the log, and in peal report (Markdown and JSON),

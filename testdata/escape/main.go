@@ -83,7 +83,9 @@ func main() {
 	}
 
 	// What a task does.
-	work(who+"write-tree", func() error { return os.WriteFile(fmt.Sprintf("work-%s-%d.txt", os.Getenv("PEAL_PHASE"), os.Getpid()), []byte("x\n"), 0o644) })
+	work(who+"write-tree", func() error {
+		return os.WriteFile(fmt.Sprintf("work-%s-%d.txt", os.Getenv("PEAL_PHASE"), os.Getpid()), []byte("x\n"), 0o644)
+	})
 	work(who+"write-new-folder", func() error { return os.MkdirAll(filepath.Join("new-folder", "deeper"), 0o755) })
 	work(who+"write-temp", func() error {
 		f, err := os.CreateTemp("", "work-")
