@@ -39,6 +39,9 @@ type confinement struct {
 	base    confine.Policy
 	allow   confine.Allow // confine_network_allow
 	envPass []string      // confine_env_pass
+	// unenforced: the calls get no Landlock rules, as on a kernel that
+	// confines no files (tests of what the run does there).
+	unenforced bool
 	// make are the cache folders made, once, before the first confined
 	// call (a run that starts no call writes nothing).
 	make     []string
@@ -182,6 +185,9 @@ func (c *confinement) forCall(at *site, kind *agent.Kind, env []string) *confine
 	pol.Write = append(pol.Write, confine.Paths(keyIgnored, at.writable...)...)
 	pol.TCP = &confine.TCP{}
 	call := &confine.Call{Mode: c.mode, Policy: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass)}
+	if c.unenforced {
+		call.Mode = confine.Off // no rules, as where the kernel has none
+	}
 	if kind == nil {
 		return call
 	}
@@ -318,4 +324,84 @@ func (r *run) confinementNote() string {
 		return "off"
 	}
 	return r.confined.mode.String() + ": " + r.confined.support.String()
+}
+
+// ConfinementPolicy says, a line each, what the confinement of cfg gives
+// each kind of call on this machine: what the kernel enforces, then what an
+// agent call of each of the run's kinds, and a check or
+// worktree_setup_command, may write and reach, and the variables it keeps.
+// It starts nothing and writes nothing. `peal doctor`, `peal config` and
+// the dry run show it.
+func ConfinementPolicy(cfg *config.Config) ([]string, error) {
+	c, err := describedConfinement(cfg)
+	if err != nil || c == nil {
+		return []string{"confine = off: agent calls and checks run with peal's whole environment, file system and network"}, err
+	}
+	lines := []string{fmt.Sprintf("confine = %s: %s", c.mode, c.support)}
+	kinds := []string{cfg.AgentKind}
+	if fk := cfg.FallbackKind(); fk != "" && fk != cfg.AgentKind {
+		kinds = append(kinds, fk)
+	}
+	writes := func(extra []string) string {
+		w := append([]string{"its work tree", "its temporary folder"}, extra...)
+		w = append(w, "the build caches ("+strings.Join(pathsOf(c.base.Write, keyCaches), ", ")+")")
+		if p := pathsOf(c.base.Write, confine.KeyWritePaths); len(p) > 0 {
+			w = append(w, "confine_write_paths ("+strings.Join(p, ", ")+")")
+		}
+		return strings.Join(w, ", ")
+	}
+	hosts := func(extra []string) string {
+		h := append(slices.Clone(extra), cfg.ConfineNetworkAllow...)
+		if len(h) == 0 {
+			return "none"
+		}
+		return strings.Join(h, ", ")
+	}
+	for _, name := range kinds {
+		k, err := agent.Lookup(name)
+		if err != nil {
+			continue
+		}
+		hostList := slices.Clone(k.Confine.Hosts)
+		for _, v := range k.Confine.BaseURLs {
+			hostList = append(hostList, "the host of $"+v)
+		}
+		env := append(slices.Clone(k.Confine.Env), k.Confine.BaseURLs...)
+		env = append(env, cfg.ConfineEnvPass...)
+		lines = append(lines, fmt.Sprintf("%s agent calls write %s; reach %s; keep the basic variables and %s",
+			name, writes(c.paths(k.Confine.Folders)), hosts(hostList), listOr(env, "no other")))
+	}
+	lines = append(lines, fmt.Sprintf("checks and worktree_setup_command write %s; reach %s; keep the basic variables and %s",
+		writes(nil), hosts(nil), listOr(cfg.ConfineEnvPass, "no other")),
+		"never read: "+strings.Join(pathsOf(c.base.Deny, confine.KeySecret, confine.KeyReadDeny), ", ")+", and the other agent kinds' credentials",
+		"never written: the repository's .git, peal's state folder, the main work tree from a worktree, another task's worktree")
+	return lines, nil
+}
+
+// describedConfinement is the confinement of cfg without the run's proxy:
+// what it would be, for a description.
+func describedConfinement(cfg *config.Config) (*confinement, error) {
+	c, err := newConfinement(cfg, nil)
+	if c != nil {
+		c.proxy = nil
+	}
+	return c, err
+}
+
+// pathsOf are the paths of list put there under one of keys.
+func pathsOf(list []confine.Path, keys ...string) []string {
+	var out []string
+	for _, p := range list {
+		if slices.Contains(keys, p.Key) {
+			out = append(out, p.Path)
+		}
+	}
+	return out
+}
+
+func listOr(list []string, none string) string {
+	if len(list) == 0 {
+		return none
+	}
+	return strings.Join(list, ", ")
 }

@@ -70,7 +70,27 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []DoctorLine 
 			lines = append(lines, DoctorLine{name + " login", DoctorWarn, st.Detail})
 		}
 	}
-	return append(lines, stetLine(cfg))
+	lines = append(lines, stetLine(cfg))
+	return append(lines, confinementLines(cfg)...)
+}
+
+// confinementLines are what the confinement of cfg gives each kind of call
+// here: a failure when confine = on cannot be enforced, a warning when
+// auto cannot enforce files.
+func confinementLines(cfg *config.Config) []DoctorLine {
+	policy, err := ConfinementPolicy(cfg)
+	if err != nil {
+		return []DoctorLine{{"confinement", DoctorFail, err.Error()}}
+	}
+	status := DoctorOK
+	if cfg.Confine != "off" && !strings.Contains(policy[0], "enforced by Landlock") {
+		status = DoctorWarn
+	}
+	out := []DoctorLine{{"confinement", status, policy[0]}}
+	for _, l := range policy[1:] {
+		out = append(out, DoctorLine{"confinement", DoctorOK, l})
+	}
+	return out
 }
 
 // version runs the CLI's version command.

@@ -58,6 +58,17 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
 	}
 	d.describeReview()
+	policy, err := ConfinementPolicy(cfg)
+	if err != nil {
+		return err
+	}
+	for _, l := range policy {
+		fmt.Fprintln(w, "confinement: "+l)
+	}
+	if r.confined.files() {
+		fmt.Fprintf(w, "the tasks work in a worktree of the run under %s, made from HEAD, with what git ignores in the work tree linked into it; their work comes back to the work tree as each task completes (%s)\n",
+			r.trees.Home().Path, map[bool]string{true: "fast-forward", false: "uncommitted, as an unconfined run leaves it"}[r.home.commits])
+	}
 
 	for n, seg := range plan.Segments(tasks) {
 		kind := "sequential"

@@ -54,6 +54,10 @@ type settings struct {
 	// ticketClosed, when set, runs when a task's ticket attempt has ended,
 	// before its outcome is saved.
 	ticketClosed func(plan.Task)
+	// unenforced makes the run confine as a machine whose kernel confines
+	// no files would (macOS, an older Linux): the guard and the allowed
+	// environment, and no Landlock rules.
+	unenforced bool
 }
 
 // WithObserver makes obs hear of the plan's size and of every call.

@@ -16,6 +16,7 @@ import (
 
 	"peal/check"
 	"peal/config"
+	"peal/confine"
 	"peal/internal/agentlog"
 	"peal/internal/gitrepo"
 	"peal/internal/owndir"
@@ -169,6 +170,9 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	}
 	r := &run{settings: s, cfg: cfg, log: log, now: time.Now, agents: newAgents(cfg), checked: &checkedTree{}}
 	r.confined, r.confineErr = newConfinement(cfg, log)
+	if s.unenforced && r.confined != nil {
+		r.confined.support, r.confined.unenforced = confine.Support{Why: "as if the kernel confined no files"}, true
+	}
 	if s.launchGap != nil {
 		r.agents.launch.gapOf = s.launchGap
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"peal/config"
+	"peal/runner"
 )
 
 // ConfigCmd is `peal config`: the resolved configuration and where each value
@@ -50,6 +51,14 @@ func (c *ConfigCmd) Run(e *env) error {
 			mark = "  <- required by peal run"
 		}
 		fmt.Fprintf(e.stdout, "%-*s = %-40s (%s)%s\n", width, k.Name, tomlText(cfg.Value(k.Name)), cfg.Sources[k.Name], mark)
+	}
+	policy, err := runner.ConfinementPolicy(cfg)
+	if err != nil {
+		policy = []string{err.Error()}
+	}
+	fmt.Fprintln(e.stdout, "\nconfinement on this machine:")
+	for _, l := range policy {
+		fmt.Fprintln(e.stdout, "  "+l)
 	}
 	return nil
 }

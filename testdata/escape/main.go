@@ -14,16 +14,18 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"peal/internal/gitrepo"
 )
 
 var out *os.File
@@ -95,8 +97,8 @@ func main() {
 		}
 		return err
 	})
-	work(who+"git-status", func() error { return exec.Command("git", "status", "--porcelain").Run() })
-	work(who+"git-diff", func() error { return exec.Command("git", "diff", "HEAD").Run() })
+	work(who+"git-status", func() error { return git("status", "--porcelain") })
+	work(who+"git-diff", func() error { return git("diff", "HEAD") })
 	if a := os.Getenv("ESCAPE_ALLOWED"); a != "" {
 		work(who+"proxy-to-allowed", func() error { return viaProxy(a) })
 	}
@@ -146,19 +148,25 @@ func readOK(path string) error {
 // gitPath and gitCommonDir ask git where the repository keeps its files:
 // a worktree's .git is a file.
 func gitPath(name string) string {
-	o, err := exec.Command("git", "rev-parse", "--path-format=absolute", "--git-path", name).Output()
+	o, err := gitrepo.Plain(".").Command("rev-parse", "--path-format=absolute", "--git-path", name).Run(context.Background())
 	if err != nil {
 		return filepath.Join(".git", name)
 	}
-	return strings.TrimSpace(string(o))
+	return strings.TrimSpace(o)
 }
 
 func gitCommonDir() string {
-	o, err := exec.Command("git", "rev-parse", "--path-format=absolute", "--git-common-dir").Output()
+	o, err := gitrepo.Plain(".").Command("rev-parse", "--path-format=absolute", "--git-common-dir").Run(context.Background())
 	if err != nil {
 		return ".git"
 	}
-	return strings.TrimSpace(string(o))
+	return strings.TrimSpace(o)
+}
+
+// git runs git in the call's folder, as an agent's tool would.
+func git(args ...string) error {
+	_, err := gitrepo.Plain(".").Command(args...).Run(context.Background())
+	return err
 }
 
 // viaProxy asks the proxy the call was given (HTTP_PROXY) for a plain
