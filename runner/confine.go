@@ -39,6 +39,11 @@ type confinement struct {
 	base    confine.Policy
 	allow   confine.Allow // confine_network_allow
 	envPass []string      // confine_env_pass
+	// tcp: the kernel's TCP rules apply (confine_tcp = proxy); loopback
+	// are the loopback ports confine_network_allow names, open to a call
+	// directly.
+	tcp      bool
+	loopback []uint16
 	// unenforced: the calls get no Landlock rules, as on a kernel that
 	// confines no files (tests of what the run does there).
 	unenforced bool
@@ -66,7 +71,12 @@ func newConfinement(cfg *config.Config, log *slog.Logger) (*confinement, error) 
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
-	c := &confinement{mode: mode, support: confine.Probe(), envPass: cfg.ConfineEnvPass}
+	c := &confinement{mode: mode, support: confine.Probe(), envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any"}
+	for _, e := range cfg.ConfineNetworkAllow {
+		if port, ok := loopbackPort(e); ok {
+			c.loopback = append(c.loopback, port)
+		}
+	}
 	if mode == confine.On && !c.support.Files {
 		return nil, fmt.Errorf("confine = on (set by %s), but this machine cannot confine files: %s; set confine = auto to run with what it can enforce, or off",
 			config.Describe("confine", cfg.Sources), c.support.Why)
@@ -183,7 +193,9 @@ func (c *confinement) forCall(at *site, kind *agent.Kind, env []string) *confine
 		}
 	}
 	pol.Write = append(pol.Write, confine.Paths(keyIgnored, at.writable...)...)
-	pol.TCP = &confine.TCP{}
+	if c.tcp {
+		pol.TCP = &confine.TCP{Connect: slices.Clone(c.loopback)}
+	}
 	call := &confine.Call{Mode: c.mode, Policy: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass)}
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
@@ -206,13 +218,11 @@ func (c *confinement) forCall(at *site, kind *agent.Kind, env []string) *confine
 			continue
 		}
 		hosts = append(hosts, net.JoinHostPort(host, port))
-		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		if p, ok := loopbackPort(net.JoinHostPort(host, port)); ok && call.Policy.TCP != nil {
 			// A loopback API (a local model): some clients never send a
 			// loopback request through a proxy, so the port is open to
 			// the call directly too.
-			if n, err := strconv.ParseUint(port, 10, 16); err == nil {
-				call.Policy.TCP.Connect = append(call.Policy.TCP.Connect, uint16(n))
-			}
+			call.Policy.TCP.Connect = append(call.Policy.TCP.Connect, p)
 		}
 	}
 	if allow, err := call.Allow.With(kind.Name+"'s API", hosts...); err == nil {
@@ -404,4 +414,18 @@ func listOr(list []string, none string) string {
 		return none
 	}
 	return strings.Join(list, ", ")
+}
+
+// loopbackPort is the port of hostport when it names a loopback host
+// (localhost, 127.0.0.0/8, ::1) with a port.
+func loopbackPort(hostport string) (uint16, bool) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return 0, false
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	return uint16(n), err == nil && n > 0
 }

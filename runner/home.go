@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"peal/internal/gitrepo"
-	"peal/worktree"
 )
 
 // When the kernel confines files, the run's tasks do not work in the work
@@ -144,13 +143,6 @@ func (r *run) leaveHome(ctx context.Context) {
 	r.trees.Into(nil)
 }
 
-// homeTree is the run's worktree, when the tasks work in one.
-func (r *run) homeTree() *worktree.Tree {
-	if r.main == nil {
-		return nil
-	}
-	return r.trees.Home()
-}
 
 // headOrEmpty is the run's worktree's HEAD, "" when it cannot be read.
 func (r *run) headOrEmpty(ctx context.Context) string {
