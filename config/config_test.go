@@ -289,6 +289,10 @@ func TestValidate(t *testing.T) {
 		{"agent not executable", with("PEAL_AGENT_CMD=" + notExec), nil, []string{"not an executable file"}},
 		{"agent from flag", base(), map[string]any{"agent_cmd": "/nonexistent/agent"}, []string{"--agent-cmd"}},
 		{"zero timeout", with("PEAL_PHASE_TIMEOUT_SEC=0"), nil, []string{"phase_timeout_sec must be at least 1"}},
+		{"confine path with ..", with("PEAL_CONFINE_WRITE_PATHS=/work/../etc"), nil, []string{`confine_write_paths "/work/../etc"`, "PEAL_CONFINE_WRITE_PATHS", `holds ".."`}},
+		{"confine path not full", with("PEAL_CONFINE_READ_DENY=secrets/key"), nil, []string{`confine_read_deny "secrets/key"`, "not a full path"}},
+		{"confine env pattern", with("PEAL_CONFINE_ENV_PASS=A*B"), nil, []string{`confine_env_pass "A*B"`, "a prefix ending in *"}},
+		{"confine host", with("PEAL_CONFINE_NETWORK_ALLOW=http://example.com/x"), nil, []string{"confine_network_allow", "PEAL_CONFINE_NETWORK_ALLOW", "host:port"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -580,5 +584,23 @@ func TestTickets(t *testing.T) {
 		if _, err := load("plan.md", env); err == nil || !strings.Contains(err.Error(), strings.SplitN(env, "=", 2)[1]) {
 			t.Errorf("%s: err = %v", env, err)
 		}
+	}
+}
+
+// A confinement path is full; ~ is the home folder; ".." is refused.
+func TestConfinePaths(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"~/.cache/x": "/home/u/.cache/x", "~": "/home/u", "/opt/tools/": "/opt/tools", "/a//b": "/a/b"} {
+		if got, err := fullPath(in, "/home/u"); err != nil || got != want {
+			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"rel/x", "~user/x", "/a/../b", "~/../x", ""} {
+		if got, err := fullPath(bad, "/home/u"); err == nil {
+			t.Errorf("%q accepted as %q", bad, got)
+		}
+	}
+	if _, err := fullPath("~/x", ""); err == nil {
+		t.Error("~ accepted without a home folder")
 	}
 }

@@ -402,6 +402,11 @@ func (c *Config) checkConfine() error {
 // fullPath is p with a leading ~ made the home folder; an error when it is
 // not then a full path, or holds a ".." segment.
 func fullPath(p, home string) (string, error) {
+	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("holds \"..\": name the folder itself")
+		}
+	}
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		if home == "" {
 			return "", fmt.Errorf("~ names the home folder, and HOME is not set")
@@ -410,11 +415,6 @@ func fullPath(p, home string) (string, error) {
 	}
 	if !filepath.IsAbs(p) {
 		return "", fmt.Errorf("not a full path: start it with / or ~/")
-	}
-	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
-		if seg == ".." {
-			return "", fmt.Errorf("holds \"..\": name the folder itself")
-		}
 	}
 	return filepath.Clean(p), nil
 }

@@ -67,11 +67,16 @@ const (
 // newConfinement makes the confinement of a run of cfg; nil under confine
 // = off. Under on, a machine that cannot confine files is an error.
 func newConfinement(cfg *config.Config, log *slog.Logger) (*confinement, error) {
+	return confinementOn(cfg, log, confine.Probe())
+}
+
+// confinementOn is newConfinement on a machine whose kernel enforces sup.
+func confinementOn(cfg *config.Config, log *slog.Logger, sup confine.Support) (*confinement, error) {
 	mode, err := confine.ParseMode(cfg.Confine)
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
-	c := &confinement{mode: mode, support: confine.Probe(), envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any"}
+	c := &confinement{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any"}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)

@@ -143,7 +143,6 @@ func (r *run) leaveHome(ctx context.Context) {
 	r.trees.Into(nil)
 }
 
-
 // headOrEmpty is the run's worktree's HEAD, "" when it cannot be read.
 func (r *run) headOrEmpty(ctx context.Context) string {
 	h, _ := r.home.git.Head(ctx)
