@@ -126,7 +126,7 @@ func HTML(w io.Writer, r Report) error {
 		lane := laneOf(c.Task)
 		lane.Bars = append(lane.Bars, bar)
 		phases[c.Phase] = true
-		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: phase.Attempt{N: c.Attempt, Of: c.Of, Allowed: c.Allowed, Network: c.Network}.String(), Role: c.Role, Argv: c.Argv,
+		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: phase.Attempt{N: c.Attempt, Of: c.Of, Allowed: c.Allowed, Network: c.Network, Counted: c.Counted}.String(), Role: c.Role, Argv: c.Argv,
 			Started: c.Started.UTC().Format("2006-01-02 15:04:05.000Z"), Dur: formatMS(c.DurationMS), Exit: exitText(c),
 			Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead}
 		if c.WaitMS > 0 {

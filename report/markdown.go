@@ -352,8 +352,11 @@ func confinedLines(r Report) []string {
 		if c.Task < 0 {
 			who = c.Phase
 		}
-		if c.Attempt > 0 {
-			who += fmt.Sprintf(" attempt %d", c.Attempt)
+		if n := c.Attempt; n > 0 {
+			if c.Counted > 0 {
+				n = c.Counted // the attempt as the retry counts number it
+			}
+			who += fmt.Sprintf(" attempt %d", n)
 		}
 		switch {
 		case c.Denial != "":

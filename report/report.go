@@ -227,9 +227,12 @@ type Call struct {
 	// Of is how many attempts the call could take when this one started;
 	// Allowed is the call's own attempts, Network the retries on network
 	// failures on top (0 for calls that are not retried).
-	Of      int        `json:"of"`
-	Allowed int        `json:"allowed"`
-	Network int        `json:"network"`
+	Of      int `json:"of"`
+	Allowed int `json:"allowed"`
+	Network int `json:"network"`
+	// Counted is the attempt's number among those the retry counts allow
+	// (absent: every attempt counts).
+	Counted int        `json:"counted,omitempty"`
 	Role    string     `json:"role,omitempty"`
 	Argv    []string   `json:"argv"`
 	Started time.Time  `json:"started"`
@@ -397,7 +400,7 @@ func (b *builder) add(ev state.Event) {
 	case state.EvCallStart:
 		b.calls[ev.Call] = len(b.rep.Calls)
 		c := Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Of: ev.Of, Allowed: ev.Allowed,
-			Network: ev.Network, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, streams: callLogs(ev)}
+			Network: ev.Network, Counted: ev.Counted, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, streams: callLogs(ev)}
 		for _, f := range c.streams {
 			c.Logs = append(c.Logs, f.path)
 		}

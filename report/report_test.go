@@ -476,3 +476,39 @@ func TestLogStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitsAreNotAttemptsInTheTimeline: an attempt that followed waits on
+// rate limits reads, on hover, with the number the retry counts give it and
+// the attempts not counted; the confinement's refusals of a call show
+// there too.
+func TestWaitsAreNotAttemptsInTheTimeline(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	one, code := 1, 1
+	evs := []state.Event{
+		{Ev: state.EvRunStart, Time: at, Run: "r", Confinement: "on: files and TCP enforced by Landlock ABI 7"},
+		{Ev: state.EvCallStart, Time: at, Task: state.TaskOf(1), Call: "c4", Phase: "plan", Attempt: 4, Of: 3, Allowed: 3, Counted: 2, Role: "primary", Argv: []string{"claude"}},
+		{Ev: state.EvCallEnd, Time: at.Add(time.Second), Call: "c4", ExitCode: &one},
+		{Ev: state.EvConfined, Time: at.Add(time.Second), Task: state.TaskOf(1), Call: "c4", RefusedCount: 2, Refused: []string{"evil.example:443"},
+			Message: "peal refused the connection to evil.example:443"},
+		{Ev: state.EvAttempt, Time: at.Add(time.Second), Call: "c4", Class: "ordinary"},
+		{Ev: state.EvRunEnd, Time: at.Add(time.Minute), ExitCode: &code},
+	}
+	rep := Build(Input{Events: evs, Now: at})
+	if rep.Run.Confinement != "on: files and TCP enforced by Landlock ABI 7" || rep.Totals.RefusedConnections != 2 || rep.Totals.DeniedCalls != 1 {
+		t.Fatalf("run %+v, totals %+v", rep.Run, rep.Totals)
+	}
+	var page bytes.Buffer
+	if err := HTML(&page, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"a":"attempt 2 of 3 (+2 not counted)"`, `"c":"peal refused the connection to evil.example:443"`} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	var md bytes.Buffer
+	Markdown(&md, rep)
+	if !strings.Contains(md.String(), "- task 1 plan attempt 2: peal refused the connection to evil.example:443") {
+		t.Fatalf("markdown:\n%s", md.String())
+	}
+}

@@ -150,7 +150,7 @@ func (r *run) recordUsage(task int, name string, u state.Usage) {
 func (o *callRecorder) CallBegan(info phase.CallInfo) {
 	a := info.Attempt
 	o.run.journal.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
-		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Role: a.Role, Argv: info.Argv,
+		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Counted: a.Counted, Role: a.Role, Argv: info.Argv,
 		StdoutLog: info.StdoutLog, StderrLog: info.StderrLog})
 }
 

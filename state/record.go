@@ -68,12 +68,16 @@ type Event struct {
 	Tasks []int `json:"tasks,omitempty"` // the tasks the run selected
 
 	// call_start, call_end, attempt
-	Call    string   `json:"call,omitempty"`
-	Phase   string   `json:"phase,omitempty"`
-	Attempt int      `json:"attempt,omitempty"`
-	Of      int      `json:"of,omitempty"`
-	Allowed int      `json:"allowed,omitempty"`
-	Network int      `json:"network,omitempty"`
+	Call    string `json:"call,omitempty"`
+	Phase   string `json:"phase,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	Of      int    `json:"of,omitempty"`
+	Allowed int    `json:"allowed,omitempty"`
+	Network int    `json:"network,omitempty"`
+	// Counted is the attempt's number among those the retry counts
+	// allow (an attempt after a wait on a rate limit takes the number of
+	// the one before it); absent where every attempt counts.
+	Counted int      `json:"counted,omitempty"`
 	Role    string   `json:"role,omitempty"`
 	Argv    []string `json:"argv,omitempty"`
 	// StdoutLog and StderrLog are the call's agent log files (agent_log_dir).
