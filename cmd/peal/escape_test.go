@@ -287,3 +287,28 @@ func TestDenialNamed(t *testing.T) {
 		t.Fatalf("report JSON:\n%s", js.stdout)
 	}
 }
+
+// TestPolicyShown: peal config, peal doctor and the dry run say what each
+// kind of call may write and reach on this machine, with the user's paths
+// and hosts.
+func TestPolicyShown(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nx\n")
+	env := s.env("auto", "PEAL_CONFINE_WRITE_PATHS=/opt/shared-cache", "PEAL_CONFINE_NETWORK_ALLOW=proxy.golang.org")
+	for _, args := range [][]string{{"config"}, {"doctor"}, {"run", "--dry-run"}} {
+		r := s.peal(env, args...)
+		for _, want := range []string{
+			"confine = auto: files and TCP enforced by Landlock ABI",
+			"claude agent calls write its work tree, its temporary folder",
+			"confine_write_paths (/opt/shared-cache)",
+			"checks and worktree_setup_command write its work tree",
+			"reach proxy.golang.org",
+			"never read: ", filepath.Join(s.home, ".ssh"),
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("peal %s lacks %q:\n%s", strings.Join(args, " "), want, r.stdout)
+			}
+		}
+	}
+}
