@@ -113,15 +113,16 @@ func (r *run) applyBack(ctx context.Context) error {
 
 // leaveHome ends the run's worktree, whatever ended the run: what was
 // committed there comes back to the work tree, what was not is committed
-// on its branch, which is then kept; the worktree goes.
-func (r *run) leaveHome(ctx context.Context) {
+// on its branch, which is then kept; the worktree goes. The error is the
+// work tree's refusal of the run's work (which stays on the branch).
+func (r *run) leaveHome(ctx context.Context) (back error) {
 	if r.main == nil {
-		return
+		return nil
 	}
 	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
-	if err := r.bringBack(cctx); err != nil {
-		r.log.Error("the work tree could not take the run's work; it stays on its branch", "err", err)
+	if back = r.bringBack(cctx); back != nil {
+		r.log.Error("the work tree could not take the run's work; it stays on its branch", "err", back)
 	}
 	if changes, err := r.home.git.Changes(cctx); err == nil && len(changes) > 0 {
 		if _, err := r.home.git.CommitMessage(cctx, "peal: unfinished work (not brought into the work tree)"); err != nil {
@@ -141,6 +142,7 @@ func (r *run) leaveHome(ctx context.Context) {
 	}
 	r.home, r.main = r.main, nil
 	r.trees.Into(nil)
+	return back
 }
 
 // headOrEmpty is the run's worktree's HEAD, "" when it cannot be read.

@@ -284,6 +284,12 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	if err == nil {
 		err = r.finalChecks(ctx, &out)
 	}
+	// The run's worktree (confined tasks) ends here, whatever happened:
+	// its work is in the work tree before the summary and the post-run
+	// commands.
+	if berr := r.leaveHome(ctx); err == nil {
+		err = berr
+	}
 	if err == nil && ctx.Err() != nil {
 		// The signal came after the last call had ended: the run still ends
 		// as interrupted, with the signal's exit code.
@@ -398,7 +404,6 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 		if err := r.moveHome(ctx); err != nil {
 			return Outcome{}, err
 		}
-		defer r.leaveHome(ctx)
 	}
 	if err := r.startChecks(ctx, pending); err != nil {
 		return Outcome{}, err
