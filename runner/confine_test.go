@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,5 +78,109 @@ func TestConfineOnRefusesToStart(t *testing.T) {
 	c, err := confinementOn(h.config("PEAL_CONFINE=auto"), nil, none)
 	if err != nil || c.files() || !strings.Contains(c.line(), "not enforced: Landlock is not enabled in this kernel") {
 		t.Fatalf("auto: %v, %+v", err, c)
+	}
+}
+
+// confinedHarness is a harness whose runs are confined by the kernel (the
+// test is skipped where it cannot confine files), on a repository with a
+// first commit and an ignored node_modules.
+func confinedHarness(t *testing.T, plan string) *harness {
+	t.Helper()
+	if !confine.Probe().Files {
+		t.Skip("this kernel does not confine files")
+	}
+	h := newHarness(t, plan)
+	h.confine = "on"
+	os.WriteFile(filepath.Join(h.repo, ".gitignore"), []byte("node_modules/\n"), 0o644)
+	testgit.Git(t, h.repo, "add", ".gitignore")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "root")
+	os.MkdirAll(filepath.Join(h.repo, "node_modules", "pkg"), 0o755)
+	os.WriteFile(filepath.Join(h.repo, "node_modules", "pkg", "index.js"), []byte("module.exports = 1\n"), 0o644)
+	return h
+}
+
+// TestConfinedRunWorksInItsWorktree: confined, the tasks work in the run's
+// worktree, where they make top-level files and folders (which a confined
+// call could not do at the top of the work tree, beside .git) and read and
+// write what git ignores in the work tree (linked); their work comes back
+// to the work tree as each completes: uncommitted without commits, as an
+// unconfined run leaves it, or as the run's commits, fast-forward. Nothing
+// of the run's worktree is left.
+func TestConfinedRunWorksInItsWorktree(t *testing.T) {
+	t.Parallel()
+	for _, commits := range []bool{false, true} {
+		h := confinedHarness(t, twoTasks)
+		h.scenario(map[string][]fakes.Outcome{
+			"execute:1": {writes("one.txt", "1", "src/new/two.go", "package new\n", "node_modules/pkg/added.js", "x\n")},
+			"execute:2": {writes("three.txt", "3")},
+		})
+		out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits))
+		if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
+			t.Fatalf("commits %v: err %v, outcome %+v\n%s", commits, err, out, h.log.String())
+		}
+		for name, want := range map[string]string{"one.txt": "1", "src/new/two.go": "package new\n", "three.txt": "3", "node_modules/pkg/added.js": "x\n"} {
+			if got := fileIn(t, h.repo, name); got != want {
+				t.Errorf("commits %v: %s = %q, want %q", commits, name, got, want)
+			}
+		}
+		for _, c := range h.calls() {
+			if !strings.HasSuffix(c.Cwd, filepath.Join("worktrees", "home")) {
+				t.Errorf("%s ran in %s, not in the run's worktree", c.Key, c.Cwd)
+			}
+		}
+		log := testgit.Git(t, h.repo, "log", "--format=%s")
+		status := testgit.Git(t, h.repo, "status", "--porcelain")
+		if commits {
+			if log != "peal: task 2 - fake plan output for task 2\npeal: task 1 - fake plan output for task 1\nroot" || status != "" {
+				t.Errorf("with commits: log %q, status %q", log, status)
+			}
+		} else if log != "root" || status != "?? one.txt\n?? src/\n?? three.txt" {
+			t.Errorf("without commits: log %q, status %q", log, status)
+		}
+		if left := leftovers(t, h); len(left) > 0 {
+			t.Errorf("left behind: %q", left)
+		}
+	}
+}
+
+// TestConfinedRunDirtyTree: changes the work tree does not commit are not
+// in the run's worktree (one warning), and stay in the work tree.
+func TestConfinedRunDirtyTree(t *testing.T) {
+	t.Parallel()
+	h := confinedHarness(t, "## Task 1\nA\n")
+	os.WriteFile(filepath.Join(h.repo, "mine.txt"), []byte("mine\n"), 0o644)
+	h.scenario(map[string][]fakes.Outcome{"execute:1": {writes("one.txt", "1")}})
+	if _, err := h.run(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(h.log.String(), "the work tree has changes git does not hold (mine.txt)") {
+		t.Fatalf("no warning:\n%s", h.log.String())
+	}
+	if fileIn(t, h.repo, "mine.txt") != "mine\n" || fileIn(t, h.repo, "one.txt") != "1" {
+		t.Fatal("the work tree lost the user's change or the task's work")
+	}
+}
+
+// TestConfinedUnfinishedWork: the work a failed task left uncommitted
+// comes back to the work tree uncommitted, as an unconfined run leaves it;
+// when the run commits, it is kept on a branch instead, never brought in.
+func TestConfinedUnfinishedWork(t *testing.T) {
+	t.Parallel()
+	for _, commits := range []bool{false, true} {
+		h := confinedHarness(t, "## Task 1\nA\n")
+		h.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"half.txt": "half"}, Exit: 1}}})
+		if _, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits)); err == nil {
+			t.Fatal("the task did not fail")
+		}
+		_, err := os.Stat(filepath.Join(h.repo, "half.txt"))
+		kept := strings.Fields(testgit.Git(t, h.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))
+		if commits {
+			if err == nil || len(kept) != 1 || !strings.HasPrefix(kept[0], "peal-kept/home-") ||
+				testgit.Git(t, h.repo, "show", kept[0]+":half.txt") != "half" {
+				t.Errorf("with commits: half.txt %v, kept %q", err, kept)
+			}
+		} else if err != nil || len(kept) != 0 {
+			t.Errorf("without commits: half.txt %v, kept %q", err, kept)
+		}
 	}
 }

@@ -129,8 +129,12 @@ func (r *run) leaveHome(ctx context.Context) (back error) {
 			r.log.Warn("could not commit the unfinished work of the run's worktree; it is lost with the worktree", "paths", gitrepo.ListPaths(changes, 3), "err", err)
 		}
 	}
-	if err := r.bringBack(cctx); err != nil && !r.main.commits {
-		r.log.Error("the work tree could not take the run's unfinished work; it stays on its branch", "err", err)
+	if !r.main.commits {
+		// Without commits, unfinished work comes back too, uncommitted,
+		// as an unconfined run leaves it.
+		if err := r.applyBack(cctx); err != nil {
+			r.log.Error("the work tree could not take the run's unfinished work; it stays on its branch", "err", err)
+		}
 	}
 	r.guard.forget(r.home.tree)
 	kept, err := r.trees.DropHome(cctx, r.main.commits || r.brought != r.headOrEmpty(cctx))
