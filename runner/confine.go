@@ -434,3 +434,10 @@ func loopbackPort(hostport string) (uint16, bool) {
 	n, err := strconv.ParseUint(port, 10, 16)
 	return uint16(n), err == nil && n > 0
 }
+
+// guardOf is the run's watch of what git runs, as the git client and the
+// review see it: the watch is made once the run starts, after the run.
+type guardOf struct{ r *run }
+
+func (g guardOf) Check() error { return g.r.guard.Check() }
+func (g guardOf) Accept()      { g.r.guard.Accept() }

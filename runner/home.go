@@ -63,7 +63,7 @@ func (r *run) moveHome(ctx context.Context) error {
 		at.writable = append(at.writable, filepath.Join(main.tree, filepath.FromSlash(strings.TrimSuffix(p, "/"))))
 	}
 	at.reviewer = main.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, t.Review, r.trees.Lock())
-	r.guard.watch(t.Path, t.Dir)
+	r.guard.Add(t.Path, t.Dir)
 	r.main, r.home = main, at
 	r.trees.Into(at.git)
 	r.log.Info("the run's tasks work in a worktree of their own; each completed task's work comes back to the work tree", "worktree", t.Path,
@@ -136,7 +136,7 @@ func (r *run) leaveHome(ctx context.Context) (back error) {
 			r.log.Error("the work tree could not take the run's unfinished work; it stays on its branch", "err", err)
 		}
 	}
-	r.guard.forget(r.home.tree)
+	r.guard.Forget(r.home.tree)
 	kept, err := r.trees.DropHome(cctx, r.main.commits || r.brought != r.headOrEmpty(cctx))
 	if err != nil {
 		r.log.Warn("could not remove the run's worktree; the next run removes it", "err", err)

@@ -104,7 +104,7 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t plan.Task, base stri
 	remove := func() {
 		cctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
-		r.guard.forget(tt.Path)
+		r.guard.Forget(tt.Path)
 		if err := r.trees.Remove(cctx, tt); err != nil {
 			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.Path, "err", err)
 		}
@@ -154,7 +154,7 @@ func (r *run) worktreeSite(tt *worktree.Tree) *site {
 	}
 	at := &site{caller: caller, git: r.home.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true,
 		tree: tt.Path, main: main, linked: r.linkedPaths()}
-	r.guard.watch(tt.Path, tt.Dir)
+	r.guard.Add(tt.Path, tt.Dir)
 	at.reviewer = r.home.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, tt.Review, r.trees.Lock())
 	return at
 }

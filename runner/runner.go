@@ -112,7 +112,7 @@ type run struct {
 	// confine = off).
 	confined   *confinement
 	confineErr error
-	guard      *gitGuard
+	guard      *gitrepo.Watch
 	// main is the work tree's site while the tasks work in the run's
 	// worktree (home.go), brought the commit of the run's worktree whose
 	// work the work tree has; nil otherwise.
@@ -268,7 +268,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	r.trees.Sweep(ctx, r.store.Completed)
 	if r.confined != nil {
 		// Noted before any agent call: what git and stet will run.
-		if r.guard, err = newGitGuard(ctx, r.home.git); err != nil {
+		if r.guard, err = gitrepo.NewWatch(ctx, r.home.git); err != nil {
 			return Outcome{}, fmt.Errorf("noting the repository's hooks and git configuration before the run: %w", err)
 		}
 	}

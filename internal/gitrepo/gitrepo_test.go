@@ -183,3 +183,61 @@ func TestCommand(t *testing.T) {
 		t.Fatalf("a plain command that fails: %#v", err)
 	}
 }
+
+// The watch refuses every command once the hooks, the configuration or a
+// watched worktree's .git pointer changed, for good; peal's own change is
+// accepted.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	for _, change := range []string{"hook", "config", "pointer", "nested", "none"} {
+		repo := t.TempDir()
+		git := testGit(t, repo)
+		git("init", "-q")
+		git("commit", "-q", "--allow-empty", "-m", "root")
+		wt := filepath.Join(t.TempDir(), "wt")
+		git("worktree", "add", "-q", "-b", "w", wt)
+		os.MkdirAll(filepath.Join(wt, "sub"), 0o755)
+		g := New(phase.Caller{Dir: repo, Env: testEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}, nil, time.Minute, repo)
+		w, err := NewWatch(context.Background(), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Guard(w)
+		w.Add(wt, filepath.Join(wt, "sub"))
+		if _, err := g.Head(context.Background()); err != nil {
+			t.Fatalf("%s: before any change: %v", change, err)
+		}
+		var path string
+		switch change {
+		case "hook":
+			path = filepath.Join(repo, ".git", "hooks")
+			os.MkdirAll(path, 0o755)
+			os.WriteFile(filepath.Join(path, "post-commit"), []byte("#!/bin/sh\n"), 0o755)
+		case "config":
+			path = filepath.Join(repo, ".git", "config")
+			f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			f.WriteString("[core]\n\thooksPath = /tmp\n")
+			f.Close()
+		case "pointer":
+			path = filepath.Join(wt, ".git")
+			os.WriteFile(path, []byte("gitdir: /tmp/planted\n"), 0o644)
+		case "nested":
+			path = filepath.Join(wt, "sub", ".git")
+			os.MkdirAll(path, 0o755)
+		}
+		_, err = g.Head(context.Background())
+		if change == "none" {
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), path+" was ") || !strings.Contains(err.Error(), "peal runs no git and no stet after that") {
+			t.Fatalf("%s: err %v", change, err)
+		}
+		w.Accept() // tripped: accepting changes nothing
+		if w.Check() == nil {
+			t.Fatalf("%s: the watch forgot its refusal", change)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package runner
+package gitrepo
 
 import (
 	"context"
@@ -12,11 +12,10 @@ import (
 	"strings"
 	"sync"
 
-	"peal/internal/gitrepo"
 	"peal/internal/safefs"
 )
 
-// gitGuard keeps peal's own git, and stet's, from running what a call
+// Watch keeps peal's own git, and stet's, from running what a call
 // planted. Where the kernel confines files, no call can write the
 // repository's hooks or configuration; where it does not (an older kernel
 // under confine = auto, macOS, Windows), the guard notes them when the run
@@ -26,7 +25,7 @@ import (
 // call may rewrite there (stet's git reads it), and the folders on the way
 // from the task's folder to that worktree's top, where a planted .git
 // would be found first.
-type gitGuard struct {
+type Watch struct {
 	mu      sync.Mutex
 	noted   map[string][32]byte // path → its content's hash; the zero hash: absent
 	tripped error
@@ -49,11 +48,11 @@ func (e *plantedError) EndsRun() bool { return true }
 // files are small; a larger one counts as changed when its size does.
 const maxNoted = 4 << 20
 
-// newGitGuard notes, through git (before any agent call), the repository's
+// NewWatch notes, through git (before any agent call), the repository's
 // hooks folder (core.hooksPath honoured), its configuration files and the
 // user's and system's git configuration.
-func newGitGuard(ctx context.Context, git *gitrepo.Repo) (*gitGuard, error) {
-	g := &gitGuard{noted: map[string][32]byte{}}
+func NewWatch(ctx context.Context, git *Repo) (*Watch, error) {
+	g := &Watch{noted: map[string][32]byte{}}
 	out, err := git.Command("rev-parse", "--path-format=absolute", "--git-path", "hooks", "--git-common-dir").Run(ctx)
 	if err != nil {
 		return nil, err
@@ -88,10 +87,10 @@ func newGitGuard(ctx context.Context, git *gitrepo.Repo) (*gitGuard, error) {
 	return g, nil
 }
 
-// watch notes what a call in the worktree at top, working in dir, could
+// Add notes what a call in the worktree at top, working in dir, could
 // rewrite there that stet's git would read: the worktree's .git pointer,
 // and a .git in any folder from dir up to top.
-func (g *gitGuard) watch(top, dir string) {
+func (g *Watch) Add(top, dir string) {
 	if g == nil {
 		return
 	}
@@ -108,7 +107,7 @@ func (g *gitGuard) watch(top, dir string) {
 // Accept notes again what peal's own git changed, right after the command
 // that Check let through. (Where the kernel does not confine files, a call
 // that writes the configuration in those few milliseconds goes unseen.)
-func (g *gitGuard) Accept() {
+func (g *Watch) Accept() {
 	if g == nil {
 		return
 	}
@@ -122,8 +121,8 @@ func (g *gitGuard) Accept() {
 	}
 }
 
-// forget stops watching the worktree at top, once peal removed it.
-func (g *gitGuard) forget(top string) {
+// Forget stops watching the worktree at top, once peal removed it.
+func (g *Watch) Forget(top string) {
 	if g == nil {
 		return
 	}
@@ -137,7 +136,7 @@ func (g *gitGuard) forget(top string) {
 }
 
 // Check refuses, for good, once anything noted changed.
-func (g *gitGuard) Check() error {
+func (g *Watch) Check() error {
 	if g == nil {
 		return nil
 	}
@@ -201,10 +200,3 @@ func fingerprint(path string) [32]byte {
 	}
 	return [32]byte(h.Sum(nil))
 }
-
-// guardOf is the run's guard as the git client and the review see it: the
-// guard is made once the run starts, after the run itself.
-type guardOf struct{ r *run }
-
-func (g guardOf) Check() error { return g.r.guard.Check() }
-func (g guardOf) Accept()      { g.r.guard.Accept() }
