@@ -44,7 +44,12 @@ type Call struct {
 	Model      string // "" for the CLI's default
 	Prompt     string
 	Structured bool // ask for the CLI's event stream instead of plain text
-	Options    Options
+	// Session, when set, is the id of the agent session the call begins
+	// (a kind whose ids peal chooses) or, with Resume, continues (see
+	// Kind.Session).
+	Session string
+	Resume  bool
+	Options Options
 	// Extra are arguments the user adds to every call (agent_extra_args),
 	// after the kind's own and before the prompt.
 	Extra []string
@@ -95,6 +100,9 @@ type Kind struct {
 	Failures Failures
 	// Events reads the structured output; nil when the kind has none.
 	Events *Events
+	// Session is how the CLI continues a conversation over several calls;
+	// nil when it cannot.
+	Session *Session
 	// Auth is how to tell, before the first call, whether the CLI can
 	// authenticate.
 	Auth Auth
@@ -159,16 +167,27 @@ func (e *PromptTooLongError) Error() string {
 
 // Invocation is the argv, stdin and environment of call c with the binary at
 // path. The argv is, in this order: the program, the kind's own arguments
-// (Args), ModelFlag and the model when one is set, the user's extra
-// arguments (agent_extra_args), and last the prompt, or StdinArg when the
-// prompt goes on stdin. A prompt that the kind takes as an argument and that
-// is longer than an argument may be is an error before anything runs.
+// (Args), the session's (Session.Args) when the call begins or continues
+// one, ModelFlag and the model when one is set, the user's extra arguments
+// (agent_extra_args), and last the prompt, or StdinArg when the prompt goes
+// on stdin. A prompt that the kind takes as an argument and that is longer
+// than an argument may be, or a session id the CLI could misread, is an
+// error before anything runs.
 func (k *Kind) Invocation(path string, c Call) (Invocation, error) {
+	if c.Session != "" && !k.Session.ValidID(c.Session) {
+		return Invocation{}, fmt.Errorf("the %s CLI cannot be given the session id %q: it is not one the CLI gives or takes", k.Name, c.Session)
+	}
+	return k.invocation(path, c)
+}
+
+// invocation is Invocation once the session id is known to be valid.
+func (k *Kind) invocation(path string, c Call) (Invocation, error) {
 	// A NUL byte (from an agent's plan text or a review's output) cannot be
 	// passed in an argument and means nothing to a model: it is shown as
 	// U+FFFD, so that the call can be made at all.
 	c.Prompt = strings.ReplaceAll(c.Prompt, "\x00", "\uFFFD")
 	argv := append([]string{path}, k.Args(c)...)
+	argv = append(argv, k.Session.Args(c.Session, c.Resume)...)
 	if c.Model != "" {
 		argv = append(argv, k.ModelFlag, c.Model)
 	}

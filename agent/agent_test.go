@@ -272,6 +272,24 @@ func TestEveryKindHasAFake(t *testing.T) {
 		if cli.ModelFlag != k.ModelFlag {
 			t.Errorf("%s: the fake takes the model after %q, peal passes it after %q", name, cli.ModelFlag, k.ModelFlag)
 		}
+		// Sessions: the fake begins and resumes them as the kind declares,
+		// and its words for one it cannot resume are the kind's.
+		switch {
+		case (k.Session != nil) != (cli.Session != nil):
+			t.Errorf("%s: peal continues sessions %v, the fake %v", name, k.Session != nil, cli.Session != nil)
+		case k.Session != nil:
+			if k.Session.Chosen != (cli.Session.Begin != "") {
+				t.Errorf("%s: peal chooses the ids %v, the fake takes one %v", name, k.Session.Chosen, cli.Session.Begin != "")
+			}
+			f := cli.Session.Lost("be06e92d-7e30-408b-a760-4199698be73e")
+			res := phase.Result{ExitCode: f.Exit, Stdout: f.Text + "\n"}
+			if f.Stderr {
+				res = phase.Result{ExitCode: f.Exit, Stderr: f.Text + "\n"}
+			}
+			if _, lost := k.Session.LostIn(res, false); !lost {
+				t.Errorf("%s: the fake's words for a session it cannot resume (%q) are not the kind's", name, f.Text)
+			}
+		}
 	}
 	for name := range fakes.CLIs {
 		if _, err := Lookup(name); err != nil {

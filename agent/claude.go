@@ -50,7 +50,8 @@ func init() {
 			},
 			QuotaHint: "add credit to the Anthropic account of the key (Plans & Billing) or raise its spend limit",
 		},
-		Events: streamJSON,
+		Events:  streamJSON,
+		Session: claudeSession,
 		Auth: Auth{
 			Env:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
 			Status: []string{"auth", "status"},
@@ -100,4 +101,25 @@ func claudeArgs(c Call) []string {
 		return append(args, "--permission-mode", "bypassPermissions")
 	}
 	return append(args, "--permission-mode", "plan")
+}
+
+// claudeSession: peal chooses the id (--session-id takes only a UUID) and
+// resumes it with --resume, which also reads a value that is no UUID as a
+// session title to search: only a UUID is ever passed. Measured with
+// claude 2.1.197.
+var claudeSession = &Session{
+	Chosen: true,
+	Begin:  func(id string) []string { return []string{"--session-id", id} },
+	Resume: func(id string) []string { return []string{"--resume", id} },
+	ID:     uuidPattern,
+	// Its words for an id it never made, a session file that is empty,
+	// garbage or gone, and a session of an unrelated folder.
+	Lost: []string{"no conversation found with session id"},
+	Doc: SessionDoc{
+		Learnt: "`session_id` on every stream-json line",
+		Lost: "exit 1 in under 1 s, stderr `No conversation found with session ID: <id>` (the same for an empty, garbled or deleted session file, " +
+			"and for a session of an unrelated folder; a worktree of the same repository resumes it)",
+		Hazards: "`-c`/`--continue` takes the folder's newest session, `--resume` with no value opens a picker and with a value that is no UUID searches " +
+			"titles; a `--session-id` used before is refused (`Session ID <id> is already in use.`), so a failed first call's retry takes a new id",
+	},
 }

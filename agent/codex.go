@@ -39,7 +39,8 @@ func init() {
 			FatalHint: "set OPENAI_API_KEY (or CODEX_API_KEY), or run `codex login` once",
 			QuotaHint: "add credit to the OpenAI account of OPENAI_API_KEY (or raise its plan's quota)",
 		},
-		Events: codexEvents,
+		Events:  codexEvents,
+		Session: codexSession,
 		Auth: Auth{
 			Env:       []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
 			Status:    []string{"login", "status"},
@@ -89,15 +90,20 @@ var codexEvents = &Events{
 	Answer: "the last `item.completed` of type `agent_message`",
 	End:    "`turn.completed`",
 	Error:  "`turn.failed`, `{\"type\":\"error\"}` when no turn completed",
-	Usage:  "`usage` of `turn.completed`",
+	Usage:  "`usage` of `turn.completed` (`input_tokens`, cached included, `cached_input_tokens`, `output_tokens`), counting the whole thread",
+	// Measured with codex 0.171.0: three calls of one thread reported
+	// 240, 516 and 1024 input tokens.
+	Cumulative: true,
 }
 
-// parseCodexEvents reads one line of `codex exec --json`: agent messages as
+// parseCodexEvents reads one line of `codex exec --json`: the thread's id
+// (thread.started, its first line, before any request), agent messages as
 // completed items, turn.completed (the end of the answer, with token
 // usage), turn.failed and error events.
 func parseCodexEvents(line []byte) (Event, bool) {
 	var e struct {
 		Type    string `json:"type"`
+		Thread  string `json:"thread_id"`
 		Message string `json:"message"`
 		Item    struct {
 			Type string `json:"type"`
@@ -105,6 +111,7 @@ func parseCodexEvents(line []byte) (Event, bool) {
 		} `json:"item"`
 		Usage struct {
 			Input  int64 `json:"input_tokens"`
+			Cached int64 `json:"cached_input_tokens"`
 			Output int64 `json:"output_tokens"`
 		} `json:"usage"`
 		Error any `json:"error"`
@@ -113,14 +120,38 @@ func parseCodexEvents(line []byte) (Event, bool) {
 		return Event{}, false
 	}
 	switch {
+	case e.Type == "thread.started":
+		return Event{Session: e.Thread}, true
 	case e.Type == "item.completed" && e.Item.Type == "agent_message":
 		return Event{Text: e.Item.Text}, true
 	case e.Type == "turn.completed":
-		return Event{Final: true, Usage: Usage{InputTokens: e.Usage.Input, OutputTokens: e.Usage.Output}}, true
+		return Event{Final: true, Usage: Usage{InputTokens: e.Usage.Input, OutputTokens: e.Usage.Output, CachedTokens: e.Usage.Cached}}, true
 	case e.Type == "turn.failed":
 		return Event{Final: true, Error: nonEmpty(errorText(e.Error), "the turn failed")}, true
 	case e.Type == "error":
 		return Event{Error: nonEmpty(e.Message, errorText(e.Error))}, true
 	}
-	return Event{}, true // other events (thread.started, turn.started, ...) tell nothing
+	return Event{}, true // other events (turn.started, ...) tell nothing
+}
+
+// codexSession: the CLI chooses the thread's id, and its first event
+// (thread.started, printed before any request) names it; `resume <id>`
+// continues it, after exec's own options (-C and -s are refused after it)
+// and before the "-" that reads the prompt on stdin. Measured with codex
+// 0.171.0.
+var codexSession = &Session{
+	Resume: func(id string) []string { return []string{"resume", id} },
+	// An id that is no UUID is looked up as a thread name, and one not
+	// found starts a new thread silently (exit 0).
+	ID: uuidPattern,
+	// Its words for an id with no rollout file, and for a rollout file that
+	// is empty or garbage.
+	Lost: []string{"thread/resume failed"},
+	Doc: SessionDoc{
+		Learnt: "`thread_id` of `thread.started`, the first line, printed before any request (also when the API cannot be reached)",
+		Lost: "exit 1 in 0.2 s, stdout empty: `Error: thread/resume: thread/resume failed: no rollout found for thread id <id> (code -32600)` " +
+			"(a rollout file that is empty or garbage: `… failed to read thread: … (code -32603)`)",
+		Hazards: "`resume --last` takes the newest thread; `resume \"\"` or an id that is no UUID and names no thread starts a new thread silently (exit 0); " +
+			"a thread resumes in any folder (`-C`), a worktree included",
+	},
 }

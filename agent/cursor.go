@@ -28,7 +28,8 @@ func init() {
 				"workspace trust required": "keep cursor_trust on (the default) so that peal passes --trust for the repository",
 			},
 		},
-		Events: streamJSON, // the Cursor CLI's stream-json follows Claude Code's shape
+		Events:  streamJSON, // the Cursor CLI's stream-json follows Claude Code's shape
+		Session: cursorSession,
 		Auth: Auth{
 			Env:       []string{"CURSOR_API_KEY"},
 			Status:    []string{"status"},
@@ -79,4 +80,23 @@ func cursorArgs(c Call) []string {
 		args = append(args, "--force")
 	}
 	return args
+}
+
+// cursorSession follows the Cursor CLI's documentation; it was not measured
+// (no CLI on the test machine). The CLI chooses the chat's id, its
+// stream-json names it (session_id of system/init), and --resume <id>
+// continues it. Its words for a chat it cannot resume are not known: a
+// resumed call that fails before its events name the session is taken as
+// one.
+var cursorSession = &Session{
+	Resume: func(id string) []string { return []string{"--resume", id} },
+	// A chat id as the CLI reports them (a UUID, by third-party accounts of
+	// its stream-json); never a number (--resume=-1 is the latest chat) nor
+	// an empty value. An id of another form is not continued.
+	ID: uuidPattern,
+	Doc: SessionDoc{
+		Learnt:  "`session_id` of `system/init` (from its documentation)",
+		Lost:    "not measured (its documentation says only that a failure exits non-zero with the error on stderr): a resumed call that fails before its events name the session counts as one",
+		Hazards: "`--continue` (`--resume=-1`) and `agent resume` take the latest chat, `agent ls` is a picker (from its documentation)",
+	},
 }

@@ -134,6 +134,30 @@ func docTables(t *testing.T) map[string][]string {
 				return []string{k.Doc.Outage, k.Doc.OutageBound, k.Doc.OutageAttempts, k.Doc.OutageExit}
 			}),
 		"events": eventsTable(kinds),
+		"sessions": each([]string{"kind", "the session's id", "a first call (execute)", "a resumed call (execute)", "a session it cannot resume (measured)", "what peal recognises", "what peal never passes, and why"},
+			func(k *Kind) []string {
+				s := k.Session
+				if s == nil {
+					return []string{"cannot continue a session: every call starts fresh", "—", "—", "—", "—", "—"}
+				}
+				for field, cell := range map[string]string{"Learnt": s.Doc.Learnt, "Lost": s.Doc.Lost, "Hazards": s.Doc.Hazards} {
+					if cell == "" {
+						t.Errorf("kind %s declares no Session.Doc.%s: docs/agents.md needs it", k.Name, field)
+					}
+				}
+				id := "learnt: " + s.Doc.Learnt
+				if s.Chosen {
+					id = "chosen by peal, a new UUID; " + s.Doc.Learnt + " names it too"
+				}
+				recognised := patterns(s.Lost)
+				for _, code := range s.LostExit {
+					recognised += fmt.Sprintf(", exit %d", code)
+				}
+				if !s.Measured() {
+					recognised = "a failure before the events name the session"
+				}
+				return []string{id, "`" + sessionArgv(t, k, false) + "`", "`" + sessionArgv(t, k, true) + "`", s.Doc.Lost, recognised, s.Doc.Hazards}
+			}),
 		"auth": each([]string{"kind", "credential variables (any one)", "status command", "checked before the first call", "how to log in, in CI"},
 			func(k *Kind) []string {
 				status := "none"
@@ -211,6 +235,21 @@ func docCall(phaseName string, structured bool, model string) Call {
 func shownArgv(t *testing.T, k *Kind, phaseName string) string {
 	t.Helper()
 	inv, err := k.Invocation("", docCall(phaseName, false, "M"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := strings.Join(inv.Argv[1:], " ")
+	return strings.Replace(argv, k.ModelFlag+" M", "["+k.ModelFlag+" M]", 1)
+}
+
+// sessionArgv is the argv of an execute call with the kind's structured
+// output that begins a session (resume false) or continues one, the id
+// shown as ID.
+func sessionArgv(t *testing.T, k *Kind, resume bool) string {
+	t.Helper()
+	c := docCall("execute", true, "M")
+	c.Session, c.Resume = "ID", resume
+	inv, err := k.invocation("", c)
 	if err != nil {
 		t.Fatal(err)
 	}

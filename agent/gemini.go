@@ -47,7 +47,8 @@ func init() {
 			FatalHint: "set GEMINI_API_KEY (or GOOGLE_API_KEY, or Vertex AI's variables) in the job's environment",
 			QuotaHint: "enable billing for, or raise the quota of, the Google Cloud project of GEMINI_API_KEY (a daily quota comes back the next day)",
 		},
-		Events: geminiEvents,
+		Events:  geminiEvents,
+		Session: geminiSession,
 		Auth: Auth{
 			Env:       []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"},
 			LoginHint: "set GEMINI_API_KEY in the job's environment",
@@ -97,15 +98,16 @@ var geminiEvents = &Events{
 	Answer: "the assistant `message` deltas, joined",
 	End:    "`{\"type\":\"result\"}`",
 	Error:  "a result with `status` other than `success`; `error` events of severity error",
-	Usage:  "`stats.input_tokens`, `stats.output_tokens`",
+	Usage:  "`stats.input_tokens` (cached included), `stats.cached`, `stats.output_tokens`",
 }
 
 // parseGeminiEvents reads one line of `--output-format stream-json`:
-// assistant message deltas, error events, and the final result with status
-// and token stats.
+// the session's id (init), assistant message deltas, error events, and the
+// final result with status and token stats.
 func parseGeminiEvents(line []byte) (Event, bool) {
 	var e struct {
 		Type     string `json:"type"`
+		Session  string `json:"session_id"`
 		Role     string `json:"role"`
 		Content  string `json:"content"`
 		Delta    bool   `json:"delta"`
@@ -115,6 +117,7 @@ func parseGeminiEvents(line []byte) (Event, bool) {
 		Error    any    `json:"error"`
 		Stats    struct {
 			Input  int64 `json:"input_tokens"`
+			Cached int64 `json:"cached"`
 			Output int64 `json:"output_tokens"`
 		} `json:"stats"`
 	}
@@ -122,13 +125,15 @@ func parseGeminiEvents(line []byte) (Event, bool) {
 		return Event{}, false
 	}
 	switch e.Type {
+	case "init":
+		return Event{Session: e.Session}, true
 	case "message":
 		if e.Role != "assistant" {
 			return Event{}, true
 		}
 		return Event{Text: e.Content, Delta: e.Delta}, true
 	case "result":
-		ev := Event{Final: true, Usage: Usage{InputTokens: e.Stats.Input, OutputTokens: e.Stats.Output}}
+		ev := Event{Final: true, Usage: Usage{InputTokens: e.Stats.Input, OutputTokens: e.Stats.Output, CachedTokens: e.Stats.Cached}}
 		if e.Status != "" && e.Status != "success" {
 			ev.Error = nonEmpty(errorText(e.Error), "the result reports "+e.Status)
 		}
@@ -140,4 +145,28 @@ func parseGeminiEvents(line []byte) (Event, bool) {
 		return Event{Error: nonEmpty(e.Message, errorText(e.Error))}, true
 	}
 	return Event{}, true
+}
+
+// geminiSession: peal chooses the id (--session-id takes any string; peal
+// gives a UUID) and resumes it with --resume, which also takes `latest`, an
+// index or "" (the latest session): only a UUID is ever passed. --resume
+// and --session-id are mutually exclusive. Measured with gemini 0.61.0.
+var geminiSession = &Session{
+	Chosen: true,
+	Begin:  func(id string) []string { return []string{"--session-id", id} },
+	Resume: func(id string) []string { return []string{"--resume", id} },
+	ID:     uuidPattern,
+	// "Error resuming session: Invalid session identifier …" for an id it
+	// does not know, "… No previous sessions found for this project." for
+	// a folder without sessions or a session file that is gone; both exit
+	// 42, its code for bad input.
+	Lost:     []string{"error resuming session"},
+	LostExit: []int{42},
+	Doc: SessionDoc{
+		Learnt: "`session_id` of `init`",
+		Lost: "exit 42 in 1.5 s, stderr `Error resuming session: Invalid session identifier \"<id>\".`; in another folder (a worktree too) or with its " +
+			"session file empty, garbled or gone, `Error resuming session: No previous sessions found for this project.`",
+		Hazards: "`--resume latest`, `--resume <index>` and `--resume \"\"` take the latest session; a `--session-id` used before is refused " +
+			"(exit 42, `Session ID \"<id>\" already exists`), and a first call that failed leaves its id dead both ways, so its retry takes a new id",
+	},
 }

@@ -1,5 +1,7 @@
 package agent
 
+import "regexp"
+
 // opencode (binary `opencode`): `opencode run` with the prompt on stdin, the
 // plan agent for read-only calls and --auto (approve what is not denied)
 // for writing calls. It colours its stderr even without a terminal.
@@ -28,6 +30,7 @@ func init() {
 			QuotaHint: "add credit to the account of the provider whose key opencode uses, or pick another provider's model with `model`",
 		},
 		Events:      opencodeEvents,
+		Session:     opencodeSession,
 		VersionArgs: []string{"--version"},
 		Notes:       "writing calls pass --auto: every permission that is not explicitly denied is granted",
 		Doc: Doc{
@@ -71,23 +74,28 @@ var opencodeEvents = &Events{
 	Answer: "the last `text` part",
 	End:    "(none: the process ends when the session is idle)",
 	Error:  "`{\"type\":\"error\"}`",
-	Usage:  "each `step_finish`'s tokens and `cost`, summed",
+	Usage:  "each `step_finish`'s tokens (`input` without the cache, `cache.read`, `cache.write`, `output`, `reasoning`) and `cost`, summed",
 }
 
 // parseOpencodeEvents reads one line of `run --format json`: text parts,
 // step_finish with tokens and cost (one per step, summed), and error
 // events. It has no final result event: the process ends when the session
-// is idle.
+// is idle. Every line names its session (sessionID), an error's too.
 func parseOpencodeEvents(line []byte) (Event, bool) {
 	var e struct {
-		Type string `json:"type"`
-		Part struct {
+		Type    string `json:"type"`
+		Session string `json:"sessionID"`
+		Part    struct {
 			Text   string  `json:"text"`
 			Cost   float64 `json:"cost"`
 			Tokens struct {
 				Input     int64 `json:"input"`
 				Output    int64 `json:"output"`
 				Reasoning int64 `json:"reasoning"`
+				Cache     struct {
+					Read  int64 `json:"read"`
+					Write int64 `json:"write"`
+				} `json:"cache"`
 			} `json:"tokens"`
 		} `json:"part"`
 		Error any `json:"error"`
@@ -95,13 +103,32 @@ func parseOpencodeEvents(line []byte) (Event, bool) {
 	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
+	ev := Event{Session: e.Session}
 	switch e.Type {
 	case "text":
-		return Event{Text: e.Part.Text}, true
+		ev.Text = e.Part.Text
 	case "step_finish":
-		return Event{Usage: Usage{InputTokens: e.Part.Tokens.Input, OutputTokens: e.Part.Tokens.Output + e.Part.Tokens.Reasoning, CostUSD: e.Part.Cost}}, true
+		t := e.Part.Tokens
+		ev.Usage = Usage{InputTokens: t.Input + t.Cache.Read + t.Cache.Write, OutputTokens: t.Output + t.Reasoning, CachedTokens: t.Cache.Read, CostUSD: e.Part.Cost}
 	case "error":
-		return Event{Error: nonEmpty(errorText(e.Error), "opencode reported an error")}, true
+		ev.Error = nonEmpty(errorText(e.Error), "opencode reported an error")
 	}
-	return Event{}, true
+	return ev, true
+}
+
+// opencodeSession: the CLI chooses the session's id, and every line of its
+// events names it, an error's too; --session continues it. A session
+// resumed from another folder hangs, silent, so peal never resumes one
+// there. Measured with opencode 1.18.33.
+var opencodeSession = &Session{
+	Resume: func(id string) []string { return []string{"--session", id} },
+	// --session "" starts a new session.
+	ID:   regexp.MustCompile(`^ses_[0-9A-Za-z]{8,64}$`),
+	Lost: []string{"session not found"},
+	Doc: SessionDoc{
+		Learnt: "`sessionID` on every `--format json` line, an `error` line's too",
+		Lost:   "exit 1 in 1 s, stdout empty, stderr `Error: Session not found` (coloured); the same for a database without its WAL, or after `opencode session delete`",
+		Hazards: "`-c`/`--continue` takes the last session and `--session \"\"` starts a new one; a session resumed in another folder (a worktree too) " +
+			"runs in its first folder and never exits, silent",
+	},
 }

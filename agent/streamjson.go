@@ -22,9 +22,11 @@ var streamJSON = &Events{
 // API error Claude Code reports as one is an error), the retries it makes
 // by itself (system/api_retry) and the limits it reports
 // (rate_limit_event), and a final {"type":"result"} with the answer,
-// is_error, usage and total_cost_usd.
-func parseStreamJSON(line []byte) (Event, bool) {
+// is_error, usage and total_cost_usd. Every line names its session
+// (session_id).
+func parseStreamJSON(line []byte) (ev Event, ok bool) {
 	var e struct {
+		Session string  `json:"session_id"`
 		Type    string  `json:"type"`
 		Subtype string  `json:"subtype"`
 		IsError bool    `json:"is_error"`
@@ -58,11 +60,12 @@ func parseStreamJSON(line []byte) (Event, bool) {
 	if !decodeLine(line, &e) || e.Type == "" {
 		return Event{}, false
 	}
+	defer func() { ev.Session = e.Session }()
 	switch e.Type {
 	case "result":
 		ev := Event{Final: true, Text: e.Result, Usage: Usage{
 			InputTokens:  e.Usage.Input + e.Usage.CacheCreate + e.Usage.CacheRead,
-			OutputTokens: e.Usage.Output, CostUSD: e.Cost}}
+			OutputTokens: e.Usage.Output, CachedTokens: e.Usage.CacheRead, CostUSD: e.Cost}}
 		if e.IsError || (e.Subtype != "" && e.Subtype != "success") {
 			ev.Error = e.Result
 			if ev.Error == "" {

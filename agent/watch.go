@@ -11,16 +11,38 @@ import (
 	"peal/phase"
 )
 
-// Usage is what calls cost, where the CLI's events say it.
+// Usage is what calls cost, where the CLI's events say it. InputTokens are
+// all the tokens of the prompts the model was sent, CachedTokens the part
+// of them read from the provider's cache.
 type Usage struct {
 	InputTokens  int64
 	OutputTokens int64
+	CachedTokens int64
 	CostUSD      float64
 }
 
 // Add sums two usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens, CostUSD: u.CostUSD + o.CostUSD}
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens,
+		CachedTokens: u.CachedTokens + o.CachedTokens, CostUSD: u.CostUSD + o.CostUSD}
+}
+
+// Since is what u adds to an earlier usage of the same session, for a CLI
+// whose events count the whole session (Events.Cumulative); a figure that
+// went down (the CLI lost count) is taken as new.
+func (u Usage) Since(before Usage) Usage {
+	diff := func(now, then int64) int64 {
+		if now < then {
+			return now
+		}
+		return now - then
+	}
+	cost := u.CostUSD - before.CostUSD
+	if cost < 0 {
+		cost = u.CostUSD
+	}
+	return Usage{InputTokens: diff(u.InputTokens, before.InputTokens), OutputTokens: diff(u.OutputTokens, before.OutputTokens),
+		CachedTokens: diff(u.CachedTokens, before.CachedTokens), CostUSD: cost}
 }
 
 // Event is what one line of a CLI's structured output says.
@@ -39,6 +61,9 @@ type Event struct {
 	// limit it reports (Claude Code's system/api_retry and
 	// rate_limit_event): neither progress nor an answer.
 	Retry *Retry
+	// Session is the id of the agent session the line names, when it names
+	// one.
+	Session string
 }
 
 // Retry is what a CLI's event says of a refused request it retries by
@@ -74,6 +99,11 @@ type Events struct {
 	Parse func(line []byte) (Event, bool)
 	// Where the answer, its end, errors and usage are, in Markdown.
 	Answer, End, Error, Usage string
+	// Cumulative: the usage the events report is the session's so far,
+	// not the call's (codex counts the whole thread): within a call the
+	// latest counts, and a resumed call's own is the difference from the
+	// session's count before it (Usage.Since).
+	Cumulative bool
 }
 
 // decodeLine decodes one line of an event stream into v; false when the
@@ -166,6 +196,10 @@ type Watcher struct {
 	// server is the latest time to retry the server gave, through the
 	// CLI's retry events.
 	server *Retry
+	// session is the first session id the events named; onSession hears of
+	// it once.
+	session   string
+	onSession func(id string)
 }
 
 // WatchOptions configure a Watcher.
@@ -186,6 +220,9 @@ type WatchOptions struct {
 	RateLimitCap, RateLimitWaited time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// OnSession, when set, hears of the first session id the events name,
+	// as soon as they do, once, outside the watcher's lock.
+	OnSession func(id string)
 }
 
 // Watcher returns a fresh watcher for one attempt of the kind's calls under
@@ -198,7 +235,7 @@ func (r *Rules) Watcher(o WatchOptions) *Watcher {
 	structured := o.Structured && r.kind.Events != nil
 	return &Watcher{rules: r, phase: o.Phase, structured: structured, showsWork: structured || r.kind.ShowsWork,
 		stall: o.NetworkStall, linger: o.Linger, now: now,
-		rateWatch: o.RateLimitCap > 0, rateLeft: max(o.RateLimitCap-o.RateLimitWaited, 0), grace: rateGrace}
+		rateWatch: o.RateLimitCap > 0, rateLeft: max(o.RateLimitCap-o.RateLimitWaited, 0), grace: rateGrace, onSession: o.OnSession}
 }
 
 // Begin implements phase.Watcher.
@@ -211,19 +248,31 @@ func (w *Watcher) Begin(end func(error)) {
 
 // Line implements phase.Watcher.
 func (w *Watcher) Line(s phase.Stream, raw []byte) {
+	if id := w.line(s, raw); id != "" && w.onSession != nil {
+		w.onSession(id)
+	}
+}
+
+// line reads one line; it returns the session id the events named first,
+// when this line is the one that did.
+func (w *Watcher) line(s phase.Stream, raw []byte) (named string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.structured && s == phase.Stdout {
 		if ev, ok := w.rules.kind.Events.Parse(raw); ok {
+			if ev.Session != "" && w.session == "" {
+				w.session, named = ev.Session, ev.Session
+			}
 			w.event(ev)
 			if ev.Error != "" && !ev.Final {
 				// An error event speaks like a line of stderr.
 				w.check(phase.Clean(ev.Error))
 			}
-			return
+			return named
 		}
 	}
 	w.check(phase.Clean(string(raw)))
+	return ""
 }
 
 // check looks at one line for a prompt that waits for a person, for a
@@ -359,7 +408,12 @@ func (w *Watcher) stopStall() {
 
 // event records one structured event; callers hold mu.
 func (w *Watcher) event(ev Event) {
-	w.usage = w.usage.Add(ev.Usage)
+	switch {
+	case !w.rules.kind.Events.Cumulative:
+		w.usage = w.usage.Add(ev.Usage)
+	case ev.Usage != (Usage{}):
+		w.usage = ev.Usage
+	}
 	if r := ev.Retry; r != nil {
 		// The CLI retries a refused request by itself.
 		if r.Class == phase.Network {
@@ -481,11 +535,19 @@ func (w *Watcher) Failed() (string, bool) {
 	return "", false
 }
 
-// Usage is the sum of what the events counted.
+// Usage is the sum of what the events counted (for events that count the
+// whole session, the latest count).
 func (w *Watcher) Usage() Usage {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.usage
+}
+
+// Session is the first session id the events named; "" when none did.
+func (w *Watcher) Session() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.session
 }
 
 // seconds writes a wait for a message: in whole seconds from one second

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"sync"
 
 	"errors"
@@ -124,7 +125,7 @@ func TestWatcherFinalResultEndsLingeringCall(t *testing.T) {
 	if !ok || text != "1. do it" || !w.Final() {
 		t.Fatalf("answer %q %v", text, ok)
 	}
-	if u := w.Usage(); u != (Usage{InputTokens: 15, OutputTokens: 7, CostUSD: 0.25}) {
+	if u := w.Usage(); u != (Usage{InputTokens: 15, OutputTokens: 7, CachedTokens: 5, CostUSD: 0.25}) {
 		t.Fatalf("usage %+v", u)
 	}
 	if _, failed := w.Failed(); failed {
@@ -136,37 +137,52 @@ func TestWatcherFinalResultEndsLingeringCall(t *testing.T) {
 func TestEvents(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		kind   string
-		lines  []string
-		answer string
-		failed string
-		usage  Usage
+		kind    string
+		lines   []string
+		answer  string
+		failed  string
+		usage   Usage
+		session string
 	}{
 		// As Claude Code 2.1 printed it for a 401 (shortened).
 		{"claude", []string{`{"type":"assistant","message":{"content":[{"type":"text","text":"Invalid API key · Fix external API key"}]},"error":"authentication_failed"}`,
 			`{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Invalid API key · Fix external API key","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}`},
-			"Invalid API key · Fix external API key", "Invalid API key · Fix external API key", Usage{}},
-		{"cursor", []string{`{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}`}, "done", "", Usage{}},
+			"Invalid API key · Fix external API key", "Invalid API key · Fix external API key", Usage{}, ""},
+		// Claude Code 2.1.197: every line names the session; the result's
+		// usage splits the prompt into uncached, cache-written and cached.
+		{"claude", []string{`{"type":"system","subtype":"init","cwd":"/r","session_id":"be06e92d-7e30-408b-a760-4199698be73e","permissionMode":"plan"}`,
+			`{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"be06e92d-7e30-408b-a760-4199698be73e","total_cost_usd":0.0019345,` +
+				`"usage":{"input_tokens":228,"cache_creation_input_tokens":6,"cache_read_input_tokens":14,"output_tokens":30}}`},
+			"done", "", Usage{InputTokens: 248, OutputTokens: 30, CachedTokens: 14, CostUSD: 0.0019345}, "be06e92d-7e30-408b-a760-4199698be73e"},
+		{"cursor", []string{`{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}`}, "done", "", Usage{}, "s"},
 		{"codex", []string{`{"type":"thread.started","thread_id":"t"}`, `{"type":"error","message":"Reconnecting... 1/5"}`,
 			`{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"the plan"}}`,
 			`{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":50,"output_tokens":20}}`},
-			"the plan", "", Usage{InputTokens: 100, OutputTokens: 20}},
+			"the plan", "", Usage{InputTokens: 100, OutputTokens: 20, CachedTokens: 50}, "t"},
+		// codex counts the whole thread: the latest count stands, it is
+		// not added to the one before.
+		{"codex", []string{`{"type":"thread.started","thread_id":"01a21a7f-6211-7fc0-9a1e-a0fa8555ca1f"}`,
+			`{"type":"turn.completed","usage":{"input_tokens":240,"cached_input_tokens":14,"output_tokens":45}}`,
+			`{"type":"turn.completed","usage":{"input_tokens":516,"cached_input_tokens":28,"output_tokens":90}}`},
+			"", "", Usage{InputTokens: 516, OutputTokens: 90, CachedTokens: 28}, "01a21a7f-6211-7fc0-9a1e-a0fa8555ca1f"},
 		{"codex", []string{`{"type":"error","message":"stream error"}`, `{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}`},
-			"", "unexpected status 401 Unauthorized", Usage{}},
-		{"gemini", []string{`{"type":"init"}`, `{"type":"message","role":"user","content":"prompt"}`,
+			"", "unexpected status 401 Unauthorized", Usage{}, ""},
+		{"gemini", []string{`{"type":"init","timestamp":"t","session_id":"f6581809-0c11-4c02-815b-b4e7709e0ba8","model":"gemini-2.5-flash"}`, `{"type":"message","role":"user","content":"prompt"}`,
 			`{"type":"message","role":"assistant","content":"part one, ","delta":true}`, `{"type":"message","role":"assistant","content":"part two","delta":true}`,
-			`{"type":"result","status":"success","stats":{"total_tokens":9,"input_tokens":6,"output_tokens":3}}`},
-			"part one, part two", "", Usage{InputTokens: 6, OutputTokens: 3}},
+			`{"type":"result","status":"success","stats":{"total_tokens":9,"input_tokens":6,"cached":2,"input":4,"output_tokens":3}}`},
+			"part one, part two", "", Usage{InputTokens: 6, OutputTokens: 3, CachedTokens: 2}, "f6581809-0c11-4c02-815b-b4e7709e0ba8"},
 		{"gemini", []string{`{"type":"result","status":"error","error":{"type":"FatalAuthenticationError","message":"API key not valid"}}`},
-			"", "API key not valid", Usage{}},
-		{"opencode", []string{`{"type":"step_start","part":{}}`, `{"type":"text","part":{"type":"text","text":"answer"}}`,
-			`{"type":"step_finish","part":{"cost":0.5,"tokens":{"input":4,"output":2,"reasoning":1}}}`,
+			"", "API key not valid", Usage{}, ""},
+		// opencode 1.18.33: input excludes the cache, which is counted apart.
+		{"opencode", []string{`{"type":"step_start","sessionID":"ses_de58068acffe5icQe7VmATEd4j","part":{}}`, `{"type":"text","sessionID":"ses_de58068acffe5icQe7VmATEd4j","part":{"type":"text","text":"answer"}}`,
+			`{"type":"step_finish","sessionID":"ses_de58068acffe5icQe7VmATEd4j","part":{"cost":0.5,"tokens":{"input":4,"output":2,"reasoning":1,"cache":{"read":7,"write":1}}}}`,
 			`{"type":"step_finish","part":{"cost":0.25,"tokens":{"input":1,"output":1,"reasoning":0}}}`},
-			"answer", "", Usage{InputTokens: 5, OutputTokens: 4, CostUSD: 0.75}},
-		{"opencode", []string{`{"type":"error","error":{"name":"APIError","data":{"message":"invalid x-api-key"}}}`}, "", "invalid x-api-key", Usage{}},
+			"answer", "", Usage{InputTokens: 13, OutputTokens: 4, CachedTokens: 7, CostUSD: 0.75}, "ses_de58068acffe5icQe7VmATEd4j"},
+		{"opencode", []string{`{"type":"error","sessionID":"ses_de562f06cffeCz2V87pN8v5BJV","error":{"name":"APIError","data":{"message":"invalid x-api-key"}}}`}, "", "invalid x-api-key", Usage{}, "ses_de562f06cffeCz2V87pN8v5BJV"},
 	}
 	for _, tc := range cases {
-		w, _ := watch(t, tc.kind, WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour})
+		var heard []string
+		w, _ := watch(t, tc.kind, WatchOptions{Phase: "plan", Structured: true, Linger: time.Hour, OnSession: func(id string) { heard = append(heard, id) }})
 		for _, l := range tc.lines {
 			w.Line(phase.Stdout, []byte(l))
 		}
@@ -180,6 +196,13 @@ func TestEvents(t *testing.T) {
 		}
 		if u := w.Usage(); u != tc.usage {
 			t.Errorf("%s: usage %+v, want %+v", tc.kind, u, tc.usage)
+		}
+		want := []string(nil)
+		if tc.session != "" {
+			want = []string{tc.session}
+		}
+		if w.Session() != tc.session || !slices.Equal(heard, want) {
+			t.Errorf("%s: session %q, heard %q; want %q once", tc.kind, w.Session(), heard, tc.session)
 		}
 	}
 }

@@ -114,6 +114,7 @@ type Config struct {
 	NetworkStallSec            uint64           `key:"network_stall_sec" default:"30" help:"End an agent attempt that printed nothing but network errors for this long, as a network failure (0: off)"`
 	RateLimitMaxWaitSec        uint64           `key:"rate_limit_max_wait_sec" default:"1800" help:"Most time one agent call waits on rate limits, in all, the CLI's own retries of them included; a time to retry announced beyond it fails at once"`
 	StructuredOutput           bool             `key:"structured_output" default:"false" help:"Ask the agent for its event stream: the result event ends the call, tokens and cost are counted"`
+	AgentSession               string           `key:"agent_session" enum:"fresh,task" default:"fresh" help:"How a task's agent calls share a conversation: fresh (each call starts one) or task (plan, execute and address continue one session per agent; asks for the agent's event stream as structured_output does)"`
 	MaxCostUSD                 *float64         `key:"max_cost_usd" placeholder:"USD" help:"Stop the run (exit 3) after the call that brings the run's cost to this many US dollars (needs structured_output and a CLI that reports cost)"`
 	CursorTrust                bool             `key:"cursor_trust" default:"true" help:"Pass --trust to every Cursor CLI call: trust the repository as a workspace without asking"`
 	CursorForce                bool             `key:"cursor_force" default:"true" help:"Pass --force to Cursor CLI execute and address calls: run commands without asking for approval"`
@@ -269,6 +270,11 @@ func (c *Config) NetworkBudget() phase.Budget {
 	return phase.NetworkBudget(int(c.NetworkRetryCount), time.Duration(c.NetworkRetryDelaySec)*time.Second,
 		time.Duration(c.NetworkRetryMaxDelaySec)*time.Second, time.Duration(c.NetworkGiveUpSec)*time.Second)
 }
+
+// Structured reports whether agent calls ask for the CLI's event stream:
+// structured_output, or agent_session = "task", whose session ids some CLIs
+// tell only there (and whose calls' usage is counted there).
+func (c *Config) Structured() bool { return c.StructuredOutput || c.AgentSession == "task" }
 
 // FallbackKind is the kind of the fallback agent: fallback_agent_kind, or
 // agent_kind when it is unset.

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 
+	"peal/agent"
 	"peal/confine"
 	"peal/internal/safefs"
 	"peal/state"
@@ -64,8 +65,16 @@ func (c *Config) ValidateWithoutAgent() error {
 		switch {
 		case *c.MaxCostUSD <= 0:
 			return fmt.Errorf("max_cost_usd must be above 0 (set by %s): it would stop the run before its first call", describe("max_cost_usd", c.Sources))
-		case !c.StructuredOutput:
+		case !c.Structured():
 			c.Warnings = append(c.Warnings, "max_cost_usd has no effect without structured_output: only the agent's event stream reports cost")
+		}
+	}
+	if c.AgentSession == "task" {
+		for i, name := range []string{c.AgentKind, c.FallbackKind()} {
+			if k, err := agent.Lookup(name); err == nil && k.Session == nil && (i == 0 || name != c.AgentKind) {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("agent_session = \"task\" (set by %s): the %s CLI cannot continue a session, so its calls each start a fresh one",
+					describe("agent_session", c.Sources), k.CLI))
+			}
 		}
 	}
 	if c.PhaseTimeoutSec == 0 {

@@ -36,6 +36,8 @@ func byText(wait time.Duration) Classifier {
 			return Verdict{Class: Fatal, Err: err}
 		case strings.Contains(r.Stderr, "was not found"):
 			return Verdict{Class: Fatal, Err: err, AgentOnly: true}
+		case strings.Contains(r.Stderr, "no such session"):
+			return Verdict{Class: Ordinary, Err: err, Again: true}
 		case strings.Contains(r.Stderr, "ECONNRESET"):
 			return Verdict{Class: Network, Err: err}
 		case strings.Contains(r.Stderr, "429"):
@@ -252,6 +254,57 @@ func TestAgentOnlyFailureSwitchesAgent(t *testing.T) {
 			}
 			if strings.Join(roles, " ") != tc.roles || !tc.check(err) {
 				t.Fatalf("roles %q, err %v", roles, err)
+			}
+			if len(s.Waits()) != tc.waits {
+				t.Fatalf("waits %v, want %d", s.Waits(), tc.waits)
+			}
+		})
+	}
+}
+
+// TestAgainChangesTheRequestAtOnce: an attempt whose failure the next one
+// avoids by changing its request (a conversation that could not be
+// resumed) is followed at once by the same agent, without spending a retry
+// and without a wait; once per agent and call, a second counts by its
+// class.
+func TestAgainChangesTheRequestAtOnce(t *testing.T) {
+	t.Parallel()
+	lost := fakes.Outcome{Exit: 1, Stderr: "no such session"}
+	failed := func(n int) func(error) bool {
+		return func(err error) bool { var f *FailedError; return errors.As(err, &f) && f.Attempts == n }
+	}
+	ok := func(err error) bool { return err == nil }
+	cases := []struct {
+		name     string
+		policy   Policy
+		outcomes []fakes.Outcome
+		roles    string
+		counted  string // PEAL_ATTEMPT is the attempt's number; the counted one is in the log line
+		waits    int
+		check    func(error) bool
+	}{
+		{"no retry count: the changed request still runs", Policy{Attempts: 1}, []fakes.Outcome{lost, success},
+			"primary primary", "1 2", 0, ok},
+		{"a second is judged by its class", Policy{Attempts: 1}, []fakes.Outcome{lost, lost},
+			"primary primary", "1 2", 0, failed(2)},
+		{"with a fallback the same agent goes again", Policy{Attempts: 2, Fallback: true}, []fakes.Outcome{lost, plainFail, success},
+			"primary primary fallback", "1 2 3", 1, ok},
+		{"each agent is granted once", Policy{Attempts: 2, Fallback: true}, []fakes.Outcome{lost, plainFail, lost, success},
+			"primary primary fallback fallback", "1 2 3 4", 1, ok},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var s fakes.Sleeps
+			tc.policy.Classify, tc.policy.Sleep = byText(0), s.Sleep
+			_, c, err := adaptiveCall(t, tc.policy, tc.outcomes...)
+			var roles, attempts []string
+			for _, call := range c {
+				roles = append(roles, call.Env["PEAL_AGENT_ROLE"])
+				attempts = append(attempts, call.Env["PEAL_ATTEMPT"])
+			}
+			if strings.Join(roles, " ") != tc.roles || strings.Join(attempts, " ") != tc.counted || !tc.check(err) {
+				t.Fatalf("roles %q, attempts %q, err %v", roles, attempts, err)
 			}
 			if len(s.Waits()) != tc.waits {
 				t.Fatalf("waits %v, want %d", s.Waits(), tc.waits)

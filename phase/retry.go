@@ -67,6 +67,12 @@ type Verdict struct {
 	// agent of the call is left, the call goes on with that agent, at once
 	// and without spending a retry, and never uses this one again.
 	AgentOnly bool
+	// Again marks a failure that the caller's next attempt avoids by
+	// changing its request (it starts the agent's conversation afresh):
+	// that attempt follows at once, with the same agent, without spending
+	// a retry. Do grants it once per agent and call; a second is judged by
+	// its class.
+	Again bool
 }
 
 // Classifier decides what a finished attempt means. Deciding whether an
@@ -240,14 +246,21 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 			skipped[role] = p.Skip(role)
 		}
 	}
+	again := map[string]bool{} // the agents granted an attempt again
+	turn, same := 0, ""        // same: the agent of an attempt granted again
 	for n := 1; ; n++ {
-		role := RolePrimary
-		if p.Fallback && n%2 == 0 {
-			role = RoleFallback
+		role := same
+		if same == "" {
+			turn++
+			role = RolePrimary
+			if p.Fallback && turn%2 == 0 {
+				role = RoleFallback
+			}
+			if skipped[role] && !skipped[otherRole(role)] {
+				role = otherRole(role)
+			}
 		}
-		if skipped[role] && !skipped[otherRole(role)] {
-			role = otherRole(role)
-		}
+		same = ""
 		// The most attempts the call can still make: the counted budgets
 		// (ordinary and network) that are left.
 		of := n + budgets[Ordinary].left
@@ -272,6 +285,14 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 		}
 		if v.Err == nil {
 			v.Err = fmt.Errorf("%s call failed", spec.Phase)
+		}
+		if v.Again && !again[role] {
+			again[role], same = true, role
+			spent += res.Duration
+			judged(spec, res, v, 0, true)
+			log.Warn("the next attempt changes the request and follows at once, without spending a retry", "phase", spec.Phase,
+				"attempt", spec.Attempt.String(), "role", role, "reason", v.Err)
+			continue
 		}
 		if v.Class == Fatal && v.AgentOnly && p.Fallback && !skipped[otherRole(role)] {
 			skipped[role] = true

@@ -118,8 +118,9 @@ func htmlText(s string) string {
 }
 
 // TestChecksAndMergesInBrowser: in headless chromium, hovering the bar of a
-// failed check shows the end of its output, and the bar of a merge that
-// conflicted says how it went. Skipped where no chromium is installed.
+// failed check shows the end of its output, the bar of a merge that
+// conflicted says how it went, and the bar of an agent call its session
+// and usage. Skipped where no chromium is installed.
 func TestChecksAndMergesInBrowser(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
@@ -135,6 +136,8 @@ func TestChecksAndMergesInBrowser(t *testing.T) {
 	checkBar := slices.IndexFunc(checked.Calls, func(c Call) bool { return c.ID == failedCall })
 	merged := fixture(t, "merged", false)
 	mergeBar := len(merged.Calls) + slices.IndexFunc(merged.Merges, func(m Merge) bool { return m.Result == MergeConflict })
+	sessions := fixture(t, "sessions", false)
+	addressBar := slices.IndexFunc(sessions.Calls, func(c Call) bool { return c.Phase == "address" })
 	for _, tc := range []struct {
 		rep   Report
 		bar   int
@@ -142,6 +145,8 @@ func TestChecksAndMergesInBrowser(t *testing.T) {
 	}{
 		{checked, checkBar, []string{"task 2: check", "output (its end): --- FAIL: TestStatus (status.txt is broken)"}},
 		{merged, mergeBar, []string{"task 2: merge, conflict", "conflict in shared.txt, undone, work kept on " + merged.Merges[1].Kept + ", ran again alone"}},
+		{sessions, addressBar, []string{"task 2: address", "session: continued session " + sessions.Calls[max(addressBar, 0)].SessionID,
+			"usage: 3700 input tokens (2800 cached), 120 output tokens, $0.0110"}},
 	} {
 		if tc.bar < 0 {
 			t.Fatal("the fixture lacks the bar to hover")

@@ -43,6 +43,10 @@ type barData struct {
 	Out string `json:"out,omitempty"`
 	// Confined is what the confinement refused the call.
 	Confined string `json:"c,omitempty"`
+	// Session is how an agent call stood to its task's session, Usage what
+	// it reported.
+	Session string `json:"ss,omitempty"`
+	Usage   string `json:"u,omitempty"`
 }
 
 type pageBar struct {
@@ -137,6 +141,10 @@ func HTML(w io.Writer, r Report) error {
 			calls[i].Confined = c.Denial
 		case c.RefusedCount > 0:
 			calls[i].Confined = fmt.Sprintf("%d connection(s) refused: %s", c.RefusedCount, strings.Join(c.Refused, ", "))
+		}
+		calls[i].Session = sessionText(c)
+		if c.Usage != nil {
+			calls[i].Usage = usageText(*c.Usage)
 		}
 		if c.Outcome == CallCutOff {
 			d.CutOff = append(d.CutOff, callLine(c))

@@ -68,7 +68,14 @@ func Markdown(w io.Writer, r Report) error {
 		b.WriteString("\n")
 	}
 	if u := r.Usage; u != nil {
-		fmt.Fprintf(&b, "Usage: %d input tokens, %d output tokens, $%.4f.\n\n", u.InputTokens, u.OutputTokens, u.CostUSD)
+		fmt.Fprintf(&b, "Usage: %s.\n\n", usageText(*u))
+	}
+	if lines := agentCallLines(r); len(lines) > 0 {
+		b.WriteString("Agent calls:\n\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "- %s\n", mdText(l))
+		}
+		b.WriteString("\n")
 	}
 	if lines := confinedLines(r); len(lines) > 0 {
 		b.WriteString("Confinement:\n\n")
@@ -313,6 +320,55 @@ func callLine(c Call) string {
 		who = fmt.Sprintf("task %d", c.Task)
 	}
 	return fmt.Sprintf("%s %s, attempt %d, started %s: %s", who, c.Phase, max(c.Attempt, 1), c.Started.UTC().Format("15:04:05Z"), strings.Join(c.Argv, " "))
+}
+
+// usageText is what calls reported: "1200 input tokens (800 cached), 96
+// output tokens, $0.0123".
+func usageText(u state.Usage) string {
+	cached := ""
+	if u.CachedTokens > 0 {
+		cached = fmt.Sprintf(" (%d cached)", u.CachedTokens)
+	}
+	return fmt.Sprintf("%d input tokens%s, %d output tokens, $%.4f", u.InputTokens, cached, u.OutputTokens, u.CostUSD)
+}
+
+// sessionText is how a call stood to its task's agent session: "began
+// session be06e92d-…", "continued session be06e92d-…"; "" for none.
+func sessionText(c Call) string {
+	if c.Session == "" {
+		return ""
+	}
+	return c.Session + " session " + c.SessionID
+}
+
+// agentCallLines say, per agent call that reported usage or belongs to a
+// session, what it cost and how it stood to its session: "task 1 execute,
+// attempt 1 (primary): continued session be06e92d-…; 200 input tokens (90
+// cached), 20 output tokens, $0.0200".
+func agentCallLines(r Report) []string {
+	var lines []string
+	for _, c := range r.Calls {
+		if c.Usage == nil && c.Session == "" {
+			continue
+		}
+		who := "run"
+		if c.Task >= 0 {
+			who = fmt.Sprintf("task %d", c.Task)
+		}
+		var parts []string
+		if s := sessionText(c); s != "" {
+			parts = append(parts, s)
+		}
+		if c.Usage != nil {
+			parts = append(parts, usageText(*c.Usage))
+		}
+		role := ""
+		if c.Role != "" {
+			role = " (" + c.Role + ")"
+		}
+		lines = append(lines, fmt.Sprintf("%s %s, attempt %d%s: %s", who, c.Phase, max(c.Attempt, 1), role, strings.Join(parts, "; ")))
+	}
+	return lines
 }
 
 // mdText makes text safe in a Markdown table cell or list item: one line,

@@ -256,6 +256,13 @@ type Call struct {
 	Refused      []string `json:"refused,omitempty"`
 	RefusedCount int      `json:"refused_count,omitempty"`
 	Denial       string   `json:"denial,omitempty"`
+	// Usage is what an agent call reported (structured output): tokens
+	// in, cached among them, out, and the cost. Session says whether it
+	// began (began) or continued (continued) the task's agent session
+	// (agent_session = "task"), SessionID which.
+	Usage     *state.Usage `json:"usage,omitempty"`
+	Session   string       `json:"session,omitempty"`
+	SessionID string       `json:"session_id,omitempty"`
 
 	judged  bool      // the retry loop judged it
 	streams []logFile // Logs with the stream each holds
@@ -396,6 +403,14 @@ func (b *builder) add(ev state.Event) {
 			acc := b.task(task)
 			acc.usage = addUsage(acc.usage, *ev.Usage)
 			b.rep.Usage = addUsage(b.rep.Usage, *ev.Usage)
+		}
+		// From records that keep it per attempt: the call's own.
+		if i, ok := b.calls[ev.Call]; ok && ev.Call != "" {
+			c := &b.rep.Calls[i]
+			if ev.Usage != nil && *ev.Usage != (state.Usage{}) {
+				c.Usage = addUsage(c.Usage, *ev.Usage)
+			}
+			c.Session, c.SessionID = ev.Session, ev.SessionID
 		}
 	case state.EvCallStart:
 		b.calls[ev.Call] = len(b.rep.Calls)
@@ -804,6 +819,7 @@ func addUsage(to *state.Usage, u state.Usage) *state.Usage {
 	}
 	to.InputTokens += u.InputTokens
 	to.OutputTokens += u.OutputTokens
+	to.CachedTokens += u.CachedTokens
 	to.CostUSD += u.CostUSD
 	return to
 }

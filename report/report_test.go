@@ -70,6 +70,7 @@ var runs = []struct {
 	{"reviewed", "reviewed", false},
 	{"checked", "checked", false},
 	{"merged", "merged", false},
+	{"sessions", "sessions", false},
 	// The killed run's record read while its process still runs.
 	{"running", "killed", true},
 }
@@ -283,6 +284,18 @@ func TestHTML(t *testing.T) {
 				if !slices.Equal(data[i].Argv, c.Argv) || data[i].Phase != c.Phase || data[i].Task != c.Task {
 					t.Fatalf("bar %d shows %+v, want call %+v", i, data[i], c)
 				}
+				// An agent call's bar says how it stood to its session and
+				// what it reported.
+				want := ""
+				if c.Usage != nil {
+					want = usageText(*c.Usage)
+				}
+				if data[i].Session != sessionText(c) || data[i].Usage != want || (c.Session != "" && !strings.Contains(data[i].Session, c.SessionID)) {
+					t.Fatalf("bar %d shows session %q and usage %q, want %q and %q", i, data[i].Session, data[i].Usage, sessionText(c), want)
+				}
+			}
+			if r.name == "sessions" && !slices.ContainsFunc(data, func(d barData) bool { return strings.HasPrefix(d.Session, "continued session ") && d.Usage != "" }) {
+				t.Fatal("no bar shows a continued session and its usage")
 			}
 			for lane, n := range perLane {
 				if p.lanes[lane] != n {

@@ -23,6 +23,8 @@
     if (c.why) { detail.appendChild(line("reason", c.why)); }
     if (c.c) { detail.appendChild(line("confinement", c.c)); }
     if (c.w) { detail.appendChild(line("then waited", c.w + " before the next attempt")); }
+    if (c.ss) { detail.appendChild(line("session", c.ss)); }
+    if (c.u) { detail.appendChild(line("usage", c.u)); }
     if (c.p === "merge") { return; }
     if (c.out) {
       var out = document.createElement("pre");

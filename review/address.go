@@ -30,6 +30,9 @@ type Result struct {
 	// still failed after its last round.
 	Checks       check.Results
 	FailedChecks []check.Result
+	// Plateau: the address loop ended early on a plateau (plateau_rounds):
+	// what was left stopped going down.
+	Plateau bool
 }
 
 // standing is what is left to fix after a review and a run of the
@@ -123,7 +126,7 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 		return Result{Skipped: skipped, Checks: last.checks}
 	}
 	failing := last.failing()
-	left := Result{Leftover: last.leftover(), Skipped: skipped, Checks: last.checks, FailedChecks: failing}
+	left := Result{Leftover: last.leftover(), Skipped: skipped, Checks: last.checks, FailedChecks: failing, Plateau: res.plateau}
 	switch rv.cfg.OnFindingsRemaining {
 	case "warn":
 		rv.log.Warn("findings or failing checks remain after the last address round (on_findings_remaining = warn)", "task", task,
@@ -212,6 +215,7 @@ func onlyTimeout(res phase.Result) error {
 // loopResult is where an address loop ended.
 type loopResult struct {
 	resolved bool
+	plateau  bool // it ended early on a plateau
 	rounds   int
 	last     standing // the latest review and checks (the ones before a failure, on error)
 }
@@ -271,7 +275,7 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur standing, revie
 		if p := int(rv.cfg.PlateauRounds); p > 0 && stalled >= p {
 			rv.log.Warn("address loop ends early on a plateau: what is left stopped going down", "task", task,
 				"round", round, "rounds_without_progress", stalled, "findings", cur.review.Count(), "failing_checks", len(cur.failing()))
-			return loopResult{rounds: round, last: cur}, nil
+			return loopResult{plateau: true, rounds: round, last: cur}, nil
 		}
 	}
 	return loopResult{rounds: rounds, last: cur}, nil

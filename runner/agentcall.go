@@ -86,7 +86,7 @@ func (a *agents) sides() []*side {
 // side s; its workspace is the folder the call runs in (a task's worktree,
 // in a block).
 func (r *run) agentRequest(at *site, s *side, name, model, prompt string) agent.Call {
-	return agent.Call{Phase: name, Repo: at.caller.Dir, Model: s.model(model), Prompt: prompt, Structured: r.cfg.StructuredOutput,
+	return agent.Call{Phase: name, Repo: at.caller.Dir, Model: s.model(model), Prompt: prompt, Structured: r.cfg.Structured(),
 		Options: agent.Options{Sandbox: r.cfg.Sandbox, Trust: r.cfg.CursorTrust, Force: r.cfg.CursorForce}, Extra: r.cfg.AgentExtraArgs}
 }
 
@@ -100,8 +100,10 @@ func userPatterns(cfg *config.Config) agent.UserPatterns {
 // attempts (1 + the retry count of its kind) for ordinary failures, failure
 // (nil: timeout or non-zero exit) to judge an attempt's answer. With
 // structured output the result's Stdout is the answer text of the events.
-// The call's tokens and cost are added to the run's; once they reach
-// max_cost_usd, every later call returns *CostLimitError without starting.
+// The call's tokens and cost are added to the run's, and each attempt's go
+// to the run record with the session it began or continued (agent_session
+// = "task", see sessions.go); once they reach max_cost_usd, every later
+// call returns *CostLimitError without starting.
 func (r *run) agentCall(ctx context.Context, at *site, name string, task int, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
 	if r.callStart != nil {
 		r.callStart(name, task)
@@ -115,9 +117,12 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 	log := r.log.With("task", task)
 	model, key := modelSetting(r.cfg, r.tickets.attempt(task), name)
 	invs := map[string]agent.Invocation{}
+	reqs := map[string]agent.Call{}
+	sessions := map[string]*callSession{}
 	classifiers := map[string]phase.Classifier{}
 	models := map[string]callModel{}
 	var watcher *agent.Watcher // the latest attempt's
+	var session *callSession   // the latest attempt's part in its session (nil: none)
 	var usage agent.Usage
 	for _, s := range r.agents.sides() {
 		req := r.agentRequest(at, s, name, model, prompt)
@@ -125,7 +130,8 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		if err != nil {
 			return phase.Result{Phase: name}, err
 		}
-		invs[s.role] = inv
+		invs[s.role], reqs[s.role] = inv, req
+		sessions[s.role] = r.sessions.call(task, name, s, at.caller.Dir, log)
 		models[s.role] = r.callModel(s, req.Model, key)
 		classifiers[s.role] = s.rules.Classifier(failure, func() *agent.Watcher { return watcher }, r.now)
 	}
@@ -148,32 +154,58 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 	}
 	defer land()
 	var confined *confine.Call // the latest attempt's
+	// accounted: the latest attempt's usage is counted and recorded.
+	accounted := true
+	account := func(res phase.Result) {
+		if accounted || watcher == nil {
+			return
+		}
+		accounted = true
+		own := session.usage(watcher.Usage())
+		usage = usage.Add(own)
+		how, id := session.attempt()
+		r.recordUsage(task, name, res.CallID, own, how, id)
+	}
 	classify := func(res phase.Result) phase.Verdict {
 		land()
 		v := classifiers[role](res)
 		if line := r.noteConfined(confined, at.caller.Dir, task, res, v.Class != phase.Succeeded); line != "" && v.Err != nil {
 			v.Err = &confinedError{err: v.Err, line: line}
 		}
+		account(res)
+		if session != nil {
+			v = session.ended(res, v, watcher.Session() != "")
+		}
 		return v
 	}
 	policy := r.agentPolicy(attempts, classify)
 	policy.Skip = func(role string) bool { return r.agents.isMissing(role, models[role]) || r.agents.isOutOfQuota(role) }
 	res, _, err := phase.Do(ctx, log, policy, func(a phase.Attempt) phase.Spec {
-		if watcher != nil {
-			usage = usage.Add(watcher.Usage())
-		}
 		role = a.Role
 		s := r.sideOf(role)
 		inv := invs[role]
+		var onSession func(string)
+		if session = sessions[role]; session != nil {
+			req := reqs[role]
+			if req.Session, req.Resume = session.begin(); req.Session != "" {
+				// The id is one the CLI takes (begin checks it), and the
+				// prompt fitted above: this cannot fail.
+				if si, err := s.kind.Invocation(s.path, req); err == nil {
+					inv = si
+				}
+			}
+			onSession = session.named
+		}
 		spec := at.caller.Spec(name, task, a, inv.Argv, true)
 		spec.Stdin = inv.Stdin
 		spec.Env = append(append(spec.Env, inv.Env...), env...)
 		spec.TempRoot = filepath.Join(r.cfg.StateDir, "tmp")
 		spec.Confine = r.confined.forCall(at, s.kind, spec.Env)
 		confined = spec.Confine
-		watcher = s.rules.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.StructuredOutput,
+		watcher = s.rules.Watcher(agent.WatchOptions{Phase: name, Structured: r.cfg.Structured(),
 			NetworkStall: time.Duration(r.cfg.NetworkStallSec) * time.Second, Linger: r.linger,
-			RateLimitCap: a.RateLimitCap, RateLimitWaited: a.RateLimitWaited})
+			RateLimitCap: a.RateLimitCap, RateLimitWaited: a.RateLimitWaited, OnSession: onSession})
+		accounted = false
 		spec.Watch = watcher
 		files.Attach(&spec, a.N)
 		r.agents.launch.wait(ctx, s.kind)
@@ -181,14 +213,14 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 		return spec
 	})
 	if watcher != nil {
-		usage = usage.Add(watcher.Usage())
+		account(res) // an attempt that was not judged: interrupted
 		if text, ok := watcher.Answer(); ok && err == nil {
 			res.Stdout = text
 		}
 	}
 	if r.agents.add(task, usage) {
-		log.Info("agent usage", "phase", name, "input_tokens", usage.InputTokens, "output_tokens", usage.OutputTokens, "cost_usd", usage.CostUSD)
-		r.recordUsage(task, name, toState(usage))
+		log.Info("agent usage", "phase", name, "input_tokens", usage.InputTokens, "cached_tokens", usage.CachedTokens,
+			"output_tokens", usage.OutputTokens, "cost_usd", usage.CostUSD)
 	}
 	return res, err
 }
@@ -324,7 +356,7 @@ func (a *agents) summary() *state.RunUsage {
 }
 
 func toState(u agent.Usage) state.Usage {
-	return state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
+	return state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens, CostUSD: u.CostUSD}
 }
 
 // launchGate staggers the launches of a CLI that cannot start in parallel

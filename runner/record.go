@@ -6,6 +6,7 @@ import (
 	"peal/plan"
 	"time"
 
+	"peal/agent"
 	"peal/check"
 	"peal/phase"
 	"peal/review"
@@ -142,9 +143,17 @@ func (r *run) recordMerge(bt blockTask) {
 	r.journal.Add(ev)
 }
 
-// recordUsage notes the tokens and cost one agent call reported.
-func (r *run) recordUsage(task int, name string, u state.Usage) {
-	r.journal.Add(state.Event{Ev: state.EvUsage, Time: r.now().UTC(), Task: state.TaskOf(task), Phase: name, Usage: &u})
+// recordUsage notes the tokens and cost one attempt of an agent call (its
+// call id) reported, and how it stood to its session (began or continued,
+// the id; "" without agent_session = "task"). An attempt that reported
+// nothing and belongs to no session is not noted.
+func (r *run) recordUsage(task int, name, call string, u agent.Usage, session, id string) {
+	if u == (agent.Usage{}) && session == "" {
+		return
+	}
+	su := toState(u)
+	r.journal.Add(state.Event{Ev: state.EvUsage, Time: r.now().UTC(), Task: state.TaskOf(task), Phase: name, Call: call, Usage: &su,
+		Session: session, SessionID: id})
 }
 
 func (o *callRecorder) CallBegan(info phase.CallInfo) {

@@ -91,6 +91,9 @@ type run struct {
 	now     func() time.Time
 	agents  *agents
 	tickets *tickets
+	// sessions are the agent sessions of the tasks (agent_session =
+	// "task"; see sessions.go).
+	sessions *sessionBook
 	// caller makes the Spec of every call of the run: its limits, its call
 	// scope, the observer and the run record.
 	caller phase.Caller
@@ -169,6 +172,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 		o(&s)
 	}
 	r := &run{settings: s, cfg: cfg, log: log, now: time.Now, agents: newAgents(cfg), checked: &checkedTree{}}
+	r.sessions = newSessionBook(cfg.AgentSession == "task", log, func() time.Time { return r.now() })
 	r.confined, r.confineErr = newConfinement(cfg, log)
 	if s.unenforced && r.confined != nil {
 		r.confined.support, r.confined.unenforced = confine.Support{Why: "as if the kernel confined no files"}, true
@@ -241,6 +245,8 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		log.Warn(w)
 	}
 	r.store = store
+	r.sessions.open(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, store.Completed)
+	defer r.sessions.close()
 	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {
 		return Outcome{}, err
 	}

@@ -23,12 +23,14 @@ type taskResult struct {
 	// after its last round.
 	checks       check.Results
 	failedChecks []check.Result
+	// plateau: its address loop ended early on a plateau.
+	plateau bool
 }
 
 // phase3Result is a task's result after its Phase 3.
 func phase3Result(res review.Result) taskResult {
 	return taskResult{err: res.Err, findingsLeft: res.FindingsLeft, leftover: res.Leftover, deferred: res.Deferred, reviewSkipped: res.Skipped,
-		checks: res.Checks, failedChecks: res.FailedChecks}
+		checks: res.Checks, failedChecks: res.FailedChecks, plateau: res.Plateau}
 }
 
 // completed reports whether the result records the task as completed.
@@ -114,6 +116,7 @@ func (r *run) runOnTree(ctx context.Context, t plan.Task) taskResult {
 // toward max_consecutive_task_failures. A non-nil error ends the run.
 func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult) error {
 	r.recordTaskEnd(t, res)
+	r.sessions.taskEnded(t.Index, res)
 	if len(res.failedChecks) > 0 {
 		tl.out.ChecksFailed = append(tl.out.ChecksFailed, t.Index)
 	}

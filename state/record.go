@@ -36,7 +36,7 @@ const (
 	EvCallStart = "call_start"
 	EvCallEnd   = "call_end"
 	EvAttempt   = "attempt"
-	EvUsage     = "usage"
+	EvUsage     = "usage" // the tokens and cost of one agent call (an attempt: Call), and the session it began or continued
 	EvTaskEnd   = "task_end"
 	EvRunEnd    = "run_end"
 	EvCheck     = "check" // one of the project's checks ended (its call has call_start and call_end too)
@@ -100,8 +100,13 @@ type Event struct {
 	Retry  bool   `json:"retry,omitempty"`
 	WaitMS int64  `json:"wait_ms,omitempty"`
 
-	// usage
-	Usage *Usage `json:"usage,omitempty"`
+	// usage (Task, Phase and, from records of this version, Call too):
+	// what the call reported, and with agent_session = "task" whether it
+	// began a session (SessionBegan) or continued one (SessionContinued),
+	// and the session's id.
+	Usage     *Usage `json:"usage,omitempty"`
+	Session   string `json:"session,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
 
 	// task_end
 	Result   string  `json:"result,omitempty"`
@@ -138,6 +143,12 @@ type Event struct {
 	Detail string   `json:"detail,omitempty"`
 	Checks []string `json:"checks,omitempty"`
 }
+
+// How an agent call stood to its session (Event.Session).
+const (
+	SessionBegan     = "began"
+	SessionContinued = "continued"
+)
 
 // TaskOf returns a pointer to task for an Event's Task.
 func TaskOf(task int) *int { return &task }

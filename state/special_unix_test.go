@@ -128,3 +128,25 @@ func TestFIFOStateFile(t *testing.T) {
 		t.Errorf("Peek: %v", err)
 	}
 }
+
+// TestSessionsFileANamedPipe: a named pipe where the sessions file should
+// be is never read (a read would wait forever): it is kept aside and no
+// session is continued.
+func TestSessionsFileANamedPipe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := unix.Mkfifo(filepath.Join(dir, SessionsName), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, warnings, err := OpenSessions(dir, Plan{Path: "/p/a.md", Repo: "/r"}, sessionsNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "a named pipe") {
+		t.Fatalf("warnings %q", warnings)
+	}
+	if info, err := os.Lstat(filepath.Join(dir, SessionsName+".corrupt-20261127T010203Z")); err != nil || info.Mode()&fs.ModeNamedPipe == 0 {
+		t.Fatalf("the pipe was not kept aside: %v", err)
+	}
+}

@@ -523,10 +523,13 @@ type ParallelTask struct {
 	ConflictChecks []string `json:"conflict_checks,omitempty"`
 }
 
-// Usage is the tokens and cost that agent calls reported.
+// Usage is the tokens and cost that agent calls reported: InputTokens
+// count every token of the prompts, CachedTokens the part of them read from
+// the provider's cache.
 type Usage struct {
 	InputTokens  int64   `json:"input_tokens"`
 	OutputTokens int64   `json:"output_tokens"`
+	CachedTokens int64   `json:"cached_tokens,omitempty"`
 	CostUSD      float64 `json:"cost_usd"`
 }
 

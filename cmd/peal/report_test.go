@@ -33,6 +33,9 @@ type reportCase struct {
 	// root: the repository gets a first commit (a parallel block's
 	// worktrees start from it).
 	root bool
+	// kind: the fake imitates this agent CLI (agent_kind), instead of
+	// answering in plain text.
+	kind string
 }
 
 // reportCheck fails while status.txt says broken, as a test suite would.
@@ -69,6 +72,19 @@ var reportCases = []reportCase{
 		"execute:1": {{WriteFiles: map[string]string{"shared.txt": "one\n"}}},
 		"execute:2": {{WriteFiles: map[string]string{"shared.txt": "two\n"}}},
 	}, env: []string{"PEAL_PARALLEL=true"}, code: 0},
+	// One conversation per task through Claude Code's stand-in: task 1's
+	// plan and execute share a session; task 2's first plan attempt fails,
+	// so its retry begins another session, which its execute and its
+	// address round (the execute broke the check) continue. Each call
+	// reports its tokens.
+	{name: "sessions", plan: "## Task 1\nA\n## Task 2\nB\n", kind: "claude", rules: map[string][]fakes.Outcome{
+		"plan:1":    {{InputTokens: 1200, CachedTokens: 0, OutputTokens: 80, CostUSD: 0.012}},
+		"execute:1": {{InputTokens: 2600, CachedTokens: 1100, OutputTokens: 240, CostUSD: 0.021}},
+		"plan:2":    {{EventError: "API Error: 500 Internal server error"}, {InputTokens: 1300, OutputTokens: 90, CostUSD: 0.013}},
+		"execute:2": {{WriteFiles: map[string]string{"status.txt": "broken\n"}, InputTokens: 2900, CachedTokens: 1200, OutputTokens: 260, CostUSD: 0.024}},
+		"address:2": {{WhenPrompt: &fakes.PromptWrites{Contains: "--- FAIL: TestStatus", WriteFiles: map[string]string{"status.txt": "fixed\n"}},
+			InputTokens: 3700, CachedTokens: 2800, OutputTokens: 120, CostUSD: 0.011}},
+	}, env: []string{"PEAL_AGENT_SESSION=task", "PEAL_PHASE_RETRY_COUNT=1", "PEAL_CHECK_COMMANDS=" + reportCheck}, code: 0},
 }
 
 // TestReportOfRecordedRuns runs peal with the fake agent (in sequence, in a
@@ -105,6 +121,9 @@ func TestReportOfRecordedRuns(t *testing.T) {
 				env = append(env, testgit.Env...)
 				s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
 			}
+			if tc.kind != "" {
+				env = append(env, "PEAL_AGENT_KIND="+tc.kind, "PEAL_AGENT_CMD="+cli(t, s.dir, tc.kind), "IS_SANDBOX=1")
+			}
 			if tc.kill {
 				s.runKilled(env, "execute:2")
 			} else if res := s.peal(env, "run"); res.code != tc.code {
@@ -118,7 +137,7 @@ func TestReportOfRecordedRuns(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
 				t.Fatalf("report json: %v\n%s", err, res.stdout)
 			}
-			s.checkCalls(rep)
+			s.checkCalls(rep, tc.kind == "")
 			switch {
 			case tc.kill:
 				if rep.Run.State != report.RunCutOff || rep.Run.ExitCode != nil {
@@ -158,6 +177,9 @@ func TestReportOfRecordedRuns(t *testing.T) {
 			if tc.name == "merged" {
 				checkMerged(t, rep, s.peal(env, "report").stdout)
 			}
+			if tc.name == "sessions" {
+				checkSessions(t, rep, s.peal(env, "report").stdout)
+			}
 			if dir := os.Getenv("PEAL_REPORT_FIXTURES"); dir != "" {
 				s.writeFixture(filepath.Join(dir, tc.name), env)
 			}
@@ -189,8 +211,9 @@ func (s *sandbox) runKilled(env []string, key string) {
 }
 
 // checkCalls: the report's agent calls are the fake agent's, in order, and
-// each attempt number is the one the agent was given (PEAL_ATTEMPT).
-func (s *sandbox) checkCalls(rep report.Report) {
+// each attempt number is the one the agent was given (PEAL_ATTEMPT); a
+// prompt given as the last argument (promptArg) is hidden.
+func (s *sandbox) checkCalls(rep report.Report, promptArg bool) {
 	s.t.Helper()
 	calls, err := fakes.ReadCalls(s.agentDir)
 	if err != nil {
@@ -208,7 +231,7 @@ func (s *sandbox) checkCalls(rep report.Report) {
 			continue // git and stet
 		}
 		got = append(got, fmt.Sprintf("%s:%d#%d", c.Phase, c.Task, c.Attempt))
-		if len(c.Argv) == 0 || !strings.HasSuffix(c.Argv[len(c.Argv)-1], ">") {
+		if len(c.Argv) == 0 || promptArg && !strings.HasSuffix(c.Argv[len(c.Argv)-1], ">") {
 			s.t.Fatalf("call %s argv %q: want the prompt hidden", c.ID, c.Argv)
 		}
 		if c.Outcome != report.CallCutOff && len(c.LogHead) == 0 && c.Outcome != report.CallOK {
@@ -354,6 +377,52 @@ func checkMerged(t *testing.T, rep report.Report, md string) {
 		"| 2 | completed | plan 2, execute 2 | 0 | – | conflict in shared.txt, undone, work kept on " + strings.ReplaceAll(rep.Merges[1].Kept, "_", "\\_") + ", ran again alone |",
 		"Merges: 1 merged, 1 conflict.",
 		"| planaruoa-2 | 2 |",
+	} {
+		if !strings.Contains(md, line) {
+			t.Fatalf("markdown lacks %q:\n%s", line, md)
+		}
+	}
+}
+
+// checkSessions: each agent call of the report says whether it began or
+// continued its task's session, and what it reported; a task's calls
+// continue the session its plan began, another task's is another, and the
+// retry of a plan call that failed began a session of its own.
+func checkSessions(t *testing.T, rep report.Report, md string) {
+	t.Helper()
+	var got []string
+	ids := map[string]string{}
+	for _, c := range rep.Calls {
+		if c.Role == "" {
+			continue
+		}
+		key := fmt.Sprintf("%d", c.Task)
+		if c.Session == "began" {
+			ids[key] = c.SessionID
+		}
+		if c.SessionID != ids[key] || c.SessionID == "" {
+			t.Fatalf("call %s:%d#%d names the session %q, want the task's %q", c.Phase, c.Task, c.Attempt, c.SessionID, ids[key])
+		}
+		in, cached, out := int64(0), int64(0), int64(0)
+		if c.Usage != nil {
+			in, cached, out = c.Usage.InputTokens, c.Usage.CachedTokens, c.Usage.OutputTokens
+		}
+		got = append(got, fmt.Sprintf("%s:%d#%d %s %d/%d/%d", c.Phase, c.Task, c.Attempt, c.Session, in, cached, out))
+	}
+	want := []string{"plan:1#1 began 1200/0/80", "execute:1#1 continued 2600/1100/240", "plan:2#1 began 0/0/0", "plan:2#2 began 1300/0/90",
+		"execute:2#1 continued 2900/1200/260", "address:2#1 continued 3700/2800/120"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("calls\n%q\nwant\n%q", got, want)
+	}
+	if ids["1"] == ids["2"] {
+		t.Fatalf("tasks 1 and 2 share the session %s", ids["1"])
+	}
+	if rep.Usage == nil || rep.Usage.InputTokens != 11700 || rep.Usage.CachedTokens != 5100 || rep.Usage.OutputTokens != 790 {
+		t.Fatalf("usage %+v", rep.Usage)
+	}
+	for _, line := range []string{
+		"Usage: 11700 input tokens (5100 cached), 790 output tokens, $0.0810.",
+		"- task 2 address, attempt 1 (primary): continued session " + ids["2"] + "; 3700 input tokens (2800 cached), 120 output tokens, $0.0110\n",
 	} {
 		if !strings.Contains(md, line) {
 			t.Fatalf("markdown lacks %q:\n%s", line, md)

@@ -44,8 +44,11 @@ type CLI struct {
 	// command in place of %s.
 	RunDenied string
 	// Events are the CLI's events for an answer, or for the error the
-	// outcome reports (Outcome.EventError).
-	Events func(text string, out Outcome) []any
+	// outcome reports (Outcome.EventError), in session: after the line
+	// that names the session (SessionFlags.Line), which comes first.
+	Events func(text string, out Outcome, session string) []any
+	// Session is how the CLI begins and resumes sessions.
+	Session *SessionFlags
 	// Failures are the CLI's canned failures, by name (FailNoCredentials,
 	// ...). In a text, {model} stands for the model the call asked for.
 	Failures map[string]Failure
@@ -79,6 +82,8 @@ func (a Args) Any(opts []string) bool {
 }
 
 // Parse reads argv as the CLI does; a usage error is the failure it prints.
+// A word that resumes a session (SessionFlags.ResumeSub) is a positional
+// argument, and so is the id after it.
 func (c *CLI) Parse(argv []string) (Args, *Failure) {
 	a := Args{Opts: map[string]string{}}
 	usage := func(arg string) (Args, *Failure) {
@@ -95,9 +100,15 @@ func (c *CLI) Parse(argv []string) (Args, *Failure) {
 		}
 		argv = argv[1:]
 	}
+	resuming := false
 	for i := 0; i < len(argv); i++ {
 		arg := argv[i]
 		switch {
+		case resuming && slices.Contains(c.Session.NotAfter, arg):
+			return usage(arg)
+		case c.Session != nil && c.Session.ResumeSub != "" && arg == c.Session.ResumeSub && len(a.Positional) == 0:
+			resuming = true
+			a.Positional = append(a.Positional, arg)
 		case arg == "-" || !strings.HasPrefix(arg, "-"):
 			a.Positional = append(a.Positional, arg)
 		case slices.Contains(c.Bools, arg):
@@ -183,7 +194,7 @@ const MissingModelMessage = "model: {model} was not found"
 var CLIs = map[string]*CLI{
 	"cursor": {
 		Names:      []string{"agent", "cursor-agent"},
-		Values:     []string{"--workspace", "--output-format", "--sandbox", "--model"},
+		Values:     []string{"--workspace", "--output-format", "--sandbox", "--model", "--resume"},
 		Bools:      []string{"--print", "--plan", "--trust", "--force", "-f", "--yolo"},
 		Usage:      func(a string) (string, int) { return fmt.Sprintf("error: unknown option '%s'", a), 1 },
 		ModelFlag:  "--model",
@@ -202,6 +213,12 @@ var CLIs = map[string]*CLI{
 		},
 		RunDenied: "Command denied (requires approval; pass --force to allow): %s",
 		Events:    streamJSONEvents,
+		// Not measured: the fake's words for a chat it cannot resume are its
+		// own, and peal does not know them.
+		Session: &SessionFlags{Resume: "--resume", NewID: uuid4, Line: streamJSONInit,
+			Lost: func(id string) Failure {
+				return Failure{Stderr: true, Exit: 1, Text: "Error: could not load chat " + id}
+			}},
 		Failures: map[string]Failure{
 			FailInvalidKey:        {Text: "Invalid Cursor API key. Check the value of CURSOR_API_KEY.", Exit: 0},
 			FailRateLimit:         {Text: "You've hit your usage limit. Try again in 2 minutes, or upgrade your plan.", Exit: 0},
@@ -212,7 +229,7 @@ var CLIs = map[string]*CLI{
 	},
 	"claude": {
 		Names:     []string{"claude"},
-		Values:    []string{"--output-format", "--permission-mode", "--model"},
+		Values:    []string{"--output-format", "--permission-mode", "--model", "--session-id", "--resume"},
 		Bools:     []string{"-p", "--print", "--verbose"},
 		Usage:     func(a string) (string, int) { return fmt.Sprintf("error: unknown option '%s'", a), 1 },
 		ModelFlag: "--model", DefaultModel: "claude-opus-4-8[1m]",
@@ -225,10 +242,23 @@ var CLIs = map[string]*CLI{
 			if a.Any([]string{"--output-format=stream-json"}) && !a.Has("--verbose") {
 				return &Failure{Stderr: true, Text: "Error: When using --print, --output-format=stream-json requires --verbose", Exit: 1}
 			}
+			if a.Has("--resume") && a.Has("--session-id") {
+				return &Failure{Stderr: true, Text: "Error: --session-id can only be used with --continue or --resume if --fork-session is also specified.", Exit: 1}
+			}
 			return nil
 		},
 		RunDenied: "Permission to run %s was denied.",
 		Events:    streamJSONEvents,
+		// Measured with claude 2.1.197.
+		Session: &SessionFlags{Begin: "--session-id", Resume: "--resume", NewID: uuid4, Line: streamJSONInit, PerFolder: true,
+			Lost: func(id string) Failure {
+				msg := "No conversation found with session ID: " + id
+				res, _ := json.Marshal(map[string]any{"type": "result", "subtype": "error_during_execution", "is_error": true, "session_id": uuid4(), "errors": []string{msg}})
+				return Failure{Stderr: true, Exit: 1, Text: msg, Events: string(res)}
+			},
+			Taken: func(id string) Failure {
+				return Failure{Stderr: true, Exit: 1, Text: "Error: Session ID " + id + " is already in use."}
+			}},
 		Failures: map[string]Failure{
 			FailNoCredentials:     {Text: "Not logged in · Please run /login", Exit: 1},
 			FailConnectionRefused: {Text: "API Error: Unable to connect to API (ConnectionRefused)", Exit: 1},
@@ -267,14 +297,21 @@ var CLIs = map[string]*CLI{
 		Status: &Status{Argv: []string{"login", "status"},
 			In: Failure{Stderr: true, Text: "Logged in using ChatGPT"}, Out: Failure{Stderr: true, Text: "Not logged in", Exit: 1}},
 		RunDenied: "Permission to run %s was denied.",
-		Events: func(text string, out Outcome) []any {
-			events := []any{map[string]any{"type": "thread.started"}, map[string]any{"type": "turn.started"}}
+		Events: func(text string, out Outcome, _ string) []any {
+			events := []any{map[string]any{"type": "turn.started"}}
 			if e := out.EventError; e != "" {
 				return append(events, map[string]any{"type": "error", "message": e}, map[string]any{"type": "turn.failed", "error": map[string]any{"message": e}})
 			}
 			return append(events, map[string]any{"type": "item.completed", "item": map[string]any{"type": "agent_message", "text": text}},
-				map[string]any{"type": "turn.completed", "usage": map[string]any{"input_tokens": out.InputTokens, "output_tokens": out.OutputTokens}})
+				map[string]any{"type": "turn.completed", "usage": map[string]any{"input_tokens": out.InputTokens, "cached_input_tokens": out.CachedTokens, "output_tokens": out.OutputTokens}})
 		},
+		// Measured with codex 0.171.0: `resume <id>` after exec's options;
+		// a thread resumes in any folder; usage counts the whole thread.
+		Session: &SessionFlags{ResumeSub: "resume", NotAfter: []string{"-C", "-s"}, NewID: uuid4, Cumulative: true,
+			Line: func(id string) any { return map[string]any{"type": "thread.started", "thread_id": id} },
+			Lost: func(id string) Failure {
+				return Failure{Stderr: true, Exit: 1, Text: "Error: thread/resume: thread/resume failed: no rollout found for thread id " + id + " (code -32600)"}
+			}},
 		Failures: map[string]Failure{
 			FailNoCredentials: {Stderr: true, Forever: true,
 				Text:   "ERROR: Reconnecting... 1/5\nwarning: Falling back from WebSockets to HTTPS transport. stream disconnected before completion: failed to lookup address information: Name does not resolve",
@@ -308,7 +345,7 @@ var CLIs = map[string]*CLI{
 	},
 	"gemini": {
 		Names:     []string{"gemini"},
-		Values:    []string{"--approval-mode", "--output-format", "-m", "-p"},
+		Values:    []string{"--approval-mode", "--output-format", "-m", "-p", "--session-id", "--resume"},
 		Bools:     []string{"--skip-trust"},
 		Usage:     func(a string) (string, int) { return "Unknown arguments: " + strings.TrimLeft(a, "-"), 1 },
 		ModelFlag: "-m", DefaultModel: "gemini-3.1-pro-preview-customtools",
@@ -319,16 +356,33 @@ var CLIs = map[string]*CLI{
 				return &Failure{Stderr: true, Exit: 55,
 					Text: "Gemini CLI is not running in a trusted directory. To proceed, either use `--skip-trust`, set the `GEMINI_CLI_TRUST_WORKSPACE=true` environment variable, or trust this directory in interactive mode."}
 			}
+			if a.Has("--resume") && a.Has("--session-id") {
+				return &Failure{Stderr: true, Exit: 1, Text: "The flags --resume, --session-id, and --session-file are mutually exclusive. Please provide only one."}
+			}
 			return nil
 		},
 		RunDenied: "Permission to run %s was denied.",
-		Events: func(text string, out Outcome) []any {
-			events := []any{map[string]any{"type": "init"}}
+		// Measured with gemini 0.61.0: exit 42 for a session it cannot
+		// resume or an id it has.
+		Session: &SessionFlags{Begin: "--session-id", Resume: "--resume", NewID: uuid4, PerFolder: true,
+			Line: func(id string) any {
+				return map[string]any{"type": "init", "session_id": id, "model": "gemini-2.5-flash"}
+			},
+			Lost: func(id string) Failure {
+				return Failure{Stderr: true, Exit: 42, Text: "Error resuming session: Invalid session identifier \"" + id + "\".\n" +
+					"  Searched for sessions in /root/.gemini/tmp/repo/chats.\n" +
+					"  Use --list-sessions to see available sessions, then use --resume {number}, --resume {uuid}, or --resume latest."}
+			},
+			Taken: func(id string) Failure {
+				return Failure{Stderr: true, Exit: 42, Text: "Error starting session: Session ID \"" + id + "\" already exists. Use --resume to resume it, or provide a different ID."}
+			}},
+		Events: func(text string, out Outcome, _ string) []any {
+			var events []any
 			if e := out.EventError; e != "" {
 				return append(events, map[string]any{"type": "result", "status": "error", "error": map[string]any{"type": "Error", "message": e}})
 			}
 			return append(events, map[string]any{"type": "message", "role": "assistant", "content": text, "delta": true},
-				map[string]any{"type": "result", "status": "success", "stats": map[string]any{"input_tokens": out.InputTokens, "output_tokens": out.OutputTokens}})
+				map[string]any{"type": "result", "status": "success", "stats": map[string]any{"input_tokens": out.InputTokens, "cached": out.CachedTokens, "output_tokens": out.OutputTokens}})
 		},
 		Failures: map[string]Failure{
 			FailNoCredentials: {Stderr: true, Exit: 41,
@@ -367,21 +421,30 @@ var CLIs = map[string]*CLI{
 	"opencode": {
 		Names:     []string{"opencode"},
 		Sub:       "run",
-		Values:    []string{"--dir", "--agent", "--format", "-m"},
+		Values:    []string{"--dir", "--agent", "--format", "-m", "--session"},
 		Bools:     []string{"--auto"},
 		Usage:     func(a string) (string, int) { return "Unknown arguments: " + strings.TrimLeft(a, "-"), 1 },
 		ModelFlag: "-m", DefaultModel: "opencode/big-pickle",
 		Structured: []string{"--format=json"},
 		Writes:     []string{"--auto"},
 		RunDenied:  "Permission to run %s was denied.",
-		Events: func(text string, out Outcome) []any {
-			events := []any{map[string]any{"type": "step_start"}}
+		Events: func(text string, out Outcome, session string) []any {
 			if e := out.EventError; e != "" {
-				return append(events, map[string]any{"type": "error", "error": map[string]any{"name": "APIError", "data": map[string]any{"message": e}}})
+				return []any{map[string]any{"type": "error", "sessionID": session, "error": map[string]any{"name": "APIError", "data": map[string]any{"message": e}}}}
 			}
-			return append(events, map[string]any{"type": "text", "part": map[string]any{"type": "text", "text": text}},
-				map[string]any{"type": "step_finish", "part": map[string]any{"cost": out.CostUSD, "tokens": map[string]any{"input": out.InputTokens, "output": out.OutputTokens}}})
+			return []any{map[string]any{"type": "text", "sessionID": session, "part": map[string]any{"type": "text", "text": text}},
+				map[string]any{"type": "step_finish", "sessionID": session, "part": map[string]any{"cost": out.CostUSD,
+					"tokens": map[string]any{"input": out.InputTokens - out.CachedTokens, "output": out.OutputTokens, "cache": map[string]any{"read": out.CachedTokens}}}}}
 		},
+		// Measured with opencode 1.18.33: a session resumed in another
+		// folder never exits.
+		Session: &SessionFlags{Resume: "--session", NewID: opencodeID, Hangs: true,
+			Line: func(id string) any {
+				return map[string]any{"type": "step_start", "sessionID": id, "part": map[string]any{}}
+			},
+			Lost: func(string) Failure {
+				return Failure{Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mSession not found"}
+			}},
 		Failures: map[string]Failure{
 			FailNoCredentials:     {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
 			FailConnectionRefused: {Stderr: true, Exit: 1, Text: "\x1b[91m\x1b[1mError: \x1b[0mCannot connect to API: Unable to connect. Is the computer able to access the url?"},
@@ -454,16 +517,22 @@ func geminiQuotaError(err, message, delayMS string) string {
 }
 
 // streamJSONEvents are Claude Code's stream-json events, which the Cursor
-// CLI's follow.
-func streamJSONEvents(text string, out Outcome) []any {
+// CLI's follow: every line names the session. The prompt's tokens are
+// split as Claude Code splits them: uncached, then read from the cache.
+func streamJSONEvents(text string, out Outcome, session string) []any {
 	result := map[string]any{"type": "result", "subtype": "success", "is_error": out.EventError != "", "result": text, "total_cost_usd": out.CostUSD,
-		"usage": map[string]any{"input_tokens": out.InputTokens, "output_tokens": out.OutputTokens}}
+		"session_id": session, "usage": map[string]any{"input_tokens": out.InputTokens - out.CachedTokens, "cache_read_input_tokens": out.CachedTokens, "output_tokens": out.OutputTokens}}
 	if out.EventError != "" {
 		result["result"] = out.EventError
 	}
-	return []any{map[string]any{"type": "system", "subtype": "init"},
-		map[string]any{"type": "assistant", "message": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}},
+	return []any{map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}},
 		result}
+}
+
+// streamJSONInit is the first line of Claude Code's stream-json (and the
+// Cursor CLI's): system/init, naming the session.
+func streamJSONInit(id string) any {
+	return map[string]any{"type": "system", "subtype": "init", "session_id": id}
 }
 
 // geminiAPIError is how the Gemini CLI reports an API error (measured with

@@ -121,9 +121,13 @@ type Outcome struct {
 	// after its final event.
 	InputTokens  int64   `json:"input_tokens"`
 	OutputTokens int64   `json:"output_tokens"`
+	CachedTokens int64   `json:"cached_tokens"` // of InputTokens
 	CostUSD      float64 `json:"cost_usd"`
 	EventError   string  `json:"event_error"`
 	Linger       bool    `json:"linger"`
+	// SessionLost makes a call that resumes a session fail as the CLI
+	// fails for a session it does not have (its files gone).
+	SessionLost bool `json:"session_lost"`
 }
 
 // PromptWrites are files an agent writes when its prompt holds a text.
@@ -191,23 +195,28 @@ func DefaultStdout(phase, task string) string {
 
 // Call is one line of calls.jsonl written by the fake agent.
 type Call struct {
-	Event       string            `json:"event"`
-	Key         string            `json:"key"`
-	Phase       string            `json:"phase"`
-	Task        string            `json:"task"`
-	N           int               `json:"n"`
-	Argv        []string          `json:"argv"`
-	Env         map[string]string `json:"env"`
-	Cwd         string            `json:"cwd"`
-	PID         int               `json:"pid"`
-	StdinNull   bool              `json:"stdin_null"`
-	Stdin       string            `json:"stdin,omitempty"` // what the call read on stdin when it was not /dev/null
-	Kind        string            `json:"kind,omitempty"`  // the CLI the fake imitated; "" for the plain fake
-	TmpDir      string            `json:"tmpdir,omitempty"`
-	Denied      []string          `json:"denied,omitempty"` // edits and commands refused for want of permission
-	Time        time.Time         `json:"time"`
-	Exit        int               `json:"exit"`
-	StdoutBytes int64             `json:"stdout_bytes"`
+	Event     string            `json:"event"`
+	Key       string            `json:"key"`
+	Phase     string            `json:"phase"`
+	Task      string            `json:"task"`
+	N         int               `json:"n"`
+	Argv      []string          `json:"argv"`
+	Env       map[string]string `json:"env"`
+	Cwd       string            `json:"cwd"`
+	PID       int               `json:"pid"`
+	StdinNull bool              `json:"stdin_null"`
+	Stdin     string            `json:"stdin,omitempty"` // what the call read on stdin when it was not /dev/null
+	Kind      string            `json:"kind,omitempty"`  // the CLI the fake imitated; "" for the plain fake
+	TmpDir    string            `json:"tmpdir,omitempty"`
+	Denied    []string          `json:"denied,omitempty"` // edits and commands refused for want of permission
+	// Session is the session the call began or resumed (Resumed), and
+	// History the phases of the calls it held before this one.
+	Session     string    `json:"session,omitempty"`
+	Resumed     bool      `json:"resumed,omitempty"`
+	History     []string  `json:"history,omitempty"`
+	Time        time.Time `json:"time"`
+	Exit        int       `json:"exit"`
+	StdoutBytes int64     `json:"stdout_bytes"`
 }
 
 // WriteScenario writes s to <dir>/scenario.json.

@@ -111,18 +111,19 @@ func (anthropicImpl) writeError(w http.ResponseWriter, f *Failure, model string)
 }
 
 func (anthropicImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {
+	n := nextTurn()
 	var content []map[string]any
 	if t.text != "" || t.call == nil {
 		content = append(content, map[string]any{"type": "text", "text": t.text})
 	}
 	stop := "end_turn"
 	if t.call != nil {
-		content = append(content, map[string]any{"type": "tool_use", "id": "toolu_mock_1", "name": t.call.Name, "input": t.call.Args})
+		content = append(content, map[string]any{"type": "tool_use", "id": "toolu_mock_" + n, "name": t.call.Name, "input": t.call.Args})
 		stop = "tool_use"
 	}
 	usage := map[string]any{"input_tokens": t.usage.Input, "output_tokens": t.usage.Output,
 		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-	msg := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": t.model,
+	msg := map[string]any{"id": "msg_mock_" + n, "type": "message", "role": "assistant", "model": t.model,
 		"stop_reason": stop, "stop_sequence": nil, "usage": usage}
 	if !stream {
 		msg["content"] = content

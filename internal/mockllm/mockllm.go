@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -132,6 +133,15 @@ type Script struct {
 	// Default answers a request no rule matches. Its zero value is the
 	// text "OK".
 	Default Reply
+	// Answer, when set, answers a request before the rules do, from the
+	// whole request (its body holds the conversation it carries); false
+	// leaves it to the rules. It is called from the server's handlers,
+	// one request at a time per connection.
+	Answer func(req Request) (Reply, bool)
+	// BodyTokens counts a request's input tokens from the size of its body
+	// (four bytes a token), the whole conversation it carries, rather than
+	// from its user text.
+	BodyTokens bool
 }
 
 // Request is the server's record of one request.
@@ -292,6 +302,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req.Text, req.Call, req.Status = reply.Text, call, http.StatusOK
 	s.record(req)
 	t := turn{text: reply.Text, call: call, model: req.Model, usage: usageFor(req, reply.Text, call)}
+	if s.script.BodyTokens {
+		t.usage.Input = len(req.Body)/4 + 1
+	}
 	if reply.Fail != nil && reply.Fail.CloseMidStream {
 		if !req.Stream {
 			// A plain answer breaks off after its first bytes.
@@ -317,6 +330,11 @@ func (s *Server) pick(req *Request) Reply {
 	s.mu.Unlock()
 	if n < len(s.script.First) {
 		return s.script.First[n]
+	}
+	if s.script.Answer != nil {
+		if r, ok := s.script.Answer(*req); ok {
+			return r
+		}
 	}
 	for _, rule := range s.script.Rules {
 		if rule.Contains != "" && !strings.Contains(req.UserText, rule.Contains) ||
@@ -482,6 +500,14 @@ func (f *Failure) statusIn(p Protocol, model string) int {
 	}
 	return f.Status
 }
+
+// turns numbers the model's answers, so that every message and tool call
+// has an id of its own, as the real APIs give: a CLI that continues a
+// session merges the turns of one id into one.
+var turns atomic.Int64
+
+// nextTurn is the number of a new answer, for its ids.
+func nextTurn() string { return strconv.FormatInt(turns.Add(1), 10) }
 
 // statusText is the reason phrase of status, or "status N" for a code Go
 // does not name (such as 529).

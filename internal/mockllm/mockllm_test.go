@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -795,5 +796,80 @@ func TestSidePaths(t *testing.T) {
 	want := []string{"gemini /v1beta/models/g:countTokens OK", "unknown /v1/responses Not Found", "anthropic /v1/messages Bad Request"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("records = %q, want %q", got, want)
+	}
+}
+
+func TestReadFileToolChoice(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		tools []Tool
+		want  *Call
+	}{
+		{[]Tool{{Name: "Bash"}, {Name: "Read"}}, &Call{Name: "Read", Args: map[string]any{"file_path": "/r/a b.txt"}}},
+		{[]Tool{{Name: "run_shell_command"}, {Name: "read_file"}}, &Call{Name: "read_file", Args: map[string]any{"file_path": "/r/a b.txt"}}},
+		{[]Tool{{Name: "bash"}, {Name: "read"}}, &Call{Name: "read", Args: map[string]any{"filePath": "/r/a b.txt"}}},
+		{[]Tool{{Name: "exec_command"}, {Name: "apply_patch", Freeform: true}}, &Call{Name: "exec_command", Args: map[string]any{"cmd": "cat '/r/a b.txt'", "workdir": "/r"}}},
+		{[]Tool{{Name: "write_file"}}, nil},
+	}
+	for _, c := range cases {
+		if got := ReadFile("/r/a b.txt").Input(c.tools); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("tools %v: call = %+v, want %+v", c.tools, got, c.want)
+		}
+	}
+}
+
+// TestAnswerFromTheConversation: a script's Answer sees the whole request
+// and answers before the rules (or leaves it to them), and BodyTokens
+// counts its input from the body's size.
+func TestAnswerFromTheConversation(t *testing.T) {
+	t.Parallel()
+	for _, p := range protos {
+		s := New(Script{BodyTokens: true, Rules: []Rule{{Replies: []Reply{{Text: "rule"}}}},
+			Answer: func(req Request) (Reply, bool) {
+				if strings.Contains(string(req.Body), "SEEN-BEFORE") {
+					return Reply{Text: "remembered"}, true
+				}
+				return Reply{}, false
+			}})
+		a, err := send(t, s, p, "k", "hello", nil, 0, false)
+		if err != nil || a.text != "rule" {
+			t.Errorf("%s: %q %v, want the rule's answer", p.name, a.text, err)
+		}
+		a, err = send(t, s, p, "k", "hello SEEN-BEFORE", nil, 0, false)
+		if err != nil || a.text != "remembered" {
+			t.Errorf("%s: %q %v, want the answer from the conversation", p.name, a.text, err)
+		}
+		if reqs := s.Requests(); a.usage.Input != len(reqs[1].Body)/4+1 {
+			t.Errorf("%s: input tokens %d for a body of %d bytes", p.name, a.usage.Input, len(reqs[1].Body))
+		}
+		s.Close()
+	}
+}
+
+// TestIDsOfEachTurn: every answer's message and tool call have ids of
+// their own, as the real APIs give: a CLI that continues a session merges
+// the turns of one id.
+func TestIDsOfEachTurn(t *testing.T) {
+	t.Parallel()
+	s := New(Script{Default: Reply{Text: "x", Tool: WriteFile("/r/a", "b")}})
+	defer s.Close()
+	for _, p := range protos {
+		seen := map[string]bool{}
+		for range 2 {
+			a, err := send(t, s, p, "k", "hi", toolsOf[p.name].tools, 0, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := regexp.MustCompile(`"(?:id|call_id|responseId)":"([^"]+)"`).FindAllStringSubmatch(string(a.raw), -1)
+			for _, m := range ids {
+				if p.name != Gemini && seen[m[1]] {
+					t.Errorf("%s: the id %q of an earlier answer again", p.name, m[1])
+				}
+				seen[m[1]] = true
+			}
+		}
+		if p.name != Gemini && len(seen) < 4 {
+			t.Errorf("%s: ids %v, want a message's and a call's per answer", p.name, seen)
+		}
 	}
 }

@@ -152,25 +152,26 @@ func (responsesImpl) writeError(w http.ResponseWriter, f *Failure, model string)
 }
 
 func (responsesImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {
+	n := nextTurn()
 	var output []map[string]any
 	if t.text != "" || t.call == nil {
-		output = append(output, map[string]any{"type": "message", "id": "msg_mock", "status": "completed", "role": "assistant",
+		output = append(output, map[string]any{"type": "message", "id": "msg_mock_" + n, "status": "completed", "role": "assistant",
 			"content": []any{map[string]any{"type": "output_text", "text": t.text, "annotations": []any{}}}})
 	}
 	if c := t.call; c != nil {
 		if c.Args == nil {
-			output = append(output, map[string]any{"type": "custom_tool_call", "id": "ctc_mock", "call_id": "call_mock_1",
+			output = append(output, map[string]any{"type": "custom_tool_call", "id": "ctc_mock_" + n, "call_id": "call_mock_" + n,
 				"name": c.Name, "input": c.Custom, "status": "completed"})
 		} else {
 			args, _ := json.Marshal(c.Args)
-			output = append(output, map[string]any{"type": "function_call", "id": "fc_mock", "call_id": "call_mock_1",
+			output = append(output, map[string]any{"type": "function_call", "id": "fc_mock_" + n, "call_id": "call_mock_" + n,
 				"name": c.Name, "arguments": string(args), "status": "completed"})
 		}
 	}
 	usage := map[string]any{"input_tokens": t.usage.Input, "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": t.usage.Output, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
 		"total_tokens": t.usage.Input + t.usage.Output}
-	resp := map[string]any{"id": "resp_mock", "object": "response", "created_at": 0, "status": "completed",
+	resp := map[string]any{"id": "resp_mock_" + n, "object": "response", "created_at": 0, "status": "completed",
 		"model": t.model, "output": output, "usage": usage}
 	if !stream {
 		writeJSON(w, http.StatusOK, resp)
@@ -184,16 +185,16 @@ func (responsesImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {
 		seq++
 		e.event(name, data)
 	}
-	ev("response.created", map[string]any{"response": map[string]any{"id": "resp_mock", "object": "response",
+	ev("response.created", map[string]any{"response": map[string]any{"id": "resp_mock_" + n, "object": "response",
 		"created_at": 0, "status": "in_progress", "model": t.model, "output": []any{}}})
 	for i, item := range output {
 		if item["type"] == "message" {
-			added := map[string]any{"type": "message", "id": "msg_mock", "status": "in_progress", "role": "assistant", "content": []any{}}
+			added := map[string]any{"type": "message", "id": "msg_mock_" + n, "status": "in_progress", "role": "assistant", "content": []any{}}
 			ev("response.output_item.added", map[string]any{"output_index": i, "item": added})
-			ev("response.content_part.added", map[string]any{"item_id": "msg_mock", "output_index": i, "content_index": 0,
+			ev("response.content_part.added", map[string]any{"item_id": "msg_mock_" + n, "output_index": i, "content_index": 0,
 				"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-			ev("response.output_text.delta", map[string]any{"item_id": "msg_mock", "output_index": i, "content_index": 0, "delta": t.text})
-			ev("response.output_text.done", map[string]any{"item_id": "msg_mock", "output_index": i, "content_index": 0, "text": t.text})
+			ev("response.output_text.delta", map[string]any{"item_id": "msg_mock_" + n, "output_index": i, "content_index": 0, "delta": t.text})
+			ev("response.output_text.done", map[string]any{"item_id": "msg_mock_" + n, "output_index": i, "content_index": 0, "text": t.text})
 		} else {
 			ev("response.output_item.added", map[string]any{"output_index": i, "item": item})
 		}
@@ -248,12 +249,13 @@ func (chatImpl) writeError(w http.ResponseWriter, f *Failure, model string) {
 }
 
 func (chatImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {
+	n := nextTurn()
 	finish := "stop"
 	var calls []any
 	if c := t.call; c != nil {
 		finish = "tool_calls"
 		args, _ := json.Marshal(c.Args)
-		calls = []any{map[string]any{"index": 0, "id": "call_mock_1", "type": "function",
+		calls = []any{map[string]any{"index": 0, "id": "call_mock_" + n, "type": "function",
 			"function": map[string]any{"name": c.Name, "arguments": string(args)}}}
 	}
 	usage := map[string]any{"prompt_tokens": t.usage.Input, "completion_tokens": t.usage.Output,
@@ -263,13 +265,13 @@ func (chatImpl) writeTurn(w http.ResponseWriter, stream bool, t turn) {
 		if calls != nil {
 			msg["tool_calls"] = calls
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-mock", "object": "chat.completion", "created": 0,
+		writeJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-mock-" + n, "object": "chat.completion", "created": 0,
 			"model": t.model, "choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
 		return
 	}
 	e := newSSE(w, t.breakAfterFirst)
 	chunk := func(delta map[string]any, finish any, usage any) map[string]any {
-		return map[string]any{"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": t.model,
+		return map[string]any{"id": "chatcmpl-mock-" + n, "object": "chat.completion.chunk", "created": 0, "model": t.model,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}, "usage": usage}
 	}
 	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))

@@ -44,6 +44,28 @@ func WriteFile(path, content string) *ToolCall {
 	}}
 }
 
+// ReadFile is a tool call that reads the file at path (absolute) with the
+// CLI's read tool: Claude Code's Read and the Gemini CLI's read_file
+// (file_path), opencode's read (filePath); Codex, which has none, runs cat
+// with its shell tool. It is nil when the request offers none of them.
+func ReadFile(path string) *ToolCall {
+	return &ToolCall{Input: func(tools []Tool) *Call {
+		has := map[string]Tool{}
+		for _, t := range tools {
+			has[t.Name] = t
+		}
+		for _, name := range []string{"Read", "read_file"} {
+			if _, ok := has[name]; ok {
+				return &Call{Name: name, Args: map[string]any{"file_path": path}}
+			}
+		}
+		if _, ok := has["read"]; ok {
+			return &Call{Name: "read", Args: map[string]any{"filePath": path}}
+		}
+		return shellCall(has, "cat "+shellQuote(path), filepath.Dir(path), "Read "+filepath.Base(path))
+	}}
+}
+
 // RunShell is a tool call that runs script with the CLI's shell tool (see
 // WriteFile for the names), in workdir where the tool takes one. It is nil
 // when the request offers no shell tool.

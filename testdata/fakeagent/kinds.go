@@ -23,13 +23,14 @@ func cliKind() string {
 
 // cliCall is a call's argv as the CLI reads it.
 type cliCall struct {
+	kind  string
 	cli   *fakes.CLI
 	args  fakes.Args
 	usage *fakes.Failure // the CLI's usage error, when the argv is wrong
 }
 
 func parseArgs(kind string, argv []string) cliCall {
-	c := cliCall{cli: fakes.CLIs[kind]}
+	c := cliCall{kind: kind, cli: fakes.CLIs[kind]}
 	c.args, c.usage = c.cli.Parse(argv)
 	return c
 }
@@ -141,9 +142,107 @@ func mapsKeys(m map[string]string) func(func(string) bool) {
 	}
 }
 
+// folder is the folder the call works in: its option for it (codex's -C,
+// opencode's --dir, the Cursor CLI's --workspace), else the working folder.
+func (c cliCall) folder() string {
+	for _, opt := range []string{"-C", "--dir", "--workspace"} {
+		if d, ok := c.args.Opts[opt]; ok {
+			return filepath.Clean(d)
+		}
+	}
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// session begins the call's session, or resumes the one its argv names, as
+// the CLI does: it refuses to resume a session it does not have (or, for
+// some CLIs, one of another folder) and to begin one whose id it has, in
+// its own words; done means the fake has answered with code (or hangs, as
+// opencode does with a session of another folder). The call's own usage
+// becomes the session's so far for a CLI whose events count the whole
+// session.
+func (c cliCall) session(dir, phase string, out *fakes.Outcome, call *fakes.Call) (code int, done bool) {
+	sf := c.cli.Session
+	if sf == nil {
+		return 0, false
+	}
+	id, resume := "", false
+	pos := c.args.Positional
+	switch {
+	case sf.ResumeSub != "" && len(pos) > 0 && pos[0] == sf.ResumeSub:
+		resume = true
+		if len(pos) > 1 && pos[1] != "-" {
+			id = pos[1]
+		}
+	case sf.Resume != "" && c.args.Has(sf.Resume):
+		id, resume = c.args.Opts[sf.Resume], true
+	case sf.Begin != "" && c.args.Has(sf.Begin):
+		id = c.args.Opts[sf.Begin]
+	}
+	where := c.folder()
+	own := *out
+	switch {
+	case resume && id == "":
+		// The real CLIs take the latest session, or begin a new one, here:
+		// a test must never see it go unnoticed.
+		fmt.Fprintln(os.Stderr, "fakeagent: asked to resume a session without an id")
+		return fakes.ExitFakeError, true
+	case resume:
+		turns, err := fakes.SessionTurns(dir, c.kind, id)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fakeagent: sessions: %v\n", err)
+			return fakes.ExitFakeError, true
+		}
+		call.Session, call.Resumed = id, true
+		lost := out.SessionLost || len(turns) == 0
+		if !lost && turns[0].Dir != where {
+			if sf.Hangs {
+				forever()
+			}
+			lost = sf.PerFolder
+		}
+		if lost {
+			f := sf.Lost(id)
+			if f.Events != "" && c.structured() {
+				fmt.Println(f.Events)
+			}
+			return show(f, ""), true
+		}
+		for _, t := range turns {
+			call.History = append(call.History, t.Phase)
+			if sf.Cumulative {
+				out.InputTokens += t.Input
+				out.CachedTokens += t.Cached
+				out.OutputTokens += t.Output
+			}
+		}
+	case id != "":
+		turns, err := fakes.SessionTurns(dir, c.kind, id)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fakeagent: sessions: %v\n", err)
+			return fakes.ExitFakeError, true
+		}
+		if slices.ContainsFunc(turns, func(t fakes.SessionTurn) bool { return t.Dir == where || !sf.PerFolder }) && sf.Taken != nil {
+			return show(sf.Taken(id), ""), true
+		}
+	default:
+		id = sf.NewID()
+	}
+	call.Session, call.Resumed = id, resume
+	if err := fakes.AddSessionTurn(dir, fakes.SessionTurn{Kind: c.kind, ID: id, Dir: where, Phase: phase, Input: own.InputTokens, Cached: own.CachedTokens, Output: own.OutputTokens}); err != nil {
+		fmt.Fprintf(os.Stderr, "fakeagent: sessions: %v\n", err)
+		return fakes.ExitFakeError, true
+	}
+	if c.structured() {
+		line, _ := json.Marshal(sf.Line(id))
+		fmt.Println(string(line))
+	}
+	return 0, false
+}
+
 // emitter is how the answer text reaches stdout: as is, or as the CLI's
-// events.
-func (c cliCall) emitter(out fakes.Outcome) func(text string) (int64, error) {
+// events in session.
+func (c cliCall) emitter(out fakes.Outcome, session string) func(text string) (int64, error) {
 	if !c.structured() {
 		return func(text string) (int64, error) {
 			n, err := io.WriteString(os.Stdout, text)
@@ -152,7 +251,7 @@ func (c cliCall) emitter(out fakes.Outcome) func(text string) (int64, error) {
 	}
 	return func(text string) (int64, error) {
 		var n int64
-		for _, ev := range c.cli.Events(strings.TrimSpace(text), out) {
+		for _, ev := range c.cli.Events(strings.TrimSpace(text), out, session) {
 			line, _ := json.Marshal(ev)
 			m, err := os.Stdout.Write(append(line, '\n'))
 			n += int64(m)

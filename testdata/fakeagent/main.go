@@ -118,11 +118,14 @@ func imitate(kind, dir, phase, task string, out fakes.Outcome, call *fakes.Call)
 	if code, done := c.refuse(); done {
 		return code, 0
 	}
+	if code, done := c.session(dir, phase, &out, call); done {
+		return code, 0
+	}
 	if out.Failure != "" {
 		return c.fail(out.Failure), 0
 	}
 	call.Denied = c.tools(out)
-	code, written := perform(dir, phase, task, out, c.emitter(out))
+	code, written := perform(dir, phase, task, out, c.emitter(out, call.Session))
 	if out.EventError != "" && code == 0 && c.structured() {
 		code = 1
 	}
