@@ -48,7 +48,8 @@ func init() {
 			LoginHint: "set OPENAI_API_KEY (or CODEX_API_KEY) in the job's environment, or run `codex login` on the machine",
 		},
 		Confine: Confinement{
-			Folders:     []string{"${CODEX_HOME:-~/.codex}"},
+			// CODEX_SQLITE_HOME moves its databases out of CODEX_HOME.
+			Folders:     []string{"${CODEX_HOME:-~/.codex}", "${CODEX_SQLITE_HOME:-~/.codex}"},
 			Credentials: []string{"${CODEX_HOME:-~/.codex}/auth.json"},
 			// chatgpt.com serves a ChatGPT plan's requests, auth.openai.com
 			// refreshes its login.
