@@ -81,8 +81,8 @@ func init() {
 				"with `EACCES: permission denied, mkdir '~/.claude'` and the call still exits 0). ~/.claude.json, a file directly in the home " +
 				"folder that it rewrites through a lock and a renamed temporary file, stays read-only: it goes on without it (`--debug`: " +
 				"`continuing without persisting`). peal does not set CLAUDE_CONFIG_DIR to move it: that would change where the CLI reads its " +
-				"settings (and, in its code, the name of its macOS Keychain entry). With Bedrock or Vertex, its AWS or Google credentials " +
-				"are the user's to pass (confine_env_pass; ~/.aws and ~/.config/gcloud are secrets)",
+				"settings (and, in its code, the name of its macOS Keychain entry). With Bedrock or Vertex, its cloud credentials and host " +
+				"are the user's to pass and allow (confine_env_pass, confine_network_allow; ~/.aws and ~/.config/gcloud are secrets)",
 		},
 		VersionArgs: []string{"--version"},
 		Notes: "writing calls pass --permission-mode bypassPermissions: every edit and command is allowed, without prompts. " +
