@@ -66,6 +66,25 @@ func init() {
 			},
 			LoginHint: "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (from `claude setup-token`) in the job's environment",
 		},
+		Confine: Confinement{
+			Folders:     []string{"${CLAUDE_CONFIG_DIR:-~/.claude}"},
+			Credentials: []string{"${CLAUDE_CONFIG_DIR:-~/.claude}/.credentials.json"},
+			// platform.claude.com refreshes a subscription login's token.
+			Hosts: []string{"api.anthropic.com", "platform.claude.com"},
+			Env: []string{
+				"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_*",
+				"ANTHROPIC_CUSTOM_HEADERS", "ANTHROPIC_VERTEX_PROJECT_ID", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR", "IS_SANDBOX",
+				"DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "MAX_THINKING_TOKENS",
+				"BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "API_TIMEOUT_MS", "CLOUD_ML_REGION", "VERTEX_REGION_*",
+			},
+			BaseURLs: []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL"},
+			Notes: "measured with 2.1.197: it writes its sessions, plans and shell snapshots in ~/.claude (without it, its Bash tool fails " +
+				"with `EACCES: permission denied, mkdir '~/.claude'` and the call still exits 0). ~/.claude.json, a file directly in the home " +
+				"folder that it rewrites through a lock and a renamed temporary file, stays read-only: it goes on without it (`--debug`: " +
+				"`continuing without persisting`). peal does not set CLAUDE_CONFIG_DIR to move it: that would change where the CLI reads its " +
+				"settings (and, in its code, the name of its macOS Keychain entry). With Bedrock or Vertex, its cloud credentials and host " +
+				"are the user's to pass and allow (confine_env_pass, confine_network_allow; ~/.aws and ~/.config/gcloud are secrets)",
+		},
 		VersionArgs: []string{"--version"},
 		Notes: "writing calls pass --permission-mode bypassPermissions: every edit and command is allowed, without prompts. " +
 			"As root, Claude Code refuses this unless IS_SANDBOX=1 says the machine is a throwaway sandbox",

@@ -48,6 +48,22 @@ func init() {
 			BeforeRun: true, // without credentials it retries forever
 			LoginHint: "set OPENAI_API_KEY (or CODEX_API_KEY) in the job's environment, or run `codex login` on the machine",
 		},
+		Confine: Confinement{
+			// CODEX_SQLITE_HOME moves its databases out of CODEX_HOME.
+			Folders:     []string{"${CODEX_HOME:-~/.codex}", "${CODEX_SQLITE_HOME:-~/.codex}"},
+			Credentials: []string{"${CODEX_HOME:-~/.codex}/auth.json"},
+			// chatgpt.com serves a ChatGPT plan's requests, auth.openai.com
+			// refreshes its login.
+			Hosts: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"},
+			Env: []string{"OPENAI_API_KEY", "OPENAI_ORGANIZATION", "CODEX_API_KEY", "CODEX_HOME", "CODEX_SQLITE_HOME",
+				"CODEX_CA_CERTIFICATE", "CODEX_OSS_PORT"},
+			BaseURLs: []string{"CODEX_OSS_BASE_URL"},
+			Notes: "measured with 0.171.0: it writes ~/.codex (its SQLite databases, `sessions/…/rollout-*.jsonl`, `skills/.system`, " +
+				"shell snapshots); without it, `Error: failed to initialize in-process app-server client: Permission denied (os error 13)`. " +
+				"It takes its base URL from its configuration (`openai_base_url`, `model_providers.*.base_url`), not from OPENAI_BASE_URL, " +
+				"which it does not read: that host is the user's to allow (confine_network_allow). Refused without effect on the call: " +
+				"ab.chatgpt.com (its metrics; `[analytics] enabled = false` stops them), github.com and api.github.com",
+		},
 		VersionArgs: []string{"--version"},
 		Notes: "writing calls pass --dangerously-bypass-approvals-and-sandbox: commands run without approval and without " +
 			"codex's sandbox (which needs bubblewrap, often missing in containers)",

@@ -37,6 +37,17 @@ func init() {
 			BeforeRun: true,
 			LoginHint: "in CI set CURSOR_API_KEY to an API key from the Cursor dashboard (a browser login cannot happen there); on a workstation, `agent login` also works",
 		},
+		Confine: Confinement{
+			Folders: []string{"${CURSOR_CONFIG_DIR:-~/.cursor}", "${XDG_CONFIG_HOME:-~/.config}/cursor"},
+			Credentials: []string{"${CURSOR_CONFIG_DIR:-~/.cursor}/cli-config.json", "${XDG_CONFIG_HOME:-~/.config}/cursor/cli-config.json",
+				"${XDG_CONFIG_HOME:-~/.config}/cursor/auth.json"},
+			Hosts: []string{"*.cursor.sh", "*.cursorapi.com"},
+			Env:   []string{"CURSOR_API_KEY", "CURSOR_AUTH_TOKEN", "CURSOR_CONFIG_DIR", "XDG_CONFIG_HOME", "NO_OPEN_BROWSER"},
+			Notes: "not measured (no Cursor CLI on the test machine): taken from its documentation (its configuration, authentication " +
+				"and network pages) and its users' reports. It keeps its configuration and, in recent versions, its login in " +
+				"~/.cursor/cli-config.json (older ones: ~/.config/cursor/auth.json), in $XDG_CONFIG_HOME/cursor when that is set. Its " +
+				"install folder (~/.local/share/cursor-agent) stays read-only: it cannot update itself in a confined call",
+		},
 		LaunchGap:   time.Second,
 		VersionArgs: []string{"--version"},
 		Notes: "--trust trusts the repository as a workspace, nothing more; --force lets the agent run commands " +

@@ -81,7 +81,7 @@ func docTables(t *testing.T) map[string][]string {
 			"Doc.ModelNotFound": k.Doc.ModelNotFound, "Doc.Outage": k.Doc.Outage, "Doc.OutageBound": k.Doc.OutageBound,
 			"Doc.OutageAttempts": k.Doc.OutageAttempts, "Doc.OutageExit": k.Doc.OutageExit,
 			"Doc.OutOfQuota": k.Doc.OutOfQuota, "Doc.OverContext": k.Doc.OverContext, "Doc.OwnRetries": k.Doc.OwnRetries,
-			"Doc.RetryTime": k.Doc.RetryTime, "Doc.CapExit": k.Doc.CapExit,
+			"Doc.RetryTime": k.Doc.RetryTime, "Doc.CapExit": k.Doc.CapExit, "Confine.Notes": k.Confine.Notes,
 		} {
 			if cell == "" {
 				t.Errorf("kind %s declares no %s: docs/agents.md needs it", name, field)
@@ -158,6 +158,13 @@ func docTables(t *testing.T) map[string][]string {
 				}
 				return []string{id, "`" + sessionArgv(t, k, false) + "`", "`" + sessionArgv(t, k, true) + "`", s.Doc.Lost, recognised, s.Doc.Hazards}
 			}),
+		"confine": each([]string{"kind", "folders its calls write", "its credentials (no other kind's call reads them)", "hosts", "variables", "base URL variables (their hosts are allowed)"},
+			func(k *Kind) []string {
+				c := k.Confine
+				return []string{patterns(c.Folders), patterns(c.Credentials), patterns(c.Hosts), patterns(c.Env), patterns(c.BaseURLs)}
+			}),
+		"confine-measured": each([]string{"kind", "under confinement"},
+			func(k *Kind) []string { return []string{k.Confine.Notes} }),
 		"auth": each([]string{"kind", "credential variables (any one)", "status command", "checked before the first call", "how to log in, in CI"},
 			func(k *Kind) []string {
 				status := "none"

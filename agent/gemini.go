@@ -53,6 +53,23 @@ func init() {
 			Env:       []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"},
 			LoginHint: "set GEMINI_API_KEY in the job's environment",
 		},
+		Confine: Confinement{
+			Folders: []string{"${GEMINI_CLI_HOME:-~}/.gemini"},
+			Credentials: []string{"${GEMINI_CLI_HOME:-~}/.gemini/oauth_creds.json", "${GEMINI_CLI_HOME:-~}/.gemini/gemini-credentials.json",
+				"${GEMINI_CLI_HOME:-~}/.gemini/mcp-oauth-tokens.json", "${GEMINI_CLI_HOME:-~}/.gemini/a2a-oauth-tokens.json"},
+			// cloudcode-pa serves a Google login's requests (Code Assist),
+			// oauth2 refreshes it.
+			Hosts: []string{"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com"},
+			Env: []string{"GEMINI_*", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_*",
+				"GOOGLE_APPLICATION_CREDENTIALS"},
+			BaseURLs: []string{"GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL"},
+			Notes: "measured with 0.61.0: it writes ~/.gemini (projects.json through a renamed temporary file, installation_id, " +
+				"`history/`, `tmp/<project>/chats/session-*.jsonl`); without it, exit 1 on `EACCES: permission denied, open " +
+				"'~/.gemini/projects.json.<uuid>.tmp'`. Refused without effect on the call: play.googleapis.com (its usage statistics, " +
+				"twice a call; `privacy.usageStatisticsEnabled = false` in its settings stops them). With Vertex AI, its host " +
+				"(REGION-aiplatform.googleapis.com) is the user's to allow, and gcloud's credentials in ~/.config/gcloud are a secret: " +
+				"GOOGLE_APPLICATION_CREDENTIALS names a file elsewhere",
+		},
 		VersionArgs: []string{"--version"},
 		Notes:       "writing calls pass --approval-mode yolo: every tool call is approved; --skip-trust runs in a folder gemini has not been told to trust",
 		Doc: Doc{

@@ -29,8 +29,26 @@ func init() {
 			FatalHint: "configure a provider's API key for opencode (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY) and pick its model with `model`",
 			QuotaHint: "add credit to the account of the provider whose key opencode uses, or pick another provider's model with `model`",
 		},
-		Events:      opencodeEvents,
-		Session:     opencodeSession,
+		Events:  opencodeEvents,
+		Session: opencodeSession,
+		Confine: Confinement{
+			Folders: []string{"${XDG_DATA_HOME:-~/.local/share}/opencode", "${XDG_STATE_HOME:-~/.local/state}/opencode",
+				"${XDG_CACHE_HOME:-~/.cache}/opencode"},
+			Credentials: []string{"${XDG_DATA_HOME:-~/.local/share}/opencode/auth.json", "${XDG_DATA_HOME:-~/.local/share}/opencode/mcp-auth.json"},
+			// The providers whose keys it reads (below), its own (opencode.ai)
+			// and its list of models (models.opencode.ai).
+			Hosts: []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "openrouter.ai",
+				"opencode.ai", "models.opencode.ai"},
+			Env: []string{"OPENCODE_*", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
+				"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY"},
+			BaseURLs: []string{"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"},
+			Notes: "measured with 1.18.33: it writes ~/.local/share/opencode (its database, log and a git folder per project under " +
+				"`snapshot/`), ~/.local/state/opencode (locks), ~/.cache/opencode and a 5 MB library in the call's TMPDIR; without its " +
+				"folders it crashes at start (`Bun v1.3.14 (Linux x64 baseline)`). Its configuration folder ~/.config/opencode stays " +
+				"read-only: the plugin install it starts there fails on the refused registry.npmjs.org (a warning in its log) and the " +
+				"call completes. It reads ANTHROPIC_BASE_URL and OPENAI_BASE_URL; a provider of its configuration (`options.baseURL`) " +
+				"is the user's to allow, and another provider's key the user's to pass",
+		},
 		VersionArgs: []string{"--version"},
 		Notes:       "writing calls pass --auto: every permission that is not explicitly denied is granted",
 		Doc: Doc{

@@ -35,6 +35,12 @@ type agent struct {
 	// plan and execute are the argv after the binary of a read-only and a
 	// writing call, the prompt being on stdin.
 	plan, execute []string
+	// stateFiles are the files (a glob under HOME) where the CLI keeps a
+	// call's session: a confined call must still write them.
+	stateFiles string
+	// baseInConfig: the CLI reads its base URL from the configuration
+	// setup writes, not from a variable peal knows.
+	baseInConfig bool
 }
 
 var agents = []agent{
@@ -60,8 +66,9 @@ var agents = []agent{
 			}
 			return env
 		},
-		plan:    []string{"-p", "--permission-mode", "plan", "--output-format", "text"},
-		execute: []string{"-p", "--permission-mode", "acceptEdits"},
+		plan:       []string{"-p", "--permission-mode", "plan", "--output-format", "text"},
+		execute:    []string{"-p", "--permission-mode", "acceptEdits"},
+		stateFiles: ".claude/projects/*/*.jsonl",
 	},
 	{
 		kind:     "codex",
@@ -84,8 +91,10 @@ var agents = []agent{
 			}
 			return []string{"OPENAI_API_KEY=" + key}
 		},
-		plan:    []string{"exec", "-s", "read-only", "-"},
-		execute: []string{"exec", "-s", "workspace-write", "-"},
+		plan:         []string{"exec", "-s", "read-only", "-"},
+		execute:      []string{"exec", "-s", "workspace-write", "-"},
+		stateFiles:   ".codex/sessions/*/*/*/rollout-*.jsonl",
+		baseInConfig: true,
 	},
 	{
 		kind:     "gemini",
@@ -104,8 +113,9 @@ var agents = []agent{
 		},
 		// An explicit model skips the CLI's model router, whose side
 		// requests retry on their own budget whatever maxAttempts says.
-		plan:    []string{"--skip-trust", "--approval-mode", "plan", "-m", "gemini-2.5-flash", "-p", ""},
-		execute: []string{"--skip-trust", "--approval-mode", "yolo", "-m", "gemini-2.5-flash", "-p", ""},
+		plan:       []string{"--skip-trust", "--approval-mode", "plan", "-m", "gemini-2.5-flash", "-p", ""},
+		execute:    []string{"--skip-trust", "--approval-mode", "yolo", "-m", "gemini-2.5-flash", "-p", ""},
+		stateFiles: ".gemini/tmp/*/chats/session-*.jsonl",
 	},
 	opencodeOn(mockllm.Chat),
 }
@@ -140,8 +150,10 @@ func opencodeOn(protocol mockllm.Protocol) agent {
 				"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 			}
 		},
-		plan:    []string{"run", "--agent", "plan"},
-		execute: []string{"run"},
+		plan:         []string{"run", "--agent", "plan"},
+		execute:      []string{"run"},
+		stateFiles:   ".local/share/opencode/opencode.db*",
+		baseInConfig: true,
 	}
 }
 

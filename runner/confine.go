@@ -118,17 +118,15 @@ func (c *confinement) line() string {
 		c.mode, c.support)
 }
 
-// paths makes each path full: ~/ is the home folder.
+// paths makes each declared path full (agent.ExpandPath: ~/ is the home
+// folder, ${VAR:-default} the folder a variable of peal's names); one that
+// cannot be made full is left out.
 func (c *confinement) paths(list []string) []string {
 	out := make([]string, 0, len(list))
 	for _, p := range list {
-		if rest, ok := strings.CutPrefix(p, "~/"); ok {
-			if c.home == "" {
-				continue
-			}
-			p = filepath.Join(c.home, rest)
+		if full, ok := agent.ExpandPath(p, c.home, os.Getenv); ok {
+			out = append(out, full)
 		}
-		out = append(out, p)
 	}
 	return out
 }
