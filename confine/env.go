@@ -3,12 +3,17 @@ package confine
 import "strings"
 
 // BasicEnv are the variables every confined call keeps: what programs need
-// to find themselves, their home, language, terminal, time zone, shell and
-// temporary folder, and whether they run in CI. LC_* (every locale
-// variable) and PEAL_* (peal's own call variables) pass too.
+// to find themselves, their home and folders (XDG_*: the kinds' folders and
+// the caches the call may write are found through them), language,
+// terminal, time zone, shell and temporary folder, the certificates a
+// network behind a proxy of its own needs, whether to colour, and whether
+// they run in CI. LC_* (every locale variable) and PEAL_* (peal's own call
+// variables) pass too. None of them holds a secret.
 var BasicEnv = []string{
 	"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_*", "TERM", "TZ", "SHELL",
-	"TMPDIR", "TMP", "TEMP", "CI", "PEAL_*",
+	"TMPDIR", "TMP", "TEMP", "XDG_*",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+	"NO_COLOR", "CI", "PEAL_*",
 }
 
 // FilterEnv keeps the entries of env ("NAME=value") whose name is one of

@@ -10,6 +10,8 @@ func TestFilterEnv(t *testing.T) {
 		"PATH=/usr/bin", "HOME=/home/u", "USER=u", "LOGNAME=u", "LANG=C.UTF-8", "LC_ALL=C", "LC_TIME=C",
 		"TERM=xterm", "TZ=UTC", "SHELL=/bin/sh", "TMPDIR=/tmp/x", "TMP=/tmp/x", "TEMP=/tmp/x", "CI=true",
 		"PEAL_CALL_ID=s/1/2", "PEAL_PHASE=execute",
+		"XDG_CACHE_HOME=/c", "XDG_CONFIG_HOME=/cfg", "SSL_CERT_FILE=/ca.pem", "SSL_CERT_DIR=/certs",
+		"NODE_EXTRA_CA_CERTS=/ca.pem", "REQUESTS_CA_BUNDLE=/ca.pem", "CURL_CA_BUNDLE=/ca.pem", "NO_COLOR=1",
 		"GITHUB_TOKEN=ghp_x", "AWS_SECRET_ACCESS_KEY=x", "AWS_PROFILE=p", "NPM_TOKEN=x", "SSH_AUTH_SOCK=/tmp/a",
 		"ANTHROPIC_API_KEY=k", "ANTHROPIC_BASE_URL=http://x", "OPENAI_API_KEY=o", "GOFLAGS=-mod=mod",
 		"LCX=no", "PATHX=no", "=weird", "novalue",
@@ -19,6 +21,8 @@ func TestFilterEnv(t *testing.T) {
 		"PATH=/usr/bin", "HOME=/home/u", "USER=u", "LOGNAME=u", "LANG=C.UTF-8", "LC_ALL=C", "LC_TIME=C",
 		"TERM=xterm", "TZ=UTC", "SHELL=/bin/sh", "TMPDIR=/tmp/x", "TMP=/tmp/x", "TEMP=/tmp/x", "CI=true",
 		"PEAL_CALL_ID=s/1/2", "PEAL_PHASE=execute",
+		"XDG_CACHE_HOME=/c", "XDG_CONFIG_HOME=/cfg", "SSL_CERT_FILE=/ca.pem", "SSL_CERT_DIR=/certs",
+		"NODE_EXTRA_CA_CERTS=/ca.pem", "REQUESTS_CA_BUNDLE=/ca.pem", "CURL_CA_BUNDLE=/ca.pem", "NO_COLOR=1",
 		"ANTHROPIC_API_KEY=k", "ANTHROPIC_BASE_URL=http://x", "GOFLAGS=-mod=mod",
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -64,8 +68,9 @@ func TestSupportLine(t *testing.T) {
 		s    Support
 		want string
 	}{
-		{supportOf(7, ""), "files and TCP enforced by Landlock ABI 7"},
-		{supportOf(3, ""), "files enforced by Landlock ABI 3; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it"},
+		{supportOf(9, ""), "files and TCP enforced by Landlock ABI 9"},
+		{supportOf(7, ""), "files and TCP enforced by Landlock ABI 7; UNIX sockets by path not enforced (Landlock ABI 9)"},
+		{supportOf(3, ""), "files enforced by Landlock ABI 3; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it; UNIX sockets by path not enforced (Landlock ABI 9)"},
 		{supportOf(0, "this Linux has no Landlock (it needs Linux 5.13 built with Landlock)"),
 			"not enforced: this Linux has no Landlock (it needs Linux 5.13 built with Landlock); calls get the allowed environment and peal's proxy only"},
 	} {

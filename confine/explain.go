@@ -40,16 +40,30 @@ var (
 // confinement: a permission error on a path the call may write is the
 // file's own.
 //
-// The last denial in the output wins (the one closest to the failure); a
-// refusal by the proxy comes after every line.
+// What the output speaks of wins: a refusal by the proxy whose host the
+// output names first, then the last denial in the output (the one closest
+// to the failure), then the proxy's last refusal. A client that could not
+// reach a side host (telemetry, an update check) rarely fails for it, and
+// its refusal must not hide the path that did fail the call.
 func Explain(p *Policy, dir string, lines []string, refused []Refusal) string {
-	if len(refused) > 0 {
-		return RefusalLine(refused[len(refused)-1].Host)
+	for i := len(refused) - 1; i >= 0; i-- {
+		host, _, err := net.SplitHostPort(refused[i].Host)
+		if err != nil {
+			host = refused[i].Host
+		}
+		for _, l := range lines {
+			if host != "" && strings.Contains(l, host) {
+				return RefusalLine(refused[i].Host)
+			}
+		}
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		if s := explainLine(p, dir, lines[i]); s != "" {
 			return s
 		}
+	}
+	if len(refused) > 0 {
+		return RefusalLine(refused[len(refused)-1].Host)
 	}
 	return ""
 }

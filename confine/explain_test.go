@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,9 +78,19 @@ func TestExplainOrder(t *testing.T) {
 	if got := Explain(p, "/w", lines, nil); !strings.Contains(got, "/opt/last:") {
 		t.Errorf("the last denial does not win: %q", got)
 	}
-	refused := []Refusal{{Call: "c", Host: "evil.io:443", Method: "CONNECT"}}
-	if got := Explain(p, "/w", lines, refused); got != RefusalLine("evil.io:443") {
-		t.Errorf("the proxy's refusal does not win: %q", got)
+	// A refusal the output does not speak of (telemetry) does not hide
+	// the path that failed the call; one it names wins; with no denial in
+	// the output, the last refusal explains the failure.
+	refused := []Refusal{{Call: "c", Host: "api.example.com:443", Method: "CONNECT"}, {Call: "c", Host: "telemetry.example.net:443", Method: "CONNECT"}}
+	if got := Explain(p, "/w", lines, refused); !strings.Contains(got, "/opt/last:") {
+		t.Errorf("an unrelated refusal wins over the denial: %q", got)
+	}
+	named := append(slices.Clone(lines), "Error: request to https://api.example.com/v1 failed: 403 Forbidden")
+	if got := Explain(p, "/w", named, refused); got != RefusalLine("api.example.com:443") {
+		t.Errorf("the refusal the output names does not win: %q", got)
+	}
+	if got := Explain(p, "/w", []string{"exit 1"}, refused); got != RefusalLine("telemetry.example.net:443") {
+		t.Errorf("the last refusal does not explain a failure with no denial: %q", got)
 	}
 	// Without TCP rules a refused connection is not the confinement's.
 	p.TCP = nil

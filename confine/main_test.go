@@ -62,6 +62,18 @@ func helper(args []string) int {
 		// A CONNECT through the proxy by hand, then a plain request in
 		// the tunnel: what any HTTPS client does, without TLS.
 		err = tunnelGet(os.Getenv("HTTPS_PROXY"), arg)
+	case "chain":
+		// A tunnel through a proxy of this process's own, which goes
+		// through the proxy of its environment.
+		p := NewProxy(nil)
+		var a Allow
+		if a, err = ParseAllow(KeyNetworkAllow, arg); err == nil {
+			var ep *Endpoint
+			if ep, err = p.Open("c1", a); err == nil {
+				err = tunnelGet(ep.URL(), arg)
+				ep.Close()
+			}
+		}
 	case "env":
 		v, ok := os.LookupEnv(arg)
 		if ok {

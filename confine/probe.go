@@ -19,15 +19,23 @@ const (
 	filesABI = 1
 	referABI = 2 // renames and links between folders
 	tcpABI   = 4
+	// unixABI is the first ABI that checks a connection to a UNIX socket
+	// by its path (the Docker socket, an SSH agent's): before it, a
+	// confined call connects to any socket its user may.
+	unixABI = 9
 )
 
 // String is the one line that says what is enforced and what is not.
 func (s Support) String() string {
+	sockets := ""
+	if s.ABI < unixABI {
+		sockets = "; UNIX sockets by path not enforced (Landlock ABI 9)"
+	}
 	switch {
 	case s.TCP:
-		return fmt.Sprintf("files and TCP enforced by Landlock ABI %d", s.ABI)
+		return fmt.Sprintf("files and TCP enforced by Landlock ABI %d%s", s.ABI, sockets)
 	case s.Files:
-		return fmt.Sprintf("files enforced by Landlock ABI %d; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it", s.ABI)
+		return fmt.Sprintf("files enforced by Landlock ABI %d; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it%s", s.ABI, sockets)
 	default:
 		return "not enforced: " + s.Why + "; calls get the allowed environment and peal's proxy only"
 	}

@@ -2,6 +2,9 @@ package confine
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log"
@@ -9,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,12 +28,17 @@ import (
 //
 // It serves CONNECT tunnels (HTTPS, and anything else over TCP) and
 // absolute-form plain HTTP requests ("GET http://host/…"), and answers
-// anything else with an error. It connects directly, never through a proxy
-// of peal's own environment.
+// anything else with an error. It connects through the proxy of peal's own
+// environment where that names one for the host (HTTPS_PROXY for a tunnel,
+// HTTP_PROXY for a plain request, NO_PROXY honoured, loopback always
+// direct), so that calls reach their hosts from a network that has no other
+// way out; otherwise directly.
 type Proxy struct {
 	log     *slog.Logger
 	dialer  net.Dialer
 	forward *httputil.ReverseProxy
+	// upstream is the proxy a request goes through (nil URL: none).
+	upstream func(*http.Request) (*url.URL, error)
 
 	refusedTotal atomic.Int64
 	mu           sync.Mutex
@@ -59,11 +68,11 @@ func NewProxy(log *slog.Logger) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{log: log, refused: map[string]*callRefusals{}}
+	p := &Proxy{log: log, refused: map[string]*callRefusals{}, upstream: http.ProxyFromEnvironment}
 	p.dialer.Timeout = 30 * time.Second
 	p.dialer.KeepAlive = 30 * time.Second
 	transport := &http.Transport{
-		Proxy:               nil, // never chain through peal's own environment
+		Proxy:               func(r *http.Request) (*url.URL, error) { return p.upstream(r) },
 		DialContext:         p.dialer.DialContext,
 		MaxIdleConns:        64,
 		MaxIdleConnsPerHost: 16,
@@ -238,7 +247,7 @@ func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request) {
 		e.refuse(w, r.Method, hostport)
 		return
 	}
-	up, err := e.p.dialer.DialContext(r.Context(), "tcp", hostport)
+	up, err := e.p.dial(r.Context(), hostport)
 	if err != nil {
 		http.Error(w, "peal's proxy could not reach "+hostport+": "+err.Error(), http.StatusBadGateway)
 		return
@@ -258,6 +267,88 @@ func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request) {
 		defer e.untrack(conn, up)
 		tunnel(conn, brw.Reader, up)
 	}()
+}
+
+// dial connects to hostport, through the upstream proxy when there is one
+// for it.
+func (p *Proxy) dial(ctx context.Context, hostport string) (net.Conn, error) {
+	via, err := p.upstream(&http.Request{Method: http.MethodConnect, URL: &url.URL{Scheme: "https", Host: hostport}, Host: hostport})
+	if err != nil {
+		return nil, fmt.Errorf("the proxy of peal's environment: %w", err)
+	}
+	if via == nil {
+		return p.dialer.DialContext(ctx, "tcp", hostport)
+	}
+	return p.dialVia(ctx, via, hostport)
+}
+
+// dialVia opens a tunnel to hostport through the HTTP(S) proxy via, with
+// the credentials its URL carries.
+func (p *Proxy) dialVia(ctx context.Context, via *url.URL, hostport string) (net.Conn, error) {
+	var port string
+	switch via.Scheme {
+	case "http":
+		port = "80"
+	case "https":
+		port = "443"
+	default:
+		return nil, fmt.Errorf("the proxy of peal's environment is %s://, and peal goes through http:// and https:// proxies only", via.Scheme)
+	}
+	addr := withPort(via.Host, port)
+	conn, err := p.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("through the proxy %s: %w", addr, err)
+	}
+	fail := func(err error) (net.Conn, error) {
+		conn.Close()
+		return nil, fmt.Errorf("through the proxy %s: %w", addr, err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(p.dialer.Timeout)
+	}
+	conn.SetDeadline(deadline)
+	if via.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{ServerName: via.Hostname()})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fail(err)
+		}
+		conn = tc
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: hostport}, Host: hostport, Header: http.Header{}}
+	if u := via.User; u != nil {
+		pw, _ := u.Password()
+		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+pw)))
+	}
+	if err := req.Write(conn); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return fail(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return fail(fmt.Errorf("it answered %s", resp.Status))
+	}
+	conn.SetDeadline(time.Time{})
+	if br.Buffered() > 0 {
+		return &readAhead{Conn: conn, r: br}, nil
+	}
+	return conn, nil
+}
+
+// readAhead is a connection some of whose first bytes were read already.
+type readAhead struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *readAhead) Read(b []byte) (int, error) { return c.r.Read(b) }
+func (c *readAhead) CloseWrite() error {
+	closeWrite(c.Conn)
+	return nil
 }
 
 // tunnel answers the CONNECT, then copies both ways until both sides are

@@ -3,6 +3,7 @@ package confine
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,8 +11,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -284,5 +289,150 @@ func TestProxyStreams(t *testing.T) {
 	t.Logf("100 MB through the tunnel: %d bytes allocated by the whole process", after.TotalAlloc-before.TotalAlloc)
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
 		t.Errorf("100 MB through the proxy allocated %d bytes", alloc)
+	}
+}
+
+// upstreamProxy is a proxy of peal's environment: it tunnels CONNECTs and
+// forwards plain requests, and records each request line with its
+// Proxy-Authorization; with refuse, it answers 407 instead.
+func upstreamProxy(t testing.TB, refuse bool) (*url.URL, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target := r.Host
+		if r.Method != http.MethodConnect {
+			target = r.URL.String()
+		}
+		mu.Lock()
+		seen = append(seen, r.Method+" "+target+" "+r.Header.Get("Proxy-Authorization"))
+		mu.Unlock()
+		if refuse {
+			http.Error(w, "no", http.StatusProxyAuthRequired)
+			return
+		}
+		if r.Method != http.MethodConnect {
+			resp, err := http.DefaultTransport.RoundTrip(r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			w.WriteHeader(resp.StatusCode)
+			io.Copy(w, resp.Body)
+			return
+		}
+		dial := r.Host
+		if h, port, _ := net.SplitHostPort(r.Host); strings.HasSuffix(h, ".test") {
+			dial = net.JoinHostPort("127.0.0.1", port) // a name only this proxy knows
+		}
+		up, err := net.Dial("tcp", dial)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			up.Close()
+			return
+		}
+		brw.Flush()
+		go func() {
+			defer conn.Close()
+			defer up.Close()
+			go func() { io.Copy(up, brw); up.(*net.TCPConn).CloseWrite() }()
+			io.Copy(conn, up)
+		}()
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("ci", "s3cret")
+	return u, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// Behind a proxy of its own environment, peal's proxy goes through it,
+// with the credentials its URL carries, for tunnels and plain requests.
+func TestProxyThroughUpstream(t *testing.T) {
+	echo := echoServer(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "plain "+r.URL.Path)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	via, seen := upstreamProxy(t, false)
+	p, ep, _ := openProxy(t, echo, host)
+	p.upstream = func(*http.Request) (*url.URL, error) { return via, nil }
+
+	c, br, resp := dialConnect(t, ep, echo, "hello ")
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT answered %s", resp.Status)
+	}
+	io.WriteString(c, "world")
+	c.(*net.TCPConn).CloseWrite()
+	if got, err := io.ReadAll(br); err != nil || string(got) != "HELLO WORLD" {
+		t.Fatalf("through both proxies: %q, %v", got, err)
+	}
+
+	proxyURL, _ := url.Parse(ep.URL())
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+	r, err := client.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if string(body) != "plain /x" {
+		t.Errorf("plain request through both proxies: %s %q", r.Status, body)
+	}
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ci:s3cret"))
+	if got, want := seen(), []string{"CONNECT " + echo + " " + auth, "GET " + srv.URL + "/x " + auth}; !slices.Equal(got, want) {
+		t.Errorf("the upstream saw %q, want %q", got, want)
+	}
+
+	// A host not on the call's list never reaches the upstream.
+	other := echoServer(t)
+	if _, _, resp := dialConnect(t, ep, other, ""); resp.StatusCode != 403 || len(seen()) != 2 {
+		t.Errorf("refused host: %s, upstream saw %q", resp.Status, seen())
+	}
+}
+
+// An upstream that refuses the tunnel is named in the call's 502.
+func TestProxyUpstreamRefuses(t *testing.T) {
+	echo := echoServer(t)
+	via, seen := upstreamProxy(t, true)
+	p, ep, _ := openProxy(t, echo)
+	p.upstream = func(*http.Request) (*url.URL, error) { return via, nil }
+	_, _, resp := dialConnect(t, ep, echo, "")
+	body, _ := io.ReadAll(resp.Body)
+	want := "peal's proxy could not reach " + echo + ": through the proxy " + via.Host + ": it answered 407 Proxy Authentication Required\n"
+	if resp.StatusCode != 502 || string(body) != want || len(seen()) != 1 {
+		t.Errorf("answered %s: %q, want %q (upstream saw %q)", resp.Status, body, want, seen())
+	}
+	p.upstream = func(*http.Request) (*url.URL, error) { return &url.URL{Scheme: "socks5", Host: via.Host}, nil }
+	_, _, resp = dialConnect(t, ep, echo, "")
+	body, _ = io.ReadAll(resp.Body)
+	if want := "peal's proxy could not reach " + echo + ": the proxy of peal's environment is socks5://, and peal goes through http:// and https:// proxies only\n"; string(body) != want {
+		t.Errorf("socks5 upstream: %q", body)
+	}
+}
+
+// The upstream is the one peal's environment names.
+func TestProxyUpstreamFromEnvironment(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	target := "svc.test:" + port // reachable through the upstream only
+	via, seen := upstreamProxy(t, false)
+	cmd := exec.Command(os.Args[0], "chain", target)
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "HTTPS_PROXY="+via.String(), "NO_PROXY=")
+	out, _ := cmd.CombinedOutput()
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ci:s3cret"))
+	if string(out) != "ok\n" || !slices.Equal(seen(), []string{"CONNECT " + target + " " + auth}) {
+		t.Errorf("helper said %q; the upstream saw %q", out, seen())
 	}
 }

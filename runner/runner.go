@@ -264,6 +264,12 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	} else {
 		log.Info(r.confined.line())
 	}
+	if r.confined != nil {
+		for _, sock := range confine.ReachableSockets() {
+			log.Warn("a confined call can connect to "+sock+", and whoever uses it runs what it likes on this machine: no confinement holds against it on this kernel (it needs Landlock ABI 9); run peal as a user who cannot use it",
+				"socket", sock)
+		}
+	}
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
 	}

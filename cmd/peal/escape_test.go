@@ -312,3 +312,36 @@ func TestPolicyShown(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerSocketWarned: where the kernel does not check connections to
+// UNIX sockets, a container engine's socket this user may use is named at
+// the start of a confined run, and not of an unconfined one.
+func TestContainerSocketWarned(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	if confine.Probe().ABI >= 9 {
+		t.Skip("this kernel checks connections to UNIX sockets")
+	}
+	s := newEscapeSandbox(t, "## Task 1\nx\n")
+	// A short folder: a socket's path has at most 107 bytes.
+	run, err := os.MkdirTemp("", "xdg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(run) })
+	sock := filepath.Join(run, "docker.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	want := `msg="a confined call can connect to ` + sock + `, and whoever uses it runs what it likes on this machine`
+	r := s.peal(s.env("auto", "XDG_RUNTIME_DIR="+run), "run")
+	if r.code != 0 || strings.Count(r.stderr, want) != 1 {
+		t.Fatalf("confined: exit %d, want one warning %q:\n%s", r.code, want, r.stderr)
+	}
+	r = s.peal(s.env("off", "XDG_RUNTIME_DIR="+run), "run")
+	if r.code != 0 || strings.Contains(r.stderr, "a confined call can connect to") {
+		t.Fatalf("unconfined: exit %d:\n%s", r.code, r.stderr)
+	}
+}
