@@ -69,6 +69,15 @@ func (e *ContextWindowError) Error() string {
 
 func (e *ContextWindowError) Unwrap() error { return e.Err }
 
+// SaysItsCause reports whether err, a failed call's, names its own cause:
+// an account out of quota or credit, a prompt over the context window, a
+// model that does not exist, a CLI that cannot log in. Nothing else (a
+// connection refused on the side) is to be blamed for it.
+func SaysItsCause(err error) bool {
+	var auth *AuthError
+	return advised(err) || errors.As(err, &auth)
+}
+
 // advised reports whether err carries its own advice, so that the kind's
 // fatal hint (how to log in) is not added to it.
 func advised(err error) bool {

@@ -36,15 +36,15 @@ var (
 // line what was refused and the setting that would allow it: a path it may
 // not write (confine_write_paths), a secret (never readable; the user's own
 // are confine_read_deny), a host (confine_network_allow). refused are the
-// proxy's refusals of the call. It returns "" when nothing points at the
-// confinement: a permission error on a path the call may write is the
-// file's own.
+// proxy's refusals of the call. It returns "" when nothing in the output
+// points at the confinement: a permission error on a path the call may
+// write is the file's own, and a refusal the output does not speak of may
+// be a side request's (telemetry, an update check), which the caller
+// weighs (LastRefusal).
 //
 // What the output speaks of wins: a refusal by the proxy whose host the
 // output names first, then the last denial in the output (the one closest
-// to the failure), then the proxy's last refusal. A client that could not
-// reach a side host (telemetry, an update check) rarely fails for it, and
-// its refusal must not hide the path that did fail the call.
+// to the failure).
 func Explain(p *Policy, dir string, lines []string, refused []Refusal) string {
 	for i := len(refused) - 1; i >= 0; i-- {
 		host, _, err := net.SplitHostPort(refused[i].Host)
@@ -62,10 +62,17 @@ func Explain(p *Policy, dir string, lines []string, refused []Refusal) string {
 			return s
 		}
 	}
-	if len(refused) > 0 {
-		return RefusalLine(refused[len(refused)-1].Host)
-	}
 	return ""
+}
+
+// LastRefusal is the line of the proxy's last refusal of a call, "" when it
+// refused nothing: the likeliest cause of a failure whose output names no
+// cause at all ("fetch failed").
+func LastRefusal(refused []Refusal) string {
+	if len(refused) == 0 {
+		return ""
+	}
+	return RefusalLine(refused[len(refused)-1].Host)
 }
 
 func explainLine(p *Policy, dir, line string) string {
@@ -78,7 +85,7 @@ func explainLine(p *Policy, dir, line string) string {
 			addr = net.JoinHostPort(m[3], m[4])
 		}
 		if p.TCP != nil {
-			return fmt.Sprintf("the call was refused a direct connection to %s: confined calls connect only through peal's proxy (HTTPS_PROXY); %s names the hosts it may reach", addr, KeyNetworkAllow)
+			return fmt.Sprintf(directRefused+"%s: confined calls connect only through peal's proxy (HTTPS_PROXY); %s names the hosts it may reach", addr, KeyNetworkAllow)
 		}
 	}
 	for _, c := range candidates(line) {

@@ -79,8 +79,8 @@ func TestExplainOrder(t *testing.T) {
 		t.Errorf("the last denial does not win: %q", got)
 	}
 	// A refusal the output does not speak of (telemetry) does not hide
-	// the path that failed the call; one it names wins; with no denial in
-	// the output, the last refusal explains the failure.
+	// the path that failed the call, nor explain anything by itself; one
+	// it names wins.
 	refused := []Refusal{{Call: "c", Host: "api.example.com:443", Method: "CONNECT"}, {Call: "c", Host: "telemetry.example.net:443", Method: "CONNECT"}}
 	if got := Explain(p, "/w", lines, refused); !strings.Contains(got, "/opt/last:") {
 		t.Errorf("an unrelated refusal wins over the denial: %q", got)
@@ -89,8 +89,18 @@ func TestExplainOrder(t *testing.T) {
 	if got := Explain(p, "/w", named, refused); got != RefusalLine("api.example.com:443") {
 		t.Errorf("the refusal the output names does not win: %q", got)
 	}
-	if got := Explain(p, "/w", []string{"exit 1"}, refused); got != RefusalLine("telemetry.example.net:443") {
-		t.Errorf("the last refusal does not explain a failure with no denial: %q", got)
+	if got := Explain(p, "/w", []string{"exit 1"}, refused); got != "" {
+		t.Errorf("a refusal the output does not name explains the failure: %q", got)
+	}
+	if got := LastRefusal(refused); got != RefusalLine("telemetry.example.net:443") {
+		t.Errorf("LastRefusal = %q", got)
+	}
+	if !RefusedConnection(LastRefusal(refused)) || !RefusedConnection(explainLine(p, "/w", "dial tcp 10.1.2.3:443: connect: permission denied")) ||
+		RefusedConnection(Explain(p, "/w", lines, nil)) {
+		t.Error("RefusedConnection does not tell a refused connection from a path")
+	}
+	if got := LastRefusal(nil); got != "" {
+		t.Errorf("LastRefusal(nil) = %q", got)
 	}
 	// Without TCP rules a refused connection is not the confinement's.
 	p.TCP = nil

@@ -14,6 +14,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -395,7 +396,22 @@ func (e *Endpoint) refuse(w http.ResponseWriter, method, hostport string) {
 
 // RefusalLine says that hostport was refused and which setting allows it.
 func RefusalLine(hostport string) string {
-	return fmt.Sprintf("peal refused the connection to %s: it is not on this call's network allow list; confine_network_allow = [%q] would allow it", hostport, hostport)
+	return fmt.Sprintf(proxyRefused+"%s: it is not on this call's network allow list; confine_network_allow = [%q] would allow it", hostport, hostport)
+}
+
+// The openings of the lines that put a failure down to a refused
+// connection.
+const (
+	proxyRefused  = "peal refused the connection to "
+	directRefused = "the call was refused a direct connection to "
+)
+
+// RefusedConnection reports whether line, one of Explain's or
+// LastRefusal's, puts the failure down to a connection the confinement
+// refused (through the proxy or directly), which every attempt under the
+// same allow list meets again.
+func RefusedConnection(line string) bool {
+	return strings.HasPrefix(line, proxyRefused) || strings.HasPrefix(line, directRefused)
 }
 
 // withPort adds port to hostport when it has none.

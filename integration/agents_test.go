@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bytes"
+	neturl "net/url"
+	"regexp"
 	"context"
 	"errors"
 	"fmt"
@@ -155,6 +157,32 @@ func opencodeOn(protocol mockllm.Protocol) agent {
 		stateFiles:   ".local/share/opencode/opencode.db*",
 		baseInConfig: true,
 	}
+}
+
+// pealEnv is the environment of a peal run through a: the sandbox's, and
+// a's configuration for the mock model at url with key (see setup). A CLI
+// that reads its base URL from its own configuration, which peal does not
+// read, needs that host on confine_network_allow, as its user would set it.
+func (a agent) pealEnv(t *testing.T, sb *sandbox, url, key string) []string {
+	t.Helper()
+	env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, url, key, false)...)
+	if a.baseInConfig {
+		u, err := neturl.Parse(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "PEAL_CONFINE_NETWORK_ALLOW="+u.Host)
+	}
+	return env
+}
+
+// taskFolder finds, in the body of a request a CLI sent, the worktree of
+// the state folder state the CLI works in (its prompt names its working
+// folder, as every CLI's does): the run's worktree where files are
+// confined, or a parallel task's; "" when the body names none.
+func taskFolder(state string) func(body []byte) string {
+	re := regexp.MustCompile(regexp.QuoteMeta(filepath.Join(state, "worktrees")+string(filepath.Separator)) + `[\w.-]+`)
+	return func(body []byte) string { return string(re.Find(body)) }
 }
 
 // eachAgent runs fn as a parallel subtest per CLI, named by its kind, so

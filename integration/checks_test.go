@@ -123,7 +123,7 @@ func TestPealChecksGoTest(t *testing.T) {
 			root := filepath.Dir(sb.repo)
 			plan, stateDir := filepath.Join(root, "plan.md"), filepath.Join(root, "state")
 			writeFile(t, plan, "## Task 1\n\nTASK-1 add Mul(a, b int) int to the calc package, with a test.\n")
-			env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
+			env := a.pealEnv(t, sb, srv.URL, testKey)
 			env, stetCalls := withRecordedStet(t, root, env)
 			args := []string{pealBin(t), "run", "--plan", plan, "--repo", sb.repo, "--state-dir", stateDir, "--agent-kind", a.kind, "--agent-cmd", bin,
 				"--check-command", "go test ./...", "--max-address-rounds", "2", "--commit-after-phase2"}
@@ -194,7 +194,7 @@ func TestPealChecksMergedBlock(t *testing.T) {
 	root := filepath.Dir(sb.repo)
 	plan, stateDir := filepath.Join(root, "plan.md"), filepath.Join(root, "state")
 	writeFile(t, plan, "## Task 1 (parallel)\n\nTASK-1 rename Add to Sum.\n\n## Task 2 (parallel)\n\nTASK-2 add Double(a int) int.\n")
-	env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
+	env := a.pealEnv(t, sb, srv.URL, testKey)
 	env, stetCalls := withRecordedStet(t, root, env)
 	args := []string{pealBin(t), "run", "--plan", plan, "--repo", sb.repo, "--state-dir", stateDir, "--agent-kind", a.kind, "--agent-cmd", bin,
 		"--check-command", "go vet ./... && go test ./...", "--max-parallel", "2"}

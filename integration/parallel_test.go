@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/confine"
 	"peal/internal/fakes"
 	"peal/internal/gitrepo"
 	"peal/internal/mockllm"
@@ -159,11 +160,11 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 	writeFile(t, plan, body.String())
 	// Merge commits, and stet's notes, need an identity.
 	writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
-	env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
+	env := a.pealEnv(t, sb, srv.URL, testKey)
 	args := []string{"run", "--plan", plan, "--repo", sb.repo, "--state-dir", state,
 		"--agent-kind", a.kind, "--agent-cmd", bin, "--max-parallel", "2", "--commit-after-phase2", "--log-file", logFile}
 	if fb != nil {
-		env = append(env, fb.setup(t, sb.home, srv.URL, testKey, false)...)
+		env = append(env, fb.pealEnv(t, sb, srv.URL, testKey)[len(sb.base):]...)
 		// A second attempt, which is the fallback's.
 		args = append(args, "--fallback-agent-kind", fb.kind, "--fallback-agent-cmd", findCLI(t, fb.kind), "--phase-retry-count", "1")
 	}
@@ -209,7 +210,9 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 		t.Errorf("run summary %s", data)
 	}
 	// Each execute of the block told the model where the CLI works: the
-	// task's worktree; the retry of task 4 worked in the work tree.
+	// task's worktree; the retry of task 4 worked in the run's tree (the
+	// work tree, or the run's worktree where files are confined).
+	tree := runTree(sb, state)
 	for n := 1; n <= 4; n++ {
 		var where []string
 		for _, req := range modelRequests(srv) {
@@ -219,8 +222,8 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 				switch {
 				case strings.Contains(string(req.Body), filepath.Join(state, "worktrees", fmt.Sprintf("task-%d", n))):
 					where = append(where, "worktree")
-				case strings.Contains(string(req.Body), sb.repo):
-					where = append(where, "repo")
+				case strings.Contains(string(req.Body), tree):
+					where = append(where, "run's tree")
 				default:
 					where = append(where, "?")
 				}
@@ -229,7 +232,7 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 		where = slices.Compact(where)
 		want := []string{"worktree"}
 		if n == 4 {
-			want = []string{"worktree", "repo"}
+			want = []string{"worktree", "run's tree"}
 		}
 		if !reflect.DeepEqual(where, want) {
 			t.Errorf("task %d's executes worked in %q, want %q", n, where, want)
@@ -264,6 +267,16 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 	if withStet {
 		reportStet(t, stetCalls, state, len(blockFiles))
 	}
+}
+
+// runTree is where a run's tasks work outside a parallel block: the work
+// tree, or, where the kernel confines files (confine = auto), the run's
+// worktree in the state folder.
+func runTree(sb *sandbox, state string) string {
+	if confine.Probe().Files {
+		return filepath.Join(state, "worktrees", "home")
+	}
+	return sb.repo
 }
 
 // withRecordedStet, when PEAL_STET_BIN names a stet, puts it on the PATH of
@@ -312,8 +325,11 @@ func reportStet(t *testing.T, calls, state string, tasks int) {
 		perTask[sp.Task] = append(perTask[sp.Task], sp.Cmd)
 		wt := filepath.Join(state, "worktrees", "task-"+sp.Task)
 		wantState, wantDir := filepath.Join(wt+".review", "stet"), wt
-		if sp.Task == "4" && len(perTask["4"]) > 4 { // task 4's retry, alone in the work tree
+		if sp.Task == "4" && len(perTask["4"]) > 4 { // task 4's retry, alone in the run's tree
 			wantState, wantDir = filepath.Join(state, "review", "stet"), sp.Dir
+			if home := filepath.Join(state, "worktrees", "home"); confine.Probe().Files {
+				wantState, wantDir = filepath.Join(home+".review", "stet"), home
+			}
 		}
 		if sp.State != wantState || sp.Dir != wantDir {
 			t.Errorf("stet %s of task %s ran with state %s in %s", sp.Cmd, sp.Task, sp.State, sp.Dir)

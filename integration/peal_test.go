@@ -83,16 +83,21 @@ func startPeal(t *testing.T, a agent, script func(repo string) mockllm.Script, k
 	bin := findCLI(t, a.kind)
 	peal := pealBin(t)
 	sb := newSandbox(t, filepath.Dir(bin))
-	srv := mockllm.New(script(sb.repo), mockllm.WithKey(testKey))
+	root := filepath.Dir(sb.repo)
+	// The script names the repository's files; the mock model moves them to
+	// the folder the CLI says it works in (the run's worktree, where files
+	// are confined), as a real model would.
+	sc := script(sb.repo)
+	sc.Repo, sc.Workdir = sb.repo, taskFolder(filepath.Join(root, "state"))
+	srv := mockllm.New(sc, mockllm.WithKey(testKey))
 	t.Cleanup(srv.Close)
 	if url == "" {
 		url = srv.URL
 	}
-	root := filepath.Dir(sb.repo)
 	p := &pealRun{agent: a, bin: bin, peal: peal, sb: sb, srv: srv,
 		plan: filepath.Join(root, "plan.md"), state: filepath.Join(root, "state"), logs: filepath.Join(root, "agent-logs")}
 	writeFile(t, p.plan, "# Plan\n\n## Task 1\n\nCreate hello.txt with a greeting.\n")
-	p.env = append(append([]string(nil), sb.base...), a.setup(t, sb.home, url, key, false)...)
+	p.env = a.pealEnv(t, sb, url, key)
 	return p
 }
 

@@ -64,7 +64,7 @@ func TestPealSparseWorktrees(t *testing.T) {
 		}
 		writeFile(t, plan, body.String())
 		writeFile(t, filepath.Join(sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
-		env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, srv.URL, testKey, false)...)
+		env := a.pealEnv(t, sb, srv.URL, testKey)
 		gitOut := func(args ...string) string { return gitIn(t, sb.repo, env, args...) }
 		for _, f := range []string{"app/main.txt", "app/sub/deep.txt", "lib/util.txt", "docs/guide.txt", "docs/api/ref.txt"} {
 			writeFile(t, filepath.Join(sb.repo, f), f+"\n")

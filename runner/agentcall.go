@@ -169,8 +169,21 @@ func (r *run) agentCall(ctx context.Context, at *site, name string, task int, at
 	classify := func(res phase.Result) phase.Verdict {
 		land()
 		v := classifiers[role](res)
-		if line := r.noteConfined(confined, at.caller.Dir, task, res, v.Class != phase.Succeeded); line != "" && v.Err != nil {
+		end := endSucceeded
+		switch {
+		case v.Class == phase.Fatal || v.Class == phase.RateLimited || agent.SaysItsCause(v.Err):
+			end = endFailedSaid
+		case v.Class != phase.Succeeded:
+			end = endFailed
+		}
+		if line, borne := r.noteConfined(confined, at.caller.Dir, task, res, end); line != "" && v.Err != nil {
 			v.Err = &confinedError{err: v.Err, line: line}
+			if borne && confine.RefusedConnection(line) && (v.Class == phase.Network || v.Class == phase.Ordinary) {
+				// Not an outage: the allow list is the run's, and every
+				// attempt of this agent would be refused the same way;
+				// another agent, with a list of its own, may take over.
+				v.Class, v.AgentOnly = phase.Fatal, true
+			}
 		}
 		account(res)
 		if session != nil {

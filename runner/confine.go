@@ -291,23 +291,43 @@ func (r *run) siteOf(dir string) *site {
 	return r.home
 }
 
+// callEnd is how a call ended, for noteConfined.
+type callEnd int
+
+const (
+	endSucceeded callEnd = iota
+	// endFailed: a failure whose cause the confinement may be.
+	endFailed
+	// endFailedSaid: a failure that says its own cause (an account out
+	// of quota, a prompt over the window, a model that does not exist, a
+	// key refused, a rate limit).
+	endFailedSaid
+)
+
 // noteConfined records what the confinement refused a call that ended (its
 // result res; call its confinement, dir its folder): the connections the
 // proxy refused it, and, when it failed, the line that explains the
 // failure by the confinement, which it returns ("" when nothing points at
-// it). The line is logged too.
-func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.Result, failed bool) string {
+// it), with whether the call's output bore it out (a denial in it, or the
+// refused host named). A refusal the output does not name is only the
+// likeliest cause of a failure that names none (a side request's refusal
+// is no cause): it is given, never for a failure that says its own cause.
+// The line is logged too.
+func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.Result, end callEnd) (line string, borne bool) {
 	if r.confined == nil || call == nil || res.CallID == "" {
-		return ""
+		return "", false
 	}
 	refused, count := r.confined.proxy.Refusals(res.CallID)
 	r.confined.proxy.Forget(res.CallID)
-	line := ""
-	if failed {
+	if end != endSucceeded {
 		line = confine.Explain(&call.Policy, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused)
+		borne = line != ""
+	}
+	if line == "" && end == endFailed {
+		line = confine.LastRefusal(refused)
 	}
 	if count == 0 && line == "" {
-		return ""
+		return "", false
 	}
 	ev := state.Event{Ev: state.EvConfined, Time: r.now().UTC(), Task: state.TaskOf(task), Call: res.CallID, Message: line, RefusedCount: count}
 	for _, ref := range refused {
@@ -316,10 +336,13 @@ func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.R
 		}
 	}
 	r.journal.Add(ev)
-	if line != "" {
+	switch {
+	case borne:
 		r.log.Warn("the confinement refused what the call needed: "+line, "phase", res.Phase, "task", task, "call", res.CallID)
+	case line != "":
+		r.log.Warn("the call failed without saying why, after the confinement refused it a connection: "+line, "phase", res.Phase, "task", task, "call", res.CallID)
 	}
-	return line
+	return line, borne
 }
 
 // confinedError is a failed call that the confinement explains.

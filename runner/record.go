@@ -105,7 +105,11 @@ const maxRecordedTail = 8 << 10
 func (r *run) recordCheck(res check.Result) {
 	if r.confined != nil && res.CallID != "" {
 		call := r.confined.forCall(r.siteOf(res.Dir), nil, nil)
-		r.noteConfined(call, res.Dir, res.Task, phase.Result{Phase: check.Phase, CallID: res.CallID, Stdout: res.Tail}, !res.Passed())
+		end := endSucceeded
+		if !res.Passed() {
+			end = endFailed
+		}
+		r.noteConfined(call, res.Dir, res.Task, phase.Result{Phase: check.Phase, CallID: res.CallID, Stdout: res.Tail}, end)
 	}
 	code := res.ExitCode
 	r.journal.Add(state.Event{Ev: state.EvCheck, Time: r.now().UTC(), Task: state.TaskOf(res.Task), Call: res.CallID,

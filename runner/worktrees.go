@@ -53,7 +53,11 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 	spec.Task = tt.Task
 	r.confineCommand(&spec)
 	res, err := runCommand(ctx, spec)
-	if line := r.noteConfined(spec.Confine, spec.Dir, tt.Task, res, err != nil); line != "" && err != nil {
+	end := endSucceeded
+	if err != nil {
+		end = endFailed
+	}
+	if line, _ := r.noteConfined(spec.Confine, spec.Dir, tt.Task, res, end); line != "" && err != nil {
 		err = &confinedError{err: err, line: line}
 	}
 	if err != nil {

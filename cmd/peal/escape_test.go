@@ -288,6 +288,45 @@ func TestDenialNamed(t *testing.T) {
 	}
 }
 
+// TestRefusalNamed: a call whose output names the host the proxy refused
+// it is put down to that refusal, named with the setting that allows it,
+// and not retried nor waited on as an outage (every attempt under the same
+// allow list would meet it); a call that failed without a word of why is
+// given the refusal as its likeliest cause, and retried as usual; a call
+// whose output says its own cause (an account out of credit) is not put
+// down to a refusal its output does not name.
+func TestRefusalNamed(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	get := []string{bins["escape"], "get", "side.example:80"}
+	refusal := `peal refused the connection to side.example:80: it is not on this call's network allow list; confine_network_allow = ["side.example:80"] would allow it`
+	for _, c := range []struct {
+		name, stdout string
+		want         string
+		named        bool
+		calls        string
+	}{
+		{"names the host", "request to http://side.example/ failed", "execute failed and was not retried (no retry can fix this): execute call exited with status 1: request to http://side.example/ failed; " + refusal,
+			true, "plan:1 execute:1"},
+		{"silent", "the work could not be done", "execute call exited with status 1: the work could not be done; " + refusal, true, "plan:1 execute:1 execute:1"},
+		{"says its cause", "Credit balance is too low", "the account the claude CLI uses is out of quota or credit", false, "plan:1 execute:1"},
+	} {
+		s := newEscapeSandbox(t, "## Task 1\nFetch\n")
+		s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{get}, Exit: 1, Stdout: c.stdout}}})
+		r := s.peal(s.env("on", "PEAL_PHASE_RETRY_COUNT=1"), "run")
+		last := lastLine(r.stderr)
+		if r.code != 1 || !strings.Contains(last, c.want) || strings.Contains(last, "peal refused") != c.named {
+			t.Errorf("%s: exit %d, last line %q, want it to hold %q (refusal named: %v)", c.name, r.code, last, c.want, c.named)
+		}
+		if !strings.Contains(r.stderr, `msg="proxy refused a connection" call=`) {
+			t.Errorf("%s: the refusal is not logged:\n%s", c.name, r.stderr)
+		}
+		if got := s.keys(); got != c.calls {
+			t.Errorf("%s: calls %q, want %q", c.name, got, c.calls)
+		}
+	}
+}
+
 // TestPolicyShown: peal config, peal doctor and the dry run say what each
 // kind of call may write and reach on this machine, with the user's paths
 // and hosts.

@@ -138,6 +138,14 @@ type Script struct {
 	// leaves it to the rules. It is called from the server's handlers,
 	// one request at a time per connection.
 	Answer func(req Request) (Reply, bool)
+	// Repo and Workdir move the paths of tool calls to the folder the CLI
+	// works in, which a real model learns from the prompt: a path under
+	// Repo, in a call's arguments or its free-form input, is rewritten to
+	// the same path under Workdir(body), when that names a folder ("":
+	// left as it is). A script is written against the repository; the CLI
+	// may work in a worktree of it.
+	Repo    string
+	Workdir func(body []byte) string
 	// BodyTokens counts a request's input tokens from the size of its body
 	// (four bytes a token), the whole conversation it carries, rather than
 	// from its user text.
@@ -299,6 +307,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if reply.Tool != nil && reply.Tool.Input != nil {
 		call = reply.Tool.Input(req.Tools)
 	}
+	if call != nil && s.script.Repo != "" && s.script.Workdir != nil {
+		if dir := s.script.Workdir(req.Body); dir != "" {
+			call = call.moved(s.script.Repo, dir)
+		}
+	}
 	req.Text, req.Call, req.Status = reply.Text, call, http.StatusOK
 	s.record(req)
 	t := turn{text: reply.Text, call: call, model: req.Model, usage: usageFor(req, reply.Text, call)}
@@ -320,6 +333,33 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		t.breakAfterFirst = true
 	}
 	p.writeTurn(w, req.Stream, t)
+}
+
+// moved is the call with every path under from moved under to.
+func (c *Call) moved(from, to string) *Call {
+	move := func(v string) string {
+		if v == from || strings.HasPrefix(v, from+"/") {
+			return to + strings.TrimPrefix(v, from)
+		}
+		// A path inside a command or a patch.
+		return strings.ReplaceAll(v, from+"/", to+"/")
+	}
+	out := &Call{Name: c.Name, Custom: move(c.Custom), Args: make(map[string]any, len(c.Args))}
+	for k, v := range c.Args {
+		switch v := v.(type) {
+		case string:
+			out.Args[k] = move(v)
+		case []string:
+			list := make([]string, len(v))
+			for i, e := range v {
+				list[i] = move(e)
+			}
+			out.Args[k] = list
+		default:
+			out.Args[k] = v
+		}
+	}
+	return out
 }
 
 // pick chooses the reply for req and counts it.

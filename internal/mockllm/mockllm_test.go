@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -871,5 +872,38 @@ func TestIDsOfEachTurn(t *testing.T) {
 		if p.name != Gemini && len(seen) < 4 {
 			t.Errorf("%s: ids %v, want a message's and a call's per answer", p.name, seen)
 		}
+	}
+}
+
+// TestWorkdir: a tool call's paths under the script's Repo move to the
+// folder the request says the CLI works in, on every protocol; a request
+// that names none keeps them.
+func TestWorkdir(t *testing.T) {
+	t.Parallel()
+	find := regexp.MustCompile(`/wt/[a-z]+`)
+	for _, p := range protos {
+		s := New(Script{Repo: "/repo", Workdir: func(body []byte) string { return string(find.Find(body)) },
+			Rules: []Rule{{Replies: []Reply{{Tool: WriteFile("/repo/out.txt", "hi\n")}}}}})
+		tools := toolsOf[p.name].tools
+		if _, err := send(t, s, p, "k", "You work in /wt/home. Write out.txt", tools, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := send(t, s, p, "k", "Write out.txt", tools, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		// What the server answered, as it recorded it.
+		reqs := s.Requests()
+		orig := toolsOf[p.name].want
+		if got, want := reqs[0].Call, orig.moved("/repo", "/wt/home"); !reflect.DeepEqual(got, want) || !strings.Contains(got.Custom+fmt.Sprint(got.Args), "/wt/home/out.txt") {
+			t.Errorf("%s: call %+v, want %+v", p.name, got, want)
+		}
+		if got := reqs[1].Call; !reflect.DeepEqual(got, &orig) {
+			t.Errorf("%s: without a folder: %+v", p.name, got)
+		}
+		s.Close()
+	}
+	c := (&Call{Name: "shell", Args: map[string]any{"command": []string{"bash", "-lc", "cat /repo/a /repository/b"}, "workdir": "/repo", "n": 1}}).moved("/repo", "/w")
+	if want := (&Call{Name: "shell", Args: map[string]any{"command": []string{"bash", "-lc", "cat /w/a /repository/b"}, "workdir": "/w", "n": 1}}); !reflect.DeepEqual(c, want) {
+		t.Errorf("moved = %+v", c)
 	}
 }

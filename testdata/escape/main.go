@@ -31,6 +31,14 @@ import (
 var out *os.File
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "get" {
+		// One request through the proxy, quietly: the agent says what it
+		// makes of it.
+		if viaProxy(os.Args[2]) != nil {
+			os.Exit(1)
+		}
+		return
+	}
 	f, err := os.OpenFile(os.Getenv("ESCAPE_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "escape: no report file:", err)
