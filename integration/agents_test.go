@@ -2,14 +2,14 @@ package integration
 
 import (
 	"bytes"
-	neturl "net/url"
-	"regexp"
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
