@@ -160,12 +160,20 @@ func opencodeOn(protocol mockllm.Protocol) agent {
 }
 
 // pealEnv is the environment of a peal run through a: the sandbox's, and
-// a's configuration for the mock model at url with key (see setup). A CLI
-// that reads its base URL from its own configuration, which peal does not
-// read, needs that host on confine_network_allow, as its user would set it.
+// a's configuration for the mock model at url with key (configEnv).
 func (a agent) pealEnv(t *testing.T, sb *sandbox, url, key string) []string {
 	t.Helper()
-	env := append(append([]string(nil), sb.base...), a.setup(t, sb.home, url, key, false)...)
+	return append(append([]string(nil), sb.base...), a.configEnv(t, sb.home, url, key)...)
+}
+
+// configEnv writes a's configuration for the mock model at url with key
+// into home (see setup) and returns the variables a peal run through a
+// needs: a CLI that reads its base URL from its own configuration, which
+// peal does not read, needs that host on confine_network_allow, as its user
+// would set it.
+func (a agent) configEnv(t *testing.T, home, url, key string) []string {
+	t.Helper()
+	env := a.setup(t, home, url, key, false)
 	if a.baseInConfig {
 		u, err := neturl.Parse(url)
 		if err != nil {

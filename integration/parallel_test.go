@@ -164,7 +164,7 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 	args := []string{"run", "--plan", plan, "--repo", sb.repo, "--state-dir", state,
 		"--agent-kind", a.kind, "--agent-cmd", bin, "--max-parallel", "2", "--commit-after-phase2", "--log-file", logFile}
 	if fb != nil {
-		env = append(env, fb.pealEnv(t, sb, srv.URL, testKey)[len(sb.base):]...)
+		env = append(env, fb.configEnv(t, sb.home, srv.URL, testKey)...)
 		// A second attempt, which is the fallback's.
 		args = append(args, "--fallback-agent-kind", fb.kind, "--fallback-agent-cmd", findCLI(t, fb.kind), "--phase-retry-count", "1")
 	}

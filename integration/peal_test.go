@@ -339,7 +339,7 @@ func TestPealModelNotFoundFallback(t *testing.T) {
 			Replies: []mockllm.Reply{{Fail: &mockllm.Failure{Status: 404, Message: missingModelMessage}}}}}, s.Rules...)
 		return s
 	}, testKey, "")
-	p.env = append(p.env, fallback.setup(t, p.sb.home, p.srv.URL, testKey, false)...)
+	p.env = append(p.env, fallback.configEnv(t, p.sb.home, p.srv.URL, testKey)...)
 	r := p.run(t, 10*time.Minute, "--phase-retry-count", "0", "--model", "mock-missing-model",
 		"--fallback-agent-kind", fallback.kind, "--fallback-agent-cmd", fbBin, "--fallback-model", "mock-model")
 	got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))

@@ -128,7 +128,7 @@ func TestPealOutOfCreditFallback(t *testing.T) {
 			Replies: []mockllm.Reply{{Fail: &mockllm.Failure{Refusal: mockllm.OutOfCredit}}}}}, s.Rules...)
 		return s
 	}, testKey, "")
-	p.env = append(p.env, fallback.setup(t, p.sb.home, p.srv.URL, testKey, false)...)
+	p.env = append(p.env, fallback.configEnv(t, p.sb.home, p.srv.URL, testKey)...)
 	r := p.run(t, 10*time.Minute, "--phase-retry-count", "0", "--fallback-agent-kind", fallback.kind, "--fallback-agent-cmd", fbBin)
 	got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
 	if r.code != 0 || err != nil || string(got) != fileContent {
