@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/confine"
 	"peal/internal/fakes"
 	"peal/internal/gitrepo"
 	"peal/internal/testbin"
@@ -95,7 +96,7 @@ func TestRealStet(t *testing.T) {
 	t.Run("a run after SIGKILL", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")
-		ready := filepath.Join(e.dir, "ready")
+		ready := filepath.Join(e.agentDir, "ready") // where the confined agent may write
 		if err := syscall.Mkfifo(ready, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,9 @@ func TestRealStet(t *testing.T) {
 		}
 		cmd.Wait()
 		release()
-		if got := e.commits(); len(got) != 2 {
+		// The task's commit is in the work tree, or, confined, on the
+		// branch of the run's worktree.
+		if got := strings.Split(e.git("log", "--branches", "--reverse", "--format=%s"), "\n"); len(got) != 2 {
 			t.Fatalf("commits before the crash %q", got)
 		}
 		r := e.peal()
@@ -357,7 +360,7 @@ type e2e struct {
 
 func newE2E(t *testing.T, bins map[string]string, stetBin, plan string) *e2e {
 	t.Helper()
-	dir := t.TempDir()
+	dir := testbin.ListSafeDir(t) // listed in PEAL_CONFINE_WRITE_PATHS
 	e := &e2e{t: t, bins: bins, dir: dir, repo: filepath.Join(dir, "repo"), plan: filepath.Join(dir, "plan.md"),
 		state: filepath.Join(dir, "state"), agentDir: filepath.Join(dir, "agent"), binDir: filepath.Join(dir, "bin")}
 	for _, d := range []string{e.repo, e.agentDir, e.binDir} {
@@ -376,6 +379,9 @@ func newE2E(t *testing.T, bins map[string]string, stetBin, plan string) *e2e {
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
 		"STET_PROVIDER=openai", "STET_OPENAI_BASE_URL=" + e.model.base, "STET_MODEL=fake-model",
 		fakes.AgentDirEnv + "=" + e.agentDir,
+		// Confined as by default: the stand-in agent keeps its variables
+		// and writes its records outside its task's work tree.
+		"PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + e.agentDir,
 		"PEAL_PLAN_PATH=" + e.plan, "PEAL_REPO_PATH=" + e.repo, "PEAL_STATE_DIR=" + e.state,
 		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=120", "PEAL_KILL_GRACE_SEC=1",
 		// The Cursor kind (the default) checks for a credential before its
@@ -395,11 +401,16 @@ func (e *e2e) git(args ...string) string {
 	return strings.TrimSpace(out)
 }
 
-// stet runs the real stet in the repository with peal's folders.
+// stet runs the real stet where the run's tasks are reviewed, with peal's
+// folders for it: the repository, or, where the kernel confines files
+// (confine = auto), the run's worktree and its review folder.
 func (e *e2e) stet(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(e.binDir, "stet"), args...)
-	cmd.Dir = e.repo
-	cmd.Env = append(e.env, "STET_STATE_DIR="+filepath.Join(e.state, "review", "stet"), "STET_WORKTREE_ROOT="+filepath.Join(e.state, "review", "worktrees"))
+	cmd.Dir, cmd.Env = e.repo, append(e.env, "STET_STATE_DIR="+filepath.Join(e.state, "review", "stet"), "STET_WORKTREE_ROOT="+filepath.Join(e.state, "review", "worktrees"))
+	if confine.Probe().Files {
+		home := filepath.Join(e.state, "worktrees", "home")
+		cmd.Dir, cmd.Env = home, append(e.env, "STET_STATE_DIR="+filepath.Join(home+".review", "stet"), "STET_WORKTREE_ROOT="+filepath.Join(home+".review", "worktrees"))
+	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -467,6 +478,9 @@ func (e *e2e) clean() {
 	}
 	if out, err := e.stet("status"); err == nil {
 		e.t.Fatalf("a review session is still open:\n%s", out)
+	}
+	if left, _ := os.ReadDir(filepath.Join(e.state, "worktrees")); len(left) > 0 {
+		e.t.Fatalf("the run's worktree is left: %v", left)
 	}
 	if wts := e.git("worktree", "list"); strings.Count(wts, "\n") != 0 {
 		e.t.Fatalf("worktrees left:\n%s", wts)

@@ -40,11 +40,14 @@ func (r *run) moveHome(ctx context.Context) error {
 		r.log.Warn("the repository has no commit yet, so its tasks work in the work tree itself, where a confined call cannot make, remove or rename anything directly in the top folder (beside .git): make a first commit to have them work in a worktree of the run")
 		return nil
 	}
+	brought, resumed := r.trees.LeftHome()
 	changes, err := main.git.Changes(ctx)
 	if err != nil {
 		return err
 	}
-	if len(changes) > 0 {
+	if len(changes) > 0 && !(resumed && !main.commits) {
+		// (A run that does not commit and died left the changes it
+		// brought back: the worktree it takes up holds them.)
 		r.log.Warn("the work tree has changes git does not hold ("+gitrepo.ListPaths(changes, 3)+"): confined tasks work in a worktree of the run made from HEAD, which does not have them; commit them to let the tasks see them",
 			"paths", len(changes))
 	}
@@ -59,10 +62,25 @@ func (r *run) moveHome(ctx context.Context) error {
 		at.git.Identity("peal", "peal@localhost")
 	}
 	r.brought = head
+	if resumed && brought != "" && !main.commits {
+		r.brought = brought
+	}
+	if !main.commits {
+		if err := r.trees.NoteBrought(r.brought); err != nil {
+			return err
+		}
+	}
 	for _, p := range linked {
 		at.writable = append(at.writable, filepath.Join(main.tree, filepath.FromSlash(strings.TrimSuffix(p, "/"))))
 	}
 	at.reviewer = main.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, t.Review, r.trees.Lock())
+	if resumed && at.reviewer.Builtin() {
+		// The review session the run that died left open there is closed,
+		// as the work tree's would be.
+		if err := at.reviewer.Open(ctx); err != nil {
+			return err
+		}
+	}
 	r.guard.Add(t.Path, t.Dir)
 	r.main, r.home = main, at
 	r.trees.Into(at.git)
@@ -108,7 +126,7 @@ func (r *run) applyBack(ctx context.Context) error {
 		r.log.Info("the work tree took the run's work, uncommitted", "from", r.brought, "to", to)
 	}
 	r.brought = to
-	return nil
+	return r.trees.NoteBrought(to)
 }
 
 // leaveHome ends the run's worktree, whatever ended the run: what was

@@ -74,7 +74,7 @@ func (h *harness) opts(more ...Option) []Option {
 
 func newHarness(t *testing.T, plan string) *harness {
 	t.Helper()
-	tmp := listSafeTempDir(t)
+	tmp := testbin.ListSafeDir(t)
 	h := &harness{t: t, tmp: tmp, repo: filepath.Join(tmp, "repo"), plan: filepath.Join(tmp, "plan.md"),
 		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &lockedLog{}, confine: "off"}
 	for _, d := range []string{h.repo, h.agentDir} {
@@ -927,17 +927,4 @@ func TestSummaryWriteFailureIsAWarning(t *testing.T) {
 // (agent, stet, git and post-run commands), on top of peal's own.
 func withEnv(kv ...string) Option {
 	return func(s *settings) { s.env = append(s.env, kv...) }
-}
-
-// listSafeTempDir is a temporary folder for a test whose path holds no
-// comma: a path the test passes in a list variable (PEAL_CONFINE_WRITE_PATHS)
-// is split on commas, and t.TempDir's name holds the test's.
-func listSafeTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "peal-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }

@@ -2,8 +2,12 @@ package worktree
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"peal/internal/gitrepo"
@@ -22,6 +26,16 @@ import (
 // into it.
 const homeName = "home"
 
+// broughtName is the file, in the worktrees folder, that names the last of
+// the home worktree's commits whose work the work tree holds as changes (a
+// run that does not commit brings its work back that way).
+const broughtName = homeName + ".brought"
+
+// leftHome is what Sweep found of a home worktree an earlier run left.
+type leftHome struct {
+	brought string // see broughtName; "" when it named none
+}
+
 // Home is the home worktree of the runs on the state folder.
 func (s *Set) Home() *Tree {
 	path := filepath.Join(s.root, homeName)
@@ -33,19 +47,31 @@ func (s *Set) Home() *Tree {
 // paths). It returns the tree and the linked entries (relative to the top,
 // a folder's with a trailing /). The folders linked are named in the
 // section of info/exclude, so that no commit takes a link for a file.
+//
+// When Sweep found the home worktree of an earlier run that died, on a
+// branch that still holds the work tree's HEAD, AddHome takes it up again
+// as it is instead (its commits, its uncommitted changes, its review
+// folder), so that the run goes on with all of the work, as a run in the
+// work tree itself would.
 func (s *Set) AddHome(ctx context.Context, base string, own []string) (*Tree, []string, error) {
-	t, err := s.add(ctx, s.Home(), base, false)
-	if err != nil {
-		return nil, nil, err
+	t := s.Home()
+	if s.left == nil {
+		var err error
+		if t, err = s.add(ctx, t, base, false); err != nil {
+			return nil, nil, err
+		}
 	}
 	ignored, err := s.ignored(ctx, own)
 	if err == nil {
 		err = s.linkIgnored(t, ignored)
 	}
 	if err != nil {
-		s.discard(ctx, t)
+		if s.left == nil {
+			s.discard(ctx, t)
+		}
 		return nil, nil, err
 	}
+	s.left = nil
 	return t, ignored, nil
 }
 
@@ -89,7 +115,9 @@ func (s *Set) linkIgnored(t *Tree, ignored []string) error {
 	var folders []string
 	for _, p := range ignored {
 		rel := filepath.FromSlash(strings.TrimSuffix(p, "/"))
-		if err := linkPath(top, rel, t.Path); err != nil {
+		if s.left != nil && linkedTo(filepath.Join(top, rel), filepath.Join(t.Path, rel)) {
+			// Taken up again: linked by the run that made it.
+		} else if err := linkPath(top, rel, t.Path); err != nil {
 			return fmt.Errorf("linking %s into the run's worktree: %w", p, err)
 		}
 		if strings.HasSuffix(p, "/") {
@@ -103,6 +131,81 @@ func (s *Set) linkIgnored(t *Tree, ignored []string) error {
 		return nil
 	}
 	return s.writeSection(context.Background(), nil)
+}
+
+// linkedTo reports whether link is a symbolic link to target.
+func linkedTo(target, link string) bool {
+	dest, err := os.Readlink(link)
+	return err == nil && dest == target
+}
+
+// LeftHome reports whether AddHome takes up the home worktree of an
+// earlier run that died (see Sweep), and the last of its commits whose work
+// the work tree holds as changes ("" when none was noted: the work tree's
+// HEAD).
+func (s *Set) LeftHome() (brought string, ok bool) {
+	if s.left == nil {
+		return "", false
+	}
+	return s.left.brought, true
+}
+
+// NoteBrought notes, atomically, that the work tree holds the work of the
+// home worktree's commits up to commit as changes, for a run that takes
+// the home up again after this one died.
+func (s *Set) NoteBrought(commit string) error {
+	d, err := safefs.OpenDir(s.root, true)
+	if err != nil {
+		return fmt.Errorf("worktrees folder %s: %w", s.root, safefs.Reason(err))
+	}
+	defer d.Close()
+	if err := d.WriteFile(broughtName, []byte(commit+"\n")); err != nil {
+		return fmt.Errorf("noting the work the work tree took: %w", safefs.Reason(err))
+	}
+	return nil
+}
+
+// findLeftHome is the home worktree an earlier run left, when it can be
+// taken up again: git knows it (listed in worktrees, its git folder
+// pointing back at it), it is on its branch, and its branch holds the work
+// tree's HEAD (the work tree did not move elsewhere since). Its .git file,
+// which a call of that run could rewrite, is written again. Callers hold
+// mu.
+func (s *Set) findLeftHome(ctx context.Context, registered []string) *leftHome {
+	h := s.Home()
+	if !slices.Contains(registered, h.Path) || !s.git.IsAncestor(ctx, "HEAD", h.Branch) {
+		return nil
+	}
+	common, err := s.git.CommonDir(ctx)
+	if err != nil {
+		return nil
+	}
+	admin := filepath.Join(common, "worktrees", homeName)
+	back, err := safefs.ReadFile(filepath.Join(admin, "gitdir"), 4096)
+	if err != nil || filepath.Clean(strings.TrimSpace(string(back))) != filepath.Join(h.Path, ".git") {
+		return nil
+	}
+	head, err := safefs.ReadFile(filepath.Join(admin, "HEAD"), 4096)
+	if err != nil || strings.TrimSpace(string(head)) != "ref: refs/heads/"+h.Branch {
+		return nil
+	}
+	pointer := "gitdir: " + admin + "\n"
+	// A call could also have made it a named pipe: safefs refuses that.
+	if now, err := safefs.ReadFile(filepath.Join(h.Path, ".git"), 4096); err != nil || string(now) != pointer {
+		if err := safefs.WriteFile(filepath.Join(h.Path, ".git"), []byte(pointer)); err != nil {
+			return nil
+		}
+		s.log.Warn("the .git file of the run's worktree an earlier run left was changed: written again", "worktree", h.Path)
+	}
+	left := &leftHome{}
+	if d, err := safefs.OpenDir(s.root, false); err == nil {
+		data, rerr := d.ReadFile(broughtName, 128)
+		d.Close()
+		if c := strings.TrimSpace(string(data)); rerr == nil && c != "" && s.git.IsAncestor(ctx, "HEAD", c) && s.git.IsAncestor(ctx, c, h.Branch) {
+			left.brought = c
+		}
+	}
+	return left
 }
 
 // Into is the same set, its worktrees merged into the work tree of git
@@ -148,6 +251,9 @@ func (s *Set) FastForward(ctx context.Context) (bool, error) {
 func (s *Set) DropHome(ctx context.Context, keep bool) (kept string, err error) {
 	h := s.Home()
 	rerr := s.Remove(ctx, h)
+	if err := os.Remove(filepath.Join(s.root, broughtName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("could not remove the note of the work the work tree took; the next run removes it", "err", err)
+	}
 	s.mu.Lock()
 	s.homeLinks = nil
 	werr := s.writeSection(ctx, nil)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,8 +235,16 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 	if err != nil {
 		s.log.Warn("could not list the worktrees an earlier run may have left; their folders are removed and git's records pruned", "err", err)
 	}
+	home := s.Home()
+	if s.left = s.findLeftHome(ctx, paths); s.left != nil {
+		// A merge of a block's task went into it: what it left is
+		// settled there.
+		s.into = s.git.At(home.Path)
+		defer func() { s.into = nil }()
+		s.log.Warn("an earlier run died while its tasks worked in the run's worktree: this run takes it up again, with its work", "worktree", home.Path, "branch", home.Branch)
+	}
 	for _, path := range paths {
-		if !safefs.Within(path, s.root) {
+		if !safefs.Within(path, s.root) || (s.left != nil && path == home.Path) {
 			continue
 		}
 		if err := s.git.RemoveWorktree(ctx, path); err != nil {
@@ -254,6 +263,9 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 		if strings.HasPrefix(e.Name(), noteName+".corrupt-") {
 			continue // an unreadable note, kept for the user to read
 		}
+		if s.left != nil && (e.Name() == homeName || e.Name() == filepath.Base(home.Review) || e.Name() == broughtName) {
+			continue // taken up again
+		}
 		if err := removeTree(filepath.Join(s.root, e.Name())); err != nil {
 			s.log.Warn("could not remove what an earlier run left in the worktrees folder; the next run tries again", "path", filepath.Join(s.root, e.Name()), "err", err)
 		}
@@ -266,8 +278,14 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 	if err != nil {
 		s.log.Warn("could not list the branches an earlier run may have left; the next run deletes them", "err", err)
 	}
+	var tasks []string // the branches of tasks of a block
 	for _, b := range branches {
-		if b == s.Home().Branch && !s.git.IsAncestor(ctx, b, "HEAD") {
+		if b != home.Branch {
+			tasks = append(tasks, b)
+		} else if s.left != nil {
+			continue
+		}
+		if b == home.Branch && !s.git.IsAncestor(ctx, b, "HEAD") {
 			// Work of the run's worktree that never reached the work tree
 			// (the run died before it could be brought back): kept.
 			if tip, err := s.git.Resolve(ctx, b, 8); err == nil {
@@ -282,8 +300,9 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 			s.log.Warn("could not delete a branch an earlier run left; the next run tries again", "branch", b, "err", err)
 		}
 	}
-	if len(removed) > 0 || len(branches) > 0 {
-		s.log.Warn("removed the task worktrees and branches an earlier run left (it died in a parallel block); their tasks run again", "worktrees", len(removed), "branches", branches)
+	removed = slices.DeleteFunc(removed, func(p string) bool { return p == home.Path })
+	if len(removed) > 0 || len(tasks) > 0 {
+		s.log.Warn("removed the task worktrees and branches an earlier run left (it died in a parallel block); their tasks run again", "worktrees", len(removed), "branches", tasks)
 	}
 }
 
@@ -292,7 +311,8 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 // as completed (the run died while the merged tree's checks ran). The work
 // of such a task is kept on a branch first. The caller holds mu.
 func (s *Set) sweepMerge(ctx context.Context, n mergeNote, completed func(int) bool) {
-	if s.git.MergeInProgress(ctx) {
+	into := s.target() // the work tree, or the run's worktree taken up again
+	if into.MergeInProgress(ctx) {
 		s.log.Warn("undoing the merge of a task an earlier run left half done", "branch", n.Branch)
 		if err := s.undoMerge(ctx); err != nil {
 			s.log.Warn("could not undo the merge: run git merge --abort in the repository", "err", err)
@@ -304,25 +324,25 @@ func (s *Set) sweepMerge(ctx context.Context, n mergeNote, completed func(int) b
 	}
 	// Only the merge commit itself is undone: HEAD must be it, on top of
 	// the commit the tree was at before.
-	if parent, err := s.git.Resolve(ctx, "HEAD^1", 0); err != nil || parent != n.Before {
-		if head, herr := s.git.Head(ctx); herr == nil && head != n.Before {
+	if parent, err := into.Resolve(ctx, "HEAD^1", 0); err != nil || parent != n.Before {
+		if head, herr := into.Head(ctx); herr == nil && head != n.Before {
 			s.log.Warn("an earlier run left the merge of a task unchecked, and the work tree has moved on since: it is left as it is", "task", n.Task, "before", n.Before)
 		}
 		return
 	}
-	tip, err := s.git.Resolve(ctx, "HEAD^2", 8)
+	tip, err := into.Resolve(ctx, "HEAD^2", 8)
 	if err != nil {
 		s.log.Warn("could not keep the work of a merge an earlier run left unchecked; it is not undone", "task", n.Task, "err", err)
 		return
 	}
 	kept := keptName(n.Task, tip)
-	if err := s.git.SetBranch(ctx, kept, "HEAD^2"); err != nil {
+	if err := into.SetBranch(ctx, kept, "HEAD^2"); err != nil {
 		s.log.Warn("could not keep the work of a merge an earlier run left unchecked; it is not undone", "task", n.Task, "err", err)
 		return
 	}
 	s.log.Warn("undoing the merge of a task an earlier run left before its checks had passed; its work is kept on a branch and the task runs again",
 		"task", n.Task, "kept", kept)
-	if err := s.git.ResetKeep(ctx, n.Before); err != nil {
+	if err := into.ResetKeep(ctx, n.Before); err != nil {
 		s.log.Warn("could not undo the merge: run git reset --keep "+n.Before+" in the repository", "err", err)
 	}
 }

@@ -62,6 +62,9 @@ type Set struct {
 	// homeLinks are the folders linked into the home worktree, named in
 	// info/exclude while it exists (relative to the top, slash form).
 	homeLinks []string
+	// left is the home worktree of an earlier run that died, which
+	// AddHome takes up again (found by Sweep); nil when there is none.
+	left *leftHome
 }
 
 // New is the set of worktrees of the runs on stateDir, for the repository

@@ -309,3 +309,95 @@ func TestAddThatFailsLeavesNothing(t *testing.T) {
 		t.Errorf("the worktree's folder: %v, want it gone", err)
 	}
 }
+
+// TestLeftHomeTakenUp: the home worktree of a run that died (nothing
+// removed it) is taken up again by the next run on the state folder, with
+// its commits, its uncommitted changes and the note of the work the work
+// tree took, and its .git file written again when a call changed it; once
+// the work tree moved elsewhere, it is not: its work is kept on a branch
+// and a new home is made.
+func TestLeftHomeTakenUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, moved := range []bool{false, true} {
+		repo, head := testRepo(t)
+		os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("deps/\n"), 0o644)
+		testgit.Git(t, repo, "add", ".gitignore")
+		testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
+		head = testgit.Git(t, repo, "rev-parse", "HEAD")
+		os.MkdirAll(filepath.Join(repo, "deps"), 0o755)
+		state := filepath.Join(t.TempDir(), "state")
+		set := func(log *bytes.Buffer) *Set {
+			caller := phase.Caller{Dir: repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: testgit.Env}
+			logger := slog.New(slog.NewTextHandler(log, nil))
+			return New(gitrepo.New(caller, logger, time.Minute, repo), logger, state, "test", nil)
+		}
+		var log1 bytes.Buffer
+		first := set(&log1)
+		first.Sweep(ctx, func(int) bool { return false })
+		if _, ok := first.LeftHome(); ok {
+			t.Fatal("a home is found where no run ran")
+		}
+		h, linked, err := first.AddHome(ctx, head, nil)
+		if err != nil || !slices.Equal(linked, []string{"deps/"}) {
+			t.Fatalf("AddHome: %v, linked %q", err, linked)
+		}
+		os.WriteFile(filepath.Join(h.Path, "done.txt"), []byte("done\n"), 0o644)
+		testgit.Git(t, h.Path, "add", "done.txt")
+		testgit.Git(t, h.Path, "commit", "-q", "-m", "task 1")
+		tip := testgit.Git(t, h.Path, "rev-parse", "HEAD")
+		if err := first.NoteBrought(tip); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(h.Path, "half.txt"), []byte("half\n"), 0o644)
+		os.WriteFile(filepath.Join(h.Path, ".git"), []byte("gitdir: /elsewhere\n"), 0o644)
+		if moved {
+			os.WriteFile(filepath.Join(repo, "mine.txt"), []byte("mine\n"), 0o644)
+			testgit.Git(t, repo, "add", "mine.txt")
+			testgit.Git(t, repo, "commit", "-q", "-m", "the user's")
+		}
+		// The run dies here. The next one:
+		var log bytes.Buffer
+		next := set(&log)
+		next.Sweep(ctx, func(int) bool { return false })
+		brought, ok := next.LeftHome()
+		if ok == moved {
+			t.Fatalf("moved %v: taken up %v\n%s", moved, ok, log.String())
+		}
+		if moved {
+			kept := testgit.Git(t, repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/")
+			if !strings.HasPrefix(kept, "peal-kept/home-") {
+				t.Fatalf("the work is not kept: %q", kept)
+			}
+			if _, err := os.Lstat(h.Path); err == nil {
+				t.Fatal("the old home is still there")
+			}
+			continue
+		}
+		if brought != tip {
+			t.Errorf("brought %q, want %q", brought, tip)
+		}
+		again, linked, err := next.AddHome(ctx, testgit.Git(t, repo, "rev-parse", "HEAD"), nil)
+		if err != nil || again.Path != h.Path || !slices.Equal(linked, []string{"deps/"}) {
+			t.Fatalf("AddHome again: %v, %s, linked %q", err, again.Path, linked)
+		}
+		if _, ok := next.LeftHome(); ok {
+			t.Error("still left after it was taken up")
+		}
+		if fileIn(t, again.Path, "half.txt") != "half\n" || fileIn(t, again.Path, "done.txt") != "done\n" {
+			t.Error("the work of the home was not kept")
+		}
+		if got := testgit.Git(t, again.Path, "rev-parse", "HEAD"); got != tip {
+			t.Errorf("the home is at %s, want %s", got, tip)
+		}
+		if !strings.Contains(log.String(), "written again") || !strings.Contains(log.String(), "takes it up again") {
+			t.Errorf("log:\n%s", log.String())
+		}
+		if _, err := next.DropHome(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(next.Root(), broughtName)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the note of the work brought back is left: %v", err)
+		}
+	}
+}

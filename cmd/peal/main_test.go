@@ -37,7 +37,7 @@ type sandbox struct {
 
 func newSandbox(t *testing.T, plan string) *sandbox {
 	t.Helper()
-	dir := listSafeTempDir(t)
+	dir := testbin.ListSafeDir(t)
 	s := &sandbox{t: t, dir: dir, repo: filepath.Join(dir, "repo"), plan: filepath.Join(dir, "plan.md"),
 		stateDir: filepath.Join(dir, "state"), agentDir: filepath.Join(dir, "agent")}
 	for _, d := range []string{s.repo, s.agentDir} {
@@ -459,17 +459,4 @@ func TestVersion(t *testing.T) {
 	if r := s.peal(nil, "--version"); r.code != 0 || strings.TrimSpace(r.stdout) == "" {
 		t.Fatalf("exit %d, %q", r.code, r.stdout)
 	}
-}
-
-// listSafeTempDir is a temporary folder for a test whose path holds no
-// comma: a path the test passes in a list variable (PEAL_CONFINE_WRITE_PATHS)
-// is split on commas, and t.TempDir's name holds the test's.
-func listSafeTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "peal-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }

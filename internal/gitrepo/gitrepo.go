@@ -121,6 +121,10 @@ func (g *Repo) In(caller phase.Caller, dir string, sparse bool) *Repo {
 	return w
 }
 
+// At is the git of the worktree at dir, its commands calls of the same
+// caller (see In).
+func (g *Repo) At(dir string) *Repo { return g.In(g.caller, dir, false) }
+
 // Dir is where its commands run.
 func (g *Repo) Dir() string { return g.dir }
 

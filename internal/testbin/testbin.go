@@ -224,3 +224,16 @@ func WidenParallel() {
 		flag.Set("test.parallel", strconv.Itoa(max(16, 8*runtime.GOMAXPROCS(0))))
 	}
 }
+
+// ListSafeDir is a temporary folder, removed after the test, whose path has
+// no comma: a test's own t.TempDir holds the test's name, which may, and a
+// variable that lists paths (PEAL_CONFINE_WRITE_PATHS) splits on commas.
+func ListSafeDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "peal-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"peal/internal/fakes"
+	"peal/internal/testgit"
+)
+
+// TestKilledConfinedRunTakenUp: a confined run that does not commit is
+// killed (SIGKILL) while task 2 works in the run's worktree, after task 1's
+// work came back to the work tree. The next run takes the worktree up
+// again: task 2's half-done work is still there for it, task 1's work is
+// not brought back twice, and the work tree ends with both tasks' work,
+// uncommitted, as an unconfined run leaves it, and nothing of the run's
+// worktree left.
+func TestKilledConfinedRunTakenUp(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nOne\n## Task 2\nTwo\n")
+	ready := filepath.Join(s.agentDir, "ready") // where a confined call may write
+	if err := syscall.Mkfifo(ready, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1\n"}}},
+		"execute:2": {
+			{WriteFiles: map[string]string{"half.txt": "half\n", ready: "x"}, Hang: true},
+			{WriteFiles: map[string]string{"two.txt": "2\n"}},
+		},
+	})
+	env := s.env("on")
+	cmd := exec.Command(bins["peal"], "run")
+	cmd.Dir, cmd.Env = s.dir, env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(ready); err != nil { // task 2's execute runs
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	calls, _ := fakes.ReadCalls(s.agentDir)
+	starts := fakes.Starts(calls)
+	syscall.Kill(starts[len(starts)-1].PID, syscall.SIGKILL)
+	if got := fileIn(t, s.repo, "one.txt"); got != "1\n" {
+		t.Fatalf("task 1's work did not reach the work tree before the kill: %q", got)
+	}
+
+	r := s.peal(env, "run")
+	if r.code != 0 || !strings.Contains(r.stderr, "this run takes it up again, with its work") {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+	if got := s.keys(); got != "plan:1 execute:1 plan:2 execute:2 plan:2 execute:2" {
+		t.Errorf("calls %q", got)
+	}
+	for name, want := range map[string]string{"one.txt": "1\n", "half.txt": "half\n", "two.txt": "2\n"} {
+		if got := fileIn(t, s.repo, name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if log, status := testgit.Git(t, s.repo, "log", "--format=%s"), testgit.Git(t, s.repo, "status", "--porcelain"); log != "root" || status != "?? half.txt\n?? one.txt\n?? two.txt" {
+		t.Errorf("log %q, status %q", log, status)
+	}
+	if branches := testgit.Git(t, s.repo, "branch", "--format=%(refname:short)"); strings.Contains(branches, "peal") {
+		t.Errorf("branches left: %q", branches)
+	}
+	if left, _ := os.ReadDir(filepath.Join(s.stateDir, "worktrees")); len(left) > 0 {
+		t.Errorf("left in the worktrees folder: %v", left)
+	}
+}
+
+// fileIn is the text of the file name in dir, "" when it cannot be read.
+func fileIn(t *testing.T, dir, name string) string {
+	t.Helper()
+	data, _ := os.ReadFile(filepath.Join(dir, name))
+	return string(data)
+}
