@@ -254,20 +254,12 @@ func (c *Config) stateFile(path string) string {
 		return "the retry-state store " + c.KnowledgeDir
 	case safefs.Within(path, filepath.Join(c.StateDir, "review")) || safefs.Within(path, filepath.Join(c.StateDir, "tmp")):
 		return "peal's review or temporary files in " + c.StateDir
-	case path == c.PlanPath || sameFile(path, c.PlanPath):
+	case path == c.PlanPath || safefs.Same(path, c.PlanPath):
 		return "the plan " + c.PlanPath
-	case sameFile(path, filepath.Join(c.StateDir, state.FileName)):
+	case safefs.Same(path, filepath.Join(c.StateDir, state.FileName)):
 		return "the state file " + filepath.Join(c.StateDir, state.FileName)
 	}
 	return ""
-}
-
-// sameFile reports whether a and b exist and are the same file (through a
-// link, for instance).
-func sameFile(a, b string) bool {
-	ia, errA := os.Stat(a)
-	ib, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
 // checkTickets fills the ticket prefix and checks the ids this run will use.

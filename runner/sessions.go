@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"peal/agent"
+	"peal/internal/safefs"
 	"peal/phase"
 	"peal/state"
 )
@@ -182,7 +181,7 @@ func (c *callSession) current() *liveSession {
 	switch {
 	case ls.kind != c.kind.Name:
 		why = fmt.Sprintf("it is a session of the %s CLI, and this agent is the %s CLI", ls.kind, c.kind.Name)
-	case !sameDir(ls.dir, c.dir):
+	case !safefs.Same(ls.dir, c.dir):
 		why = fmt.Sprintf("it was made in %s, and the task now works in %s", ls.dir, c.dir)
 	case !c.kind.Session.ValidID(ls.id):
 		why = fmt.Sprintf("its id %q is not one the %s CLI gives or takes", ls.id, c.kind.Name)
@@ -193,19 +192,6 @@ func (c *callSession) current() *liveSession {
 		return nil
 	}
 	return ls
-}
-
-// sameDir reports whether two paths name one folder.
-func sameDir(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
-	}
-	ia, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	ib, err := os.Stat(b)
-	return err == nil && os.SameFile(ia, ib)
 }
 
 // forget drops the session, in the run and in the state folder; the

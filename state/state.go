@@ -344,7 +344,7 @@ func indicesOf(o *object, key string) ([]int, kind) {
 
 // matches reports whether a state's paths name plan's plan and repository.
 func (p Plan) matches(st State) bool {
-	return samePath(p.resolve(st.PlanPath), p.Path) && samePath(p.resolve(st.RepoPath), p.Repo)
+	return safefs.Same(p.resolve(st.PlanPath), p.Path) && safefs.Same(p.resolve(st.RepoPath), p.Repo)
 }
 
 func (p Plan) resolve(path string) string {
@@ -356,20 +356,6 @@ func (p Plan) resolve(path string) string {
 		base, _ = os.Getwd()
 	}
 	return filepath.Join(base, path)
-}
-
-// samePath: the same path, or two paths of one file (e.g. through a linked
-// folder).
-func samePath(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
-	}
-	ia, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	ib, err := os.Stat(b)
-	return err == nil && os.SameFile(ia, ib)
 }
 
 // Path is the state file's path.

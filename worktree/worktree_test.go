@@ -320,11 +320,11 @@ func TestLeftHomeTakenUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, moved := range []bool{false, true} {
-		repo, head := testRepo(t)
+		repo, _ := testRepo(t)
 		os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("deps/\n"), 0o644)
 		testgit.Git(t, repo, "add", ".gitignore")
 		testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
-		head = testgit.Git(t, repo, "rev-parse", "HEAD")
+		head := testgit.Git(t, repo, "rev-parse", "HEAD")
 		os.MkdirAll(filepath.Join(repo, "deps"), 0o755)
 		state := filepath.Join(t.TempDir(), "state")
 		set := func(log *bytes.Buffer) *Set {

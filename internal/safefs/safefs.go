@@ -204,6 +204,20 @@ type reason struct {
 func (r *reason) Error() string { return r.msg }
 func (r *reason) Unwrap() error { return r.err }
 
+// Same reports whether a and b name one file or folder: the same path once
+// cleaned, or two paths to it (through a link, say) that both exist.
+func Same(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	ib, err := os.Stat(b)
+	return err == nil && os.SameFile(ia, ib)
+}
+
 // Within reports whether path is dir or inside it, comparing the names as
 // given (clean both first; no link is followed).
 func Within(path, dir string) bool {
