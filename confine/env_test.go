@@ -71,6 +71,8 @@ func TestSupportLine(t *testing.T) {
 		{supportOf(9, ""), "files and TCP enforced by Landlock ABI 9"},
 		{supportOf(7, ""), "files and TCP enforced by Landlock ABI 7; UNIX sockets by path not enforced (Landlock ABI 9)"},
 		{supportOf(3, ""), "files enforced by Landlock ABI 3; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it; UNIX sockets by path not enforced (Landlock ABI 9)"},
+		{Support{ABI: 9, Files: true, TCP: true, CapsKept: "CAP_SYS_ADMIN, CAP_NET_RAW"},
+			"files and TCP enforced by Landlock ABI 9; calls keep root's CAP_SYS_ADMIN, CAP_NET_RAW (peal lacks CAP_SETPCAP to drop them)"},
 		{supportOf(0, "this Linux has no Landlock (it needs Linux 5.13 built with Landlock)"),
 			"not enforced: this Linux has no Landlock (it needs Linux 5.13 built with Landlock); calls get the allowed environment and peal's proxy only"},
 	} {

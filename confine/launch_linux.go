@@ -60,6 +60,10 @@ func launcherMain(v string) int {
 		return fail(126, "confine: the kernel refused the Landlock rules: %v", err)
 	}
 	unix.Close(ruleset)
+	// What is kept for want of CAP_SETPCAP, the start line names.
+	if _, err := dropCaps(); err != nil {
+		return fail(126, "confine: the launcher could not drop the capabilities a call never holds: %v", err)
+	}
 	env := os.Environ()
 	kept := env[:0]
 	for _, kv := range env {
@@ -113,7 +117,9 @@ func (l *Launch) launcher(cmd *exec.Cmd, pol Policy, sup Support) error {
 // so it is asked for only from ABI 2.
 func rulesOf(plan Plan, tcp *TCP, sup Support) (landlock.Config, []landlock.Rule) {
 	cfg := landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}
-	writeDir := landlock.V11.HandledAccessFS
+	// No call makes a device node, even in its tree: one of the disk
+	// would read what the rules keep out.
+	writeDir := landlock.V11.HandledAccessFS &^ (ll.AccessFSMakeChar | ll.AccessFSMakeBlock)
 	if sup.ABI < referABI {
 		writeDir &^= ll.AccessFSRefer
 		cfg.HandledAccessFS &^= ll.AccessFSRefer

@@ -154,10 +154,12 @@ func TestLandlockFiles(t *testing.T) {
 	}
 	c := child{call: &Call{Mode: On, Policy: s.policy(s.tree)}, dir: s.tree, tempDir: s.temp,
 		env: []string{"GITHUB_TOKEN=ghp_secret", "AWS_SECRET_ACCESS_KEY=x", "NPM_TOKEN=x", "LANG=C.UTF-8"}}
-	// Landlock refuses a confined process the ptrace-attach access to a
-	// process outside it (its memory); read access (/proc/<pid>/environ)
-	// it does not refuse: see Base.
+	// Landlock refuses a confined process the access to a process outside
+	// it: its memory and, to a process without the capabilities the
+	// launcher drops (see droppedCaps), its environment.
 	parentMem := "/proc/" + strconv.Itoa(os.Getpid()) + "/mem"
+	parentEnv := "/proc/" + strconv.Itoa(os.Getpid()) + "/environ"
+	root := os.Geteuid() == 0
 	c.try(t, []attempt{
 		// Legitimate work.
 		{"write its tree", []string{"write", s.tree + "/new.txt"}, "ok"},
@@ -179,6 +181,9 @@ func TestLandlockFiles(t *testing.T) {
 		{"follow a link in its tree to the key", []string{"read", s.tree + "/key"}, "open " + s.tree + "/key" + denied},
 		{"follow a link in its tree to the aws folder", []string{"read", s.tree + "/aws/credentials"}, "open " + s.tree + "/aws/credentials" + denied},
 		{"read peal's memory", []string{"read", parentMem}, "open " + parentMem + denied},
+		{"read peal's environment", []string{"read", parentEnv}, "open " + parentEnv + denied},
+		{"make a device node in its tree", []string{"mknod", s.tree + "/null"}, "mknod " + s.tree + "/null" + denied},
+		{"hold a capability a call never holds", []string{"caps", "/proc/self/status"}, "ok"},
 		{"see GITHUB_TOKEN", []string{"env", "GITHUB_TOKEN"}, "unset"},
 		{"see AWS_SECRET_ACCESS_KEY", []string{"env", "AWS_SECRET_ACCESS_KEY"}, "unset"},
 		{"see NPM_TOKEN", []string{"env", "NPM_TOKEN"}, "unset"},
@@ -191,7 +196,17 @@ func TestLandlockFiles(t *testing.T) {
 		{"unconfined reads the key", []string{"read", s.tree + "/key"}, "ok"},
 		{"unconfined writes outside", []string{"write", s.outside + "/x"}, "ok"},
 		{"unconfined sees GITHUB_TOKEN", []string{"env", "GITHUB_TOKEN"}, "set: ghp_secret"},
+		{"unconfined reads peal's environment", []string{"read", parentEnv}, "ok"},
 	})
+	if root && keptCaps() == "" {
+		// Root with its capabilities makes devices and reads any
+		// process's environment unconfined, and (measured) also under
+		// Landlock rules alone, with CAP_SYS_ADMIN or CAP_PERFMON.
+		open.try(t, []attempt{{"unconfined makes a device node", []string{"mknod", s.tree + "/null"}, "ok"}})
+		if got, _ := open.run(t, "caps", "/proc/self/status"); !strings.HasPrefix(got, "holds ") {
+			t.Errorf("unconfined, root's capabilities: %q, want those a call never holds", got)
+		}
+	}
 	for _, f := range []string{s.outside + "/y", s.home + "/.bashrc"} {
 		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s exists after the confined attempts (%v)", f, err)

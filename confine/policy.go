@@ -145,14 +145,13 @@ var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // caches and the user's paths, and the paths to protect.
 //
 // What reading the whole file system includes: /proc. Landlock refuses a
-// confined process the ptrace-attach access to processes outside it (their
-// memory, stack, system calls: /proc/<pid>/mem), but not the read access
-// (measured on Linux 6.18): /proc/<pid>/environ of any process of the same
-// user stays readable, peal's and its parent shell's included. A /proc
-// narrowed to some processes would not hold the call's own, which start
-// after the rules are made (/proc/self). So the environment allow list
-// keeps secrets out of what a call inherits, not out of what it can find:
-// a secret belongs in the environment of the step that needs it only.
+// confined process the access to processes outside its rules: their memory
+// (/proc/<pid>/mem) and their environment (/proc/<pid>/environ, where
+// peal's tokens are), but the latter only to a process without
+// CAP_SYS_ADMIN and CAP_PERFMON (measured on Linux 6.18): root's are
+// dropped by the launcher (see droppedCaps). A /proc narrowed to some
+// processes would not hold the call's own, which start after the rules
+// are made (/proc/self).
 func Base(home string) Policy {
 	p := Policy{
 		Read:  Paths(KeySystem, "/"),

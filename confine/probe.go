@@ -12,6 +12,9 @@ type Support struct {
 	TCP   bool // TCP connect and bind rules: Landlock ABI 4 (Linux 6.7)
 	// Why is why nothing is enforced, when ABI is 0.
 	Why string
+	// CapsKept names the capabilities a confined call should lose and
+	// keeps (root without CAP_SETPCAP); empty when it keeps none.
+	CapsKept string
 }
 
 // Minimum Landlock ABI versions of each part of a policy.
@@ -27,15 +30,18 @@ const (
 
 // String is the one line that says what is enforced and what is not.
 func (s Support) String() string {
-	sockets := ""
+	also := ""
 	if s.ABI < unixABI {
-		sockets = "; UNIX sockets by path not enforced (Landlock ABI 9)"
+		also = "; UNIX sockets by path not enforced (Landlock ABI 9)"
+	}
+	if s.CapsKept != "" {
+		also += "; calls keep root's " + s.CapsKept + " (peal lacks CAP_SETPCAP to drop them)"
 	}
 	switch {
 	case s.TCP:
-		return fmt.Sprintf("files and TCP enforced by Landlock ABI %d%s", s.ABI, sockets)
+		return fmt.Sprintf("files and TCP enforced by Landlock ABI %d%s", s.ABI, also)
 	case s.Files:
-		return fmt.Sprintf("files enforced by Landlock ABI %d; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it%s", s.ABI, sockets)
+		return fmt.Sprintf("files enforced by Landlock ABI %d; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it%s", s.ABI, also)
 	default:
 		return "not enforced: " + s.Why + "; calls get the allowed environment and peal's proxy only"
 	}

@@ -17,5 +17,7 @@ func probe() Support {
 	case err != nil:
 		return supportOf(0, "Landlock cannot be asked for its version: "+err.Error())
 	}
-	return supportOf(abi, "")
+	s := supportOf(abi, "")
+	s.CapsKept = keptCaps()
+	return s
 }

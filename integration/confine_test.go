@@ -291,6 +291,9 @@ func (w *confineWorld) escapeScript(legit string) string {
 	try("listener /dev/tcp", "exec 3<>/dev/tcp/127.0.0.1/"+port+" && printf 'GET /devtcp HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3")
 	try("token", `test -n "$GITHUB_TOKEN" && printf %s "$GITHUB_TOKEN"`)
 	try("token in the CLI's environment", `tr '\0' '\n' < /proc/$PPID/environ | grep GITHUB_TOKEN`)
+	// Up the line of parents: the CLI, peal (whose environment has the
+	// token), the test; root reads them all unless its capabilities go.
+	try("token in peal's environment", `p=$PPID; while [ "$p" -gt 1 ]; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep GITHUB_TOKEN; p=$(awk '{print $4}' /proc/$p/stat); done; false`)
 	b.WriteString(legit + "\n")
 	return b.String()
 }

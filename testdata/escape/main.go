@@ -73,6 +73,7 @@ func main() {
 		}
 		return fmt.Errorf("no GITHUB_TOKEN")
 	})
+	escape(who+"token-of-peal", parentToken)
 	escape(who+"connect-listener", func() error {
 		c, err := net.DialTimeout("tcp", os.Getenv("ESCAPE_LISTENER"), 5*time.Second)
 		if err == nil {
@@ -110,6 +111,33 @@ func main() {
 	if a := os.Getenv("ESCAPE_ALLOWED"); a != "" {
 		work(who+"proxy-to-allowed", func() error { return viaProxy(a) })
 	}
+}
+
+// parentToken looks for GITHUB_TOKEN in the environment of each process
+// up the line of parents (the agent, peal, what started peal), as /proc
+// shows it: root reads any process's, and Landlock alone does not stop a
+// process holding CAP_SYS_ADMIN or CAP_PERFMON.
+func parentToken() error {
+	var last error = fmt.Errorf("no parent")
+	for pid := os.Getppid(); pid > 1; {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			last = err
+		} else if strings.Contains("\x00"+string(env), "\x00GITHUB_TOKEN=") {
+			return nil
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return err
+		}
+		// The parent is the second field after the command's parenthesis.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		var state string
+		if _, err := fmt.Sscan(rest, &state, &pid); err != nil {
+			return err
+		}
+	}
+	return last
 }
 
 // escape runs a try that must fail.
