@@ -143,21 +143,35 @@ func TestConfinedRunWorksInItsWorktree(t *testing.T) {
 	}
 }
 
-// TestConfinedRunDirtyTree: changes the work tree does not commit are not
-// in the run's worktree (one warning), and stay in the work tree.
+// TestConfinedRunDirtyTree: changes the work tree does not commit are in
+// the run's worktree when the run does not commit (the task sees them, as
+// in the work tree itself, and only its own work comes back); when the run
+// commits they are not (one warning). Either way they stay in the work
+// tree.
 func TestConfinedRunDirtyTree(t *testing.T) {
 	t.Parallel()
-	h := confinedHarness(t, "## Task 1\nA\n")
-	os.WriteFile(filepath.Join(h.repo, "mine.txt"), []byte("mine\n"), 0o644)
-	h.scenario(map[string][]fakes.Outcome{"execute:1": {writes("one.txt", "1")}})
-	if _, err := h.run(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(h.log.String(), "the work tree has changes git does not hold (mine.txt)") {
-		t.Fatalf("no warning:\n%s", h.log.String())
-	}
-	if fileIn(t, h.repo, "mine.txt") != "mine\n" || fileIn(t, h.repo, "one.txt") != "1" {
-		t.Fatal("the work tree lost the user's change or the task's work")
+	for _, commits := range []bool{false, true} {
+		h := confinedHarness(t, "## Task 1\nA\n")
+		os.WriteFile(filepath.Join(h.repo, "mine.txt"), []byte("mine\n"), 0o644)
+		os.WriteFile(filepath.Join(h.repo, "README.md"), []byte("edited\n"), 0o644)
+		h.scenario(map[string][]fakes.Outcome{"execute:1": {{
+			Commands:   [][]string{{"sh", "-c", "cat mine.txt README.md > seen.txt 2>/dev/null"}},
+			WriteFiles: map[string]string{"one.txt": "1"},
+		}}})
+		if _, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits)); err != nil {
+			t.Fatal(err)
+		}
+		warned := strings.Contains(h.log.String(), "the work tree has changes git does not hold (README.md, mine.txt)")
+		seen := "mine\nedited\n"
+		if commits {
+			seen = ""
+		}
+		if warned != commits || fileIn(t, h.repo, "seen.txt") != seen {
+			t.Errorf("commits %v: warned %v, the task saw %q, want %q:\n%s", commits, warned, fileIn(t, h.repo, "seen.txt"), seen, h.log.String())
+		}
+		if fileIn(t, h.repo, "mine.txt") != "mine\n" || fileIn(t, h.repo, "README.md") != "edited\n" || fileIn(t, h.repo, "one.txt") != "1" {
+			t.Errorf("commits %v: the work tree lost the user's change or the task's work", commits)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -25,6 +26,8 @@ import (
 //     unconfined run leaves them: each task's diff is applied there, and
 //     the run's worktree commits under an identity of its own
 //     (peal <peal@localhost>) that never reaches the work tree's history.
+//     Its first commit is what the work tree held and did not commit when
+//     the run started, so that the tasks work on it as in the work tree.
 
 // moveHome makes the run's worktree and makes it the home of the run's
 // tasks, before the first agent call of a task. A repository without a
@@ -45,9 +48,9 @@ func (r *run) moveHome(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(changes) > 0 && !(resumed && !main.commits) {
-		// (A run that does not commit and died left the changes it
-		// brought back: the worktree it takes up holds them.)
+	if len(changes) > 0 && main.commits {
+		// (A run that does not commit works on the work tree's changes:
+		// they go into its worktree below.)
 		r.log.Warn("the work tree has changes git does not hold ("+gitrepo.ListPaths(changes, 3)+"): confined tasks work in a worktree of the run made from HEAD, which does not have them; commit them to let the tasks see them",
 			"paths", len(changes))
 	}
@@ -64,6 +67,15 @@ func (r *run) moveHome(ctx context.Context) error {
 	r.brought = head
 	if resumed && brought != "" && !main.commits {
 		r.brought = brought
+	}
+	if !main.commits && !resumed && len(changes) > 0 {
+		// As in the work tree itself, the tasks work on the changes the
+		// work tree does not commit (its own, an earlier run's): they
+		// are the worktree's first commit, which the work tree holds.
+		if r.brought, err = r.seedHome(ctx, at.git); err != nil {
+			return fmt.Errorf("bringing the work tree's uncommitted changes into the run's worktree: %w", err)
+		}
+		r.log.Info("the work tree's uncommitted changes are in the run's worktree too", "paths", len(changes))
 	}
 	if !main.commits {
 		if err := r.trees.NoteBrought(r.brought); err != nil {
@@ -87,6 +99,32 @@ func (r *run) moveHome(ctx context.Context) error {
 	r.log.Info("the run's tasks work in a worktree of their own; each completed task's work comes back to the work tree", "worktree", t.Path,
 		"branch", t.Branch, "linked_from_the_work_tree", len(linked))
 	return nil
+}
+
+// seedHome commits in the run's worktree (at the work tree's HEAD) what
+// the work tree holds and does not commit, and returns that commit.
+func (r *run) seedHome(ctx context.Context, home *gitrepo.Repo) (string, error) {
+	tmp := filepath.Join(r.cfg.StateDir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return "", err
+	}
+	index, err := os.CreateTemp(tmp, "snapshot-index-")
+	if err != nil {
+		return "", err
+	}
+	index.Close()
+	defer os.Remove(index.Name())
+	tree, err := r.home.git.Snapshot(ctx, index.Name())
+	if err != nil {
+		return "", err
+	}
+	if err := home.CheckOutTree(ctx, tree); err != nil {
+		return "", err
+	}
+	if _, err := home.CommitMessage(ctx, "peal: the work tree's uncommitted changes when the run started"); err != nil {
+		return "", err
+	}
+	return home.Head(ctx)
 }
 
 // bringBack brings what the run's worktree committed into the work tree:

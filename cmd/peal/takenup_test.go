@@ -81,3 +81,49 @@ func fileIn(t *testing.T, dir, name string) string {
 	data, _ := os.ReadFile(filepath.Join(dir, name))
 	return string(data)
 }
+
+// TestConfinedRunThatDoesNotCommitResumes: a confined run that does not
+// commit stops after task 1 (task 2 failed); its work is in the work tree,
+// uncommitted, as an unconfined run leaves it. The next run's worktree
+// holds it, so that task 2 sees task 1's work (as it would in the work tree
+// itself), and only task 2's work comes back.
+func TestConfinedRunThatDoesNotCommitResumes(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nOne\n## Task 2\nTwo\n")
+	s.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1\n", "README.md": "changed by task 1\n"}}},
+		"execute:2": {
+			{Stderr: "something broke", Exit: 1},
+			{Commands: [][]string{{"cp", "one.txt", "seen-one.txt"}}, WriteFiles: map[string]string{"two.txt": "2\n"}},
+		},
+	})
+	env := append(s.env("on"), "PEAL_PHASE_RETRY_COUNT=0")
+	if r := s.peal(env, "run"); r.code == 0 {
+		t.Fatalf("the first run did not fail:\n%s", r.stderr)
+	}
+	if got := fileIn(t, s.repo, "one.txt"); got != "1\n" {
+		t.Fatalf("task 1's work is not in the work tree after the first run: %q", got)
+	}
+	r := s.peal(env, "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "which does not have them") {
+		t.Errorf("the second run warns that its worktree lacks the work tree's changes:\n%s", r.stderr)
+	}
+	if got := s.keys(); got != "plan:1 execute:1 plan:2 execute:2 plan:2 execute:2" {
+		t.Errorf("calls %q", got)
+	}
+	for name, want := range map[string]string{"one.txt": "1\n", "README.md": "changed by task 1\n", "seen-one.txt": "1\n", "two.txt": "2\n"} {
+		if got := fileIn(t, s.repo, name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if log, status := testgit.Git(t, s.repo, "log", "--format=%s"), testgit.Git(t, s.repo, "status", "--porcelain"); log != "root" || status != "M README.md\n?? one.txt\n?? seen-one.txt\n?? two.txt" {
+		t.Errorf("log %q, status %q", log, status)
+	}
+	if branches := testgit.Git(t, s.repo, "branch", "--format=%(refname:short)"); strings.Contains(branches, "peal") {
+		t.Errorf("branches left: %q", branches)
+	}
+}

@@ -2,7 +2,11 @@ package gitrepo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -185,4 +189,63 @@ func ListPaths(paths []string, n int) string {
 		return strings.Join(paths, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(paths[:n], ", "), len(paths)-n)
+}
+
+// Snapshot writes what the work tree holds as a tree object and returns
+// its id: the files of HEAD as they are now, and those git neither tracks
+// nor ignores, but peal's and stet's folders (what CommitMessage would
+// commit). It stages them in index, a file of the caller's that it fills
+// from a copy of the repository's index (so that git hashes again only
+// what changed); the repository's own index is not touched.
+func (g *Repo) Snapshot(ctx context.Context, index string) (string, error) {
+	own, err := g.Command("rev-parse", "--path-format=absolute", "--git-path", "index").Run(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := copyFile(strings.TrimSpace(own), index); err != nil {
+		return "", err
+	}
+	env := "GIT_INDEX_FILE=" + index
+	if _, err := g.Command(append([]string{"add", "-A", "--"}, g.exclude()...)...).Env(env).Run(ctx); err != nil {
+		return "", err
+	}
+	tree, err := g.Command("write-tree").Env(env).Run(ctx)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(tree), nil
+}
+
+// CheckOutTree makes the work tree and the index of a clean work tree at
+// HEAD hold tree (a Snapshot): the files it changes are written, those it
+// does not have removed, untracked and ignored files left alone.
+func (g *Repo) CheckOutTree(ctx context.Context, tree string) error {
+	_, err := g.Command("read-tree", "-m", "-u", "HEAD", tree).Run(ctx)
+	return err
+}
+
+// copyFile copies the file from to the file to (made or emptied); when
+// from does not exist, neither does to afterwards (git reads a missing
+// index as an empty one).
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(to); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
 }

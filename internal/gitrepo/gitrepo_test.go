@@ -241,3 +241,66 @@ func TestWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshot: the tree of a work tree's uncommitted state (a changed
+// file, a removed one, a new one; not an ignored one, nor peal's folder),
+// checked out in a worktree at HEAD, makes the worktree hold what the work
+// tree holds; the repository's index is left as it was.
+func TestSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo := t.TempDir()
+	git := testGit(t, repo)
+	git("init", "-q")
+	write := func(dir, name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(repo, "kept.txt", "kept\n")
+	write(repo, "changed.txt", "before\n")
+	write(repo, "removed.txt", "removed\n")
+	write(repo, ".gitignore", "ignored/\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "root")
+	write(repo, "changed.txt", "after\n")
+	os.Remove(filepath.Join(repo, "removed.txt"))
+	write(repo, "new.txt", "new\n")
+	git("add", "new.txt") // staged in the repository's index
+	write(repo, "untracked.txt", "untracked\n")
+	os.MkdirAll(filepath.Join(repo, "ignored"), 0o755)
+	write(repo, "ignored/x", "x\n")
+	os.MkdirAll(filepath.Join(repo, ".peal"), 0o755)
+	write(repo, ".peal/state.json", "{}\n")
+	status := git("status", "--porcelain")
+
+	caller := phase.Caller{Dir: repo, Env: testEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	g := New(caller, slog.New(slog.DiscardHandler), time.Minute, repo)
+	index := filepath.Join(t.TempDir(), "index")
+	tree, err := g.Snapshot(ctx, index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git("status", "--porcelain"); got != status {
+		t.Errorf("the repository's status went from %q to %q", status, got)
+	}
+	if got, want := git("ls-tree", "-r", "--name-only", tree), ".gitignore\nchanged.txt\nkept.txt\nnew.txt\nuntracked.txt"; got != want {
+		t.Errorf("the tree holds %q, want %q", got, want)
+	}
+
+	wt := filepath.Join(t.TempDir(), "wt")
+	git("worktree", "add", "-q", "--detach", wt, "HEAD")
+	if err := g.At(wt).CheckOutTree(ctx, tree); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"kept.txt": "kept\n", "changed.txt": "after\n", "new.txt": "new\n", "untracked.txt": "untracked\n", "removed.txt": ""} {
+		got, _ := os.ReadFile(filepath.Join(wt, name))
+		if string(got) != want {
+			t.Errorf("the worktree's %s = %q, want %q", name, got, want)
+		}
+	}
+	if got := testGit(t, wt)("status", "--porcelain"); got != "M  changed.txt\nA  new.txt\nD  removed.txt\nA  untracked.txt" {
+		t.Errorf("the worktree's status: %q", got)
+	}
+}
