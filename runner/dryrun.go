@@ -265,8 +265,25 @@ func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
 	s := &d.r.agents.primary
 	c := d.r.agentRequest(d.at, s, name, model, "")
+	// With agent_session = "task", a task's plan begins its session and
+	// the calls after it continue it (triage stays fresh); the id, which
+	// the run chooses or learns, shows as <session>.
+	id := ""
+	if d.r.cfg.AgentSession == "task" && s.kind.Session != nil && name != "triage" {
+		for _, try := range []string{agent.NewID(), "ses_0000000000000000"} {
+			if s.kind.Session.ValidID(try) {
+				id = try
+			}
+		}
+		c.Session, c.Resume = id, name != "plan"
+	}
 	inv, _ := s.kind.Invocation(s.path, c)
 	argv := inv.Argv
+	if id != "" {
+		for i, a := range argv {
+			argv[i] = strings.ReplaceAll(a, id, "<session>")
+		}
+	}
 	if inv.PromptInArgv() {
 		argv = argv[:len(argv)-1]
 	}

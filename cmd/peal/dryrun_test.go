@@ -154,3 +154,37 @@ func TestDryRunChecks(t *testing.T) {
 		t.Fatalf("the dry run wrote files (or ran a check):\nbefore %s\nafter  %s", before, after)
 	}
 }
+
+// TestDryRunSessions: with agent_session = "task", the dry run shows the
+// session arguments of each call: the plan begins the task's session (with
+// an id peal chooses, for Claude Code; none for the Cursor CLI, which
+// gives it), the execute continues it; without, no call names one.
+func TestDryRunSessions(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nFirst\n")
+	for _, c := range []struct {
+		env           []string
+		plan, execute string
+	}{
+		{[]string{"PEAL_AGENT_SESSION=task"}, "--output-format stream-json --trust <prompt len=", "--trust --force --resume <session> <prompt: the plan text>"},
+		{[]string{"PEAL_AGENT_SESSION=task", "PEAL_AGENT_KIND=claude"}, "--permission-mode plan --session-id <session> < <prompt len=", "--permission-mode bypassPermissions --resume <session> < <prompt: the plan text>"},
+		{[]string{"PEAL_AGENT_KIND=claude"}, "--permission-mode plan < <prompt len=", "--permission-mode bypassPermissions < <prompt: the plan text>"},
+	} {
+		r := s.peal(s.env(c.env...), "run", "--dry-run")
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.env, r.code, r.stderr)
+		}
+		var plan, execute string
+		for _, line := range strings.Split(r.stdout, "\n") {
+			switch f := strings.Fields(line); {
+			case len(f) > 0 && f[0] == "plan":
+				plan = line
+			case len(f) > 0 && f[0] == "execute":
+				execute = line
+			}
+		}
+		if !strings.Contains(plan, c.plan) || !strings.Contains(execute, c.execute) {
+			t.Errorf("%v:\n%s\n%s\nwant %q and %q", c.env, plan, execute, c.plan, c.execute)
+		}
+	}
+}
