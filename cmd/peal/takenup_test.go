@@ -56,20 +56,7 @@ func TestKilledConfinedRunTakenUp(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "this run takes it up again, with its work") {
 		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
 	}
-	if got := s.keys(); got != "plan:1 execute:1 plan:2 execute:2 plan:2 execute:2" {
-		t.Errorf("calls %q", got)
-	}
-	for name, want := range map[string]string{"one.txt": "1\n", "half.txt": "half\n", "two.txt": "2\n"} {
-		if got := fileIn(t, s.repo, name); got != want {
-			t.Errorf("%s = %q, want %q", name, got, want)
-		}
-	}
-	if log, status := testgit.Git(t, s.repo, "log", "--format=%s"), testgit.Git(t, s.repo, "status", "--porcelain"); log != "root" || status != "?? half.txt\n?? one.txt\n?? two.txt" {
-		t.Errorf("log %q, status %q", log, status)
-	}
-	if branches := testgit.Git(t, s.repo, "branch", "--format=%(refname:short)"); strings.Contains(branches, "peal") {
-		t.Errorf("branches left: %q", branches)
-	}
+	uncommittedWork(t, s, map[string]string{"one.txt": "1\n", "half.txt": "half\n", "two.txt": "2\n"}, "?? half.txt\n?? one.txt\n?? two.txt")
 	if left, _ := os.ReadDir(filepath.Join(s.stateDir, "worktrees")); len(left) > 0 {
 		t.Errorf("left in the worktrees folder: %v", left)
 	}
@@ -112,16 +99,26 @@ func TestConfinedRunThatDoesNotCommitResumes(t *testing.T) {
 	if strings.Contains(r.stderr, "which does not have them") {
 		t.Errorf("the second run warns that its worktree lacks the work tree's changes:\n%s", r.stderr)
 	}
+	uncommittedWork(t, s, map[string]string{"one.txt": "1\n", "README.md": "changed by task 1\n", "seen-one.txt": "1\n", "two.txt": "2\n"},
+		"M README.md\n?? one.txt\n?? seen-one.txt\n?? two.txt")
+}
+
+// uncommittedWork checks the end of a plan of two tasks, run twice (task
+// 2 twice), that does not commit: the work tree holds files, uncommitted
+// (git status says status), no commit was made and no branch of peal's is
+// left.
+func uncommittedWork(t *testing.T, s *escapeSandbox, files map[string]string, status string) {
+	t.Helper()
 	if got := s.keys(); got != "plan:1 execute:1 plan:2 execute:2 plan:2 execute:2" {
 		t.Errorf("calls %q", got)
 	}
-	for name, want := range map[string]string{"one.txt": "1\n", "README.md": "changed by task 1\n", "seen-one.txt": "1\n", "two.txt": "2\n"} {
+	for name, want := range files {
 		if got := fileIn(t, s.repo, name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
-	if log, status := testgit.Git(t, s.repo, "log", "--format=%s"), testgit.Git(t, s.repo, "status", "--porcelain"); log != "root" || status != "M README.md\n?? one.txt\n?? seen-one.txt\n?? two.txt" {
-		t.Errorf("log %q, status %q", log, status)
+	if log, got := testgit.Git(t, s.repo, "log", "--format=%s"), testgit.Git(t, s.repo, "status", "--porcelain"); log != "root" || got != status {
+		t.Errorf("log %q, status %q, want %q", log, got, status)
 	}
 	if branches := testgit.Git(t, s.repo, "branch", "--format=%(refname:short)"); strings.Contains(branches, "peal") {
 		t.Errorf("branches left: %q", branches)
