@@ -30,7 +30,9 @@ func TestKilledConfinedRunTakenUp(t *testing.T) {
 	s.scenario(map[string][]fakes.Outcome{
 		"execute:1": {{WriteFiles: map[string]string{"one.txt": "1\n"}}},
 		"execute:2": {
-			{WriteFiles: map[string]string{"half.txt": "half\n", ready: "x"}, Hang: true},
+			// The tool call first, then the signal: the test kills the
+			// run once it has half.txt.
+			{Commands: [][]string{{"sh", "-c", "printf 'half\\n' > half.txt"}}, WriteFiles: map[string]string{ready: "x"}, Hang: true},
 			{WriteFiles: map[string]string{"two.txt": "2\n"}},
 		},
 	})
