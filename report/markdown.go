@@ -53,13 +53,7 @@ func Markdown(w io.Writer, r Report) error {
 		fmt.Fprintf(&b, " %s | %s |\n", mdText(row.Ticket), mdText(row.Attempts))
 	}
 	b.WriteString("\n")
-	if lines := checkLines(r); len(lines) > 0 {
-		b.WriteString("Checks:\n\n")
-		for _, l := range lines {
-			fmt.Fprintf(&b, "- %s\n", mdText(l))
-		}
-		b.WriteString("\n")
-	}
+	mdList(&b, "Checks", checkLines(r))
 	if len(r.Merges) > 0 {
 		b.WriteString("Merges:\n\n")
 		for _, m := range r.Merges {
@@ -70,20 +64,8 @@ func Markdown(w io.Writer, r Report) error {
 	if u := r.Usage; u != nil {
 		fmt.Fprintf(&b, "Usage: %s.\n\n", usageText(*u))
 	}
-	if lines := agentCallLines(r); len(lines) > 0 {
-		b.WriteString("Agent calls:\n\n")
-		for _, l := range lines {
-			fmt.Fprintf(&b, "- %s\n", mdText(l))
-		}
-		b.WriteString("\n")
-	}
-	if lines := confinedLines(r); len(lines) > 0 {
-		b.WriteString("Confinement:\n\n")
-		for _, l := range lines {
-			fmt.Fprintf(&b, "- %s\n", mdText(l))
-		}
-		b.WriteString("\n")
-	}
+	mdList(&b, "Agent calls", agentCallLines(r))
+	mdList(&b, "Confinement", confinedLines(r))
 	if len(r.Run.CutOff) > 0 {
 		b.WriteString("Calls cut off when the run was killed:\n\n")
 		for _, c := range r.Calls {
@@ -422,4 +404,17 @@ func confinedLines(r Report) []string {
 		}
 	}
 	return lines
+}
+
+// mdList writes a list of lines under its title, each as Markdown text;
+// nothing when there are none.
+func mdList(b *strings.Builder, title string, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString(title + ":\n\n")
+	for _, l := range lines {
+		fmt.Fprintf(b, "- %s\n", mdText(l))
+	}
+	b.WriteString("\n")
 }
