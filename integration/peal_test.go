@@ -331,34 +331,44 @@ func TestPealModelNotFound(t *testing.T) {
 // completes the task through it.
 func TestPealModelNotFoundFallback(t *testing.T) {
 	t.Parallel()
-	primary, fallback := agentOf(t, "claude"), agentOf(t, "codex")
+	p, r, anthropic := fallbackTakesOver(t, "claude", "codex", mockllm.Failure{Status: 404, Message: missingModelMessage},
+		"--model", "mock-missing-model", "--fallback-model", "mock-model")
+	if !strings.Contains(r.stderr, `the model \"mock-missing-model\" (set by --model) is not one the claude CLI's API knows`) {
+		t.Errorf("the log does not say why the fallback took over\n%s", p)
+	}
+	t.Logf("exit %d after %s; %d requests to claude's API", r.code, r.elapsed.Round(100*time.Millisecond), anthropic)
+}
+
+// fallbackTakesOver runs one task with no retry allowed, the primary
+// kind's API refusing its first request with fail, the fallback kind's
+// working: the fallback must take over at once and write the task's file,
+// after two plan attempts (the primary's, the fallback's) and one execute.
+// It returns the run, its result and how many requests the primary made.
+func fallbackTakesOver(t *testing.T, primaryKind, fallbackKind string, fail mockllm.Failure, args ...string) (*pealRun, result, int) {
+	t.Helper()
+	primary, fallback := agentOf(t, primaryKind), agentOf(t, fallbackKind)
 	fbBin := findCLI(t, fallback.kind)
 	p := startPeal(t, primary, func(repo string) mockllm.Script {
 		s := taskScript(repo)
-		s.Rules = append([]mockllm.Rule{{Protocol: primary.protocol,
-			Replies: []mockllm.Reply{{Fail: &mockllm.Failure{Status: 404, Message: missingModelMessage}}}}}, s.Rules...)
+		s.Rules = append([]mockllm.Rule{{Protocol: primary.protocol, Replies: []mockllm.Reply{{Fail: &fail}}}}, s.Rules...)
 		return s
 	}, testKey, "")
 	p.env = append(p.env, fallback.configEnv(t, p.sb.home, p.srv.URL, testKey)...)
-	r := p.run(t, 10*time.Minute, "--phase-retry-count", "0", "--model", "mock-missing-model",
-		"--fallback-agent-kind", fallback.kind, "--fallback-agent-cmd", fbBin, "--fallback-model", "mock-model")
+	r := p.run(t, 10*time.Minute, append([]string{"--phase-retry-count", "0", "--fallback-agent-kind", fallback.kind, "--fallback-agent-cmd", fbBin}, args...)...)
 	got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
 	if r.code != 0 || err != nil || string(got) != fileContent {
 		t.Fatalf("want exit 0 and hello.txt written by the fallback; got %q (%v)\n%s", got, err, p)
 	}
 	if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 2, "execute": 1}) {
-		t.Errorf("attempts = %v, want two plan attempts (claude, then codex) and one execute (codex)\n%s", n, p)
+		t.Errorf("attempts = %v, want two plan attempts (%s, then %s) and one execute (%s)\n%s", n, primary.kind, fallback.kind, fallback.kind, p)
 	}
-	var anthropic int
+	requests := 0
 	for _, req := range modelRequests(p.srv) {
 		if req.Protocol == primary.protocol {
-			anthropic++
+			requests++
 		}
 	}
-	if !strings.Contains(r.stderr, `the model \"mock-missing-model\" (set by --model) is not one the claude CLI's API knows`) {
-		t.Errorf("the log does not say why the fallback took over\n%s", p)
-	}
-	t.Logf("exit %d after %s; %d requests to claude's API", r.code, r.elapsed.Round(100*time.Millisecond), anthropic)
+	return p, r, requests
 }
 
 // TestPealConnectionRefused: with the API unreachable, peal stops with exit

@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -120,29 +118,7 @@ func TestPealOverContext(t *testing.T) {
 // again.
 func TestPealOutOfCreditFallback(t *testing.T) {
 	t.Parallel()
-	primary, fallback := agentOf(t, "codex"), agentOf(t, "claude")
-	fbBin := findCLI(t, fallback.kind)
-	p := startPeal(t, primary, func(repo string) mockllm.Script {
-		s := taskScript(repo)
-		s.Rules = append([]mockllm.Rule{{Protocol: primary.protocol,
-			Replies: []mockllm.Reply{{Fail: &mockllm.Failure{Refusal: mockllm.OutOfCredit}}}}}, s.Rules...)
-		return s
-	}, testKey, "")
-	p.env = append(p.env, fallback.configEnv(t, p.sb.home, p.srv.URL, testKey)...)
-	r := p.run(t, 10*time.Minute, "--phase-retry-count", "0", "--fallback-agent-kind", fallback.kind, "--fallback-agent-cmd", fbBin)
-	got, err := os.ReadFile(filepath.Join(p.sb.repo, "hello.txt"))
-	if r.code != 0 || err != nil || string(got) != fileContent {
-		t.Fatalf("want exit 0 and hello.txt written by the fallback; got %q (%v)\n%s", got, err, p)
-	}
-	if n := p.attempts(t); !reflect.DeepEqual(n, map[string]int{"plan": 2, "execute": 1}) {
-		t.Errorf("attempts = %v, want two plan attempts (codex, then claude) and one execute (claude)\n%s", n, p)
-	}
-	var openai int
-	for _, req := range modelRequests(p.srv) {
-		if req.Protocol == primary.protocol {
-			openai++
-		}
-	}
+	p, r, openai := fallbackTakesOver(t, "codex", "claude", mockllm.Failure{Refusal: mockllm.OutOfCredit})
 	if openai != 1 || !strings.Contains(r.stderr, "the account the codex CLI uses is out of quota or credit") {
 		t.Errorf("%d requests to codex's API, want 1; and the log says why the fallback took over\n%s", openai, p)
 	}
