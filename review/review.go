@@ -209,6 +209,28 @@ func (rv *Reviewer) Commits() bool {
 	return rv.Builtin() || (rv != nil && (rv.cfg.CommitAfterPhase2 || rv.commitAll))
 }
 
+// Moved is the same reviewer working in another checkout of the work tree
+// (the run's worktree of a confined run): its commands run in caller's
+// folder, its commits are made by git, its agent calls by agent; its review
+// folder, and so the record of an unfinished task's review, and what it
+// commits stay the run's. A nil Reviewer gives nil.
+func (rv *Reviewer) Moved(caller phase.Caller, git *gitrepo.Repo, agent Agent, gitLock sync.Locker) *Reviewer {
+	c := rv.InWorkTree(caller, git, agent, rv.Dir(), gitLock)
+	if c != nil {
+		c.commitAll = rv.commitAll
+	}
+	return c
+}
+
+// Dir is the reviewer's folder: stet's state and worktrees, and the record
+// of the task under review ("" for a nil Reviewer).
+func (rv *Reviewer) Dir() string {
+	if rv == nil {
+		return ""
+	}
+	return rv.dir
+}
+
 // InWorkTree is the reviewer of one task that works in a worktree of its
 // own: its stet commands run there (caller's folder), its commits are made
 // by git, its triage and address calls by agent, and its review folder

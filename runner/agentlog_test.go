@@ -203,7 +203,7 @@ func TestAgentLogsNeverCommitted(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
-	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{filepath.Join(h.repo, "work.txt"): "done"}}}})
+	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{"work.txt": "done"}}}})
 	dir := filepath.Join(h.repo, "logs", "agents")
 	if _, err := h.run("PEAL_AGENT_LOG_DIR="+dir, "PEAL_COMMIT_AFTER_PHASE2=true"); err != nil {
 		t.Fatal(err)

@@ -59,8 +59,9 @@ func TestEveryKindEndToEnd(t *testing.T) {
 			t.Parallel()
 			k, _ := agent.Lookup(kind)
 			h, env := kindHarness(t, kind, "## Task 1\nDo A\n")
+			// Written where the call works; it comes to the work tree.
 			out := filepath.Join(h.repo, "out.txt")
-			h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "THE PLAN"}}, "execute": {{Edits: map[string]string{out: "written"}}}})
+			h.scenario(map[string][]fakes.Outcome{"plan": {{Stdout: "THE PLAN"}}, "execute": {{Edits: map[string]string{"out.txt": "written"}}}})
 			if _, err := h.run(env...); err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestEveryKindEndToEnd(t *testing.T) {
 			}
 			// The calls a run makes: the repository, the default options.
 			argv := func(phaseName string) []string {
-				inv, err := k.Invocation("", agent.Call{Phase: phaseName, Repo: h.repo, Prompt: "P",
+				inv, err := k.Invocation("", agent.Call{Phase: phaseName, Repo: h.workDir(), Prompt: "P",
 					Options: agent.Options{Sandbox: "disabled", Trust: true, Force: true}})
 				if err != nil {
 					t.Fatal(err)
@@ -288,8 +289,8 @@ func TestCursorInCI(t *testing.T) {
 		t.Parallel()
 		for _, force := range []bool{true, false} {
 			h, env := kindHarness(t, "cursor", "## Task 1\nA\n")
-			built := filepath.Join(h.repo, "built")
-			h.scenario(map[string][]fakes.Outcome{"execute": {{Commands: [][]string{{"touch", built}}}}})
+			built := filepath.Join(h.repo, "built") // made where the call works, it comes to the work tree
+			h.scenario(map[string][]fakes.Outcome{"execute": {{Commands: [][]string{{"touch", "built"}}}}})
 			if _, err := h.run(append(env, "PEAL_CURSOR_FORCE="+map[bool]string{true: "true", false: "false"}[force])...); err != nil {
 				t.Fatal(err)
 			}
@@ -458,7 +459,7 @@ func TestDryRunShowsEachKindsArgv(t *testing.T) {
 			t.Fatal(err)
 		}
 		if strings.Contains(want, "%s") {
-			want = strings.ReplaceAll(want, "%s", h.repo)
+			want = strings.ReplaceAll(want, "%s", h.workDir())
 		}
 		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "("+kind+")") {
 			t.Errorf("%s: dry run lacks %q:\n%s", kind, want, out.String())

@@ -96,8 +96,21 @@ func (r *run) newChecks() *check.Checks {
 	})
 }
 
-// checks are the run's checks, in the work tree (nil: none).
+// checks are the run's checks (nil: none), at the run's home as it is now.
 func (r *run) checks() *check.Checks { return r.home.checks() }
+
+// homeChecks are the run's checks (nil: none) where the run's tasks work,
+// ready for them to run (see atHome).
+func (r *run) homeChecks(ctx context.Context) (*check.Checks, error) {
+	if r.checks() == nil {
+		return nil, nil
+	}
+	at, err := r.atHome(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return at.checks(), nil
+}
 
 // startChecks runs the checks once on the starting tree, before the first
 // agent call of the run's tasks. What fails there is said in one line and
@@ -106,9 +119,9 @@ func (r *run) checks() *check.Checks { return r.home.checks() }
 // the checks that failed before that task started is charged to the run's
 // tasks, which run that task again.
 func (r *run) startChecks(ctx context.Context, pending []plan.Task) error {
-	c := r.checks()
-	if c == nil {
-		return nil
+	c, err := r.homeChecks(ctx)
+	if c == nil || err != nil {
+		return err
 	}
 	before, _ := r.home.git.Changes(ctx)
 	results, err := c.Run(ctx, phase.NoTask, check.Start, 0)
@@ -180,13 +193,13 @@ func (r *run) redBefore(ctx context.Context, t plan.Task) (check.Set, error) {
 // last said, or, when the tree may have changed since, what they say when
 // run again (for task, at stage).
 func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, error) {
-	c := r.checks()
-	if c == nil {
-		return nil, nil
-	}
 	red, stale := r.checked.state()
-	if !stale {
+	if r.checks() == nil || !stale {
 		return red, nil
+	}
+	c, err := r.homeChecks(ctx)
+	if err != nil {
+		return nil, err
 	}
 	r.log.Info("checks run again: the work of a task that did not complete may have changed what they say", "task", task, "stage", stage)
 	results, err := c.Run(ctx, task, stage, 0)

@@ -139,7 +139,7 @@ func TestCheckEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(fileIn(t, h.repo, "env.log")), "\n")
-	want := []string{h.repo + "|check|||call", fmt.Sprintf("%s|check|2|%s|call", h.repo, h.ticket(2))}
+	want := []string{h.workDir() + "|check|||call", fmt.Sprintf("%s|check|2|%s|call", h.workDir(), h.ticket(2))}
 	if !slices.Equal(lines, want) {
 		t.Fatalf("env.log %q, want %q", lines, want)
 	}

@@ -192,7 +192,11 @@ func (c *confinement) forCall(at *site, kind *agent.Kind, env []string) *confine
 	if at.main != "" {
 		pol.Protect = append(pol.Protect, confine.Path{Path: at.main, Key: keyMainTree})
 		for _, p := range at.linked {
-			pol.Protect = append(pol.Protect, confine.Path{Path: p, Key: keyLinked})
+			// A linked folder is written only where confine_write_paths
+			// says so.
+			if !slices.ContainsFunc(c.base.Write, func(w confine.Path) bool { return w.Key == confine.KeyWritePaths && safefs.Within(p, w.Path) }) {
+				pol.Protect = append(pol.Protect, confine.Path{Path: p, Key: keyLinked})
+			}
 		}
 	}
 	pol.Write = append(pol.Write, confine.Paths(keyIgnored, at.writable...)...)
@@ -282,13 +286,9 @@ func (r *run) siteOf(dir string) *site {
 	root := r.trees.Root()
 	if rel, err := filepath.Rel(root, dir); err == nil && filepath.IsLocal(rel) {
 		name, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-		main := r.home.tree
-		if r.main != nil {
-			main = r.main.tree
-		}
-		return &site{tree: filepath.Join(root, name), main: main, linked: r.linkedPaths()}
+		return &site{tree: filepath.Join(root, name), main: r.main.tree, linked: r.linkedPaths()}
 	}
-	return r.home
+	return r.main
 }
 
 // callEnd is how a call ended, for noteConfined.

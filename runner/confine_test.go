@@ -144,57 +144,60 @@ func TestConfinedRunWorksInItsWorktree(t *testing.T) {
 }
 
 // TestConfinedRunDirtyTree: changes the work tree does not commit are in
-// the run's worktree when the run does not commit (the task sees them, as
-// in the work tree itself, and only its own work comes back); when the run
-// commits they are not (one warning). Either way they stay in the work
-// tree.
+// the run's worktree, as in the work tree itself: the task sees them, and,
+// when the run commits, its commit takes them as one in the work tree
+// would; without commits only the task's work comes back. The same under
+// confine = on and off.
 func TestConfinedRunDirtyTree(t *testing.T) {
 	t.Parallel()
 	for _, commits := range []bool{false, true} {
-		h := confinedHarness(t, "## Task 1\nA\n")
-		os.WriteFile(filepath.Join(h.repo, "mine.txt"), []byte("mine\n"), 0o644)
-		os.WriteFile(filepath.Join(h.repo, "README.md"), []byte("edited\n"), 0o644)
-		h.scenario(map[string][]fakes.Outcome{"execute:1": {{
-			Commands:   [][]string{{"sh", "-c", "cat mine.txt README.md > seen.txt 2>/dev/null"}},
-			WriteFiles: map[string]string{"one.txt": "1"},
-		}}})
-		if _, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits)); err != nil {
-			t.Fatal(err)
-		}
-		warned := strings.Contains(h.log.String(), "the work tree has changes git does not hold (README.md, mine.txt)")
-		seen := "mine\nedited\n"
-		if commits {
-			seen = ""
-		}
-		if warned != commits || fileIn(t, h.repo, "seen.txt") != seen {
-			t.Errorf("commits %v: warned %v, the task saw %q, want %q:\n%s", commits, warned, fileIn(t, h.repo, "seen.txt"), seen, h.log.String())
-		}
-		if fileIn(t, h.repo, "mine.txt") != "mine\n" || fileIn(t, h.repo, "README.md") != "edited\n" || fileIn(t, h.repo, "one.txt") != "1" {
-			t.Errorf("commits %v: the work tree lost the user's change or the task's work", commits)
+		for _, mode := range []string{"on", "off"} {
+			h := confinedHarness(t, "## Task 1\nA\n")
+			h.confine = mode
+			os.WriteFile(filepath.Join(h.repo, "mine.txt"), []byte("mine\n"), 0o644)
+			os.WriteFile(filepath.Join(h.repo, "README.md"), []byte("edited\n"), 0o644)
+			h.scenario(map[string][]fakes.Outcome{"execute:1": {{
+				Commands:   [][]string{{"sh", "-c", "cat mine.txt README.md > seen.txt 2>/dev/null"}},
+				WriteFiles: map[string]string{"one.txt": "1"},
+			}}})
+			if _, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits)); err != nil {
+				t.Fatal(err)
+			}
+			if got := fileIn(t, h.repo, "seen.txt"); got != "mine\nedited\n" {
+				t.Errorf("%s, commits %v: the task saw %q", mode, commits, got)
+			}
+			if fileIn(t, h.repo, "mine.txt") != "mine\n" || fileIn(t, h.repo, "README.md") != "edited\n" || fileIn(t, h.repo, "one.txt") != "1" {
+				t.Errorf("%s, commits %v: the work tree lost the user's change or the task's work", mode, commits)
+			}
+			status, head := testgit.Git(t, h.repo, "status", "--porcelain"), testgit.Git(t, h.repo, "log", "--format=%s", "--name-only", "-1")
+			wantStatus, wantHead := "?? README.md\n?? mine.txt\n?? one.txt\n?? seen.txt", "root\n\n.gitignore"
+			if commits {
+				wantStatus, wantHead = "", "peal: task 1 - fake plan output for task 1\n\nREADME.md\nmine.txt\none.txt\nseen.txt"
+			}
+			if strings.TrimSpace(status) != wantStatus || head != wantHead {
+				t.Errorf("%s, commits %v: status %q, HEAD %q; want %q, %q", mode, commits, status, head, wantStatus, wantHead)
+			}
 		}
 	}
 }
 
 // TestConfinedUnfinishedWork: the work a failed task left uncommitted
-// comes back to the work tree uncommitted, as an unconfined run leaves it;
-// when the run commits, it is kept on a branch instead, never brought in.
+// comes back to the work tree uncommitted, as an unconfined run leaves it,
+// whether the run commits or not.
 func TestConfinedUnfinishedWork(t *testing.T) {
 	t.Parallel()
 	for _, commits := range []bool{false, true} {
-		h := confinedHarness(t, "## Task 1\nA\n")
-		h.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"half.txt": "half"}, Exit: 1}}})
-		if _, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits)); err == nil {
-			t.Fatal("the task did not fail")
-		}
-		_, err := os.Stat(filepath.Join(h.repo, "half.txt"))
-		kept := strings.Fields(testgit.Git(t, h.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))
-		if commits {
-			if err == nil || len(kept) != 1 || !strings.HasPrefix(kept[0], "peal-kept/home-") ||
-				testgit.Git(t, h.repo, "show", kept[0]+":half.txt") != "half" {
-				t.Errorf("with commits: half.txt %v, kept %q", err, kept)
+		for _, mode := range []string{"on", "off"} {
+			h := confinedHarness(t, "## Task 1\nA\n")
+			h.confine = mode
+			h.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"half.txt": "half"}, Exit: 1}}})
+			if _, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits)); err == nil {
+				t.Fatal("the task did not fail")
 			}
-		} else if err != nil || len(kept) != 0 {
-			t.Errorf("without commits: half.txt %v, kept %q", err, kept)
+			kept := strings.Fields(testgit.Git(t, h.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))
+			if fileIn(t, h.repo, "half.txt") != "half" || len(kept) != 0 || testgit.Git(t, h.repo, "status", "--porcelain") != "?? half.txt" {
+				t.Errorf("%s, commits %v: kept %q, status %q", mode, commits, kept, testgit.Git(t, h.repo, "status", "--porcelain"))
+			}
 		}
 	}
 }

@@ -20,12 +20,21 @@ import (
 // included. It starts no child process and writes no file.
 func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	r := newRun(cfg, log)
-	d := &dryRun{r: r, at: r.home, w: w}
+	d := &dryRun{r: r, at: r.main, w: w}
 	tasks, text, err := readPlan(cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "plan %s\nrepo %s\nagent %s (%s)", cfg.PlanPath, cfg.RepoPath, cfg.AgentPath, r.agents.primary.kind.Name)
+	if r.confined.files() {
+		// The calls run where a run makes them: in the run's worktree.
+		d.at = r.homeSite(r.trees.Home())
+	}
+	fmt.Fprintf(w, "plan %s\nrepo %s\n", cfg.PlanPath, cfg.RepoPath)
+	if r.confined.files() {
+		fmt.Fprintf(w, "the tasks work in %s, the run's worktree: it mirrors the work tree (its HEAD, its uncommitted changes, what git ignores there linked), and each task's work comes back to the work tree as the task ends (%s)\n",
+			d.at.caller.Dir, map[bool]string{true: "its commits become the work tree's", false: "uncommitted, as an unconfined run leaves it"}[r.main.commits])
+	}
+	fmt.Fprintf(w, "agent %s (%s)", cfg.AgentPath, r.agents.primary.kind.Name)
 	if f := r.agents.fallback; f != nil {
 		fmt.Fprintf(w, " (fallback on even attempts: %s (%s))", f.path, f.kind.Name)
 	}
@@ -64,10 +73,6 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	}
 	for _, l := range policy {
 		fmt.Fprintln(w, "confinement: "+l)
-	}
-	if r.confined.files() {
-		fmt.Fprintf(w, "the tasks work in a worktree of the run under %s, made from HEAD, with what git ignores in the work tree linked into it; their work comes back to the work tree as each task completes (%s)\n",
-			r.trees.Home().Path, map[bool]string{true: "fast-forward", false: "uncommitted, as an unconfined run leaves it"}[r.home.commits])
 	}
 
 	for n, seg := range plan.Segments(tasks) {

@@ -1,109 +1,169 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"peal/internal/gitrepo"
+	"peal/worktree"
 )
 
 // When the kernel confines files, the run's tasks do not work in the work
 // tree itself: a call could be kept out of its .git only by refusing it
 // the work tree's top folder (nothing could be made or removed there).
-// They work in the run's worktree (its home, see worktree.Set.AddHome): the
-// work tree's HEAD checked out, what git ignores in the work tree linked
-// into it. peal commits every task's work there (a worktree's work travels
-// as commits), and brings it back to the work tree as each task completes
-// and at the end of the run:
-//   - when the run commits (stet, commit_after_phase2), as commits:
-//     the work tree fast-forwards; work never committed (a task cut short)
-//     is kept on a branch, never brought into the work tree;
-//   - otherwise as changes the work tree does not commit, as an
-//     unconfined run leaves them: each task's diff is applied there, and
-//     the run's worktree commits under an identity of its own
-//     (peal <peal@localhost>) that never reaches the work tree's history.
-//     Its first commit is what the work tree held and did not commit when
-//     the run started, so that the tasks work on it as in the work tree.
+// They work in the run's worktree (its home, see worktree.Set.AddHome),
+// which mirrors the work tree: its HEAD, what the work tree holds
+// uncommitted, and what git ignores there, linked. What a task does there
+// comes back to the work tree as soon as it ends, completed or not, as it
+// would be had it worked in the work tree itself:
+//   - its commits (when the run commits: stet, commit_after_phase2) are the
+//     work tree's: its HEAD moves to them (fast-forward when it holds no
+//     uncommitted change); they are made in the worktree, by git with the
+//     repository's identity and hooks, as in the work tree;
+//   - what it did not commit comes back as files, uncommitted.
+//
+// Anything else that moves the work tree (a parallel block's merges, the
+// user between runs) is mirrored in the worktree before the next task or
+// check runs there, by git, which writes only what changed. The worktree
+// is made when the first task or check needs it and outlives the run; what
+// a run that died left there comes back at the next run's start
+// (takeUp). The record of what the work tree took (worktree.Brought, in the
+// state folder) keeps any work from coming back twice.
 
-// moveHome makes the run's worktree and makes it the home of the run's
-// tasks, before the first agent call of a task. A repository without a
-// commit keeps its tasks in the work tree (one warning: what a confined
-// call cannot do there).
-func (r *run) moveHome(ctx context.Context) error {
-	main := r.home
-	head, err := main.git.Head(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		r.log.Warn("the repository has no commit yet, so its tasks work in the work tree itself, where a confined call cannot make, remove or rename anything directly in the top folder (beside .git): make a first commit to have them work in a worktree of the run")
-		return nil
+// homeTree is the run's worktree, and what the run knows of it.
+type homeTree struct {
+	at *site
+	// brought is what the work tree holds of it.
+	brought worktree.Brought
+	// clean: the work tree held nothing uncommitted when it last took
+	// the worktree's work, so its commits come back fast-forward.
+	clean bool
+	// fresh: made at the work tree's HEAD by this run, and not mirrored
+	// yet; stale: the work tree moved since it was last mirrored.
+	fresh, stale bool
+	// busy: a task or a check ran there since its work last came back.
+	busy bool
+}
+
+// atHome is the site where the run's tasks (those not in a worktree of a
+// parallel block) and its checks work, ready for them: the work tree, or,
+// where the kernel confines files, the run's worktree, made or mirrored
+// now when it must be.
+func (r *run) atHome(ctx context.Context) (*site, error) {
+	if !r.confined.files() {
+		return r.main, nil
 	}
-	brought, resumed := r.trees.LeftHome()
-	changes, err := main.git.Changes(ctx)
+	h := r.homeT
+	if h == nil {
+		var err error
+		if h, err = r.openHome(ctx); err != nil {
+			return nil, err
+		}
+		r.homeT, r.home = h, h.at
+	}
+	if h.stale {
+		if err := r.mirror(ctx, h); err != nil {
+			return nil, fmt.Errorf("bringing the work tree into the run's worktree: %w", err)
+		}
+	}
+	h.busy = true
+	return h.at, nil
+}
+
+// homeMoved notes that the work tree moved (a block's merge, or its
+// undoing): the run's worktree is mirrored again before its next use.
+func (r *run) homeMoved() {
+	if r.homeT != nil {
+		r.homeT.stale = true
+	}
+}
+
+// openHome makes the run's worktree, or takes up the one an earlier run
+// left, and links what git ignores in the work tree into it.
+func (r *run) openHome(ctx context.Context) (*homeTree, error) {
+	head, err := r.main.git.HeadOrNone(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := r.trees.Home()
+	h := &homeTree{stale: true}
+	if r.trees.HomeFound() {
+		h.at = r.homeSite(t)
+		if err := r.takeUp(ctx, h, head); err != nil {
+			return nil, err
+		}
+	}
+	if !r.trees.HomeFound() {
+		if _, err := r.trees.AddHome(ctx, head); err != nil {
+			return nil, fmt.Errorf("making the run's worktree for confined tasks: %w", err)
+		}
+		h.at = r.homeSite(t)
+		h.fresh = true
+		h.brought = worktree.Brought{Commit: head}
+	}
+	linked, err := r.trees.LinkIgnored(ctx, []string{r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir})
+	if err != nil {
+		return nil, fmt.Errorf("linking what git ignores in the work tree into the run's worktree: %w", err)
+	}
+	h.at.writable = r.linkedWritable(linked)
+	r.guard.Add(t.Path, t.Dir)
+	r.log.Info("the run's tasks work in a worktree of their own; their work comes back to the work tree as each ends", "worktree", t.Path,
+		"branch", t.Branch, "linked_from_the_work_tree", len(linked))
+	return h, nil
+}
+
+// homeSite is the site of the run's worktree t: the work tree's, moved.
+func (r *run) homeSite(t *worktree.Tree) *site {
+	caller := r.caller
+	caller.Dir = t.Dir
+	at := &site{caller: caller, tree: t.Path, main: r.main.tree, git: r.main.git.In(caller, t.Dir, false), commits: r.main.commits}
+	at.reviewer = r.main.reviewer.Moved(caller, at.git, phase3Agent{r, at}, r.trees.Lock())
+	return at
+}
+
+// mirror makes the run's worktree hold what the work tree holds: its
+// HEAD, and its uncommitted changes (in the index, so that a commit there
+// takes them as one in the work tree would).
+func (r *run) mirror(ctx context.Context, h *homeTree) error {
+	head, err := r.main.git.HeadOrNone(ctx)
 	if err != nil {
 		return err
 	}
-	if len(changes) > 0 && main.commits {
-		// (A run that does not commit works on the work tree's changes:
-		// they go into its worktree below.)
-		r.log.Warn("the work tree has changes git does not hold ("+gitrepo.ListPaths(changes, 3)+"): confined tasks work in a worktree of the run made from HEAD, which does not have them; commit them to let the tasks see them",
-			"paths", len(changes))
-	}
-	t, linked, err := r.trees.AddHome(ctx, head, []string{r.cfg.StateDir, r.cfg.KnowledgeDir, r.cfg.AgentLogDir})
+	changes, err := r.main.git.Changes(ctx)
 	if err != nil {
-		return fmt.Errorf("making the run's worktree for confined tasks: %w", err)
+		return err
 	}
-	caller := r.caller
-	caller.Dir = t.Dir
-	at := &site{caller: caller, tree: t.Path, main: main.tree, git: main.git.In(caller, t.Dir, false), commits: true}
-	if !main.commits {
-		at.git.Identity("peal", "peal@localhost")
-	}
-	r.brought = head
-	if resumed && brought != "" && !main.commits {
-		r.brought = brought
-	}
-	if !main.commits && !resumed && len(changes) > 0 {
-		// As in the work tree itself, the tasks work on the changes the
-		// work tree does not commit (its own, an earlier run's): they
-		// are the worktree's first commit, which the work tree holds.
-		if r.brought, err = r.seedHome(ctx, at.git); err != nil {
-			return fmt.Errorf("bringing the work tree's uncommitted changes into the run's worktree: %w", err)
+	tree := head
+	switch {
+	case len(changes) > 0:
+		if tree, err = r.snapshot(ctx); err != nil {
+			return err
 		}
-		r.log.Info("the work tree's uncommitted changes are in the run's worktree too", "paths", len(changes))
-	}
-	if !main.commits {
-		if err := r.trees.NoteBrought(r.brought); err != nil {
+	case head == "":
+		if tree, err = r.main.git.EmptyTree(ctx); err != nil {
 			return err
 		}
 	}
-	for _, p := range linked {
-		at.writable = append(at.writable, filepath.Join(main.tree, filepath.FromSlash(strings.TrimSuffix(p, "/"))))
-	}
-	at.reviewer = main.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, t.Review, r.trees.Lock())
-	if resumed && at.reviewer.Builtin() {
-		// The review session the run that died left open there is closed,
-		// as the work tree's would be.
-		if err := at.reviewer.Open(ctx); err != nil {
+	if !h.fresh || len(changes) > 0 || head != h.brought.Commit {
+		if err := h.at.git.Mirror(ctx, head, tree); err != nil {
 			return err
 		}
 	}
-	r.guard.Add(t.Path, t.Dir)
-	r.main, r.home = main, at
-	r.trees.Into(at.git)
-	r.log.Info("the run's tasks work in a worktree of their own; each completed task's work comes back to the work tree", "worktree", t.Path,
-		"branch", t.Branch, "linked_from_the_work_tree", len(linked))
-	return nil
+	h.brought = worktree.Brought{Commit: head, Tree: tree}
+	if tree == head {
+		h.brought.Tree = "" // the commit's own tree
+	}
+	h.clean, h.fresh, h.stale = len(changes) == 0, false, false
+	return r.trees.NoteBrought(h.brought)
 }
 
-// seedHome commits in the run's worktree (at the work tree's HEAD) what
-// the work tree holds and does not commit, and returns that commit.
-func (r *run) seedHome(ctx context.Context, home *gitrepo.Repo) (string, error) {
+// snapshot is the tree of what the work tree holds, its uncommitted
+// changes with it, through an index of peal's own.
+func (r *run) snapshot(ctx context.Context) (string, error) {
 	tmp := filepath.Join(r.cfg.StateDir, "tmp")
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return "", err
@@ -114,99 +174,241 @@ func (r *run) seedHome(ctx context.Context, home *gitrepo.Repo) (string, error) 
 	}
 	index.Close()
 	defer os.Remove(index.Name())
-	tree, err := r.home.git.Snapshot(ctx, index.Name())
-	if err != nil {
-		return "", err
-	}
-	if err := home.CheckOutTree(ctx, tree); err != nil {
-		return "", err
-	}
-	if _, err := home.CommitMessage(ctx, "peal: the work tree's uncommitted changes when the run started"); err != nil {
-		return "", err
-	}
-	return home.Head(ctx)
+	return r.main.git.Snapshot(ctx, index.Name())
 }
 
-// bringBack brings what the run's worktree committed into the work tree:
-// fast-forward, or as uncommitted changes when the run does not commit;
-// nothing when the tasks work in the work tree.
+// bringBack brings into the work tree what was done in the run's worktree
+// since its work last came back: after each task that worked there, and at
+// the end of the run. Work the work tree cannot take (something else
+// changed the same files meanwhile) is kept on a branch, and the run's
+// worktree made again; the error names the branch.
 func (r *run) bringBack(ctx context.Context) error {
-	if r.main == nil {
+	h := r.homeT
+	if h == nil || !h.busy {
 		return nil
 	}
 	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
-	if !r.main.commits {
-		return r.applyBack(cctx)
+	err := r.bring(cctx, h)
+	if err == nil {
+		h.busy = false
+		return nil
 	}
-	moved, err := r.trees.FastForward(cctx)
-	if moved {
-		r.log.Info("the work tree took the run's work", "branch", r.trees.Home().Branch)
+	return r.keepHome(cctx, err)
+}
+
+// keepHome keeps what the run's worktree holds on a branch, after why
+// (the work tree could not take it), and forgets the worktree, which the
+// next task makes again.
+func (r *run) keepHome(ctx context.Context, why error) error {
+	r.guard.Forget(r.homeT.at.tree)
+	r.homeT, r.home = nil, r.main
+	keeper := r.main.git.At(r.trees.Home().Path)
+	keeper.Identity("peal", "peal@localhost")
+	kept, err := r.trees.KeepHome(ctx, keeper)
+	if err != nil {
+		return fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", why, err)
+	}
+	return fmt.Errorf("%w: the run's work that did not reach the work tree is kept on branch %s", why, kept)
+}
+
+// bring is bringBack's work: the worktree's commits become the work
+// tree's (fast-forward when it holds nothing uncommitted), what it holds
+// beyond them comes as files, and what its tasks did to the entries git
+// ignores comes too.
+func (r *run) bring(ctx context.Context, h *homeTree) error {
+	st, err := h.at.git.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.bringIgnored(ctx, h, st.Ignored); err != nil {
+		return err
+	}
+	if !r.main.commits {
+		// Nothing is committed there, and its index holds what the work
+		// tree took: what its tasks did is what the index does not hold.
+		if len(st.Unstaged) == 0 {
+			return nil
+		}
+		if err := r.bringFiles(st.Unstaged); err != nil {
+			return err
+		}
+		_, err := h.at.git.State(ctx)
+		return err
+	}
+	dirty := st.Staged || len(st.Unstaged) > 0
+	switch {
+	case !dirty && st.Head == h.brought.Commit:
+		return nil
+	case !dirty && h.clean && h.brought.Commit != "":
+		if err := r.trees.FastForward(ctx); err != nil {
+			return err
+		}
+		h.brought = worktree.Brought{Commit: st.Head}
+		return r.trees.NoteBrought(h.brought)
+	}
+	state, err := h.at.git.State(ctx)
+	if err != nil {
+		return err
+	}
+	from := h.brought.Tree
+	if from == "" {
+		if from = h.brought.Commit; from == "" {
+			if from, err = h.at.git.EmptyTree(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	changes, err := h.at.git.TreeChanges(ctx, from, state)
+	if err != nil {
+		return err
+	}
+	if err := r.bringFiles(changes); err != nil {
+		return err
+	}
+	if st.Head != h.brought.Commit {
+		if err := r.main.git.MoveHead(ctx, h.brought.Commit, st.Head); err != nil {
+			return fmt.Errorf("moving the work tree's HEAD to the run's commits: %w", err)
+		}
+	}
+	h.brought = worktree.Brought{Commit: st.Head, Tree: state}
+	h.clean = false
+	return r.trees.NoteBrought(h.brought)
+}
+
+// bringFiles writes changes made in the run's worktree into the work tree.
+func (r *run) bringFiles(changes []gitrepo.Change) error {
+	skipped, err := r.trees.Bring(changes)
+	if len(skipped) > 0 {
+		r.log.Warn("changes of submodules made in the run's worktree are not brought into the work tree", "paths", gitrepo.ListPaths(skipped, 3))
+	}
+	if err == nil {
+		r.log.Debug("the work tree took the changes of the run's worktree", "files", len(changes))
 	}
 	return err
 }
 
-// applyBack applies to the work tree, uncommitted, what the run's worktree
-// committed since it last did.
-func (r *run) applyBack(ctx context.Context) error {
-	to, err := r.home.git.Head(ctx)
-	if err != nil || to == r.brought {
+// bringIgnored brings what the tasks did to the entries git ignores
+// (ignored: those of the run's worktree), and lets its calls write the
+// entries linked there.
+func (r *run) bringIgnored(ctx context.Context, h *homeTree, ignored []string) error {
+	linked, brought, err := r.trees.BringIgnored(ctx, ignored)
+	if err != nil || !brought {
 		return err
 	}
-	var patch bytes.Buffer
-	if _, err := r.home.git.Command("diff", "--binary", "--no-color", "--no-ext-diff", "--no-renames", r.brought, to).StreamTo(&patch).Run(ctx); err != nil {
-		return err
-	}
-	if patch.Len() > 0 {
-		if _, err := r.main.git.Command("apply", "--whitespace=nowarn").Stdin(patch.Bytes()).Run(ctx); err != nil {
-			return fmt.Errorf("the work tree cannot take the run's work as changes (its own changes touch the same lines?); it stays on branch %s: %w", r.trees.Home().Branch, err)
-		}
-		r.log.Info("the work tree took the run's work, uncommitted", "from", r.brought, "to", to)
-	}
-	r.brought = to
-	return r.trees.NoteBrought(to)
+	h.at.writable = r.linkedWritable(linked)
+	return nil
 }
 
-// leaveHome ends the run's worktree, whatever ended the run: what was
-// committed there comes back to the work tree, what was not is committed
-// on its branch, which is then kept; the worktree goes. The error is the
-// work tree's refusal of the run's work (which stays on the branch).
-func (r *run) leaveHome(ctx context.Context) (back error) {
-	if r.main == nil {
+// linkedWritable are the entries of the work tree that linked (relative,
+// a folder's with a trailing /) name: the run's worktree's calls write
+// them through their links.
+func (r *run) linkedWritable(linked []string) []string {
+	out := make([]string, len(linked))
+	for i, p := range linked {
+		out[i] = filepath.Join(r.main.tree, filepath.FromSlash(strings.TrimSuffix(p, "/")))
+	}
+	return out
+}
+
+// takeUp brings into the work tree what an earlier run that died left in
+// the run's worktree, as that run would have left it in the work tree
+// itself; head is the work tree's HEAD. Work it cannot take (the work tree
+// moved since, or changed the same files) is kept on a branch. The
+// worktree is then mirrored as usual.
+func (r *run) takeUp(ctx context.Context, h *homeTree, head string) error {
+	b, noted := r.trees.HomeBrought()
+	h.brought, h.clean = b, b.Tree == ""
+	nothing, err := r.leftNothing(ctx, h, b, noted)
+	switch {
+	case err != nil:
+		return err
+	case nothing:
+		return nil
+	case !noted || b.Commit != head:
+		r.log.Warn("an earlier run left work in the run's worktree, and the work tree moved since (or what it took was not noted)", "worktree", h.at.tree)
+		return r.keepLeft(ctx)
+	}
+	r.log.Warn("an earlier run died while its tasks worked in the run's worktree: its work comes to the work tree, as it would have been left there", "worktree", h.at.tree)
+	if err := r.bring(ctx, h); err != nil {
+		r.log.Warn("the work tree cannot take the work an earlier run left in the run's worktree", "err", err)
+		return r.keepLeft(ctx)
+	}
+	return nil
+}
+
+// leftNothing reports whether the run's worktree holds nothing beyond what
+// the work tree took (b, when noted; otherwise its HEAD, which the work
+// tree holds): no commit, no change, no new entry git ignores. It reads
+// the worktree's state through an index of its own, so that the
+// worktree's index, which may be what the work tree took, stays.
+func (r *run) leftNothing(ctx context.Context, h *homeTree, b worktree.Brought, noted bool) (bool, error) {
+	st, err := h.at.git.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	links := r.trees.Linked()
+	for _, p := range st.Ignored {
+		if !slices.Contains(links, p) {
+			return false, nil // made by a task: a build's output
+		}
+	}
+	tmp := filepath.Join(r.cfg.StateDir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return false, err
+	}
+	index, err := os.CreateTemp(tmp, "home-index-")
+	if err != nil {
+		return false, err
+	}
+	index.Close()
+	defer os.Remove(index.Name())
+	state, err := h.at.git.Snapshot(ctx, index.Name())
+	if err != nil {
+		return false, err
+	}
+	if !noted {
+		if st.Head != "" && !r.main.git.IsAncestor(ctx, st.Head, "HEAD") {
+			return false, nil
+		}
+		b = worktree.Brought{Commit: st.Head}
+	}
+	from := b.Tree
+	switch {
+	case from != "":
+	case b.Commit != "":
+		from, err = h.at.git.TreeOf(ctx, b.Commit)
+	default:
+		from, err = h.at.git.EmptyTree(ctx)
+	}
+	return err == nil && st.Head == b.Commit && state == from, err
+}
+
+// keepLeft keeps what an earlier run left in the run's worktree on a
+// branch, which it names in a warning, and removes the worktree.
+func (r *run) keepLeft(ctx context.Context) error {
+	keeper := r.main.git.At(r.trees.Home().Path)
+	keeper.Identity("peal", "peal@localhost")
+	kept, err := r.trees.KeepHome(ctx, keeper)
+	if err != nil {
+		return fmt.Errorf("keeping the work an earlier run left in the run's worktree: %w", err)
+	}
+	r.log.Warn("work an earlier run left in the run's worktree is kept on a branch; merge it by hand if you want it", "branch", kept)
+	return nil
+}
+
+// leaveHome ends the run's use of its worktree, whatever ended the run:
+// what was done there since it last came back comes to the work tree. The
+// worktree stays for the next run. The error is the work tree's refusal of
+// that work (kept on a branch).
+func (r *run) leaveHome(ctx context.Context) error {
+	if r.homeT == nil {
 		return nil
 	}
-	cctx, cancel := r.trees.CleanupContext(ctx)
-	defer cancel()
-	if back = r.bringBack(cctx); back != nil {
-		r.log.Error("the work tree could not take the run's work; it stays on its branch", "err", back)
+	err := r.bringBack(ctx)
+	if r.homeT != nil {
+		r.guard.Forget(r.homeT.at.tree)
 	}
-	if changes, err := r.home.git.Changes(cctx); err == nil && len(changes) > 0 {
-		if _, err := r.home.git.CommitMessage(cctx, "peal: unfinished work (not brought into the work tree)"); err != nil {
-			r.log.Warn("could not commit the unfinished work of the run's worktree; it is lost with the worktree", "paths", gitrepo.ListPaths(changes, 3), "err", err)
-		}
-	}
-	if !r.main.commits {
-		// Without commits, unfinished work comes back too, uncommitted,
-		// as an unconfined run leaves it.
-		if err := r.applyBack(cctx); err != nil {
-			r.log.Error("the work tree could not take the run's unfinished work; it stays on its branch", "err", err)
-		}
-	}
-	r.guard.Forget(r.home.tree)
-	kept, err := r.trees.DropHome(cctx, r.main.commits || r.brought != r.headOrEmpty(cctx))
-	if err != nil {
-		r.log.Warn("could not remove the run's worktree; the next run removes it", "err", err)
-	}
-	if kept != "" {
-		r.log.Warn("work of the run's worktree that did not reach the work tree is kept on a branch (an unfinished task's, or what the work tree refused)", "branch", kept)
-	}
-	r.home, r.main = r.main, nil
-	r.trees.Into(nil)
-	return back
-}
-
-// headOrEmpty is the run's worktree's HEAD, "" when it cannot be read.
-func (r *run) headOrEmpty(ctx context.Context) string {
-	h, _ := r.home.git.Head(ctx)
-	return h
+	r.homeT, r.home = nil, r.main
+	return err
 }

@@ -148,14 +148,10 @@ func (r *run) worktreeSite(tt *worktree.Tree) *site {
 	if r.caller.Observer != nil {
 		caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.Path) + " on " + tt.Branch}
 	}
-	main := r.home.tree
-	if r.main != nil {
-		main = r.main.tree
-	}
-	at := &site{caller: caller, git: r.home.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true,
-		tree: tt.Path, main: main, linked: r.linkedPaths()}
+	at := &site{caller: caller, git: r.main.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true,
+		tree: tt.Path, main: r.main.tree, linked: r.linkedPaths()}
 	r.guard.Add(tt.Path, tt.Dir)
-	at.reviewer = r.home.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, tt.Review, r.trees.Lock())
+	at.reviewer = r.main.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, tt.Review, r.trees.Lock())
 	return at
 }
 
@@ -191,6 +187,9 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 		mctx, cancel := r.trees.CleanupContext(context.WithoutCancel(ctx))
 		before, err := r.trees.Merge(mctx, bt.task.Index, bt.branch)
 		cancel()
+		if before != "" {
+			r.homeMoved()
+		}
 		if err == nil && before != "" {
 			err = r.checkMerged(ctx, bt.task, bt.branch, before)
 		}
@@ -247,14 +246,15 @@ type mergeNote struct {
 // not fail before undoes the merge: the error is then a *worktree.ConflictError
 // naming the checks. A signal during the checks undoes it too.
 func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before string) error {
-	c := r.checks()
-	if c == nil {
-		return nil
+	c, err := r.homeChecks(ctx)
+	if c == nil || err != nil {
+		return err
 	}
 	results, err := c.Run(ctx, t.Index, check.Merge, 0)
 	if err != nil {
 		uctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
+		defer r.homeMoved()
 		if uerr := r.trees.Unmerge(uctx, t.Index, before); uerr != nil {
 			r.log.Warn("could not undo a merge whose checks were cut short; the next run undoes it", "task", t.Index, "err", uerr)
 		}
@@ -267,6 +267,7 @@ func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before strin
 		return nil
 	}
 	r.log.Warn("the work tree fails the checks once the task's work is merged: the merge is undone", "task", t.Index, "checks", check.Summaries(charged, 3))
+	defer r.homeMoved()
 	if uerr := r.trees.Unmerge(ctx, t.Index, before); uerr != nil {
 		r.checked.seen(results.Failing()) // the tree stays merged
 		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)

@@ -155,10 +155,17 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 			r.log.Warn("the block's tasks run in the shared work tree, not in worktrees of their own: "+why, "tasks", plan.IndexList(tasks))
 		}
 	}
+	at, err := r.atHome(ctx)
+	if err != nil {
+		for _, t := range tasks {
+			r.tickets.release(t)
+		}
+		return err
+	}
 	r.startsOnTree(tasks[0].Index, red)
 	// The block's tasks share one work tree and one commit, so they share
 	// one review session, opened before their first agent call.
-	sess, err := r.home.reviewer.Begin(ctx, indices(tasks))
+	sess, err := at.reviewer.Begin(ctx, indices(tasks))
 	if err != nil {
 		// No task of the block can run: each fails with the session's error.
 		for i := range b.tasks {
@@ -176,21 +183,21 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 				r.log.Info("task not started: the run stops after this block", "task", t.Index)
 				return
 			}
-			planText, err := r.blockPhases(ctx, t)
+			planText, err := r.blockPhases(ctx, at, t)
 			b.finish(i, planText, err)
 		})
 	}
 	p.Wait()
 
 	// Every worker has returned: b is no longer shared.
-	r.commitBlock(ctx, b.tasks)
+	r.commitBlock(ctx, at, b.tasks)
 	return r.finishBlock(ctx, tl, b.tasks, sess, red)
 }
 
 // blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
 // task's failure, so that one broken task cannot take down the others' agents.
-func (r *run) blockPhases(ctx context.Context, t plan.Task) (planText string, err error) {
-	if perr := r.recoverTask(t, func() { planText, err = r.planAndExecute(ctx, r.home, t) }); perr != nil {
+func (r *run) blockPhases(ctx context.Context, at *site, t plan.Task) (planText string, err error) {
+	if perr := r.recoverTask(t, func() { planText, err = r.planAndExecute(ctx, at, t) }); perr != nil {
 		return "", perr
 	}
 	return planText, err
@@ -207,8 +214,8 @@ func (r *run) recoverTask(t plan.Task, fn func()) error {
 
 // commitBlock makes the one commit of a block (when commits are on) when an
 // execute succeeded; if it fails, every task whose work it held fails with it.
-func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
-	if !r.home.commits {
+func (r *run) commitBlock(ctx context.Context, at *site, bts []blockTask) {
+	if !at.commits {
 		return
 	}
 	var indices []int
@@ -224,7 +231,7 @@ func (r *run) commitBlock(ctx context.Context, bts []blockTask) {
 	if len(indices) == 0 {
 		return
 	}
-	if _, err := r.home.git.Commit(ctx, indices, planText); err != nil {
+	if _, err := at.git.Commit(ctx, indices, planText); err != nil {
 		for i := range bts {
 			if bts[i].done && bts[i].err == nil {
 				bts[i].err = err
@@ -262,6 +269,13 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 		r.checksSeen(*shared)
 	} else {
 		r.checksSeen(taskResult{}) // the failed executes may have changed the tree
+	}
+	if err := r.bringBack(ctx); err != nil {
+		if shared != nil && shared.err == nil {
+			*shared = taskResult{err: err} // their work is not in the work tree
+		} else {
+			r.log.Error("the work tree could not take the work of the block's tasks", "err", err)
+		}
 	}
 	var stop error
 	for _, bt := range bts {

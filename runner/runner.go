@@ -97,10 +97,13 @@ type run struct {
 	// caller makes the Spec of every call of the run: its limits, its call
 	// scope, the observer and the run record.
 	caller phase.Caller
-	// home is where the tasks that work in the work tree run, and what
-	// reviews and commits there: a task of a block in a worktree works at a
-	// site of its own (worktreeSite).
-	home *site
+	// main is the work tree's site; home is where the tasks that are not
+	// in a worktree of a block work, and what reviews and commits there:
+	// the work tree, or, where the kernel confines files, the run's
+	// worktree once a task or a check needed it (homeT, home.go). A task of
+	// a block in a worktree works at a site of its own (worktreeSite).
+	main, home *site
+	homeT      *homeTree
 	// reviewNotes are what deciding the review found to say (no stet on
 	// PATH, say), logged once the plan is known to be good.
 	reviewNotes []review.Note
@@ -116,11 +119,6 @@ type run struct {
 	confined   *confinement
 	confineErr error
 	guard      *gitrepo.Watch
-	// main is the work tree's site while the tasks work in the run's
-	// worktree (home.go), brought the commit of the run's worktree whose
-	// work the work tree has; nil otherwise.
-	main    *site
-	brought string
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store
@@ -200,10 +198,11 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	}
 	git := gitrepo.New(r.caller, log, r.caller.Limits.Timeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
 	git.Guard(guardOf{r})
-	r.home = &site{caller: r.caller, git: git, tree: git.Top()}
-	r.home.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: phase3Agent{r, r.home}, Caller: r.caller, Git: git,
+	r.main = &site{caller: r.caller, git: git, tree: git.Top()}
+	r.main.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: phase3Agent{r, r.main}, Caller: r.caller, Git: git,
 		LookPath: s.lookPath, Checks: r.newChecks(), Guard: guardOf{r}.Check})
-	r.home.commits = cfg.CommitAfterPhase2 || r.home.reviewer.Commits()
+	r.main.commits = cfg.CommitAfterPhase2 || r.main.reviewer.Commits()
+	r.home = r.main
 	r.trees = worktree.New(git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
 	return r
 }
@@ -214,7 +213,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	// A configuration under which the review could not see the work fails
 	// before any agent call, normalize included; the review's own notes
 	// (e.g. no stet on PATH) are logged once the plan is known to be good.
-	if err := r.home.reviewer.CheckConfig(); err != nil {
+	if err := r.main.reviewer.CheckConfig(); err != nil {
 		return Outcome{}, err
 	}
 	if r.confineErr != nil {
@@ -280,7 +279,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	r.trees.Sweep(ctx, r.store.Completed)
 	if r.confined != nil {
 		// Noted before any agent call: what git and stet will run.
-		if r.guard, err = gitrepo.NewWatch(ctx, r.home.git); err != nil {
+		if r.guard, err = gitrepo.NewWatch(ctx, r.main.git); err != nil {
 			return Outcome{}, fmt.Errorf("noting the repository's hooks and git configuration before the run: %w", err)
 		}
 	}
@@ -404,16 +403,11 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 			r.tickets.end(tr, r.tickets.leftovers, r.tickets.failed, failed, isInterrupted(err))
 		}()
 	}
-	if err := r.home.reviewer.CheckRepo(ctx); err != nil {
+	if err := r.main.reviewer.CheckRepo(ctx); err != nil {
 		return Outcome{}, err
 	}
-	if r.home.reviewer != nil {
-		if err := r.home.reviewer.Open(ctx); err != nil {
-			return Outcome{}, err
-		}
-	}
-	if r.confined.files() {
-		if err := r.moveHome(ctx); err != nil {
+	if r.main.reviewer != nil {
+		if err := r.main.reviewer.Open(ctx); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -539,7 +533,8 @@ func (r *run) normalize(ctx context.Context, doc string) ([]plan.Task, error) {
 	}
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
-	if _, err := r.agentCall(ctx, r.home, "normalize", phase.NoTask, attempts, failure, phase.NormalizePrompt(template, doc)); err != nil {
+	// In the work tree itself: a call in plan mode, which writes nothing.
+	if _, err := r.agentCall(ctx, r.main, "normalize", phase.NoTask, attempts, failure, phase.NormalizePrompt(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil

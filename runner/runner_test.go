@@ -18,6 +18,7 @@ import (
 
 	"peal/agent"
 	"peal/config"
+	"peal/confine"
 	"peal/internal/fakes"
 	"peal/internal/procs"
 	"peal/internal/testbin"
@@ -44,9 +45,11 @@ type harness struct {
 	extra []Option
 	// launchGap keeps the agent kinds' gaps between parallel launches.
 	launchGap bool
-	// confine is the harness's confine setting: off, unless a test of
-	// confinement sets it (confine_test.go).
-	confine string
+	// confine is the harness's confine setting: the suite's
+	// (testbin.ConfineMode), unless a test of confinement sets its own;
+	// writable are more paths its confined calls may write.
+	confine  string
+	writable []string
 	// bin holds the fake agent under CLI names; agent is the Cursor CLI.
 	bin, agent string
 }
@@ -76,7 +79,7 @@ func newHarness(t *testing.T, plan string) *harness {
 	t.Helper()
 	tmp := testbin.ListSafeDir(t)
 	h := &harness{t: t, tmp: tmp, repo: filepath.Join(tmp, "repo"), plan: filepath.Join(tmp, "plan.md"),
-		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &lockedLog{}, confine: "off"}
+		stateDir: filepath.Join(tmp, "state"), agentDir: filepath.Join(tmp, "agent"), log: &lockedLog{}, confine: testbin.ConfineMode()}
 	for _, d := range []string{h.repo, h.agentDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -109,6 +112,15 @@ func (h *harness) cli(name string) string {
 	return path
 }
 
+// workDir is where the run's tasks work: the work tree, or, where the
+// kernel confines files, the run's worktree (home.go).
+func (h *harness) workDir() string {
+	if h.confine != "off" && confine.Probe().Files {
+		return filepath.Join(h.stateDir, "worktrees", "home")
+	}
+	return h.repo
+}
+
 func (h *harness) scenario(rules map[string][]fakes.Outcome) {
 	h.t.Helper()
 	if err := fakes.WriteScenario(h.agentDir, fakes.Scenario{Rules: rules}); err != nil {
@@ -120,7 +132,7 @@ func (h *harness) config(env ...string) *config.Config {
 	h.t.Helper()
 	base := []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
 		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1",
-		"PEAL_CONFINE=" + h.confine, "PEAL_CONFINE_WRITE_PATHS=" + h.agentDir}
+		"PEAL_CONFINE=" + h.confine, "PEAL_CONFINE_WRITE_PATHS=" + strings.Join(append([]string{h.agentDir, pipes(h.t)}, h.writable...), ",")}
 	cfg, err := config.Load(config.Inputs{Env: append(base, env...)})
 	if err != nil {
 		h.t.Fatal(err)
@@ -254,8 +266,8 @@ func TestAgentContract(t *testing.T) {
 			}
 			return argv
 		}
-		wantPlan := withModel("--print", "--plan", "--workspace", h.repo, "--output-format", "text", "--trust")
-		wantExec := withModel("--print", "--workspace", h.repo, "--sandbox", "enabled", "--trust", "--force")
+		wantPlan := withModel("--print", "--plan", "--workspace", h.workDir(), "--output-format", "text", "--trust")
+		wantExec := withModel("--print", "--workspace", h.workDir(), "--sandbox", "enabled", "--trust", "--force")
 		if got := c[0].Argv[:len(c[0].Argv)-1]; !slices.Equal(got, wantPlan) {
 			t.Errorf("plan argv %q, want %q", got, wantPlan)
 		}
@@ -271,7 +283,7 @@ func TestAgentContract(t *testing.T) {
 		}
 		for i, phaseName := range []string{"plan", "execute"} {
 			e := c[i].Env
-			if e["PEAL_PHASE"] != phaseName || e["PEAL_TASK_INDEX"] != "3" || e["PEAL_ATTEMPT"] != "1" || !c[i].StdinNull || c[i].Cwd != h.repo {
+			if e["PEAL_PHASE"] != phaseName || e["PEAL_TASK_INDEX"] != "3" || e["PEAL_ATTEMPT"] != "1" || !c[i].StdinNull || c[i].Cwd != h.workDir() {
 				t.Errorf("%s call env %v, stdin null %v, cwd %s", phaseName, e, c[i].StdinNull, c[i].Cwd)
 			}
 			// Each call has a temporary folder of its own under the state
@@ -784,14 +796,41 @@ func TestNormalize(t *testing.T) {
 }
 
 // readyPipe makes a named pipe: a fake writing to it (write_files) is the
-// event a test waits on, with no sleeping or polling.
+// event a test waits on, with no sleeping or polling. It is made in the
+// test's pipes folder, which a confined call may write.
 func readyPipe(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "ready")
+	f, err := os.MkdirTemp(pipes(t), "pipe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(f, "ready")
 	if err := syscall.Mkfifo(p, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+var pipesDirs sync.Map // *testing.T → its pipes folder
+
+// pipes is the folder of the test's named pipes, which its runs let
+// confined calls write (confine_write_paths).
+func pipes(t *testing.T) string {
+	if d, ok := pipesDirs.Load(t); ok {
+		return d.(string)
+	}
+	// Not t.TempDir(): its name holds the test's, whose commas would
+	// split the list of confine_write_paths.
+	d, err := os.MkdirTemp("", "peal-pipes-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipesDirs.Store(t, d)
+	t.Cleanup(func() {
+		pipesDirs.Delete(t)
+		os.RemoveAll(d)
+	})
+	return d
 }
 
 // waitReady blocks until a fake has written to the pipe; the deadline only

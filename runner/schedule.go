@@ -93,6 +93,7 @@ func (r *run) runTicketedTask(ctx context.Context, t plan.Task) (taskResult, err
 	if err := r.recoverTask(t, func() { res = r.runOnTree(ctx, t) }); err != nil {
 		res = taskResult{err: err}
 	}
+	res = r.broughtBack(ctx, t, res)
 	r.tickets.finishTask(t, res)
 	return res, nil
 }
@@ -101,12 +102,16 @@ func (r *run) runTicketedTask(ctx context.Context, t plan.Task) (taskResult, err
 // the tree before it are not its to fix, and what its Phase 3 says of the
 // checks is what the tree holds after it.
 func (r *run) runOnTree(ctx context.Context, t plan.Task) taskResult {
+	at, err := r.atHome(ctx)
+	if err != nil {
+		return taskResult{err: err}
+	}
 	red, err := r.redBefore(ctx, t)
 	if err != nil {
 		return taskResult{err: err}
 	}
 	r.startsOnTree(t.Index, red)
-	res := r.runTask(ctx, r.home, t, red)
+	res := r.runTask(ctx, at, t, red)
 	r.checksSeen(res)
 	return res
 }
@@ -177,22 +182,30 @@ func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult
 }
 
 // save writes what a task's result means for state.json: a completion or a
-// deferral; a failure or a skip leaves it as it is. When the tasks work in
-// the run's worktree, its work then comes back to the work tree.
+// deferral; a failure or a skip leaves it as it is.
 func (r *run) save(ctx context.Context, t plan.Task, res taskResult) error {
-	var err error
 	switch {
 	case res.deferred:
-		err = r.store.Defer(t.Index)
+		return r.store.Defer(t.Index)
 	case res.completed():
-		err = r.store.Complete(t.Index)
+		return r.store.Complete(t.Index)
+	}
+	return nil
+}
+
+// broughtBack is res, the result of task t that worked at the run's home,
+// once its work is in the work tree (see bringBack): a task whose work the
+// work tree cannot take did not complete.
+func (r *run) broughtBack(ctx context.Context, t plan.Task, res taskResult) taskResult {
+	err := r.bringBack(ctx)
+	switch {
+	case err == nil:
+	case res.err == nil && !res.skipped:
+		return taskResult{err: err}
 	default:
-		return nil
+		r.log.Error("the work tree could not take the work of a task that did not complete", "task", t.Index, "err", err)
 	}
-	if err != nil {
-		return err
-	}
-	return r.bringBack(ctx)
+	return res
 }
 
 // runTask runs every phase of one task at its site, one after the other,

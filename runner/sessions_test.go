@@ -105,8 +105,8 @@ func (h *harness) keptSessions() []string {
 // read-only), whose execute call edits and breaks the project's check, and
 // whose one address round fixes it; each call reports its tokens.
 func sessionTask(h *harness) ([]string, map[string][]fakes.Outcome) {
-	planTry := filepath.Join(h.repo, "plan-wrote.txt")
-	exeEdit := filepath.Join(h.repo, "execute-wrote.txt")
+	// Written where the calls work (the work tree, or the run's worktree).
+	planTry, exeEdit := "plan-wrote.txt", "execute-wrote.txt"
 	rules := map[string][]fakes.Outcome{
 		"plan":    {{Stdout: "THE PLAN", Edits: map[string]string{planTry: "x"}, InputTokens: 100, CachedTokens: 40, OutputTokens: 10, CostUSD: 0.01}},
 		"execute": {{Edits: map[string]string{exeEdit: "written"}, WriteFiles: map[string]string{"status.txt": "broken\n"}, InputTokens: 200, CachedTokens: 90, OutputTokens: 20, CostUSD: 0.02}},
@@ -157,7 +157,7 @@ func TestSessionsEveryKind(t *testing.T) {
 						call.History, call.Argv, id, history)
 				}
 			}
-			if !slices.Equal(c[0].Denied, []string{"edit " + filepath.Join(h.repo, "plan-wrote.txt")}) || len(c[1].Denied) > 0 {
+			if !slices.Equal(c[0].Denied, []string{"edit plan-wrote.txt"}) || len(c[1].Denied) > 0 {
 				t.Fatalf("permissions: plan denied %q, execute denied %q", c[0].Denied, c[1].Denied)
 			}
 			if data, err := os.ReadFile(filepath.Join(h.repo, "execute-wrote.txt")); err != nil || string(data) != "written" {

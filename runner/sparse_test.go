@@ -63,18 +63,18 @@ func TestWorktreeSparse(t *testing.T) {
 	t.Parallel()
 	h := sparseHarness(t, parallelPlan("pp"))
 	h.scenario(map[string][]fakes.Outcome{
-		"execute:1": {{Commands: [][]string{snapshotTree(h.tmp, 1), {"sh", "-c", "echo one > a/one.txt"}}}},
-		"execute:2": {{Commands: [][]string{snapshotTree(h.tmp, 2), {"sh", "-c", "echo two > a/sub/two.txt"}}}},
+		"execute:1": {{Commands: [][]string{snapshotTree(h.agentDir, 1), {"sh", "-c", "echo one > a/one.txt"}}}},
+		"execute:2": {{Commands: [][]string{snapshotTree(h.agentDir, 2), {"sh", "-c", "echo two > a/sub/two.txt"}}}},
 	})
 	out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_WORKTREE_SPARSE_PATHS=a")
 	if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
 		t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
 	}
 	for n := 1; n <= 2; n++ {
-		if got, want := fileIn(t, h.tmp, fmt.Sprintf("files-%d", n)), "./a/f.txt\n./a/sub/g.txt\n./base.txt\n./top.txt\n"; got != want {
+		if got, want := fileIn(t, h.agentDir, fmt.Sprintf("files-%d", n)), "./a/f.txt\n./a/sub/g.txt\n./base.txt\n./top.txt\n"; got != want {
 			t.Errorf("task %d's worktree held %q, want %q", n, got, want)
 		}
-		if got := fileIn(t, h.tmp, fmt.Sprintf("status-%d", n)); got != "" {
+		if got := fileIn(t, h.agentDir, fmt.Sprintf("status-%d", n)); got != "" {
 			t.Errorf("git status in task %d's worktree: %q", n, got)
 		}
 	}
@@ -210,31 +210,34 @@ func TestWorktreeLink(t *testing.T) {
 			h := linkHarness(t, parallelPlan("pp"))
 			exclude, _ := os.ReadFile(filepath.Join(h.repo, ".git", "info", "exclude"))
 			nm, venv := filepath.Join(h.repo, "node_modules"), filepath.Join(h.repo, ".venv")
+			// A linked folder is the tasks' to write only when the user
+			// says so (docs/behaviour.md, Confinement).
+			h.writable = []string{nm}
 			h.scenario(map[string][]fakes.Outcome{
 				"execute:1": {{WriteFiles: map[string]string{"a/one.txt": "1"}, Commands: [][]string{
-					{"sh", "-c", fmt.Sprintf("readlink node_modules > %[1]s/link-1; cat node_modules/pkg/index.js > %[1]s/seen-1; echo one > node_modules/from-1", h.tmp)},
+					{"sh", "-c", fmt.Sprintf("readlink node_modules > %[1]s/link-1; cat node_modules/pkg/index.js > %[1]s/seen-1; echo one > node_modules/from-1", h.agentDir)},
 					{"sh", "-c", "echo agent > a/agent.txt && git add -A && git commit -q -m 'the agent commits itself'"},
 				}}},
 				"execute:2": {{WriteFiles: map[string]string{"a/two.txt": "2"}, Commands: [][]string{
-					{"sh", "-c", fmt.Sprintf("readlink .venv > %[1]s/link-2; git status --porcelain --ignored > %[1]s/status-2", h.tmp)},
+					{"sh", "-c", fmt.Sprintf("readlink .venv > %[1]s/link-2; git status --porcelain --ignored > %[1]s/status-2", h.agentDir)},
 				}}},
 			})
 			out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_WORKTREE_LINK=node_modules,.venv", "PEAL_WORKTREE_SPARSE_PATHS="+sparse)
 			if err != nil || !slices.Equal(out.Completed, []int{1, 2}) {
 				t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
 			}
-			if got := fileIn(t, h.tmp, "link-1"); got != nm+"\n" {
+			if got := fileIn(t, h.agentDir, "link-1"); got != nm+"\n" {
 				t.Errorf("node_modules in task 1's worktree links to %q, want %q", got, nm)
 			}
-			if got := fileIn(t, h.tmp, "link-2"); got != venv+"\n" {
+			if got := fileIn(t, h.agentDir, "link-2"); got != venv+"\n" {
 				t.Errorf(".venv in task 2's worktree links to %q, want %q", got, venv)
 			}
-			if got := fileIn(t, h.tmp, "seen-1"); got != "module.exports = 1\n" {
+			if got := fileIn(t, h.agentDir, "seen-1"); got != "module.exports = 1\n" {
 				t.Errorf("task 1 read %q through the link", got)
 			}
 			// The links are ignored in the worktree, as the folders are in
 			// the work tree.
-			if got := fileIn(t, h.tmp, "status-2"); !strings.Contains(got, "!! .venv\n") || !strings.Contains(got, "!! node_modules\n") {
+			if got := fileIn(t, h.agentDir, "status-2"); !strings.Contains(got, "!! .venv\n") || !strings.Contains(got, "!! node_modules\n") {
 				t.Errorf("git status --ignored in task 2's worktree: %q", got)
 			}
 			if got := fileIn(t, h.repo, "node_modules/from-1"); got != "one\n" {
@@ -248,8 +251,13 @@ func TestWorktreeLink(t *testing.T) {
 			if got := testgit.Git(t, h.repo, "log", "--all", "--format=", "--name-only"); strings.Contains(got, "node_modules") || strings.Contains(got, ".venv") {
 				t.Fatalf("a link was committed:\n%s", got)
 			}
-			if !strings.Contains(testgit.Git(t, h.repo, "log", "--format=%s"), "the agent commits itself") {
+			// A confined agent's own git add and commit are refused
+			// (docs/behaviour.md): its work is committed by peal.
+			if !strings.Contains(testgit.Git(t, h.repo, "log", "--format=%s"), "the agent commits itself") && h.workDir() == h.repo {
 				t.Fatal("the agent's own commit is not in the history")
+			}
+			if got := testgit.Git(t, h.repo, "log", "--format=", "--name-only"); !strings.Contains(got, "a/agent.txt") {
+				t.Fatalf("the agent's file is not in the history:\n%s", got)
 			}
 			if got, _ := os.ReadFile(filepath.Join(h.repo, ".git", "info", "exclude")); string(got) != string(exclude) {
 				t.Fatalf("info/exclude is %q, was %q", got, exclude)
@@ -300,7 +308,7 @@ func TestWorktreeLinkRefused(t *testing.T) {
 		h.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{"rm", "-r", "node_modules"}}}}})
 		out, err := h.run("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_WORKTREE_LINK=node_modules")
 		if err != nil || !slices.Equal(out.Completed, []int{1}) || !slices.Equal(out.Failed, []int{2, 3}) {
-			t.Fatalf("err %v, outcome %+v", err, out)
+			t.Fatalf("err %v, outcome %+v\n%s", err, out, h.log.String())
 		}
 		if got := h.keys(); got != "plan:1 execute:1" {
 			t.Fatalf("agent calls %q", got)

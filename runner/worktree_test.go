@@ -199,7 +199,7 @@ func TestWorktreeConflict(t *testing.T) {
 				if !slices.Equal(out.Completed, []int{1, 2}) || fileIn(t, h.repo, "base.txt") != "one\ntwo\n" {
 					t.Fatalf("outcome %+v, base.txt %q", out, fileIn(t, h.repo, "base.txt"))
 				}
-				if want := []string{filepath.Join(h.stateDir, worktree.Folder, "task-2"), h.repo}; !slices.Equal(executes2, want) {
+				if want := []string{filepath.Join(h.stateDir, worktree.Folder, "task-2"), h.workDir()}; !slices.Equal(executes2, want) {
 					t.Fatalf("task 2's executes ran in %q, want %q", executes2, want)
 				}
 				if len(attempts) != 2 || attempts[0].Status != state.AttemptError || attempts[1].Status != state.AttemptClosed {

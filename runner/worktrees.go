@@ -22,11 +22,11 @@ import (
 // tree's HEAD, when the tree is clean. why says otherwise why the block
 // cannot be isolated.
 func (r *run) worktreeBase(ctx context.Context) (base, why string) {
-	head, err := r.home.git.Head(ctx)
+	head, err := r.main.git.Head(ctx)
 	if err != nil {
 		return "", "the repository has no commit yet"
 	}
-	changes, err := r.home.git.Changes(ctx)
+	changes, err := r.main.git.Changes(ctx)
 	switch {
 	case err != nil:
 		return "", err.Error()

@@ -2,6 +2,7 @@ package worktree
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,23 +19,23 @@ import (
 // the work tree itself: the kernel can keep a call out of a folder's .git
 // only by refusing it the folder's top (nothing could be made or removed
 // there), and a linked worktree's git data lies in the repository's .git,
-// outside its tree. It is a whole checkout of the work tree's HEAD, with
-// the entries git ignores in the work tree (dependencies, builds, .env)
-// linked into it, so that a task finds what it would find in the work
-// tree; its commits come back to the work tree, fast-forward, as tasks
-// complete. The worktrees of parallel blocks are made from it and merged
-// into it.
+// outside its tree. It mirrors the work tree (its HEAD, and what the work
+// tree holds uncommitted), with the entries git ignores in the work tree
+// (dependencies, builds, .env) linked into it, so that a task finds what it
+// would find in the work tree; what the tasks change there is brought back
+// (Bring). It outlives the run: the next run moves it to the work tree as it
+// then is, which git does by writing only what changed, instead of checking
+// the whole tree out again. The runner decides when it is made, moved and
+// brought back.
 const homeName = "home"
 
-// broughtName is the file, in the worktrees folder, that names the last of
-// the home worktree's commits whose work the work tree holds as changes (a
-// run that does not commit brings its work back that way).
-const broughtName = homeName + ".brought"
-
-// leftHome is what Sweep found of a home worktree an earlier run left.
-type leftHome struct {
-	brought string // see broughtName; "" when it named none
-}
+// Note files of the home worktree, in the worktrees folder: what the work
+// tree took of it (broughtName), and the entries of the work tree linked
+// into it (linksName).
+const (
+	broughtName = homeName + ".brought"
+	linksName   = homeName + ".links"
+)
 
 // Home is the home worktree of the runs on the state folder.
 func (s *Set) Home() *Tree {
@@ -42,37 +43,174 @@ func (s *Set) Home() *Tree {
 	return &Tree{Task: -1, Path: path, Dir: filepath.Join(path, s.rel), Branch: s.prefix + homeName, Review: path + ".review"}
 }
 
-// AddHome makes the home worktree at base and links into it, from the
-// work tree, every entry git ignores there but own (peal's folders, full
-// paths). It returns the tree and the linked entries (relative to the top,
-// a folder's with a trailing /). The folders linked are named in the
-// section of info/exclude, so that no commit takes a link for a file.
-//
-// When Sweep found the home worktree of an earlier run that died, on a
-// branch that still holds the work tree's HEAD, AddHome takes it up again
-// as it is instead (its commits, its uncommitted changes, its review
-// folder), so that the run goes on with all of the work, as a run in the
-// work tree itself would.
-func (s *Set) AddHome(ctx context.Context, base string, own []string) (*Tree, []string, error) {
-	t := s.Home()
-	if s.left == nil {
-		var err error
-		if t, err = s.add(ctx, t, base, false); err != nil {
-			return nil, nil, err
-		}
+// HomeFound reports whether Sweep found the home worktree an earlier run
+// left, whole: git knows it, its git folder points back at it, and it is on
+// its branch (made or not). Its .git file, which a call could rewrite, was
+// written again.
+func (s *Set) HomeFound() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.homeFound
+}
+
+// findHome is what HomeFound reports, found among the worktrees git lists
+// (registered). Callers hold mu.
+func (s *Set) findHome(ctx context.Context, registered []string) bool {
+	h := s.Home()
+	if !slices.Contains(registered, h.Path) {
+		return false
 	}
-	ignored, err := s.ignored(ctx, own)
-	if err == nil {
-		err = s.linkIgnored(t, ignored)
+	common, err := s.git.CommonDir(ctx)
+	if err != nil {
+		return false
+	}
+	admin := filepath.Join(common, "worktrees", homeName)
+	back, err := safefs.ReadFile(filepath.Join(admin, "gitdir"), 4096)
+	if err != nil || filepath.Clean(strings.TrimSpace(string(back))) != filepath.Join(h.Path, ".git") {
+		return false
+	}
+	head, err := safefs.ReadFile(filepath.Join(admin, "HEAD"), 4096)
+	if err != nil || strings.TrimSpace(string(head)) != "ref: refs/heads/"+h.Branch {
+		return false
+	}
+	pointer := "gitdir: " + admin + "\n"
+	// A call could also have made it a named pipe: safefs refuses that.
+	if now, err := safefs.ReadFile(filepath.Join(h.Path, ".git"), 4096); err != nil || string(now) != pointer {
+		if err := safefs.WriteFile(filepath.Join(h.Path, ".git"), []byte(pointer)); err != nil {
+			return false
+		}
+		s.log.Warn("the .git file of the run's worktree was changed: written again", "worktree", h.Path)
+	}
+	return true
+}
+
+// AddHome makes the home worktree at base, on its branch; base "" makes it
+// on an unborn branch with nothing checked out (a repository without a
+// commit yet), whose first commit is a root commit, as the work tree's
+// would be.
+func (s *Set) AddHome(ctx context.Context, base string) (*Tree, error) {
+	t := s.Home()
+	if base != "" {
+		t, err := s.add(ctx, t, base, false)
+		if err == nil {
+			s.mu.Lock()
+			s.homeFound = true
+			s.mu.Unlock()
+		}
+		return t, err
+	}
+	// git (before 2.42) makes a worktree only at a commit: it is made at a
+	// commit of the empty tree that no branch keeps, then its branch is
+	// made unborn again.
+	empty, err := s.git.EmptyTree(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.git.Command("commit-tree", empty, "-m", "peal: the run's worktree of a repository without a commit").
+		Env("GIT_AUTHOR_NAME=peal", "GIT_AUTHOR_EMAIL=peal@localhost", "GIT_COMMITTER_NAME=peal", "GIT_COMMITTER_EMAIL=peal@localhost").Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.register(ctx, t, strings.TrimSpace(c), false); err != nil {
+		s.discard(ctx, t)
+		return nil, err
+	}
+	home := s.git.At(t.Path)
+	if _, err = home.Command("update-ref", "-d", "refs/heads/"+t.Branch).Run(ctx); err == nil {
+		_, err = home.Command("read-tree", "--empty").Run(ctx)
 	}
 	if err != nil {
-		if s.left == nil {
-			s.discard(ctx, t)
-		}
-		return nil, nil, err
+		s.discard(ctx, t)
+		return nil, fmt.Errorf("making the run's worktree on an unborn branch: %w", err)
 	}
-	s.left = nil
-	return t, ignored, nil
+	s.mu.Lock()
+	s.homeFound = true
+	s.mu.Unlock()
+	return t, nil
+}
+
+// LinkIgnored links into the home worktree, from the work tree, every
+// entry git ignores there but own (peal's folders, full paths), and removes
+// the links it made before to entries that are no longer there or no
+// longer ignored. It returns the entries linked (relative to the top, a
+// folder's with a trailing /). They are named in the section of
+// info/exclude, so that git in the home worktree never takes a link for a
+// file to commit.
+func (s *Set) LinkIgnored(ctx context.Context, own []string) ([]string, error) {
+	ignored, err := s.ignored(ctx, own)
+	if err != nil {
+		return nil, err
+	}
+	h := s.Home()
+	top := s.git.Top()
+	for _, p := range s.readLinks() {
+		if slices.Contains(ignored, p) {
+			continue
+		}
+		rel := filepath.FromSlash(strings.TrimSuffix(p, "/"))
+		if linkedTo(filepath.Join(top, rel), filepath.Join(h.Path, rel)) {
+			if err := os.Remove(filepath.Join(h.Path, rel)); err != nil {
+				return nil, fmt.Errorf("removing the link of %s from the run's worktree: %w", p, err)
+			}
+		}
+	}
+	// Every link is named in info/exclude: a link is never a folder to
+	// git, and a .gitignore that is a link is not read, so the rules that
+	// ignore the entry in the work tree may not ignore its link.
+	var names []string
+	for _, p := range ignored {
+		rel := filepath.FromSlash(strings.TrimSuffix(p, "/"))
+		if !linkedTo(filepath.Join(top, rel), filepath.Join(h.Path, rel)) {
+			if err := linkPath(top, rel, h.Path); err != nil {
+				return nil, fmt.Errorf("linking %s into the run's worktree: %w", p, err)
+			}
+		}
+		names = append(names, strings.TrimSuffix(p, "/"))
+	}
+	if err := s.writeHomeNote(linksName, ignored); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.homeLinks = names
+	return ignored, s.writeSection(ctx, nil)
+}
+
+// NoteLinks notes the entries linked into the home worktree (after
+// BringIgnored moved and linked some), in the note and in info/exclude.
+func (s *Set) NoteLinks(ctx context.Context, linked []string) error {
+	if err := s.writeHomeNote(linksName, linked); err != nil {
+		return err
+	}
+	names := make([]string, len(linked))
+	for i, p := range linked {
+		names[i] = strings.TrimSuffix(p, "/")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.homeLinks = names
+	return s.writeSection(ctx, nil)
+}
+
+// Linked are the entries of the work tree linked into the home worktree,
+// as git status lists them there: a link is no folder to git, so with no
+// trailing /.
+func (s *Set) Linked() []string {
+	links := s.readLinks()
+	for i, p := range links {
+		links[i] = strings.TrimSuffix(p, "/")
+	}
+	return links
+}
+
+// readLinks are the entries LinkIgnored linked last (none when the note
+// cannot be read: a link it then misses is left as it is).
+func (s *Set) readLinks() []string {
+	var links []string
+	if data, ok := s.readHomeNote(linksName); ok && json.Unmarshal(data, &links) != nil {
+		links = nil
+	}
+	return links
 }
 
 // ignored lists the entries of the work tree that git ignores (a folder
@@ -108,166 +246,125 @@ func inAny(path string, dirs []string) bool {
 	return false
 }
 
-// linkIgnored links each ignored entry into the home worktree t and names
-// the folders among them in info/exclude.
-func (s *Set) linkIgnored(t *Tree, ignored []string) error {
-	top := s.git.Top()
-	var folders []string
-	for _, p := range ignored {
-		rel := filepath.FromSlash(strings.TrimSuffix(p, "/"))
-		if s.left != nil && linkedTo(filepath.Join(top, rel), filepath.Join(t.Path, rel)) {
-			// Taken up again: linked by the run that made it.
-		} else if err := linkPath(top, rel, t.Path); err != nil {
-			return fmt.Errorf("linking %s into the run's worktree: %w", p, err)
-		}
-		if strings.HasSuffix(p, "/") {
-			folders = append(folders, strings.TrimSuffix(p, "/"))
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.homeLinks = folders
-	if len(folders) == 0 {
-		return nil
-	}
-	return s.writeSection(context.Background(), nil)
-}
-
 // linkedTo reports whether link is a symbolic link to target.
 func linkedTo(target, link string) bool {
 	dest, err := os.Readlink(link)
 	return err == nil && dest == target
 }
 
-// LeftHome reports whether AddHome takes up the home worktree of an
-// earlier run that died (see Sweep), and the last of its commits whose work
-// the work tree holds as changes ("" when none was noted: the work tree's
-// HEAD).
-func (s *Set) LeftHome() (brought string, ok bool) {
-	if s.left == nil {
-		return "", false
-	}
-	return s.left.brought, true
+// Brought is what the work tree holds of the home worktree: the commit its
+// HEAD is ("" in a repository without a commit) and the tree of all it
+// holds, that commit and its uncommitted changes. What the home worktree
+// holds beyond it is what its tasks did since.
+type Brought struct {
+	Commit string `json:"commit"`
+	Tree   string `json:"tree"`
 }
 
-// NoteBrought notes, atomically, that the work tree holds the work of the
-// home worktree's commits up to commit as changes, for a run that takes
-// the home up again after this one died.
-func (s *Set) NoteBrought(commit string) error {
+// HomeBrought is what the work tree held of the home worktree when it last
+// took its work (NoteBrought); false when nothing was noted, or the note
+// cannot be read.
+func (s *Set) HomeBrought() (Brought, bool) {
+	var b Brought
+	data, ok := s.readHomeNote(broughtName)
+	if !ok || json.Unmarshal(data, &b) != nil || (b.Tree == "" && b.Commit == "") {
+		return Brought{}, false
+	}
+	return b, true
+}
+
+// NoteBrought notes, atomically, what the work tree holds of the home
+// worktree, for the run that takes the home worktree up after this one.
+func (s *Set) NoteBrought(b Brought) error {
+	if err := s.writeHomeNote(broughtName, b); err != nil {
+		return fmt.Errorf("noting the work the work tree took: %w", err)
+	}
+	return nil
+}
+
+// readHomeNote reads a note of the home worktree.
+func (s *Set) readHomeNote(name string) ([]byte, bool) {
+	d, err := safefs.OpenDir(s.root, false)
+	if err != nil {
+		return nil, false
+	}
+	defer d.Close()
+	data, err := d.ReadFile(name, 1<<20)
+	return data, err == nil
+}
+
+// writeHomeNote writes v as the JSON note name of the home worktree.
+func (s *Set) writeHomeNote(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
 	d, err := safefs.OpenDir(s.root, true)
 	if err != nil {
 		return fmt.Errorf("worktrees folder %s: %w", s.root, safefs.Reason(err))
 	}
 	defer d.Close()
-	if err := d.WriteFile(broughtName, []byte(commit+"\n")); err != nil {
-		return fmt.Errorf("noting the work the work tree took: %w", safefs.Reason(err))
+	return safefs.Reason(d.WriteFile(name, append(data, '\n')))
+}
+
+// KeepHome keeps what the home worktree holds, its uncommitted changes
+// committed by git (whose identity the caller set), on a branch of its own
+// under KeptPrefix, whose name it returns, and removes the home worktree:
+// the next run makes it again. It is for work the work tree cannot take.
+func (s *Set) KeepHome(ctx context.Context, git *gitrepo.Repo) (string, error) {
+	h := s.Home()
+	if _, err := git.CommitMessage(ctx, "peal: the work of the run's worktree that the work tree could not take"); err != nil {
+		return "", fmt.Errorf("committing the work of the run's worktree: %w", err)
+	}
+	kept := ""
+	if _, err := s.git.Resolve(ctx, "refs/heads/"+h.Branch, 0); err == nil {
+		var kerr error
+		if kept, kerr = s.Keep(ctx, -1, h.Branch); kerr != nil {
+			return "", kerr
+		}
+	}
+	return kept, s.DropHome(ctx)
+}
+
+// DropHome removes the home worktree, its branch, its notes and its
+// folders' lines of info/exclude.
+func (s *Set) DropHome(ctx context.Context) error {
+	h := s.Home()
+	rerr := s.Remove(ctx, h)
+	for _, name := range []string{broughtName, linksName} {
+		if err := os.Remove(filepath.Join(s.root, name)); err != nil && !errors.Is(err, fs.ErrNotExist) && rerr == nil {
+			rerr = err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.homeFound = false
+	s.homeLinks = nil
+	werr := s.writeSection(ctx, nil)
+	if s.branchExists(ctx, h.Branch) {
+		if err := s.git.DeleteBranch(ctx, h.Branch); err != nil && rerr == nil {
+			rerr = err
+		}
+	}
+	switch {
+	case rerr != nil:
+		return fmt.Errorf("removing the run's worktree %s: %w", h.Path, rerr)
+	case werr != nil:
+		return fmt.Errorf("removing the run's linked folders from info/exclude: %w", werr)
 	}
 	return nil
 }
 
-// findLeftHome is the home worktree an earlier run left, when it can be
-// taken up again: git knows it (listed in worktrees, its git folder
-// pointing back at it), it is on its branch, and its branch holds the work
-// tree's HEAD (the work tree did not move elsewhere since). Its .git file,
-// which a call of that run could rewrite, is written again. Callers hold
-// mu.
-func (s *Set) findLeftHome(ctx context.Context, registered []string) *leftHome {
-	h := s.Home()
-	if !slices.Contains(registered, h.Path) || !s.git.IsAncestor(ctx, "HEAD", h.Branch) {
-		return nil
-	}
-	common, err := s.git.CommonDir(ctx)
-	if err != nil {
-		return nil
-	}
-	admin := filepath.Join(common, "worktrees", homeName)
-	back, err := safefs.ReadFile(filepath.Join(admin, "gitdir"), 4096)
-	if err != nil || filepath.Clean(strings.TrimSpace(string(back))) != filepath.Join(h.Path, ".git") {
-		return nil
-	}
-	head, err := safefs.ReadFile(filepath.Join(admin, "HEAD"), 4096)
-	if err != nil || strings.TrimSpace(string(head)) != "ref: refs/heads/"+h.Branch {
-		return nil
-	}
-	pointer := "gitdir: " + admin + "\n"
-	// A call could also have made it a named pipe: safefs refuses that.
-	if now, err := safefs.ReadFile(filepath.Join(h.Path, ".git"), 4096); err != nil || string(now) != pointer {
-		if err := safefs.WriteFile(filepath.Join(h.Path, ".git"), []byte(pointer)); err != nil {
-			return nil
-		}
-		s.log.Warn("the .git file of the run's worktree an earlier run left was changed: written again", "worktree", h.Path)
-	}
-	left := &leftHome{}
-	if d, err := safefs.OpenDir(s.root, false); err == nil {
-		data, rerr := d.ReadFile(broughtName, 128)
-		d.Close()
-		if c := strings.TrimSpace(string(data)); rerr == nil && c != "" && s.git.IsAncestor(ctx, "HEAD", c) && s.git.IsAncestor(ctx, c, h.Branch) {
-			left.brought = c
-		}
-	}
-	return left
-}
-
-// Into is the same set, its worktrees merged into the work tree of git
-// (the home worktree) instead of the work tree: they share the lock, the
-// folder and the branch namespace; the paths they link and copy still come
-// from the work tree.
-func (s *Set) Into(git *gitrepo.Repo) *Set {
-	s.into = git
-	return s
-}
-
-// target is the git whose work tree the worktrees are merged into.
-func (s *Set) target() *gitrepo.Repo {
-	if s.into != nil {
-		return s.into
-	}
-	return s.git
-}
-
 // FastForward brings the commits of the home worktree into the work tree
-// (git merge --ff-only: its hooks run as for any merge), and reports
-// whether there were any. A work tree that moved meanwhile, or whose
-// uncommitted changes the commits would overwrite, is an error naming the
-// branch that holds them.
-func (s *Set) FastForward(ctx context.Context) (bool, error) {
+// (git merge --ff-only: its hooks run as for any merge). A work tree that
+// moved meanwhile, or whose uncommitted changes the commits would
+// overwrite, is an error naming the branch that holds them.
+func (s *Set) FastForward(ctx context.Context) error {
 	h := s.Home()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.git.IsAncestor(ctx, h.Branch, "HEAD") {
-		return false, nil
-	}
 	if err := s.git.Merge(ctx, h.Branch, "", true); err != nil {
-		return false, fmt.Errorf("the work tree cannot take the run's work, fast-forward, from branch %s: %w", h.Branch, err)
+		return fmt.Errorf("the work tree cannot take the run's work, fast-forward, from branch %s: %w", h.Branch, err)
 	}
-	return true, nil
-}
-
-// DropHome removes the home worktree and its folders' lines of
-// info/exclude; its branch goes with it when the work tree holds all its
-// work, and, when keep is set, is kept otherwise (work that never reached
-// the work tree: an unfinished task's, or what a fast-forward refused),
-// under a name it returns.
-func (s *Set) DropHome(ctx context.Context, keep bool) (kept string, err error) {
-	h := s.Home()
-	rerr := s.Remove(ctx, h)
-	if err := os.Remove(filepath.Join(s.root, broughtName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("could not remove the note of the work the work tree took; the next run removes it", "err", err)
-	}
-	s.mu.Lock()
-	s.homeLinks = nil
-	werr := s.writeSection(ctx, nil)
-	s.mu.Unlock()
-	if keep && !s.git.IsAncestor(ctx, h.Branch, "HEAD") {
-		kept, err = s.Keep(ctx, -1, h.Branch)
-	} else {
-		err = s.DeleteBranch(ctx, h.Branch)
-	}
-	switch {
-	case rerr != nil:
-		return kept, fmt.Errorf("removing the run's worktree %s: %w", h.Path, rerr)
-	case werr != nil:
-		return kept, fmt.Errorf("removing the run's linked folders from info/exclude: %w", werr)
-	}
-	return kept, err
+	return nil
 }

@@ -68,7 +68,7 @@ func (e *ConflictError) Error() string {
 func (s *Set) Merge(ctx context.Context, task int, branch string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	into := s.target()
+	into := s.git
 	if into.IsAncestor(ctx, branch, "HEAD") {
 		return "", nil // the task changed nothing
 	}
@@ -121,7 +121,7 @@ func (s *Set) MergeDone() { s.dropNote() }
 func (s *Set) Unmerge(ctx context.Context, task int, before string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.target().ResetKeep(ctx, before); err != nil {
+	if err := s.git.ResetKeep(ctx, before); err != nil {
 		return fmt.Errorf("undoing the merge of task %d (git reset --keep %s in the work tree): %w", task, before, err)
 	}
 	s.dropNote()
@@ -130,7 +130,7 @@ func (s *Set) Unmerge(ctx context.Context, task int, before string) error {
 
 // undoMerge undoes a merge in progress, when there is one.
 func (s *Set) undoMerge(ctx context.Context) error {
-	into := s.target()
+	into := s.git
 	if !into.MergeInProgress(ctx) {
 		return nil // git refused the merge before starting it: nothing to undo
 	}
@@ -236,15 +236,10 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 		s.log.Warn("could not list the worktrees an earlier run may have left; their folders are removed and git's records pruned", "err", err)
 	}
 	home := s.Home()
-	if s.left = s.findLeftHome(ctx, paths); s.left != nil {
-		// A merge of a block's task went into it: what it left is
-		// settled there.
-		s.into = s.git.At(home.Path)
-		defer func() { s.into = nil }()
-		s.log.Warn("an earlier run died while its tasks worked in the run's worktree: this run takes it up again, with its work", "worktree", home.Path, "branch", home.Branch)
-	}
+	// The home worktree outlives runs: a whole one is kept, with its notes.
+	s.homeFound = s.findHome(ctx, paths)
 	for _, path := range paths {
-		if !safefs.Within(path, s.root) || (s.left != nil && path == home.Path) {
+		if !safefs.Within(path, s.root) || (s.homeFound && path == home.Path) {
 			continue
 		}
 		if err := s.git.RemoveWorktree(ctx, path); err != nil {
@@ -263,8 +258,8 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 		if strings.HasPrefix(e.Name(), noteName+".corrupt-") {
 			continue // an unreadable note, kept for the user to read
 		}
-		if s.left != nil && (e.Name() == homeName || e.Name() == filepath.Base(home.Review) || e.Name() == broughtName) {
-			continue // taken up again
+		if s.homeFound && (e.Name() == homeName || e.Name() == broughtName || e.Name() == linksName) {
+			continue // the home worktree and its notes
 		}
 		if err := removeTree(filepath.Join(s.root, e.Name())); err != nil {
 			s.log.Warn("could not remove what an earlier run left in the worktrees folder; the next run tries again", "path", filepath.Join(s.root, e.Name()), "err", err)
@@ -282,7 +277,7 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 	for _, b := range branches {
 		if b != home.Branch {
 			tasks = append(tasks, b)
-		} else if s.left != nil {
+		} else if s.homeFound {
 			continue
 		}
 		if b == home.Branch && !s.git.IsAncestor(ctx, b, "HEAD") {
@@ -311,7 +306,7 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 // as completed (the run died while the merged tree's checks ran). The work
 // of such a task is kept on a branch first. The caller holds mu.
 func (s *Set) sweepMerge(ctx context.Context, n mergeNote, completed func(int) bool) {
-	into := s.target() // the work tree, or the run's worktree taken up again
+	into := s.git
 	if into.MergeInProgress(ctx) {
 		s.log.Warn("undoing the merge of a task an earlier run left half done", "branch", n.Branch)
 		if err := s.undoMerge(ctx); err != nil {

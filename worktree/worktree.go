@@ -56,15 +56,11 @@ type Set struct {
 	git    *gitrepo.Repo // the work tree's git
 	rel    string        // repo_path relative to the top of its work tree
 	sparse cone          // what each worktree checks out; empty: the whole tree
-	// into, when set, is the git of the home worktree, which the tasks'
-	// work is merged into instead of the work tree (see Into).
-	into *gitrepo.Repo
-	// homeLinks are the folders linked into the home worktree, named in
+	// homeLinks are the entries linked into the home worktree, named in
 	// info/exclude while it exists (relative to the top, slash form).
 	homeLinks []string
-	// left is the home worktree of an earlier run that died, which
-	// AddHome takes up again (found by Sweep); nil when there is none.
-	left *leftHome
+	// homeFound: the home worktree is there, whole (see HomeFound).
+	homeFound bool
 }
 
 // New is the set of worktrees of the runs on stateDir, for the repository

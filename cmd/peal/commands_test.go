@@ -53,7 +53,7 @@ func TestCommandsWithoutAgent(t *testing.T) {
 	}
 	r := s.peal(env, "run", "--dry-run")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, `note: agent command "agent" not found (not on PATH)`) ||
-		!strings.Contains(r.stdout, "plan     model (agent default), attempts 1: agent --print --plan --workspace "+s.repo) {
+		!strings.Contains(r.stdout, "plan     model (agent default), attempts 1: agent --print --plan --workspace "+s.workDir()) {
 		t.Errorf("dry run: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := s.peal(env, "retry-state", "show", s.ticket(1)); r.code != 0 || !strings.Contains(r.stdout, "ticket "+s.ticket(1)+": status closed") {

@@ -47,7 +47,7 @@ func TestDryRun(t *testing.T) {
 	for _, want := range []string{
 		"segment 1: sequential", "segment 2: parallel, at most 2 at once",
 		"task 1: ticket " + s.ticket(1) + ", attempt 1", "task 3: ticket " + s.ticket(3) + ", attempt 3",
-		"plan     model base-m, attempts 1: " + bins["fakeagent"] + " --print --plan --workspace " + s.repo + " --output-format text --trust --model base-m <prompt len=",
+		"plan     model base-m, attempts 1: " + bins["fakeagent"] + " --print --plan --workspace " + s.workDir() + " --output-format text --trust --model base-m <prompt len=",
 		"plan     model worker-m", "address  model fixer-m",
 		"after the block's executes, for the block as a whole:", `commit   git add -A; git commit -m "peal: tasks 2, 3 - address round <N>"`,
 	} {

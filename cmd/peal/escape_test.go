@@ -99,7 +99,7 @@ func (s *escapeSandbox) env(confineMode string, extra ...string) []string {
 		"GITHUB_TOKEN="+plantedToken, "ANTHROPIC_API_KEY=sk-test-mock",
 		"ESCAPE_OUT="+s.report, "ESCAPE_LISTENER="+s.listener.Addr().String(), "ESCAPE_ALLOWED="+s.allowed,
 		"ESCAPE_STATE="+s.stateDir, "ESCAPE_MAIN="+s.repo)
-	return append(env, extra...)
+	return append(append(env, testgit.Env...), extra...)
 }
 
 // results are the escape program's lines, by outcome.

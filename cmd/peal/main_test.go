@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"peal/config"
+	"peal/confine"
 	"peal/internal/fakes"
 	"peal/internal/gitrepo"
 	"peal/internal/procs"
@@ -69,11 +70,20 @@ func (s *sandbox) env(extra ...string) []string {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
 		"PEAL_PLAN_PATH=" + s.plan, "PEAL_REPO_PATH=" + s.repo, "PEAL_STATE_DIR=" + s.stateDir,
 		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1", "CURSOR_API_KEY=test-key",
-		// Unconfined unless a test of confinement asks (escape_test.go),
-		// which keeps what the fakes read and write: their variables and
-		// the folders of their records.
-		"PEAL_CONFINE=off", "PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + s.agentDir}
+		// The suite's confine setting (testbin.ConfineMode), unless a test
+		// of confinement asks for its own (escape_test.go); the fakes keep
+		// their variables and write the folders of their records.
+		"PEAL_CONFINE=" + testbin.ConfineMode(), "PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + s.agentDir}
 	return append(env, extra...)
+}
+
+// workDir is where a run's tasks work: the work tree, or, where the
+// kernel confines files, the run's worktree.
+func (s *sandbox) workDir() string {
+	if testbin.ConfineMode() != "off" && confine.Probe().Files {
+		return filepath.Join(s.stateDir, "worktrees", "home")
+	}
+	return s.repo
 }
 
 type result struct {
@@ -263,7 +273,7 @@ func TestSignals(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newSandbox(t, plan3)
-			ready := filepath.Join(s.dir, "ready")
+			ready := filepath.Join(s.agentDir, "ready") // where a confined call may write
 			if err := syscall.Mkfifo(ready, 0o644); err != nil {
 				t.Fatal(err)
 			}

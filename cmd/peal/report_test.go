@@ -102,7 +102,7 @@ func TestReportOfRecordedRuns(t *testing.T) {
 			if tc.name == "parallel" {
 				// Task 2's execute waits for what task 3's writes: they
 				// overlap.
-				gate := filepath.Join(s.dir, "gate")
+				gate := filepath.Join(s.agentDir, "gate")
 				if err := syscall.Mkfifo(gate, 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -190,7 +190,7 @@ func TestReportOfRecordedRuns(t *testing.T) {
 // runKilled starts a run and SIGKILLs peal once the call key runs.
 func (s *sandbox) runKilled(env []string, key string) {
 	s.t.Helper()
-	ready := filepath.Join(s.dir, "ready")
+	ready := filepath.Join(s.agentDir, "ready") // where a confined call may write
 	if err := syscall.Mkfifo(ready, 0o644); err != nil {
 		s.t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestSessionContinuesAfterKill(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			s := newSandbox(t, "## Task 1\nA\n")
-			ready := filepath.Join(s.dir, "ready")
+			ready := filepath.Join(s.agentDir, "ready") // where a confined call may write
 			if err := syscall.Mkfifo(ready, 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -80,7 +80,7 @@ func fifo(t *testing.T, dir, name string) string {
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
-	ready, term := fifo(t, s.dir, "ready"), fifo(t, s.dir, "term")
+	ready, term := fifo(t, s.agentDir, "ready"), fifo(t, s.agentDir, "term")
 	s.scenario(map[string][]fakes.Outcome{"execute:2": {{IgnoreTerm: true, TermFile: term, WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
 	var stderr bytes.Buffer
 	r, w, _ := os.Pipe()
@@ -113,7 +113,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 func TestLostStderrStopsTheRun(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
-	ready, gate := fifo(t, s.dir, "ready"), fifo(t, s.dir, "gate")
+	ready, gate := fifo(t, s.agentDir, "ready"), fifo(t, s.agentDir, "gate")
 	s.scenario(map[string][]fakes.Outcome{
 		"plan:2":    {{WriteFiles: map[string]string{ready: "x"}, WaitFile: gate}},
 		"execute:2": {{Grandchild: true, Hang: true}},
@@ -142,7 +142,7 @@ func TestLostStderrStopsTheRun(t *testing.T) {
 func TestAgentDiesWithKilledPeal(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
-	ready := fifo(t, s.dir, "ready")
+	ready := fifo(t, s.agentDir, "ready")
 	s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
 	cmd, done := startPeal(t, s, s.env(), nil)
 	if _, err := os.ReadFile(ready); err != nil {
@@ -172,8 +172,8 @@ func TestSignalDuringACheck(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newSandbox(t, plan3)
-			ready := fifo(t, s.dir, "ready")
-			pidFile := filepath.Join(s.dir, "sleep.pid")
+			ready := fifo(t, s.agentDir, "ready")
+			pidFile := filepath.Join(s.agentDir, "sleep.pid")
 			check := fmt.Sprintf(`if [ -f go.txt ]; then sleep 300 & echo $! > %q; echo x > %q; wait; fi`, pidFile, ready)
 			s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"go.txt": "1"}}}})
 			cmd, done := startPeal(t, s, s.env("PEAL_CHECK_COMMANDS="+check), nil)
@@ -224,7 +224,7 @@ func TestGrandchildDiesWithKilledPeal(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
 			s := newSandbox(t, plan3)
-			ready := fifo(t, s.dir, "ready")
+			ready := fifo(t, s.agentDir, "ready")
 			tc.Outcome.WriteFiles = map[string]string{ready: "x"} // once the grandchild runs
 			s.scenario(map[string][]fakes.Outcome{"execute:2": {tc.Outcome}})
 			cmd, done := startPeal(t, s, s.env(), nil)
@@ -272,7 +272,7 @@ func guardOf(t *testing.T, peal int) int {
 func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
-	ready := fifo(t, s.dir, "ready")
+	ready := fifo(t, s.agentDir, "ready")
 	s.scenario(map[string][]fakes.Outcome{"execute:2": {{Daemon: true, WriteFiles: map[string]string{ready: "x"}, Hang: true}, {}}})
 	cmd, done := startPeal(t, s, s.env(), nil)
 	if _, err := os.ReadFile(ready); err != nil {
@@ -307,7 +307,7 @@ func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
 func TestNextRunLeavesPostRunCommandsAlone(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n")
-	ready := fifo(t, s.dir, "ready")
+	ready := fifo(t, s.agentDir, "ready")
 	// The plain fake as the post-run command: a call of no phase and no
 	// task is "execute".
 	s.scenario(map[string][]fakes.Outcome{"execute:1": {{}}, "execute": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
@@ -361,7 +361,7 @@ func TestSignalDuringStartupCleanup(t *testing.T) {
 		s := newSandbox(t, plan3)
 		stetDir := filepath.Join(s.dir, "stet")
 		os.MkdirAll(stetDir, 0o755)
-		ready := fifo(t, s.dir, "ready")
+		ready := fifo(t, s.agentDir, "ready")
 		finish.WriteFiles = map[string]string{ready: "x"}
 		// stet status exits 0: a session is open.
 		sc := fakes.StetScenario{Rules: map[string][]fakes.Outcome{"status": {{Stdout: "baseline: 0123\n"}}, "finish": {finish}}}

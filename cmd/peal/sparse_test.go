@@ -28,7 +28,7 @@ func TestWorktreeSparseLinkedKillThenRerun(t *testing.T) {
 	testgit.Git(t, s.repo, "commit", "-q", "-m", "root")
 	os.MkdirAll(filepath.Join(s.repo, "node_modules", "pkg"), 0o755)
 	os.WriteFile(filepath.Join(s.repo, "node_modules", "pkg", "index.js"), []byte("x\n"), 0o644)
-	r2, r3 := fifo(t, s.dir, "ready2"), fifo(t, s.dir, "ready3")
+	r2, r3 := fifo(t, s.agentDir, "ready2"), fifo(t, s.agentDir, "ready3")
 	s.scenario(map[string][]fakes.Outcome{
 		"execute:1": {{WriteFiles: map[string]string{"app/one.txt": "1"}}},
 		"execute:2": {{WriteFiles: map[string]string{r2: "x", "app/two.txt": "2"}, Hang: true}, {WriteFiles: map[string]string{"app/two.txt": "2"}}},

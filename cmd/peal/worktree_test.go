@@ -41,7 +41,7 @@ func TestWorktreeBlockSignalThenRerun(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			s := committedSandbox(t, parallelPlan3)
-			r2, r3 := fifo(t, s.dir, "ready2"), fifo(t, s.dir, "ready3")
+			r2, r3 := fifo(t, s.agentDir, "ready2"), fifo(t, s.agentDir, "ready3")
 			s.scenario(map[string][]fakes.Outcome{
 				"execute:1": {{WriteFiles: map[string]string{"one.txt": "1"}}},
 				"execute:2": {{WriteFiles: map[string]string{r2: "x", "two.txt": "2"}, Hang: true}, {WriteFiles: map[string]string{"two.txt": "2"}}},

@@ -2,6 +2,7 @@ package safefs
 
 import (
 	"errors"
+	"io"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -268,9 +269,15 @@ func (p *Pending) Abort() { p.d.root.Remove(p.tmp) }
 // createTemp creates a new file whose name starts with prefix. O_EXCL never
 // follows a link, so the file is always a new one in this folder.
 func (d *Dir) createTemp(prefix string) (*os.File, string, error) {
+	return d.createTempMode(prefix, 0o666)
+}
+
+// createTempMode is createTemp of a file made with mode perm (less the
+// umask).
+func (d *Dir) createTempMode(prefix string, perm fs.FileMode) (*os.File, string, error) {
 	for range 100 {
 		name := prefix + strconv.FormatUint(rand.Uint64(), 36)
-		f, err := d.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|nonblock, 0o666)
+		f, err := d.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|nonblock, perm)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
@@ -421,4 +428,55 @@ func (d *Dir) Lock(name string) (*Lock, error) {
 		return nil, fmt.Errorf("locking %s: %w", d.Join(name), err)
 	}
 	return nil, fmt.Errorf("%s: %w", d.Join(name), ErrLocked)
+}
+
+// Readlink is the target of the symbolic link name.
+func (d *Dir) Readlink(name string) (string, error) {
+	target, err := d.root.Readlink(name)
+	return target, d.named(err, name)
+}
+
+// Remove removes the entry name (a folder only when it is empty).
+func (d *Dir) Remove(name string) error { return d.named(d.root.Remove(name), name) }
+
+// Put replaces the entry name, whatever it is, with a regular file of mode
+// perm (less the umask) holding what r reads, or, when link is set, with a
+// symbolic link to link: the new entry is made under a temporary name and
+// renamed over name, so that name is the old entry or the new one, never a
+// part of it. It is not synced: it is for files a program writes as git
+// checks them out, not for peal's own records.
+func (d *Dir) Put(name string, r io.Reader, perm fs.FileMode, link string) error {
+	var tmp string
+	if link != "" {
+		for range 100 {
+			tmp = TempPrefix(name) + strconv.FormatUint(rand.Uint64(), 36)
+			err := d.root.Symlink(link, tmp)
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			if err != nil {
+				return d.named(err, tmp)
+			}
+			break
+		}
+	} else {
+		f, name2, err := d.createTempMode(TempPrefix(name), perm)
+		if err != nil {
+			return err
+		}
+		tmp = name2
+		_, err = io.Copy(f, r)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			d.root.Remove(tmp)
+			return d.named(err, tmp)
+		}
+	}
+	if err := d.root.Rename(tmp, name); err != nil {
+		d.root.Remove(tmp)
+		return d.named(err, name)
+	}
+	return nil
 }

@@ -124,14 +124,18 @@ func WorktreeLeftovers(t interface {
 	Fatalf(string, ...any)
 }, repo, stateDir string) []string {
 	t.Helper()
+	// The run's worktree outlives runs (a confined run's tasks work there):
+	// it, its branch, its notes and the lines of info/exclude that name the
+	// folders linked into it are no leftovers.
+	home := filepath.Join(stateDir, "worktrees", "home")
 	var out []string
 	for _, line := range strings.Split(Git(t, repo, "worktree", "list", "--porcelain"), "\n") {
-		if p, ok := strings.CutPrefix(line, "worktree "); ok && p != repo {
+		if p, ok := strings.CutPrefix(line, "worktree "); ok && p != repo && p != home {
 			out = append(out, "worktree "+p)
 		}
 	}
 	for _, b := range strings.Fields(Git(t, repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
-		if strings.HasPrefix(b, "peal-") && !strings.HasPrefix(b, "peal-kept/") {
+		if strings.HasPrefix(b, "peal-") && !strings.HasPrefix(b, "peal-kept/") && !strings.HasSuffix(b, "/home") {
 			out = append(out, "branch "+b)
 		}
 	}
@@ -143,12 +147,22 @@ func WorktreeLeftovers(t interface {
 	})
 	entries, _ := os.ReadDir(filepath.Join(stateDir, "worktrees"))
 	for _, e := range entries {
-		out = append(out, "folder entry "+e.Name())
+		if n := e.Name(); n != "home" && n != "home.brought" && n != "home.links" {
+			out = append(out, "folder entry "+n)
+		}
 	}
 	exclude, _ := os.ReadFile(filepath.Join(repo, ".git", "info", "exclude"))
+	in, header := false, ""
 	for _, line := range strings.Split(string(exclude), "\n") {
-		if strings.HasPrefix(line, "# peal-") {
-			out = append(out, "info/exclude line "+line)
+		switch {
+		case strings.HasPrefix(line, "# end peal-"):
+			in = false
+		case strings.HasPrefix(line, "# peal-"):
+			in, header = true, line
+		case in && line != "":
+			if fi, err := os.Lstat(filepath.Join(home, filepath.FromSlash(strings.TrimPrefix(line, "/")))); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+				out = append(out, "info/exclude line "+header+": "+line)
+			}
 		}
 	}
 	return out

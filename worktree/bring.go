@@ -1,0 +1,387 @@
+package worktree
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"peal/internal/gitrepo"
+	"peal/internal/safefs"
+)
+
+// BringError is a path whose change the work tree cannot take: the work
+// tree holds there neither what the change started from nor what it made
+// (something else changed it since), or it is no file peal writes.
+type BringError struct {
+	Path, Why string
+}
+
+func (e *BringError) Error() string {
+	return fmt.Sprintf("the work tree cannot take the change of %s: %s", e.Path, e.Why)
+}
+
+// Bring writes into the work tree the changes of paths made in the home
+// worktree: each path gets what the home worktree holds there now (a file,
+// executable or not, or a link), or is removed when it is gone there, as git
+// would check it out. Every path is checked first: the work tree must hold
+// there what the change started from (the object Old, nothing when Old is
+// empty) or already what it made; otherwise nothing is written and the
+// error is a *BringError naming the path. A folder of the work tree is
+// never followed through a link. A submodule's change is not brought, and
+// returned in skipped.
+func (s *Set) Bring(changes []gitrepo.Change) (skipped []string, err error) {
+	from, to := s.Home().Path, s.git.Top()
+	var writes, removals []gitrepo.Change
+	for _, c := range changes {
+		if c.Gitlink {
+			skipped = append(skipped, c.Path)
+			continue
+		}
+		rel := filepath.FromSlash(c.Path)
+		if !filepath.IsLocal(rel) {
+			return skipped, &BringError{Path: c.Path, Why: "it is not a path inside the tree"}
+		}
+		now, err := entryOf(from, rel)
+		if err != nil {
+			return skipped, &BringError{Path: c.Path, Why: "the run's worktree holds there " + err.Error()}
+		}
+		if c.Deleted {
+			now = nil
+		}
+		have, err := entryOf(to, rel)
+		if err != nil {
+			return skipped, &BringError{Path: c.Path, Why: "the work tree holds there " + err.Error()}
+		}
+		switch {
+		case have.same(now):
+			continue // taken already (a run that died after bringing it)
+		case !have.is(c.Old):
+			return skipped, &BringError{Path: c.Path, Why: "it changed in the work tree while the run worked on it"}
+		}
+		if now == nil {
+			removals = append(removals, c)
+		} else {
+			writes = append(writes, c)
+		}
+	}
+	// Removals first: a file may give its name to a folder, and a folder
+	// to a file.
+	slices.Reverse(removals) // a folder's entries before the folder
+	for _, c := range removals {
+		if err := removeEntry(to, filepath.FromSlash(c.Path)); err != nil {
+			return skipped, err
+		}
+	}
+	for _, c := range writes {
+		if err := copyInto(from, to, filepath.FromSlash(c.Path)); err != nil {
+			return skipped, err
+		}
+	}
+	return skipped, nil
+}
+
+// entry is a file or link of a tree, as git holds it: its content (a
+// link's target) and whether it is executable; nil when there is nothing
+// there.
+type entry struct {
+	path   string // full path, to read a file's content
+	link   bool
+	exec   bool
+	size   int64
+	target string // a link's
+}
+
+// entryOf describes rel under root, without following a link among its
+// folders; nil when it is not there. A folder, a named pipe or a device is
+// an error: git holds none of them as a file.
+func entryOf(root, rel string) (*entry, error) {
+	d, name, err := openParent(root, rel, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var nr *safefs.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("%s among its folders", nr.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	info, err := d.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{path: d.Join(name), size: info.Size()}
+	switch m := info.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		e.link = true
+		if e.target, err = d.Readlink(name); err != nil {
+			return nil, err
+		}
+	case m.IsRegular():
+		e.exec = m.Perm()&0o100 != 0
+	case m.IsDir():
+		return nil, errors.New("a folder")
+	default:
+		return nil, errors.New("a special file")
+	}
+	return e, nil
+}
+
+// same reports whether e and o hold the same (both nil: nothing).
+func (e *entry) same(o *entry) bool {
+	switch {
+	case e == nil || o == nil:
+		return e == o
+	case e.link || o.link:
+		return e.link == o.link && e.target == o.target
+	case e.exec != o.exec || e.size != o.size:
+		return false
+	}
+	a, err := os.ReadFile(e.path)
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(o.path)
+	return err == nil && bytes.Equal(a, b)
+}
+
+// is reports whether e holds git's object id ("": nothing).
+func (e *entry) is(id string) bool {
+	if e == nil || id == "" {
+		return e == nil && id == ""
+	}
+	var h hash.Hash
+	switch len(id) {
+	case 40:
+		h = sha1.New()
+	case 64:
+		h = sha256.New()
+	default:
+		return false
+	}
+	if e.link {
+		fmt.Fprintf(h, "blob %d\x00%s", len(e.target), e.target)
+	} else {
+		f, err := os.Open(e.path)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		info, err := f.Stat()
+		if err != nil || !info.Mode().IsRegular() {
+			return false
+		}
+		h.Write([]byte("blob " + strconv.FormatInt(info.Size(), 10) + "\x00"))
+		if n, err := io.Copy(h, f); err != nil || n != info.Size() {
+			return false
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)) == id
+}
+
+// removeEntry removes rel from root, and then the folders it leaves empty,
+// as git does.
+func removeEntry(root, rel string) error {
+	d, name, err := openParent(root, rel, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = d.Remove(name)
+	d.Close()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for dir := filepath.Dir(rel); dir != "."; dir = filepath.Dir(dir) {
+		p, n, err := openParent(root, dir, false)
+		if err != nil {
+			break
+		}
+		err = p.Remove(n) // fails, and stops, on a folder that is not empty
+		p.Close()
+		if err != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// copyInto writes rel of root from into the same place under to: a file
+// with its executable bit, or a link. The folders on the way are made.
+func copyInto(from, to, rel string) error {
+	src, name, err := openParent(from, rel, false)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, _, err := openParent(to, rel, true)
+	var nr *safefs.NotRegularError
+	if errors.As(err, &nr) {
+		return &BringError{Path: filepath.ToSlash(rel), Why: "the work tree holds " + nr.Kind + " among its folders"}
+	}
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	info, err := src.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if info.Mode()&fs.ModeSymlink != 0 {
+		target, err := src.Readlink(name)
+		if err != nil {
+			return err
+		}
+		return dst.Put(name, nil, 0, target)
+	}
+	f, _, err := src.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	perm := fs.FileMode(0o666)
+	if info.Mode().Perm()&0o100 != 0 {
+		perm = 0o777
+	}
+	return dst.Put(name, f, perm, "")
+}
+
+// BringIgnored brings into the work tree what a task did, in the home
+// worktree, to the entries git ignores (ignored: as git status lists them
+// there): a linked entry whose link is gone was removed, and is removed
+// from the work tree; an entry that is not one of the links (made by the
+// task: a build's output, a dependency folder made again) is moved to the
+// work tree, in place of the entry there, and linked back. It returns the
+// entries linked into the home worktree now, and whether it brought any.
+func (s *Set) BringIgnored(ctx context.Context, ignored []string) (linked []string, brought bool, err error) {
+	h, top := s.Home(), s.git.Top()
+	links := s.readLinks()
+	name := func(p string) string { return strings.TrimSuffix(p, "/") }
+	for _, p := range links {
+		rel := filepath.FromSlash(name(p))
+		if _, err := os.Lstat(filepath.Join(h.Path, rel)); !errors.Is(err, fs.ErrNotExist) {
+			linked = append(linked, p)
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(top, rel)); err != nil {
+			return links, brought, err
+		}
+		brought = true
+	}
+	for _, p := range ignored {
+		rel := filepath.FromSlash(name(p))
+		if name(p) == ".review" || strings.HasPrefix(p, ".review/") || linkedTo(filepath.Join(top, rel), filepath.Join(h.Path, rel)) {
+			continue
+		}
+		was := slices.IndexFunc(linked, func(l string) bool { return name(l) == name(p) })
+		if err := moveInto(h.Path, top, rel, was >= 0); err != nil {
+			return links, brought, err
+		}
+		if err := linkPath(top, rel, h.Path); err != nil {
+			return links, brought, fmt.Errorf("linking %s back into the run's worktree: %w", p, err)
+		}
+		if was >= 0 {
+			linked = slices.Delete(linked, was, was+1)
+		}
+		linked, brought = append(linked, p), true
+	}
+	if brought {
+		err = s.NoteLinks(ctx, linked)
+	}
+	return linked, brought, err
+}
+
+// moveInto moves rel of from to the same place under to, replacing what is
+// there when replace is set (an entry the move stands for); otherwise a
+// path taken there is an error. A move across file systems copies.
+func moveInto(from, to, rel string, replace bool) error {
+	dst := filepath.Join(to, rel)
+	if _, err := os.Lstat(dst); err == nil {
+		if !replace {
+			return &BringError{Path: filepath.ToSlash(rel), Why: "the work tree made it too while the run worked"}
+		}
+		if err := os.RemoveAll(dst); err != nil {
+			return err
+		}
+	}
+	d, _, err := openParent(to, rel, true)
+	var nr *safefs.NotRegularError
+	if errors.As(err, &nr) {
+		return &BringError{Path: filepath.ToSlash(rel), Why: "the work tree holds " + nr.Kind + " among its folders"}
+	}
+	if err != nil {
+		return err
+	}
+	d.Close()
+	src := filepath.Join(from, rel)
+	if err := os.Rename(src, dst); err == nil {
+		return nil
+	}
+	if err := copyTree(src, dst); err != nil {
+		return err
+	}
+	return os.RemoveAll(src)
+}
+
+// copyTree copies the file, link or folder src to dst: links as links,
+// special files left out.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(dst, rel)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		switch m := info.Mode(); {
+		case m.IsDir():
+			return os.Mkdir(out, m.Perm()|0o700)
+		case m&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, out)
+		case m.IsRegular():
+			in, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, m.Perm())
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, in); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		}
+		return nil // a named pipe, a socket, a device: not brought
+	})
+}

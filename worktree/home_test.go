@@ -1,0 +1,243 @@
+package worktree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"peal/internal/gitrepo"
+	"peal/internal/testgit"
+	"peal/phase"
+)
+
+// homeSet is the set of the state folder state for repo.
+func homeSet(repo, state string, log *bytes.Buffer) *Set {
+	caller := phase.Caller{Dir: repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: testgit.Env}
+	logger := slog.New(slog.NewTextHandler(log, nil))
+	return New(gitrepo.New(caller, logger, time.Minute, repo), logger, state, "test", nil)
+}
+
+// TestHomeOutlivesRuns: the home worktree a run made is found whole by the
+// next run on the state folder, with its notes; its .git file is written
+// again when a call changed it; LinkIgnored links what the work tree
+// ignores and takes back the links of entries that went; DropHome leaves
+// nothing.
+func TestHomeOutlivesRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo, head := testRepo(t)
+	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("deps/\n.env\n"), 0o644)
+	testgit.Git(t, repo, "add", ".gitignore")
+	testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
+	head = testgit.Git(t, repo, "rev-parse", "HEAD")
+	os.MkdirAll(filepath.Join(repo, "deps"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=1\n"), 0o600)
+	state := filepath.Join(t.TempDir(), "state")
+	var log bytes.Buffer
+	first := homeSet(repo, state, &log)
+	first.Sweep(ctx, func(int) bool { return false })
+	if first.HomeFound() {
+		t.Fatal("a home is found where no run ran")
+	}
+	h, err := first.AddHome(ctx, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked, err := first.LinkIgnored(ctx, nil)
+	if err != nil || !slices.Equal(linked, []string{".env", "deps/"}) {
+		t.Fatalf("LinkIgnored: %v, linked %q", err, linked)
+	}
+	if err := first.NoteBrought(Brought{Commit: head}); err != nil {
+		t.Fatal(err)
+	}
+	// Both links are ignored in the home worktree, the file's too.
+	if got := testgit.Git(t, h.Path, "status", "--porcelain"); got != "" {
+		t.Fatalf("git status in the home worktree: %q", got)
+	}
+	os.WriteFile(filepath.Join(h.Path, ".git"), []byte("gitdir: /elsewhere\n"), 0o644)
+	os.Remove(filepath.Join(repo, ".env")) // gone from the work tree between runs
+
+	next := homeSet(repo, state, &log)
+	next.Sweep(ctx, func(int) bool { return false })
+	if !next.HomeFound() {
+		t.Fatalf("the home is not found:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), "written again") {
+		t.Errorf("log:\n%s", log.String())
+	}
+	if b, ok := next.HomeBrought(); !ok || b.Commit != head {
+		t.Errorf("brought %+v %v", b, ok)
+	}
+	if linked, err := next.LinkIgnored(ctx, nil); err != nil || !slices.Equal(linked, []string{"deps/"}) {
+		t.Fatalf("LinkIgnored again: %v, linked %q", err, linked)
+	}
+	if _, err := os.Lstat(filepath.Join(h.Path, ".env")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the link of the entry that went stays: %v", err)
+	}
+	if err := next.DropHome(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := testgit.WorktreeLeftovers(t, repo, state); len(left) > 0 {
+		t.Errorf("left behind: %q", left)
+	}
+	for _, name := range []string{homeName, broughtName, linksName} {
+		if _, err := os.Lstat(filepath.Join(next.Root(), name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is left: %v", name, err)
+		}
+	}
+	if b := testgit.Git(t, repo, "for-each-ref", "refs/heads/peal-test/"); b != "" {
+		t.Errorf("branch left: %q", b)
+	}
+}
+
+// TestHomeUnborn: in a repository without a commit the home worktree is
+// on an unborn branch of its own with nothing staged, and no commit reaches
+// the work tree's branch.
+func TestHomeUnborn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo := t.TempDir()
+	testgit.Init(t, repo)
+	os.WriteFile(filepath.Join(repo, "mine.txt"), []byte("mine\n"), 0o644)
+	s := homeSet(repo, filepath.Join(t.TempDir(), "state"), &bytes.Buffer{})
+	h, err := s.AddHome(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := gitrepo.Plain(h.Path).Command("rev-parse", "--verify", "-q", "HEAD").Run(ctx); err == nil {
+		t.Fatalf("the home has a HEAD: %q", out)
+	}
+	if got := testgit.Git(t, h.Path, "symbolic-ref", "HEAD"); got != "refs/heads/"+h.Branch {
+		t.Errorf("HEAD %q", got)
+	}
+	if got := testgit.Git(t, h.Path, "ls-files"); got != "" {
+		t.Errorf("staged: %q", got)
+	}
+	if _, err := gitrepo.Plain(repo).Command("rev-parse", "--verify", "-q", "HEAD").Run(ctx); err == nil {
+		t.Error("the work tree's branch got a commit")
+	}
+}
+
+// TestBring: the changes made in the home worktree are written into the
+// work tree as git would check them out (a new file, a change, an
+// executable, a link, a removal with the folder it empties); a path the
+// work tree changed meanwhile refuses the whole change, writing nothing;
+// bringing what was brought already changes nothing.
+func TestBring(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo, head := testRepo(t)
+	s := homeSet(repo, filepath.Join(t.TempDir(), "state"), &bytes.Buffer{})
+	h, err := s.AddHome(ctx, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := gitrepo.Plain(h.Path, testgit.Env...)
+	os.WriteFile(filepath.Join(h.Path, "base.txt"), []byte("changed\n"), 0o644)
+	os.MkdirAll(filepath.Join(h.Path, "new", "deep"), 0o755)
+	os.WriteFile(filepath.Join(h.Path, "new", "deep", "run.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.Symlink("../top.txt", filepath.Join(h.Path, "new", "link"))
+	os.RemoveAll(filepath.Join(h.Path, "c"))
+	state, err := home.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := home.TreeChanges(ctx, head, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The work tree changed one of the paths meanwhile: nothing is written.
+	os.WriteFile(filepath.Join(repo, "c", "f.txt"), []byte("the user's\n"), 0o644)
+	_, err = s.Bring(changes)
+	var be *BringError
+	if !errors.As(err, &be) || be.Path != "c/f.txt" {
+		t.Fatalf("Bring over a changed file: %v", err)
+	}
+	if fileIn(t, repo, "base.txt") != "base\n" {
+		t.Fatal("a refused change wrote a file")
+	}
+	testgit.Git(t, repo, "checkout", "--", "c/f.txt")
+	for range 2 {
+		if _, err := s.Bring(changes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fileIn(t, repo, "base.txt") != "changed\n" {
+		t.Error("base.txt not brought")
+	}
+	if info, err := os.Stat(filepath.Join(repo, "new", "deep", "run.sh")); err != nil || info.Mode().Perm()&0o100 == 0 {
+		t.Errorf("run.sh: %v", err)
+	}
+	if target, err := os.Readlink(filepath.Join(repo, "new", "link")); err != nil || target != "../top.txt" {
+		t.Errorf("link: %q %v", target, err)
+	}
+	if _, err := os.Lstat(filepath.Join(repo, "c")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the emptied folder stays: %v", err)
+	}
+	if got := testgit.Git(t, repo, "add", "-A", "--dry-run"); got == "" {
+		t.Fatal("nothing changed in the work tree")
+	}
+	testgit.Git(t, repo, "add", "-A")
+	if got := testgit.Git(t, repo, "write-tree"); got != state {
+		t.Errorf("the work tree holds %s, the home %s", got, state)
+	}
+}
+
+// TestBringIgnored: what a task did in the home worktree to the entries
+// git ignores comes to the work tree: a linked folder it removed is
+// removed, one it made again replaces the old one, and a new build output
+// moves there; each is linked back.
+func TestBringIgnored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo, _ := testRepo(t)
+	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("deps/\ncache/\nbin/\n"), 0o644)
+	testgit.Git(t, repo, "add", ".gitignore")
+	testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
+	for _, d := range []string{"deps", "cache"} {
+		os.MkdirAll(filepath.Join(repo, d), 0o755)
+		os.WriteFile(filepath.Join(repo, d, "old"), []byte("old\n"), 0o644)
+	}
+	s := homeSet(repo, filepath.Join(t.TempDir(), "state"), &bytes.Buffer{})
+	h, err := s.AddHome(ctx, testgit.Git(t, repo, "rev-parse", "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LinkIgnored(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(h.Path, "cache"))
+	os.Remove(filepath.Join(h.Path, "deps"))
+	os.MkdirAll(filepath.Join(h.Path, "deps"), 0o755)
+	os.WriteFile(filepath.Join(h.Path, "deps", "new"), []byte("new\n"), 0o644)
+	os.MkdirAll(filepath.Join(h.Path, "bin"), 0o755)
+	os.WriteFile(filepath.Join(h.Path, "bin", "app"), []byte("app\n"), 0o755)
+	st, err := gitrepo.Plain(h.Path).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked, brought, err := s.BringIgnored(ctx, st.Ignored)
+	if err != nil || !brought || !slices.Equal(slices.Sorted(slices.Values(linked)), []string{"bin/", "deps/"}) {
+		t.Fatalf("BringIgnored: %v, %v, linked %q", err, brought, linked)
+	}
+	if _, err := os.Lstat(filepath.Join(repo, "cache")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("cache stays: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(repo, "deps", "old")); !errors.Is(err, fs.ErrNotExist) || fileIn(t, repo, "deps/new") != "new\n" {
+		t.Errorf("deps: %v", err)
+	}
+	if fileIn(t, repo, "bin/app") != "app\n" || !linkedTo(filepath.Join(repo, "bin"), filepath.Join(h.Path, "bin")) {
+		t.Error("bin not moved and linked back")
+	}
+	if got := testgit.Git(t, h.Path, "status", "--porcelain"); got != "" {
+		t.Errorf("git status in the home worktree: %q", got)
+	}
+}
