@@ -309,4 +309,3 @@ func TestAddThatFailsLeavesNothing(t *testing.T) {
 		t.Errorf("the worktree's folder: %v, want it gone", err)
 	}
 }
-

@@ -2,8 +2,8 @@ package safefs
 
 import (
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
