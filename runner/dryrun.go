@@ -123,7 +123,7 @@ func (d *dryRun) describeReview() {
 		return
 	}
 	fmt.Fprintln(d.w, "review: "+d.at.reviewer.Describe())
-	c := d.r.checks()
+	c := d.at.checks()
 	if c == nil {
 		return
 	}

@@ -272,7 +272,12 @@ func (r *run) bring(ctx context.Context, h *homeTree) error {
 		}
 	}
 	h.brought = worktree.Brought{Commit: st.Head, Tree: state}
-	h.clean = false
+	// Nothing left uncommitted there: the work tree holds its HEAD alone,
+	// and the next commits come back fast-forward.
+	h.clean = !dirty
+	if h.clean {
+		h.brought.Tree = ""
+	}
 	return r.trees.NoteBrought(h.brought)
 }
 

@@ -28,6 +28,13 @@ import (
 // the tasks is charged with them.
 func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string, red check.Set) error {
 	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.Root())
+	if r.checks() != nil {
+		// The merged tree's checks run at the run's home: it is made now,
+		// before the block's goroutines read where it is.
+		if _, err := r.atHome(ctx); err != nil {
+			return err
+		}
+	}
 	slots := r.setUpBlock(ctx, b, base)
 	// One goroutine merges, in index order, while the pool runs the tasks:
 	// a merge, and the checks of the merged tree, never hold a slot.

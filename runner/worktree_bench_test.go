@@ -91,9 +91,12 @@ func (bb *blockBench) prepare(b *testing.B, env ...string) *config.Config {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Confined as a user's run is (confine = auto), unless env says
+	// otherwise; the fake agent keeps its variables and writes its record.
 	cfg, err := config.Load(config.Inputs{Env: append([]string{"PEAL_PLAN_PATH=" + bb.planPath, "PEAL_REPO_PATH=" + bb.repo,
 		"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + bb.agent,
-		"PEAL_STET_PATH=/nonexistent", "PEAL_MAX_PARALLEL=4", "PEAL_COMMIT_AFTER_PHASE2=true"}, env...)})
+		"PEAL_STET_PATH=/nonexistent", "PEAL_MAX_PARALLEL=4", "PEAL_COMMIT_AFTER_PHASE2=true",
+		"PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + bb.agentDir + "," + filepath.Join(bb.dir, "counts")}, env...)})
 	if err == nil {
 		err = cfg.Validate()
 	}
@@ -135,9 +138,11 @@ const largeFiles, largeFolders = 20000, 200
 // BenchmarkLargeRepo20kFiles: a block of 4 instant tasks (each writes a
 // file, its work committed and merged) on a repository of 20 000 files in
 // 200 folders, on disk and on tmpfs, with full worktrees (full-ms) and with
-// a sparse set of 20 of the 200 folders, 10% (sparse-ms), measured
+// a sparse set of 20 of the 200 folders, 10% (sparse-ms), confined as a
+// user's run is (confine = auto) and under confine = off (off-full-ms,
+// off-sparse-ms; full-on/off and sparse-on/off the ratios), measured
 // alternately in the same loop so that a machine busy with other work
-// slows both alike. Before the timed runs each task counts the files its
+// slows all alike. Before the timed runs each task counts the files its
 // worktree holds (full-files, sparse-files). The worktrees' own costs
 // (linked against copied dependencies, peal's worktree against git's) are
 // worktree's BenchmarkLargeRepo20kFiles.
@@ -174,26 +179,27 @@ func BenchmarkLargeRepo20kFiles(b *testing.B) {
 				held[c.metric] = c.want
 			}
 			bench.scenario(b, largeFolders, nil)
-			var full, part time.Duration
+			var took [4]time.Duration // full, sparse, off full, off sparse
 			n := 0
 			for b.Loop() {
-				b.StopTimer()
-				cfg := bench.prepare(b)
-				b.StartTimer()
-				start := time.Now()
-				bench.exec(b, cfg)
-				full += time.Since(start)
-				b.StopTimer()
-				cfg = bench.prepare(b, sparse)
-				b.StartTimer()
-				start = time.Now()
-				bench.exec(b, cfg)
-				part += time.Since(start)
+				for i, env := range [][]string{nil, {sparse}, {"PEAL_CONFINE=off"}, {"PEAL_CONFINE=off", sparse}} {
+					b.StopTimer()
+					cfg := bench.prepare(b, env...)
+					b.StartTimer()
+					start := time.Now()
+					bench.exec(b, cfg)
+					took[i] += time.Since(start)
+				}
 				n++
 			}
-			b.ReportMetric(float64(full.Milliseconds())/float64(n), "full-ms")
-			b.ReportMetric(float64(part.Milliseconds())/float64(n), "sparse-ms")
-			b.ReportMetric(part.Seconds()/full.Seconds(), "sparse/full")
+			ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(n) }
+			b.ReportMetric(ms(took[0]), "full-ms")
+			b.ReportMetric(ms(took[1]), "sparse-ms")
+			b.ReportMetric(ms(took[2]), "off-full-ms")
+			b.ReportMetric(ms(took[3]), "off-sparse-ms")
+			b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "sparse/full")
+			b.ReportMetric(took[0].Seconds()/took[2].Seconds(), "full-on/off")
+			b.ReportMetric(took[1].Seconds()/took[3].Seconds(), "sparse-on/off")
 			for metric, n := range held {
 				b.ReportMetric(float64(n), metric)
 			}

@@ -139,7 +139,7 @@ func TestDryRunChecks(t *testing.T) {
 	}
 	for _, want := range []string{
 		"review: none (no stet): the project's checks alone make Phase 3",
-		"checks: in order, each through sh -c in the task's work tree (" + s.repo + "; a task of a parallel block: its worktree), under 10m0s each:",
+		"checks: in order, each through sh -c in the task's work tree (" + s.workDir() + "; a task of a parallel block: its worktree), under 10m0s each:",
 		"  1. go test ./... > ran.txt\n  2. npm test -- --run --reporter=dot,summary\n",
 		"they run on the starting tree before the first task",
 		"    check    go test ./... > ran.txt; npm test -- --run --reporter=dot,summary\n    while a check fails, up to 5 rounds:\n    address  model (agent default), attempts 1:",
