@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"peal/agent"
+	"peal/agentcall"
 	"peal/config"
 	"peal/internal/fakes"
 	"peal/phase"
@@ -436,7 +437,7 @@ func TestStructuredOutput(t *testing.T) {
 		h, env := kindHarness(t, "claude", threeTasks)
 		h.scenario(map[string][]fakes.Outcome{"plan": {{CostUSD: 0.25}}, "execute": {{CostUSD: 0.25}}})
 		_, err := h.run(append(env, structured, "PEAL_MAX_COST_USD=0.6", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...)
-		var cl *CostLimitError
+		var cl *agentcall.CostLimitError
 		if !errors.As(err, &cl) || h.keys() != "plan:1 execute:1 plan:2" || !slices.Equal(h.state().CompletedTaskIndices, []int{1}) ||
 			!strings.Contains(err.Error(), "cost $0.7500, which reaches max_cost_usd ($0.6000)") {
 			t.Fatalf("calls %q, err %v", h.keys(), err)
@@ -526,7 +527,7 @@ func TestModelNotFound(t *testing.T) {
 			h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
 			_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_PHASE_RETRY_COUNT=2", "PEAL_RETRY_DELAY_SEC=600",
 				"PEAL_CONTINUE_WITH_REMAINING_TASKS=true")...)
-			var me *modelError
+			var me *agentcall.ModelError
 			var fatal *phase.FatalError
 			if !errors.As(err, &me) || !errors.As(err, &fatal) || !phase.EndsRun(err) || h.keys() != "plan:1" {
 				t.Fatalf("calls %q, err %v", h.keys(), err)
@@ -591,7 +592,7 @@ func TestModelNotFoundWithFallback(t *testing.T) {
 		h, env := kindHarness(t, "claude", "## Task 1\nA\n")
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}, {Stdout: "THE PLAN"}}})
 		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_PHASE_RETRY_COUNT=2")...)
-		var me *modelError
+		var me *agentcall.ModelError
 		if !errors.As(err, &me) || h.keys() != "plan:1" {
 			t.Fatalf("calls %q, err %v", h.keys(), err)
 		}
@@ -602,7 +603,7 @@ func TestModelNotFoundWithFallback(t *testing.T) {
 		h.scenario(map[string][]fakes.Outcome{"plan": {{Failure: fakes.FailModelNotFound}}})
 		_, err := h.run(append(env, "PEAL_MODEL=nope", "PEAL_FALLBACK_AGENT_CMD="+h.cli("claude"), "PEAL_FALLBACK_MODEL=gone",
 			"PEAL_PHASE_RETRY_COUNT=2")...)
-		var me *modelError
+		var me *agentcall.ModelError
 		if !errors.As(err, &me) || h.keys() != "plan:1 plan:1" ||
 			!strings.Contains(err.Error(), `the model "gone" (set by PEAL_FALLBACK_MODEL)`) || !strings.Contains(err.Error(), "set fallback_model to a model it serves") {
 			t.Fatalf("calls %q, err %v", h.keys(), err)

@@ -2,12 +2,14 @@ package runner
 
 import (
 	"fmt"
+
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"peal/agentcall"
 	"slices"
 	"strconv"
 	"strings"
@@ -291,19 +293,6 @@ func (r *run) siteOf(dir string) *site {
 	return r.main
 }
 
-// callEnd is how a call ended, for noteConfined.
-type callEnd int
-
-const (
-	endSucceeded callEnd = iota
-	// endFailed: a failure whose cause the confinement may be.
-	endFailed
-	// endFailedSaid: a failure that says its own cause (an account out
-	// of quota, a prompt over the window, a model that does not exist, a
-	// key refused, a rate limit).
-	endFailedSaid
-)
-
 // noteConfined records what the confinement refused a call that ended (its
 // result res; call its confinement, dir its folder): the connections the
 // proxy refused it, and, when it failed, the line that explains the
@@ -313,17 +302,17 @@ const (
 // likeliest cause of a failure that names none (a side request's refusal
 // is no cause): it is given, never for a failure that says its own cause.
 // The line is logged too.
-func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.Result, end callEnd) (line string, borne bool) {
+func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (line string, borne bool) {
 	if r.confined == nil || call == nil || res.CallID == "" {
 		return "", false
 	}
 	refused, count := r.confined.proxy.Refusals(res.CallID)
 	r.confined.proxy.Forget(res.CallID)
-	if end != endSucceeded {
+	if end != agentcall.Succeeded {
 		line = confine.Explain(&call.Policy, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused)
 		borne = line != ""
 	}
-	if line == "" && end == endFailed {
+	if line == "" && end == agentcall.Failed {
 		line = confine.LastRefusal(refused)
 	}
 	if count == 0 && line == "" {
@@ -344,15 +333,6 @@ func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.R
 	}
 	return line, borne
 }
-
-// confinedError is a failed call that the confinement explains.
-type confinedError struct {
-	err  error
-	line string
-}
-
-func (e *confinedError) Error() string { return e.err.Error() + "; " + e.line }
-func (e *confinedError) Unwrap() error { return e.err }
 
 // confinementNote is what the run record says of the run's confinement.
 func (r *run) confinementNote() string {

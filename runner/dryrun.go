@@ -34,14 +34,15 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		fmt.Fprintf(w, "the tasks work in %s, the run's worktree: it mirrors the work tree (its HEAD, its uncommitted changes, what git ignores there linked), and each task's work comes back to the work tree as the task ends (%s)\n",
 			d.at.caller.Dir, map[bool]string{true: "its commits become the work tree's", false: "uncommitted, as an unconfined run leaves it"}[r.main.commits])
 	}
-	fmt.Fprintf(w, "agent %s (%s)", cfg.AgentPath, r.agents.primary.kind.Name)
-	if f := r.agents.fallback; f != nil {
-		fmt.Fprintf(w, " (fallback on even attempts: %s (%s))", f.path, f.kind.Name)
+	sides := r.agents.Sides()
+	fmt.Fprintf(w, "agent %s (%s)", cfg.AgentPath, sides[0].Kind.Name)
+	if len(sides) > 1 {
+		fmt.Fprintf(w, " (fallback on even attempts: %s (%s))", sides[1].Path, sides[1].Kind.Name)
 	}
 	fmt.Fprintln(w)
-	for _, s := range r.agents.sides() {
-		if s.kind.Notes != "" {
-			fmt.Fprintf(w, "note: %s: %s\n", s.kind.Name, s.kind.Notes)
+	for _, s := range sides {
+		if s.Kind.Notes != "" {
+			fmt.Fprintf(w, "note: %s: %s\n", s.Kind.Name, s.Kind.Notes)
 		}
 	}
 	if len(tasks) == 0 {
@@ -268,21 +269,21 @@ func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 // it: the prompt as <prompt len=N> (or shown, when given), as the last
 // argument or after "<" when it goes on stdin.
 func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
-	s := &d.r.agents.primary
-	c := d.r.agentRequest(d.at, s, name, model, "")
+	s := d.r.agents.Sides()[0]
+	c := d.r.agents.Request(d.at.caller.Dir, s.Role, name, model, "")
 	// With agent_session = "task", a task's plan begins its session and
 	// the calls after it continue it (triage stays fresh); the id, which
 	// the run chooses or learns, shows as <session>.
 	id := ""
-	if d.r.cfg.AgentSession == "task" && s.kind.Session != nil && name != "triage" {
+	if d.r.cfg.AgentSession == "task" && s.Kind.Session != nil && name != "triage" {
 		for _, try := range []string{agent.NewID(), "ses_0000000000000000"} {
-			if s.kind.Session.ValidID(try) {
+			if s.Kind.Session.ValidID(try) {
 				id = try
 			}
 		}
 		c.Session, c.Resume = id, name != "plan"
 	}
-	inv, _ := s.kind.Invocation(s.path, c)
+	inv, _ := s.Kind.Invocation(s.Path, c)
 	argv := inv.Argv
 	if id != "" {
 		for i, a := range argv {
@@ -295,7 +296,7 @@ func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
 	if shown == "" {
 		shown = fmt.Sprintf("<prompt len=%d>", len(prompt))
 	}
-	if s.kind.PromptOnStdin {
+	if s.Kind.PromptOnStdin {
 		return strings.Join(argv, " ") + " < " + shown
 	}
 	if len(prompt) > agent.MaxArgLen {

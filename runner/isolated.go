@@ -158,7 +158,7 @@ func (r *run) worktreeSite(tt *worktree.Tree) *site {
 	at := &site{caller: caller, git: r.main.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true,
 		tree: tt.Path, main: r.main.tree, linked: r.linkedPaths()}
 	r.guard.Add(tt.Path, tt.Dir)
-	at.reviewer = r.main.reviewer.InWorkTree(caller, at.git, phase3Agent{r, at}, tt.Review, r.trees.Lock())
+	at.reviewer = r.main.reviewer.InWorkTree(caller, at.git, r.agents.At(r.callSite(at)), tt.Review, r.trees.Lock())
 	return at
 }
 

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"peal/agent"
+	"peal/agentcall"
 	"peal/check"
+	"peal/confine"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
@@ -105,9 +107,9 @@ const maxRecordedTail = 8 << 10
 func (r *run) recordCheck(res check.Result) {
 	if r.confined != nil && res.CallID != "" {
 		call := r.confined.forCall(r.siteOf(res.Dir), nil, nil)
-		end := endSucceeded
+		end := agentcall.Succeeded
 		if !res.Passed() {
-			end = endFailed
+			end = agentcall.Failed
 		}
 		r.noteConfined(call, res.Dir, res.Task, phase.Result{Phase: check.Phase, CallID: res.CallID, Stdout: res.Tail}, end)
 	}
@@ -147,17 +149,23 @@ func (r *run) recordMerge(bt blockTask) {
 	r.journal.Add(ev)
 }
 
-// recordUsage notes the tokens and cost one attempt of an agent call (its
-// call id) reported, and how it stood to its session (began or continued,
-// the id; "" without agent_session = "task"). An attempt that reported
-// nothing and belongs to no session is not noted.
-func (r *run) recordUsage(task int, name, call string, u agent.Usage, session, id string) {
+// Usage notes the tokens and cost one attempt of an agent call (its call
+// id) reported, and how it stood to its session (began or continued, the
+// id; "" without agent_session = "task"). An attempt that reported nothing
+// and belongs to no session is not noted.
+func (o *callRecorder) Usage(task int, name, call string, u agent.Usage, session, id string) {
 	if u == (agent.Usage{}) && session == "" {
 		return
 	}
-	su := toState(u)
+	r := o.run
+	su := agentcall.ToState(u)
 	r.journal.Add(state.Event{Ev: state.EvUsage, Time: r.now().UTC(), Task: state.TaskOf(task), Phase: name, Call: call, Usage: &su,
 		Session: session, SessionID: id})
+}
+
+// Confined notes what the confinement refused a call (see noteConfined).
+func (o *callRecorder) Confined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (string, bool) {
+	return o.run.noteConfined(call, dir, task, res, end)
 }
 
 func (o *callRecorder) CallBegan(info phase.CallInfo) {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"peal/agent"
+	"peal/agentcall"
 	"peal/check"
 	"peal/config"
 	"peal/confine"
@@ -89,11 +91,11 @@ type run struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	now     func() time.Time
-	agents  *agents
+	agents  *agentcall.Agents
 	tickets *tickets
 	// sessions are the agent sessions of the tasks (agent_session =
 	// "task"; see sessions.go).
-	sessions *sessionBook
+	sessions *agentcall.Sessions
 	// caller makes the Spec of every call of the run: its limits, its call
 	// scope, the observer and the run record.
 	caller phase.Caller
@@ -165,18 +167,25 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Opti
 // calls, git, review and checks, and worktrees. It starts nothing and
 // writes nothing.
 func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
-	s := settings{linger: defaultLinger}
+	var s settings
 	for _, o := range opts {
 		o(&s)
 	}
-	r := &run{settings: s, cfg: cfg, log: log, now: time.Now, agents: newAgents(cfg), checked: &checkedTree{}}
-	r.sessions = newSessionBook(cfg.AgentSession == "task", log, func() time.Time { return r.now() })
+	r := &run{settings: s, cfg: cfg, log: log, now: time.Now, checked: &checkedTree{}}
+	now := func() time.Time { return r.now() }
+	r.sessions = agentcall.NewSessions(cfg.AgentSession == "task", log, now)
+	r.agents = agentcall.New(agentcall.Options{Config: cfg, Log: log, Now: now, Sleep: s.sleep, Env: s.env, Linger: s.linger,
+		LaunchGap: s.launchGap, Recorder: &callRecorder{run: r}, Sessions: r.sessions, CallStart: s.callStart,
+		Model: func(task int, name string) (string, string) { return modelSetting(cfg, r.tickets.attempt(task), name) },
+		TaskEnv: func(task int) []string {
+			if tr := r.tickets.of(task); tr != nil {
+				return []string{"PEAL_TICKET_ID=" + tr.id}
+			}
+			return nil
+		}})
 	r.confined, r.confineErr = newConfinement(cfg, log)
 	if s.unenforced && r.confined != nil {
 		r.confined.support, r.confined.unenforced = confine.Support{Why: "as if the kernel confined no files"}, true
-	}
-	if s.launchGap != nil {
-		r.agents.launch.gapOf = s.launchGap
 	}
 	r.tickets = newTickets(cfg, log, r.now)
 	r.tickets.closed = s.ticketClosed
@@ -199,7 +208,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	git := gitrepo.New(r.caller, log, r.caller.Limits.Timeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
 	git.Guard(guardOf{r})
 	r.main = &site{caller: r.caller, git: git, tree: git.Top()}
-	r.main.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: phase3Agent{r, r.main}, Caller: r.caller, Git: git,
+	r.main.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: r.agents.At(r.callSite(r.main)), Caller: r.caller, Git: git,
 		LookPath: s.lookPath, Checks: r.newChecks(), Guard: guardOf{r}.Check})
 	r.main.commits = cfg.CommitAfterPhase2 || r.main.reviewer.Commits()
 	r.home = r.main
@@ -244,8 +253,8 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		log.Warn(w)
 	}
 	r.store = store
-	r.sessions.open(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, store.Completed)
-	defer r.sessions.close()
+	r.sessions.Open(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, store.Completed)
+	defer r.sessions.Close()
 	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {
 		return Outcome{}, err
 	}
@@ -257,6 +266,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		log.Warn("stopped processes an earlier run on this state folder left running (it died without stopping them)", "processes", n)
 	}
 	r.agentLogs = agentlog.New(cfg.AgentLogDir, r.now(), log)
+	r.agents.KeepLogs(r.agentLogs)
 	r.startRecord()
 	if r.confined != nil && !r.confined.support.Files {
 		log.Warn(r.confined.line())
@@ -342,16 +352,15 @@ func callScope(stateDir string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// phase3Agent lets Phase 3 at a site call the agent: triage and address
-// calls take the argv of execute calls and the run's adaptive retry policy.
-type phase3Agent struct {
-	r  *run
-	at *site
+// callSite is where the agent calls of a site run, and how they are
+// confined there.
+func (r *run) callSite(at *site) agentcall.Site {
+	return agentcall.Site{Caller: at.caller, Confine: func(k *agent.Kind, env []string) *confine.Call { return r.confined.forCall(at, k, env) }}
 }
 
-func (a phase3Agent) Call(ctx context.Context, name string, task, attempts int, prompt string) (string, error) {
-	res, err := a.r.agentCall(ctx, a.at, name, task, attempts, nil, prompt)
-	return res.Stdout, err
+// agentCall runs one agent call at a site (see agentcall.Agents.Call).
+func (r *run) agentCall(ctx context.Context, at *site, name string, task, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
+	return r.agents.Call(ctx, r.callSite(at), name, task, attempts, failure, prompt)
 }
 
 // runSegments opens the run's ticket (ticket mode) and prepares the review
@@ -377,7 +386,7 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 	}
 	// The agent must be able to authenticate before anything is recorded or
 	// started for it: a ticket attempt, a review session.
-	if err := r.checkAuth(ctx); err != nil {
+	if err := r.agents.CheckAuth(ctx); err != nil {
 		return Outcome{}, err
 	}
 	if r.cfg.RetryReset {
@@ -554,7 +563,7 @@ func (r *run) writeSummary(out Outcome) {
 		PlanPath:                   r.cfg.PlanPath,
 		RepoPath:                   r.cfg.RepoPath,
 		CompletedAt:                r.now().UTC().Format(time.RFC3339),
-		Usage:                      r.agents.summary(),
+		Usage:                      r.agents.Usage(),
 		ParallelTasks:              out.Parallel,
 		TasksChecksFailed:          out.ChecksFailed,
 		ChecksFailing:              out.ChecksFailing,

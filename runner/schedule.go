@@ -121,7 +121,7 @@ func (r *run) runOnTree(ctx context.Context, t plan.Task) taskResult {
 // toward max_consecutive_task_failures. A non-nil error ends the run.
 func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult) error {
 	r.recordTaskEnd(t, res)
-	r.sessions.taskEnded(t.Index, res)
+	r.sessions.TaskEnded(t.Index, res.completed(), res.plateau)
 	if len(res.failedChecks) > 0 {
 		tl.out.ChecksFailed = append(tl.out.ChecksFailed, t.Index)
 	}

@@ -8,6 +8,7 @@ import (
 	"peal/plan"
 	"strings"
 
+	"peal/agentcall"
 	"peal/internal/gitrepo"
 	"peal/phase"
 	"peal/worktree"
@@ -53,12 +54,12 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 	spec.Task = tt.Task
 	r.confineCommand(&spec)
 	res, err := runCommand(ctx, spec)
-	end := endSucceeded
+	end := agentcall.Succeeded
 	if err != nil {
-		end = endFailed
+		end = agentcall.Failed
 	}
 	if line, _ := r.noteConfined(spec.Confine, spec.Dir, tt.Task, res, end); line != "" && err != nil {
-		err = &confinedError{err: err, line: line}
+		err = &agentcall.ConfinedError{Err: err, Line: line}
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"peal/agentcall"
 	"peal/check"
 	"peal/config"
 	"peal/internal/safefs"
@@ -144,7 +145,7 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 		return runner.ExitUnreachable, "error: " + err.Error() + fmt.Sprintf(" (run stopped; state saved in %s)", filepath.Join(cfg.StateDir, state.FileName))
 	}
 	var stopped *runner.StoppedError
-	var costly *runner.CostLimitError
+	var costly *agentcall.CostLimitError
 	if errors.As(err, &stopped) || errors.As(err, &costly) {
 		return runner.ExitStoppedEarly, "error: " + err.Error()
 	}

@@ -1,4 +1,4 @@
-package runner
+package agentcall
 
 import (
 	"errors"
@@ -37,8 +37,8 @@ import (
 // A task that completes, or whose address loop ended on a plateau, drops
 // its sessions: whatever runs it next begins afresh.
 
-// sessionBook is what a run knows of its tasks' agent sessions.
-type sessionBook struct {
+// Sessions are what a run knows of its tasks' agent sessions.
+type Sessions struct {
 	on    bool
 	log   *slog.Logger
 	now   func() time.Time
@@ -66,15 +66,17 @@ type liveSession struct {
 	count *agent.Usage
 }
 
-func newSessionBook(on bool, log *slog.Logger, now func() time.Time) *sessionBook {
-	return &sessionBook{on: on, log: log, now: now, live: map[sessionKey]*liveSession{}}
+// NewSessions are the sessions of a run: none unless on (agent_session =
+// "task").
+func NewSessions(on bool, log *slog.Logger, now func() time.Time) *Sessions {
+	return &Sessions{on: on, log: log, now: now, live: map[sessionKey]*liveSession{}}
 }
 
-// open reads the sessions kept in the state folder, which the run holds,
+// Open reads the sessions kept in the state folder, which the run holds,
 // and drops those of tasks an earlier run completed. A folder where they
 // cannot be kept is a warning: the run's sessions then last only as long
 // as the run.
-func (b *sessionBook) open(stateDir string, plan state.Plan, completed func(int) bool) {
+func (b *Sessions) Open(stateDir string, plan state.Plan, completed func(int) bool) {
 	if !b.on {
 		return
 	}
@@ -94,19 +96,19 @@ func (b *sessionBook) open(stateDir string, plan state.Plan, completed func(int)
 	b.mu.Unlock()
 }
 
-// close lets go of the sessions file.
-func (b *sessionBook) close() {
+// Close lets go of the sessions file.
+func (b *Sessions) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.store.Close()
 	b.store = nil
 }
 
-// taskEnded drops a task's sessions when they are done with: the task
+// TaskEnded drops a task's sessions when they are done with: the task
 // completed, or its address loop ended on a plateau (a conversation that
 // stopped making progress is not continued).
-func (b *sessionBook) taskEnded(task int, res taskResult) {
-	if !b.on || !(res.completed() || res.plateau) {
+func (b *Sessions) TaskEnded(task int, completed, plateau bool) {
+	if !b.on || !(completed || plateau) {
 		return
 	}
 	b.mu.Lock()
@@ -119,7 +121,7 @@ func (b *sessionBook) taskEnded(task int, res taskResult) {
 	if err := b.store.Drop(task, ""); err != nil {
 		b.log.Warn("could not drop the agent sessions of a task", "task", task, "err", err)
 	}
-	if res.plateau && !res.completed() {
+	if plateau && !completed {
 		b.log.Info("the task's address loop ended on a plateau: its next run begins fresh agent sessions", "task", task)
 	}
 }
@@ -128,7 +130,7 @@ func (b *sessionBook) taskEnded(task int, res taskResult) {
 // agent: which session each attempt begins or continues, and what an
 // attempt's end does to it.
 type callSession struct {
-	book *sessionBook
+	book *Sessions
 	key  sessionKey
 	kind *agent.Kind
 	dir  string
@@ -144,7 +146,7 @@ type callSession struct {
 // call is the session part of an agent call of the given phase for task,
 // made by side s in dir; nil when the call continues no session (fresh
 // sessions, a call of no task, triage and normalize, a CLI that cannot).
-func (b *sessionBook) call(task int, name string, s *side, dir string, log *slog.Logger) *callSession {
+func (b *Sessions) call(task int, name string, s *side, dir string, log *slog.Logger) *callSession {
 	if !b.on || task == phase.NoTask || s.kind.Session == nil {
 		return nil
 	}

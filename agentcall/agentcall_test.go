@@ -1,0 +1,184 @@
+package agentcall
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"peal/agent"
+	"peal/config"
+	"peal/confine"
+	"peal/internal/fakes"
+	"peal/internal/testbin"
+	"peal/internal/testgit"
+	"peal/phase"
+)
+
+var fakeAgent string
+
+func TestMain(m *testing.M) {
+	os.Exit(testbin.Main(m, func(b map[string]string) { fakeAgent = b["fakeagent"] }, "peal/testdata/fakeagent"))
+}
+
+// recorder keeps what a call's attempts reported and were refused.
+type recorder struct {
+	mu       sync.Mutex
+	usage    []string
+	confined int
+}
+
+func (r *recorder) Usage(task int, name, call string, u agent.Usage, session, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.usage = append(r.usage, name+" "+session)
+}
+
+func (r *recorder) Confined(*confine.Call, string, int, phase.Result, End) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.confined++
+	return "", false
+}
+
+// bench is one agent call's surroundings: a folder, the fake agent under
+// a CLI's name, a configuration read from variables.
+type bench struct {
+	t        *testing.T
+	dir      string
+	agentDir string
+	rec      *recorder
+}
+
+func newBench(t *testing.T) *bench {
+	t.Helper()
+	dir := t.TempDir()
+	b := &bench{t: t, dir: dir, agentDir: filepath.Join(dir, "agent"), rec: &recorder{}}
+	os.MkdirAll(b.agentDir, 0o755)
+	testgit.Init(t, dir)
+	return b
+}
+
+// agents are the run's agents under env, and the site of the calls.
+func (b *bench) agents(env ...string) (*Agents, Site) {
+	b.t.Helper()
+	bin := filepath.Join(b.dir, "bin", "claude")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	if _, err := os.Lstat(bin); err != nil {
+		os.Symlink(fakeAgent, bin)
+	}
+	plan := filepath.Join(b.dir, "plan.md")
+	os.WriteFile(plan, []byte("## Task 1\nA\n"), 0o644)
+	cfg, err := config.Load(config.Inputs{Env: append([]string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + b.dir,
+		"PEAL_STATE_DIR=" + filepath.Join(b.dir, "state"), "PEAL_AGENT_KIND=claude", "PEAL_AGENT_CMD=" + bin,
+		"PEAL_CONFINE=off"}, env...)})
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	caller := phase.Caller{Dir: b.dir, Limits: phase.Limits{Timeout: 20 * time.Second, KillGrace: time.Second},
+		Env: []string{fakes.AgentDirEnv + "=" + b.agentDir, "ANTHROPIC_API_KEY=sk-test"}}
+	a := New(Options{Config: cfg, Log: slog.New(slog.DiscardHandler), Env: caller.Env, Recorder: b.rec,
+		Sleep: func(context.Context, time.Duration) error { return nil },
+		Prober: func(context.Context, *agent.Kind, string, string, []string) agent.AuthStatus {
+			return agent.AuthStatus{OK: true}
+		}})
+	return a, Site{Caller: caller}
+}
+
+func (b *bench) scenario(rules map[string][]fakes.Outcome) {
+	b.t.Helper()
+	if err := fakes.WriteScenario(b.agentDir, fakes.Scenario{Rules: rules}); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *bench) calls() []fakes.Call {
+	b.t.Helper()
+	c, err := fakes.ReadCalls(b.agentDir)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return fakes.Starts(c)
+}
+
+// TestCallRetries: one call, without a plan or a run: an attempt that
+// fails is tried again, as many times as the call has attempts.
+func TestCallRetries(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Exit: 1, Stderr: "broke"}, {Stdout: "done"}}})
+	a, at := b.agents()
+	res, err := a.Call(context.Background(), at, "execute", 1, 2, nil, "do it")
+	if err != nil || strings.TrimSpace(res.Stdout) != "done" {
+		t.Fatalf("res %q, err %v", res.Stdout, err)
+	}
+	if got := fakes.Keys(b.calls()); !slices.Equal(got, []string{"execute:1", "execute:1"}) {
+		t.Fatalf("calls %q", got)
+	}
+	// One call of one attempt fails after it: the failure is the CLI's.
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Exit: 1, Stderr: "broke again"}}})
+	if _, err := a.Call(context.Background(), at, "execute", 1, 1, nil, "do it"); err == nil || !strings.Contains(err.Error(), "broke again") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// TestCallUsage: with structured output the answer is the events' text,
+// and the call's tokens are the run's and the recorder's.
+func TestCallUsage(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Stdout: "done", InputTokens: 10, OutputTokens: 2}}})
+	a, at := b.agents("PEAL_STRUCTURED_OUTPUT=true")
+	res, err := a.Call(context.Background(), at, "execute", 1, 1, nil, "do it")
+	if err != nil || res.Stdout != "done" {
+		t.Fatalf("res %q, err %v", res.Stdout, err)
+	}
+	if u := a.Usage(); u == nil || u.InputTokens != 10 || u.Tasks[1].OutputTokens != 2 || len(b.rec.usage) != 1 {
+		t.Fatalf("usage %+v, recorded %q", u, b.rec.usage)
+	}
+}
+
+// TestCallFallback: with a fallback agent, even attempts use it, with its
+// own model.
+func TestCallFallback(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Exit: 1, Stderr: "broke"}, {Stdout: "done"}}})
+	a, at := b.agents("PEAL_FALLBACK_AGENT_CMD="+filepath.Join(b.dir, "bin", "claude"), "PEAL_FALLBACK_MODEL=other-m", "PEAL_MODEL=base-m")
+	if _, err := a.Call(context.Background(), at, "execute", 1, 2, nil, "do it"); err != nil {
+		t.Fatal(err)
+	}
+	var models []string
+	for _, c := range b.calls() {
+		models = append(models, c.Env["PEAL_AGENT_ROLE"]+" "+c.Argv[slices.Index(c.Argv, "--model")+1])
+	}
+	if !slices.Equal(models, []string{"primary base-m", "fallback other-m"}) {
+		t.Fatalf("attempts %q", models)
+	}
+}
+
+// TestCallCostLimit: once the run's calls reached max_cost_usd, a call
+// does not start.
+func TestCallCostLimit(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Stdout: "done", CostUSD: 0.5}}})
+	a, at := b.agents("PEAL_MAX_COST_USD=0.4", "PEAL_STRUCTURED_OUTPUT=true")
+	if _, err := a.Call(context.Background(), at, "execute", 1, 1, nil, "do it"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Call(context.Background(), at, "execute", 2, 1, nil, "do it")
+	var cl *CostLimitError
+	if !errors.As(err, &cl) || len(b.calls()) != 1 {
+		t.Fatalf("err %v, calls %d", err, len(b.calls()))
+	}
+}
