@@ -94,3 +94,23 @@ func (a Allow) Permits(hostport string) bool {
 
 // Len is the number of entries.
 func (a Allow) Len() int { return len(a.entries) }
+
+// Entries are the entries of a, as they are written ("host", "host:port",
+// "*.domain"), for a description of the list.
+func (a Allow) Entries() []string {
+	out := make([]string, len(a.entries))
+	for i, e := range a.entries {
+		h := e.host
+		switch {
+		case e.wildcard:
+			h = "*" + h
+		case strings.Contains(h, ":"):
+			h = "[" + h + "]"
+		}
+		if e.port != "" {
+			h += ":" + e.port
+		}
+		out[i] = h
+	}
+	return out
+}

@@ -63,24 +63,6 @@ func TestGuardRefusesWhatACallPlanted(t *testing.T) {
 	}
 }
 
-// TestConfineOnRefusesToStart: confine = on on a machine that cannot
-// confine files is one line naming the key and why, before anything runs;
-// auto goes on, and says what it cannot enforce.
-func TestConfineOnRefusesToStart(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, twoTasks)
-	none := confine.Support{Why: "Landlock is not enabled in this kernel"}
-	_, err := confinementOn(h.config("PEAL_CONFINE=on"), nil, none)
-	want := "confine = on (set by PEAL_CONFINE), but this machine cannot confine files: Landlock is not enabled in this kernel; set confine = auto to run with what it can enforce, or off"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err %v\nwant %s", err, want)
-	}
-	c, err := confinementOn(h.config("PEAL_CONFINE=auto"), nil, none)
-	if err != nil || c.files() || !strings.Contains(c.line(), "not enforced: Landlock is not enabled in this kernel") {
-		t.Fatalf("auto: %v, %+v", err, c)
-	}
-}
-
 // confinedHarness is a harness whose runs are confined by the kernel (the
 // test is skipped where it cannot confine files), on a repository with a
 // first commit and an ignored node_modules.

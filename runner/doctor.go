@@ -10,6 +10,7 @@ import (
 	"peal/agent"
 	"peal/config"
 	"peal/phase"
+	"peal/policy"
 	"peal/review"
 )
 
@@ -78,16 +79,16 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []DoctorLine 
 // here: a failure when confine = on cannot be enforced, a warning when
 // auto cannot enforce files.
 func confinementLines(cfg *config.Config) []DoctorLine {
-	policy, err := ConfinementPolicy(cfg)
+	d, err := policy.Describe(cfg)
 	if err != nil {
 		return []DoctorLine{{"confinement", DoctorFail, err.Error()}}
 	}
 	status := DoctorOK
-	if cfg.Confine != "off" && !strings.Contains(policy[0], "enforced by Landlock") {
+	if !d.Off && !d.Support.Files {
 		status = DoctorWarn
 	}
-	out := []DoctorLine{{"confinement", status, policy[0]}}
-	for _, l := range policy[1:] {
+	out := []DoctorLine{{"confinement", status, d.Lines[0]}}
+	for _, l := range d.Lines[1:] {
 		out = append(out, DoctorLine{"confinement", DoctorOK, l})
 	}
 	return out

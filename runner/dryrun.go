@@ -11,6 +11,7 @@ import (
 	"peal/agent"
 	"peal/config"
 	"peal/phase"
+	"peal/policy"
 	"peal/state"
 	"peal/worktree"
 )
@@ -25,12 +26,12 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if r.confined.files() {
+	if r.confined.Files() {
 		// The calls run where a run makes them: in the run's worktree.
 		d.at = r.homeSite(r.trees.Home())
 	}
 	fmt.Fprintf(w, "plan %s\nrepo %s\n", cfg.PlanPath, cfg.RepoPath)
-	if r.confined.files() {
+	if r.confined.Files() {
 		fmt.Fprintf(w, "the tasks work in %s, the run's worktree: it mirrors the work tree (its HEAD, its uncommitted changes, what git ignores there linked), and each task's work comes back to the work tree as the task ends (%s)\n",
 			d.at.caller.Dir, map[bool]string{true: "its commits become the work tree's", false: "uncommitted, as an unconfined run leaves it"}[r.main.commits])
 	}
@@ -68,11 +69,11 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
 	}
 	d.describeReview()
-	policy, err := ConfinementPolicy(cfg)
+	desc, err := policy.Describe(cfg)
 	if err != nil {
 		return err
 	}
-	for _, l := range policy {
+	for _, l := range desc.Lines {
 		fmt.Fprintln(w, "confinement: "+l)
 	}
 

@@ -54,7 +54,7 @@ type homeTree struct {
 // where the kernel confines files, the run's worktree, made or mirrored
 // now when it must be.
 func (r *run) atHome(ctx context.Context) (*site, error) {
-	if !r.confined.files() {
+	if !r.confined.Files() {
 		return r.main, nil
 	}
 	h := r.homeT

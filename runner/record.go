@@ -39,7 +39,7 @@ func (r *run) startRecord() {
 	rec.Add(state.Event{Ev: state.EvRunStart, Time: now, Version: state.RecordVersion,
 		Run: fmt.Sprintf("%s-%d", now.Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),
 		PlanPath: r.cfg.PlanPath, RepoPath: r.cfg.RepoPath, AgentKind: r.cfg.AgentKind, Parallel: r.cfg.Parallel,
-		TicketID: r.cfg.TicketID, Confinement: r.confinementNote()})
+		TicketID: r.cfg.TicketID, Confinement: r.confined.Note()})
 }
 
 // recordTasks writes the tasks the run selected, once the plan is known
@@ -106,7 +106,7 @@ const maxRecordedTail = 8 << 10
 // recordCheck notes how one of the project's checks ended.
 func (r *run) recordCheck(res check.Result) {
 	if r.confined != nil && res.CallID != "" {
-		call := r.confined.forCall(r.siteOf(res.Dir), nil, nil)
+		call := r.confined.ForCall(r.siteOf(res.Dir).policy(), nil, nil)
 		end := agentcall.Succeeded
 		if !res.Passed() {
 			end = agentcall.Failed

@@ -24,6 +24,7 @@ import (
 	"peal/internal/owndir"
 	"peal/internal/safefs"
 	"peal/phase"
+	"peal/policy"
 	"peal/review"
 	"peal/state"
 	"peal/worktree"
@@ -118,7 +119,7 @@ type run struct {
 	// (nil: confine = off); confineErr is why it could not be set up; guard
 	// keeps peal's git and stet from running what a call planted (nil:
 	// confine = off).
-	confined   *confinement
+	confined   *policy.Rules
 	confineErr error
 	guard      *gitrepo.Watch
 	// Set once the run holds its state folder: the state, the agent logs
@@ -183,9 +184,9 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 			}
 			return nil
 		}})
-	r.confined, r.confineErr = newConfinement(cfg, log)
-	if s.unenforced && r.confined != nil {
-		r.confined.support, r.confined.unenforced = confine.Support{Why: "as if the kernel confined no files"}, true
+	r.confined, r.confineErr = policy.New(cfg, log)
+	if s.unenforced {
+		r.confined.AsUnenforced()
 	}
 	r.tickets = newTickets(cfg, log, r.now)
 	r.tickets.closed = s.ticketClosed
@@ -268,10 +269,10 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	r.agentLogs = agentlog.New(cfg.AgentLogDir, r.now(), log)
 	r.agents.KeepLogs(r.agentLogs)
 	r.startRecord()
-	if r.confined != nil && !r.confined.support.Files {
-		log.Warn(r.confined.line())
+	if r.confined != nil && !r.confined.Files() {
+		log.Warn(r.confined.Line())
 	} else {
-		log.Info(r.confined.line())
+		log.Info(r.confined.Line())
 	}
 	if r.confined != nil {
 		for _, sock := range confine.ReachableSockets() {
@@ -355,7 +356,7 @@ func callScope(stateDir string) string {
 // callSite is where the agent calls of a site run, and how they are
 // confined there.
 func (r *run) callSite(at *site) agentcall.Site {
-	return agentcall.Site{Caller: at.caller, Confine: func(k *agent.Kind, env []string) *confine.Call { return r.confined.forCall(at, k, env) }}
+	return agentcall.Site{Caller: at.caller, Confine: func(k *agent.Kind, env []string) *confine.Call { return r.confined.ForCall(at.policy(), k, env) }}
 }
 
 // agentCall runs one agent call at a site (see agentcall.Agents.Call).

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"peal/config"
-	"peal/runner"
+	"peal/policy"
 )
 
 // ConfigCmd is `peal config`: the resolved configuration and where each value
@@ -52,12 +52,12 @@ func (c *ConfigCmd) Run(e *env) error {
 		}
 		fmt.Fprintf(e.stdout, "%-*s = %-40s (%s)%s\n", width, k.Name, tomlText(cfg.Value(k.Name)), cfg.Sources[k.Name], mark)
 	}
-	policy, err := runner.ConfinementPolicy(cfg)
+	desc, err := policy.Describe(cfg)
 	if err != nil {
-		policy = []string{err.Error()}
+		desc.Lines = []string{err.Error()}
 	}
 	fmt.Fprintln(e.stdout, "\nconfinement on this machine:")
-	for _, l := range policy {
+	for _, l := range desc.Lines {
 		fmt.Fprintln(e.stdout, "  "+l)
 	}
 	return nil
