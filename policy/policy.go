@@ -299,7 +299,6 @@ func baseURLHost(raw string) (host, port string, ok bool) {
 	return u.Hostname(), port, true
 }
 
-
 // loopbackPort is the port of hostport when it names a loopback host
 // (localhost, 127.0.0.0/8, ::1) with a port.
 func loopbackPort(hostport string) (uint16, bool) {
