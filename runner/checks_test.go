@@ -502,7 +502,7 @@ func TestMergedTreeFailsTheChecks(t *testing.T) {
 		t.Fatalf("merges %q\nwant   %q", merges, want)
 	}
 	sum, _ := h.summary()
-	if len(sum.ParallelTasks) != 2 || !slices.Equal(sum.ParallelTasks[1].ConflictChecks, []string{apiCheck}) || sum.ParallelTasks[1].Merged {
+	if len(sum.ParallelTasks) != 2 || !slices.Equal(sum.ParallelTasks[1].Checks, []string{apiCheck}) || sum.ParallelTasks[1].Merged {
 		t.Fatalf("summary's parallel tasks %+v", sum.ParallelTasks)
 	}
 	if _, err := os.Stat(filepath.Join(h.stateDir, worktree.Folder, "merging")); !errors.Is(err, os.ErrNotExist) {

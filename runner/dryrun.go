@@ -172,12 +172,8 @@ func (d *dryRun) describeIsolated(tasks []plan.Task, completed map[int]bool) {
 		checked = ", then the checks run on the work tree (a failure undoes the merge, as a conflict)"
 	}
 	fmt.Fprintf(d.w, "  merge back: each completed task in plan order, git merge --no-ff -m \"peal: merge task N (<branch>)\" <branch>%s; "+
-		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) ", checked, worktree.KeptPrefix, cfg.ParallelConflict)
-	if cfg.ParallelConflict == "retry" {
-		fmt.Fprintln(d.w, "the task runs again, alone, in the work tree after the block")
-	} else {
-		fmt.Fprintln(d.w, "the task fails")
-	}
+		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) %s\n", checked, worktree.KeptPrefix, cfg.ParallelConflict,
+		conflictPolicy(cfg.ParallelConflict).describe())
 }
 
 // describeTask prints one task's calls as a run would make them now, Phase 3

@@ -208,15 +208,15 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 			b.mu.Unlock()
 			return // interrupted: the merge was undone; settleBranches keeps the work
 		}
-		switch conflict, ok := err.(*worktree.ConflictError); {
+		switch c, ok := asConflict(err); {
 		case err == nil:
 			b.tasks[i].merged = true
 		case ok:
-			b.tasks[i].conflict = conflict
-			if r.cfg.ParallelConflict == "fail" {
+			b.tasks[i].conflict = c
+			if conflictPolicy(r.cfg.ParallelConflict).fails() {
 				// A failure, final: the block stops starting tasks if
 				// recording it would stop the run.
-				b.tasks[i].err = conflict
+				b.tasks[i].err = c
 			}
 		default:
 			b.tasks[i].res = taskResult{err: err}
@@ -250,7 +250,7 @@ type mergeNote struct {
 
 // checkMerged runs the checks on the work tree that now holds task t's
 // work, merged from branch on top of before. A check that fails and did
-// not fail before undoes the merge: the error is then a *worktree.ConflictError
+// not fail before undoes the merge: the error is then a *checksConflict
 // naming the checks. A signal during the checks undoes it too.
 func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before string) error {
 	c, err := r.homeChecks(ctx)
@@ -279,7 +279,7 @@ func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before strin
 		r.checked.seen(results.Failing()) // the tree stays merged
 		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)
 	}
-	return &worktree.ConflictError{Task: t.Index, Branch: branch, Checks: charged}
+	return &checksConflict{Task: t.Index, Branch: branch, Checks: charged}
 }
 
 // settleBranches decides, once the block's workers have returned, what
@@ -305,7 +305,7 @@ func (r *run) settleBranches(ctx context.Context, b *block) {
 			bt.branch = kept
 			switch {
 			case bt.conflict != nil:
-				bt.conflict.Branch = kept
+				bt.conflict.setBranch(kept)
 				continue
 			case bt.res.err != nil:
 				// The merge failed (mergeReady logged why): the error
@@ -338,22 +338,15 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 		pt := state.ParallelTask{Task: bt.task.Index, Worktree: r.trees.Of(bt.task.Index).Path, Branch: bt.branch, Merged: bt.merged}
 		if c := bt.conflict; c != nil {
 			res = taskResult{err: c}
-			pt.Branch, pt.Conflict, pt.ConflictDetail = c.Branch, c.Files, c.Detail
-			for _, cr := range c.Checks {
-				pt.ConflictChecks = append(pt.ConflictChecks, cr.Command)
-			}
-			if len(c.Checks) > 0 {
-				r.log.Error("task's work makes the checks fail once merged with the work merged before it", "task", bt.task.Index, "branch", c.Branch, "checks", pt.ConflictChecks)
-			} else {
-				r.log.Error("task conflicts with the work merged before it", "task", bt.task.Index, "branch", c.Branch, "files", c.Files)
-			}
+			pt.Branch, pt.Conflict = c.branch(), c.record()
+			r.log.Error("task's work could not join the work merged before it", "task", bt.task.Index, "err", c)
 		}
 		r.recordMerge(bt)
 		tl.out.Parallel = append(tl.out.Parallel, pt)
 		if !bt.merged { // a merged task's attempt ended at its merge
 			r.tickets.finishTask(bt.task, res)
 		}
-		if bt.conflict != nil && r.cfg.ParallelConflict == "retry" && ctx.Err() == nil {
+		if bt.conflict != nil && conflictPolicy(r.cfg.ParallelConflict).retries() && ctx.Err() == nil {
 			r.recordTaskEnd(bt.task, res) // the retry records its own start and end
 			again = append(again, bt.task)
 			continue

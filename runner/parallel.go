@@ -12,7 +12,6 @@ import (
 
 	"peal/check"
 	"peal/review"
-	"peal/worktree"
 )
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently:
@@ -36,7 +35,7 @@ type blockTask struct {
 	branch   string
 	refused  bool // not started: the run stops after the block
 	merged   bool
-	conflict *worktree.ConflictError
+	conflict conflict
 	merge    *mergeNote // nil: no merge was tried
 }
 

@@ -133,13 +133,12 @@ func (r *run) recordMerge(bt blockTask) {
 	case bt.merged:
 	case m.interrupted:
 		ev.Result, ev.Kept = "interrupted", bt.branch
-	case c != nil && len(c.Checks) > 0:
-		ev.Result, ev.Kept = "checks_failed", c.Branch
-		for _, cr := range c.Checks {
-			ev.Checks = append(ev.Checks, cr.Command)
-		}
 	case c != nil:
-		ev.Result, ev.Kept, ev.Files, ev.Detail = "conflict", c.Branch, c.Files, c.Detail
+		rec := c.record()
+		ev.Result, ev.Kept, ev.Files, ev.Detail, ev.Checks = "conflict", c.branch(), rec.Files, rec.Detail, rec.Checks
+		if len(rec.Checks) > 0 {
+			ev.Result = "checks_failed"
+		}
 	default:
 		ev.Result, ev.Kept = "failed", bt.branch
 		if bt.res.err != nil {

@@ -69,8 +69,7 @@ func worktreeStatus(cfg *config.Config, task int, last *state.RunSummary) *state
 	}
 	for _, pt := range last.ParallelTasks {
 		if pt.Task == task {
-			return &state.WorktreeStatus{Path: pt.Worktree, Branch: pt.Branch, Merged: pt.Merged, Conflict: pt.Conflict, ConflictDetail: pt.ConflictDetail,
-				ConflictChecks: pt.ConflictChecks}
+			return &state.WorktreeStatus{Path: pt.Worktree, Branch: pt.Branch, Merged: pt.Merged, Conflict: pt.Conflict}
 		}
 	}
 	return nil

@@ -181,7 +181,7 @@ func TestWorktreeConflict(t *testing.T) {
 				t.Fatalf("the kept branch holds %q", got)
 			}
 			sum, _ := h.summary()
-			if len(sum.ParallelTasks) != 2 || !slices.Equal(sum.ParallelTasks[1].Conflict, []string{"base.txt"}) || sum.ParallelTasks[1].Branch != kept[0] || sum.ParallelTasks[1].Merged {
+			if len(sum.ParallelTasks) != 2 || !slices.Equal(sum.ParallelTasks[1].Files, []string{"base.txt"}) || sum.ParallelTasks[1].Branch != kept[0] || sum.ParallelTasks[1].Merged {
 				t.Fatalf("summary parallel tasks %+v\n%s", sum.ParallelTasks, h.log.String())
 			}
 			if !strings.Contains(h.log.String(), "conflicts in base.txt") {

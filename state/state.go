@@ -498,15 +498,18 @@ type ParallelTask struct {
 	Worktree string `json:"worktree"`
 	Branch   string `json:"branch"`
 	Merged   bool   `json:"merged"`
-	// Conflict lists the files both sides of a conflicting merge changed.
-	Conflict []string `json:"conflict_files,omitempty"`
-	// ConflictDetail is what git said when its merge failed with no
-	// conflicting file (git refused the merge before starting it, or a
-	// hook refused its commit).
-	ConflictDetail string `json:"conflict_detail,omitempty"`
-	// ConflictChecks are the checks the work tree failed once the task's
-	// work was merged into it (the merge was undone).
-	ConflictChecks []string `json:"conflict_checks,omitempty"`
+	Conflict
+}
+
+// Conflict is why the merge of a task's work into the work tree was
+// undone, one shape for every kind of conflict: the files both sides
+// changed (git could not merge them), what git said when no file
+// conflicted (git refused the merge before starting it, or a hook refused
+// its commit), or the checks the merged tree failed.
+type Conflict struct {
+	Files  []string `json:"conflict_files,omitempty"`
+	Detail string   `json:"conflict_detail,omitempty"`
+	Checks []string `json:"conflict_checks,omitempty"`
 }
 
 // Usage is the tokens and cost that agent calls reported: InputTokens

@@ -32,13 +32,8 @@ type WorktreeStatus struct {
 	// cone mode, relative to the top of the work tree); none: the whole
 	// tree.
 	Sparse []string `json:"sparse_paths,omitempty"`
-	// Conflict lists the files the task's merge conflicted in;
-	// ConflictDetail is what git said when the merge failed with none.
-	Conflict       []string `json:"conflict_files,omitempty"`
-	ConflictDetail string   `json:"conflict_detail,omitempty"`
-	// ConflictChecks are the checks the work tree failed once the task's
-	// work was merged (the merge was undone).
-	ConflictChecks []string `json:"conflict_checks,omitempty"`
+	// Conflict is why the last run undid the task's merge.
+	Conflict
 }
 
 // StatusReport is what `peal status` prints.

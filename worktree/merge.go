@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"peal/check"
 	"peal/internal/gitrepo"
 	"peal/internal/safefs"
 	"peal/phase"
@@ -36,24 +35,19 @@ type mergeNote struct {
 	Before string `json:"before"`
 }
 
-// ConflictError: the work of a task of a parallel block could not be merged
-// into the work tree, or the merged tree failed the project's checks. The
-// merge was undone and the task's work kept on Branch.
+// ConflictError: git could not merge the work of a task of a parallel
+// block into the work tree. The merge was undone and the task's work kept
+// on Branch. (What a conflict does to the task is the runner's.)
 type ConflictError struct {
 	Task   int
 	Branch string
 	Files  []string // the files both sides changed; none when git refused the merge before starting it
 	Detail string   // what git said, when no file conflicted
-	// Checks are the checks the merged tree failed (none for a conflict).
-	Checks []check.Result
 }
 
 func (e *ConflictError) Error() string {
 	what := "conflicts in " + gitrepo.ListPaths(e.Files, 5)
-	switch {
-	case len(e.Checks) > 0:
-		what = "made the checks fail: " + check.Summaries(e.Checks, 3)
-	case len(e.Files) == 0:
+	if len(e.Files) == 0 {
 		what = "failed: " + e.Detail
 	}
 	return fmt.Sprintf("merging task %d into the work tree %s; the merge was undone and the task's work is kept on branch %s (parallel_conflict)", e.Task, what, e.Branch)

@@ -108,13 +108,13 @@ func printWorktrees(e *env, report state.StatusReport) {
 			fmt.Fprintf(e.stdout, "  task %d: in %s on branch %s now%s (a running run's, or left by one that died: the next run removes it)\n", t.Index, w.Path, w.Branch, what)
 		case w.Merged:
 			fmt.Fprintf(e.stdout, "  task %d: merged into the work tree from branch %s (last run)\n", t.Index, w.Branch)
-		case len(w.Conflict) > 0:
-			fmt.Fprintf(e.stdout, "  task %d: its merge conflicted in %s; its work is kept on branch %s (last run)\n", t.Index, strings.Join(w.Conflict, ", "), w.Branch)
-		case len(w.ConflictChecks) > 0:
+		case len(w.Files) > 0:
+			fmt.Fprintf(e.stdout, "  task %d: its merge conflicted in %s; its work is kept on branch %s (last run)\n", t.Index, strings.Join(w.Files, ", "), w.Branch)
+		case len(w.Checks) > 0:
 			fmt.Fprintf(e.stdout, "  task %d: once merged, the work tree failed the checks %s; the merge was undone and its work is kept on branch %s (last run)\n",
-				t.Index, check.Quoted(w.ConflictChecks), w.Branch)
-		case w.ConflictDetail != "":
-			fmt.Fprintf(e.stdout, "  task %d: its merge failed (%s); its work is kept on branch %s (last run)\n", t.Index, w.ConflictDetail, w.Branch)
+				t.Index, check.Quoted(w.Checks), w.Branch)
+		case w.Detail != "":
+			fmt.Fprintf(e.stdout, "  task %d: its merge failed (%s); its work is kept on branch %s (last run)\n", t.Index, w.Detail, w.Branch)
 		case w.Branch != "":
 			fmt.Fprintf(e.stdout, "  task %d: not merged; its work is kept on branch %s (last run)\n", t.Index, w.Branch)
 		default:
