@@ -47,7 +47,7 @@ func (e *checksConflict) record() state.Conflict {
 	}
 	return c
 }
-func (e *checksConflict) branch() string      { return e.Branch }
+func (e *checksConflict) branch() string     { return e.Branch }
 func (e *checksConflict) setBranch(b string) { e.Branch = b }
 
 // gitConflict is a *worktree.ConflictError as a conflict.
@@ -56,9 +56,9 @@ type gitConflict struct{ *worktree.ConflictError }
 func (e gitConflict) record() state.Conflict {
 	return state.Conflict{Files: e.Files, Detail: e.Detail}
 }
-func (e gitConflict) branch() string      { return e.Branch }
+func (e gitConflict) branch() string     { return e.Branch }
 func (e gitConflict) setBranch(b string) { e.Branch = b }
-func (e gitConflict) Unwrap() error       { return e.ConflictError }
+func (e gitConflict) Unwrap() error      { return e.ConflictError }
 
 // asConflict is err as a conflict, when it is one.
 func asConflict(err error) (conflict, bool) {
