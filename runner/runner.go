@@ -106,7 +106,7 @@ type run struct {
 	// worktree once a task or a check needed it (homeT, home.go). A task of
 	// a block in a worktree works at a site of its own (worktreeSite).
 	main, home *site
-	homeT      *homeTree
+	mirror     *worktree.Mirror
 	// reviewNotes are what deciding the review found to say (no stet on
 	// PATH, say), logged once the plan is known to be good.
 	reviewNotes []review.Note

@@ -1,0 +1,331 @@
+package worktree
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+
+	"peal/internal/gitrepo"
+)
+
+// Mirror is the home worktree as a run uses it: a mirror of the work tree
+// (its HEAD, what it holds uncommitted, what git ignores there linked),
+// whose tasks' work comes back to the work tree as each ends, as it would
+// have been left there (Bring). What the work tree took of it is noted in
+// the worktrees folder (Brought), so that no work comes back twice, and a
+// run that died leaves nothing behind that the next one does not bring.
+type Mirror struct {
+	set  *Set
+	Tree *Tree
+	git  *gitrepo.Repo // the home worktree's
+	main *gitrepo.Repo // the work tree's
+	// commits: the run commits its tasks' work (stet, commit_after_phase2);
+	// otherwise nothing is committed in the home worktree, and its index
+	// holds what the work tree took.
+	commits bool
+	tmp     string // where temporary indexes go
+	// Linked are the entries of the work tree linked into it (relative, a
+	// folder's with a trailing /).
+	Linked []string
+
+	brought Brought
+	// clean: the work tree held nothing uncommitted when it last took the
+	// home worktree's work, so its commits come back fast-forward.
+	clean bool
+	// fresh: made at the work tree's HEAD by this run, not mirrored yet;
+	// stale: the work tree moved since it was last mirrored; busy:
+	// something ran there since its work last came back.
+	fresh, stale, busy bool
+}
+
+// OpenMirror makes the home worktree, or takes up the one an earlier run
+// left (bringing into the work tree what that run left there, as it would
+// have been left in the work tree, or keeping it on a branch when the work
+// tree cannot take it), and links what git ignores in the work tree into
+// it but own. gitOf is the git of a worktree, as the run runs it; commits
+// and tmp are as in Mirror.
+func (s *Set) OpenMirror(ctx context.Context, gitOf func(*Tree) *gitrepo.Repo, commits bool, tmp string, own []string) (*Mirror, error) {
+	head, err := s.git.HeadOrNone(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mirror{set: s, Tree: s.Home(), main: s.git, commits: commits, tmp: tmp, stale: true}
+	if s.HomeFound() {
+		m.git = gitOf(m.Tree)
+		if err := m.takeUp(ctx, head); err != nil {
+			return nil, err
+		}
+	}
+	if !s.HomeFound() {
+		if _, err := s.AddHome(ctx, head); err != nil {
+			return nil, fmt.Errorf("making the run's worktree for confined tasks: %w", err)
+		}
+		m.git = gitOf(m.Tree)
+		m.fresh, m.brought = true, Brought{Commit: head}
+	}
+	if m.Linked, err = s.LinkIgnored(ctx, own); err != nil {
+		return nil, fmt.Errorf("linking what git ignores in the work tree into the run's worktree: %w", err)
+	}
+	return m, nil
+}
+
+// Use readies the home worktree for a task or a check: mirrored again when
+// the work tree moved since; what runs there from now on comes back at the
+// next Bring.
+func (m *Mirror) Use(ctx context.Context) error {
+	if m.stale {
+		if err := m.mirror(ctx); err != nil {
+			return fmt.Errorf("bringing the work tree into the run's worktree: %w", err)
+		}
+	}
+	m.busy = true
+	return nil
+}
+
+// Moved notes that the work tree moved (a block's merge, or its undoing):
+// the home worktree is mirrored again before its next use.
+func (m *Mirror) Moved() { m.stale = true }
+
+// mirror makes the home worktree hold what the work tree holds: its HEAD,
+// and its uncommitted changes (in the index, so that a commit there takes
+// them as one in the work tree would).
+func (m *Mirror) mirror(ctx context.Context) error {
+	head, err := m.main.HeadOrNone(ctx)
+	if err != nil {
+		return err
+	}
+	changes, err := m.main.Changes(ctx)
+	if err != nil {
+		return err
+	}
+	tree := head
+	switch {
+	case len(changes) > 0:
+		if tree, err = m.snapshot(ctx, m.main); err != nil {
+			return err
+		}
+	case head == "":
+		if tree, err = m.main.EmptyTree(ctx); err != nil {
+			return err
+		}
+	}
+	if !m.fresh || len(changes) > 0 || head != m.brought.Commit {
+		if err := m.git.Mirror(ctx, head, tree); err != nil {
+			return err
+		}
+	}
+	m.brought = Brought{Commit: head, Tree: tree}
+	if tree == head {
+		m.brought.Tree = "" // the commit's own tree
+	}
+	m.clean, m.fresh, m.stale = len(changes) == 0, false, false
+	return m.set.NoteBrought(m.brought)
+}
+
+// snapshot is the tree of what the work tree of git holds, its uncommitted
+// changes with it, through an index of its own.
+func (m *Mirror) snapshot(ctx context.Context, git *gitrepo.Repo) (string, error) {
+	if err := os.MkdirAll(m.tmp, 0o700); err != nil {
+		return "", err
+	}
+	index, err := os.CreateTemp(m.tmp, "snapshot-index-")
+	if err != nil {
+		return "", err
+	}
+	index.Close()
+	defer os.Remove(index.Name())
+	return git.Snapshot(ctx, index.Name())
+}
+
+// Bring brings into the work tree what was done in the home worktree since
+// its work last came back, when something ran there. Work the work tree
+// cannot take (something else changed the same files meanwhile) is kept
+// on a branch whose name the error gives, and the home worktree removed
+// (the next OpenMirror makes it again). It reports whether the mirror is
+// still there.
+func (m *Mirror) Bring(ctx context.Context) (bool, error) {
+	if !m.busy {
+		return true, nil
+	}
+	err := m.bring(ctx)
+	if err == nil {
+		m.busy = false
+		return true, nil
+	}
+	kept, kerr := m.set.KeepHome(ctx, m.keeper())
+	if kerr != nil {
+		return false, fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", err, kerr)
+	}
+	return false, fmt.Errorf("%w: the run's work that did not reach the work tree is kept on branch %s", err, kept)
+}
+
+// bring is Bring's work: the home worktree's commits become the work
+// tree's (fast-forward when it holds nothing uncommitted), what it holds
+// beyond them comes as files, and what its tasks did to the entries git
+// ignores comes too.
+func (m *Mirror) bring(ctx context.Context) error {
+	st, err := m.git.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.bringIgnored(ctx, st.Ignored); err != nil {
+		return err
+	}
+	if !m.commits {
+		// Nothing is committed there, and its index holds what the work
+		// tree took: what its tasks did is what the index does not hold.
+		if len(st.Unstaged) == 0 {
+			return nil
+		}
+		if err := m.bringFiles(st.Unstaged); err != nil {
+			return err
+		}
+		_, err := m.git.State(ctx)
+		return err
+	}
+	dirty := st.Staged || len(st.Unstaged) > 0
+	switch {
+	case !dirty && st.Head == m.brought.Commit:
+		return nil
+	case !dirty && m.clean && m.brought.Commit != "":
+		if err := m.set.FastForward(ctx); err != nil {
+			return err
+		}
+		m.brought = Brought{Commit: st.Head}
+		return m.set.NoteBrought(m.brought)
+	}
+	state, err := m.git.State(ctx)
+	if err != nil {
+		return err
+	}
+	from, err := m.from(ctx, m.brought)
+	if err != nil {
+		return err
+	}
+	changes, err := m.git.TreeChanges(ctx, from, state)
+	if err != nil {
+		return err
+	}
+	if err := m.bringFiles(changes); err != nil {
+		return err
+	}
+	if st.Head != m.brought.Commit {
+		if err := m.main.MoveHead(ctx, m.brought.Commit, st.Head); err != nil {
+			return fmt.Errorf("moving the work tree's HEAD to the run's commits: %w", err)
+		}
+	}
+	// Nothing left uncommitted there: the work tree holds its HEAD alone,
+	// and the next commits come back fast-forward.
+	m.brought, m.clean = Brought{Commit: st.Head, Tree: state}, !dirty
+	if m.clean {
+		m.brought.Tree = ""
+	}
+	return m.set.NoteBrought(m.brought)
+}
+
+// from is the tree the work tree held when it took b: b's tree, its
+// commit's, or the empty tree.
+func (m *Mirror) from(ctx context.Context, b Brought) (string, error) {
+	switch {
+	case b.Tree != "":
+		return b.Tree, nil
+	case b.Commit != "":
+		return m.git.TreeOf(ctx, b.Commit)
+	}
+	return m.git.EmptyTree(ctx)
+}
+
+// bringFiles writes changes made in the home worktree into the work tree.
+func (m *Mirror) bringFiles(changes []gitrepo.Change) error {
+	skipped, err := m.set.Bring(changes)
+	if len(skipped) > 0 {
+		m.set.log.Warn("changes of submodules made in the run's worktree are not brought into the work tree", "paths", gitrepo.ListPaths(skipped, 3))
+	}
+	return err
+}
+
+// bringIgnored brings what the tasks did to the entries git ignores
+// (ignored: those of the home worktree).
+func (m *Mirror) bringIgnored(ctx context.Context, ignored []string) error {
+	linked, brought, err := m.set.BringIgnored(ctx, ignored)
+	if err == nil && brought {
+		m.Linked = linked
+	}
+	return err
+}
+
+// takeUp brings into the work tree what an earlier run that died left in
+// the home worktree, as that run would have left it in the work tree
+// itself; head is the work tree's HEAD. Work it cannot take (the work tree
+// moved since, or changed the same files) is kept on a branch.
+func (m *Mirror) takeUp(ctx context.Context, head string) error {
+	b, noted := m.set.HomeBrought()
+	m.brought, m.clean = b, b.Tree == ""
+	nothing, err := m.leftNothing(ctx, b, noted)
+	switch {
+	case err != nil:
+		return err
+	case nothing:
+		return nil
+	case !noted || b.Commit != head:
+		m.set.log.Warn("an earlier run left work in the run's worktree, and the work tree moved since (or what it took was not noted)", "worktree", m.Tree.Path)
+		return m.keepLeft(ctx)
+	}
+	m.set.log.Warn("an earlier run died while its tasks worked in the run's worktree: its work comes to the work tree, as it would have been left there", "worktree", m.Tree.Path)
+	if err := m.bring(ctx); err != nil {
+		m.set.log.Warn("the work tree cannot take the work an earlier run left in the run's worktree", "err", err)
+		return m.keepLeft(ctx)
+	}
+	return nil
+}
+
+// leftNothing reports whether the home worktree holds nothing beyond what
+// the work tree took (b, when noted; otherwise its HEAD, which the work
+// tree holds): no commit, no change, no new entry git ignores. It reads
+// its state through an index of its own, so that its index, which may be
+// what the work tree took, stays.
+func (m *Mirror) leftNothing(ctx context.Context, b Brought, noted bool) (bool, error) {
+	st, err := m.git.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	links := m.set.Linked()
+	for _, p := range st.Ignored {
+		if !slices.Contains(links, p) {
+			return false, nil // made by a task: a build's output
+		}
+	}
+	state, err := m.snapshot(ctx, m.git)
+	if err != nil {
+		return false, err
+	}
+	if !noted {
+		if st.Head != "" && !m.main.IsAncestor(ctx, st.Head, "HEAD") {
+			return false, nil
+		}
+		b = Brought{Commit: st.Head}
+	}
+	from, err := m.from(ctx, b)
+	return err == nil && st.Head == b.Commit && state == from, err
+}
+
+// keepLeft keeps what an earlier run left in the home worktree on a
+// branch, which it names in a warning, and removes the worktree.
+func (m *Mirror) keepLeft(ctx context.Context) error {
+	kept, err := m.set.KeepHome(ctx, m.keeper())
+	if err != nil {
+		return fmt.Errorf("keeping the work an earlier run left in the run's worktree: %w", err)
+	}
+	m.set.log.Warn("work an earlier run left in the run's worktree is kept on a branch; merge it by hand if you want it", "branch", kept)
+	return nil
+}
+
+// keeper is a git of the home worktree that commits under peal's own
+// identity (the work kept on a branch never reaches the work tree's
+// history).
+func (m *Mirror) keeper() *gitrepo.Repo {
+	k := m.main.At(m.Tree.Path)
+	k.Identity("peal", "peal@localhost")
+	return k
+}
