@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"peal/doctor"
 	"peal/runner"
 )
 
@@ -18,9 +19,9 @@ func (c *DoctorCmd) Run(e *env) error {
 		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
 	}
 	failed := 0
-	for _, ch := range runner.Doctor(e.ctx, cfg, e.environ) {
+	for _, ch := range doctor.Check(e.ctx, cfg, e.environ) {
 		fmt.Fprintf(e.stdout, "%-4s  %s: %s\n", ch.Status, ch.Name, ch.Detail)
-		if ch.Status == runner.DoctorFail {
+		if ch.Status == doctor.Fail {
 			failed++
 		}
 	}

@@ -1,4 +1,8 @@
-package runner
+// Package doctor owns `peal doctor`: what a run of a configuration needs
+// from the machine (each agent CLI found, its version, whether it can log
+// in; stet; the confinement this machine enforces), checked without
+// running a plan.
+package doctor
 
 import (
 	"context"
@@ -14,28 +18,28 @@ import (
 	"peal/review"
 )
 
-// DoctorLine is one line of `peal doctor`: one thing a run needs from the
+// Line is one line of `peal doctor`: one thing a run needs from the
 // machine, and whether it is there.
-type DoctorLine struct {
+type Line struct {
 	Name   string
-	Status string // DoctorOK, DoctorWarn or DoctorFail
+	Status string // OK, Warn or Fail
 	Detail string
 }
 
-// Statuses of a DoctorLine.
+// Statuses of a Line.
 const (
-	DoctorOK   = "ok"
-	DoctorWarn = "warn"
-	DoctorFail = "FAIL"
+	OK   = "ok"
+	Warn = "warn"
+	Fail = "FAIL"
 )
 
-// Doctor checks what a run of cfg needs from the machine, without running
+// Check checks what a run of cfg needs from the machine, without running
 // a plan: for the agent (and the fallback agent) its binary, its version and
 // whether it can authenticate (the same check a run makes before its first
 // call), then stet. env is the environment the agents would get. cfg need
 // not be validated: no plan or repository is required.
-func Doctor(ctx context.Context, cfg *config.Config, env []string) []DoctorLine {
-	var lines []DoctorLine
+func Check(ctx context.Context, cfg *config.Config, env []string) []Line {
+	var lines []Line
 	type want struct {
 		role, kind, cmd string
 	}
@@ -50,25 +54,25 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []DoctorLine 
 	for _, w := range wants {
 		k, err := agent.Lookup(w.kind)
 		if err != nil {
-			lines = append(lines, DoctorLine{w.role + " kind", DoctorFail, err.Error()})
+			lines = append(lines, Line{w.role + " kind", Fail, err.Error()})
 			continue
 		}
 		name := fmt.Sprintf("%s (%s)", w.role, k.Name)
 		path, err := config.ResolveCommand(w.cmd)
 		if err != nil {
-			lines = append(lines, DoctorLine{name + " binary", DoctorFail, fmt.Sprintf("%q %v: install the %s CLI or set agent_cmd", w.cmd, err, k.Name)})
+			lines = append(lines, Line{name + " binary", Fail, fmt.Sprintf("%q %v: install the %s CLI or set agent_cmd", w.cmd, err, k.Name)})
 			continue
 		}
-		lines = append(lines, DoctorLine{name + " binary", DoctorOK, path})
+		lines = append(lines, Line{name + " binary", OK, path})
 		lines = append(lines, version(ctx, name, k, path, dir, env))
 		st := k.CheckAuth(ctx, path, dir, env)
 		switch {
 		case st.OK:
-			lines = append(lines, DoctorLine{name + " login", DoctorOK, st.Detail})
+			lines = append(lines, Line{name + " login", OK, st.Detail})
 		case st.Known || (k.Auth.BeforeRun && !st.Unclear):
-			lines = append(lines, DoctorLine{name + " login", DoctorFail, st.Detail + "; " + k.Auth.LoginHint})
+			lines = append(lines, Line{name + " login", Fail, st.Detail + "; " + k.Auth.LoginHint})
 		default:
-			lines = append(lines, DoctorLine{name + " login", DoctorWarn, st.Detail})
+			lines = append(lines, Line{name + " login", Warn, st.Detail})
 		}
 	}
 	lines = append(lines, stetLine(cfg))
@@ -78,50 +82,53 @@ func Doctor(ctx context.Context, cfg *config.Config, env []string) []DoctorLine 
 // confinementLines are what the confinement of cfg gives each kind of call
 // here: a failure when confine = on cannot be enforced, a warning when
 // auto cannot enforce files.
-func confinementLines(cfg *config.Config) []DoctorLine {
+func confinementLines(cfg *config.Config) []Line {
 	d, err := policy.Describe(cfg)
 	if err != nil {
-		return []DoctorLine{{"confinement", DoctorFail, err.Error()}}
+		return []Line{{"confinement", Fail, err.Error()}}
 	}
-	status := DoctorOK
+	status := OK
 	if !d.Off && !d.Support.Files {
-		status = DoctorWarn
+		status = Warn
 	}
-	out := []DoctorLine{{"confinement", status, d.Lines[0]}}
+	out := []Line{{"confinement", status, d.Lines[0]}}
 	for _, l := range d.Lines[1:] {
-		out = append(out, DoctorLine{"confinement", DoctorOK, l})
+		out = append(out, Line{"confinement", OK, l})
 	}
 	return out
 }
 
 // version runs the CLI's version command.
-func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string) DoctorLine {
-	res, err := runCommand(ctx, phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
+func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string) Line {
+	res, err := phase.Run(ctx, phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
 		Timeout: agent.StatusTimeout, KillGrace: time.Second})
+	if err == nil {
+		err = phase.CheckExit(res)
+	}
 	if err != nil {
-		return DoctorLine{name + " version", DoctorFail, err.Error()}
+		return Line{name + " version", Fail, err.Error()}
 	}
 	v := phase.LastMeaningful(res.Stdout)
 	if v == "" {
 		v = phase.LastMeaningful(res.Stderr)
 	}
-	return DoctorLine{name + " version", DoctorOK, v}
+	return Line{name + " version", OK, v}
 }
 
 // stetLine says how Phase 3 would review, as a run would resolve it.
-func stetLine(cfg *config.Config) DoctorLine {
+func stetLine(cfg *config.Config) Line {
 	switch {
 	case len(cfg.StetCommands) > 0:
-		return DoctorLine{"stet", DoctorOK, "custom review commands: " + strings.Join(cfg.StetCommands, "; ")}
+		return Line{"stet", OK, "custom review commands: " + strings.Join(cfg.StetCommands, "; ")}
 	case cfg.StetPath != "":
 		if !review.Executable(cfg.StetPath) {
-			return DoctorLine{"stet", DoctorFail, fmt.Sprintf("stet_path %s is not an executable file: a run would skip Phase 3", cfg.StetPath)}
+			return Line{"stet", Fail, fmt.Sprintf("stet_path %s is not an executable file: a run would skip Phase 3", cfg.StetPath)}
 		}
-		return DoctorLine{"stet", DoctorOK, cfg.StetPath}
+		return Line{"stet", OK, cfg.StetPath}
 	}
 	p, err := config.ResolveCommand("stet")
 	if err != nil {
-		return DoctorLine{"stet", DoctorWarn, "stet is not on PATH: runs skip Phase 3 (review)"}
+		return Line{"stet", Warn, "stet is not on PATH: runs skip Phase 3 (review)"}
 	}
-	return DoctorLine{"stet", DoctorOK, p}
+	return Line{"stet", OK, p}
 }
