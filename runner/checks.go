@@ -24,14 +24,16 @@ import (
 // The project's own checks (check_commands) decide, with the review, when a
 // task is done: Phase 3 runs them after every execute and every address
 // round (package review). The run keeps what they say of the work tree: the
-// checks that fail on it (red), which no task that starts on it is charged
+// all that fail on it (red), which no task that starts on it is charged
 // with until they pass, and whether the tree changed since they last ran
 // (stale). A check that failed before a task is not that task's fault; the
 // work a task left unfinished is that task's, on a re-run too
 // (checksRecord).
 
-// checkedTree is what the run knows of the checks on the work tree.
-type checkedTree struct {
+// checking is the run's use of the project's checks: what it knows of the
+// all on the work tree, and when they run and whom they are charged to.
+type checking struct {
+	r     *run
 	mu    sync.Mutex
 	red   check.Set // failing on the work tree as it is now
 	stale bool      // the tree may have changed since the checks last ran on it
@@ -39,14 +41,14 @@ type checkedTree struct {
 
 // seen notes a run of the checks on the work tree as it is now, which
 // failed the red ones.
-func (tc *checkedTree) seen(red check.Set) {
+func (tc *checking) seen(red check.Set) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.red, tc.stale = red, false
 }
 
 // changed notes that the tree may have changed since the checks ran.
-func (tc *checkedTree) changed() {
+func (tc *checking) changed() {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.stale = true
@@ -54,7 +56,7 @@ func (tc *checkedTree) changed() {
 
 // state is what the checks last said of the tree, and whether the tree
 // may have changed since.
-func (tc *checkedTree) state() (check.Set, bool) {
+func (tc *checking) state() (check.Set, bool) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	return tc.red, tc.stale
@@ -71,11 +73,12 @@ type checksRecord struct {
 	FailingBefore []string `json:"failing_before"`
 }
 
-// newChecks makes the run's checks (none without check_commands): each
+// make makes the run's checks (none without check_commands): each
 // runs in the folder of the run's caller, under check_timeout_sec, with
 // the ticket of its task in its environment, its whole output in
 // agent_log_dir, and its outcome in the run record.
-func (r *run) newChecks() *check.Checks {
+func (k *checking) make() *check.Checks {
+	r := k.r
 	timeout := r.caller.Limits.Timeout
 	if t := r.cfg.CheckTimeoutSec; t != nil {
 		timeout = time.Duration(*t) * time.Second
@@ -91,18 +94,19 @@ func (r *run) newChecks() *check.Checks {
 			files := r.agentLogs.Call(check.Phase, task)
 			return files.Combined(), files.Close
 		},
-		Ran:     r.recordCheck,
+		Ran:     r.rec.check,
 		Confine: r.confineCommand,
 	})
 }
 
-// checks are the run's checks (nil: none), at the run's home as it is now.
-func (r *run) checks() *check.Checks { return r.home.checks() }
+// all are the run's checks (nil: none), at the run's home as it is now.
+func (k *checking) all() *check.Checks { return k.r.home.checks() }
 
-// homeChecks are the run's checks (nil: none) where the run's tasks work,
+// atHome are the run's checks (nil: none) where the run's tasks work,
 // ready for them to run (see atHome).
-func (r *run) homeChecks(ctx context.Context) (*check.Checks, error) {
-	if r.checks() == nil {
+func (k *checking) atHome(ctx context.Context) (*check.Checks, error) {
+	r := k.r
+	if k.all() == nil {
 		return nil, nil
 	}
 	at, err := r.atHome(ctx)
@@ -112,14 +116,15 @@ func (r *run) homeChecks(ctx context.Context) (*check.Checks, error) {
 	return at.checks(), nil
 }
 
-// startChecks runs the checks once on the starting tree, before the first
+// start runs the checks once on the starting tree, before the first
 // agent call of the run's tasks. What fails there is said in one line and
 // charged to no task until it passes, unless the state folder names a task
 // of this run whose unfinished work is in the tree: then what fails beyond
 // the checks that failed before that task started is charged to the run's
 // tasks, which run that task again.
-func (r *run) startChecks(ctx context.Context, pending []plan.Task) error {
-	c, err := r.homeChecks(ctx)
+func (k *checking) start(ctx context.Context, pending []plan.Task) error {
+	r := k.r
+	c, err := k.atHome(ctx)
 	if c == nil || err != nil {
 		return err
 	}
@@ -128,11 +133,11 @@ func (r *run) startChecks(ctx context.Context, pending []plan.Task) error {
 	if err != nil {
 		return err
 	}
-	r.noteCheckLeftovers(ctx, before)
+	k.noteLeftovers(ctx, before)
 	red := results.Failing()
-	rec, ok := r.readChecksRecord()
+	rec, ok := k.readRecord()
 	if ok && r.store.Completed(rec.Task) {
-		r.completedOnTree(rec.Task) // a run ended between the task's save and the note's removal
+		k.completedOnTree(rec.Task) // a run ended between the task's save and the note's removal
 		ok = false
 	}
 	unfinished := ok && slices.ContainsFunc(pending, func(t plan.Task) bool { return t.Index == rec.Task })
@@ -141,7 +146,7 @@ func (r *run) startChecks(ctx context.Context, pending []plan.Task) error {
 		charged = red.Minus(check.Set(rec.FailingBefore))
 		red = red.Intersect(check.Set(rec.FailingBefore))
 	}
-	r.checked.seen(red)
+	k.seen(red)
 	var failedNow []check.Result
 	for _, res := range results {
 		if !res.Passed() {
@@ -162,10 +167,11 @@ func (r *run) startChecks(ctx context.Context, pending []plan.Task) error {
 	return nil
 }
 
-// noteCheckLeftovers warns when the checks left changes in the work tree
+// noteLeftovers warns when the checks left changes in the work tree
 // that were not there before they ran: a task's commit would take them
 // for its work, and stet refuses to review over them.
-func (r *run) noteCheckLeftovers(ctx context.Context, before []string) {
+func (k *checking) noteLeftovers(ctx context.Context, before []string) {
+	r := k.r
 	after, err := r.home.git.Changes(ctx)
 	if err != nil {
 		return
@@ -182,22 +188,23 @@ func (r *run) noteCheckLeftovers(ctx context.Context, before []string) {
 	}
 }
 
-// redBefore is the set of checks failing on the work tree before task t
+// before is the set of checks failing on the work tree before task t
 // starts on it, running the checks first when the tree may have changed
 // since they last ran (the work of a task that did not complete).
-func (r *run) redBefore(ctx context.Context, t plan.Task) (check.Set, error) {
-	return r.freshRed(ctx, t.Index, check.Before)
+func (k *checking) before(ctx context.Context, t plan.Task) (check.Set, error) {
+	return k.fresh(ctx, t.Index, check.Before)
 }
 
-// freshRed is the set of checks failing on the work tree now: what they
+// fresh is the set of checks failing on the work tree now: what they
 // last said, or, when the tree may have changed since, what they say when
 // run again (for task, at stage).
-func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, error) {
-	red, stale := r.checked.state()
-	if r.checks() == nil || !stale {
+func (k *checking) fresh(ctx context.Context, task int, stage string) (check.Set, error) {
+	r := k.r
+	red, stale := k.state()
+	if k.all() == nil || !stale {
 		return red, nil
 	}
-	c, err := r.homeChecks(ctx)
+	c, err := k.atHome(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -206,18 +213,19 @@ func (r *run) freshRed(ctx context.Context, task int, stage string) (check.Set, 
 	if err != nil {
 		return nil, err
 	}
-	r.checked.seen(results.Failing())
+	k.seen(results.Failing())
 	return results.Failing(), nil
 }
 
-// sparseRed is the set of checks that fail before task t starts in its
+// sparse is the set of checks that fail before task t starts in its
 // worktree: red, the work tree's, when the worktree holds the whole tree;
 // in a sparse worktree (worktree_sparse_paths), what also fails there
 // before the task's first agent call, for want of the files outside the
 // set, which the task cannot be charged with. The run is the task's own,
 // in its worktree; the merged tree's checks, on the whole tree, still
 // decide its merge.
-func (r *run) sparseRed(ctx context.Context, at *site, t plan.Task, red check.Set) (check.Set, error) {
+func (k *checking) sparse(ctx context.Context, at *site, t plan.Task, red check.Set) (check.Set, error) {
+	r := k.r
 	c := at.checks()
 	if c == nil || !r.trees.Sparse() {
 		return red, nil
@@ -233,28 +241,29 @@ func (r *run) sparseRed(ctx context.Context, at *site, t plan.Task, red check.Se
 	return red.Union(results.Failing()), nil
 }
 
-// checksSeen takes what the Phase 3 of work done in the work tree says of
+// seenOf takes what the Phase 3 of work done in the work tree says of
 // the tree it leaves: the last run of the checks, or, without one, that the
 // tree may have changed since they last ran.
-func (r *run) checksSeen(res taskResult) {
-	if r.checks() == nil || res.skipped {
+func (k *checking) seenOf(res taskResult) {
+	if k.all() == nil || res.skipped {
 		return
 	}
 	if res.checks != nil {
-		r.checked.seen(res.checks.Failing())
+		k.seen(res.checks.Failing())
 	} else {
-		r.checked.changed()
+		k.changed()
 	}
 }
 
 // startsOnTree notes, before the first agent call of tasks that work in
 // the work tree, that their work may be found there unfinished; the first
 // such task keeps the note until it completes.
-func (r *run) startsOnTree(task int, red check.Set) {
-	if r.checks() == nil {
+func (k *checking) startsOnTree(task int, red check.Set) {
+	r := k.r
+	if k.all() == nil {
 		return
 	}
-	if _, ok := r.readChecksRecord(); ok {
+	if _, ok := k.readRecord(); ok {
 		return // an earlier task's work is still unfinished there
 	}
 	rec := checksRecord{Task: task, FailingBefore: nonNilStrings(red)}
@@ -265,17 +274,19 @@ func (r *run) startsOnTree(task int, red check.Set) {
 }
 
 // completedOnTree drops the note of task's start once it completed.
-func (r *run) completedOnTree(task int) {
-	if rec, ok := r.readChecksRecord(); ok && rec.Task == task {
+func (k *checking) completedOnTree(task int) {
+	r := k.r
+	if rec, ok := k.readRecord(); ok && rec.Task == task {
 		if err := os.Remove(filepath.Join(r.cfg.StateDir, checksRecordName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.log.Warn("could not remove the note of a completed task", "task", task, "err", err)
 		}
 	}
 }
 
-// readChecksRecord reads the note of an unfinished task; one that cannot
+// readRecord reads the note of an unfinished task; one that cannot
 // be read is kept aside and counts as none.
-func (r *run) readChecksRecord() (checksRecord, bool) {
+func (k *checking) readRecord() (checksRecord, bool) {
+	r := k.r
 	var rec checksRecord
 	d, err := safefs.OpenDir(r.cfg.StateDir, false)
 	if err != nil {
@@ -299,14 +310,14 @@ func (r *run) readChecksRecord() (checksRecord, bool) {
 	return checksRecord{}, false
 }
 
-// finalChecks fills what the outcome says of the checks on the final tree,
+// final fills what the outcome says of the checks on the final tree,
 // running them once more when the tree may have changed since they last
 // ran, so that a run never ends with exit 0 on a tree whose checks fail.
-func (r *run) finalChecks(ctx context.Context, out *Outcome) error {
-	if r.checks() == nil {
+func (k *checking) final(ctx context.Context, out *Outcome) error {
+	if k.all() == nil {
 		return nil
 	}
-	red, err := r.freshRed(ctx, phase.NoTask, check.End)
+	red, err := k.fresh(ctx, phase.NoTask, check.End)
 	if err != nil {
 		return err
 	}

@@ -168,7 +168,7 @@ func (d *dryRun) describeIsolated(tasks []plan.Task, completed map[int]bool) {
 		in.describeTask(t, completed[t.Index], true)
 	}
 	checked := ""
-	if d.r.checks() != nil {
+	if d.r.chk.all() != nil {
 		checked = ", then the checks run on the work tree (a failure undoes the merge, as a conflict)"
 	}
 	fmt.Fprintf(d.w, "  merge back: each completed task in plan order, git merge --no-ff -m \"peal: merge task N (<branch>)\" <branch>%s; "+

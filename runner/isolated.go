@@ -26,23 +26,24 @@ import (
 // merge conflicted runs again, alone, after the block under
 // parallel_conflict = retry. red are the checks that fail on base: none of
 // the tasks is charged with them.
-func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string, red check.Set) error {
+func (b *block) runIsolated(ctx context.Context, tl *tally, base string, red check.Set) error {
+	r := b.r
 	r.log.Info("each task of the block works in a worktree of its own", "base", base, "worktrees", r.trees.Root())
-	if r.checks() != nil {
+	if r.chk.all() != nil {
 		// The merged tree's checks run at the run's home: it is made now,
 		// before the block's goroutines read where it is.
 		if _, err := r.atHome(ctx); err != nil {
 			return err
 		}
 	}
-	slots := r.setUpBlock(ctx, b, base)
+	slots := b.setUp(ctx, base)
 	// One goroutine merges, in index order, while the pool runs the tasks:
 	// a merge, and the checks of the merged tree, never hold a slot.
 	kick, merged := make(chan struct{}, 1), make(chan struct{})
 	go func() {
 		defer close(merged)
 		for range kick {
-			r.mergeReady(ctx, b)
+			b.mergeReady(ctx)
 		}
 	}()
 	p := pool.New().WithMaxGoroutines(slots)
@@ -55,7 +56,7 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string,
 				b.tasks[i].refused = true
 				b.mu.Unlock()
 			} else {
-				res, branch := r.isolatedTask(ctx, b, t, base, red)
+				res, branch := b.isolatedTask(ctx, t, base, red)
 				b.mu.Lock()
 				b.tasks[i].done, b.tasks[i].err, b.tasks[i].res, b.tasks[i].branch = true, res.err, res, branch
 				b.mu.Unlock()
@@ -71,11 +72,11 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string,
 	<-merged
 	b.removals.Wait()
 	if len(r.cfg.WorktreeLink) > 0 {
-		r.endLinks(ctx)
+		b.endLinks(ctx)
 	}
 	// Every worker has returned: b is no longer shared.
-	r.settleBranches(ctx, b)
-	return r.finishIsolated(ctx, tl, b)
+	b.settleBranches(ctx)
+	return b.finishIsolated(ctx, tl)
 }
 
 // isolatedTask runs task t of block b in a new worktree at base; the
@@ -83,7 +84,8 @@ func (r *run) runIsolated(ctx context.Context, tl *tally, b *block, base string,
 // waits for it before it ends). The branch holding its work is returned
 // when the task completed (or was deferred), for the merge; otherwise it is
 // deleted.
-func (r *run) isolatedTask(ctx context.Context, b *block, t plan.Task, base string, red check.Set) (res taskResult, branch string) {
+func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red check.Set) (res taskResult, branch string) {
+	r := b.r
 	if b.setUpErr != nil {
 		return taskResult{err: b.setUpErr}, ""
 	}
@@ -98,7 +100,7 @@ func (r *run) isolatedTask(ctx context.Context, b *block, t plan.Task, base stri
 			return
 		}
 		at := r.worktreeSite(tt)
-		taskRed, err := r.sparseRed(ctx, at, t, red)
+		taskRed, err := r.chk.sparse(ctx, at, t, red)
 		if err != nil {
 			res = taskResult{err: err}
 			return
@@ -169,7 +171,8 @@ func (r *run) worktreeSite(tt *worktree.Tree) *site {
 // A merge that holds saves the task's outcome at once: state.json records
 // a task of a block as completed only once its work is in the work tree,
 // checked. Only the merging goroutine of the block calls it.
-func (r *run) mergeReady(ctx context.Context, b *block) {
+func (b *block) mergeReady(ctx context.Context) {
+	r := b.r
 	for ctx.Err() == nil {
 		b.mu.Lock()
 		if b.nextMerge >= len(b.tasks) {
@@ -198,7 +201,7 @@ func (r *run) mergeReady(ctx context.Context, b *block) {
 			r.homeMoved()
 		}
 		if err == nil && before != "" {
-			err = r.checkMerged(ctx, bt.task, bt.branch, before)
+			err = b.checkMerged(ctx, bt.task, bt.branch, before)
 		}
 		note.end = r.now()
 		b.mu.Lock()
@@ -252,8 +255,9 @@ type mergeNote struct {
 // work, merged from branch on top of before. A check that fails and did
 // not fail before undoes the merge: the error is then a *checksConflict
 // naming the checks. A signal during the checks undoes it too.
-func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before string) error {
-	c, err := r.homeChecks(ctx)
+func (b *block) checkMerged(ctx context.Context, t plan.Task, branch, before string) error {
+	r := b.r
+	c, err := r.chk.atHome(ctx)
 	if c == nil || err != nil {
 		return err
 	}
@@ -267,16 +271,16 @@ func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before strin
 		}
 		return err
 	}
-	red, _ := r.checked.state()
+	red, _ := r.chk.state()
 	charged := results.Charged(red)
 	if len(charged) == 0 {
-		r.checked.seen(results.Failing())
+		r.chk.seen(results.Failing())
 		return nil
 	}
 	r.log.Warn("the work tree fails the checks once the task's work is merged: the merge is undone", "task", t.Index, "checks", check.Summaries(charged, 3))
 	defer r.homeMoved()
 	if uerr := r.trees.Unmerge(ctx, t.Index, before); uerr != nil {
-		r.checked.seen(results.Failing()) // the tree stays merged
+		r.chk.seen(results.Failing()) // the tree stays merged
 		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)
 	}
 	return &checksConflict{Task: t.Index, Branch: branch, Checks: charged}
@@ -286,7 +290,8 @@ func (r *run) checkMerged(ctx context.Context, t plan.Task, branch, before strin
 // becomes of each task's branch: a merged task's goes, a conflicting
 // task's is kept for the user, and so is the work of a task whose merge
 // failed, or that completed but could not be merged before an interruption.
-func (r *run) settleBranches(ctx context.Context, b *block) {
+func (b *block) settleBranches(ctx context.Context) {
+	r := b.r
 	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
 	for i := range b.tasks {
@@ -326,7 +331,8 @@ func (r *run) settleBranches(ctx context.Context, b *block) {
 // block in index order, as a sequential run would (see finishBlock), then,
 // under parallel_conflict = retry, runs each task whose merge conflicted
 // again, alone, in the work tree that now holds the work of the block.
-func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
+func (b *block) finishIsolated(ctx context.Context, tl *tally) error {
+	r := b.r
 	var stop error
 	var again []plan.Task
 	for _, bt := range b.tasks {
@@ -341,13 +347,13 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 			pt.Branch, pt.Conflict = c.branch(), c.record()
 			r.log.Error("task's work could not join the work merged before it", "task", bt.task.Index, "err", c)
 		}
-		r.recordMerge(bt)
+		r.rec.merge(bt)
 		tl.out.Parallel = append(tl.out.Parallel, pt)
 		if !bt.merged { // a merged task's attempt ended at its merge
 			r.tickets.finishTask(bt.task, res)
 		}
 		if bt.conflict != nil && conflictPolicy(r.cfg.ParallelConflict).retries() && ctx.Err() == nil {
-			r.recordTaskEnd(bt.task, res) // the retry records its own start and end
+			r.rec.taskEnd(bt.task, res) // the retry records its own start and end
 			again = append(again, bt.task)
 			continue
 		}
@@ -357,7 +363,7 @@ func (r *run) finishIsolated(ctx context.Context, tl *tally, b *block) error {
 		}
 		// Once the run stops at an earlier task, a later task's outcome
 		// was saved when it was merged (if it was); it is not counted.
-		r.recordTaskEnd(bt.task, res)
+		r.rec.taskEnd(bt.task, res)
 	}
 	if stop != nil {
 		return stop

@@ -13,21 +13,21 @@ import (
 	"peal/phase"
 )
 
-// recorder is an Observer that writes down what it hears.
-type recorder struct {
+// noteTaker is an Observer that writes down what it hears.
+type noteTaker struct {
 	mu     sync.Mutex
 	events []string
 }
 
-func (r *recorder) add(e string) {
+func (r *noteTaker) add(e string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 }
 
-func (r *recorder) PlanLoaded(n int) { r.add(fmt.Sprintf("plan of %d", n)) }
+func (r *noteTaker) PlanLoaded(n int) { r.add(fmt.Sprintf("plan of %d", n)) }
 
-func (r *recorder) CallStarted(c phase.CallInfo) func() {
+func (r *noteTaker) CallStarted(c phase.CallInfo) func() {
 	what := fmt.Sprintf("%s:%d %d/%d %s", c.Phase, c.Task, c.Attempt.N, c.Attempt.Of, c.Attempt.Role)
 	if c.Started.IsZero() {
 		what += " without a start time"
@@ -49,7 +49,7 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 		"PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_CONFINE=off")
 	two := uint32(2)
 	cfg.Task = &two
-	var rec recorder
+	var rec noteTaker
 	if _, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler), h.opts(WithObserver(&rec))...); err != nil {
 		t.Fatal(err)
 	}

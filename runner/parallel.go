@@ -42,6 +42,7 @@ type blockTask struct {
 // block is what the tasks of a running parallel block share: which started,
 // which ended and how, so that a worker can tell whether it may start.
 type block struct {
+	r         *run
 	mu        sync.Mutex
 	tasks     []blockTask
 	keepGoing bool // continue_with_remaining_tasks
@@ -127,7 +128,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 	if tasks = runnable; len(tasks) == 0 {
 		return nil
 	}
-	b := &block{tasks: make([]blockTask, len(tasks)), keepGoing: r.cfg.ContinueWithRemainingTasks, carried: tl.consecutive}
+	b := &block{r: r, tasks: make([]blockTask, len(tasks)), keepGoing: r.cfg.ContinueWithRemainingTasks, carried: tl.consecutive}
 	if limit := r.cfg.MaxConsecutiveTaskFailures; limit != nil {
 		b.maxFails = int(*limit)
 	}
@@ -138,7 +139,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 	// The block's tasks start on the work tree as it is now (in it, or in
 	// worktrees made from its HEAD): the checks that fail on it are none of
 	// theirs.
-	red, err := r.redBefore(ctx, tasks[0])
+	red, err := r.chk.before(ctx, tasks[0])
 	if err != nil {
 		for _, t := range tasks {
 			r.tickets.release(t)
@@ -148,7 +149,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 	if r.cfg.ParallelIsolation == "worktree" {
 		base, why := r.worktreeBase(ctx)
 		if why == "" {
-			return r.runIsolated(ctx, tl, b, base, red)
+			return b.runIsolated(ctx, tl, base, red)
 		}
 		if ctx.Err() == nil {
 			r.log.Warn("the block's tasks run in the shared work tree, not in worktrees of their own: "+why, "tasks", plan.IndexList(tasks))
@@ -161,7 +162,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 		}
 		return err
 	}
-	r.startsOnTree(tasks[0].Index, red)
+	r.chk.startsOnTree(tasks[0].Index, red)
 	// The block's tasks share one work tree and one commit, so they share
 	// one review session, opened before their first agent call.
 	sess, err := at.reviewer.Begin(ctx, indices(tasks))
@@ -170,7 +171,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 		for i := range b.tasks {
 			b.tasks[i].started, b.tasks[i].done, b.tasks[i].err = true, true, err
 		}
-		return r.finishBlock(ctx, tl, b.tasks, nil, red)
+		return b.finishShared(ctx, tl, nil, red)
 	}
 
 	// Go hands each task to the next free worker in index order, so a slot is
@@ -182,20 +183,21 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 				r.log.Info("task not started: the run stops after this block", "task", t.Index)
 				return
 			}
-			planText, err := r.blockPhases(ctx, at, t)
+			planText, err := b.phases(ctx, at, t)
 			b.finish(i, planText, err)
 		})
 	}
 	p.Wait()
 
 	// Every worker has returned: b is no longer shared.
-	r.commitBlock(ctx, at, b.tasks)
-	return r.finishBlock(ctx, tl, b.tasks, sess, red)
+	b.commit(ctx, at)
+	return b.finishShared(ctx, tl, sess, red)
 }
 
-// blockPhases runs Phases 1–2 of one task of a block; a panic becomes the
+// phases runs Phases 1–2 of one task of a block; a panic becomes the
 // task's failure, so that one broken task cannot take down the others' agents.
-func (r *run) blockPhases(ctx context.Context, at *site, t plan.Task) (planText string, err error) {
+func (b *block) phases(ctx context.Context, at *site, t plan.Task) (planText string, err error) {
+	r := b.r
 	if perr := r.recoverTask(t, func() { planText, err = r.planAndExecute(ctx, at, t) }); perr != nil {
 		return "", perr
 	}
@@ -211,15 +213,15 @@ func (r *run) recoverTask(t plan.Task, fn func()) error {
 	return nil
 }
 
-// commitBlock makes the one commit of a block (when commits are on) when an
+// commit makes the one commit of a block (when commits are on) when an
 // execute succeeded; if it fails, every task whose work it held fails with it.
-func (r *run) commitBlock(ctx context.Context, at *site, bts []blockTask) {
+func (b *block) commit(ctx context.Context, at *site) {
 	if !at.commits {
 		return
 	}
 	var indices []int
 	planText := ""
-	for _, bt := range bts {
+	for _, bt := range b.tasks {
 		if bt.done && bt.err == nil {
 			if indices == nil {
 				planText = bt.planText
@@ -231,15 +233,15 @@ func (r *run) commitBlock(ctx context.Context, at *site, bts []blockTask) {
 		return
 	}
 	if _, err := at.git.Commit(ctx, indices, planText); err != nil {
-		for i := range bts {
-			if bts[i].done && bts[i].err == nil {
-				bts[i].err = err
+		for i := range b.tasks {
+			if b.tasks[i].done && b.tasks[i].err == nil {
+				b.tasks[i].err = err
 			}
 		}
 	}
 }
 
-// finishBlock runs the block's Phase 3 once for all its successes (red:
+// finishShared runs the block's Phase 3 once for all its successes (red:
 // the checks that failed before the block) and
 // records every started task's outcome in index order, each completion saved
 // as soon as it is recorded. The review covers the block's one commit, so its
@@ -251,11 +253,12 @@ func (r *run) commitBlock(ctx context.Context, at *site, bts []blockTask) {
 // repository, and a later run that redid them would work on top of their own
 // changes. Their failures are not recorded, as a sequential run would not
 // have reached them.
-func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess *review.Session, red check.Set) error {
+func (b *block) finishShared(ctx context.Context, tl *tally, sess *review.Session, red check.Set) error {
+	r := b.r
 	completed := true
 	defer func() { sess.End(ctx, completed) }()
 	var shared *taskResult
-	for _, bt := range bts {
+	for _, bt := range b.tasks {
 		if bt.started && bt.err == nil && shared == nil {
 			var res taskResult
 			if err := r.recoverTask(bt.task, func() { res = phase3Result(sess.Review(ctx, bt.task.Index, red)) }); err != nil {
@@ -265,9 +268,9 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 		}
 	}
 	if shared != nil {
-		r.checksSeen(*shared)
+		r.chk.seenOf(*shared)
 	} else {
-		r.checksSeen(taskResult{}) // the failed executes may have changed the tree
+		r.chk.seenOf(taskResult{}) // the failed executes may have changed the tree
 	}
 	if err := r.bringBack(ctx); err != nil {
 		if shared != nil && shared.err == nil {
@@ -277,7 +280,7 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 		}
 	}
 	var stop error
-	for _, bt := range bts {
+	for _, bt := range b.tasks {
 		if !bt.started {
 			r.tickets.release(bt.task)
 			continue
@@ -294,7 +297,7 @@ func (r *run) finishBlock(ctx context.Context, tl *tally, bts []blockTask, sess 
 		}
 		// The run stops at an earlier task of the block: this one's
 		// outcome is saved, not counted.
-		r.recordTaskEnd(bt.task, res)
+		r.rec.taskEnd(bt.task, res)
 		if err := r.save(ctx, bt.task, res); err != nil {
 			r.log.Error("could not save a task's outcome", "task", bt.task.Index, "err", err)
 		} else if res.completed() || res.deferred {

@@ -15,18 +15,21 @@ import (
 	"peal/state"
 )
 
-// callRecorder keeps the run record (state.RecordName): every call's start and
-// end, how the retry loop judged it, and the tasks' starts and ends, so that
-// `peal report` can tell the run's story without reading text meant for
-// people. It is the phase.Recorder of every call, beside the run's observer.
-type callRecorder struct{ run *run }
+// recorder keeps the run record (state.RecordName): every call's start and
+// end, how the retry loop judged it, the tokens agent calls reported, what
+// the confinement refused them, the checks, the merges, and the tasks'
+// starts and ends, so that `peal report` can tell the run's story without
+// reading text meant for people. It is the phase.Recorder of every call,
+// beside the run's observer, and agentcall's Recorder.
+type recorder struct{ run *run }
 
-// startRecord begins the run record in the state folder, which the run has
+// start begins the run record in the state folder, which the run has
 // locked, with the run's first facts; every call is recorded from then on. The
 // run's process id is on the first line, so that a reader tells a run that
 // is still going (normalizing its plan, say) from one that was killed. A
 // record that cannot be started is a warning: the run goes on without one.
-func (r *run) startRecord() {
+func (o *recorder) start() {
+	r := o.run
 	rec, err := state.StartRecord(r.cfg.StateDir, func(err error) {
 		r.log.Warn("could not write the run record; the rest of the run is not recorded", "err", err)
 	})
@@ -42,14 +45,16 @@ func (r *run) startRecord() {
 		TicketID: r.cfg.TicketID, Confinement: r.confined.Note()})
 }
 
-// recordTasks writes the tasks the run selected, once the plan is known
+// tasks writes the tasks the run selected, once the plan is known
 // (after its normalization, if it needed one).
-func (r *run) recordTasks(tasks []plan.Task) {
+func (o *recorder) tasks(tasks []plan.Task) {
+	r := o.run
 	r.journal.Add(state.Event{Ev: state.EvTasks, Time: r.now().UTC(), Tasks: indices(tasks)})
 }
 
-// recordEnd writes the run's exit code and reason and closes the record.
-func (r *run) recordEnd(out Outcome, err error) {
+// end writes the run's exit code and reason and closes the record.
+func (o *recorder) end(out Outcome, err error) {
+	r := o.run
 	if r.journal == nil {
 		return
 	}
@@ -63,14 +68,16 @@ func (r *run) recordEnd(out Outcome, err error) {
 	r.journal.Close()
 }
 
-// recordTaskStart notes that task t started.
-func (r *run) recordTaskStart(t plan.Task) {
+// taskStart notes that task t started.
+func (o *recorder) taskStart(t plan.Task) {
+	r := o.run
 	r.journal.Add(state.Event{Ev: state.EvTaskStart, Time: r.now().UTC(), Task: state.TaskOf(t.Index)})
 }
 
-// recordTaskEnd notes how task t ended, with the findings left by its last
+// taskEnd notes how task t ended, with the findings left by its last
 // review.
-func (r *run) recordTaskEnd(t plan.Task, res taskResult) {
+func (o *recorder) taskEnd(t plan.Task, res taskResult) {
+	r := o.run
 	ev := state.Event{Ev: state.EvTaskEnd, Time: r.now().UTC(), Task: state.TaskOf(t.Index), Result: taskOutcome(res)}
 	if res.err != nil {
 		ev.Error = phase.Snippet(res.err.Error(), 500)
@@ -103,8 +110,9 @@ func taskOutcome(res taskResult) string {
 // the end of its tail, enough to see why it failed.
 const maxRecordedTail = 8 << 10
 
-// recordCheck notes how one of the project's checks ended.
-func (r *run) recordCheck(res check.Result) {
+// check notes how one of the project's checks ended.
+func (o *recorder) check(res check.Result) {
+	r := o.run
 	if r.confined != nil && res.CallID != "" {
 		call := r.confined.ForCall(r.siteOf(res.Dir).policy(), nil, nil)
 		end := agentcall.Succeeded
@@ -119,9 +127,10 @@ func (r *run) recordCheck(res check.Result) {
 		Interrupted: res.Interrupted, DurationMS: res.Duration.Milliseconds(), Tail: check.Within(res.Tail, maxRecordedTail), StartErr: res.StartErr})
 }
 
-// recordMerge notes how the merge of a task of a parallel block went, once
+// merge notes how the merge of a task of a parallel block went, once
 // its branch is settled (kept, when the work was not merged).
-func (r *run) recordMerge(bt blockTask) {
+func (o *recorder) merge(bt blockTask) {
+	r := o.run
 	m := bt.merge
 	if m == nil {
 		return
@@ -152,7 +161,7 @@ func (r *run) recordMerge(bt blockTask) {
 // id) reported, and how it stood to its session (began or continued, the
 // id; "" without agent_session = "task"). An attempt that reported nothing
 // and belongs to no session is not noted.
-func (o *callRecorder) Usage(task int, name, call string, u agent.Usage, session, id string) {
+func (o *recorder) Usage(task int, name, call string, u agent.Usage, session, id string) {
 	if u == (agent.Usage{}) && session == "" {
 		return
 	}
@@ -163,24 +172,24 @@ func (o *callRecorder) Usage(task int, name, call string, u agent.Usage, session
 }
 
 // Confined notes what the confinement refused a call (see noteConfined).
-func (o *callRecorder) Confined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (string, bool) {
+func (o *recorder) Confined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (string, bool) {
 	return o.run.noteConfined(call, dir, task, res, end)
 }
 
-func (o *callRecorder) CallBegan(info phase.CallInfo) {
+func (o *recorder) CallBegan(info phase.CallInfo) {
 	a := info.Attempt
 	o.run.journal.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
 		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Counted: a.Counted, Role: a.Role, Argv: info.Argv,
 		StdoutLog: info.StdoutLog, StderrLog: info.StderrLog})
 }
 
-func (o *callRecorder) CallEnded(id string, res phase.Result, err error) {
+func (o *recorder) CallEnded(id string, res phase.Result, err error) {
 	code := res.ExitCode
 	o.run.journal.Add(state.Event{Ev: state.EvCallEnd, Time: o.run.now().UTC(), Call: id, ExitCode: &code, TimedOut: res.TimedOut,
 		Idle: res.Idle, Interrupted: err != nil, DurationMS: res.Duration.Milliseconds()})
 }
 
-func (o *callRecorder) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
+func (o *recorder) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
 	ev := state.Event{Ev: state.EvAttempt, Time: o.run.now().UTC(), Call: id, Class: v.Class.String(), Retry: retry, WaitMS: wait.Milliseconds()}
 	if v.Err != nil {
 		ev.Reason = phase.Snippet(v.Err.Error(), 500)

@@ -113,8 +113,8 @@ type run struct {
 	// trees makes the worktrees of parallel blocks (parallel_isolation =
 	// worktree).
 	trees *worktree.Set
-	// checked is what the project's checks last said of the work tree.
-	checked *checkedTree
+	// chk is the run's use of the project's checks.
+	chk *checking
 	// confined confines agent calls, checks and worktree_setup_command
 	// (nil: confine = off); confineErr is why it could not be set up; guard
 	// keeps peal's git and stet from running what a call planted (nil:
@@ -127,6 +127,8 @@ type run struct {
 	store     *state.Store
 	agentLogs *agentlog.Logs
 	journal   *state.Recorder
+	// rec writes the run record (see recorder).
+	rec *recorder
 }
 
 // site is where the calls of a task run, and what a task's work there is
@@ -160,7 +162,7 @@ func (s *site) checks() *check.Checks { return s.reviewer.Checks() }
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (Outcome, error) {
 	r := newRun(cfg, log, opts...)
 	out, err := r.do(ctx)
-	r.recordEnd(out, err)
+	r.rec.end(out, err)
 	return out, err
 }
 
@@ -172,11 +174,13 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	for _, o := range opts {
 		o(&s)
 	}
-	r := &run{settings: s, cfg: cfg, log: log, now: time.Now, checked: &checkedTree{}}
+	r := &run{settings: s, cfg: cfg, log: log, now: time.Now}
+	r.chk = &checking{r: r}
+	r.rec = &recorder{run: r}
 	now := func() time.Time { return r.now() }
 	r.sessions = agentcall.NewSessions(cfg.AgentSession == "task", log, now)
 	r.agents = agentcall.New(agentcall.Options{Config: cfg, Log: log, Now: now, Sleep: s.sleep, Env: s.env, Linger: s.linger,
-		LaunchGap: s.launchGap, Recorder: &callRecorder{run: r}, Sessions: r.sessions, CallStart: s.callStart,
+		LaunchGap: s.launchGap, Recorder: r.rec, Sessions: r.sessions, CallStart: s.callStart,
 		Model: func(task int, name string) (string, string) { return modelSetting(cfg, r.tickets.attempt(task), name) },
 		TaskEnv: func(task int) []string {
 			if tr := r.tickets.of(task); tr != nil {
@@ -201,7 +205,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 		Env: s.env,
 		// Every call carries an id scoped to the state folder (see do).
 		Scope:    callScope(cfg.StateDir),
-		Recorder: &callRecorder{run: r},
+		Recorder: r.rec,
 	}
 	if s.observer != nil {
 		r.caller.Observer = s.observer
@@ -210,7 +214,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	git.Guard(guardOf{r})
 	r.main = &site{caller: r.caller, git: git, tree: git.Top()}
 	r.main.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: r.agents.At(r.callSite(r.main)), Caller: r.caller, Git: git,
-		LookPath: s.lookPath, Checks: r.newChecks(), Guard: guardOf{r}.Check})
+		LookPath: s.lookPath, Checks: r.chk.make(), Guard: guardOf{r}.Check})
 	r.main.commits = cfg.CommitAfterPhase2 || r.main.reviewer.Commits()
 	r.home = r.main
 	r.trees = worktree.New(git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
@@ -268,7 +272,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	}
 	r.agentLogs = agentlog.New(cfg.AgentLogDir, r.now(), log)
 	r.agents.KeepLogs(r.agentLogs)
-	r.startRecord()
+	r.rec.start()
 	if r.confined != nil && !r.confined.Files() {
 		log.Warn(r.confined.Line())
 	} else {
@@ -283,7 +287,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
 		return Outcome{}, err
 	}
-	r.recordTasks(tasks)
+	r.rec.tasks(tasks)
 	for _, n := range r.reviewNotes {
 		log.Log(ctx, n.Level, n.Msg, n.Args...)
 	}
@@ -304,7 +308,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 
 	out, err := r.runSegments(ctx, tasks)
 	if err == nil {
-		err = r.finalChecks(ctx, &out)
+		err = r.chk.final(ctx, &out)
 	}
 	// The run's worktree (confined tasks) ends here, whatever happened:
 	// its work is in the work tree before the summary and the post-run
@@ -383,7 +387,7 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 	if len(pending) == 0 {
 		r.log.Info("every selected task is already completed")
 		// The checks still say whether the tree the run leaves passes them.
-		return out, r.startChecks(ctx, nil)
+		return out, r.chk.start(ctx, nil)
 	}
 	// The agent must be able to authenticate before anything is recorded or
 	// started for it: a ticket attempt, a review session.
@@ -421,7 +425,7 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 			return Outcome{}, err
 		}
 	}
-	if err := r.startChecks(ctx, pending); err != nil {
+	if err := r.chk.start(ctx, pending); err != nil {
 		return Outcome{}, err
 	}
 	return r.schedule(ctx, plan.Segments(tasks))

@@ -106,13 +106,13 @@ func (r *run) runOnTree(ctx context.Context, t plan.Task) taskResult {
 	if err != nil {
 		return taskResult{err: err}
 	}
-	red, err := r.redBefore(ctx, t)
+	red, err := r.chk.before(ctx, t)
 	if err != nil {
 		return taskResult{err: err}
 	}
-	r.startsOnTree(t.Index, red)
+	r.chk.startsOnTree(t.Index, red)
 	res := r.runTask(ctx, at, t, red)
-	r.checksSeen(res)
+	r.chk.seenOf(res)
 	return res
 }
 
@@ -120,7 +120,7 @@ func (r *run) runOnTree(ctx context.Context, t plan.Task) taskResult {
 // a failure stops the run unless continue_with_remaining_tasks, and counts
 // toward max_consecutive_task_failures. A non-nil error ends the run.
 func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult) error {
-	r.recordTaskEnd(t, res)
+	r.rec.taskEnd(t, res)
 	r.sessions.TaskEnded(t.Index, res.completed(), res.plateau)
 	if len(res.failedChecks) > 0 {
 		tl.out.ChecksFailed = append(tl.out.ChecksFailed, t.Index)
@@ -145,7 +145,7 @@ func (r *run) record(ctx context.Context, tl *tally, t plan.Task, res taskResult
 		if err := r.save(ctx, t, res); err != nil {
 			return err
 		}
-		r.completedOnTree(t.Index)
+		r.chk.completedOnTree(t.Index)
 		if res.findingsLeft {
 			tl.out.WithFindings = append(tl.out.WithFindings, t.Index)
 			r.log.Warn("task completed with review findings left", "task", t.Index)
@@ -245,7 +245,7 @@ func endsRun(err error) bool { return phase.EndsRun(err) }
 // planAndExecute runs Phases 1 and 2 at a site and returns the plan text.
 func (r *run) planAndExecute(ctx context.Context, at *site, t plan.Task) (string, error) {
 	r.log.Info("task started", "task", t.Index)
-	r.recordTaskStart(t)
+	r.rec.taskStart(t)
 	if r.taskStart != nil {
 		r.taskStart(t)
 	}

@@ -86,7 +86,8 @@ func (r *run) blockHasWorktrees(tasks []plan.Task) bool {
 
 // endLinks removes the block's section of info/exclude once its worktrees
 // are gone.
-func (r *run) endLinks(ctx context.Context) {
+func (b *block) endLinks(ctx context.Context) {
+	r := b.r
 	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
 	if err := r.trees.Unexclude(cctx); err != nil {
@@ -98,12 +99,13 @@ func (r *run) endLinks(ctx context.Context) {
 // what its tasks write (builds, caches, logs).
 const diskReserve = 64 << 20
 
-// setUpBlock readies an isolated block before its first task starts: git
+// setUp readies an isolated block before its first task starts: git
 // is checked for sparse worktrees, the worktree_link paths are checked and
 // named in info/exclude, and the disk is asked how many worktrees it
 // holds. It returns how many tasks run at once; when none can start, every
 // task fails with the reason in b.setUpErr, before any agent call.
-func (r *run) setUpBlock(ctx context.Context, b *block, base string) int {
+func (b *block) setUp(ctx context.Context, base string) int {
+	r := b.r
 	want := min(int(r.cfg.MaxParallel), len(b.tasks))
 	var err error
 	if r.trees.Sparse() {
@@ -111,7 +113,7 @@ func (r *run) setUpBlock(ctx context.Context, b *block, base string) int {
 	}
 	slots := want
 	if err == nil {
-		slots, err = r.blockSlots(ctx, base, len(b.tasks))
+		slots, err = b.slots(ctx, base, len(b.tasks))
 	}
 	if err == nil && len(r.cfg.WorktreeLink) > 0 {
 		if err = r.trees.CheckLinks(ctx, r.cfg.WorktreeLink); err == nil {
@@ -127,12 +129,13 @@ func (r *run) setUpBlock(ctx context.Context, b *block, base string) int {
 	return slots
 }
 
-// blockSlots is how many tasks of a block of n run at once: max_parallel,
+// slots is how many tasks of a block of n run at once: max_parallel,
 // or fewer when the file system of the worktrees cannot hold that many of
 // them, leaving diskReserve free; 0, with the error to fail the block's
 // tasks with, when not even one fits. A system that does not tell its free
 // space is trusted.
-func (r *run) blockSlots(ctx context.Context, base string, n int) (int, error) {
+func (b *block) slots(ctx context.Context, base string, n int) (int, error) {
+	r := b.r
 	want := min(int(r.cfg.MaxParallel), n)
 	where := r.trees.Root()
 	if _, err := os.Stat(where); err != nil {
