@@ -108,6 +108,7 @@ func (r *run) leaveHome(ctx context.Context) error {
 	err := r.bringBack(ctx)
 	if r.mirror != nil {
 		r.guard.Forget(r.mirror.Tree.Path)
+		r.mirror.Close()
 	}
 	r.mirror, r.home = nil, r.main
 	return err

@@ -37,6 +37,9 @@ type Mirror struct {
 	// stale: the work tree moved since it was last mirrored; busy:
 	// something ran there since its work last came back.
 	fresh, stale, busy bool
+	// watch tells whether anything changed there since its work last came
+	// back (nil: it cannot tell, so the worktree is always looked at).
+	watch *changeWatch
 }
 
 // OpenMirror makes the home worktree, or takes up the one an earlier run
@@ -67,6 +70,8 @@ func (s *Set) OpenMirror(ctx context.Context, gitOf func(*Tree) *gitrepo.Repo, c
 	if m.Linked, err = s.LinkIgnored(ctx, own); err != nil {
 		return nil, fmt.Errorf("linking what git ignores in the work tree into the run's worktree: %w", err)
 	}
+	// A task that changed nothing costs no git command to bring back.
+	m.watch = watchTree(m.Tree.Path)
 	return m, nil
 }
 
@@ -78,10 +83,15 @@ func (m *Mirror) Use(ctx context.Context) error {
 		if err := m.mirror(ctx); err != nil {
 			return fmt.Errorf("bringing the work tree into the run's worktree: %w", err)
 		}
+		m.watch.Changed() // what the mirror wrote is no task's work
 	}
 	m.busy = true
 	return nil
 }
+
+// Close ends the watch of the home worktree, once the run no longer uses
+// it.
+func (m *Mirror) Close() { m.watch.Close() }
 
 // Moved notes that the work tree moved (a block's merge, or its undoing):
 // the home worktree is mirrored again before its next use.
@@ -148,11 +158,17 @@ func (m *Mirror) Bring(ctx context.Context) (bool, error) {
 	if !m.busy {
 		return true, nil
 	}
-	err := m.bring(ctx)
-	if err == nil {
+	if !m.watch.Changed() {
 		m.busy = false
 		return true, nil
 	}
+	err := m.bring(ctx)
+	if err == nil {
+		m.busy = false
+		m.watch.Changed() // the links it made are no task's work
+		return true, nil
+	}
+	m.Close()
 	kept, kerr := m.set.KeepHome(ctx, m.keeper())
 	if kerr != nil {
 		return false, fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", err, kerr)
