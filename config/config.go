@@ -204,7 +204,7 @@ func Load(in Inputs) (*Config, error) {
 			defaults.values[k.Name] = k.Default
 		}
 	}
-	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}, Warnings: warnings}
+	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}, Warnings: append(warnings, unknownVariables(in.Env)...)}
 	rv := reflect.ValueOf(cfg).Elem()
 	for _, k := range Keys {
 		cfg.Sources[k.Name] = SourceDefault // unset keys are default too
@@ -418,7 +418,7 @@ func flatten(path, prefix string, doc map[string]any, out map[string]any) error 
 				}
 				continue
 			}
-			return fmt.Errorf("config file %s: unknown key %s", path, Quote(full))
+			return unknownKey(path, full)
 		}
 		parsed, err := parseTOML(k, v)
 		if err != nil {

@@ -268,3 +268,27 @@ func TestOnlyTheNamedCommandGetsFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagSuggestions: an unknown flag names the flag meant, the key's own
+// name written as a flag included, and a negative number names what the
+// key wants instead of another form that is refused as well.
+func TestFlagSuggestions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"run", "--plan-path", "p.md"}, `peal: error: unknown flag --plan-path, did you mean "--plan"?`},
+		{[]string{"status", "--repo-path", "."}, `peal: error: unknown flag --repo-path, did you mean "--repo"?`},
+		{[]string{"run", "--phase-timout-sec", "5"}, `peal: error: unknown flag --phase-timout-sec, did you mean "--phase-timeout-sec"?`},
+		{[]string{"run", "--no-paralel"}, `peal: error: unknown flag --no-paralel, did you mean "--no-parallel"?`},
+		{[]string{"run", "--stet-commands", "x"}, `peal: error: unknown flag --stet-commands: stet_commands has no flag; set PEAL_STET_COMMANDS or stet_commands in the config file`},
+		{[]string{"run", "--phase-retry-count", "-1"}, `peal: error: --phase-retry-count: invalid value "-1": want a non-negative whole number`},
+		{[]string{"run", "--max-cost-usd", "-0.5"}, `peal: error: --max-cost-usd: invalid value "-0.5": want a non-negative number such as 2.5`},
+	} {
+		r := runMain(tc.args...)
+		if r.code != 1 || r.stderr != tc.line+"\n" {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.line)
+		}
+	}
+}

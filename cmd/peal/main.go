@@ -189,7 +189,7 @@ func parse(parser *kong.Kong, args []string, stderr io.Writer) (p parsedOrCode, 
 	}
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(suggestFlag(err.Error())))
 		return parsedOrCode{code: runner.ExitFailure}, true
 	}
 	return parsedOrCode{kctx: kctx}, false
