@@ -369,6 +369,10 @@ func (r *run) confinementNote() string {
 // It starts nothing and writes nothing. `peal doctor`, `peal config` and
 // the dry run show it.
 func ConfinementPolicy(cfg *config.Config) ([]string, error) {
+	if err := cfg.CheckConfinePaths(); err != nil {
+		// Never a policy that says a path is written and never written.
+		return []string{"confine = " + cfg.Confine + ": " + err.Error()}, err
+	}
 	c, err := describedConfinement(cfg)
 	if err != nil || c == nil {
 		return []string{"confine = off: agent calls and checks run with peal's whole environment, file system and network"}, err

@@ -64,9 +64,10 @@ func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {
 	}
 }
 
-// env is a CI-style environment: everything through PEAL_* variables.
+// env is a CI-style environment: everything through PEAL_* variables. Its
+// PATH finds no stet: a test reviews with the fake stet when it names it.
 func (s *sandbox) env(extra ...string) []string {
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
+	env := []string{"PATH=" + testbin.PathWithout(os.Getenv("PATH"), "stet"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
 		"PEAL_PLAN_PATH=" + s.plan, "PEAL_REPO_PATH=" + s.repo, "PEAL_STATE_DIR=" + s.stateDir,
 		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1", "CURSOR_API_KEY=test-key",
 		// Unconfined unless a test of confinement asks (escape_test.go),
@@ -200,6 +201,11 @@ func TestBadInput(t *testing.T) {
 		{"env value", plan3, func(s *sandbox) []string { return s.env("PEAL_PHASE_RETRY_COUNT=-1") }, nil, []string{"PEAL_PHASE_RETRY_COUNT", `"-1"`}},
 		{"enum value", plan3, func(s *sandbox) []string { return s.env() }, []string{"--on-stet-fail", "sometimes"}, []string{"--on-stet-fail", `"sometimes"`}},
 		{"unknown task", plan3, func(s *sandbox) []string { return s.env() }, []string{"--task", "9"}, []string{"--task 9", "1, 2, 3"}},
+		{"stet_path missing", plan3, func(s *sandbox) []string { return s.env() }, []string{"--stet-path", "/nonexistent/stet"},
+			[]string{"stet_path /nonexistent/stet does not exist (set by --stet-path)"}},
+		{"agent_log_dir in a missing folder", plan3, func(s *sandbox) []string { return s.env("PEAL_AGENT_LOG_DIR=/nonexistent/logs") }, nil,
+			[]string{"agent_log_dir /nonexistent/logs", "/nonexistent, does not exist (set by PEAL_AGENT_LOG_DIR)"}},
+		{"toml key misspelt", plan3, func(s *sandbox) []string { return s.env() }, []string{"--config", "misspelt.toml"}, []string{`unknown key "plan": did you mean plan_path?`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,6 +216,7 @@ func TestBadInput(t *testing.T) {
 				"unknown.toml":    "phase_timeout = 5\n",
 				"type.toml":       "max_parallel = \"four\"\n",
 				"reason.toml":     "stet_dismiss_patterns = [{pattern = \"x\", reason = \"because\"}]\n",
+				"misspelt.toml":   "plan = \"plan.md\"\n",
 			}
 			for name, body := range files {
 				os.WriteFile(filepath.Join(s.dir, name), []byte(body), 0o644)
