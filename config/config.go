@@ -152,8 +152,14 @@ type Config struct {
 	// Sources tells, for every key, the layer its value came from.
 	Sources map[string]Source
 	// Warnings are problems that do not stop the run (an unreadable
-	// ticketflow settings file), for the caller to log.
-	Warnings []string
+	// ticketflow settings file), for the caller to log; Notes what the
+	// validation decided that a person would want to know (the state folder
+	// found from the repository).
+	Warnings, Notes []string
+	// StateNotes is the folder, in the repository's git folder, where runs
+	// note where each plan's state lives (see findStateDir); "" when the
+	// repository's git folder is not known.
+	StateNotes string
 }
 
 // Inputs are the raw layers handed to Load.

@@ -61,6 +61,9 @@ func (c *Config) ValidateWithoutAgent() error {
 	case !insideGitWorkTree(c.RepoPath):
 		return fmt.Errorf("repo %s is not inside a git work tree: run `git init` there or point %s at a git checkout", c.RepoPath, describe("repo_path", c.Sources))
 	}
+	if err := c.findStateDir(); err != nil {
+		return err
+	}
 	if c.MaxCostUSD != nil {
 		switch {
 		case *c.MaxCostUSD <= 0:

@@ -51,6 +51,9 @@ func (c *ReportCmd) Run(e *env) error {
 	if skipped > 0 {
 		warnings = append(warnings, fmt.Sprintf("run record %s: %d lines that are not JSON objects were skipped", filepath.Join(cfg.StateDir, state.RecordName), skipped))
 	}
+	for _, n := range cfg.Notes {
+		fmt.Fprintf(e.stderr, "peal: note: %s\n", n)
+	}
 	for _, w := range append(cfg.Warnings, warnings...) {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
 	}

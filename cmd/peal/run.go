@@ -77,6 +77,9 @@ func (c *RunCmd) Run(e *env) error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	for _, n := range cfg.Notes {
+		log.Info(n)
+	}
 	if c.DryRun {
 		if err := runner.DryRun(cfg, log, e.stdout); err != nil {
 			return failf("%v", err)

@@ -32,6 +32,9 @@ func (c *StatusCmd) Run(e *env) error {
 	if err != nil {
 		return failf("%v", err)
 	}
+	for _, n := range cfg.Notes {
+		fmt.Fprintf(e.stderr, "peal: note: %s\n", n)
+	}
 	for _, w := range append(cfg.Warnings, warnings...) {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
 	}
