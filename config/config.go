@@ -99,6 +99,7 @@ type Config struct {
 	RunSummaryPath             string           `key:"run_summary_path" kind:"path" defaultdoc:"{state_dir}/run_summary.json" help:"Where the run summary is written"`
 	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
 	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr (log_file gets every level): debug, info, warn, error, off, or directives such as peal=trace,warn"`
+	LogFormat                  string           `key:"log_format" enum:"auto,human,logfmt,json" default:"auto" help:"Form of the log on stderr: human (a short line a record, as wide as the terminal: time, level, task, event; log_file keeps the details), logfmt (key=value lines), json (one object a line) or auto (human when stderr is a terminal, else logfmt)"`
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines of every level (debug included) are appended to"`
 	ReportStepSummary          string           `key:"report_step_summary" enum:"auto,true,false" default:"auto" help:"Whether peal report also appends its Markdown summary to the file $GITHUB_STEP_SUMMARY names, when that variable is set (auto: when CI=true)"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`

@@ -256,7 +256,7 @@ func TestDurationsRounded(t *testing.T) {
 	}
 	var text bytes.Buffer
 	logFile := filepath.Join(t.TempDir(), "peal.jsonl")
-	log, _, closeLog, err := newLoggers(&config.Config{LogLevel: "info", LogFile: logFile}, &text, false)
+	log, _, closeLog, err := newLoggers(&config.Config{LogLevel: "info", LogFormat: "auto", LogFile: logFile}, console{w: &text}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,7 @@ func TestProgressOnTerminal(t *testing.T) {
 		{"TERM=dumb", []string{"TERM=dumb"}, nil, false},
 		{"TERM unset", nil, nil, false},
 		{"--no-progress", []string{"TERM=xterm"}, []string{"--no-progress"}, false},
+		{"logfmt on request", []string{"TERM=dumb", "PEAL_LOG_FORMAT=logfmt"}, nil, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,8 +117,12 @@ func TestProgressOnTerminal(t *testing.T) {
 				if strings.Contains(stream, "\x1b[") || strings.Contains(stream, "peal: task") {
 					t.Fatalf("status lines drawn:\n%q", stream)
 				}
-				if !strings.Contains(stream, `msg="starting call" phase=plan`) {
-					t.Fatalf("plain log lines missing:\n%s", stream)
+				want := "INFO  plan: starting call  attempt="
+				if strings.Contains(tc.name, "logfmt") {
+					want = `msg="starting call" phase=plan`
+				}
+				if !strings.Contains(stream, want) {
+					t.Fatalf("log lines %q missing:\n%s", want, stream)
 				}
 				return
 			}
@@ -137,10 +143,12 @@ func TestProgressOnTerminal(t *testing.T) {
 			lines := screen.text()
 			starts := 0
 			for _, line := range lines {
-				if !strings.HasPrefix(line, "time=") || !strings.Contains(line, " level=") {
-					t.Fatalf("line %q is not a whole log line; screen:\n%s", line, strings.Join(lines, "\n"))
+				// A person's line: the time, the level, the event; never
+				// wider than the terminal (120 columns).
+				if !humanLine.MatchString(line) || len([]rune(line)) > 119 {
+					t.Fatalf("line %q is not a whole log line that fits; screen:\n%s", line, strings.Join(lines, "\n"))
 				}
-				if strings.Contains(line, `msg="starting call"`) {
+				if strings.Contains(line, ": starting call") {
 					starts++
 				}
 			}
@@ -150,6 +158,9 @@ func TestProgressOnTerminal(t *testing.T) {
 		})
 	}
 }
+
+// humanLine is a log line for a person: the time, the level, the event.
+var humanLine = regexp.MustCompile(`^\d\d:\d\d:\d\d (INFO |WARN |ERROR|DEBUG) \S`)
 
 // TestNoProgressOnPipe: with stderr on a pipe (CI), the log is plain lines,
 // even with a TERM that could draw.

@@ -62,6 +62,7 @@ func (c *RunCmd) Run(e *env) error {
 			cfg.FallbackPath = cfg.FallbackAgentCmd
 		}
 	}
+	width, onTerminal := terminalWidth(e.stderr)
 	stderr, opts := e.stderr, []runner.Option(nil)
 	if prog := progressFor(e.stderr, e.environ, c.NoProgress || c.DryRun); prog != nil {
 		// Log lines go through the display, which keeps them apart from the
@@ -69,7 +70,7 @@ func (c *RunCmd) Run(e *env) error {
 		defer prog.Close()
 		stderr, opts = prog, append(opts, runner.WithObserver(prog))
 	}
-	log, fileLog, closeLog, err := newLoggers(cfg, stderr, c.DryRun)
+	log, fileLog, closeLog, err := newLoggers(cfg, console{w: stderr, terminal: onTerminal, width: width}, c.DryRun)
 	if err != nil {
 		return failf("%v", err)
 	}
@@ -154,15 +155,36 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 	return runner.ExitFailure, "error: " + err.Error()
 }
 
-// newLoggers builds the run's logger: text on stderr at log_level and, with
-// log_file, JSON lines appended to that file. The file gets every record,
-// debug included, whatever log_level says, as Peal's did: a quiet console
-// and a complete file for after the run. fileLog writes to the file only
-// (or nowhere), for records that stderr already shows as a plain line.
-// A dry run writes no file, the log file included.
-func newLoggers(cfg *config.Config, stderr io.Writer, dryRun bool) (log, fileLog *slog.Logger, closeFn func(), err error) {
-	level := slogLevel(cfg.LogLevel)
-	text := slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: roundDurations})
+// console is where the log of a run goes for the person or the program that
+// started it: stderr (or the progress display on it), whether it is a
+// terminal, and its width.
+type console struct {
+	w        io.Writer
+	terminal bool
+	width    func() int
+}
+
+// handler is the console's log handler at level, in the form log_format
+// names: on a terminal, auto is the human form.
+func (c console) handler(format string, level slog.Level) slog.Handler {
+	switch {
+	case format == "json":
+		return slog.NewJSONHandler(c.w, &slog.HandlerOptions{Level: level})
+	case format == "human" || format == "auto" && c.terminal:
+		return newHumanHandler(c.w, level, c.width)
+	}
+	return slog.NewTextHandler(c.w, &slog.HandlerOptions{Level: level, ReplaceAttr: roundDurations})
+}
+
+// newLoggers builds the run's logger: on stderr at log_level, in the form
+// of log_format, and, with log_file, JSON lines appended to that file. The
+// file gets every record, debug included, whatever log_level says, as
+// Peal's did: a quiet console and a complete file for after the run.
+// fileLog writes to the file only (or nowhere), for records that stderr
+// already shows as a plain line. A dry run writes no file, the log file
+// included.
+func newLoggers(cfg *config.Config, stderr console, dryRun bool) (log, fileLog *slog.Logger, closeFn func(), err error) {
+	text := stderr.handler(cfg.LogFormat, slogLevel(cfg.LogLevel))
 	if cfg.LogFile == "" || dryRun {
 		return slog.New(text), slog.New(slog.DiscardHandler), func() {}, nil
 	}
