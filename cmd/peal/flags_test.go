@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -290,5 +291,26 @@ func TestFlagSuggestions(t *testing.T) {
 		if r.code != 1 || r.stderr != tc.line+"\n" {
 			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.line)
 		}
+	}
+}
+
+// TestVersion: --version tells the module's version and the commit from
+// the build information.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "peal", Version: "v0.0.0-20261128034126-dd26f7c3af7a"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "dd26f7c3af7a4ff4d13f39ee4202e1cd0842e853"},
+			{Key: "vcs.time", Value: "2026-11-28T03:41:26Z"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := versionOf(info), "peal v0.0.0-20261128034126-dd26f7c3af7a, commit dd26f7c3af7a of 2026-11-28T03:41:26Z, with uncommitted changes, go1.26.8"; got != want {
+		t.Errorf("version %q, want %q", got, want)
+	}
+	if got, want := versionOf(&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "peal", Version: "(devel)"}}),
+		"peal (devel), no commit recorded (built by go run, or with -buildvcs=false), go1.26.8"; got != want {
+		t.Errorf("version %q, want %q", got, want)
+	}
+	// The program says what its own build information says.
+	r := runMain("--version")
+	if r.code != 0 || r.stdout != version()+"\n" || !strings.HasPrefix(r.stdout, "peal ") {
+		t.Fatalf("--version: exit %d, %q", r.code, r.stdout)
 	}
 }

@@ -459,11 +459,3 @@ func TestPromptCommand(t *testing.T) {
 		t.Fatalf("write error: exit %d, %q", r.code, r.stderr)
 	}
 }
-
-func TestVersion(t *testing.T) {
-	t.Parallel()
-	s := newSandbox(t, plan3)
-	if r := s.peal(nil, "--version"); r.code != 0 || strings.TrimSpace(r.stdout) == "" {
-		t.Fatalf("exit %d, %q", r.code, r.stdout)
-	}
-}
