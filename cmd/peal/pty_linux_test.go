@@ -46,11 +46,21 @@ func openPTY(t *testing.T, cols uint16) (master, slave *os.File) {
 // everything the terminal received.
 func (s *sandbox) onTerminal(env []string, args ...string) (int, string) {
 	s.t.Helper()
+	return s.onTerminalAs(false, env, args...)
+}
+
+// onTerminalAs runs peal with its stderr, or with stdout, on a
+// pseudo-terminal and returns everything the terminal received.
+func (s *sandbox) onTerminalAs(stdout bool, env []string, args ...string) (int, string) {
+	s.t.Helper()
 	master, slave := openPTY(s.t, 120)
 	defer master.Close()
 	cmd := exec.Command(bins["peal"], args...)
 	cmd.Dir, cmd.Env = s.dir, env
 	cmd.Stdout, cmd.Stderr = io.Discard, slave
+	if stdout {
+		cmd.Stdout, cmd.Stderr = slave, io.Discard
+	}
 	if err := cmd.Start(); err != nil {
 		slave.Close()
 		s.t.Fatal(err)
@@ -204,5 +214,29 @@ func TestTerminalDetection(t *testing.T) {
 	defer devNull.Close()
 	if progressFor(devNull, []string{"TERM=xterm"}, false) != nil {
 		t.Fatal("a display on /dev/null")
+	}
+}
+
+// TestReportOnTerminal: `peal report` on a terminal is text for a person,
+// without Markdown's escapes; on a pipe, or with --format markdown, it is
+// the Markdown a CI job summary shows.
+func TestReportOnTerminal(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n## Task 2\nB\n")
+	env := s.env()
+	if r := s.peal(env, "run"); r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	code, screen := s.onTerminalAs(true, env, "report")
+	screen = strings.ReplaceAll(screen, "\r\n", "\n")
+	if code != 0 || !strings.HasPrefix(screen, "peal run: Exit code 0 after ") || !strings.Contains(screen, "\nTask  Result     Phases and attempts") ||
+		strings.ContainsAny(screen, "\\|") || strings.Contains(screen, "run_summary.json") {
+		t.Fatalf("exit %d, on a terminal:\n%s", code, screen)
+	}
+	if code, md := s.onTerminalAs(true, env, "report", "--format", "markdown"); code != 0 || !strings.HasPrefix(md, "## peal run") {
+		t.Fatalf("--format markdown on a terminal: exit %d\n%s", code, md)
+	}
+	if r := s.peal(env, "report"); r.code != 0 || !strings.HasPrefix(r.stdout, "## peal run") {
+		t.Fatalf("on a pipe: exit %d\n%s", r.code, r.stdout)
 	}
 }
