@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -121,14 +123,34 @@ func ending(ctx context.Context, cfg *config.Config, out runner.Outcome, err err
 		return failure(ctx, cfg, err)
 	}
 	if out.ExitCode == runner.ExitWithIssues {
-		checks := ""
-		if len(out.ChecksFailing) > 0 {
-			checks = fmt.Sprintf(", tasks whose checks failed %v; the final tree fails the checks %s", out.ChecksFailed, check.Quoted(out.ChecksFailing))
+		var issues []string
+		for _, c := range []struct {
+			what  string
+			tasks []int
+		}{{"failed", out.Failed}, {"left with findings", out.WithFindings}, {"deferred", out.Deferred}, {"skipped (retries used up)", out.Skipped},
+			{"whose checks still fail", out.ChecksFailed}} {
+			if len(c.tasks) > 0 {
+				issues = append(issues, taskList(c.tasks)+" "+c.what)
+			}
 		}
-		return out.ExitCode, fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v%s (summary: %s)",
-			out.Failed, out.WithFindings, out.Deferred, out.Skipped, checks, cfg.RunSummaryPath)
+		if len(out.ChecksFailing) > 0 {
+			issues = append(issues, "the final tree fails the checks "+check.Quoted(out.ChecksFailing))
+		}
+		return out.ExitCode, fmt.Sprintf("finished with issues: %s (summary: %s)", strings.Join(issues, "; "), cfg.RunSummaryPath)
 	}
 	return out.ExitCode, ""
+}
+
+// taskList names tasks for a person: "task 2", "tasks 2, 3".
+func taskList(tasks []int) string {
+	if len(tasks) == 1 {
+		return fmt.Sprintf("task %d", tasks[0])
+	}
+	parts := make([]string, len(tasks))
+	for i, t := range tasks {
+		parts[i] = strconv.Itoa(t)
+	}
+	return "tasks " + strings.Join(parts, ", ")
 }
 
 // failure maps a run error to its exit code and one-line message.
