@@ -137,13 +137,39 @@ func (r *run) bringBack(ctx context.Context) error {
 	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
 	if !r.main.commits {
-		return r.applyBack(cctx)
+		return r.refused(r.applyBack(cctx))
 	}
 	moved, err := r.trees.FastForward(cctx)
 	if moved {
 		r.log.Info("the work tree took the run's work", "branch", r.trees.Home().Branch)
 	}
-	return err
+	return r.refused(err)
+}
+
+// refusedError is the work tree's refusal of the run's work. The branch
+// that keeps the work is named once the run's worktree is gone and the
+// branch has its last name (keptHome), so that the line a run ends with
+// never names a branch that is no more.
+type refusedError struct {
+	err error
+	r   *run
+}
+
+func (e *refusedError) Error() string {
+	if kept := e.r.keptHome; kept != "" {
+		return e.err.Error() + "; the run's work is kept on branch " + kept
+	}
+	return e.err.Error()
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
+
+// refused is err as the work tree's refusal of the run's work; nil for nil.
+func (r *run) refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &refusedError{err: err, r: r}
 }
 
 // applyBack applies to the work tree, uncommitted, what the run's worktree
@@ -159,7 +185,7 @@ func (r *run) applyBack(ctx context.Context) error {
 	}
 	if patch.Len() > 0 {
 		if _, err := r.main.git.Command("apply", "--whitespace=nowarn").Stdin(patch.Bytes()).Run(ctx); err != nil {
-			return fmt.Errorf("the work tree cannot take the run's work as changes (its own changes touch the same lines?); it stays on branch %s: %w", r.trees.Home().Branch, err)
+			return fmt.Errorf("the work tree cannot take the run's work as changes (its own changes touch the same lines?): %w", err)
 		}
 		r.log.Info("the work tree took the run's work, uncommitted", "from", r.brought, "to", to)
 	}
@@ -199,6 +225,7 @@ func (r *run) leaveHome(ctx context.Context) (back error) {
 	}
 	if kept != "" {
 		r.log.Warn("work of the run's worktree that did not reach the work tree is kept on a branch (an unfinished task's, or what the work tree refused)", "branch", kept)
+		r.keptHome = kept
 	}
 	r.home, r.main = r.main, nil
 	r.trees.Into(nil)

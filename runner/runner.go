@@ -121,6 +121,9 @@ type run struct {
 	// work the work tree has; nil otherwise.
 	main    *site
 	brought string
+	// keptHome is the branch that keeps the work of the run's worktree that
+	// the work tree refused or never took, once the worktree is gone.
+	keptHome string
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store

@@ -228,8 +228,8 @@ func (s *Set) target() *gitrepo.Repo {
 // FastForward brings the commits of the home worktree into the work tree
 // (git merge --ff-only: its hooks run as for any merge), and reports
 // whether there were any. A work tree that moved meanwhile, or whose
-// uncommitted changes the commits would overwrite, is an error naming the
-// branch that holds them.
+// uncommitted changes the commits would overwrite, is an error (the caller
+// names the branch that keeps the work, once it has its last name).
 func (s *Set) FastForward(ctx context.Context) (bool, error) {
 	h := s.Home()
 	s.mu.Lock()
@@ -238,7 +238,7 @@ func (s *Set) FastForward(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if err := s.git.Merge(ctx, h.Branch, "", true); err != nil {
-		return false, fmt.Errorf("the work tree cannot take the run's work, fast-forward, from branch %s: %w", h.Branch, err)
+		return false, fmt.Errorf("the work tree cannot take the run's work, fast-forward: %w", err)
 	}
 	return true, nil
 }
