@@ -50,8 +50,7 @@ func (c *Config) findStateDir() error {
 		return fmt.Errorf("plan %s has state in %s, where its last run kept it, and in %s (.peal in the working folder): choose one with --state-dir or PEAL_STATE_DIR",
 			c.PlanPath, noted, c.StateDir)
 	default:
-		c.Notes = append(c.Notes, fmt.Sprintf("state folder %s: the state of plan %s, as its last run noted in %s (not .peal in the working folder)",
-			noted, c.PlanPath, c.StateNotes))
+		c.Notes = append(c.Notes, fmt.Sprintf("state folder %s: where the last run of this plan kept its state (noted in %s)", noted, c.StateNotes))
 		c.StateDir = noted
 		if c.Sources["run_summary_path"] == SourceDefault {
 			c.RunSummaryPath = filepath.Join(noted, state.SummaryName)

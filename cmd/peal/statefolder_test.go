@@ -43,7 +43,7 @@ func TestStateFoundFromTheRepository(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(state, "state.json")); err != nil {
 		t.Fatalf("the state is not in .peal of the working folder: %v", err)
 	}
-	note := "peal: note: state folder " + state + ": the state of plan " + s.plan + ", as its last run noted in " + filepath.Join(s.repo, ".git", "peal", "states") + " (not .peal in the working folder)\n"
+	note := "peal: note: state folder " + state + ": where the last run of this plan kept its state (noted in " + filepath.Join(s.repo, ".git", "peal", "states") + ")\n"
 	for _, args := range [][]string{{"status"}, {"status", "--json"}, {"report"}} {
 		here, there := s.pealIn(s.repo, env, args...), s.pealIn(elsewhere, env, args...)
 		if here.code != 0 || there.code != 0 || here.stdout != there.stdout {
