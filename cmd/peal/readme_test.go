@@ -183,3 +183,23 @@ func mustCalls(t *testing.T, dir string) []fakes.Call {
 	}
 	return calls
 }
+
+// TestUncommittedPlanNamed: a plan saved in the repository and not
+// committed stops a run with stet before any agent call, with one line
+// that says it is the plan and how to keep it out of the review's way.
+func TestUncommittedPlanNamed(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	stetDir := filepath.Join(s.dir, "stet")
+	os.MkdirAll(stetDir, 0o755)
+	fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
+	env := append(s.env("FAKE_STET_DIR="+stetDir, "PEAL_STET_PATH="+bins["fakestet"]), testgit.Env...)
+	s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
+	os.WriteFile(filepath.Join(s.repo, "plan.md"), []byte(plan3), 0o644)
+	r := s.peal(append(env, "PEAL_PLAN_PATH="+filepath.Join(s.repo, "plan.md")), "run")
+	want := "peal: error: repository " + s.repo + " has uncommitted changes (plan.md), the plan plan.md among them: stet reviews commits only and refuses to start a review over them; " +
+		"commit the plan (git add plan.md && git commit), or keep it outside the repository, and commit or stash the rest"
+	if r.code != 1 || lastLine(r.stderr) != want || s.keys() != "" {
+		t.Fatalf("exit %d, calls %q, last line:\n%s\nwant:\n%s", r.code, s.keys(), lastLine(r.stderr), want)
+	}
+}
