@@ -58,3 +58,33 @@ func (c *Config) findStateDir() error {
 	}
 	return nil
 }
+
+// NotedStores are the retry-state stores of the state folders the
+// repository's notes name (see findStateDir), but KnowledgeDir: where a
+// retry-state command started outside the folder of a run looks for a
+// ticket that is not in its own store. None when state_dir or
+// knowledge_dir is set: the person said where to look.
+func (c *Config) NotedStores() []string {
+	if c.Sources["state_dir"] != SourceDefault || c.Sources["knowledge_dir"] != SourceDefault {
+		return nil
+	}
+	repo, err := filepath.Abs(c.RepoPath)
+	if err != nil {
+		return nil
+	}
+	top := workTreeTop(repo)
+	if top == "" {
+		return nil
+	}
+	g, err := confine.FindGit(top)
+	if err != nil {
+		return nil
+	}
+	var stores []string
+	for _, dir := range state.NotedStateDirs(state.NotesDir(g.Common)) {
+		if k := filepath.Join(dir, "knowledge"); k != c.KnowledgeDir {
+			stores = append(stores, k)
+		}
+	}
+	return stores
+}

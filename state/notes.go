@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"peal/internal/safefs"
@@ -130,4 +133,30 @@ func firstEvent(d *safefs.Dir) (Event, bool) {
 		return Event{}, false
 	}
 	return ev, true
+}
+
+// NotedStateDirs are the state folders notes names, one per plan, in the
+// order of the notes' names.
+func NotedStateDirs(notes string) []string {
+	d, err := safefs.OpenDir(notes, false)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	entries, err := os.ReadDir(notes)
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := d.ReadFile(e.Name(), maxNote)
+		var n note
+		if err == nil && json.Unmarshal(data, &n) == nil && filepath.IsAbs(n.StateDir) && !slices.Contains(dirs, filepath.Clean(n.StateDir)) {
+			dirs = append(dirs, filepath.Clean(n.StateDir))
+		}
+	}
+	return dirs
 }

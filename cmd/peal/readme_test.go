@@ -173,6 +173,15 @@ func TestReadmeQuickStart(t *testing.T) {
 			t.Fatalf("peal %s: in the project (exit %d):\n%s\nelsewhere (exit %d):\n%s%s", cmd, here.code, here.stdout, there.code, there.stdout, there.stderr)
 		}
 	}
+	store := filepath.Join(proj, ".peal", "knowledge")
+	if r := sh(elsewhere, "peal retry-state show planlinoj-2 --repo ../greet"); r.code != 0 || !strings.HasPrefix(r.stdout, "ticket planlinoj-2: status closed") ||
+		r.stderr != "peal: note: ticket planlinoj-2 is in the store "+store+", of a state folder the repository notes\n" {
+		t.Fatalf("retry-state from elsewhere: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := sh(proj, "peal retry-state show plan-2"); r.code != 1 ||
+		r.stderr != "peal: error: no retry state for ticket plan-2 in "+store+"; its tickets: planlinoj-1, planlinoj-2 (peal status shows each task's ticket)\n" {
+		t.Fatalf("retry-state of a ticket that is not there: exit %d\n%s", r.code, r.stderr)
+	}
 }
 
 func mustCalls(t *testing.T, dir string) []fakes.Call {
