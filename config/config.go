@@ -63,7 +63,7 @@ type Config struct {
 	AgentExtraArgs             []string         `key:"agent_extra_args" kind:"args" help:"Arguments added to every agent call after peal's own, before the prompt (comma or space separated)"`
 	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
 	Sandbox                    string           `key:"sandbox" default:"disabled" placeholder:"MODE" help:"Value of --sandbox for execute, address and triage calls"`
-	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json, the run summary and the review state (created with a .gitignore that ignores everything in it)"`
+	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json, the run summary and the review state (created with a .gitignore that ignores everything in it); a run notes it in the repository, where commands started from another folder find it"`
 	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec" default:"1800" help:"Timeout of one agent, stet or git call, in seconds"`
 	PhaseRetryCount            uint32           `key:"phase_retry_count" default:"0" help:"Retries of plan and execute calls after a timeout or non-zero exit"`
 	Phase3RetryCount           uint32           `key:"phase_3_retry_count" default:"0" help:"Retries of address and triage calls (at most 2 are used)"`
