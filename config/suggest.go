@@ -103,7 +103,7 @@ func unknownKey(path, name string) error {
 // reads them without a word) and the variables of its own test suites.
 var otherVariables = []string{
 	pealLogEnv,
-	"PEAL_PHASE", "PEAL_TASK_INDEX", "PEAL_ATTEMPT", "PEAL_AGENT_ROLE", "PEAL_CALL_ID", "PEAL_RUN_ID",
+	"PEAL_PHASE", "PEAL_TASK_INDEX", "PEAL_ATTEMPT", "PEAL_AGENT_ROLE", "PEAL_CALL_ID",
 	"PEAL_GUARD_OF", "PEAL_CONFINED_LAUNCH",
 	"PEAL_BIN", "PEAL_STET_BIN", "PEAL_AGENT_BIN_DIR", "PEAL_STRESS", "PEAL_STRESS_SEED", "PEAL_REPORT_FIXTURES",
 	"PEAL_BENCH_DIR", "PEAL_TICKETFLOW_SRC",
