@@ -91,12 +91,16 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	fakes.WriteStetScenario(stetDir, fakes.StetScenario{})
-	cache, _ := os.UserCacheDir()
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := append([]string{"PATH=" + bin + string(os.PathListSeparator) + testbin.PathWithout(os.Getenv("PATH"), "stet"), "HOME=" + dir,
 		"CURSOR_API_KEY=test-key", fakes.AgentDirEnv + "=" + agentDir, fakes.StetDirEnv + "=" + stetDir,
 		// What this machine lets the simulated agent do where it is
-		// confined: keep its records; and the checks' go finds its cache.
-		"PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + agentDir, "XDG_CACHE_HOME=" + cache}, testgit.Env...)
+		// confined: keep its records; and the checks' go uses the tests'
+		// build cache.
+		"GOCACHE=" + strings.TrimSpace(string(gocache)), "PEAL_CONFINE_ENV_PASS=FAKE_*,GOCACHE", "PEAL_CONFINE_WRITE_PATHS=" + agentDir}, testgit.Env...)
 
 	sh := func(where, line string) result {
 		t.Helper()
