@@ -90,7 +90,7 @@ func (c *StatusCmd) Run(e *env) error {
 			fmt.Fprintf(e.stdout, "%s usage: %d input tokens, %d output tokens, $%.4f\n", last, u.InputTokens, u.OutputTokens, u.CostUSD)
 		}
 	} else if last == "last run" {
-		fmt.Fprintln(e.stdout, "last run: none yet in this state folder")
+		fmt.Fprintln(e.stdout, "last run: none recorded of this plan in this state folder")
 	}
 	return nil
 }
@@ -102,7 +102,7 @@ type lastRecorded struct {
 	running    bool      // no end, and its process is alive
 }
 
-// recordedRun reads the run record of the state folder dir, when it is of a
+// lastRecordedRun reads the run record of the state folder dir, when it is of a
 // run of the plan and repository.
 func lastRecordedRun(dir, plan, repo string) lastRecorded {
 	events, _, err := state.ReadRecord(filepath.Join(dir, state.RecordName))
