@@ -63,7 +63,7 @@ type Config struct {
 	AgentExtraArgs             []string         `key:"agent_extra_args" kind:"args" help:"Arguments added to every agent call after peal's own, before the prompt (comma or space separated)"`
 	Model                      string           `key:"model" placeholder:"MODEL" help:"Model passed to the agent as --model (unset: none)"`
 	Sandbox                    string           `key:"sandbox" default:"disabled" placeholder:"MODE" help:"Value of --sandbox for execute, address and triage calls"`
-	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json, the run summary and the review state (created with a .gitignore that ignores everything in it)"`
+	StateDir                   string           `key:"state_dir" kind:"path" default:".peal" help:"Folder for state.json, the run summary and the review state (created with a .gitignore that ignores everything in it); a run notes it in the repository, where commands started from another folder find it"`
 	PhaseTimeoutSec            uint64           `key:"phase_timeout_sec" default:"1800" help:"Timeout of one agent, stet or git call, in seconds"`
 	PhaseRetryCount            uint32           `key:"phase_retry_count" default:"0" help:"Retries of plan and execute calls after a timeout or non-zero exit"`
 	Phase3RetryCount           uint32           `key:"phase_3_retry_count" default:"0" help:"Retries of address and triage calls (at most 2 are used)"`
@@ -99,6 +99,7 @@ type Config struct {
 	RunSummaryPath             string           `key:"run_summary_path" kind:"path" defaultdoc:"{state_dir}/run_summary.json" help:"Where the run summary is written"`
 	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
 	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr (log_file gets every level): debug, info, warn, error, off, or directives such as peal=trace,warn"`
+	LogFormat                  string           `key:"log_format" enum:"auto,human,logfmt,json" default:"auto" help:"Form of the log on stderr: human (a short line a record, as wide as the terminal: time, level, task, event; log_file keeps the details), logfmt (key=value lines), json (one object a line) or auto (human when stderr is a terminal, else logfmt)"`
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines of every level (debug included) are appended to"`
 	ReportStepSummary          string           `key:"report_step_summary" enum:"auto,true,false" default:"auto" help:"Whether peal report also appends its Markdown summary to the file $GITHUB_STEP_SUMMARY names, when that variable is set (auto: when CI=true)"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
@@ -152,8 +153,14 @@ type Config struct {
 	// Sources tells, for every key, the layer its value came from.
 	Sources map[string]Source
 	// Warnings are problems that do not stop the run (an unreadable
-	// ticketflow settings file), for the caller to log.
-	Warnings []string
+	// ticketflow settings file), for the caller to log; Notes what the
+	// validation decided that a person would want to know (the state folder
+	// found from the repository).
+	Warnings, Notes []string
+	// StateNotes is the folder, in the repository's git folder, where runs
+	// note where each plan's state lives (see findStateDir); "" when the
+	// repository's git folder is not known.
+	StateNotes string
 }
 
 // Inputs are the raw layers handed to Load.
@@ -204,7 +211,7 @@ func Load(in Inputs) (*Config, error) {
 			defaults.values[k.Name] = k.Default
 		}
 	}
-	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}, Warnings: warnings}
+	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}, Warnings: append(warnings, unknownVariables(in.Env)...)}
 	rv := reflect.ValueOf(cfg).Elem()
 	for _, k := range Keys {
 		cfg.Sources[k.Name] = SourceDefault // unset keys are default too
@@ -418,7 +425,7 @@ func flatten(path, prefix string, doc map[string]any, out map[string]any) error 
 				}
 				continue
 			}
-			return fmt.Errorf("config file %s: unknown key %s", path, Quote(full))
+			return unknownKey(path, full)
 		}
 		parsed, err := parseTOML(k, v)
 		if err != nil {

@@ -293,6 +293,17 @@ func TestValidate(t *testing.T) {
 		{"confine path not full", with("PEAL_CONFINE_READ_DENY=secrets/key"), nil, []string{`confine_read_deny "secrets/key"`, "not a full path"}},
 		{"confine env pattern", with("PEAL_CONFINE_ENV_PASS=A*B"), nil, []string{`confine_env_pass "A*B"`, "a prefix ending in *"}},
 		{"confine host", with("PEAL_CONFINE_NETWORK_ALLOW=http://example.com/x"), nil, []string{"confine_network_allow", "PEAL_CONFINE_NETWORK_ALLOW", "host:port"}},
+		{"stet_path missing", base(), map[string]any{"stet_path": "/nonexistent/stet"},
+			[]string{"stet_path /nonexistent/stet does not exist (set by --stet-path): point it at the stet program, or unset it to use stet on PATH"}},
+		{"stet_path not executable", with("PEAL_STET_PATH=" + notExec), nil, []string{"stet_path " + notExec + " is not an executable file (set by PEAL_STET_PATH)"}},
+		{"agent_log_dir in a missing folder", with("PEAL_AGENT_LOG_DIR=/nonexistent/logs"), nil,
+			[]string{"agent_log_dir /nonexistent/logs: the folder that would hold it, /nonexistent, does not exist (set by PEAL_AGENT_LOG_DIR): create it, or correct the path"}},
+		{"log_file in a missing folder", with("PEAL_LOG_FILE=/nonexistent/peal.log"), nil, []string{"log_file /nonexistent/peal.log", "does not exist"}},
+		{"run_summary_path in a missing folder", with("PEAL_RUN_SUMMARY_PATH=/nonexistent/s.json"), nil, []string{"run_summary_path /nonexistent/s.json", "does not exist"}},
+		{"knowledge_dir in a missing folder", with("PEAL_KNOWLEDGE_DIR=/nonexistent/k"), nil, []string{"knowledge_dir /nonexistent/k", "does not exist"}},
+		{"log_file in a file", with("PEAL_LOG_FILE=" + plan + "/peal.log"), nil, []string{"log_file " + plan + "/peal.log: " + plan + " is not a folder"}},
+		{"outputs in a state folder peal makes", with("PEAL_STATE_DIR="+filepath.Join(notGit, "new", "state"), "PEAL_LOG_FILE="+filepath.Join(notGit, "new", "state", "logs", "peal.log"),
+			"PEAL_AGENT_LOG_DIR="+filepath.Join(notGit, "new", "state", "agents")), nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -603,4 +614,82 @@ func TestConfinePaths(t *testing.T) {
 	if _, err := fullPath("~/x", ""); err == nil {
 		t.Error("~ accepted without a home folder")
 	}
+}
+
+// TestConfinePathsChecked: a path of confine_write_paths or
+// confine_read_deny that does not exist, is a system folder, or would
+// write (or hide) what the confinement keeps is refused when the
+// configuration is read, in one line naming the key, the value and where
+// it was set.
+func TestConfinePathsChecked(t *testing.T) {
+	t.Parallel()
+	dir := testDir(t)
+	repo := filepath.Join(dir, "repo")
+	for _, d := range []string{filepath.Join(repo, ".git", "hooks"), filepath.Join(repo, "node_modules"), filepath.Join(dir, "st", "tmp"),
+		filepath.Join(dir, "logs"), filepath.Join(dir, "k"), filepath.Join(dir, "cache")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(repo, ".git", "config"), nil, 0o644)
+	os.WriteFile(filepath.Join(repo, "secret.env"), nil, 0o644)
+	os.Symlink(repo, filepath.Join(dir, "to-repo"))
+	plan := filepath.Join(dir, "plan.md")
+	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
+	base := []string{"PEAL_PLAN_PATH=" + plan, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + filepath.Join(dir, "st"),
+		"PEAL_AGENT_LOG_DIR=" + filepath.Join(dir, "logs"), "PEAL_KNOWLEDGE_DIR=" + filepath.Join(dir, "k")}
+	write := func(p string) string { return "PEAL_CONFINE_WRITE_PATHS=" + p }
+	deny := func(p string) string { return "PEAL_CONFINE_READ_DENY=" + p }
+	git, st := filepath.Join(repo, ".git"), filepath.Join(dir, "st")
+	cases := []struct{ env, want string }{
+		{write(repo), `confine_write_paths "` + repo + `" (set by PEAL_CONFINE_WRITE_PATHS) is or holds the repository's .git (` + git + `), which no confined call writes: name a folder beside it, or drop it`},
+		{write(dir), `confine_write_paths "` + dir + `" (set by PEAL_CONFINE_WRITE_PATHS) is or holds the repository's .git (` + git + `)`},
+		{write(git), `is or holds the repository's .git (` + git + `)`},
+		{write(filepath.Join(git, "hooks")), `confine_write_paths "` + filepath.Join(git, "hooks") + `" (set by PEAL_CONFINE_WRITE_PATHS) lies in the repository's .git (` + git + `), which no confined call writes: drop it`},
+		{write(filepath.Join(dir, "to-repo")), `is or holds the repository's .git (` + git + `)`},
+		{write(st), `is or holds peal's state folder (` + st + `)`},
+		{write(filepath.Join(st, "tmp")), `lies in peal's state folder (` + st + `)`},
+		{write(filepath.Join(dir, "k")), `is or holds the retry-state store (knowledge_dir) (` + filepath.Join(dir, "k") + `)`},
+		{write(filepath.Join(dir, "logs")), `is or holds agent_log_dir (` + filepath.Join(dir, "logs") + `)`},
+		{write("/"), `confine_write_paths "/" (set by PEAL_CONFINE_WRITE_PATHS) is /, a system folder: every call could change it; name the folders the calls need, or drop it`},
+		{write("/usr"), `confine_write_paths "/usr" (set by PEAL_CONFINE_WRITE_PATHS) is /usr, a system folder`},
+		{write(filepath.Join(dir, "missing")), `confine_write_paths "` + filepath.Join(dir, "missing") + `" (set by PEAL_CONFINE_WRITE_PATHS) does not exist: create it, or drop it`},
+		{write(filepath.Join(repo, "node_modules")), ""},
+		{write(filepath.Join(dir, "cache")), ""},
+		{deny(repo), `confine_read_deny "` + repo + `" (set by PEAL_CONFINE_READ_DENY) is or holds the main work tree (` + repo + `), which confined calls read: name what to hide inside it, or drop it`},
+		{deny(st), `is or holds peal's state folder (` + st + `)`},
+		{deny("/"), `confine_read_deny "/" (set by PEAL_CONFINE_READ_DENY) is /, a system folder every program reads: name what to hide inside it, or drop it`},
+		{deny("/etc"), `is /etc, a system folder every program reads`},
+		{deny(filepath.Join(dir, "missing")), `confine_read_deny "` + filepath.Join(dir, "missing") + `" (set by PEAL_CONFINE_READ_DENY) does not exist: create it, or drop it`},
+		{deny(filepath.Join(git, "config")), ""},
+		{deny(filepath.Join(repo, "secret.env")), ""},
+		{deny(filepath.Join(dir, "logs")), ""},
+	}
+	for _, tc := range cases {
+		cfg, err := Load(Inputs{Env: append(slices.Clone(base), tc.env)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := cfg.CheckConfinePaths()
+		err = cfg.ValidateWithoutAgent()
+		switch {
+		case tc.want == "" && (err != nil || check != nil):
+			t.Errorf("%s: %v (CheckConfinePaths: %v)", tc.env, err, check)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.env, err, tc.want)
+		case tc.want != "" && (check == nil || check.Error() != err.Error()):
+			t.Errorf("%s: CheckConfinePaths %v, validation %v", tc.env, check, err)
+		}
+	}
+}
+
+// testDir is a temporary folder whose path leads through no link, so that
+// the paths a message names are the ones the test gave.
+func testDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

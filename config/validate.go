@@ -61,6 +61,9 @@ func (c *Config) ValidateWithoutAgent() error {
 	case !insideGitWorkTree(c.RepoPath):
 		return fmt.Errorf("repo %s is not inside a git work tree: run `git init` there or point %s at a git checkout", c.RepoPath, describe("repo_path", c.Sources))
 	}
+	if err := c.findStateDir(); err != nil {
+		return err
+	}
 	if c.MaxCostUSD != nil {
 		switch {
 		case *c.MaxCostUSD <= 0:
@@ -94,15 +97,26 @@ func (c *Config) ValidateWithoutAgent() error {
 	if err := c.ResolveStore(); err != nil {
 		return err
 	}
+	if err := c.confinePathsError(); err != nil {
+		return err
+	}
 	if err := c.checkOutputs(); err != nil {
+		return err
+	}
+	if err := c.checkHolders(); err != nil {
 		return err
 	}
 	return c.checkTickets()
 }
 
 // ResolveAgents finds agent_cmd, and fallback_agent_cmd when set, as
-// executables and stores them in AgentPath and FallbackPath.
+// executables and stores them in AgentPath and FallbackPath; a stet_path
+// that is set must be an executable file (a run would otherwise review
+// nothing and still exit 0).
 func (c *Config) ResolveAgents() error {
+	if err := c.checkStetPath(); err != nil {
+		return err
+	}
 	var err error
 	if c.AgentPath, err = ResolveCommand(c.AgentCmd); err != nil {
 		return fmt.Errorf("agent command %s not found (%v): install the %s CLI or set %s", Quote(c.AgentCmd), err, c.AgentKind, describe("agent_cmd", c.Sources))
@@ -110,6 +124,50 @@ func (c *Config) ResolveAgents() error {
 	if c.FallbackAgentCmd != "" {
 		if c.FallbackPath, err = ResolveCommand(c.FallbackAgentCmd); err != nil {
 			return fmt.Errorf("fallback agent command %s not found (%v): check %s", Quote(c.FallbackAgentCmd), err, describe("fallback_agent_cmd", c.Sources))
+		}
+	}
+	return nil
+}
+
+// checkStetPath refuses a stet_path that is set and is not an executable
+// file.
+func (c *Config) checkStetPath() error {
+	if c.StetPath == "" {
+		return nil
+	}
+	what := ""
+	if _, err := os.Stat(c.StetPath); err != nil {
+		what = "does not exist"
+	} else if _, err := ResolveCommand(c.StetPath); err != nil {
+		what = "is not an executable file"
+	}
+	if what == "" {
+		return nil
+	}
+	return fmt.Errorf("stet_path %s %s (set by %s): point it at the stet program, or unset it to use stet on PATH", c.StetPath, what, describe("stet_path", c.Sources))
+}
+
+// checkHolders refuses an agent log folder, log file, run summary or
+// retry-state store set by a layer whose folder does not exist: peal makes
+// the file or folder itself, but a folder missing above it is more likely a
+// mistyped path than one to create. The state folder, and what lies in it,
+// peal makes whole.
+func (c *Config) checkHolders() error {
+	for _, o := range []struct{ key, path string }{
+		{"agent_log_dir", c.AgentLogDir}, {"log_file", c.LogFile}, {"run_summary_path", c.RunSummaryPath}, {"knowledge_dir", c.KnowledgeDir},
+	} {
+		if o.path == "" || c.Sources[o.key] == SourceDefault {
+			continue
+		}
+		holder := filepath.Dir(o.path)
+		if safefs.Within(holder, c.StateDir) {
+			continue
+		}
+		switch info, err := os.Stat(holder); {
+		case err != nil:
+			return fmt.Errorf("%s %s: the folder that would hold it, %s, does not exist (set by %s): create it, or correct the path", o.key, o.path, holder, describe(o.key, c.Sources))
+		case !info.IsDir():
+			return fmt.Errorf("%s %s: %s is not a folder (set by %s): correct the path", o.key, o.path, holder, describe(o.key, c.Sources))
 		}
 	}
 	return nil
@@ -357,37 +415,15 @@ func Describe(name string, sources map[string]Source) string {
 
 // insideGitWorkTree reports whether dir or one of its parents holds a .git
 // entry (a folder, or a file for worktrees and submodules).
-func insideGitWorkTree(dir string) bool {
-	for {
-		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-			return true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return false
-		}
-		dir = parent
-	}
-}
+func insideGitWorkTree(dir string) bool { return workTreeTop(dir) != "" }
 
 // checkConfine refuses the confinement keys' values that could not be
-// applied, naming the key, and makes the paths full: ~ is the home folder.
-// A path with ".." is refused: the kernel takes ".." from the real parent
-// of what a path names so far, after its links, which is seldom what a
-// person meant.
+// applied, naming the key, and makes the paths full (expandConfinePaths);
+// what the paths name is checked once the state folder is known
+// (confinePathsError).
 func (c *Config) checkConfine() error {
-	home, _ := os.UserHomeDir()
-	for _, list := range []struct {
-		key   string
-		paths *[]string
-	}{{"confine_write_paths", &c.ConfineWritePaths}, {"confine_read_deny", &c.ConfineReadDeny}} {
-		for i, p := range *list.paths {
-			full, err := fullPath(p, home)
-			if err != nil {
-				return fmt.Errorf("%s %q (set by %s): %v", list.key, p, describe(list.key, c.Sources), err)
-			}
-			(*list.paths)[i] = full
-		}
+	if err := c.expandConfinePaths(); err != nil {
+		return err
 	}
 	for _, p := range c.ConfineEnvPass {
 		if !confine.ValidEnvPattern(p) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"peal/internal/mockllm"
+	"peal/internal/testbin"
 	"peal/report"
 )
 
@@ -117,8 +118,12 @@ func measureSessions(t *testing.T, a agent, mode string) sessionRun {
 	gitIn(t, p.sb.repo, p.sb.base, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "add", "-A")
 	gitIn(t, p.sb.repo, p.sb.base, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "context")
 	writeFile(t, p.plan, "# Plan\n\n## Task 1\n\nMake status.txt record the service's status, as docs/design.txt and src/status.txt describe.\n")
-	extra := []string{"--agent-session", mode, "--structured-output", "--check-command", sessionCheck, "--max-address-rounds", "1",
-		"--stet-path", "/nonexistent", "--confine", "off"}
+	extra := []string{"--agent-session", mode, "--structured-output", "--check-command", sessionCheck, "--max-address-rounds", "1", "--confine", "off"}
+	for i, kv := range p.env { // no review: no stet on PATH
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			p.env[i] = "PATH=" + testbin.PathWithout(path, "stet")
+		}
+	}
 	if a.kind == "gemini" {
 		extra = append(extra, "--model", "gemini-2.5-flash")
 	}

@@ -1,6 +1,7 @@
 package phase
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -217,9 +218,19 @@ func TestSweepLeftovers(t *testing.T) {
 	t.Parallel()
 	scope := fmt.Sprintf("sweep%d", time.Now().UnixNano())
 	start := func(id string) *exec.Cmd {
-		cmd := exec.Command("sleep", "60")
+		// The process says it runs, with the id in its environment, before
+		// the sweep looks: a child between fork and exec still has this
+		// process's environment.
+		cmd := exec.Command("sh", "-c", "echo ready; exec sleep 60")
 		cmd.Env = append(os.Environ(), CallIDEnv+"="+id)
-		if err := cmd.Start(); err != nil {
+		out, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 			t.Fatal(err)
 		}
 		go cmd.Wait()

@@ -29,6 +29,10 @@ type Description struct {
 // nothing and writes nothing. `peal doctor`, `peal config` and the dry run
 // show it.
 func Describe(cfg *config.Config) (Description, error) {
+	if err := cfg.CheckConfinePaths(); err != nil {
+		// Never a policy that says a path is written and never written.
+		return Description{Lines: []string{"confine = " + cfg.Confine + ": " + err.Error()}}, err
+	}
 	c, err := newRules(cfg, nil, confine.Probe(), false)
 	if err != nil || c == nil {
 		return Description{Off: true, Lines: []string{"confine = off: agent calls and checks run with peal's whole environment, file system and network"}}, err

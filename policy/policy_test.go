@@ -52,6 +52,7 @@ func TestOnRefusesToStart(t *testing.T) {
 func TestDescribeIsThePolicy(t *testing.T) {
 	t.Parallel()
 	shared := t.TempDir()
+	os.MkdirAll(filepath.Join(shared, "secret"), 0o700)
 	cfg := configOf(t, "PEAL_CONFINE=auto", "PEAL_CONFINE_WRITE_PATHS="+shared, "PEAL_CONFINE_READ_DENY="+filepath.Join(shared, "secret"))
 	d, err := Describe(cfg)
 	if err != nil {

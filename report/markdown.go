@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
 	"peal/check"
@@ -21,70 +22,123 @@ func Markdown(w io.Writer, r Report) error {
 		fmt.Fprintf(&b, "%s\n\n", mdText(line))
 	}
 	tab := r.table()
-	b.WriteString("| Task | Result | Phases and attempts | Review rounds | Findings left |")
-	sep := "|---:|---|---|---:|---|"
-	if tab.WithChecks {
-		b.WriteString(" Checks |")
-		sep += "---|"
+	cols := tab.columns()
+	heads, seps := make([]string, len(cols)), make([]string, len(cols))
+	for i, c := range cols {
+		heads[i], seps[i] = c.head, "---"
+		if c.right {
+			seps[i] = "---:"
+		}
 	}
-	if tab.WithMerges {
-		b.WriteString(" Merge |")
-		sep += "---|"
-	}
-	b.WriteString(" Duration |")
-	sep += "---:|"
-	if tab.WithUsage {
-		b.WriteString(" Tokens in/out | Cost |")
-		sep += "---:|---:|"
-	}
-	b.WriteString(" Ticket | Ticket attempts |\n" + sep + "---|---:|\n")
+	b.WriteString("| " + strings.Join(heads, " | ") + " |\n|" + strings.Join(seps, "|") + "|\n")
 	for _, row := range tab.Rows {
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s |", row.Index, mdText(row.Result), mdText(row.Phases), row.Rounds, mdText(row.Findings))
-		if tab.WithChecks {
-			fmt.Fprintf(&b, " %s |", mdText(row.Checks))
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			cells[i] = mdText(c.cell(row))
 		}
-		if tab.WithMerges {
-			fmt.Fprintf(&b, " %s |", mdText(row.Merge))
-		}
-		fmt.Fprintf(&b, " %s |", row.Duration)
-		if tab.WithUsage {
-			fmt.Fprintf(&b, " %s | %s |", row.Tokens, row.Cost)
-		}
-		fmt.Fprintf(&b, " %s | %s |\n", mdText(row.Ticket), mdText(row.Attempts))
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	b.WriteString("\n")
-	mdList(&b, "Checks", checkLines(r))
-	if len(r.Merges) > 0 {
-		b.WriteString("Merges:\n\n")
-		for _, m := range r.Merges {
-			fmt.Fprintf(&b, "- task %d: %s\n", m.Task, mdText(mergeText(m)))
-		}
-		b.WriteString("\n")
-	}
-	if u := r.Usage; u != nil {
-		fmt.Fprintf(&b, "Usage: %s.\n\n", usageText(*u))
-	}
-	mdList(&b, "Agent calls", agentCallLines(r))
-	mdList(&b, "Confinement", confinedLines(r))
-	if len(r.Run.CutOff) > 0 {
-		b.WriteString("Calls cut off when the run was killed:\n\n")
-		for _, c := range r.Calls {
-			if c.Outcome == CallCutOff {
-				fmt.Fprintf(&b, "- %s\n", mdText(callLine(c)))
+	for _, sec := range r.sections() {
+		switch {
+		case sec.para != "":
+			fmt.Fprintf(&b, "%s\n\n", mdText(sec.para))
+		case sec.title != "":
+			mdList(&b, sec.title, sec.lines)
+		default:
+			for _, l := range sec.lines {
+				fmt.Fprintf(&b, "- %s\n", mdText(l))
 			}
 		}
-		b.WriteString("\n")
-	}
-	for _, t := range r.Tasks {
-		if t.Error != "" {
-			fmt.Fprintf(&b, "- task %d: %s\n", t.Index, mdText(t.Error))
-		}
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "Note: %s\n\n", mdText(n))
 	}
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
+}
+
+// column is one column of the task table, as both forms show it.
+type column struct {
+	head  string
+	right bool // numbers, aligned right
+	cell  func(taskRow) string
+}
+
+// columns are the table's columns: those of checks, merges and usage only
+// when the run had any.
+func (tab taskTable) columns() []column {
+	cols := []column{
+		{"Task", true, func(r taskRow) string { return strconv.Itoa(r.Index) }},
+		{"Result", false, func(r taskRow) string { return r.Result }},
+		{"Phases and attempts", false, func(r taskRow) string { return r.Phases }},
+		{"Review rounds", true, func(r taskRow) string { return strconv.Itoa(r.Rounds) }},
+		{"Findings left", false, func(r taskRow) string { return r.Findings }},
+	}
+	if tab.WithChecks {
+		cols = append(cols, column{"Checks", false, func(r taskRow) string { return r.Checks }})
+	}
+	if tab.WithMerges {
+		cols = append(cols, column{"Merge", false, func(r taskRow) string { return r.Merge }})
+	}
+	cols = append(cols, column{"Duration", true, func(r taskRow) string { return r.Duration }})
+	if tab.WithUsage {
+		cols = append(cols, column{"Tokens in/out", true, func(r taskRow) string { return r.Tokens }},
+			column{"Cost", true, func(r taskRow) string { return r.Cost }})
+	}
+	return append(cols, column{"Ticket", false, func(r taskRow) string { return r.Ticket }},
+		column{"Ticket attempts", true, func(r taskRow) string { return r.Attempts }})
+}
+
+// section is a part of the report after its table, as both forms show it:
+// a paragraph, or lines under a title (a list), or lines alone.
+type section struct {
+	para  string
+	title string
+	lines []string
+}
+
+// sections are the parts of the report after its table, in order: the
+// checks, the merges, the usage, the agent calls, what the confinement
+// refused, the calls a kill cut off, the tasks' errors and the notes. A
+// part with nothing to say is left out.
+func (r Report) sections() []section {
+	var out []section
+	list := func(title string, lines []string) {
+		if len(lines) > 0 {
+			out = append(out, section{title: title, lines: lines})
+		}
+	}
+	list("Checks", checkLines(r))
+	var merges []string
+	for _, m := range r.Merges {
+		merges = append(merges, fmt.Sprintf("task %d: %s", m.Task, mergeText(m)))
+	}
+	list("Merges", merges)
+	if u := r.Usage; u != nil {
+		out = append(out, section{para: "Usage: " + usageText(*u) + "."})
+	}
+	list("Agent calls", agentCallLines(r))
+	list("Confinement", confinedLines(r))
+	if len(r.Run.CutOff) > 0 {
+		var cut []string
+		for _, c := range r.Calls {
+			if c.Outcome == CallCutOff {
+				cut = append(cut, callLine(c))
+			}
+		}
+		list("Calls cut off when the run was killed", cut)
+	}
+	var errs []string
+	for _, t := range r.Tasks {
+		if t.Error != "" {
+			errs = append(errs, fmt.Sprintf("task %d: %s", t.Index, t.Error))
+		}
+	}
+	if len(errs) > 0 {
+		out = append(out, section{lines: errs})
+	}
+	for _, n := range r.Notes {
+		out = append(out, section{para: "Note: " + n})
+	}
+	return out
 }
 
 // runLine is the run's one line: its exit code and reason, or where it

@@ -88,8 +88,13 @@ func TestGoldenMarkdownAndJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var txt bytes.Buffer
+			if err := Text(&txt, rep); err != nil {
+				t.Fatal(err)
+			}
 			golden(t, r.name+".md", md.Bytes())
 			golden(t, r.name+".json", append(js, '\n'))
+			golden(t, r.name+".txt", txt.Bytes())
 		})
 	}
 }
@@ -119,6 +124,40 @@ func TestReportFacts(t *testing.T) {
 	running := fixture(t, "killed", true)
 	if running.Run.State != RunRunning || len(running.Run.CutOff) != 0 || running.Calls[len(running.Calls)-1].Outcome != CallRunning {
 		t.Fatalf("running run %+v", running.Run)
+	}
+}
+
+// TestTextForm: the text form says what the Markdown says, without its
+// escapes and table rules, its columns aligned; text from the run cannot
+// send the terminal a command.
+func TestTextForm(t *testing.T) {
+	rep := fixture(t, "merged", false)
+	var md, txt bytes.Buffer
+	Markdown(&md, rep)
+	Text(&txt, rep)
+	if strings.Contains(txt.String(), `\`) || strings.Contains(txt.String(), "|") || strings.Contains(txt.String(), "##") {
+		t.Fatalf("Markdown in the text form:\n%s", txt.String())
+	}
+	for _, line := range strings.Split(md.String(), "\n") {
+		// Every list line of the Markdown is a line of the text, unescaped.
+		if item, ok := strings.CutPrefix(line, "- "); ok {
+			unescaped := strings.NewReplacer(`\`, "", "&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(item)
+			if !strings.Contains(txt.String(), unescaped) {
+				t.Errorf("the text lacks %q", unescaped)
+			}
+		}
+	}
+	lines := strings.Split(txt.String(), "\n")
+	head := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Task  Result") })
+	if head < 0 || !strings.HasPrefix(lines[head+1], "   1  completed") {
+		t.Fatalf("table:\n%s", txt.String())
+	}
+	rep = Report{Run: Run{State: RunFinished, ExitCode: new(int), Reason: "a\x1b[2Jb"},
+		Tasks: []Task{{Index: 1, Result: "failed", Error: "line one\nline \x1b]0;title\x07two", Phases: []Phase{}}}}
+	txt.Reset()
+	Text(&txt, rep)
+	if strings.ContainsRune(txt.String(), 0x1b) || !strings.Contains(txt.String(), `task 1: line one line \x1b]0;title\x07two`) {
+		t.Fatalf("control characters reach the terminal:\n%q", txt.String())
 	}
 }
 

@@ -292,6 +292,12 @@ func (rv *Reviewer) CheckRepo(ctx context.Context) error {
 		rv.log.Info("uncommitted changes are left from an unfinished task", "tasks", m.Tasks, "paths", len(changes))
 		return nil
 	}
+	if rel, err := filepath.Rel(rv.git.Top(), rv.cfg.PlanPath); err == nil && slices.Contains(changes, filepath.ToSlash(rel)) {
+		// The plan saved in the repository, as a person first does.
+		return fmt.Errorf("repository %s has uncommitted changes (%s), the plan %s among them: stet reviews commits only and refuses to start a review over them; "+
+			"commit the plan (git add %s && git commit), or keep it outside the repository, and commit or stash the rest",
+			rv.cfg.RepoPath, gitrepo.ListPaths(changes, 3), filepath.ToSlash(rel), filepath.ToSlash(rel))
+	}
 	return fmt.Errorf("repository %s has uncommitted changes (%s): stet reviews commits only and refuses to start a review over them, "+
 		"and peal would commit them as the first task's work; commit or stash them (or add --allow-dirty to stet_start_extra_args)",
 		rv.cfg.RepoPath, gitrepo.ListPaths(changes, 3))

@@ -108,7 +108,7 @@ func TestAgentLogs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.plan)
 			h.scenario(tc.rules)
-			dir := filepath.Join(h.tmp, "logs", "agents") // created by the run, parents too
+			dir := filepath.Join(h.tmp, "logs") // created by the run
 			env := append([]string{"PEAL_AGENT_LOG_DIR=" + dir}, tc.env...)
 			if tc.stet {
 				env = append(env, h.withStet(fakes.StetScenario{})...)
@@ -188,7 +188,12 @@ func entries(t *testing.T, dir string) []string {
 func TestAgentLogUnusableIsWarning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	out, err := h.run("PEAL_AGENT_LOG_DIR=" + filepath.Join(h.plan, "logs")) // under a regular file
+	// Under a regular file, in the state folder (elsewhere the
+	// configuration refuses a folder whose folder is not one).
+	file := filepath.Join(h.stateDir, "a-file")
+	os.MkdirAll(h.stateDir, 0o755)
+	os.WriteFile(file, nil, 0o644)
+	out, err := h.run("PEAL_AGENT_LOG_DIR=" + filepath.Join(file, "logs"))
 	if err != nil || !slices.Equal(out.Completed, []int{1}) {
 		t.Fatalf("outcome %+v, err %v", out, err)
 	}
@@ -204,7 +209,7 @@ func TestAgentLogsNeverCommitted(t *testing.T) {
 	h := newHarness(t, "## Task 1\nA\n")
 	testgit.Git(t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{"work.txt": "done"}}}})
-	dir := filepath.Join(h.repo, "logs", "agents")
+	dir := filepath.Join(h.repo, "logs")
 	if _, err := h.run("PEAL_AGENT_LOG_DIR="+dir, "PEAL_COMMIT_AFTER_PHASE2=true"); err != nil {
 		t.Fatal(err)
 	}

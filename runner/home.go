@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -92,12 +93,18 @@ func (r *run) bringBack(ctx context.Context) error {
 	}
 	cctx, cancel := r.trees.CleanupContext(ctx)
 	defer cancel()
-	still, err := r.mirror.Bring(cctx)
-	if !still {
-		r.guard.Forget(r.mirror.Tree.Path)
-		r.mirror, r.home = nil, r.main
+	err := r.mirror.Bring(cctx)
+	if err == nil {
+		return nil
 	}
-	return err
+	// The worktree goes: peal's git no longer watches its .git file.
+	r.guard.Forget(r.mirror.Tree.Path)
+	kept, kerr := r.mirror.Keep(cctx)
+	r.mirror, r.home = nil, r.main
+	if kerr != nil {
+		return fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", err, kerr)
+	}
+	return fmt.Errorf("%w; the run's work is kept on branch %s", err, kept)
 }
 
 // leaveHome ends the run's use of its worktree, whatever ended the run:

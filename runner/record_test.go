@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,7 +21,7 @@ import (
 func TestRecordKeepsThePrevious(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
-	if _, err := h.run("PEAL_STET_PATH=/nonexistent"); err != nil {
+	if _, err := h.runCfg(h.config(), noStet); err != nil {
 		t.Fatal(err)
 	}
 	first, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
@@ -29,7 +30,7 @@ func TestRecordKeepsThePrevious(t *testing.T) {
 	}
 	// Task 2 again: a run of one task, after the first.
 	os.WriteFile(filepath.Join(h.stateDir, "state.json"), []byte(`{"plan_path":"`+h.plan+`","repo_path":"`+h.repo+`","completed_task_indices":[1]}`), 0o644)
-	if _, err := h.run("PEAL_STET_PATH=/nonexistent"); err != nil {
+	if _, err := h.runCfg(h.config(), noStet); err != nil {
 		t.Fatal(err)
 	}
 	prev, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordPrevName))
@@ -67,7 +68,7 @@ func TestRecordFailureIsAWarning(t *testing.T) {
 	// A folder where the previous record goes: the last one cannot be moved.
 	os.MkdirAll(filepath.Join(h.stateDir, state.RecordPrevName, "x"), 0o755)
 	os.WriteFile(filepath.Join(h.stateDir, state.RecordName), []byte("{}\n"), 0o644)
-	out, err := h.run("PEAL_STET_PATH=/nonexistent")
+	out, err := h.runCfg(h.config(), noStet)
 	if err != nil || out.ExitCode != ExitOK || !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
@@ -96,7 +97,7 @@ func TestRecordNamesTheRunBeforeNormalizing(t *testing.T) {
 			during, _, _ = state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
 		}
 	}}
-	if _, err := Run(context.Background(), h.config("PEAL_NORMALIZE_PLAN=true", "PEAL_STET_PATH=/nonexistent"), slog.New(slog.DiscardHandler), h.opts(WithObserver(obs))...); err != nil {
+	if _, err := Run(context.Background(), h.config("PEAL_NORMALIZE_PLAN=true"), slog.New(slog.DiscardHandler), h.opts(WithObserver(obs), noStet)...); err != nil {
 		t.Fatal(err)
 	}
 	if len(during) != 2 || during[0].Ev != state.EvRunStart || during[0].PID != os.Getpid() || during[0].PlanPath != h.plan ||
@@ -127,3 +128,7 @@ func TestRecordNamesTheRunBeforeNormalizing(t *testing.T) {
 		break
 	}
 }
+
+// noStet finds no stet on PATH, whatever the machine has installed: the
+// run reviews nothing.
+func noStet(s *settings) { s.lookPath = func(string) (string, error) { return "", exec.ErrNotFound } }

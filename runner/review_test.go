@@ -934,7 +934,10 @@ func TestStetResolution(t *testing.T) {
 		h.withStet(fakes.StetScenario{})
 		notExec := filepath.Join(h.tmp, "stet-not-exec")
 		os.WriteFile(notExec, []byte("x"), 0o644)
-		if _, err := h.run("PEAL_STET_PATH=" + notExec); err != nil {
+		// The configuration refuses it; a run given one anyway reviews nothing.
+		cfg := h.config()
+		cfg.StetPath = notExec
+		if _, err := h.runCfg(cfg); err != nil {
 			t.Fatal(err)
 		}
 		if h.stetCmds() != "" || h.keys() != "plan:1 execute:1" || !strings.Contains(h.log.String(), "stet_path is not an executable file") {

@@ -258,6 +258,11 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		log.Warn(w)
 	}
 	r.store = store
+	// Noted in the repository, so that a run, a status or a report started
+	// from another folder finds this plan's state.
+	if err := state.NoteStateDir(cfg.StateNotes, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, cfg.StateDir, r.now()); err != nil {
+		log.Warn("could not note in the repository where this plan's state folder is: commands started from another folder will not find it", "err", err)
+	}
 	r.sessions.Open(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, store.Completed)
 	defer r.sessions.Close()
 	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {

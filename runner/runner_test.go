@@ -951,9 +951,9 @@ func TestPostRunNotIdle(t *testing.T) {
 func TestSummaryWriteFailureIsAWarning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	blocker := filepath.Join(h.tmp, "not-a-folder")
-	os.WriteFile(blocker, nil, 0o644)
-	out, err := h.run("PEAL_RUN_SUMMARY_PATH=" + filepath.Join(blocker, "summary.json"))
+	blocker := filepath.Join(h.tmp, "summary.json") // a folder where the file goes
+	os.Mkdir(blocker, 0o755)
+	out, err := h.run("PEAL_RUN_SUMMARY_PATH=" + blocker)
 	if err != nil || out.ExitCode != ExitOK || !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}

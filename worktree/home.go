@@ -358,13 +358,14 @@ func (s *Set) DropHome(ctx context.Context) error {
 // FastForward brings the commits of the home worktree into the work tree
 // (git merge --ff-only: its hooks run as for any merge). A work tree that
 // moved meanwhile, or whose uncommitted changes the commits would
-// overwrite, is an error naming the branch that holds them.
+// overwrite, is an error (the work is then kept on a branch of its own,
+// which the caller names).
 func (s *Set) FastForward(ctx context.Context) error {
 	h := s.Home()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.git.Merge(ctx, h.Branch, "", true); err != nil {
-		return fmt.Errorf("the work tree cannot take the run's work, fast-forward, from branch %s: %w", h.Branch, err)
+		return fmt.Errorf("the work tree cannot take the run's work, fast-forward: %w", err)
 	}
 	return nil
 }

@@ -150,30 +150,30 @@ func (m *Mirror) snapshot(ctx context.Context, git *gitrepo.Repo) (string, error
 
 // Bring brings into the work tree what was done in the home worktree since
 // its work last came back, when something ran there. Work the work tree
-// cannot take (something else changed the same files meanwhile) is kept
-// on a branch whose name the error gives, and the home worktree removed
-// (the next OpenMirror makes it again). It reports whether the mirror is
-// still there.
-func (m *Mirror) Bring(ctx context.Context) (bool, error) {
+// cannot take (something else changed the same files meanwhile) is an
+// error: the caller keeps it (Keep).
+func (m *Mirror) Bring(ctx context.Context) error {
 	if !m.busy {
-		return true, nil
+		return nil
 	}
 	if !m.watch.Changed() {
 		m.busy = false
-		return true, nil
+		return nil
 	}
-	err := m.bring(ctx)
-	if err == nil {
-		m.busy = false
-		m.watch.Changed() // the links it made are no task's work
-		return true, nil
+	if err := m.bring(ctx); err != nil {
+		return err
 	}
+	m.busy = false
+	m.watch.Changed() // the links it made are no task's work
+	return nil
+}
+
+// Keep keeps what the home worktree holds on a branch of its own, whose
+// name it returns, and removes the worktree (the next OpenMirror makes it
+// again): work the work tree could not take.
+func (m *Mirror) Keep(ctx context.Context) (string, error) {
 	m.Close()
-	kept, kerr := m.set.KeepHome(ctx, m.keeper())
-	if kerr != nil {
-		return false, fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", err, kerr)
-	}
-	return false, fmt.Errorf("%w: the run's work that did not reach the work tree is kept on branch %s", err, kept)
+	return m.set.KeepHome(ctx, m.keeper())
 }
 
 // bring is Bring's work: the home worktree's commits become the work

@@ -256,7 +256,7 @@ func TestDurationsRounded(t *testing.T) {
 	}
 	var text bytes.Buffer
 	logFile := filepath.Join(t.TempDir(), "peal.jsonl")
-	log, _, closeLog, err := newLoggers(&config.Config{LogLevel: "info", LogFile: logFile}, &text, false)
+	log, _, closeLog, err := newLoggers(&config.Config{LogLevel: "info", LogFormat: "auto", LogFile: logFile}, console{w: &text}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,10 +308,11 @@ func TestLogFileSpecialAndDryRun(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	logFile := filepath.Join(s.dir, "logs", "peal.jsonl")
+	os.Mkdir(filepath.Dir(logFile), 0o755)
 	if r := s.peal(s.env("PEAL_LOG_FILE="+logFile), "run", "--dry-run"); r.code != 0 {
 		t.Fatalf("dry run: exit %d: %s", r.code, r.stderr)
 	}
-	if _, err := os.Stat(filepath.Dir(logFile)); !os.IsNotExist(err) {
-		t.Fatalf("the dry run created the log file's folder: %v", err)
+	if _, err := os.Stat(logFile); !os.IsNotExist(err) {
+		t.Fatalf("the dry run created the log file: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ func (c *DoctorCmd) Run(e *env) error {
 	if err != nil {
 		return &exitError{code: runner.ExitFailure, msg: "error: " + err.Error()}
 	}
+	warn(e, cfg.Warnings)
 	failed := 0
 	for _, ch := range doctor.Check(e.ctx, cfg, e.environ) {
 		fmt.Fprintf(e.stdout, "%-4s  %s: %s\n", ch.Status, ch.Name, ch.Detail)

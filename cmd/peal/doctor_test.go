@@ -61,6 +61,11 @@ func TestDoctor(t *testing.T) {
 		{"stet_path not executable", s.env("PEAL_AGENT_CMD="+agentBin, "PEAL_STET_PATH="+s.plan), 1, []string{
 			"FAIL  stet: stet_path " + s.plan + " is not an executable file",
 		}},
+		// A confinement that would write the repository's .git is a
+		// failure, never a policy that says it is written and never written.
+		{"confine_write_paths holds .git", s.env("PEAL_AGENT_CMD="+agentBin, "PEAL_CONFINE=auto", "PEAL_CONFINE_WRITE_PATHS="+s.repo), 1, []string{
+			`FAIL  confinement: confine_write_paths "` + s.repo + `" (set by PEAL_CONFINE_WRITE_PATHS) is or holds the repository's .git (` + filepath.Join(s.repo, ".git") + `)`,
+		}},
 	}
 	for _, tc := range cases {
 		r := s.peal(tc.env, "doctor")
@@ -68,6 +73,9 @@ func TestDoctor(t *testing.T) {
 			if !strings.Contains(r.stdout, line) {
 				t.Errorf("%s: stdout lacks %q:\n%s", tc.name, line, r.stdout)
 			}
+		}
+		if strings.Contains(r.stdout, "never written: the repository's .git") && strings.Contains(r.stdout, "confine_write_paths ("+s.repo) {
+			t.Errorf("%s: a policy that writes what it never writes:\n%s", tc.name, r.stdout)
 		}
 		if r.code != tc.code || (tc.code != 0 && !strings.Contains(r.stderr, "check(s) failed")) {
 			t.Errorf("%s: exit %d (want %d), stderr %q", tc.name, r.code, tc.code, r.stderr)

@@ -188,3 +188,39 @@ func TestDryRunSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestConfinePathRefusedBeforeAnything: a confinement path that would
+// write the repository's .git, a system folder or a path that does not
+// exist stops a run, a dry run, and `peal status` with exit 1 and one line
+// naming the key and the value, before any agent call and without writing
+// anything; `peal config` shows that line instead of a policy.
+func TestConfinePathRefusedBeforeAnything(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n")
+	cases := map[string]string{
+		s.repo:                            `peal: error: confine_write_paths "` + s.repo + `" (set by PEAL_CONFINE_WRITE_PATHS) is or holds the repository's .git (` + filepath.Join(s.repo, ".git") + `), which no confined call writes: name a folder beside it, or drop it`,
+		filepath.Join(s.repo, ".git"):     `peal: error: confine_write_paths "` + filepath.Join(s.repo, ".git") + `" (set by PEAL_CONFINE_WRITE_PATHS) is or holds the repository's .git`,
+		"/":                               `peal: error: confine_write_paths "/" (set by PEAL_CONFINE_WRITE_PATHS) is /, a system folder: every call could change it; name the folders the calls need, or drop it`,
+		filepath.Join(s.dir, "not-there"): `peal: error: confine_write_paths "` + filepath.Join(s.dir, "not-there") + `" (set by PEAL_CONFINE_WRITE_PATHS) does not exist: create it, or drop it`,
+	}
+	before := snapshot(t, s.dir)
+	for path, want := range cases {
+		env := s.env("PEAL_CONFINE=auto", "PEAL_CONFINE_WRITE_PATHS="+path)
+		for _, args := range [][]string{{"run"}, {"run", "--dry-run"}, {"status"}} {
+			r := s.peal(env, args...)
+			if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+				t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want one line %q", path, args, r.code, r.stdout, r.stderr, want)
+			}
+		}
+		r := s.peal(env, "config")
+		if r.code != 0 || !strings.Contains(r.stdout, "confinement on this machine:\n  "+strings.TrimPrefix(want, "peal: error: ")) || strings.Contains(r.stdout, "never written") {
+			t.Errorf("%s: config shows:\n%s", path, r.stdout)
+		}
+	}
+	if s.keys() != "" {
+		t.Fatalf("agent called: %s", s.keys())
+	}
+	if after := snapshot(t, s.dir); after != before {
+		t.Fatalf("files changed:\nbefore %v\nafter  %v", before, after)
+	}
+}

@@ -334,13 +334,15 @@ func TestPolicyShown(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
 	s := newEscapeSandbox(t, "## Task 1\nx\n")
-	env := s.env("auto", "PEAL_CONFINE_WRITE_PATHS=/opt/shared-cache", "PEAL_CONFINE_NETWORK_ALLOW=proxy.golang.org")
+	shared := filepath.Join(s.dir, "shared-cache") // a confinement path must exist
+	os.Mkdir(shared, 0o755)
+	env := s.env("auto", "PEAL_CONFINE_WRITE_PATHS="+shared, "PEAL_CONFINE_NETWORK_ALLOW=proxy.golang.org")
 	for _, args := range [][]string{{"config"}, {"doctor"}, {"run", "--dry-run"}} {
 		r := s.peal(env, args...)
 		for _, want := range []string{
 			"confine = auto: files and TCP enforced by Landlock ABI",
 			"claude agent calls write its work tree, its temporary folder",
-			"confine_write_paths (/opt/shared-cache)",
+			"confine_write_paths (" + shared + ")",
 			"checks and worktree_setup_command write its work tree",
 			"reach proxy.golang.org",
 			"never read: ", filepath.Join(s.home, ".ssh"),

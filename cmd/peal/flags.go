@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -92,6 +93,11 @@ func (keyMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
 		default:
 			text = "true"
 		}
+	} else if tok := ctx.Scan.Peek(); numeric(k.Kind) && negativeNumber(tok) {
+		// A negative number reads as a short flag to the parser, whose
+		// message would then suggest --flag="-1", refused just the same:
+		// the key's own parser says what it wants instead.
+		text = fmt.Sprint(ctx.Scan.Pop().Value)
 	} else {
 		tok, err := ctx.Scan.PopValue(k.Placeholder())
 		if err != nil && k.Kind == config.KindArgs && !tok.IsEOL() {
@@ -118,6 +124,21 @@ func (keyMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
 	}
 	target.Set(reflect.ValueOf(v))
 	return nil
+}
+
+// numeric reports whether a key of kind k holds a number.
+func numeric(k config.Kind) bool {
+	return k == config.KindU32 || k == config.KindU64 || k == config.KindSeconds || k == config.KindF64
+}
+
+// negativeNumber reports whether tok is an argument such as -1 or -0.5.
+func negativeNumber(tok kong.Token) bool {
+	v, ok := tok.Value.(string)
+	if !ok || tok.Type != kong.UntypedToken || !strings.HasPrefix(v, "-") {
+		return false
+	}
+	_, err := strconv.ParseFloat(v, 64)
+	return err == nil
 }
 
 // boolWord reports whether a word after a boolean flag is meant as its value:
@@ -176,4 +197,30 @@ func helpValue(v *kong.Value) string {
 		help += " (" + note + ")"
 	}
 	return fmt.Sprintf("%s [%s; default: %s]", help, k.Env(), k.DefaultText())
+}
+
+// suggestFlag adds to the parser's error for an unknown flag that it made no
+// guess for the flag of the key the person most likely meant: the key's
+// own name written as a flag (--plan-path for --plan), or a key misspelt
+// further than the parser guesses.
+func suggestFlag(msg string) string {
+	name, ok := strings.CutPrefix(msg, "unknown flag --")
+	if !ok || strings.ContainsAny(name, " ,") {
+		return msg
+	}
+	names := make([]string, len(config.Keys))
+	for i, k := range config.Keys {
+		names[i] = k.Name
+	}
+	base, negated := strings.CutPrefix(name, "no-")
+	k, ok := config.KeyByName(config.Nearest(base, names))
+	switch {
+	case !ok:
+		return msg
+	case k.Flag == "":
+		return fmt.Sprintf("%s: %s has no flag; set %s or %s in the config file", msg, k.Name, k.Env(), k.Name)
+	case negated && k.Kind == config.KindBool:
+		return fmt.Sprintf("%s, did you mean %q?", msg, "--no-"+k.Flag)
+	}
+	return fmt.Sprintf("%s, did you mean %q?", msg, k.FlagName())
 }

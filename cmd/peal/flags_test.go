@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -266,5 +267,50 @@ func TestOnlyTheNamedCommandGetsFlags(t *testing.T) {
 		if got := flagsOf(p); !reflect.DeepEqual(got, all) {
 			t.Errorf("%v: flags differ from the full parser's", args)
 		}
+	}
+}
+
+// TestFlagSuggestions: an unknown flag names the flag meant, the key's own
+// name written as a flag included, and a negative number names what the
+// key wants instead of another form that is refused as well.
+func TestFlagSuggestions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"run", "--plan-path", "p.md"}, `peal: error: unknown flag --plan-path, did you mean "--plan"?`},
+		{[]string{"status", "--repo-path", "."}, `peal: error: unknown flag --repo-path, did you mean "--repo"?`},
+		{[]string{"run", "--phase-timout-sec", "5"}, `peal: error: unknown flag --phase-timout-sec, did you mean "--phase-timeout-sec"?`},
+		{[]string{"run", "--no-paralel"}, `peal: error: unknown flag --no-paralel, did you mean "--no-parallel"?`},
+		{[]string{"run", "--stet-commands", "x"}, `peal: error: unknown flag --stet-commands: stet_commands has no flag; set PEAL_STET_COMMANDS or stet_commands in the config file`},
+		{[]string{"run", "--phase-retry-count", "-1"}, `peal: error: --phase-retry-count: invalid value "-1": want a non-negative whole number`},
+		{[]string{"run", "--max-cost-usd", "-0.5"}, `peal: error: --max-cost-usd: invalid value "-0.5": want a non-negative number such as 2.5`},
+	} {
+		r := runMain(tc.args...)
+		if r.code != 1 || r.stderr != tc.line+"\n" {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.line)
+		}
+	}
+}
+
+// TestVersion: --version tells the module's version and the commit from
+// the build information.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "peal", Version: "v0.0.0-20261128034126-dd26f7c3af7a"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "dd26f7c3af7a4ff4d13f39ee4202e1cd0842e853"},
+			{Key: "vcs.time", Value: "2026-11-28T03:41:26Z"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := versionOf(info), "peal v0.0.0-20261128034126-dd26f7c3af7a, commit dd26f7c3af7a of 2026-11-28T03:41:26Z, with uncommitted changes, go1.26.8"; got != want {
+		t.Errorf("version %q, want %q", got, want)
+	}
+	if got, want := versionOf(&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "peal", Version: "(devel)"}}),
+		"peal (devel), no commit recorded (built by go run, or with -buildvcs=false), go1.26.8"; got != want {
+		t.Errorf("version %q, want %q", got, want)
+	}
+	// The program says what its own build information says.
+	r := runMain("--version")
+	if r.code != 0 || r.stdout != version()+"\n" || !strings.HasPrefix(r.stdout, "peal ") {
+		t.Fatalf("--version: exit %d, %q", r.code, r.stdout)
 	}
 }

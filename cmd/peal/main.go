@@ -189,7 +189,7 @@ func parse(parser *kong.Kong, args []string, stderr io.Writer) (p parsedOrCode, 
 	}
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "peal: error: %s\n", oneLine(suggestFlag(err.Error())))
 		return parsedOrCode{code: runner.ExitFailure}, true
 	}
 	return parsedOrCode{kctx: kctx}, false
@@ -201,10 +201,39 @@ type parsedOrCode struct {
 }
 
 func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "peal (no build information)"
 	}
-	return "dev"
+	return versionOf(info)
+}
+
+// versionOf is what `peal --version` says of a build: the module's version
+// and the commit the go command recorded (when it built from a git
+// checkout: go build and go install do unless -buildvcs=false), with
+// whether the checkout had changes, and the Go release.
+//
+//	peal v0.0.0-20261128034126-dd26f7c3af7a, commit dd26f7c3af7a of 2026-11-28T03:41:26Z, go1.26.8
+func versionOf(info *debug.BuildInfo) string {
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	commit := "no commit recorded (built by go run, or with -buildvcs=false)"
+	if rev := settings["vcs.revision"]; rev != "" {
+		commit = "commit " + rev[:min(12, len(rev))]
+		if t := settings["vcs.time"]; t != "" {
+			commit += " of " + t
+		}
+		if settings["vcs.modified"] == "true" {
+			commit += ", with uncommitted changes"
+		}
+	}
+	return fmt.Sprintf("peal %s, %s, %s", v, commit, info.GoVersion)
 }
 
 // PromptCmd prints the plan-format prompt.

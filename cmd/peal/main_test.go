@@ -65,9 +65,10 @@ func (s *sandbox) scenario(rules map[string][]fakes.Outcome) {
 	}
 }
 
-// env is a CI-style environment: everything through PEAL_* variables.
+// env is a CI-style environment: everything through PEAL_* variables. Its
+// PATH finds no stet: a test reviews with the fake stet when it names it.
 func (s *sandbox) env(extra ...string) []string {
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
+	env := []string{"PATH=" + testbin.PathWithout(os.Getenv("PATH"), "stet"), "HOME=" + s.dir, "FAKE_AGENT_DIR=" + s.agentDir,
 		"PEAL_PLAN_PATH=" + s.plan, "PEAL_REPO_PATH=" + s.repo, "PEAL_STATE_DIR=" + s.stateDir,
 		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1", "CURSOR_API_KEY=test-key",
 		// The suite's confine setting (testbin.ConfineMode), unless a test
@@ -150,13 +151,13 @@ func TestExitCodes(t *testing.T) {
 		{"1: configuration", nil, []string{"PEAL_MAX_PARALLEL=lots"}, nil, 1, `peal: error: PEAL_MAX_PARALLEL: invalid value "lots"`},
 		{"1: usage", nil, nil, []string{"--task", "1", "--from-task", "2"}, 1, "peal: error: --task and --from-task can't be used together"},
 		{"1: unknown flag", nil, nil, []string{"--bogus"}, 1, "peal: error: unknown flag --bogus"},
-		{"2: a task failed, run continued", map[string][]fakes.Outcome{"plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, nil, 2, "peal: finished with issues: failed tasks [2]"},
+		{"2: a task failed, run continued", map[string][]fakes.Outcome{"plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true"}, nil, 2, "peal: finished with issues: task 2 failed (summary: "},
 		{"4: the agent is unreachable", map[string][]fakes.Outcome{"plan:2": {{Exit: 1, Stderr: "connect ECONNREFUSED 10.0.0.1:443"}}},
 			[]string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_NETWORK_RETRY_DELAY_SEC=0", "PEAL_NETWORK_RETRY_COUNT=1"}, nil, 4,
 			"peal: error: task 2: the agent looks unreachable: all 2 attempts of the plan call failed with network errors"},
 		{"3: consecutive failure cap", map[string][]fakes.Outcome{"plan:1": {fail}, "plan:2": {fail}}, []string{"PEAL_CONTINUE_WITH_REMAINING_TASKS=true", "PEAL_MAX_CONSECUTIVE_TASK_FAILURES=2"}, nil, 3, "peal: error: stopped after 2 consecutive task failures"},
 		{"2: every task completed, the final tree fails a check", nil, []string{"PEAL_CHECK_COMMANDS=echo FAIL: lint; false"}, nil, 2,
-			"peal: finished with issues: failed tasks [], tasks with remaining findings [], deferred [], skipped [], tasks whose checks failed []; the final tree fails the checks `echo FAIL: lint; false`"},
+			"peal: finished with issues: the final tree fails the checks `echo FAIL: lint; false` (summary: "},
 		{"1: a check still fails after the last round", map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"broken": "x"}}}},
 			[]string{"PEAL_CHECK_COMMANDS=test ! -f broken || { echo FAIL: TestBroken; exit 1; }", "PEAL_MAX_ADDRESS_ROUNDS=1"}, nil, 1,
 			"peal: error: task 1: checks still fail after 1 address round(s): `test ! -f broken || { echo FAIL: TestBroken; exit 1; }` exited with status 1: FAIL: TestBroken"},
@@ -210,6 +211,11 @@ func TestBadInput(t *testing.T) {
 		{"env value", plan3, func(s *sandbox) []string { return s.env("PEAL_PHASE_RETRY_COUNT=-1") }, nil, []string{"PEAL_PHASE_RETRY_COUNT", `"-1"`}},
 		{"enum value", plan3, func(s *sandbox) []string { return s.env() }, []string{"--on-stet-fail", "sometimes"}, []string{"--on-stet-fail", `"sometimes"`}},
 		{"unknown task", plan3, func(s *sandbox) []string { return s.env() }, []string{"--task", "9"}, []string{"--task 9", "1, 2, 3"}},
+		{"stet_path missing", plan3, func(s *sandbox) []string { return s.env() }, []string{"--stet-path", "/nonexistent/stet"},
+			[]string{"stet_path /nonexistent/stet does not exist (set by --stet-path)"}},
+		{"agent_log_dir in a missing folder", plan3, func(s *sandbox) []string { return s.env("PEAL_AGENT_LOG_DIR=/nonexistent/logs") }, nil,
+			[]string{"agent_log_dir /nonexistent/logs", "/nonexistent, does not exist (set by PEAL_AGENT_LOG_DIR)"}},
+		{"toml key misspelt", plan3, func(s *sandbox) []string { return s.env() }, []string{"--config", "misspelt.toml"}, []string{`unknown key "plan": did you mean plan_path?`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,6 +226,7 @@ func TestBadInput(t *testing.T) {
 				"unknown.toml":    "phase_timeout = 5\n",
 				"type.toml":       "max_parallel = \"four\"\n",
 				"reason.toml":     "stet_dismiss_patterns = [{pattern = \"x\", reason = \"because\"}]\n",
+				"misspelt.toml":   "plan = \"plan.md\"\n",
 			}
 			for name, body := range files {
 				os.WriteFile(filepath.Join(s.dir, name), []byte(body), 0o644)
@@ -460,13 +467,5 @@ func TestPromptCommand(t *testing.T) {
 	os.WriteFile(blocker, nil, 0o644)
 	if r := s.peal(nil, "prompt", "--output", filepath.Join(blocker, "x.md")); r.code != 1 || !strings.HasPrefix(r.stderr, "peal: error:") {
 		t.Fatalf("write error: exit %d, %q", r.code, r.stderr)
-	}
-}
-
-func TestVersion(t *testing.T) {
-	t.Parallel()
-	s := newSandbox(t, plan3)
-	if r := s.peal(nil, "--version"); r.code != 0 || strings.TrimSpace(r.stdout) == "" {
-		t.Fatalf("exit %d, %q", r.code, r.stdout)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,11 +46,21 @@ func openPTY(t *testing.T, cols uint16) (master, slave *os.File) {
 // everything the terminal received.
 func (s *sandbox) onTerminal(env []string, args ...string) (int, string) {
 	s.t.Helper()
+	return s.onTerminalAs(false, env, args...)
+}
+
+// onTerminalAs runs peal with its stderr, or with stdout, on a
+// pseudo-terminal and returns everything the terminal received.
+func (s *sandbox) onTerminalAs(stdout bool, env []string, args ...string) (int, string) {
+	s.t.Helper()
 	master, slave := openPTY(s.t, 120)
 	defer master.Close()
 	cmd := exec.Command(bins["peal"], args...)
 	cmd.Dir, cmd.Env = s.dir, env
 	cmd.Stdout, cmd.Stderr = io.Discard, slave
+	if stdout {
+		cmd.Stdout, cmd.Stderr = slave, io.Discard
+	}
 	if err := cmd.Start(); err != nil {
 		slave.Close()
 		s.t.Fatal(err)
@@ -96,6 +107,7 @@ func TestProgressOnTerminal(t *testing.T) {
 		{"TERM=dumb", []string{"TERM=dumb"}, nil, false},
 		{"TERM unset", nil, nil, false},
 		{"--no-progress", []string{"TERM=xterm"}, []string{"--no-progress"}, false},
+		{"logfmt on request", []string{"TERM=dumb", "PEAL_LOG_FORMAT=logfmt"}, nil, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,8 +127,12 @@ func TestProgressOnTerminal(t *testing.T) {
 				if strings.Contains(stream, "\x1b[") || strings.Contains(stream, "peal: task") {
 					t.Fatalf("status lines drawn:\n%q", stream)
 				}
-				if !strings.Contains(stream, `msg="starting call" phase=plan`) {
-					t.Fatalf("plain log lines missing:\n%s", stream)
+				want := "INFO  plan: starting call  attempt="
+				if strings.Contains(tc.name, "logfmt") {
+					want = `msg="starting call" phase=plan`
+				}
+				if !strings.Contains(stream, want) {
+					t.Fatalf("log lines %q missing:\n%s", want, stream)
 				}
 				return
 			}
@@ -137,10 +153,12 @@ func TestProgressOnTerminal(t *testing.T) {
 			lines := screen.text()
 			starts := 0
 			for _, line := range lines {
-				if !strings.HasPrefix(line, "time=") || !strings.Contains(line, " level=") {
-					t.Fatalf("line %q is not a whole log line; screen:\n%s", line, strings.Join(lines, "\n"))
+				// A person's line: the time, the level, the event; never
+				// wider than the terminal (120 columns).
+				if !humanLine.MatchString(line) || len([]rune(line)) > 119 {
+					t.Fatalf("line %q is not a whole log line that fits; screen:\n%s", line, strings.Join(lines, "\n"))
 				}
-				if strings.Contains(line, `msg="starting call"`) {
+				if strings.Contains(line, ": starting call") {
 					starts++
 				}
 			}
@@ -150,6 +168,9 @@ func TestProgressOnTerminal(t *testing.T) {
 		})
 	}
 }
+
+// humanLine is a log line for a person: the time, the level, the event.
+var humanLine = regexp.MustCompile(`^\d\d:\d\d:\d\d (INFO |WARN |ERROR|DEBUG) \S`)
 
 // TestNoProgressOnPipe: with stderr on a pipe (CI), the log is plain lines,
 // even with a TERM that could draw.
@@ -193,5 +214,29 @@ func TestTerminalDetection(t *testing.T) {
 	defer devNull.Close()
 	if progressFor(devNull, []string{"TERM=xterm"}, false) != nil {
 		t.Fatal("a display on /dev/null")
+	}
+}
+
+// TestReportOnTerminal: `peal report` on a terminal is text for a person,
+// without Markdown's escapes; on a pipe, or with --format markdown, it is
+// the Markdown a CI job summary shows.
+func TestReportOnTerminal(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n## Task 2\nB\n")
+	env := s.env()
+	if r := s.peal(env, "run"); r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	code, screen := s.onTerminalAs(true, env, "report")
+	screen = strings.ReplaceAll(screen, "\r\n", "\n")
+	if code != 0 || !strings.HasPrefix(screen, "peal run: Exit code 0 after ") || !strings.Contains(screen, "\nTask  Result     Phases and attempts") ||
+		strings.ContainsAny(screen, "\\|") || strings.Contains(screen, "run_summary.json") {
+		t.Fatalf("exit %d, on a terminal:\n%s", code, screen)
+	}
+	if code, md := s.onTerminalAs(true, env, "report", "--format", "markdown"); code != 0 || !strings.HasPrefix(md, "## peal run") {
+		t.Fatalf("--format markdown on a terminal: exit %d\n%s", code, md)
+	}
+	if r := s.peal(env, "report"); r.code != 0 || !strings.HasPrefix(r.stdout, "## peal run") {
+		t.Fatalf("on a pipe: exit %d\n%s", r.code, r.stdout)
 	}
 }

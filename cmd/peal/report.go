@@ -18,7 +18,7 @@ import (
 // configuration, as a job summary, a JSON document or an HTML timeline.
 type ReportCmd struct {
 	configFlags
-	Format string `help:"markdown (GitHub's job-summary subset), json (a stable document) or html (one self-contained page with a timeline)." enum:"markdown,json,html" default:"markdown"`
+	Format string `help:"text (for a person at a terminal), markdown (GitHub's job-summary subset), json (a stable document), html (one self-contained page with a timeline), or auto: text when stdout is a terminal, else markdown." enum:"auto,text,markdown,json,html" default:"auto"`
 	Output string `help:"Write the report to this file (atomically) instead of stdout." placeholder:"FILE" type:"path"`
 	// LogLines is how many first lines of each agent log the report quotes.
 	LogLines uint `help:"First lines of each call's agent log (agent_log_dir) shown in the HTML and JSON reports." default:"8" placeholder:"N"`
@@ -51,13 +51,25 @@ func (c *ReportCmd) Run(e *env) error {
 	if skipped > 0 {
 		warnings = append(warnings, fmt.Sprintf("run record %s: %d lines that are not JSON objects were skipped", filepath.Join(cfg.StateDir, state.RecordName), skipped))
 	}
+	for _, n := range cfg.Notes {
+		fmt.Fprintf(e.stderr, "peal: note: %s\n", n)
+	}
 	for _, w := range append(cfg.Warnings, warnings...) {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
 	}
 	rep := report.Build(report.Input{Events: events, Status: status, Now: e.now(), Alive: procs.Alive, LogLines: int(c.LogLines)})
 
+	format := c.Format
+	if format == "auto" {
+		format = "markdown"
+		if _, onTerminal := terminalWidth(e.stdout); onTerminal && c.Output == "" {
+			format = "text"
+		}
+	}
 	var out bytes.Buffer
-	switch c.Format {
+	switch format {
+	case "text":
+		err = report.Text(&out, rep)
 	case "json":
 		err = printJSON(&out, rep)
 	case "html":
@@ -69,7 +81,7 @@ func (c *ReportCmd) Run(e *env) error {
 		return failf("report: %v", err)
 	}
 	var md []byte // the Markdown summary, when it is what was asked for
-	if c.Format == "markdown" {
+	if format == "markdown" {
 		md = out.Bytes()
 	}
 	if err := c.stepSummary(e, rep, md, cfg.ReportStepSummary); err != nil {

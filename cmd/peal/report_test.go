@@ -109,7 +109,7 @@ func TestReportOfRecordedRuns(t *testing.T) {
 				tc.rules = map[string][]fakes.Outcome{"execute:2": {{WaitFile: gate}}, "execute:3": {{WriteFiles: map[string]string{gate: "go"}}}}
 			}
 			s.scenario(tc.rules)
-			env := s.env(append([]string{"PEAL_STET_PATH=/nonexistent", "PEAL_AGENT_LOG_DIR=" + filepath.Join(s.dir, "logs")}, tc.env...)...)
+			env := s.env(append([]string{"PEAL_AGENT_LOG_DIR=" + filepath.Join(s.dir, "logs")}, tc.env...)...)
 			if tc.stet {
 				stetDir := filepath.Join(s.dir, "stet")
 				os.MkdirAll(stetDir, 0o755)
@@ -470,7 +470,7 @@ func TestReportOutputs(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
 	s.scenario(map[string][]fakes.Outcome{})
-	env := s.env("PEAL_STET_PATH=/nonexistent")
+	env := s.env()
 	if r := s.peal(env, "run"); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}

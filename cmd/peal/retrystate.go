@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"peal/config"
@@ -30,12 +32,22 @@ func (f *configFlags) loadStore(e *env) (*config.Config, error) {
 	if err == nil {
 		err = cfg.ResolveStore()
 	}
+	if err == nil {
+		warn(e, cfg.Warnings)
+	}
 	return cfg, err
+}
+
+// warn prints warnings, a line each.
+func warn(e *env, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
+	}
 }
 
 // RetryStateShowCmd is `peal retry-state show`.
 type RetryStateShowCmd struct {
-	Ticket string `arg:"" help:"Ticket id, e.g. plan-2 or pt-te9b."`
+	Ticket string `arg:"" help:"Ticket id, e.g. planlinoj-2 (task 2 of a plan.md at the top of the repository; peal status shows each task's ticket) or pt-te9b."`
 	configFlags
 	JSON bool `name:"json" help:"Print the retry-state.json file as it is."`
 }
@@ -43,15 +55,30 @@ type RetryStateShowCmd struct {
 // Run prints the ticket's state.
 func (c *RetryStateShowCmd) Run(e *env) error {
 	if !state.ValidTicketID(c.Ticket) {
-		return failf("%s is not a ticket id (like plan-2 or pt-te9b)", config.Quote(c.Ticket))
+		return failf("%s is not a ticket id (like planlinoj-2 or pt-te9b: peal status shows each task's ticket)", config.Quote(c.Ticket))
 	}
 	cfg, err := c.loadStore(e)
 	if err != nil {
 		return failf("%v", err)
 	}
 	st, err := state.LoadRetryState(cfg.KnowledgeDir, c.Ticket)
+	for _, store := range cfg.NotedStores() {
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		// Started outside the folder of the run: its state folder is
+		// noted in the repository.
+		if st, err = state.LoadRetryState(store, c.Ticket); err == nil {
+			fmt.Fprintf(e.stderr, "peal: note: ticket %s is in the store %s, of a state folder the repository notes\n", c.Ticket, store)
+			cfg.KnowledgeDir = store
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return failf("no retry state for ticket %s in %s", c.Ticket, cfg.KnowledgeDir)
+		msg := fmt.Sprintf("no retry state for ticket %s in %s", c.Ticket, cfg.KnowledgeDir)
+		if ids := ticketsIn(cfg.KnowledgeDir); len(ids) > 0 {
+			msg += "; its tickets: " + strings.Join(ids, ", ")
+		}
+		return failf("%s (peal status shows each task's ticket)", msg)
 	}
 	if err != nil {
 		return failf("ticket %s: %v", c.Ticket, err)
@@ -64,6 +91,28 @@ func (c *RetryStateShowCmd) Run(e *env) error {
 	}
 	printRetryState(e.stdout, st, cfg)
 	return nil
+}
+
+// maxListed is how many tickets a message lists.
+const maxListed = 8
+
+// ticketsIn are the tickets of the store (the first maxListed, and how
+// many more there are).
+func ticketsIn(store string) []string {
+	entries, err := os.ReadDir(filepath.Join(store, "tickets"))
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && state.ValidTicketID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	if len(ids) > maxListed {
+		ids = append(ids[:maxListed], fmt.Sprintf("and %d more", len(ids)-maxListed))
+	}
+	return ids
 }
 
 func printRetryState(w io.Writer, st state.RetryState, cfg *config.Config) {
@@ -118,7 +167,7 @@ type RetryStateResetCmd struct {
 // Run renames the ticket's retry-state.json aside and prints the backup's name.
 func (c *RetryStateResetCmd) Run(e *env) error {
 	if !state.ValidTicketID(c.Ticket) {
-		return failf("%s is not a ticket id (like plan-2 or pt-te9b)", config.Quote(c.Ticket))
+		return failf("%s is not a ticket id (like planlinoj-2 or pt-te9b: peal status shows each task's ticket)", config.Quote(c.Ticket))
 	}
 	cfg, err := c.loadStore(e)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -63,6 +65,7 @@ func (c *RunCmd) Run(e *env) error {
 			cfg.FallbackPath = cfg.FallbackAgentCmd
 		}
 	}
+	width, onTerminal := terminalWidth(e.stderr)
 	stderr, opts := e.stderr, []runner.Option(nil)
 	if prog := progressFor(e.stderr, e.environ, c.NoProgress || c.DryRun); prog != nil {
 		// Log lines go through the display, which keeps them apart from the
@@ -70,13 +73,16 @@ func (c *RunCmd) Run(e *env) error {
 		defer prog.Close()
 		stderr, opts = prog, append(opts, runner.WithObserver(prog))
 	}
-	log, fileLog, closeLog, err := newLoggers(cfg, stderr, c.DryRun)
+	log, fileLog, closeLog, err := newLoggers(cfg, console{w: stderr, terminal: onTerminal, width: width}, c.DryRun)
 	if err != nil {
 		return failf("%v", err)
 	}
 	defer closeLog()
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
+	}
+	for _, n := range cfg.Notes {
+		log.Info(n)
 	}
 	if c.DryRun {
 		if err := runner.DryRun(cfg, log, e.stdout); err != nil {
@@ -118,14 +124,34 @@ func ending(ctx context.Context, cfg *config.Config, out runner.Outcome, err err
 		return failure(ctx, cfg, err)
 	}
 	if out.ExitCode == runner.ExitWithIssues {
-		checks := ""
-		if len(out.ChecksFailing) > 0 {
-			checks = fmt.Sprintf(", tasks whose checks failed %v; the final tree fails the checks %s", out.ChecksFailed, check.Quoted(out.ChecksFailing))
+		var issues []string
+		for _, c := range []struct {
+			what  string
+			tasks []int
+		}{{"failed", out.Failed}, {"left with findings", out.WithFindings}, {"deferred", out.Deferred}, {"skipped (retries used up)", out.Skipped},
+			{"whose checks still fail", out.ChecksFailed}} {
+			if len(c.tasks) > 0 {
+				issues = append(issues, taskList(c.tasks)+" "+c.what)
+			}
 		}
-		return out.ExitCode, fmt.Sprintf("finished with issues: failed tasks %v, tasks with remaining findings %v, deferred %v, skipped %v%s (summary: %s)",
-			out.Failed, out.WithFindings, out.Deferred, out.Skipped, checks, cfg.RunSummaryPath)
+		if len(out.ChecksFailing) > 0 {
+			issues = append(issues, "the final tree fails the checks "+check.Quoted(out.ChecksFailing))
+		}
+		return out.ExitCode, fmt.Sprintf("finished with issues: %s (summary: %s)", strings.Join(issues, "; "), cfg.RunSummaryPath)
 	}
 	return out.ExitCode, ""
+}
+
+// taskList names tasks for a person: "task 2", "tasks 2, 3".
+func taskList(tasks []int) string {
+	if len(tasks) == 1 {
+		return fmt.Sprintf("task %d", tasks[0])
+	}
+	parts := make([]string, len(tasks))
+	for i, t := range tasks {
+		parts[i] = strconv.Itoa(t)
+	}
+	return "tasks " + strings.Join(parts, ", ")
 }
 
 // failure maps a run error to its exit code and one-line message.
@@ -152,15 +178,36 @@ func failure(ctx context.Context, cfg *config.Config, err error) (int, string) {
 	return runner.ExitFailure, "error: " + err.Error()
 }
 
-// newLoggers builds the run's logger: text on stderr at log_level and, with
-// log_file, JSON lines appended to that file. The file gets every record,
-// debug included, whatever log_level says, as Peal's did: a quiet console
-// and a complete file for after the run. fileLog writes to the file only
-// (or nowhere), for records that stderr already shows as a plain line.
-// A dry run writes no file, the log file included.
-func newLoggers(cfg *config.Config, stderr io.Writer, dryRun bool) (log, fileLog *slog.Logger, closeFn func(), err error) {
-	level := slogLevel(cfg.LogLevel)
-	text := slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: roundDurations})
+// console is where the log of a run goes for the person or the program that
+// started it: stderr (or the progress display on it), whether it is a
+// terminal, and its width.
+type console struct {
+	w        io.Writer
+	terminal bool
+	width    func() int
+}
+
+// handler is the console's log handler at level, in the form log_format
+// names: on a terminal, auto is the human form.
+func (c console) handler(format string, level slog.Level) slog.Handler {
+	switch {
+	case format == "json":
+		return slog.NewJSONHandler(c.w, &slog.HandlerOptions{Level: level})
+	case format == "human" || format == "auto" && c.terminal:
+		return newHumanHandler(c.w, level, c.width)
+	}
+	return slog.NewTextHandler(c.w, &slog.HandlerOptions{Level: level, ReplaceAttr: roundDurations})
+}
+
+// newLoggers builds the run's logger: on stderr at log_level, in the form
+// of log_format, and, with log_file, JSON lines appended to that file. The
+// file gets every record, debug included, whatever log_level says, as
+// Peal's did: a quiet console and a complete file for after the run.
+// fileLog writes to the file only (or nowhere), for records that stderr
+// already shows as a plain line. A dry run writes no file, the log file
+// included.
+func newLoggers(cfg *config.Config, stderr console, dryRun bool) (log, fileLog *slog.Logger, closeFn func(), err error) {
+	text := stderr.handler(cfg.LogFormat, slogLevel(cfg.LogLevel))
 	if cfg.LogFile == "" || dryRun {
 		return slog.New(text), slog.New(slog.DiscardHandler), func() {}, nil
 	}

@@ -30,7 +30,7 @@ func TestSessionContinuesAfterKill(t *testing.T) {
 				"execute": {{WriteFiles: map[string]string{"status.txt": "broken\n"}}},
 				"address": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}, fix},
 			})
-			env := s.env("PEAL_STET_PATH=/nonexistent", "PEAL_AGENT_KIND="+kind, "PEAL_AGENT_CMD="+cli(t, s.dir, kind), "OPENAI_API_KEY=sk-test",
+			env := s.env("PEAL_AGENT_KIND="+kind, "PEAL_AGENT_CMD="+cli(t, s.dir, kind), "OPENAI_API_KEY=sk-test",
 				"PEAL_AGENT_SESSION=task", "PEAL_CHECK_COMMANDS="+reportCheck)
 			cmd := exec.Command(bins["peal"], "run")
 			cmd.Dir, cmd.Env = s.dir, env

@@ -77,7 +77,7 @@ printf '%s\n' '## Task 1' 'Do it.'
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newSandbox(t, tc.plan)
-			env := slices.DeleteFunc(s.env("PEAL_AGENT_CMD="+tc.agent(s), "PEAL_STET_PATH=/nonexistent"),
+			env := slices.DeleteFunc(s.env("PEAL_AGENT_CMD="+tc.agent(s)),
 				func(kv string) bool { return strings.HasPrefix(kv, "CURSOR_API_KEY=") })
 			r := s.peal(env, append([]string{"run"}, tc.args...)...)
 			if r.code != tc.code {

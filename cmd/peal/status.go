@@ -2,10 +2,14 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"peal/check"
+	"peal/internal/procs"
+	"peal/internal/safefs"
 	"peal/runner"
 	"peal/state"
 )
@@ -31,6 +35,9 @@ func (c *StatusCmd) Run(e *env) error {
 	report, warnings, err := runner.Status(cfg)
 	if err != nil {
 		return failf("%v", err)
+	}
+	for _, n := range cfg.Notes {
+		fmt.Fprintf(e.stderr, "peal: note: %s\n", n)
 	}
 	for _, w := range append(cfg.Warnings, warnings...) {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
@@ -62,17 +69,59 @@ func (c *StatusCmd) Run(e *env) error {
 	}
 	tw.Flush()
 	printWorktrees(e, report)
+	fmt.Fprintln(e.stdout)
+	last := "last run"
+	switch rec := lastRecordedRun(cfg.StateDir, cfg.PlanPath, cfg.RepoPath); {
+	case rec.running:
+		fmt.Fprintf(e.stdout, "now: a run is going on (pid %d, started at %s): `peal report` tells it so far\n", rec.start.PID, stamp(rec.start.Time))
+		last = "run before it"
+	case rec.start != nil && rec.end == nil:
+		fmt.Fprintf(e.stdout, "last run: started at %s, stopped without ending (killed, or the machine stopped) after %s; its completed tasks are saved, and `peal report` names the calls it cut off\n",
+			stamp(rec.start.Time), stamp(rec.last))
+		return nil
+	case rec.end != nil && rec.end.ExitCode != nil && *rec.end.ExitCode != 0 && *rec.end.ExitCode != 2:
+		// A run that failed hard writes no summary: its record says why.
+		fmt.Fprintf(e.stdout, "last run: exit %d at %s: %s\n", *rec.end.ExitCode, stamp(rec.end.Time), oneLine(rec.end.Message))
+		return nil
+	}
 	if s := report.LastRun; s != nil {
-		fmt.Fprintf(e.stdout, "\nlast run: exit %d at %s; completed %v (already before it %v), failed %v, with findings %v, deferred %v, skipped %v\n",
-			s.ExitCode, s.CompletedAt, s.TasksCompleted, s.TasksAlreadyCompleted, s.TasksFailed, s.TasksWithRemainingFindings, s.TasksDeferred, s.TasksSkipped)
+		fmt.Fprintf(e.stdout, "%s: exit %d at %s: %s\n", last, s.ExitCode, s.CompletedAt, lastRunText(s))
 		if u := s.Usage; u != nil {
-			fmt.Fprintf(e.stdout, "last run usage: %d input tokens, %d output tokens, $%.4f\n", u.InputTokens, u.OutputTokens, u.CostUSD)
+			fmt.Fprintf(e.stdout, "%s usage: %d input tokens, %d output tokens, $%.4f\n", last, u.InputTokens, u.OutputTokens, u.CostUSD)
 		}
-	} else {
-		fmt.Fprintln(e.stdout, "\nlast run: no run summary (no run yet, or the last one failed hard)")
+	} else if last == "last run" {
+		fmt.Fprintln(e.stdout, "last run: none recorded of this plan in this state folder")
 	}
 	return nil
 }
+
+// lastRecorded is what the run record of a state folder says of its run.
+type lastRecorded struct {
+	start, end *state.Event
+	last       time.Time // of its last line
+	running    bool      // no end, and its process is alive
+}
+
+// lastRecordedRun reads the run record of the state folder dir, when it is of a
+// run of the plan and repository.
+func lastRecordedRun(dir, plan, repo string) lastRecorded {
+	events, _, err := state.ReadRecord(filepath.Join(dir, state.RecordName))
+	if err != nil || len(events) == 0 || events[0].Ev != state.EvRunStart ||
+		!safefs.Same(events[0].PlanPath, plan) || !safefs.Same(events[0].RepoPath, repo) {
+		return lastRecorded{}
+	}
+	rec := lastRecorded{start: &events[0], last: events[len(events)-1].Time}
+	for i := range events {
+		if events[i].Ev == state.EvRunEnd {
+			rec.end = &events[i]
+		}
+	}
+	rec.running = rec.end == nil && rec.start.PID > 0 && procs.Alive(rec.start.PID)
+	return rec
+}
+
+// stamp is a time as status shows it.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // printWorktrees says what the worktrees of parallel blocks hold, where
 // the tasks of parallel blocks work, or worked in the last run, and what
@@ -121,4 +170,32 @@ func printWorktrees(e *env, report state.StatusReport) {
 			fmt.Fprintf(e.stdout, "  task %d: ran in a worktree and did not complete (last run)\n", t.Index)
 		}
 	}
+}
+
+// lastRunText says what the last run did, naming only what happened:
+// "tasks 1, 2 completed; task 3 failed", "task 3 completed (tasks 1, 2
+// before it)", "nothing to do (tasks 1, 2 completed before it)".
+func lastRunText(s *state.RunSummary) string {
+	var parts []string
+	for _, c := range []struct {
+		what  string
+		tasks []int
+	}{{"completed", s.TasksCompleted}, {"failed", s.TasksFailed}, {"left with findings", s.TasksWithRemainingFindings},
+		{"deferred", s.TasksDeferred}, {"skipped (retries used up)", s.TasksSkipped}, {"completed without review (on_stet_fail = skip)", s.TasksReviewSkipped},
+		{"whose checks still fail", s.TasksChecksFailed}} {
+		if len(c.tasks) > 0 {
+			parts = append(parts, taskList(c.tasks)+" "+c.what)
+		}
+	}
+	if len(s.ChecksFailing) > 0 {
+		parts = append(parts, "the final tree fails the checks "+check.Quoted(s.ChecksFailing))
+	}
+	text := strings.Join(parts, "; ")
+	if text == "" {
+		text = "nothing to do"
+	}
+	if before := s.TasksAlreadyCompleted; len(before) > 0 {
+		text += " (" + taskList(before) + " completed before it)"
+	}
+	return text
 }

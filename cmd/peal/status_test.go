@@ -1,18 +1,23 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"peal/config"
 	"peal/internal/fakes"
 	"peal/internal/testgit"
+	"peal/runner"
 	"peal/state"
 )
 
@@ -92,7 +97,76 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("last run %+v", report.LastRun)
 	}
 	r = s.peal(env, "status")
-	if r.code != 0 || !strings.Contains(r.stdout, "skipped") || !strings.Contains(r.stdout, "last run: exit 2") {
+	if r.code != 0 || !strings.Contains(r.stdout, "skipped") || !lastRunLine.MatchString(r.stdout) {
 		t.Fatalf("table: %s", r.stdout)
+	}
+}
+
+// lastRunLine is what status says of the last run of TestStatus (task 3
+// alone, deferred): what happened, no empty list.
+var lastRunLine = regexp.MustCompile(`\nlast run: exit 2 at \S+: task 3 deferred\n`)
+
+// TestSummariesNameWhatHappened: the line a run ends with and status's
+// last run name the tasks of each outcome there was, and no other.
+func TestSummariesNameWhatHappened(t *testing.T) {
+	t.Parallel()
+	s := &state.RunSummary{TasksCompleted: []int{3}, TasksAlreadyCompleted: []int{1, 2}, TasksFailed: []int{4, 5}}
+	if got, want := lastRunText(s), "task 3 completed; tasks 4, 5 failed (tasks 1, 2 completed before it)"; got != want {
+		t.Errorf("last run %q, want %q", got, want)
+	}
+	if got, want := lastRunText(&state.RunSummary{TasksAlreadyCompleted: []int{1}}), "nothing to do (task 1 completed before it)"; got != want {
+		t.Errorf("last run %q, want %q", got, want)
+	}
+	code, line := ending(context.Background(), &config.Config{RunSummaryPath: "/s/run_summary.json"},
+		runner.Outcome{ExitCode: runner.ExitWithIssues, Failed: []int{2}, Deferred: []int{4, 5}, ChecksFailing: []string{"go vet ./..."}}, nil)
+	if want := "finished with issues: task 2 failed; tasks 4, 5 deferred; the final tree fails the checks `go vet ./...` (summary: /s/run_summary.json)"; code != 2 || line != want {
+		t.Errorf("ending %d %q, want %q", code, line, want)
+	}
+}
+
+// TestStatusDuringARun: while a run goes on, status says so (and calls
+// the summary of the run before it by that name); once it was killed, that
+// it stopped without ending; after a run that failed hard, how it ended.
+func TestStatusDuringARun(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	env := s.env()
+	if r := s.peal(env, "run", "--task", "1"); r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+	}
+	ready := filepath.Join(s.agentDir, "ready") // where a confined call may write
+	if err := syscall.Mkfifo(ready, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{ready: "x"}, Hang: true}}})
+	cmd := exec.Command(bins["peal"], "run")
+	cmd.Dir, cmd.Env = s.dir, env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(ready); err != nil { // blocks until task 2's execute runs
+		t.Fatal(err)
+	}
+	r := s.peal(env, "status")
+	now := regexp.MustCompile(fmt.Sprintf("\nnow: a run is going on \\(pid %d, started at \\S+\\): `peal report` tells it so far\nrun before it: exit 0 at \\S+: task 1 completed\n$", cmd.Process.Pid))
+	if r.code != 0 || !now.MatchString(r.stdout) || strings.Contains(r.stdout, "no run summary") {
+		t.Fatalf("status during the run: exit %d\n%s", r.code, r.stdout)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	calls, _ := fakes.ReadCalls(s.agentDir)
+	starts := fakes.Starts(calls)
+	syscall.Kill(starts[len(starts)-1].PID, syscall.SIGKILL) // the orphaned agent
+	r = s.peal(env, "status")
+	if !regexp.MustCompile("\nlast run: started at \\S+, stopped without ending \\(killed, or the machine stopped\\) after \\S+; its completed tasks are saved, and `peal report` names the calls it cut off\n$").MatchString(r.stdout) {
+		t.Fatalf("status after the kill:\n%s", r.stdout)
+	}
+	s.scenario(map[string][]fakes.Outcome{"plan:2": {fail}})
+	if r := s.peal(env, "run"); r.code != 1 {
+		t.Fatalf("failing run: exit %d\n%s", r.code, r.stderr)
+	}
+	r = s.peal(env, "status")
+	if !regexp.MustCompile("\nlast run: exit 1 at \\S+: error: task 2: plan failed after 1 attempt: plan call exited with status 1: agent broke\n$").MatchString(r.stdout) {
+		t.Fatalf("status after a run that failed hard:\n%s", r.stdout)
 	}
 }

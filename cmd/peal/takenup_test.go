@@ -129,3 +129,43 @@ func uncommittedWork(t *testing.T, s *escapeSandbox, files map[string]string, st
 		}
 	}
 }
+
+// TestRefusedWorkNamesItsBranch: when the work tree refuses a confined
+// run's work (the person changed the same file meanwhile), the line the
+// run ends with names the branch that keeps the work, as it is named when
+// the run is over: the run's own branch is gone by then.
+func TestRefusedWorkNamesItsBranch(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nOne\n")
+	ready, gate := filepath.Join(s.agentDir, "ready"), filepath.Join(s.agentDir, "gate")
+	for _, f := range []string{ready, gate} {
+		if err := syscall.Mkfifo(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{ready: "x", "a.txt": "agent\n"}, WaitFile: gate}}})
+	cmd := exec.Command(bins["peal"], "run")
+	cmd.Dir, cmd.Env = s.dir, s.env("on")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(ready); err != nil { // the execute runs
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(s.repo, "a.txt"), []byte("mine\n"), 0o644)
+	os.WriteFile(gate, []byte("go"), 0o644)
+	err := cmd.Wait()
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	last := lines[len(lines)-1]
+	branches := strings.Fields(strings.ReplaceAll(s.git(nil, "branch", "--list", "peal-*"), "*", ""))
+	if err == nil || len(branches) != 1 || !strings.HasPrefix(branches[0], "peal-kept/") ||
+		!strings.HasSuffix(last, "; the run's work is kept on branch "+branches[0]) || strings.Contains(last, "/home:") {
+		t.Fatalf("%v; branches %q; last line %q", err, branches, last)
+	}
+	if got := fileIn(t, s.repo, "a.txt"); got != "mine\n" {
+		t.Fatalf("the work tree's own change is gone: %q", got)
+	}
+}

@@ -207,7 +207,7 @@ func (c *Cmd) Run(ctx context.Context) (string, error) {
 	}
 	if res.TimedOut || res.ExitCode != 0 {
 		return res.Stdout, &Error{Args: c.args, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit,
-			Stderr: tail(res.Stderr), Stdout: tail(res.Stdout), Line: phase.Explain(res)}
+			Stderr: tail(res.Stderr), Stdout: tail(res.Stdout), Line: explain(res)}
 	}
 	return res.Stdout, nil
 }
@@ -230,7 +230,7 @@ func (c *Cmd) runPlain(ctx context.Context) (string, error) {
 	switch {
 	case errors.As(err, &exit):
 		res := phase.Result{Stdout: stdout.String(), Stderr: stderr.String()}
-		return stdout.String(), &Error{Args: c.args, ExitCode: exit.ExitCode(), Stderr: tail(res.Stderr), Stdout: tail(res.Stdout), Line: phase.Explain(res)}
+		return stdout.String(), &Error{Args: c.args, ExitCode: exit.ExitCode(), Stderr: tail(res.Stderr), Stdout: tail(res.Stdout), Line: explain(res)}
 	case err != nil:
 		return "", &phase.StartError{Program: "git", Err: err}
 	}
@@ -277,6 +277,23 @@ func (e *Error) Error() string {
 func Exited(err error, code int) bool {
 	var e *Error
 	return errors.As(err, &e) && !e.TimedOut && e.ExitCode == code
+}
+
+// explain is the line that best explains how a git command failed: its
+// last line, and, when that is a fatal summary ("fatal: adding files
+// failed") after errors, the first error before it too, which names the
+// file or ref that failed ("error: open("data.bin"): Permission denied").
+func explain(res phase.Result) string {
+	last := phase.Explain(res)
+	if !strings.HasPrefix(last, "fatal:") {
+		return last
+	}
+	for _, l := range lines(res.Stderr) {
+		if strings.HasPrefix(l, "error:") && phase.Meaningful(l) {
+			return phase.Quote(l) + "; " + last
+		}
+	}
+	return last
 }
 
 // tailBytes is how much of each stream an Error keeps: enough for git's

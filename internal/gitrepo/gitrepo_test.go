@@ -304,3 +304,18 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("the worktree's status: %q", got)
 	}
 }
+
+// TestExplainNamesTheFile: a git command that stops on a fatal summary
+// after an error is explained by both: the error names the file.
+func TestExplainNamesTheFile(t *testing.T) {
+	t.Parallel()
+	for stderr, want := range map[string]string{
+		"error: open(\"secret\"): Permission denied\nerror: unable to index file 'secret'\nfatal: adding files failed\n": `error: open("secret"): Permission denied; fatal: adding files failed`,
+		"fatal: not a git repository (or any of the parent directories): .git\n":                                         "fatal: not a git repository (or any of the parent directories): .git",
+		"error: pathspec 'x' did not match any file(s) known to git\n":                                                   "error: pathspec 'x' did not match any file(s) known to git",
+	} {
+		if got := explain(phase.Result{Stderr: stderr}); got != want {
+			t.Errorf("%q: %q, want %q", stderr, got, want)
+		}
+	}
+}

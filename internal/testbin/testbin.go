@@ -237,3 +237,22 @@ func ListSafeDir(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// PathWithout is the list of folders path (as PATH holds them) without
+// those that hold a program named one of names: the environment of a run
+// that must not find, say, stet, whatever the machine has installed.
+func PathWithout(path string, names ...string) string {
+	var kept []string
+	for _, dir := range filepath.SplitList(path) {
+		found := false
+		for _, name := range names {
+			if info, err := os.Stat(filepath.Join(dir, name)); err == nil && !info.IsDir() {
+				found = true
+			}
+		}
+		if !found {
+			kept = append(kept, dir)
+		}
+	}
+	return strings.Join(kept, string(os.PathListSeparator))
+}

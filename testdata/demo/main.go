@@ -8,7 +8,9 @@
 // reports two findings: one dismissed by triage, one fixed in an address round.
 // Then `peal report` tells the run as the Markdown table CI shows.
 //
-// Run it from the repository root: go run ./testdata/demo
+// Run it from the repository root: go run ./testdata/demo; with -keep
+// (go run ./testdata/demo -keep) the scratch folder stays, and the demo
+// prints the peal status and peal report commands to try on it.
 package main
 
 import (
@@ -132,7 +134,17 @@ func run(keep bool) error {
 	step("git log of the scratch repository")
 	fmt.Print(out)
 	if keep {
-		step("kept the scratch folder: " + work)
+		// The run's state is found from the repository: these work from
+		// any folder, without --state-dir.
+		pealBin, err := keepCopy(bins["peal"], filepath.Join(work, "bin", "peal"))
+		if err != nil {
+			return err
+		}
+		step("kept the scratch folder " + work + "; look at the run with")
+		for _, cmd := range []string{"status", "report"} {
+			fmt.Printf("  %s %s --plan %s --repo %s\n", pealBin, cmd, plan, repo)
+		}
+		fmt.Printf("and remove it with\n  rm -rf %s\n", work)
 	}
 	return nil
 }
@@ -169,6 +181,23 @@ func writeScenarios(agentDir, stetDir string) error {
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
+
+// keepCopy copies the program at from to to (unless it is there already),
+// so that the kept folder holds the peal it names, whatever becomes of the
+// go command's cache.
+func keepCopy(from, to string) (string, error) {
+	if from == to {
+		return to, nil
+	}
+	data, err := os.ReadFile(from)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(to), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(to, data, 0o755)
+	}
+	return to, err
+}
 
 // moduleRoot finds the folder holding go.mod, from this file's place or the
 // working folder.
