@@ -25,6 +25,23 @@ func (r *run) confineCommand(spec *phase.Spec) {
 	spec.Confine = r.confined.ForCall(r.siteOf(spec.Dir).policy(), nil, spec.Env)
 }
 
+// confineHook confines one of the repository's hooks that peal's commit or
+// merge at spec's folder triggers (gitrepo.Hooks): as a check there, and
+// writing the folders of write too (the commit's message file). A hook may
+// run what a call wrote: a script of the tree (core.hooksPath = .husky),
+// a program in a cache a call may write (the pre-commit framework's
+// environments).
+func (r *run) confineHook(spec *phase.Spec, write []string) {
+	r.confineCommand(spec)
+	if spec.Confine != nil {
+		spec.Confine.Policy.Write = append(spec.Confine.Policy.Write, confine.Paths(keyMessage, write...)...)
+	}
+}
+
+// keyMessage names the folder of a commit's message file in a hook's
+// policy.
+const keyMessage = "the commit message peal's hooks may rewrite"
+
 // policy is what the confinement policy of a call needs of the site.
 func (at *site) policy() policy.Site {
 	return policy.Site{Tree: at.tree, Main: at.main, Linked: at.linked, Writable: at.writable}

@@ -66,7 +66,7 @@ func (r *run) homeMoved() {
 func (r *run) homeSite(t *worktree.Tree) *site {
 	caller := r.caller
 	caller.Dir = t.Dir
-	at := &site{caller: caller, tree: t.Path, main: r.main.tree, git: r.main.git.In(caller, t.Dir, false), commits: r.main.commits}
+	at := &site{caller: caller, tree: t.Path, main: r.main.tree, git: r.main.git.In(caller, t.Path, t.Dir, false), commits: r.main.commits}
 	at.reviewer = r.main.reviewer.Moved(caller, at.git, r.agents.At(r.callSite(at)), r.trees.Lock())
 	return at
 }

@@ -157,7 +157,7 @@ func (r *run) worktreeSite(tt *worktree.Tree) *site {
 	if r.caller.Observer != nil {
 		caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.Path) + " on " + tt.Branch}
 	}
-	at := &site{caller: caller, git: r.main.git.In(caller, tt.Dir, r.trees.Sparse()), commits: true,
+	at := &site{caller: caller, git: r.main.git.In(caller, tt.Path, tt.Dir, r.trees.Sparse()), commits: true,
 		tree: tt.Path, main: r.main.tree, linked: r.linkedPaths()}
 	r.guard.Add(tt.Path, tt.Dir)
 	at.reviewer = r.main.reviewer.InWorkTree(caller, at.git, r.agents.At(r.callSite(at)), tt.Review, r.trees.Lock())

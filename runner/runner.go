@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"peal/plan"
 	"strings"
 	"time"
@@ -122,6 +123,9 @@ type run struct {
 	confined   *policy.Rules
 	confineErr error
 	guard      *gitrepo.Watch
+	// gitNoted: the repository's git data is pinned and, confined, the
+	// guard made (noteGit).
+	gitNoted bool
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store
@@ -212,6 +216,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	}
 	git := gitrepo.New(r.caller, log, r.caller.Limits.Timeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
 	git.Guard(guardOf{r})
+	git.RunHooks(gitrepo.Hooks{Confine: r.confineHook, Temp: filepath.Join(cfg.StateDir, "tmp")})
 	r.main = &site{caller: r.caller, git: git, tree: git.Top()}
 	r.main.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: r.agents.At(r.callSite(r.main)), Caller: r.caller, Git: git,
 		LookPath: s.lookPath, Checks: r.chk.make(), Guard: guardOf{r}.Check})
@@ -297,11 +302,8 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		log.Log(ctx, n.Level, n.Msg, n.Args...)
 	}
 	r.trees.Sweep(ctx, r.store.Completed)
-	if r.confined != nil {
-		// Noted before any agent call: what git and stet will run.
-		if r.guard, err = gitrepo.NewWatch(ctx, r.main.git); err != nil {
-			return Outcome{}, fmt.Errorf("noting the repository's hooks and git configuration before the run: %w", err)
-		}
+	if err := r.noteGit(ctx); err != nil {
+		return Outcome{}, err
 	}
 	if len(cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
 		// A path that cannot be linked stops the run before its first
@@ -353,6 +355,27 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		return out, &phase.InterruptedError{Phase: "post-run", Cause: context.Cause(ctx)}
 	}
 	return out, nil
+}
+
+// noteGit notes, once, before any agent call: where the repository's git
+// data is, so that no git of peal's (nor stet's) looks for it in a tree a
+// call may write (gitrepo.Repo.Pin); and, confined, what git and stet will
+// run (the hooks and the configuration, gitrepo.Watch).
+func (r *run) noteGit(ctx context.Context) error {
+	if r.gitNoted {
+		return nil
+	}
+	if err := r.main.git.Pin(ctx); err != nil {
+		return fmt.Errorf("finding the repository's git folder: %w", err)
+	}
+	if r.confined != nil {
+		var err error
+		if r.guard, err = gitrepo.NewWatch(ctx, r.main.git); err != nil {
+			return fmt.Errorf("noting the repository's hooks and git configuration before the run: %w", err)
+		}
+	}
+	r.gitNoted = true
+	return nil
 }
 
 // callScope is the call-id scope of runs on a state folder: a short hash of
@@ -441,6 +464,9 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 func (r *run) loadPlan(ctx context.Context, tasks []plan.Task, text string) ([]plan.Task, error) {
 	var err error
 	if len(tasks) == 0 {
+		if err := r.noteGit(ctx); err != nil {
+			return nil, err
+		}
 		if tasks, err = r.normalize(ctx, text); err != nil {
 			return nil, err
 		}

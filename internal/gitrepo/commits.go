@@ -149,8 +149,21 @@ func (g *Repo) CommitMessage(ctx context.Context, msg string) (committed bool, e
 	} else if !Exited(err, 1) {
 		return false, err
 	}
-	if _, err := g.Command("commit", "-m", msg).Run(ctx); err != nil {
-		return false, fmt.Errorf("%w (check git user.name/user.email and hooks in the repo)", err)
+	hooked, err := g.hasHooks(ctx, "pre-commit", "prepare-commit-msg", "commit-msg", "post-commit")
+	if err != nil {
+		return false, err
+	}
+	if hooked {
+		err = g.commitHooked(ctx, msg, "message")
+	} else {
+		_, err = g.Command("commit", "-q", "-m", msg).Run(ctx)
+	}
+	var refused *HookError
+	if errors.As(err, &refused) {
+		return false, err
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w (check git user.name/user.email in the repo)", err)
 	}
 	return true, nil
 }

@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"peal/internal/safefs"
 	"peal/phase"
 )
 
@@ -39,11 +41,14 @@ type Repo struct {
 	// peal (the fake stet, the demo) and for test set-ups.
 	plain bool
 	env   []string // added to a plain command's environment
-	// pin names the git folder and work tree of a linked worktree in
-	// every command's environment (GIT_DIR, GIT_WORK_TREE), so that git
-	// never reads them from the worktree's .git file, which an agent can
-	// rewrite there.
-	pin []string
+	// where is the work tree's git data, resolved once (pin.go) and named
+	// in every command's environment, so that git never looks for it in
+	// the tree, where an agent may write a .git of its own.
+	pinMu sync.Mutex
+	where *folders
+	// hooks runs the repository's hooks that its commits and merges
+	// trigger (hooks.go): git itself runs none of peal's.
+	hooks Hooks
 	// guard, when set, is asked before every command (see Guard).
 	guard Guard
 	// ident, when set, is the identity of its commits (GIT_AUTHOR_*,
@@ -98,32 +103,32 @@ func Plain(dir string, env ...string) *Repo {
 	return &Repo{log: slog.New(slog.DiscardHandler), dir: dir, top: dir, plain: true, env: env}
 }
 
-// In is the git of the same run in dir, a task's folder in its worktree
-// (sparse: a sparse checkout), its commands calls of caller. peal's folders
-// are left out of its commits as they are of the work tree's. It reads now,
-// before any agent call, where the worktree's git folder is, and names it
-// in every command.
-func (g *Repo) In(caller phase.Caller, dir string, sparse bool) *Repo {
+// In is the git of the same run in the worktree at top, working in dir, a
+// task's folder there (sparse: a sparse checkout), its commands calls of
+// caller. peal's folders are left out of its commits as they are of the
+// work tree's, and its hooks run as the work tree's do. When g is
+// resolved (Pin), the worktree's git folder is found now in the
+// repository's records of its worktrees, never in the worktree's .git
+// file, which an agent can rewrite there; it is named in every command.
+func (g *Repo) In(caller phase.Caller, top, dir string, sparse bool) *Repo {
 	own := make([]string, len(g.own))
 	for i, rel := range g.own {
 		own[i] = filepath.Join(g.top, rel)
 	}
 	w := New(caller, g.log, g.timeout, dir, own...)
-	w.sparse, w.guard, w.ident = sparse, g.guard, g.ident
-	if link, err := os.ReadFile(filepath.Join(w.top, ".git")); err == nil && len(link) < 4096 {
-		if gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(link)), "gitdir: "); ok {
-			if !filepath.IsAbs(gitdir) {
-				gitdir = filepath.Join(w.top, gitdir)
-			}
-			w.pin = []string{"GIT_DIR=" + filepath.Clean(gitdir), "GIT_WORK_TREE=" + w.top}
-		}
+	w.top = filepath.Clean(top)
+	w.sparse, w.guard, w.ident, w.hooks = sparse, g.guard, g.ident, g.hooks
+	g.pinMu.Lock()
+	if g.where != nil {
+		w.where = derive(g.where, w.top)
 	}
+	g.pinMu.Unlock()
 	return w
 }
 
-// At is the git of the worktree at dir, its commands calls of the same
-// caller (see In).
-func (g *Repo) At(dir string) *Repo { return g.In(g.caller, dir, false) }
+// At is the git of the worktree at top, working there, its commands calls
+// of the same caller (see In).
+func (g *Repo) At(top string) *Repo { return g.In(g.caller, top, top, false) }
 
 // Dir is where its commands run.
 func (g *Repo) Dir() string { return g.dir }
@@ -164,6 +169,9 @@ type Cmd struct {
 	out   io.Writer
 	env   []string
 	dir   string
+	// unpinned: the command that resolves the Repo's folders, run as git
+	// finds them, its hooks' folder as configured.
+	unpinned bool
 }
 
 // Command starts building `git args...`, run in the Repo's folder.
@@ -196,9 +204,25 @@ func (c *Cmd) Run(ctx context.Context) (string, error) {
 	if c.g.plain {
 		return c.runPlain(ctx)
 	}
-	spec := c.g.caller.Command("git", append([]string{"git"}, c.args...), c.g.timeout)
+	argv := append([]string{"git"}, c.args...)
+	var pin []string
+	if !c.unpinned {
+		f, err := c.g.resolve(ctx)
+		if err != nil {
+			return "", err
+		}
+		// A command run in a folder outside the work tree is about
+		// another repository: git finds it there.
+		if safefs.Within(c.dir, c.g.top) || safefs.Within(c.dir, f.top) {
+			pin = f.env()
+		}
+		// git runs no hook of peal's commands: peal runs those its
+		// commits and merges trigger itself, confined (hooks.go).
+		argv = append([]string{"git", "-c", "core.hooksPath=" + os.DevNull}, c.args...)
+	}
+	spec := c.g.caller.Command("git", argv, c.g.timeout)
 	spec.Dir = c.dir
-	spec.Env = append(append(append(slices.Clone(spec.Env), c.g.pin...), c.g.ident...), c.env...)
+	spec.Env = append(append(append(slices.Clone(spec.Env), pin...), c.g.ident...), c.env...)
 	spec.Stdin = c.stdin
 	spec.StdoutSink = c.out
 	res, err := phase.Run(ctx, spec)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"peal/internal/safefs"
@@ -53,15 +52,11 @@ const maxNoted = 4 << 20
 // user's and system's git configuration.
 func NewWatch(ctx context.Context, git *Repo) (*Watch, error) {
 	g := &Watch{noted: map[string][32]byte{}}
-	out, err := git.Command("rev-parse", "--path-format=absolute", "--git-path", "hooks", "--git-common-dir").Run(ctx)
+	f, err := git.resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lines := strings.Fields(strings.TrimSpace(out))
-	if len(lines) != 2 {
-		return nil, fmt.Errorf("git rev-parse said %q: want the hooks folder and the git folder", out)
-	}
-	hooks, common := lines[0], lines[1]
+	hooks, common := f.hooks, f.common
 	var files []string
 	if entries, err := os.ReadDir(hooks); err == nil {
 		for _, e := range entries {

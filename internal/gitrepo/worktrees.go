@@ -18,7 +18,7 @@ func (g *Repo) AddWorktree(ctx context.Context, path, branch, base string) error
 // Populate checks out the files of the worktree at path from its index's
 // commit (HEAD), touching only that worktree.
 func (g *Repo) Populate(ctx context.Context, path string) error {
-	_, err := g.Command("read-tree", "--reset", "-u", "HEAD").Dir(path).Run(ctx)
+	_, err := g.At(path).Command("read-tree", "--reset", "-u", "HEAD").Run(ctx)
 	return err
 }
 
@@ -59,7 +59,7 @@ func (g *Repo) Worktrees(ctx context.Context) ([]string, error) {
 // gives it). The folders go on standard input, so that no name is read as
 // an option.
 func (g *Repo) SetSparse(ctx context.Context, path string, folders []string) error {
-	_, err := g.Command("sparse-checkout", "set", "--cone", "--sparse-index", "--stdin").Dir(path).
+	_, err := g.At(path).Command("sparse-checkout", "set", "--cone", "--sparse-index", "--stdin").
 		Stdin([]byte(strings.Join(folders, "\n") + "\n")).Run(ctx)
 	if err == nil && g.guard != nil {
 		g.guard.Accept() // git turned the worktrees' own configuration on
@@ -159,16 +159,35 @@ func (g *Repo) SetBranch(ctx context.Context, branch, rev string) error {
 
 // Merge merges branch into the work tree with a merge commit of message
 // msg, or, with ffOnly, moves the work tree's branch forward to it (and
-// fails when it cannot); its hooks are honoured. A merge that fails is an
-// *Error whose output says why; it may be left in progress (see
-// MergeInProgress).
+// fails when it cannot); the repository's hooks run as for any merge (see
+// hooks.go). It never overwrites a file the work tree ignores: a merge
+// that would is refused by git. A merge that fails is an *Error whose
+// output says why (a *HookError when a hook refused it); it may be left in
+// progress (see MergeInProgress).
 func (g *Repo) Merge(ctx context.Context, branch, msg string, ffOnly bool) error {
-	args := []string{"merge", "--no-ff", "--no-edit", "-m", msg, branch}
 	if ffOnly {
-		args = []string{"merge", "-q", "--ff-only", branch}
+		if _, err := g.Command("merge", "-q", "--ff-only", "--no-overwrite-ignore", branch).Run(ctx); err != nil {
+			return err
+		}
+		g.afterHook(ctx, "post-merge", "0")
+		return nil
 	}
-	_, err := g.Command(args...).Run(ctx)
-	return err
+	hooked, err := g.hasHooks(ctx, "pre-merge-commit", "prepare-commit-msg", "commit-msg")
+	if err != nil {
+		return err
+	}
+	if !hooked {
+		if _, err := g.Command("merge", "-q", "--no-ff", "--no-edit", "--no-overwrite-ignore", "-m", msg, branch).Run(ctx); err != nil {
+			return err
+		}
+		g.afterHook(ctx, "post-merge", "0")
+		return nil
+	}
+	// Stopped before its commit, so that the hooks run first.
+	if _, err := g.Command("merge", "-q", "--no-ff", "--no-commit", "--no-overwrite-ignore", branch).Run(ctx); err != nil {
+		return err
+	}
+	return g.commitHooked(ctx, msg, "merge")
 }
 
 // Unmerged are the files a merge in progress left in conflict.
