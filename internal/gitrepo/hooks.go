@@ -1,9 +1,11 @@
 package gitrepo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -78,23 +80,107 @@ func (g *Repo) hasHooks(ctx context.Context, names ...string) (bool, error) {
 	return false, nil
 }
 
+// hookRoom is where the hooks of one commit or merge may write beyond
+// their work tree: a folder of their own in Hooks.Temp, holding the
+// commit's message (prepare-commit-msg and commit-msg may rewrite it, some
+// through a file they rename over it) and a copy of the work tree's index
+// (a hook's git add, or the git write-tree of the pre-commit framework,
+// writes the index through a lock file beside it: the work tree's own lies
+// in its git folder, beside its configuration, which no hook may write).
+// What a hook staged in the copy is the work tree's once it ends.
+type hookRoom struct {
+	g      *Repo
+	f      *folders
+	dir    string
+	msg    string // the message file
+	index  string // the copy of the index
+	before []byte // the index as it was copied
+}
+
+// room makes the hooks' room of a commit or merge whose message is msg.
+func (g *Repo) room(ctx context.Context, msg string) (*hookRoom, error) {
+	f, err := g.resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	root := g.hooks.Temp
+	if root != "" {
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp(root, "hooks-")
+	if err != nil {
+		return nil, err
+	}
+	h := &hookRoom{g: g, f: f, dir: dir, msg: filepath.Join(dir, "COMMIT_EDITMSG"), index: filepath.Join(dir, "index")}
+	if err := os.WriteFile(h.msg, []byte(msg+"\n"), 0o644); err != nil {
+		h.close()
+		return nil, err
+	}
+	if h.before, err = os.ReadFile(filepath.Join(f.gitDir, "index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.close()
+		return nil, err
+	}
+	if err := os.WriteFile(h.index, h.before, 0o644); err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// close removes the room.
+func (h *hookRoom) close() { os.RemoveAll(h.dir) }
+
+// write are the folders a hook of the room may write beyond its work tree:
+// the room, and the git data a commit's own git writes that holds nothing
+// git runs (objects, refs, logs); never the hooks, the configuration or
+// info.
+func (h *hookRoom) write() []string {
+	return []string{h.dir, filepath.Join(h.f.common, "objects"), filepath.Join(h.f.common, "refs"), filepath.Join(h.f.common, "logs")}
+}
+
+// back makes what the hook staged in the copy of the index the work
+// tree's: the copy is written beside the work tree's index and renamed
+// over it, as git writes an index.
+func (h *hookRoom) back() error {
+	now, err := os.ReadFile(h.index)
+	if err != nil || bytes.Equal(now, h.before) {
+		return nil // a hook that removed the copy staged nothing
+	}
+	real := filepath.Join(h.f.gitDir, "index")
+	tmp := real + ".peal-hook"
+	if err := os.WriteFile(tmp, now, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, real); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	h.before = now
+	return nil
+}
+
 // hook runs the hook name with args as git would (at the top of the work
 // tree, with GIT_DIR, GIT_INDEX_FILE and GIT_EDITOR set), confined by the
-// run; write are folders it may write besides. A hook that is not there is
-// no error; one that exits non-zero, or outlasts the timeout, is a
+// run, with the room's index and folders. A hook that is not there is no
+// error; one that exits non-zero, or outlasts the timeout, is a
 // *HookError.
-func (g *Repo) hook(ctx context.Context, name string, write []string, args ...string) error {
+func (h *hookRoom) hook(ctx context.Context, name string, args ...string) error {
+	g := h.g
 	path, err := g.hookPath(ctx, name)
 	if err != nil || path == "" {
 		return err
 	}
-	f, _ := g.resolve(ctx)
 	spec := g.caller.Command("hook", append([]string{path}, args...), g.timeout)
 	spec.Dir = g.top
-	spec.Env = append(append([]string{}, spec.Env...), "GIT_DIR="+f.gitDir, "GIT_INDEX_FILE="+filepath.Join(f.gitDir, "index"), "GIT_EDITOR=:", "GIT_PREFIX=")
+	spec.Env = append(append([]string{}, spec.Env...), "GIT_DIR="+h.f.gitDir, "GIT_INDEX_FILE="+h.index, "GIT_EDITOR=:", "GIT_PREFIX=")
+	if h.f.common != h.f.gitDir {
+		spec.Env = append(spec.Env, "GIT_COMMON_DIR="+h.f.common)
+	}
 	spec.Env = append(spec.Env, g.ident...)
 	if g.hooks.Confine != nil {
-		g.hooks.Confine(&spec, write)
+		g.hooks.Confine(&spec, h.write())
 	}
 	g.log.Info("running the repository's hook", "hook", name, "dir", g.top)
 	res, err := phase.Run(ctx, spec)
@@ -108,38 +194,26 @@ func (g *Repo) hook(ctx context.Context, name string, write []string, args ...st
 		}
 		return &HookError{Hook: name, Path: path, Err: err}
 	}
+	if err := h.back(); err != nil {
+		return fmt.Errorf("taking what the %s hook staged into the index: %w", name, err)
+	}
 	return nil
 }
 
 // afterHook runs a hook whose exit status git ignores (post-commit,
 // post-merge): a failure is a warning.
 func (g *Repo) afterHook(ctx context.Context, name string, args ...string) {
-	if err := g.hook(ctx, name, nil, args...); err != nil {
+	if p, err := g.hookPath(ctx, name); err != nil || p == "" {
+		return
+	}
+	h, err := g.room(ctx, "")
+	if err == nil {
+		defer h.close()
+		err = h.hook(ctx, name, args...)
+	}
+	if err != nil {
 		g.log.Warn("the repository's "+name+" hook failed (git would ignore it too)", "err", err)
 	}
-}
-
-// messageFile makes a folder of its own in the hooks' temporary folder
-// holding msg as COMMIT_EDITMSG (prepare-commit-msg and commit-msg may
-// rewrite it, some through a file they rename over it), and returns the
-// file and a function that removes the folder.
-func (g *Repo) messageFile(msg string) (file string, done func(), err error) {
-	root := g.hooks.Temp
-	if root != "" {
-		if err := os.MkdirAll(root, 0o700); err != nil {
-			return "", nil, err
-		}
-	}
-	dir, err := os.MkdirTemp(root, "commit-msg-")
-	if err != nil {
-		return "", nil, err
-	}
-	file = filepath.Join(dir, "COMMIT_EDITMSG")
-	if err := os.WriteFile(file, []byte(msg+"\n"), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, err
-	}
-	return file, func() { os.RemoveAll(dir) }, nil
 }
 
 // commitHooked concludes a commit (or a merge stopped before its commit:
@@ -152,30 +226,32 @@ func (g *Repo) commitHooked(ctx context.Context, msg, source string) error {
 	if source == "merge" {
 		before = "pre-merge-commit"
 	}
-	if err := g.hook(ctx, before, nil); err != nil {
-		return err
-	}
-	file, done, err := g.messageFile(msg)
+	h, err := g.room(ctx, msg)
 	if err != nil {
-		return fmt.Errorf("writing the commit message for the repository's hooks: %w", err)
+		return fmt.Errorf("preparing the repository's hooks: %w", err)
 	}
-	defer done()
-	write := []string{filepath.Dir(file)}
-	if err := g.hook(ctx, "prepare-commit-msg", write, file, source); err != nil {
+	defer h.close()
+	if err := h.hook(ctx, before); err != nil {
 		return err
 	}
-	if err := g.hook(ctx, "commit-msg", write, file); err != nil {
+	if err := h.hook(ctx, "prepare-commit-msg", h.msg, source); err != nil {
+		return err
+	}
+	if err := h.hook(ctx, "commit-msg", h.msg); err != nil {
 		return err
 	}
 	// git's cleanup of a message given with -m: blank lines and trailing
 	// space, comments kept.
-	if _, err := g.Command("commit", "-q", "--cleanup=whitespace", "-F", file).Run(ctx); err != nil {
+	if _, err := g.Command("commit", "-q", "--cleanup=whitespace", "-F", h.msg).Run(ctx); err != nil {
 		return err
 	}
+	after := "post-commit"
 	if source == "merge" {
-		g.afterHook(ctx, "post-merge", "0")
-	} else {
-		g.afterHook(ctx, "post-commit")
+		after = "post-merge"
+	}
+	args := map[string][]string{"post-merge": {"0"}}[after]
+	if err := h.hook(ctx, after, args...); err != nil {
+		g.log.Warn("the repository's "+after+" hook failed (git would ignore it too)", "err", err)
 	}
 	return nil
 }
