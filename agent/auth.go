@@ -45,8 +45,11 @@ const StatusTimeout = 30 * time.Second
 
 // CheckAuth tells whether the CLI at path can authenticate: one of the
 // kind's credential variables is set in env (the environment its calls
-// get), or its status command reports a session.
-func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string) AuthStatus {
+// get), or its status command reports a session. prepare, when set,
+// readies the status command's Spec before it starts: a run confines it as
+// one of the kind's calls, since it runs the CLI, whose own folders (its
+// settings, its hooks, its installed versions) a confined call may write.
+func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string, prepare func(*phase.Spec)) AuthStatus {
 	a := k.Auth
 	for _, name := range a.Env {
 		if v := lookup(env, name); v != "" {
@@ -60,7 +63,11 @@ func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string) Au
 		return AuthStatus{Detail: fmt.Sprintf("none of %s is set, and the %s CLI cannot say whether it has a session", strings.Join(a.Env, ", "), k.Name)}
 	}
 	argv := append([]string{path}, a.Status...)
-	res, err := phase.Run(ctx, phase.Spec{Phase: "auth", Argv: argv, Dir: dir, Env: env, Timeout: StatusTimeout, KillGrace: time.Second})
+	spec := phase.Spec{Phase: "auth", Argv: argv, Dir: dir, Env: env, Timeout: StatusTimeout, KillGrace: time.Second}
+	if prepare != nil {
+		prepare(&spec)
+	}
+	res, err := phase.Run(ctx, spec)
 	shown := strings.Join(append([]string{k.DefaultCmd}, a.Status...), " ")
 	switch {
 	case err != nil:

@@ -88,7 +88,7 @@ func (b *bench) agents(env ...string) (*Agents, Site) {
 		Env: []string{fakes.AgentDirEnv + "=" + b.agentDir, "ANTHROPIC_API_KEY=sk-test"}}
 	a := New(Options{Config: cfg, Log: slog.New(slog.DiscardHandler), Env: caller.Env, Recorder: b.rec,
 		Sleep: func(context.Context, time.Duration) error { return nil },
-		Prober: func(context.Context, *agent.Kind, string, string, []string) agent.AuthStatus {
+		Prober: func(context.Context, *agent.Kind, string, string, []string, func(*phase.Spec)) agent.AuthStatus {
 			return agent.AuthStatus{OK: true}
 		}})
 	return a, Site{Caller: caller}

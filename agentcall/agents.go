@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -44,8 +45,9 @@ type Options struct {
 	// TaskEnv are the variables a call of the task gets (its ticket).
 	TaskEnv func(task int) []string
 	// Prober tells whether an agent can authenticate (nil: the kind's own
-	// check, Kind.CheckAuth).
-	Prober func(ctx context.Context, k *agent.Kind, path, dir string, env []string) agent.AuthStatus
+	// check, Kind.CheckAuth); prepare confines its command as a call of
+	// the kind at the site of the first call.
+	Prober func(ctx context.Context, k *agent.Kind, path, dir string, env []string, prepare func(*phase.Spec)) agent.AuthStatus
 	// CallStart, when set, runs at the start of every call (tests make a
 	// call panic with it).
 	CallStart func(name string, task int)
@@ -135,8 +137,8 @@ func New(o Options) *Agents {
 		o.Model = func(int, string) (string, string) { return cfg.Model, "model" }
 	}
 	if o.Prober == nil {
-		o.Prober = func(ctx context.Context, k *agent.Kind, path, dir string, env []string) agent.AuthStatus {
-			return k.CheckAuth(ctx, path, dir, env)
+		o.Prober = func(ctx context.Context, k *agent.Kind, path, dir string, env []string, prepare func(*phase.Spec)) agent.AuthStatus {
+			return k.CheckAuth(ctx, path, dir, env, prepare)
 		}
 	}
 	a := &Agents{opts: o, cfg: cfg, log: o.Log, perTask: map[int]agent.Usage{}}
@@ -214,15 +216,30 @@ func (a *Agents) Request(dir, role, name, model, prompt string) agent.Call {
 
 // CheckAuth makes sure, once, before the first agent call, that every agent
 // of the run whose CLI would otherwise wait or retry without credentials
-// can authenticate.
-func (a *Agents) CheckAuth(ctx context.Context) error {
+// can authenticate. Its status command runs the CLI, at the site at (the
+// first call's), confined as a call of its kind there.
+func (a *Agents) CheckAuth(ctx context.Context, at Site) error {
 	a.authOnce.Do(func() {
-		env := append(os.Environ(), a.opts.Env...)
 		for _, s := range a.sides() {
 			if !s.kind.Auth.BeforeRun {
 				continue
 			}
-			st := a.opts.Prober(ctx, s.kind, s.path, a.cfg.RepoPath, env)
+			env := append(os.Environ(), a.opts.Env...)
+			prepare := func(spec *phase.Spec) {
+				spec.TempRoot = filepath.Join(a.cfg.StateDir, "tmp")
+				if at.Confine == nil {
+					return
+				}
+				// Confined, it inherits the allowed part of peal's
+				// environment: it is given only what peal adds.
+				spec.Env = a.opts.Env
+				spec.Confine = at.Confine(s.kind, spec.Env)
+			}
+			dir := at.Caller.Dir
+			if dir == "" {
+				dir = a.cfg.RepoPath
+			}
+			st := a.opts.Prober(ctx, s.kind, s.path, dir, env, prepare)
 			if st.OK {
 				a.log.Debug("agent can authenticate", "kind", s.kind.Name, "role", s.role, "how", st.Detail)
 				continue

@@ -36,7 +36,7 @@ func (a *Agents) Call(ctx context.Context, at Site, name string, task, attempts 
 	if err := a.costErr(); err != nil {
 		return phase.Result{Phase: name}, err
 	}
-	if err := a.CheckAuth(ctx); err != nil {
+	if err := a.CheckAuth(ctx, at); err != nil {
 		return phase.Result{Phase: name}, err
 	}
 	c, err := a.newCall(ctx, at, name, task, failure, prompt)

@@ -91,6 +91,7 @@ type Config struct {
 	StetDismissPatterns        []DismissPattern `key:"stet_dismiss_patterns" flag:"-" help:"Findings to dismiss when LLM triage is disabled"`
 	PostRunCommands            []string         `key:"post_run_commands" kind:"commands" help:"Commands run in the repo after a run that did not fail hard (comma separated)"`
 	PostRunTimeoutSec          *uint64          `key:"post_run_timeout_sec" help:"Timeout of each post-run command (unset: phase_timeout_sec)"`
+	PostRunConfined            bool             `key:"post_run_confined" default:"true" help:"Confine post_run_commands as checks in the work tree (false: they get peal's whole environment and may write anything, and run what a task wrote there with it)"`
 	NormalizePlan              bool             `key:"normalize_plan" flag:"normalize" default:"false" help:"Let the agent convert a plan without task headings"`
 	NormalizeRetryCount        uint32           `key:"normalize_retry_count" default:"0" help:"Retries of the normalize call"`
 	NormalizePromptPath        string           `key:"normalize_prompt_path" flag:"-" kind:"path" help:"File replacing the built-in normalize prompt ({{DOC}} is the document)"`

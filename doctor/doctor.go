@@ -51,6 +51,11 @@ func Check(ctx context.Context, cfg *config.Config, env []string) []Line {
 	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
 		dir = ""
 	}
+	// The probes run the agent CLI, whose own folders a confined call may
+	// write: they are confined as its calls are, in the repository (or a
+	// folder of their own).
+	confined, cerr := probes(cfg, dir)
+	defer confined.close()
 	for _, w := range wants {
 		k, err := agent.Lookup(w.kind)
 		if err != nil {
@@ -64,8 +69,13 @@ func Check(ctx context.Context, cfg *config.Config, env []string) []Line {
 			continue
 		}
 		lines = append(lines, Line{name + " binary", OK, path})
-		lines = append(lines, version(ctx, name, k, path, dir, env))
-		st := k.CheckAuth(ctx, path, dir, env)
+		if cerr != nil {
+			lines = append(lines, Line{name + " version and login", Fail, "not checked: the confinement cannot be set up: " + cerr.Error()})
+			continue
+		}
+		prepare := confined.prepare(k)
+		lines = append(lines, version(ctx, name, k, path, dir, env, prepare))
+		st := k.CheckAuth(ctx, path, dir, env, prepare)
 		switch {
 		case st.OK:
 			lines = append(lines, Line{name + " login", OK, st.Detail})
@@ -98,10 +108,60 @@ func confinementLines(cfg *config.Config) []Line {
 	return out
 }
 
-// version runs the CLI's version command.
-func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string) Line {
-	res, err := phase.Run(ctx, phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
-		Timeout: agent.StatusTimeout, KillGrace: time.Second})
+// probeRules confine doctor's probes of the agent CLIs as a run confines
+// its calls of their kinds.
+type probeRules struct {
+	rules *policy.Rules // nil: confine = off
+	tree  string        // the site's tree: the repository, or tmp
+	tmp   string        // the probes' temporary folders
+}
+
+// probes are the rules of doctor's probes under cfg, at dir (the
+// repository; "" when there is none).
+func probes(cfg *config.Config, dir string) (*probeRules, error) {
+	rules, err := policy.New(cfg, nil)
+	if err != nil || rules == nil {
+		return &probeRules{}, err
+	}
+	tmp, err := os.MkdirTemp("", "peal-doctor-")
+	if err != nil {
+		return &probeRules{}, err
+	}
+	p := &probeRules{rules: rules, tree: dir, tmp: tmp}
+	if p.tree == "" {
+		p.tree = tmp
+	}
+	return p, nil
+}
+
+// prepare confines a probe of the CLI of kind k.
+func (p *probeRules) prepare(k *agent.Kind) func(*phase.Spec) {
+	if p.rules == nil {
+		return nil
+	}
+	return func(spec *phase.Spec) {
+		spec.TempRoot = p.tmp
+		spec.Env = nil // it inherits the allowed part of peal's environment
+		spec.Confine = p.rules.ForCall(policy.Site{Tree: p.tree}, k, nil)
+	}
+}
+
+// close removes the probes' temporary folder.
+func (p *probeRules) close() {
+	if p.tmp != "" {
+		os.RemoveAll(p.tmp)
+	}
+}
+
+// version runs the CLI's version command, readied by prepare (nil: as it
+// is).
+func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string, prepare func(*phase.Spec)) Line {
+	spec := phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
+		Timeout: agent.StatusTimeout, KillGrace: time.Second}
+	if prepare != nil {
+		prepare(&spec)
+	}
+	res, err := phase.Run(ctx, spec)
 	if err == nil {
 		err = phase.CheckExit(res)
 	}

@@ -58,11 +58,14 @@ func Describe(cfg *config.Config) (Description, error) {
 		d.Lines = append(d.Lines, name+" agent calls "+describeCall(call, k))
 	}
 	checks = c.ForCall(site, nil, nil)
-	d.Lines = append(d.Lines, "checks and worktree_setup_command "+describeCall(checks, nil),
+	d.Lines = append(d.Lines, checksLine+" "+describeCall(checks, nil),
 		"never read: "+grouped(checks.Policy.Deny, nil),
 		"never written: "+grouped(checks.Policy.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree)
 	return d, nil
 }
+
+// checksLine names the processes confined as checks.
+const checksLine = "checks and worktree_setup_command (and post_run_commands, stet_commands, the repository's hooks, which also write the repository's objects, refs and logs)"
 
 // describeCall says what a call may write, reach and keep of peal's
 // environment.

@@ -39,8 +39,11 @@ type Site struct {
 }
 
 // Rules are how a run confines the calls that run what an agent may
-// have written: agent calls, the project's checks and
-// worktree_setup_command (never stet, which reads, nor peal's own git). A
+// have written: agent calls and the check that their CLI can authenticate;
+// the project's checks, worktree_setup_command, post_run_commands,
+// stet_commands and the repository's hooks, all as checks (never stet,
+// which reads, nor peal's own git, which runs no hook and names its
+// folders). A
 // call writes its work tree, its temporary folder, its CLI's folders, the
 // build caches and confine_write_paths; reads everything but the secrets;
 // inherits only the allowed variables; and reaches only its allowed hosts,
@@ -67,6 +70,9 @@ type Rules struct {
 	// describing: the rules only describe a run's (no proxy); their calls
 	// never start, so no folder is made for them.
 	describing bool
+	// postRunUnconfined: post_run_commands run unconfined
+	// (post_run_confined = false), which the start line says.
+	postRunUnconfined bool
 	// make are the cache folders made, once, before the first confined
 	// call (a run that starts no call writes nothing).
 	make     []string
@@ -102,7 +108,8 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
-	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any"}
+	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any",
+		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)
@@ -122,7 +129,7 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 		k, _ := agent.Lookup(name)
 		c.base.Deny = append(c.base.Deny, confine.Paths(credentialOf+k.Name, c.paths(k.Confine.Credentials)...)...)
 	}
-	c.base.Protect = append(c.base.Protect, confine.Paths(keyState, cfg.StateDir, cfg.KnowledgeDir)...)
+	c.base.Protect = append(c.base.Protect, confine.Paths(keyState, slices.DeleteFunc([]string{cfg.StateDir, cfg.KnowledgeDir}, func(p string) bool { return p == "" })...)...)
 	if cfg.AgentLogDir != "" {
 		c.base.Protect = append(c.base.Protect, confine.Path{Path: cfg.AgentLogDir, Key: "agent_log_dir"})
 	}
@@ -144,9 +151,20 @@ func (c *Rules) Line() string {
 	if c == nil {
 		return "confinement off (confine = off): agent calls and checks run with peal's whole environment, file system and network"
 	}
-	return fmt.Sprintf("confinement %s: %s; agent calls, checks and worktree_setup_command get the allowed environment and reach only their hosts, through peal's proxy",
-		c.mode, c.support)
+	line := fmt.Sprintf("confinement %s: %s; %s get the allowed environment and reach only their hosts, through peal's proxy",
+		c.mode, c.support, Confined)
+	if c.postRunUnconfined {
+		line += "; post_run_commands run unconfined (post_run_confined = false), with peal's whole environment"
+	}
+	return line
 }
+
+// Confined names every process a run confines (docs/behaviour.md has their
+// table).
+const Confined = "agent calls, the agents' authentication check, checks, worktree_setup_command, post_run_commands, stet_commands and the repository's hooks"
+
+// PostRunConfined reports whether the run confines its post_run_commands.
+func (c *Rules) PostRunConfined() bool { return c != nil && !c.postRunUnconfined }
 
 // paths makes each declared path full (agent.ExpandPath: ~/ is the home
 // folder, ${VAR:-default} the folder a variable of peal's names); one that

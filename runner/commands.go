@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -22,6 +23,10 @@ func runCommand(ctx context.Context, spec phase.Spec) (phase.Result, error) {
 }
 
 // postRun runs post_run_commands in the repo; each failure is a warning.
+// They run after the tasks' work came back to the work tree, and may run
+// what a task wrote there (a script, a build's output, node_modules/.bin):
+// they are confined as checks at the work tree, unless post_run_confined
+// is false.
 func (r *run) postRun(ctx context.Context) {
 	timeout := r.caller.Limits.Timeout
 	if t := r.cfg.PostRunTimeoutSec; t != nil {
@@ -38,9 +43,15 @@ func (r *run) postRun(ctx context.Context) {
 		// what a dead run left.
 		spec := r.caller.Command("post-run", argv, timeout)
 		spec.Scope = ""
+		if r.confined.PostRunConfined() {
+			r.confineCommand(&spec)
+		}
 		res, err := runCommand(ctx, spec)
 		level := slog.LevelInfo
 		if err != nil {
+			if line := r.explainDenial(spec.Confine, spec.Dir, res); line != "" {
+				err = fmt.Errorf("%w; %s", err, line)
+			}
 			r.log.Warn("post-run command failed", "command", command, "err", err)
 			level = slog.LevelWarn
 		}

@@ -102,6 +102,22 @@ func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.R
 	return line, borne
 }
 
+// explainDenial is the line that explains the failure of a confined
+// command that is no task's (a post-run command, after the run record
+// closed) by the confinement: what its output says was refused, or the
+// connection the proxy refused it; "" when nothing points at it.
+func (r *run) explainDenial(call *confine.Call, dir string, res phase.Result) string {
+	if r.confined == nil || call == nil || res.CallID == "" {
+		return ""
+	}
+	refused, _ := r.confined.Proxy().Refusals(res.CallID)
+	r.confined.Proxy().Forget(res.CallID)
+	if line := confine.Explain(&call.Policy, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused); line != "" {
+		return line
+	}
+	return confine.LastRefusal(refused)
+}
+
 // guardOf is the run's watch of what git runs, as the git client and the
 // review see it: the watch is made once the run starts, after the run.
 type guardOf struct{ r *run }

@@ -419,7 +419,7 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 	}
 	// The agent must be able to authenticate before anything is recorded or
 	// started for it: a ticket attempt, a review session.
-	if err := r.agents.CheckAuth(ctx); err != nil {
+	if err := r.agents.CheckAuth(ctx, r.callSite(r.main)); err != nil {
 		return Outcome{}, err
 	}
 	if r.cfg.RetryReset {

@@ -343,7 +343,7 @@ func TestPolicyShown(t *testing.T) {
 			"confine = auto: files and TCP enforced by Landlock ABI",
 			"claude agent calls write its work tree, its temporary folder",
 			"confine_write_paths (" + shared + ")",
-			"checks and worktree_setup_command write its work tree",
+			"checks and worktree_setup_command (and post_run_commands, stet_commands, the repository's hooks, which also write the repository's objects, refs and logs) write its work tree",
 			"reach proxy.golang.org",
 			"never read: ", filepath.Join(s.home, ".ssh"),
 		} {
