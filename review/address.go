@@ -93,7 +93,7 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	if reviewing {
 		var err error
 		if cur.review, err = s.review(ctx, task); err != nil {
-			if ctx.Err() != nil || endsRun(err) || rv.cfg.OnStetFail != "skip" {
+			if ctx.Err() != nil || endsRun(err) || refused(err) || rv.cfg.OnStetFail != "skip" {
 				return Result{Err: err}
 			}
 			rv.log.Warn("review failed; the task finishes without it (on_stet_fail = skip)", "task", task, "err", err)
@@ -108,7 +108,7 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 		return Result{Skipped: skipped, Checks: cur.checks}
 	}
 	res, err := s.addressLoop(ctx, task, cur, reviewing)
-	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) && !isTooLarge(err) {
+	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) && !isTooLarge(err) && !refused(err) {
 		switch rv.cfg.OnStetFail {
 		case "retry_once":
 			rv.log.Warn("address loop failed, running it once more (on_stet_fail = retry_once)", "task", task, "err", err)
@@ -458,6 +458,13 @@ func (s *Session) askTriage(ctx context.Context, task int, cur Review) (string, 
 // endsRun reports an error after which no task can succeed (see
 // phase.RunEnder).
 func endsRun(err error) bool { return phase.EndsRun(err) }
+
+// refused: stet would have read settings a call made in the task's tree.
+// No retry and no skip: the task's review fails.
+func refused(err error) bool {
+	var ce *ConfigError
+	return errors.As(err, &ce)
+}
 
 func isFatal(err error) bool {
 	var fe *phase.FatalError

@@ -408,8 +408,8 @@ func (e *e2e) stet(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(e.binDir, "stet"), args...)
 	cmd.Dir, cmd.Env = e.repo, append(e.env, "STET_STATE_DIR="+filepath.Join(e.state, "review", "stet"), "STET_WORKTREE_ROOT="+filepath.Join(e.state, "review", "worktrees"))
 	if confine.Probe().Files {
-		home := filepath.Join(e.state, "worktrees", "home")
-		cmd.Dir, cmd.Env = home, append(e.env, "STET_STATE_DIR="+filepath.Join(home+".review", "stet"), "STET_WORKTREE_ROOT="+filepath.Join(home+".review", "worktrees"))
+		// The run's worktree keeps the run's review folder (Moved).
+		cmd.Dir = filepath.Join(e.state, "worktrees", "home")
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -479,10 +479,13 @@ func (e *e2e) clean() {
 	if out, err := e.stet("status"); err == nil {
 		e.t.Fatalf("a review session is still open:\n%s", out)
 	}
-	if left, _ := os.ReadDir(filepath.Join(e.state, "worktrees")); len(left) > 0 {
-		e.t.Fatalf("the run's worktree is left: %v", left)
+	// The run's worktree (confined runs) outlives the run; nothing else.
+	left, _ := os.ReadDir(filepath.Join(e.state, "worktrees"))
+	left = slices.DeleteFunc(left, func(d os.DirEntry) bool { return strings.HasPrefix(d.Name(), "home") })
+	if len(left) > 0 {
+		e.t.Fatalf("worktrees left: %v", left)
 	}
-	if wts := e.git("worktree", "list"); strings.Count(wts, "\n") != 0 {
+	if wts := e.git("worktree", "list"); strings.Count(wts, "\n") != strings.Count(wts, "/worktrees/home ") {
 		e.t.Fatalf("worktrees left:\n%s", wts)
 	}
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// command: an error refuses the command (what it would run was changed
 	// under the run) and ends the run.
 	Guard func() error
+	// Confine, when set, confines a custom review command (stet_commands)
+	// before it starts, as a check in its folder: a linter runs what the
+	// tree holds (its configuration, node_modules/.bin).
+	Confine func(spec *phase.Spec)
 }
 
 // Reviewer runs Phase 3 for the tasks of one run.
@@ -74,7 +78,11 @@ type Reviewer struct {
 	// commitAll: every address round's fix is committed whatever the
 	// mode (a task in a worktree: its branch must hold all of its work).
 	commitAll bool
-	guard     func() error // see Options.Guard
+	guard     func() error       // see Options.Guard
+	confine   func(*phase.Spec) // see Options.Confine
+	// settings are the user's review settings, shared by the run's
+	// reviewers (pinned.go).
+	settings *settings
 }
 
 // guarded asks the guard, when there is one, before a review command.
@@ -113,7 +121,8 @@ func New(o Options) (*Reviewer, []Note) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: log, caller: o.Caller, checks: o.Checks, guard: o.Guard}
+	rv := &Reviewer{cfg: cfg, agent: o.Agent, git: o.Git, log: log, caller: o.Caller, checks: o.Checks, guard: o.Guard,
+		confine: o.Confine, settings: &settings{}}
 	var notes []Note
 	note := func(level slog.Level, msg string, args ...any) { notes = append(notes, Note{level, msg, args}) }
 	checksOnly := func() (*Reviewer, []Note) {
@@ -161,7 +170,7 @@ func New(o Options) (*Reviewer, []Note) {
 	rv.stet = &stet{
 		path: path, stateDir: filepath.Join(rv.dir, "stet"), worktrees: filepath.Join(rv.dir, "worktrees"),
 		startArgs: cfg.StetStartExtraArgs, runArgs: runArgs, attempts: attempts,
-		network: cfg.NetworkBudget, caller: o.Caller, log: log, guard: o.Guard,
+		network: cfg.NetworkBudget, caller: o.Caller, log: log, guard: o.Guard, repo: o.Git, settings: rv.settings,
 	}
 	if cfg.StetStartRef != "" {
 		note(slog.LevelWarn, "stet_start_ref is ignored: each task's review session starts at the commit before the task, so that its review covers its own changes only",
@@ -247,11 +256,12 @@ func (rv *Reviewer) InWorkTree(caller phase.Caller, git *gitrepo.Repo, agent Age
 	}
 	// What the task shares with the run's reviewer: the configuration, the
 	// log and how it reviews. The rest is the task's own.
-	c := &Reviewer{cfg: rv.cfg, log: rv.log, custom: rv.custom, off: rv.off, guard: rv.guard,
+	c := &Reviewer{cfg: rv.cfg, log: rv.log, custom: rv.custom, off: rv.off, guard: rv.guard, confine: rv.confine, settings: rv.settings,
 		caller: caller, git: git, agent: agent, dir: dir, checks: rv.checks.In(caller), commitAll: true}
 	if st := rv.stet; st != nil {
 		c.stet = &stet{path: st.path, startArgs: st.startArgs, runArgs: st.runArgs, attempts: st.attempts, network: st.network, log: st.log, guard: st.guard,
-			caller: caller, stateDir: filepath.Join(dir, "stet"), worktrees: filepath.Join(dir, "worktrees"), gitLock: gitLock}
+			caller: caller, stateDir: filepath.Join(dir, "stet"), worktrees: filepath.Join(dir, "worktrees"), gitLock: gitLock,
+			repo: git, settings: rv.settings}
 	}
 	return c
 }
@@ -344,6 +354,9 @@ func (rv *Reviewer) customSpec(task int, a phase.Attempt, argv []string) phase.S
 	spec := rv.caller.Spec("stet", task, a, argv, false)
 	spec.Env = append(spec.Env, "STET_STATE_DIR="+filepath.Join(rv.dir, "stet"), "STET_WORKTREE_ROOT="+filepath.Join(rv.dir, "worktrees"))
 	spec.IdleTimeout = 0
+	if rv.confine != nil {
+		rv.confine(&spec)
+	}
 	return spec
 }
 
@@ -442,7 +455,7 @@ func (rv *Reviewer) Begin(ctx context.Context, tasks []int) (*Session, error) {
 	case err == nil:
 		s.open, s.baseline = true, baseline
 		return s, nil
-	case ctx.Err() != nil, endsRun(err):
+	case ctx.Err() != nil, endsRun(err), refused(err):
 		return nil, err
 	case rv.cfg.OnStetFail == "skip":
 		rv.log.Warn("review session could not start: the task runs without Phase 3 (on_stet_fail = skip)", "tasks", tasks, "err", err)

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"peal/internal/gitrepo"
 	"peal/phase"
 )
 
@@ -39,6 +42,14 @@ type stet struct {
 	// are made and removed meanwhile.
 	gitLock sync.Locker
 	guard   func() error // see Options.Guard
+	// repo is the git of the tree stet reviews; settings the user's
+	// review settings (pinned.go); shim the folder of the git stet's
+	// commands find first on their PATH, written once.
+	repo     *gitrepo.Repo
+	settings *settings
+	shimOnce sync.Once
+	shim     string
+	shimErr  error
 }
 
 // locked runs fn holding gitLock, when there is one.
@@ -50,9 +61,38 @@ func (s *stet) locked(fn func()) {
 	fn()
 }
 
-// env points stet at peal's folders, whatever the environment says.
+// env points stet at peal's folders, whatever the environment says, gives
+// it the user's settings, and puts peal's git for it first on its PATH.
 func (s *stet) env() []string {
-	return []string{"STET_STATE_DIR=" + s.stateDir, "STET_WORKTREE_ROOT=" + s.worktrees}
+	env := append(slices.Clone(s.settings.vars()), "STET_STATE_DIR="+s.stateDir, "STET_WORKTREE_ROOT="+s.worktrees)
+	if s.shim != "" {
+		env = append(env, "PATH="+s.shim+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	return env
+}
+
+// ready is asked before every stet command: the run's guard, the tree's
+// review settings (the user's, or none), and peal's git for stet, written
+// once.
+func (s *stet) ready() error {
+	if s.guard != nil {
+		if err := s.guard(); err != nil {
+			return err
+		}
+	}
+	if s.repo == nil {
+		return nil
+	}
+	if err := s.settings.checkTree(s.repo.Top()); err != nil {
+		return err
+	}
+	s.shimOnce.Do(func() {
+		s.shim, s.shimErr = gitShim(filepath.Join(filepath.Dir(s.stateDir), "git"), s.repo, s.worktrees)
+	})
+	if s.shimErr != nil {
+		return fmt.Errorf("writing the git of stet's commands: %w", s.shimErr)
+	}
+	return nil
 }
 
 // spec is the Spec of one stet command. The idle timeout does not apply: a
@@ -163,10 +203,8 @@ func (s *stet) call(ctx context.Context, task int, args []string, attempts int, 
 // callRule is call under another classifier than the exit-code rule.
 func (s *stet) callRule(ctx context.Context, task int, args []string, attempts int, rule phase.Classifier, prepare func(context.Context), detail func() string, sink *eventSink) (phase.Result, error) {
 	command := "stet " + args[0]
-	if s.guard != nil {
-		if err := s.guard(); err != nil {
-			return phase.Result{}, err
-		}
+	if err := s.ready(); err != nil {
+		return phase.Result{}, err
 	}
 	argv := append([]string{s.path}, args...)
 	policy := phase.Policy{Attempts: attempts, Classify: rule, Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
@@ -320,10 +358,8 @@ func (s *stet) open(ctx context.Context, task int) (bool, error) {
 		}
 		return &StetError{Command: "stet status", Code: res.ExitCode, Cause: Cause(res.Stderr)}
 	}
-	if s.guard != nil {
-		if err := s.guard(); err != nil {
-			return false, err
-		}
+	if err := s.ready(); err != nil {
+		return false, err
 	}
 	res, _, err := phase.Do(ctx, s.log, phase.Policy{Attempts: 1, Failure: statusRule}, func(a phase.Attempt) phase.Spec {
 		return s.spec(task, a, []string{s.path, "status"})

@@ -219,7 +219,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	git.RunHooks(gitrepo.Hooks{Confine: r.confineHook, Temp: filepath.Join(cfg.StateDir, "tmp")})
 	r.main = &site{caller: r.caller, git: git, tree: git.Top()}
 	r.main.reviewer, r.reviewNotes = review.New(review.Options{Config: cfg, Agent: r.agents.At(r.callSite(r.main)), Caller: r.caller, Git: git,
-		LookPath: s.lookPath, Checks: r.chk.make(), Guard: guardOf{r}.Check})
+		LookPath: s.lookPath, Checks: r.chk.make(), Guard: guardOf{r}.Check, Confine: r.confineCommand})
 	r.main.commits = cfg.CommitAfterPhase2 || r.main.reviewer.Commits()
 	r.home = r.main
 	r.trees = worktree.New(git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
@@ -359,8 +359,10 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 
 // noteGit notes, once, before any agent call: where the repository's git
 // data is, so that no git of peal's (nor stet's) looks for it in a tree a
-// call may write (gitrepo.Repo.Pin); and, confined, what git and stet will
-// run (the hooks and the configuration, gitrepo.Watch).
+// call may write (gitrepo.Repo.Pin); confined, what git and stet will run
+// (the hooks and the configuration, gitrepo.Watch); and the review
+// settings the user keeps in the work tree, which stet gets from peal
+// (review.Reviewer.NoteSettings).
 func (r *run) noteGit(ctx context.Context) error {
 	if r.gitNoted {
 		return nil
@@ -373,6 +375,9 @@ func (r *run) noteGit(ctx context.Context) error {
 		if r.guard, err = gitrepo.NewWatch(ctx, r.main.git); err != nil {
 			return fmt.Errorf("noting the repository's hooks and git configuration before the run: %w", err)
 		}
+	}
+	if err := r.main.reviewer.NoteSettings(); err != nil {
+		return err
 	}
 	r.gitNoted = true
 	return nil

@@ -67,6 +67,8 @@ func (s *Set) Bring(changes []gitrepo.Change) (skipped []string, err error) {
 		switch {
 		case have.same(now):
 			continue // taken already (a run that died after bringing it)
+		case c.Old == "" && have != nil:
+			return skipped, &BringError{Path: c.Path, Why: untrackedWhy}
 		case !have.is(c.Old):
 			return skipped, &BringError{Path: c.Path, Why: "it changed in the work tree while the run worked on it"}
 		}
@@ -90,6 +92,39 @@ func (s *Set) Bring(changes []gitrepo.Change) (skipped []string, err error) {
 		}
 	}
 	return skipped, nil
+}
+
+// untrackedWhy is why a path the work tree holds but does not track (a
+// file git ignores there: .env, a dependency folder) is never written.
+const untrackedWhy = "the work tree holds there something git does not track there (a file it ignores, as .env is): peal never overwrites nor removes it"
+
+// InTheWay is the first path the commits from HEAD to rev add where the
+// work tree holds something git does not track there, or below a folder
+// of the path that is no folder there (a link, a file): moving the work
+// tree to rev would overwrite or remove what the user keeps there
+// untracked (an ignored .env, say). It is a *BringError; nil when there is
+// none.
+func (s *Set) InTheWay(ctx context.Context, rev string) error {
+	added, err := s.git.AddedFiles(ctx, "HEAD", rev)
+	if err != nil {
+		return err
+	}
+	top := s.git.Top()
+	for _, p := range added {
+		rel := filepath.FromSlash(p)
+		if !filepath.IsLocal(rel) {
+			return &BringError{Path: p, Why: "it is not a path inside the tree"}
+		}
+		if _, err := os.Lstat(filepath.Join(top, rel)); err == nil {
+			return &BringError{Path: p, Why: untrackedWhy}
+		}
+		for dir := filepath.Dir(rel); dir != "."; dir = filepath.Dir(dir) {
+			if info, err := os.Lstat(filepath.Join(top, dir)); err == nil && !info.IsDir() {
+				return &BringError{Path: p, Why: "the work tree holds " + filepath.ToSlash(dir) + " there, which is no folder and which git does not track: peal never overwrites nor removes it"}
+			}
+		}
+	}
+	return nil
 }
 
 // entry is a file or link of a tree, as git holds it: its content (a

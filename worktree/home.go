@@ -357,13 +357,17 @@ func (s *Set) DropHome(ctx context.Context) error {
 
 // FastForward brings the commits of the home worktree into the work tree
 // (git merge --ff-only: its hooks run as for any merge). A work tree that
-// moved meanwhile, or whose uncommitted changes the commits would
-// overwrite, is an error (the work is then kept on a branch of its own,
-// which the caller names).
+// moved meanwhile, whose uncommitted changes the commits would overwrite,
+// or that holds untracked where the commits add a path (an ignored .env
+// the task committed a link in place of: InTheWay), is an error (the work
+// is then kept on a branch of its own, which the caller names).
 func (s *Set) FastForward(ctx context.Context) error {
 	h := s.Home()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.InTheWay(ctx, h.Branch); err != nil {
+		return err
+	}
 	if err := s.git.Merge(ctx, h.Branch, "", true); err != nil {
 		return fmt.Errorf("the work tree cannot take the run's work, fast-forward: %w", err)
 	}

@@ -70,6 +70,11 @@ func (s *Set) Merge(ctx context.Context, task int, branch string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("the work tree's HEAD before merging task %d: %w", task, err)
 	}
+	if err := s.InTheWay(ctx, branch); err != nil {
+		// git would refuse it too (--no-overwrite-ignore); this says which
+		// path, before any merge starts.
+		return "", &ConflictError{Task: task, Branch: branch, Detail: err.Error()}
+	}
 	if err := s.writeNote(mergeNote{Task: task, Branch: branch, Before: before}); err != nil {
 		return "", err
 	}

@@ -35,6 +35,37 @@ func (g *Repo) exclude() []string {
 	return exclude
 }
 
+// addExcludes are the pathspecs `git add -A` leaves out (exclude), but
+// those of the folders the work tree's own ignore rules hide (a
+// .gitignore that lists .review/): git add fails on an ignored path a
+// pathspec names, even one it excludes, and adds nothing of an ignored
+// folder but the files git already tracks there. A folder that is not
+// there costs nothing; those that are are asked of git in one command.
+func (g *Repo) addExcludes(ctx context.Context) ([]string, error) {
+	all := g.exclude()
+	var present []string
+	for _, ps := range all {
+		rel := strings.TrimPrefix(ps, ":(top,exclude)")
+		if _, err := os.Lstat(filepath.Join(g.top, filepath.FromSlash(rel))); err == nil {
+			present = append(present, rel)
+		}
+	}
+	if len(present) == 0 {
+		return all, nil
+	}
+	out, err := g.Command(append([]string{"check-ignore", "--no-index", "--"}, present...)...).Dir(g.top).Run(ctx)
+	if err != nil && !Exited(err, 1) {
+		return nil, err
+	}
+	ignored := lines(out)
+	if len(ignored) == 0 {
+		return all, nil
+	}
+	return slices.DeleteFunc(all, func(ps string) bool {
+		return slices.Contains(ignored, strings.TrimPrefix(ps, ":(top,exclude)"))
+	}), nil
+}
+
 // Head is the commit HEAD points at; an error when there is none yet.
 func (g *Repo) Head(ctx context.Context) (string, error) {
 	out, err := g.Command("rev-parse", "--verify", "--quiet", "HEAD^{commit}").Run(ctx)
@@ -139,7 +170,11 @@ func (g *Repo) CommitMessage(ctx context.Context, msg string) (committed bool, e
 	if g.sparse {
 		add = append(add, "--sparse")
 	}
-	if _, err := g.Command(append(append(add, "--"), g.exclude()...)...).Run(ctx); err != nil {
+	exclude, err := g.addExcludes(ctx)
+	if err != nil {
+		return false, err
+	}
+	if _, err := g.Command(append(append(add, "--"), exclude...)...).Run(ctx); err != nil {
 		return false, err
 	}
 	// Nothing staged is not an error. Asked of git by its exit status, not
@@ -219,7 +254,11 @@ func (g *Repo) Snapshot(ctx context.Context, index string) (string, error) {
 		return "", err
 	}
 	env := "GIT_INDEX_FILE=" + index
-	if _, err := g.Command(append([]string{"add", "-A", "--"}, g.exclude()...)...).Env(env).Run(ctx); err != nil {
+	exclude, err := g.addExcludes(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := g.Command(append([]string{"add", "-A", "--"}, exclude...)...).Env(env).Run(ctx); err != nil {
 		return "", err
 	}
 	tree, err := g.Command("write-tree").Env(env).Run(ctx)

@@ -41,7 +41,11 @@ func (g *Repo) State(ctx context.Context) (string, error) {
 	if g.sparse {
 		add = append(add, "--sparse")
 	}
-	if _, err := g.Command(append(append(add, "--"), g.exclude()...)...).Run(ctx); err != nil {
+	exclude, err := g.addExcludes(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := g.Command(append(append(add, "--"), exclude...)...).Run(ctx); err != nil {
 		return "", err
 	}
 	out, err := g.Command("write-tree").Run(ctx)

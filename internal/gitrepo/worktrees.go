@@ -133,6 +133,21 @@ func (g *Repo) ChangedFiles(ctx context.Context, a, b string) ([]string, error) 
 	return files, nil
 }
 
+// AddedFiles are the files commit b holds and commit a does not.
+func (g *Repo) AddedFiles(ctx context.Context, a, b string) ([]string, error) {
+	out, err := g.Command("diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", a, b, "--").Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, p := range strings.Split(out, "\x00") {
+		if p != "" {
+			files = append(files, p)
+		}
+	}
+	return files, nil
+}
+
 // Branches are the branches whose names start with prefix.
 func (g *Repo) Branches(ctx context.Context, prefix string) ([]string, error) {
 	out, err := g.Command("for-each-ref", "--format=%(refname:short)", "refs/heads/"+prefix).Run(ctx)
