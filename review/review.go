@@ -78,7 +78,7 @@ type Reviewer struct {
 	// commitAll: every address round's fix is committed whatever the
 	// mode (a task in a worktree: its branch must hold all of its work).
 	commitAll bool
-	guard     func() error       // see Options.Guard
+	guard     func() error      // see Options.Guard
 	confine   func(*phase.Spec) // see Options.Confine
 	// settings are the user's review settings, shared by the run's
 	// reviewers (pinned.go).
