@@ -22,6 +22,7 @@ import (
 
 	"peal/check"
 	"peal/config"
+	"peal/confine"
 	"peal/internal/gitrepo"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
@@ -351,11 +352,20 @@ func (rv *Reviewer) Open(ctx context.Context) error {
 // customSpec is the Spec of a custom review command: stet's folders are set
 // for it too, in case it runs stet.
 func (rv *Reviewer) customSpec(task int, a phase.Attempt, argv []string) phase.Spec {
+	state, worktrees := filepath.Join(rv.dir, "stet"), filepath.Join(rv.dir, "worktrees")
 	spec := rv.caller.Spec("stet", task, a, argv, false)
-	spec.Env = append(spec.Env, "STET_STATE_DIR="+filepath.Join(rv.dir, "stet"), "STET_WORKTREE_ROOT="+filepath.Join(rv.dir, "worktrees"))
+	spec.Env = append(spec.Env, "STET_STATE_DIR="+state, "STET_WORKTREE_ROOT="+worktrees)
 	spec.IdleTimeout = 0
 	if rv.confine != nil {
+		// Confined as a check (a linter runs what the tree holds), writing
+		// stet's folders too.
 		rv.confine(&spec)
+		if spec.Confine != nil {
+			for _, d := range []string{state, worktrees} {
+				os.MkdirAll(d, 0o755) // a grant of a missing folder grants nothing; a folder that cannot be made is refused as any path
+				spec.Confine.Policy.Write = append(spec.Confine.Policy.Write, confine.Path{Path: d, Key: "stet's folders"})
+			}
+		}
 	}
 	return spec
 }

@@ -30,6 +30,9 @@ func (h *harness) withStet(s fakes.StetScenario) []string {
 	}
 	h.env = append(h.env, fakes.StetDirEnv+"="+dir)
 	h.stetDir = dir
+	// The fake stet records its calls there, also when it runs confined
+	// (stet_commands).
+	h.writable = append(h.writable, dir)
 	if !hasCommit(h.t, h.repo) {
 		testgit.Git(h.t, h.repo, "commit", "-q", "--allow-empty", "-m", "root")
 	}

@@ -647,8 +647,10 @@ func TestCommitAfterPhase2(t *testing.T) {
 func TestPostRunCommands(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, twoTasks)
-	marker := filepath.Join(h.tmp, "marker")
-	summaryCopy := filepath.Join(h.tmp, "summary-copy.json")
+	// Confined as checks in the work tree: they write where checks may
+	// (the harness's agent folder is in confine_write_paths).
+	marker := filepath.Join(h.agentDir, "marker")
+	summaryCopy := filepath.Join(h.agentDir, "summary-copy.json")
 	env := []string{"PEAL_POST_RUN_COMMANDS=false, touch " + marker + ", cp " + filepath.Join(h.stateDir, "run_summary.json") + " " + summaryCopy +
 		", echo post-run says hi, ls " + filepath.Join(h.tmp, "nonexistent")}
 	if _, err := h.run(env...); err != nil {

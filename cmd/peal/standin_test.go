@@ -66,7 +66,9 @@ func TestStandInAgents(t *testing.T) {
 		{"false fails the first task", "## Task 1\nWill fail.\n## Task 2\nNever reached.\n", func(*sandbox) string { return "false" },
 			nil, 1, "", []int{}, false},
 		{"a script normalizes on its second try", "PRD. No task headings.", func(s *sandbox) string {
-			return s.standIn("stub.sh", `echo "${PEAL_PHASE:--}" >> calls
+			// It keeps its record where a confined call may write.
+			return s.standIn("stub.sh", `cd "$FAKE_AGENT_DIR"
+echo "${PEAL_PHASE:--}" >> calls
 c=$(grep -c normalize calls)
 if [ "$PEAL_PHASE" = normalize ] && [ "$c" -eq 1 ]; then echo garbage; exit 0; fi
 printf '%s\n' '## Task 1' 'Do it.'
@@ -90,7 +92,7 @@ printf '%s\n' '## Task 1' 'Do it.'
 				t.Errorf("completed %v, want %v", got, tc.completed)
 			}
 			if tc.calls != "" {
-				data, _ := os.ReadFile(filepath.Join(s.repo, "calls"))
+				data, _ := os.ReadFile(filepath.Join(s.agentDir, "calls"))
 				if got := strings.Join(strings.Fields(string(data)), " "); got != tc.calls {
 					t.Errorf("calls %q, want %q", got, tc.calls)
 				}

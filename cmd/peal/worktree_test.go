@@ -183,7 +183,8 @@ func TestWorktreeMergeRefusedReported(t *testing.T) {
 	if left := worktreeLeftovers(t, s); len(left) > 0 {
 		t.Fatalf("left behind: %q", left)
 	}
-	detail := "merges are frozen Not committing merge; use 'git commit' to complete the merge."
+	// peal runs the hook itself (confined), and names it.
+	detail := "the repository's pre-merge-commit hook (" + hook + ") refused peal's merge: hook call exited with status 1: merges are frozen"
 	st := s.peal(env, "status")
 	for _, task := range []string{"1", "2"} {
 		if want := "  task " + task + ": its merge failed (" + detail + "); its work is kept on branch peal-kept/task-" + task + "-"; !strings.Contains(st.stdout, want) {

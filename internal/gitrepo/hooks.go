@@ -45,11 +45,12 @@ func (g *Repo) RunHooks(h Hooks) { g.hooks = h }
 type HookError struct {
 	Hook string
 	Path string
+	What string // "commit" or "merge"
 	Err  error
 }
 
 func (e *HookError) Error() string {
-	return fmt.Sprintf("the repository's %s hook (%s) refused peal's commit: %v", e.Hook, e.Path, e.Err)
+	return fmt.Sprintf("the repository's %s hook (%s) refused peal's %s: %v", e.Hook, e.Path, e.What, e.Err)
 }
 
 func (e *HookError) Unwrap() error { return e.Err }
@@ -92,13 +93,15 @@ type hookRoom struct {
 	g      *Repo
 	f      *folders
 	dir    string
+	what   string // "commit" or "merge"
 	msg    string // the message file
 	index  string // the copy of the index
 	before []byte // the index as it was copied
 }
 
-// room makes the hooks' room of a commit or merge whose message is msg.
-func (g *Repo) room(ctx context.Context, msg string) (*hookRoom, error) {
+// room makes the hooks' room of a commit or merge (what) whose message is
+// msg.
+func (g *Repo) room(ctx context.Context, what, msg string) (*hookRoom, error) {
 	f, err := g.resolve(ctx)
 	if err != nil {
 		return nil, err
@@ -113,7 +116,7 @@ func (g *Repo) room(ctx context.Context, msg string) (*hookRoom, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &hookRoom{g: g, f: f, dir: dir, msg: filepath.Join(dir, "COMMIT_EDITMSG"), index: filepath.Join(dir, "index")}
+	h := &hookRoom{g: g, f: f, dir: dir, what: what, msg: filepath.Join(dir, "COMMIT_EDITMSG"), index: filepath.Join(dir, "index")}
 	if err := os.WriteFile(h.msg, []byte(msg+"\n"), 0o644); err != nil {
 		h.close()
 		return nil, err
@@ -192,7 +195,7 @@ func (h *hookRoom) hook(ctx context.Context, name string, args ...string) error 
 		if errors.As(err, &interrupted) {
 			return err
 		}
-		return &HookError{Hook: name, Path: path, Err: err}
+		return &HookError{Hook: name, Path: path, What: h.what, Err: err}
 	}
 	if err := h.back(); err != nil {
 		return fmt.Errorf("taking what the %s hook staged into the index: %w", name, err)
@@ -206,7 +209,7 @@ func (g *Repo) afterHook(ctx context.Context, name string, args ...string) {
 	if p, err := g.hookPath(ctx, name); err != nil || p == "" {
 		return
 	}
-	h, err := g.room(ctx, "")
+	h, err := g.room(ctx, map[bool]string{true: "merge", false: "commit"}[name == "post-merge"], "")
 	if err == nil {
 		defer h.close()
 		err = h.hook(ctx, name, args...)
@@ -222,11 +225,11 @@ func (g *Repo) afterHook(ctx context.Context, name string, args ...string) {
 // commit-msg, then the commit itself, whose message the hooks may have
 // rewritten, and post-commit (post-merge for a merge).
 func (g *Repo) commitHooked(ctx context.Context, msg, source string) error {
-	before := "pre-commit"
+	before, what := "pre-commit", "commit"
 	if source == "merge" {
-		before = "pre-merge-commit"
+		before, what = "pre-merge-commit", "merge"
 	}
-	h, err := g.room(ctx, msg)
+	h, err := g.room(ctx, what, msg)
 	if err != nil {
 		return fmt.Errorf("preparing the repository's hooks: %w", err)
 	}
