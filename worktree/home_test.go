@@ -241,3 +241,72 @@ func TestBringIgnored(t *testing.T) {
 		t.Errorf("git status in the home worktree: %q", got)
 	}
 }
+
+// TestNeverOverIgnored: work that puts something where the work tree holds
+// a file it ignores (a link the task committed at the path of the user's
+// .env, after taking .env out of .gitignore) is refused, fast-forward or
+// brought as files, with the path named; the user's .env stays, and so
+// does a file under a folder the work tree holds as a link.
+func TestNeverOverIgnored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo, _ := testRepo(t)
+	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte(".env\nvendor\n"), 0o644)
+	testgit.Git(t, repo, "add", ".gitignore")
+	testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
+	head := testgit.Git(t, repo, "rev-parse", "HEAD")
+	os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=the user's\n"), 0o600)
+	elsewhere := t.TempDir()
+	os.Symlink(elsewhere, filepath.Join(repo, "vendor"))
+	s := homeSet(repo, filepath.Join(t.TempDir(), "state"), &bytes.Buffer{})
+	h, err := s.AddHome(ctx, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := gitrepo.Plain(h.Path, testgit.Env...)
+	for _, c := range []struct {
+		path, want string
+		plant      func()
+	}{
+		{".env", "peal never overwrites nor removes it", func() {
+			os.WriteFile(filepath.Join(h.Path, ".gitignore"), []byte(""), 0o644)
+			os.Symlink("/etc/hostname", filepath.Join(h.Path, ".env"))
+		}},
+		{"vendor/evil.sh", "the work tree holds vendor there, which is no folder", func() {
+			os.WriteFile(filepath.Join(h.Path, ".gitignore"), []byte(".env\n"), 0o644)
+			os.MkdirAll(filepath.Join(h.Path, "vendor"), 0o755)
+			os.WriteFile(filepath.Join(h.Path, "vendor", "evil.sh"), []byte("#!/bin/sh\n"), 0o755)
+		}},
+	} {
+		testgit.Git(t, h.Path, "reset", "-q", "--hard", head)
+		testgit.Git(t, h.Path, "clean", "-fdq")
+		c.plant()
+		testgit.Git(t, h.Path, "add", "-A")
+		testgit.Git(t, h.Path, "commit", "-q", "-m", "plant")
+		err := s.FastForward(ctx)
+		var be *BringError
+		if !errors.As(err, &be) || be.Path != c.path || !strings.Contains(be.Error(), c.want) {
+			t.Fatalf("%s: fast-forward: %v", c.path, err)
+		}
+		state, err := home.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes, err := home.TreeChanges(ctx, head, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Bring(changes); !errors.As(err, &be) || be.Path != c.path {
+			t.Fatalf("%s: bring: %v", c.path, err)
+		}
+		if got := testgit.Git(t, repo, "rev-parse", "HEAD"); got != head {
+			t.Fatalf("%s: the work tree moved", c.path)
+		}
+		if fileIn(t, repo, ".env") != "SECRET=the user's\n" {
+			t.Fatalf("%s: the user's .env changed", c.path)
+		}
+		if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+			t.Fatalf("%s: written through the user's link: %v", c.path, entries)
+		}
+	}
+}
