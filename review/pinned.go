@@ -189,8 +189,10 @@ func (st *settings) checkTree(top string) error {
 			return nil
 		case st.file == nil:
 			what = "made"
-		default:
+		case top == mainTop:
 			what = "changed"
+		default:
+			what = "made or changed"
 		}
 	}
 	e := &ConfigError{Path: path, What: what, Put: "removed"}
