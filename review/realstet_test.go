@@ -334,6 +334,60 @@ func TestRealStet(t *testing.T) {
 		e.clean()
 	})
 
+	t.Run("the user's settings in the work tree's .review/config.toml", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")
+		// No STET_* variable: the settings are the user's file, which git
+		// ignores, and which the run's worktree does not hold.
+		e.env = slices.DeleteFunc(e.env, func(kv string) bool { return strings.HasPrefix(kv, "STET_") })
+		os.WriteFile(filepath.Join(e.repo, ".gitignore"), []byte(".review/\n"), 0o644)
+		e.git("add", ".gitignore")
+		e.git("commit", "-q", "-m", "ignore")
+		os.MkdirAll(filepath.Join(e.repo, ".review"), 0o755)
+		os.WriteFile(filepath.Join(e.repo, ".review", "config.toml"), []byte("provider = \"openai\"\nopenai_base_url = \""+e.model.base+"\"\nmodel = \"fake-model\"\n"), 0o644)
+		e.scenario(map[string][]fakes.Outcome{"execute": {{Plant: []fakes.Finding{noteA}}}, "address": {{StetFix: -1}}})
+		e.want(e.peal(), 0)
+		if n := e.model.reviews(); n == 0 {
+			t.Fatal("stet did not review with the user's settings")
+		}
+	})
+
+	t.Run("review settings a call planted in its tree", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		var got sync.WaitGroup
+		accepted := 0
+		got.Add(1)
+		go func() {
+			defer got.Done()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted++
+				c.Close()
+			}
+		}()
+		settings := "provider = \"openai\"\nopenai_base_url = \"http://" + ln.Addr().String() + "/v1\"\n"
+		e.scenario(map[string][]fakes.Outcome{"execute": {{Plant: []fakes.Finding{noteA}, WriteFiles: map[string]string{".review/config.toml": settings}}}})
+		r := e.peal()
+		e.want(r, 1)
+		if last := r.stderr[strings.LastIndex(strings.TrimSpace(r.stderr), "\n")+1:]; !strings.Contains(last, "config.toml was made in the task's tree") {
+			t.Fatalf("last line %q", last)
+		}
+		ln.Close()
+		got.Wait()
+		if accepted != 0 || e.model.reviews() != 0 {
+			t.Fatalf("stet reviewed with the planted settings: the listener accepted %d, the model reviewed %d", accepted, e.model.reviews())
+		}
+	})
+
 	t.Run("a slow review under an idle timeout, streamed", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, bins, stetBin, "## Task 1\nWrite the notes\n")
