@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -157,5 +158,37 @@ func mkfifo(t *testing.T, path string) {
 	os.MkdirAll(filepath.Dir(path), 0o755)
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkStetGit is one git command of stet's (git rev-parse
+// --show-toplevel in the task's tree, with PATH and HOME alone), run
+// through peal's git for stet against git found as it is.
+func BenchmarkStetGit(b *testing.B) {
+	repo := b.TempDir()
+	testgit.Init(b, repo)
+	testgit.Git(b, repo, "commit", "-q", "--allow-empty", "-m", "root")
+	wt := filepath.Join(b.TempDir(), "wt")
+	testgit.Git(b, repo, "worktree", "add", "-q", "-b", "w", wt)
+	caller := phase.Caller{Dir: wt, Env: testgit.Env, Log: slog.New(slog.DiscardHandler), Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	main := gitrepo.New(caller, nil, time.Minute, repo)
+	if err := main.Pin(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	shim, err := gitShim(filepath.Join(dir, "git"), main.In(caller, wt, wt, false), filepath.Join(dir, "worktrees"))
+	if err != nil || shim == "" {
+		b.Fatal(shim, err)
+	}
+	for _, c := range []struct{ name, path string }{{"direct", os.Getenv("PATH")}, {"peal's-git", shim + ":" + os.Getenv("PATH")}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				cmd := exec.Command("git", "rev-parse", "--show-toplevel")
+				cmd.Dir, cmd.Env = wt, []string{"PATH=" + c.path, "HOME=" + os.Getenv("HOME")}
+				if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) == "" {
+					b.Fatal(string(out), err)
+				}
+			}
+		})
 	}
 }
