@@ -118,7 +118,10 @@ func TestStetSettings(t *testing.T) {
 		plant func(path string)
 		what  string
 	}{
-		{"made", func(p string) { os.MkdirAll(filepath.Dir(p), 0o755); os.WriteFile(p, []byte("provider = \"ollama\"\n"), 0o644) }, "made or changed"},
+		{"made", func(p string) {
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, []byte("provider = \"ollama\"\n"), 0o644)
+		}, "made or changed"},
 		{"a link", func(p string) { os.Symlink(filepath.Join(repo, ".review", "config.toml"), p) }, "made a link"},
 		{"a pipe", func(p string) { mkfifo(t, p) }, "made a named pipe"},
 	} {
