@@ -33,11 +33,11 @@ func homeSet(repo, state string, log *bytes.Buffer) *Set {
 func TestHomeOutlivesRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	repo, head := testRepo(t)
+	repo, _ := testRepo(t)
 	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("deps/\n.env\n"), 0o644)
 	testgit.Git(t, repo, "add", ".gitignore")
 	testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
-	head = testgit.Git(t, repo, "rev-parse", "HEAD")
+	head := testgit.Git(t, repo, "rev-parse", "HEAD")
 	os.MkdirAll(filepath.Join(repo, "deps"), 0o755)
 	os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=1\n"), 0o600)
 	state := filepath.Join(t.TempDir(), "state")
