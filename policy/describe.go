@@ -61,6 +61,9 @@ func Describe(cfg *config.Config) (Description, error) {
 	d.Lines = append(d.Lines, checksLine+" "+describeCall(checks, nil),
 		"never read: "+grouped(checks.Policy.Deny, nil),
 		"never written: "+grouped(checks.Policy.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree)
+	if c.postRunUnconfined {
+		d.Lines = append(d.Lines, "post_run_commands run unconfined (post_run_confined = false), with peal's whole environment")
+	}
 	return d, nil
 }
 

@@ -36,6 +36,10 @@ type Site struct {
 	Main     string
 	Linked   []string
 	Writable []string
+	// GitDir and Common are the tree's git folder and the repository's,
+	// as peal's git found them before any call (gitrepo.Repo.GitDir); ""
+	// when unknown: they are then read from the tree's .git.
+	GitDir, Common string
 }
 
 // Rules are how a run confines the calls that run what an agent may
@@ -234,7 +238,13 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	})
 	pol := c.base.Clone()
 	pol.Write = append(pol.Write, confine.Path{Path: at.Tree, Key: keyWorkTree})
-	if g, err := confine.FindGit(at.Tree); err == nil {
+	g, err := confine.Git{WorkTree: at.Tree, Dir: at.GitDir, Common: at.Common, Linked: at.GitDir != at.Common}, error(nil)
+	if at.GitDir == "" || at.Common == "" {
+		// A description, or a site whose git is not resolved: the tree's
+		// .git says (a call's policy never comes from it in a run).
+		g, err = confine.FindGit(at.Tree)
+	}
+	if err == nil {
 		write, protect := g.Paths(false)
 		pol.Write = append(pol.Write, write...)
 		pol.Protect = append(pol.Protect, protect...)

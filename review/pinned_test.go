@@ -183,11 +183,15 @@ func BenchmarkStetGit(b *testing.B) {
 	if err != nil || shim == "" {
 		b.Fatal(shim, err)
 	}
-	for _, c := range []struct{ name, path string }{{"direct", os.Getenv("PATH")}, {"peal's-git", shim + ":" + os.Getenv("PATH")}} {
+	real, err := exec.LookPath("git")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, git string }{{"direct", real}, {"peal's-git", filepath.Join(shim, "git")}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				cmd := exec.Command("git", "rev-parse", "--show-toplevel")
-				cmd.Dir, cmd.Env = wt, []string{"PATH=" + c.path, "HOME=" + os.Getenv("HOME")}
+				cmd := exec.Command(c.git, "rev-parse", "--show-toplevel")
+				cmd.Dir, cmd.Env = wt, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 				if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) == "" {
 					b.Fatal(string(out), err)
 				}

@@ -44,7 +44,13 @@ const keyMessage = "the commit message peal's hooks may rewrite"
 
 // policy is what the confinement policy of a call needs of the site.
 func (at *site) policy() policy.Site {
-	return policy.Site{Tree: at.tree, Main: at.main, Linked: at.linked, Writable: at.writable}
+	ps := policy.Site{Tree: at.tree, Main: at.main, Linked: at.linked, Writable: at.writable}
+	if at.git != nil {
+		// Where the tree's git data is, as peal's git found it: never
+		// what the tree's .git says now.
+		ps.GitDir, ps.Common = at.git.GitDir()
+	}
+	return ps
 }
 
 // siteOf is the site whose work tree holds dir: a task's worktree, or the

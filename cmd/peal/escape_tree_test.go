@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"os/user"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"peal/internal/fakes"
+	"peal/internal/gitrepo"
 	"peal/internal/testgit"
 )
 
@@ -113,13 +115,11 @@ func (s *treeTry) rules(rules map[string][]fakes.Outcome) {
 // its whole output.
 func (s *treeTry) git(args ...string) string {
 	s.t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "safe.directory=*"}, args...)...)
-	cmd.Dir, cmd.Env = s.repo, append(os.Environ(), testgit.Env...)
-	out, err := cmd.Output()
+	out, err := gitrepo.Plain(s.repo, testgit.Env...).Command(append([]string{"-c", "safe.directory=*"}, args...)...).Run(context.Background())
 	if err != nil {
 		s.t.Fatalf("git %q: %v", args, err)
 	}
-	return string(out)
+	return out
 }
 
 // noted takes the repository's configuration as the set-up left it, for
