@@ -80,10 +80,15 @@ func (g *Repo) Guard(guard Guard) { g.guard = guard }
 // commits when they lie inside the work tree (`git add -A` stages the whole
 // work tree, not only dir).
 func New(caller phase.Caller, log *slog.Logger, timeout time.Duration, dir string, own ...string) *Repo {
+	return newAt(caller, log, timeout, dir, workTreeTop(dir), own...)
+}
+
+// newAt is New for the work tree whose top is top.
+func newAt(caller phase.Caller, log *slog.Logger, timeout time.Duration, dir, top string, own ...string) *Repo {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Repo{caller: caller, log: log, timeout: timeout, dir: dir, top: workTreeTop(dir)}
+	g := &Repo{caller: caller, log: log, timeout: timeout, dir: dir, top: top}
 	for _, d := range own {
 		abs, err := filepath.Abs(d)
 		if err != nil || d == "" {
@@ -115,8 +120,7 @@ func (g *Repo) In(caller phase.Caller, top, dir string, sparse bool) *Repo {
 	for i, rel := range g.own {
 		own[i] = filepath.Join(g.top, rel)
 	}
-	w := New(caller, g.log, g.timeout, dir, own...)
-	w.top = filepath.Clean(top)
+	w := newAt(caller, g.log, g.timeout, dir, filepath.Clean(top), own...)
 	w.sparse, w.guard, w.ident, w.hooks = sparse, g.guard, g.ident, g.hooks
 	g.pinMu.Lock()
 	if g.where != nil {
