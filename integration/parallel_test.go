@@ -190,7 +190,9 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 	if left := testgit.WorktreeLeftovers(t, sb.repo, state); len(left) > 0 {
 		t.Errorf("left behind: %q", left)
 	}
-	branches := strings.Fields(gitOut("for-each-ref", "--format=%(refname:short)", "refs/heads/"))
+	// The run's worktree, and its branch, stay for the next run.
+	branches := slices.DeleteFunc(strings.Fields(gitOut("for-each-ref", "--format=%(refname:short)", "refs/heads/")),
+		func(b string) bool { return strings.HasPrefix(b, "peal-") && strings.HasSuffix(b, "/home") })
 	kept := slices.DeleteFunc(slices.Clone(branches), func(b string) bool { return !strings.HasPrefix(b, "peal-kept/task-4-") })
 	if len(branches) != 2 || len(kept) != 1 {
 		t.Errorf("branches %q, want the work tree's and task 4's kept one", branches)
@@ -328,7 +330,8 @@ func reportStet(t *testing.T, calls, state string, tasks int) {
 		if sp.Task == "4" && len(perTask["4"]) > 4 { // task 4's retry, alone in the run's tree
 			wantState, wantDir = filepath.Join(state, "review", "stet"), sp.Dir
 			if home := filepath.Join(state, "worktrees", "home"); confine.Probe().Files {
-				wantState, wantDir = filepath.Join(home+".review", "stet"), home
+				// The run's worktree reviews with the run's review folder.
+				wantDir = home
 			}
 		}
 		if sp.State != wantState || sp.Dir != wantDir {

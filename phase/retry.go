@@ -216,134 +216,176 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	classify := p.Classify
-	if classify == nil {
-		classify = byFailure(p.Failure)
+	l := newLoop(p)
+	for n := 1; ; n++ {
+		a := l.attempt(n)
+		spec := build(a)
+		res, err := Run(ctx, spec)
+		if err != nil {
+			return res, n, err
+		}
+		delay, retry, err := l.judge(log, a, spec, res)
+		if !retry {
+			return res, n, err
+		}
+		if delay < 0 {
+			continue // at once, without spending a retry
+		}
+		if err := l.sleep(ctx, delay); err != nil {
+			return res, n, interrupted(spec.Phase, ctx)
+		}
+		l.spent += delay
 	}
-	sleep := p.Sleep
-	if sleep == nil {
-		sleep = wait
+}
+
+// loop is the state of one call's retry loop: the budgets left, which
+// agent's turn it is, what was spent.
+type loop struct {
+	p        Policy
+	classify Classifier
+	sleep    func(context.Context, time.Duration) error
+	budgets  map[Class]*budgetState
+	// allNetwork: every failure so far was the network's (or a hiccup).
+	allNetwork bool
+	spent      time.Duration // the call's attempts and waits so far
+	counted    int           // the number of the next attempt among the counted ones
+	skipped    map[string]bool
+	again      map[string]bool // the agents granted an attempt again
+	turn       int
+	same       string // the agent of an attempt granted again
+}
+
+func newLoop(p Policy) *loop {
+	l := &loop{p: p, classify: p.Classify, sleep: p.Sleep, allNetwork: true, counted: 1, skipped: map[string]bool{}, again: map[string]bool{}}
+	if l.classify == nil {
+		l.classify = byFailure(p.Failure)
 	}
-	budgets := map[Class]*budgetState{Ordinary: {Budget: Budget{Retries: max(p.Attempts, 1) - 1, Backoff: p.Backoff}}}
+	if l.sleep == nil {
+		l.sleep = wait
+	}
+	l.budgets = map[Class]*budgetState{Ordinary: {Budget: Budget{Retries: max(p.Attempts, 1) - 1, Backoff: p.Backoff}}}
 	for class, b := range p.Budgets {
 		if class != Ordinary && class != Fatal && class != Succeeded {
-			budgets[class] = &budgetState{Budget: b}
+			l.budgets[class] = &budgetState{Budget: b}
 		}
 	}
-	for _, b := range budgets {
+	for _, b := range l.budgets {
 		b.left = b.Retries
 		if b.Backoff == nil {
 			b.Backoff = &backoff.ZeroBackOff{}
 		}
 		b.Backoff.Reset()
 	}
-	allNetwork := true
-	var spent time.Duration // the call's attempts and waits so far
-	counted := 1            // the number of the next attempt among the counted ones
-	skipped := map[string]bool{}
 	if p.Fallback && p.Skip != nil {
 		for _, role := range []string{RolePrimary, RoleFallback} {
-			skipped[role] = p.Skip(role)
+			l.skipped[role] = p.Skip(role)
 		}
 	}
-	again := map[string]bool{} // the agents granted an attempt again
-	turn, same := 0, ""        // same: the agent of an attempt granted again
-	for n := 1; ; n++ {
-		role := same
-		if same == "" {
-			turn++
-			role = RolePrimary
-			if p.Fallback && turn%2 == 0 {
-				role = RoleFallback
-			}
-			if skipped[role] && !skipped[otherRole(role)] {
-				role = otherRole(role)
-			}
+	return l
+}
+
+// attempt is attempt n: its agent (the fallback's turn on even turns, the
+// same agent for an attempt granted again) and how it counts.
+func (l *loop) attempt(n int) Attempt {
+	role := l.same
+	if l.same == "" {
+		l.turn++
+		role = RolePrimary
+		if l.p.Fallback && l.turn%2 == 0 {
+			role = RoleFallback
 		}
-		same = ""
-		// The most attempts the call can still make: the counted budgets
-		// (ordinary and network) that are left.
-		of := n + budgets[Ordinary].left
-		network := 0
-		if nb := budgets[Network]; nb != nil {
-			of += nb.left
-			network = nb.Retries
+		if l.skipped[role] && !l.skipped[otherRole(role)] {
+			role = otherRole(role)
 		}
-		a := Attempt{N: n, Of: of, Role: role, Allowed: max(p.Attempts, 1), Network: network, Counted: counted}
-		if rb := budgets[RateLimited]; rb != nil {
-			a.RateLimitCap, a.RateLimitWaited = rb.MaxWait, rb.waited
-		}
-		spec := build(a)
-		res, err := Run(ctx, spec)
-		if err != nil {
-			return res, n, err
-		}
-		v := classify(res)
-		if v.Class == Succeeded {
-			judged(spec, res, v, 0, false)
-			return res, n, nil
-		}
-		if v.Err == nil {
-			v.Err = fmt.Errorf("%s call failed", spec.Phase)
-		}
-		if v.Again && !again[role] {
-			again[role], same = true, role
-			spent += res.Duration
-			judged(spec, res, v, 0, true)
-			log.Warn("the next attempt changes the request and follows at once, without spending a retry", "phase", spec.Phase,
-				"attempt", spec.Attempt.String(), "role", role, "reason", v.Err)
-			continue
-		}
-		if v.Class == Fatal && v.AgentOnly && p.Fallback && !skipped[otherRole(role)] {
-			skipped[role] = true
-			judged(spec, res, v, 0, true)
-			log.Warn("the agent cannot serve this call: going on with the other agent, without spending a retry", "phase", spec.Phase,
-				"attempt", spec.Attempt.String(), "role", role, "reason", v.Err)
-			continue
-		}
-		if v.Class == Fatal {
-			judged(spec, res, v, 0, false)
-			return res, n, &FatalError{Phase: spec.Phase, Last: v.Err}
-		}
-		b := budgets[v.Class]
-		if b == nil {
-			v.Class, b = Ordinary, budgets[Ordinary]
-		}
-		if v.Class != Network && v.Class != Transient {
-			allNetwork = false
-		}
-		spent += res.Duration
-		if v.Class == RateLimited {
-			b.waited += v.Waited
-		}
-		delay, ok := b.next(v, spent)
-		judged(spec, res, v, delay, ok)
-		if !ok {
-			switch {
-			case v.Class == Network && allNetwork:
-				return res, n, &UnreachableError{Phase: spec.Phase, Attempts: n, Last: v.Err}
-			case v.Class == RateLimited:
-				return res, n, &RateLimitError{Phase: spec.Phase, Attempts: n, Waited: b.waited, Limit: b.MaxWait, Last: v.Err}
-			}
-			return res, n, &FailedError{Phase: spec.Phase, Attempts: n, Last: v.Err}
-		}
-		msg := "call failed, retrying"
-		switch v.Class {
-		case RateLimited:
-			// A wait, not a retry: the next attempt keeps this one's number.
-			msg = fmt.Sprintf("waiting %s before the next attempt (rate limited, not counted)", Seconds(delay.Round(time.Second)))
-		case Transient:
-			msg = "call failed, retrying at once (a hiccup of the CLI, not counted)"
-		default:
-			counted++
-		}
-		log.Warn(msg, "phase", spec.Phase, "attempt", spec.Attempt.String(), "class", v.Class.String(), "reason", v.Err,
-			"delay", delay, "retries_left", fmt.Sprintf("%d on %s failures", b.left, v.Class))
-		if err := sleep(ctx, delay); err != nil {
-			return res, n, interrupted(spec.Phase, ctx)
-		}
-		spent += delay
 	}
+	l.same = ""
+	// The most attempts the call can still make: the counted budgets
+	// (ordinary and network) that are left.
+	of := n + l.budgets[Ordinary].left
+	network := 0
+	if nb := l.budgets[Network]; nb != nil {
+		of += nb.left
+		network = nb.Retries
+	}
+	a := Attempt{N: n, Of: of, Role: role, Allowed: max(l.p.Attempts, 1), Network: network, Counted: l.counted}
+	if rb := l.budgets[RateLimited]; rb != nil {
+		a.RateLimitCap, a.RateLimitWaited = rb.MaxWait, rb.waited
+	}
+	return a
+}
+
+// judge is what attempt a (of spec) that ended with res leads to: another
+// attempt after delay (a negative delay: at once, without spending a
+// retry), or the end of the call with err (nil: it succeeded).
+func (l *loop) judge(log *slog.Logger, a Attempt, spec Spec, res Result) (delay time.Duration, retry bool, err error) {
+	role := a.Role
+	v := l.classify(res)
+	if v.Class == Succeeded {
+		judged(spec, res, v, 0, false)
+		return 0, false, nil
+	}
+	if v.Err == nil {
+		v.Err = fmt.Errorf("%s call failed", spec.Phase)
+	}
+	switch {
+	case v.Again && !l.again[role]:
+		l.again[role], l.same = true, role
+		l.spent += res.Duration
+		judged(spec, res, v, 0, true)
+		log.Warn("the next attempt changes the request and follows at once, without spending a retry", "phase", spec.Phase,
+			"attempt", spec.Attempt.String(), "role", role, "reason", v.Err)
+		return -1, true, nil
+	case v.Class == Fatal && v.AgentOnly && l.p.Fallback && !l.skipped[otherRole(role)]:
+		l.skipped[role] = true
+		judged(spec, res, v, 0, true)
+		log.Warn("the agent cannot serve this call: going on with the other agent, without spending a retry", "phase", spec.Phase,
+			"attempt", spec.Attempt.String(), "role", role, "reason", v.Err)
+		return -1, true, nil
+	case v.Class == Fatal:
+		judged(spec, res, v, 0, false)
+		return 0, false, &FatalError{Phase: spec.Phase, Last: v.Err}
+	}
+	return l.spend(log, a.N, spec, res, v)
+}
+
+// spend charges a failure to its class's budget: the delay before the next
+// attempt, or, when the budget is spent, the call's error.
+func (l *loop) spend(log *slog.Logger, n int, spec Spec, res Result, v Verdict) (time.Duration, bool, error) {
+	b := l.budgets[v.Class]
+	if b == nil {
+		v.Class, b = Ordinary, l.budgets[Ordinary]
+	}
+	if v.Class != Network && v.Class != Transient {
+		l.allNetwork = false
+	}
+	l.spent += res.Duration
+	if v.Class == RateLimited {
+		b.waited += v.Waited
+	}
+	delay, ok := b.next(v, l.spent)
+	judged(spec, res, v, delay, ok)
+	if !ok {
+		switch {
+		case v.Class == Network && l.allNetwork:
+			return 0, false, &UnreachableError{Phase: spec.Phase, Attempts: n, Last: v.Err}
+		case v.Class == RateLimited:
+			return 0, false, &RateLimitError{Phase: spec.Phase, Attempts: n, Waited: b.waited, Limit: b.MaxWait, Last: v.Err}
+		}
+		return 0, false, &FailedError{Phase: spec.Phase, Attempts: n, Last: v.Err}
+	}
+	msg := "call failed, retrying"
+	switch v.Class {
+	case RateLimited:
+		// A wait, not a retry: the next attempt keeps this one's number.
+		msg = fmt.Sprintf("waiting %s before the next attempt (rate limited, not counted)", Seconds(delay.Round(time.Second)))
+	case Transient:
+		msg = "call failed, retrying at once (a hiccup of the CLI, not counted)"
+	default:
+		l.counted++
+	}
+	log.Warn(msg, "phase", spec.Phase, "attempt", spec.Attempt.String(), "class", v.Class.String(), "reason", v.Err,
+		"delay", delay, "retries_left", fmt.Sprintf("%d on %s failures", b.left, v.Class))
+	return delay, true, nil
 }
 
 // otherRole is the agent that is not role.

@@ -84,71 +84,17 @@ type tick struct{ Left, Label string }
 func HTML(w io.Writer, r Report) error {
 	d := pageData{Title: "peal run " + r.Run.ID, RunLine: runLine(r), Totals: totalsLine(r.Totals), Notes: r.Notes}
 	start, total := span(r)
-	// The run spans 99% of a lane, so that the last bar, however short,
-	// stays inside it.
-	pos := func(ms int64) string { return fmt.Sprintf("%.4f%%", float64(ms)*99/float64(total)) }
-	lanes := map[int]int{}
-	laneOf := func(task int) *pageLane {
-		i, ok := lanes[task]
-		if !ok {
-			i = len(d.Lanes)
-			lanes[task] = i
-			name, result := "run", ""
-			if task >= 0 {
-				name = fmt.Sprintf("task %d", task)
-				if t, found := r.task(task); found {
-					result = t.Result
-				}
-			}
-			text := name
-			if result != "" {
-				text += " · " + resultText(Task{Result: result})
-			}
-			d.Lanes = append(d.Lanes, pageLane{Name: name, Result: result, Text: text})
-		}
-		return &d.Lanes[i]
-	}
+	tl := &timeline{r: r, d: &d, lanes: map[int]int{}, total: total, phases: map[string]bool{}}
 	// The run's own lane comes first, then the tasks in index order.
 	if hasNoTask(r.Calls) {
-		laneOf(-1)
+		tl.laneOf(-1)
 	}
 	for _, t := range r.Tasks {
-		laneOf(t.Index)
+		tl.laneOf(t.Index)
 	}
 	calls := make([]barData, len(r.Calls))
-	phases := map[string]bool{}
 	for i, c := range r.Calls {
-		off := c.Started.Sub(start).Milliseconds()
-		outcome := c.Outcome
-		if c.Phase == check.Phase && outcome == CallExited {
-			outcome = CallOrdinary // a failed check is a failure, drawn as one
-		}
-		bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + outcome, Left: pos(off), Width: pos(c.DurationMS)}
-		if c.WaitMS > 0 {
-			bar.WaitLeft, bar.Wait = pos(off+c.DurationMS), pos(c.WaitMS)
-		}
-		lane := laneOf(c.Task)
-		lane.Bars = append(lane.Bars, bar)
-		phases[c.Phase] = true
-		calls[i] = barData{Task: c.Task, Phase: c.Phase, Attempt: phase.Attempt{N: c.Attempt, Of: c.Of, Allowed: c.Allowed, Network: c.Network, Counted: c.Counted}.String(), Role: c.Role, Argv: c.Argv,
-			Started: c.Started.UTC().Format("2006-01-02 15:04:05.000Z"), Dur: formatMS(c.DurationMS), Exit: exitText(c),
-			Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead}
-		if c.WaitMS > 0 {
-			calls[i].Wait = formatMS(c.WaitMS)
-		}
-		switch {
-		case c.Denial != "":
-			calls[i].Confined = c.Denial
-		case c.RefusedCount > 0:
-			calls[i].Confined = fmt.Sprintf("%d connection(s) refused: %s", c.RefusedCount, strings.Join(c.Refused, ", "))
-		}
-		calls[i].Session = sessionText(c)
-		if c.Usage != nil {
-			calls[i].Usage = usageText(*c.Usage)
-		}
-		if c.Outcome == CallCutOff {
-			d.CutOff = append(d.CutOff, callLine(c))
-		}
+		calls[i] = tl.callBar(i, c, c.Started.Sub(start).Milliseconds())
 	}
 	// A check's bar shows the end of its output; a merge has a bar of its
 	// own in its task's lane, after the calls' in the page's data.
@@ -162,27 +108,12 @@ func HTML(w io.Writer, r Report) error {
 		calls[i].Out = tails[c.ID]
 	}
 	for _, m := range r.Merges {
-		i := len(calls)
-		off := m.Started.Sub(start).Milliseconds()
-		lane := laneOf(m.Task)
-		lane.Bars = append(lane.Bars, pageBar{I: i, Class: "ph-merge mg-" + cssName(m.Result), Left: pos(off), Width: pos(m.DurationMS)})
-		phases["merge"] = true
-		calls = append(calls, barData{Task: m.Task, Phase: "merge", Attempt: strings.ReplaceAll(m.Result, "_", " "),
-			Argv: []string{"git", "merge", "--no-ff", m.Branch}, Started: m.Started.UTC().Format("2006-01-02 15:04:05.000Z"),
-			Dur: formatMS(m.DurationMS), Exit: "–", Outcome: mergeText(m)})
+		calls = append(calls, tl.mergeBar(len(calls), m, m.Started.Sub(start).Milliseconds()))
 	}
-	for _, p := range []string{"normalize", "plan", "execute", "check", "stet", "triage", "address", "merge", "git", "post-run"} {
-		if phases[p] {
-			d.Phases = append(d.Phases, p)
-			delete(phases, p)
-		}
-	}
-	for p := range phases {
-		d.Phases = append(d.Phases, p)
-	}
+	d.Phases = tl.phaseOrder()
 	for k := 0; k <= 10; k++ {
 		ms := total * int64(k) / 10
-		d.Ticks = append(d.Ticks, tick{Left: pos(ms), Label: formatMS(ms)})
+		d.Ticks = append(d.Ticks, tick{Left: tl.pos(ms), Label: formatMS(ms)})
 	}
 	d.Table = r.table()
 	data, err := json.Marshal(calls) // escapes <, > and &: safe inside a script element
@@ -192,6 +123,106 @@ func HTML(w io.Writer, r Report) error {
 	d.Calls = template.JS(data)
 	d.Script = template.HTML("<script>\n//<![CDATA[\n" + scriptText + "//]]>\n</script>")
 	return page.Execute(w, d)
+}
+
+// timeline lays the bars of a run out in its lanes: one per task, and the
+// run's own for calls of no task.
+type timeline struct {
+	r      Report
+	d      *pageData
+	lanes  map[int]int // lane index by task (-1: the run's)
+	total  int64       // the run's span, in milliseconds
+	phases map[string]bool
+}
+
+// pos is where a time ms into the run lies in a lane: the run spans 99% of
+// it, so that the last bar, however short, stays inside it.
+func (tl *timeline) pos(ms int64) string {
+	return fmt.Sprintf("%.4f%%", float64(ms)*99/float64(tl.total))
+}
+
+// laneOf is the lane of task (-1: the run's), made at its first use.
+func (tl *timeline) laneOf(task int) *pageLane {
+	i, ok := tl.lanes[task]
+	if !ok {
+		i = len(tl.d.Lanes)
+		tl.lanes[task] = i
+		name, result := "run", ""
+		if task >= 0 {
+			name = fmt.Sprintf("task %d", task)
+			if t, found := tl.r.task(task); found {
+				result = t.Result
+			}
+		}
+		text := name
+		if result != "" {
+			text += " · " + resultText(Task{Result: result})
+		}
+		tl.d.Lanes = append(tl.d.Lanes, pageLane{Name: name, Result: result, Text: text})
+	}
+	return &tl.d.Lanes[i]
+}
+
+// callBar puts call c (the i-th, off milliseconds into the run) in its
+// lane and returns what its hover shows.
+func (tl *timeline) callBar(i int, c Call, off int64) barData {
+	outcome := c.Outcome
+	if c.Phase == check.Phase && outcome == CallExited {
+		outcome = CallOrdinary // a failed check is a failure, drawn as one
+	}
+	bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + outcome, Left: tl.pos(off), Width: tl.pos(c.DurationMS)}
+	if c.WaitMS > 0 {
+		bar.WaitLeft, bar.Wait = tl.pos(off+c.DurationMS), tl.pos(c.WaitMS)
+	}
+	lane := tl.laneOf(c.Task)
+	lane.Bars = append(lane.Bars, bar)
+	tl.phases[c.Phase] = true
+	data := barData{Task: c.Task, Phase: c.Phase, Attempt: phase.Attempt{N: c.Attempt, Of: c.Of, Allowed: c.Allowed, Network: c.Network, Counted: c.Counted}.String(), Role: c.Role, Argv: c.Argv,
+		Started: c.Started.UTC().Format("2006-01-02 15:04:05.000Z"), Dur: formatMS(c.DurationMS), Exit: exitText(c),
+		Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead, Session: sessionText(c)}
+	if c.WaitMS > 0 {
+		data.Wait = formatMS(c.WaitMS)
+	}
+	switch {
+	case c.Denial != "":
+		data.Confined = c.Denial
+	case c.RefusedCount > 0:
+		data.Confined = fmt.Sprintf("%d connection(s) refused: %s", c.RefusedCount, strings.Join(c.Refused, ", "))
+	}
+	if c.Usage != nil {
+		data.Usage = usageText(*c.Usage)
+	}
+	if c.Outcome == CallCutOff {
+		tl.d.CutOff = append(tl.d.CutOff, callLine(c))
+	}
+	return data
+}
+
+// mergeBar puts merge m (the i-th bar, off milliseconds into the run) in
+// its task's lane and returns what its hover shows.
+func (tl *timeline) mergeBar(i int, m Merge, off int64) barData {
+	lane := tl.laneOf(m.Task)
+	lane.Bars = append(lane.Bars, pageBar{I: i, Class: "ph-merge mg-" + cssName(m.Result), Left: tl.pos(off), Width: tl.pos(m.DurationMS)})
+	tl.phases["merge"] = true
+	return barData{Task: m.Task, Phase: "merge", Attempt: strings.ReplaceAll(m.Result, "_", " "),
+		Argv: []string{"git", "merge", "--no-ff", m.Branch}, Started: m.Started.UTC().Format("2006-01-02 15:04:05.000Z"),
+		Dur: formatMS(m.DurationMS), Exit: "–", Outcome: mergeText(m)}
+}
+
+// phaseOrder are the phases the bars show, in the order of a task, then
+// any other.
+func (tl *timeline) phaseOrder() []string {
+	var out []string
+	for _, p := range []string{"normalize", "plan", "execute", "check", "stet", "triage", "address", "merge", "git", "post-run"} {
+		if tl.phases[p] {
+			out = append(out, p)
+			delete(tl.phases, p)
+		}
+	}
+	for p := range tl.phases {
+		out = append(out, p)
+	}
+	return out
 }
 
 // span is the start of the timeline and its length in milliseconds (at

@@ -357,6 +357,42 @@ func (b *builder) add(ev state.Event) {
 	}
 	t := ev.Time
 	switch ev.Ev {
+	case state.EvRunStart, state.EvTasks, state.EvRunEnd:
+		b.addRun(ev, t)
+	case state.EvTaskStart, state.EvTaskEnd:
+		b.addTask(ev, task, t)
+	case state.EvCheck:
+		run := CheckRun{Task: task, Stage: ev.Stage, Round: ev.Round, Command: ev.Command, Call: ev.Call, Ended: t,
+			DurationMS: ev.DurationMS, ExitCode: ev.ExitCode, Outcome: checkOutcome(ev), Tail: ev.Tail}
+		b.rep.Checks = append(b.rep.Checks, run)
+	case state.EvMerge:
+		m := Merge{Task: task, Result: ev.Result, Branch: ev.Branch, Kept: ev.Kept, Files: ev.Files, Checks: ev.Checks,
+			Detail: ev.Detail, Started: t, DurationMS: ev.DurationMS}
+		if m.Result != MergeMerged {
+			b.undone[task] = len(b.rep.Merges)
+		}
+		b.rep.Merges = append(b.rep.Merges, m)
+	case state.EvUsage:
+		b.addUsage(ev, task)
+	case state.EvCallStart:
+		b.calls[ev.Call] = len(b.rep.Calls)
+		c := Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Of: ev.Of, Allowed: ev.Allowed,
+			Network: ev.Network, Counted: ev.Counted, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, streams: callLogs(ev)}
+		for _, f := range c.streams {
+			c.Logs = append(c.Logs, f.path)
+		}
+		b.rep.Calls = append(b.rep.Calls, c)
+	case state.EvCallEnd, state.EvConfined, state.EvAttempt:
+		if i, ok := b.calls[ev.Call]; ok {
+			b.addToCall(&b.rep.Calls[i], ev, t)
+		}
+	}
+}
+
+// addRun takes a line of the run's own: its start, the tasks it selected,
+// its end.
+func (b *builder) addRun(ev state.Event, t time.Time) {
+	switch ev.Ev {
 	case state.EvRunStart:
 		r := &b.rep.Run
 		r.ID, r.PlanPath, r.RepoPath, r.AgentKind, r.Parallel, r.TicketID = ev.Run, ev.PlanPath, ev.RepoPath, ev.AgentKind, ev.Parallel, ev.TicketID
@@ -372,60 +408,50 @@ func (b *builder) add(ev state.Event) {
 		b.ended = true
 		b.rep.Run.Ended = &t
 		b.rep.Run.ExitCode, b.rep.Run.Reason = ev.ExitCode, ev.Message
-	case state.EvTaskStart:
-		// A task that runs again (after a conflict in its worktree) keeps
-		// its first start; what its earlier run ended with no longer holds.
-		acc := b.task(task)
-		if acc.start == nil {
-			acc.start = &t
-		}
-		acc.end, acc.result, acc.err, acc.findings = nil, "", "", nil
-		if i, ok := b.undone[task]; ok {
-			b.rep.Merges[i].RanAgain = true
-			delete(b.undone, task)
-		}
-	case state.EvTaskEnd:
-		acc := b.task(task)
+	}
+}
+
+// addTask takes a task's start or end.
+func (b *builder) addTask(ev state.Event, task int, t time.Time) {
+	acc := b.task(task)
+	if ev.Ev == state.EvTaskEnd {
 		acc.end, acc.result, acc.err, acc.findings = &t, ev.Result, ev.Error, ev.Findings
-	case state.EvCheck:
-		run := CheckRun{Task: task, Stage: ev.Stage, Round: ev.Round, Command: ev.Command, Call: ev.Call, Ended: t,
-			DurationMS: ev.DurationMS, ExitCode: ev.ExitCode, Outcome: checkOutcome(ev), Tail: ev.Tail}
-		b.rep.Checks = append(b.rep.Checks, run)
-	case state.EvMerge:
-		m := Merge{Task: task, Result: ev.Result, Branch: ev.Branch, Kept: ev.Kept, Files: ev.Files, Checks: ev.Checks,
-			Detail: ev.Detail, Started: t, DurationMS: ev.DurationMS}
-		if m.Result != MergeMerged {
-			b.undone[task] = len(b.rep.Merges)
-		}
-		b.rep.Merges = append(b.rep.Merges, m)
-	case state.EvUsage:
-		if ev.Usage != nil {
-			acc := b.task(task)
-			acc.usage = addUsage(acc.usage, *ev.Usage)
-			b.rep.Usage = addUsage(b.rep.Usage, *ev.Usage)
-		}
-		// From records that keep it per attempt: the call's own.
-		if i, ok := b.calls[ev.Call]; ok && ev.Call != "" {
-			c := &b.rep.Calls[i]
-			if ev.Usage != nil && *ev.Usage != (state.Usage{}) {
-				c.Usage = addUsage(c.Usage, *ev.Usage)
-			}
-			c.Session, c.SessionID = ev.Session, ev.SessionID
-		}
-	case state.EvCallStart:
-		b.calls[ev.Call] = len(b.rep.Calls)
-		c := Call{ID: ev.Call, Task: task, Phase: ev.Phase, Attempt: ev.Attempt, Of: ev.Of, Allowed: ev.Allowed,
-			Network: ev.Network, Counted: ev.Counted, Role: ev.Role, Argv: nonNilStrings(ev.Argv), Started: t, streams: callLogs(ev)}
-		for _, f := range c.streams {
-			c.Logs = append(c.Logs, f.path)
-		}
-		b.rep.Calls = append(b.rep.Calls, c)
-	case state.EvCallEnd:
-		i, ok := b.calls[ev.Call]
-		if !ok {
-			return
-		}
+		return
+	}
+	// A task that runs again (after a conflict in its worktree) keeps its
+	// first start; what its earlier run ended with no longer holds.
+	if acc.start == nil {
+		acc.start = &t
+	}
+	acc.end, acc.result, acc.err, acc.findings = nil, "", "", nil
+	if i, ok := b.undone[task]; ok {
+		b.rep.Merges[i].RanAgain = true
+		delete(b.undone, task)
+	}
+}
+
+// addUsage takes the tokens and cost a call reported: its task's, the
+// run's, and, from records that keep it per attempt, the call's own.
+func (b *builder) addUsage(ev state.Event, task int) {
+	if ev.Usage != nil {
+		acc := b.task(task)
+		acc.usage = addUsage(acc.usage, *ev.Usage)
+		b.rep.Usage = addUsage(b.rep.Usage, *ev.Usage)
+	}
+	if i, ok := b.calls[ev.Call]; ok && ev.Call != "" {
 		c := &b.rep.Calls[i]
+		if ev.Usage != nil && *ev.Usage != (state.Usage{}) {
+			c.Usage = addUsage(c.Usage, *ev.Usage)
+		}
+		c.Session, c.SessionID = ev.Session, ev.SessionID
+	}
+}
+
+// addToCall takes what a line says of call c: how it ended, what the
+// confinement refused it, how the retry loop judged it.
+func (b *builder) addToCall(c *Call, ev state.Event, t time.Time) {
+	switch ev.Ev {
+	case state.EvCallEnd:
 		c.Ended, c.ExitCode, c.DurationMS = &t, ev.ExitCode, ev.DurationMS
 		switch {
 		case ev.Interrupted:
@@ -438,18 +464,8 @@ func (b *builder) add(ev state.Event) {
 			c.Outcome = CallOrdinary
 		}
 	case state.EvConfined:
-		i, ok := b.calls[ev.Call]
-		if !ok {
-			return
-		}
-		c := &b.rep.Calls[i]
 		c.Refused, c.RefusedCount, c.Denial = ev.Refused, ev.RefusedCount, ev.Message
 	case state.EvAttempt:
-		i, ok := b.calls[ev.Call]
-		if !ok {
-			return
-		}
-		c := &b.rep.Calls[i]
 		c.judged, c.Retried, c.WaitMS, c.Reason = true, ev.Retry, ev.WaitMS, ev.Reason
 		if c.Outcome != CallTimeout && c.Outcome != CallInterrupted {
 			c.Outcome = outcomeOf(ev.Class)
@@ -582,19 +598,9 @@ func failed(outcome string) bool {
 // taskList is every task of the plan (or of the record, when the plan's
 // tasks are unknown), in index order.
 func (b *builder) taskList(end time.Time) []Task {
-	byIndex := map[int]*Task{}
-	var order []int
-	get := func(i int) *Task {
-		if t, ok := byIndex[i]; ok {
-			return t
-		}
-		t := &Task{Index: i, Result: "pending", Phases: []Phase{}}
-		byIndex[i] = t
-		order = append(order, i)
-		return t
-	}
+	tl := taskLedger{byIndex: map[int]*Task{}}
 	for _, ts := range b.in.Status.Tasks {
-		t := get(ts.Index)
+		t := tl.get(ts.Index)
 		t.Ticket, t.TicketAttempts, t.RetryCount = ts.Ticket, ts.Attempts, ts.RetryCount
 		if ts.Status == "completed" {
 			t.Result = "done_before"
@@ -605,87 +611,115 @@ func (b *builder) taskList(end time.Time) []Task {
 		}
 	}
 	for _, i := range b.selected {
-		get(i)
+		tl.get(i)
 	}
 	for i, acc := range b.tasks {
-		if i < 0 {
-			continue
-		}
-		t := get(i)
-		t.Started, t.Ended, t.Error, t.Findings, t.Usage = acc.start, acc.end, acc.err, acc.findings, acc.usage
-		switch {
-		case acc.result != "":
-			t.Result = acc.result
-		case acc.start != nil && b.rep.Run.State == RunRunning:
-			t.Result = "running"
-		case acc.start != nil && b.rep.Run.State == RunCutOff:
-			t.Result = "cut_off"
-		case acc.start != nil:
-			t.Result = "interrupted"
-		}
-		if acc.start != nil {
-			stop := end
-			if acc.end != nil {
-				stop = *acc.end
-			}
-			t.DurationMS = max(stop.Sub(*acc.start).Milliseconds(), 0)
+		if i >= 0 {
+			b.fillTask(tl.get(i), acc, end)
 		}
 	}
 	for _, c := range b.rep.Checks {
-		if c.Task < 0 {
-			continue
-		}
-		t := get(c.Task)
-		// A pass is the checks of one stage and round, each once: a
-		// command seen again starts the next pass.
-		if n := len(t.Checks); n == 0 || t.Checks[n-1].Stage != c.Stage || t.Checks[n-1].Round != c.Round || slices.Contains(t.Checks[n-1].ran, c.Command) {
-			t.Checks = append(t.Checks, CheckPass{Stage: c.Stage, Round: c.Round, Failed: []string{}})
-		}
-		p := &t.Checks[len(t.Checks)-1]
-		p.ran = append(p.ran, c.Command)
-		if c.Outcome != CheckPassed {
-			p.Failed = append(p.Failed, c.Command)
+		if c.Task >= 0 {
+			addCheckPass(tl.get(c.Task), c)
 		}
 	}
 	for _, m := range b.rep.Merges {
 		if m.Task >= 0 {
-			t := get(m.Task)
+			t := tl.get(m.Task)
 			t.Merges = append(t.Merges, m)
 		}
 	}
 	for _, c := range b.rep.Calls {
 		// A check's calls are its checks, not a phase of the task's.
-		if c.Task < 0 || c.Phase == check.Phase {
-			continue
-		}
-		t := get(c.Task)
-		var p *Phase
-		for j := range t.Phases {
-			if t.Phases[j].Name == c.Phase {
-				p = &t.Phases[j]
-			}
-		}
-		if p == nil {
-			t.Phases = append(t.Phases, Phase{Name: c.Phase, Failures: []string{}})
-			p = &t.Phases[len(t.Phases)-1]
-		}
-		p.Attempts++
-		if c.Attempt <= 1 {
-			p.Calls++
-			if c.Phase == "address" {
-				t.ReviewRounds++
-			}
-		}
-		if failed(c.Outcome) {
-			p.Failures = append(p.Failures, c.Outcome)
+		if c.Task >= 0 && c.Phase != check.Phase {
+			addPhaseCall(tl.get(c.Task), c)
 		}
 	}
-	sort.Ints(order)
-	out := make([]Task, 0, len(order))
-	for _, i := range order {
-		out = append(out, *byIndex[i])
+	sort.Ints(tl.order)
+	out := make([]Task, 0, len(tl.order))
+	for _, i := range tl.order {
+		out = append(out, *tl.byIndex[i])
 	}
 	return out
+}
+
+// taskLedger gathers the tasks of a report by index, in the order they
+// are first met.
+type taskLedger struct {
+	byIndex map[int]*Task
+	order   []int
+}
+
+// get is task i, made pending at its first use.
+func (tl *taskLedger) get(i int) *Task {
+	if t, ok := tl.byIndex[i]; ok {
+		return t
+	}
+	t := &Task{Index: i, Result: "pending", Phases: []Phase{}}
+	tl.byIndex[i] = t
+	tl.order = append(tl.order, i)
+	return t
+}
+
+// fillTask gives task t what the record says of its run (acc); end is
+// when a task still going is measured to.
+func (b *builder) fillTask(t *Task, acc *taskAcc, end time.Time) {
+	t.Started, t.Ended, t.Error, t.Findings, t.Usage = acc.start, acc.end, acc.err, acc.findings, acc.usage
+	switch {
+	case acc.result != "":
+		t.Result = acc.result
+	case acc.start != nil && b.rep.Run.State == RunRunning:
+		t.Result = "running"
+	case acc.start != nil && b.rep.Run.State == RunCutOff:
+		t.Result = "cut_off"
+	case acc.start != nil:
+		t.Result = "interrupted"
+	}
+	if acc.start != nil {
+		stop := end
+		if acc.end != nil {
+			stop = *acc.end
+		}
+		t.DurationMS = max(stop.Sub(*acc.start).Milliseconds(), 0)
+	}
+}
+
+// addCheckPass adds check run c to its task's passes: a pass is the checks
+// of one stage and round, each once; a command seen again starts the next
+// pass.
+func addCheckPass(t *Task, c CheckRun) {
+	if n := len(t.Checks); n == 0 || t.Checks[n-1].Stage != c.Stage || t.Checks[n-1].Round != c.Round || slices.Contains(t.Checks[n-1].ran, c.Command) {
+		t.Checks = append(t.Checks, CheckPass{Stage: c.Stage, Round: c.Round, Failed: []string{}})
+	}
+	p := &t.Checks[len(t.Checks)-1]
+	p.ran = append(p.ran, c.Command)
+	if c.Outcome != CheckPassed {
+		p.Failed = append(p.Failed, c.Command)
+	}
+}
+
+// addPhaseCall counts call c in its task's phase of the same name.
+func addPhaseCall(t *Task, c Call) {
+	var p *Phase
+	for j := range t.Phases {
+		if t.Phases[j].Name == c.Phase {
+			p = &t.Phases[j]
+		}
+	}
+	if p == nil {
+		t.Phases = append(t.Phases, Phase{Name: c.Phase, Failures: []string{}})
+		p = &t.Phases[len(t.Phases)-1]
+	}
+	p.Attempts++
+	if c.Attempt <= 1 {
+		p.Calls++
+		if c.Phase == "address" {
+			t.ReviewRounds++
+		}
+	}
+	if failed(c.Outcome) {
+		p.Failures = append(p.Failures, c.Outcome)
+	}
 }
 
 // taskTable is the table of tasks both renderers show: a row per task, in

@@ -190,7 +190,7 @@ func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 		return false
 	}
 	fmt.Fprintf(d.w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
-	phases := d.r.phaseAttempts()
+	phases := phaseAttempts(d.r.cfg)
 	d.describeCall("    ", attempt, "plan", phases, phase.PlanPrompt(t.Body), "")
 	d.describeCall("    ", attempt, "execute", phases, "", "<prompt: the plan text>")
 	if sequential {

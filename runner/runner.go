@@ -228,50 +228,83 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 
 // do is Run once the options are applied.
 func (r *run) do(ctx context.Context) (Outcome, error) {
-	cfg, log := r.cfg, r.log
-	// A configuration under which the review could not see the work fails
-	// before any agent call, normalize included; the review's own notes
-	// (e.g. no stet on PATH) are logged once the plan is known to be good.
-	if err := r.main.reviewer.CheckConfig(); err != nil {
+	tasks, text, err := r.preflight()
+	if err != nil {
 		return Outcome{}, err
 	}
-	if r.confineErr != nil {
-		return Outcome{}, r.confineErr
+	release, err := r.hold(ctx)
+	if err != nil {
+		return Outcome{}, err
 	}
-	// A plan that cannot run is reported before anything is written.
+	defer release()
+	if tasks, err = r.prepare(ctx, tasks, text); err != nil {
+		return Outcome{}, err
+	}
+	out, err := r.runSegments(ctx, tasks)
+	if err == nil {
+		err = r.chk.final(ctx, &out)
+	}
+	// The run's worktree (confined tasks) ends here, whatever happened:
+	// its work is in the work tree before the summary and the post-run
+	// commands.
+	if berr := r.leaveHome(ctx); err == nil {
+		err = berr
+	}
+	return r.finish(ctx, out, err)
+}
+
+// preflight is what is checked before anything is written: a configuration
+// under which the review could not see the work, or whose confinement
+// cannot be had, and a plan that cannot run. It returns the plan's tasks
+// and text. The review's own notes (e.g. no stet on PATH) are logged once
+// the plan is known to be good.
+func (r *run) preflight() ([]plan.Task, string, error) {
+	cfg := r.cfg
+	if err := r.main.reviewer.CheckConfig(); err != nil {
+		return nil, "", err
+	}
+	if r.confineErr != nil {
+		return nil, "", r.confineErr
+	}
 	tasks, text, err := readPlan(cfg)
 	if err == nil && len(tasks) > 0 {
 		_, err = plan.Select(tasks, cfg.Task, cfg.FromTask)
 	}
-	if err != nil {
-		return Outcome{}, err
-	}
+	return tasks, text, err
+}
+
+// hold takes the state folder for the run, before the first agent call (a
+// normalization included), so that a second run on it stops at once and
+// two runs never work on one task; and makes sure the run can record what
+// the agents do before they do it. release lets go of what it holds.
+func (r *run) hold(ctx context.Context) (release func(), err error) {
+	cfg, log := r.cfg, r.log
 	if err := owndir.Make(cfg.StateDir); err != nil {
-		return Outcome{}, fmt.Errorf("state folder %s (state_dir): %w", cfg.StateDir, err)
+		return nil, fmt.Errorf("state folder %s (state_dir): %w", cfg.StateDir, err)
 	}
-	// The state folder is locked before the first agent call (a
-	// normalization included), so that a second run on it stops at once and
-	// two runs never work on one task; and peal makes sure it can record
-	// what the agents do before they do it.
-	store, warnings, err := state.Open(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, r.now())
+	p := state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}
+	store, warnings, err := state.Open(cfg.StateDir, p, r.now())
 	if err != nil {
-		return Outcome{}, err
+		return nil, err
 	}
-	defer store.Close()
-	defer r.tickets.store.Close()
+	release = func() {
+		r.sessions.Close()
+		r.tickets.store.Close()
+		store.Close()
+	}
 	for _, w := range warnings {
 		log.Warn(w)
 	}
 	r.store = store
 	// Noted in the repository, so that a run, a status or a report started
 	// from another folder finds this plan's state.
-	if err := state.NoteStateDir(cfg.StateNotes, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, cfg.StateDir, r.now()); err != nil {
+	if err := state.NoteStateDir(cfg.StateNotes, p, cfg.StateDir, r.now()); err != nil {
 		log.Warn("could not note in the repository where this plan's state folder is: commands started from another folder will not find it", "err", err)
 	}
-	r.sessions.Open(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, store.Completed)
-	defer r.sessions.Close()
+	r.sessions.Open(cfg.StateDir, p, store.Completed)
 	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {
-		return Outcome{}, err
+		release()
+		return nil, err
 	}
 	// Every call carries an id scoped to the state folder. Holding the
 	// folder's lock, this run knows that whatever still carries such an id
@@ -294,35 +327,40 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 				"socket", sock)
 		}
 	}
-	if tasks, err = r.loadPlan(ctx, tasks, text); err != nil {
-		return Outcome{}, err
+	return release, nil
+}
+
+// prepare readies the run for its tasks: the plan normalized when it needs
+// it and selected, the worktrees an earlier run left swept, where the
+// repository's git data is and what git and stet will run noted (noteGit:
+// before a normalization too), the worktree_link paths checked.
+func (r *run) prepare(ctx context.Context, tasks []plan.Task, text string) ([]plan.Task, error) {
+	tasks, err := r.loadPlan(ctx, tasks, text)
+	if err != nil {
+		return nil, err
 	}
 	r.rec.tasks(tasks)
 	for _, n := range r.reviewNotes {
-		log.Log(ctx, n.Level, n.Msg, n.Args...)
+		r.log.Log(ctx, n.Level, n.Msg, n.Args...)
 	}
 	r.trees.Sweep(ctx, r.store.Completed)
 	if err := r.noteGit(ctx); err != nil {
-		return Outcome{}, err
+		return nil, err
 	}
-	if len(cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
+	if len(r.cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
 		// A path that cannot be linked stops the run before its first
 		// agent call, not at its first block.
-		if err := r.trees.CheckLinks(ctx, cfg.WorktreeLink); err != nil {
-			return Outcome{}, err
+		if err := r.trees.CheckLinks(ctx, r.cfg.WorktreeLink); err != nil {
+			return nil, err
 		}
 	}
+	return tasks, nil
+}
 
-	out, err := r.runSegments(ctx, tasks)
-	if err == nil {
-		err = r.chk.final(ctx, &out)
-	}
-	// The run's worktree (confined tasks) ends here, whatever happened:
-	// its work is in the work tree before the summary and the post-run
-	// commands.
-	if berr := r.leaveHome(ctx); err == nil {
-		err = berr
-	}
+// finish ends a run whose schedule ended with out and err: the state on
+// disk whatever happened, then, for a run that did not fail hard, its exit
+// code, its summary and the post-run commands.
+func (r *run) finish(ctx context.Context, out Outcome, err error) (Outcome, error) {
 	if err == nil && ctx.Err() != nil {
 		// The signal came after the last call had ended: the run still ends
 		// as interrupted, with the signal's exit code.
@@ -332,7 +370,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		// Every error path of a run passes here: the state is on disk before
 		// the error reaches the caller.
 		if serr := r.store.Save(); serr != nil {
-			log.Error("could not save state", "err", serr)
+			r.log.Error("could not save state", "err", serr)
 		}
 		return Outcome{}, err
 	}
@@ -343,12 +381,12 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		out.ExitCode = ExitWithIssues
 	}
 	if len(out.ReviewSkipped) > 0 {
-		log.Warn("Phase 3 was skipped for some tasks (on_stet_fail = skip): their work was not reviewed", "tasks", out.ReviewSkipped)
+		r.log.Warn("Phase 3 was skipped for some tasks (on_stet_fail = skip): their work was not reviewed", "tasks", out.ReviewSkipped)
 	}
 	r.writeSummary(out)
 	// The result is on disk: the next run may start while post-run commands
 	// run.
-	store.Close()
+	r.store.Close()
 	r.postRun(ctx)
 	if ctx.Err() != nil {
 		// A signal during the post-run commands ends the run with its code.
@@ -508,50 +546,50 @@ func readPlan(cfg *config.Config) ([]plan.Task, string, error) {
 	return tasks, text, nil
 }
 
-// phaseAttempts is how many attempts a plan or execute call has:
+// phaseAttempts is how many attempts a plan or execute call of cfg has:
 // 1 + phase_retry_count.
-func (r *run) phaseAttempts() int { return 1 + int(r.cfg.PhaseRetryCount) }
+func phaseAttempts(cfg *config.Config) int { return 1 + int(cfg.PhaseRetryCount) }
 
 // planTask runs Phase 1 at a site and returns the plan text.
 func (r *run) planTask(ctx context.Context, at *site, t plan.Task) (string, error) {
-	attempts := r.phaseAttempts()
+	attempts := phaseAttempts(r.cfg)
 	prompt := phase.PlanPrompt(t.Body)
 	res, err := r.agentCall(ctx, at, "plan", t.Index, attempts, nil, prompt)
 	if err != nil {
 		return "", err
 	}
 	text := strings.TrimSpace(res.Stdout)
-	if !r.cfg.ValidatePlanText || r.planTextValid(text) {
+	if !r.cfg.ValidatePlanText || planTextValid(r.cfg, text) {
 		return text, nil
 	}
 	r.log.Warn("plan text is empty or too short, running the plan call once more", "task", t.Index, "len", len(text))
 	if res, err = r.agentCall(ctx, at, "plan", t.Index, attempts, nil, prompt); err != nil {
 		return "", err
 	}
-	if text = strings.TrimSpace(res.Stdout); !r.planTextValid(text) {
-		return "", fmt.Errorf("plan text still empty or too short after a second plan call (%d characters; min_plan_text_len %s)", len(text), r.minPlanLen())
+	if text = strings.TrimSpace(res.Stdout); !planTextValid(r.cfg, text) {
+		return "", fmt.Errorf("plan text still empty or too short after a second plan call (%d characters; min_plan_text_len %s)", len(text), minPlanLen(r.cfg))
 	}
 	return text, nil
 }
 
-func (r *run) planTextValid(text string) bool {
+func planTextValid(cfg *config.Config, text string) bool {
 	if text == "" {
 		return false
 	}
-	min := r.cfg.MinPlanTextLen
+	min := cfg.MinPlanTextLen
 	return min == nil || uint64(len(text)) >= *min
 }
 
-func (r *run) minPlanLen() string {
-	if r.cfg.MinPlanTextLen == nil {
+func minPlanLen(cfg *config.Config) string {
+	if cfg.MinPlanTextLen == nil {
 		return "unset"
 	}
-	return fmt.Sprint(*r.cfg.MinPlanTextLen)
+	return fmt.Sprint(*cfg.MinPlanTextLen)
 }
 
 // execute runs Phase 2 at a site.
 func (r *run) execute(ctx context.Context, at *site, t plan.Task, planText string) error {
-	_, err := r.agentCall(ctx, at, "execute", t.Index, r.phaseAttempts(), nil, phase.ExecutePrompt(planText))
+	_, err := r.agentCall(ctx, at, "execute", t.Index, phaseAttempts(r.cfg), nil, phase.ExecutePrompt(planText))
 	return err
 }
 

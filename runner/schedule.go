@@ -5,9 +5,12 @@ import (
 	"errors"
 	"peal/plan"
 
+	"log/slog"
+
 	"peal/check"
 	"peal/phase"
 	"peal/review"
+	"peal/state"
 )
 
 // taskResult is how one task ended.
@@ -47,7 +50,7 @@ type tally struct {
 func (r *run) schedule(ctx context.Context, segs []plan.Segment) (Outcome, error) {
 	var tl tally
 	for _, seg := range segs {
-		pending := r.pending(seg.Tasks)
+		pending := pendingOf(r.store, r.log, seg.Tasks)
 		if r.runsAsBlock(seg, pending) {
 			if err := r.runBlock(ctx, &tl, pending); err != nil {
 				return tl.out, err
@@ -67,12 +70,12 @@ func (r *run) schedule(ctx context.Context, segs []plan.Segment) (Outcome, error
 	return tl.out, nil
 }
 
-// pending drops the tasks a previous run completed.
-func (r *run) pending(tasks []plan.Task) []plan.Task {
+// pendingOf drops the tasks a previous run completed.
+func pendingOf(store *state.Store, log *slog.Logger, tasks []plan.Task) []plan.Task {
 	var out []plan.Task
 	for _, t := range tasks {
-		if r.store.Completed(t.Index) {
-			r.log.Info("task already completed, skipping", "task", t.Index)
+		if store.Completed(t.Index) {
+			log.Info("task already completed, skipping", "task", t.Index)
 			continue
 		}
 		out = append(out, t)

@@ -90,6 +90,28 @@ func run(keep bool) error {
 		return fmt.Errorf("peal run: %w", err)
 	}
 
+	if err := show(work, plan, repo, agentDir, stetDir, bins["peal"]); err != nil {
+		return err
+	}
+	if keep {
+		// The run's state is found from the repository: these work from
+		// any folder, without --state-dir.
+		pealBin, err := keepCopy(bins["peal"], filepath.Join(work, "bin", "peal"))
+		if err != nil {
+			return err
+		}
+		step("kept the scratch folder " + work + "; look at the run with")
+		for _, cmd := range []string{"status", "report"} {
+			fmt.Printf("  %s %s --plan %s --repo %s\n", pealBin, cmd, plan, repo)
+		}
+		fmt.Printf("and remove it with\n  rm -rf %s\n", work)
+	}
+	return nil
+}
+
+// show prints what the demo's run did: the agent's and stet's calls, the
+// state files, peal report's table and the scratch repository's history.
+func show(work, plan, repo, agentDir, stetDir, peal string) error {
 	calls, err := fakes.ReadCalls(agentDir)
 	if err != nil {
 		return err
@@ -122,7 +144,7 @@ func run(keep bool) error {
 	// The report reads what the run wrote; it needs no agent.
 	reportArgs := []string{"report", "--plan", plan, "--repo", repo, "--state-dir", filepath.Join(work, "state")}
 	step("peal " + strings.Join(reportArgs, " "))
-	report := exec.Command(bins["peal"], reportArgs...)
+	report := exec.Command(peal, reportArgs...)
 	report.Dir, report.Stdout, report.Stderr = work, os.Stdout, os.Stderr
 	if err := report.Run(); err != nil {
 		return fmt.Errorf("peal report: %w", err)
@@ -133,19 +155,6 @@ func run(keep bool) error {
 	}
 	step("git log of the scratch repository")
 	fmt.Print(out)
-	if keep {
-		// The run's state is found from the repository: these work from
-		// any folder, without --state-dir.
-		pealBin, err := keepCopy(bins["peal"], filepath.Join(work, "bin", "peal"))
-		if err != nil {
-			return err
-		}
-		step("kept the scratch folder " + work + "; look at the run with")
-		for _, cmd := range []string{"status", "report"} {
-			fmt.Printf("  %s %s --plan %s --repo %s\n", pealBin, cmd, plan, repo)
-		}
-		fmt.Printf("and remove it with\n  rm -rf %s\n", work)
-	}
 	return nil
 }
 
