@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"peal/internal/gitrepo"
 	"peal/internal/safefs"
@@ -316,7 +317,7 @@ func (s *Set) BringIgnored(ctx context.Context, ignored []string) (linked []stri
 			linked = append(linked, p)
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(top, rel)); err != nil {
+		if err := s.discardIgnored(rel); err != nil {
 			return links, brought, err
 		}
 		brought = true
@@ -327,7 +328,13 @@ func (s *Set) BringIgnored(ctx context.Context, ignored []string) (linked []stri
 			continue
 		}
 		was := slices.IndexFunc(linked, func(l string) bool { return name(l) == name(p) })
-		if err := moveInto(h.Path, top, rel, was >= 0); err != nil {
+		if was >= 0 {
+			// The task made again what it had through the link.
+			if err := s.discardIgnored(rel); err != nil {
+				return links, brought, err
+			}
+		}
+		if err := moveInto(h.Path, top, rel); err != nil {
 			return links, brought, err
 		}
 		if err := linkPath(top, rel, h.Path); err != nil {
@@ -344,18 +351,43 @@ func (s *Set) BringIgnored(ctx context.Context, ignored []string) (linked []stri
 	return linked, brought, err
 }
 
-// moveInto moves rel of from to the same place under to, replacing what is
-// there when replace is set (an entry the move stands for); otherwise a
-// path taken there is an error. A move across file systems copies.
-func moveInto(from, to, rel string, replace bool) error {
+// asideName is the folder, in the worktrees folder, that keeps the files
+// git ignores in the work tree that a task removed or replaced.
+const asideName = homeName + ".aside"
+
+// discardIgnored takes out of the work tree the entry rel that git ignores
+// there, which a task in the home worktree removed or made anew: a folder
+// (a build's output, dependencies) goes; a file or a link (a .env, a
+// setting of the user's) is moved aside into the worktrees folder, named in
+// a warning, never lost.
+func (s *Set) discardIgnored(rel string) error {
+	path := filepath.Join(s.git.Top(), rel)
+	info, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case info.IsDir():
+		return os.RemoveAll(path)
+	}
+	aside := filepath.Join(s.root, asideName, time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if err := os.MkdirAll(aside, 0o700); err != nil {
+		return err
+	}
+	if err := moveInto(s.git.Top(), aside, rel); err != nil {
+		return err
+	}
+	s.log.Warn("a task removed or replaced a file git ignores in the work tree: the work tree's copy is kept aside", "file", rel, "kept", filepath.Join(aside, rel))
+	return nil
+}
+
+// moveInto moves rel of from to the same place under to, where nothing may
+// be. A move across file systems copies.
+func moveInto(from, to, rel string) error {
 	dst := filepath.Join(to, rel)
 	if _, err := os.Lstat(dst); err == nil {
-		if !replace {
-			return &BringError{Path: filepath.ToSlash(rel), Why: "the work tree made it too while the run worked"}
-		}
-		if err := os.RemoveAll(dst); err != nil {
-			return err
-		}
+		return &BringError{Path: filepath.ToSlash(rel), Why: "the work tree made it too while the run worked"}
 	}
 	d, _, err := openParent(to, rel, true)
 	var nr *safefs.NotRegularError

@@ -199,7 +199,7 @@ func TestBringIgnored(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	repo, _ := testRepo(t)
-	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("deps/\ncache/\nbin/\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("deps/\ncache/\nbin/\n.env\n"), 0o644)
 	testgit.Git(t, repo, "add", ".gitignore")
 	testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
 	for _, d := range []string{"deps", "cache"} {
@@ -214,6 +214,13 @@ func TestBringIgnored(t *testing.T) {
 	if _, err := s.LinkIgnored(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=mine\n"), 0o600)
+	if _, err := s.LinkIgnored(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The task puts a link of its own where the user's .env was linked.
+	os.Remove(filepath.Join(h.Path, ".env"))
+	os.Symlink("/etc/hostname", filepath.Join(h.Path, ".env"))
 	os.Remove(filepath.Join(h.Path, "cache"))
 	os.Remove(filepath.Join(h.Path, "deps"))
 	os.MkdirAll(filepath.Join(h.Path, "deps"), 0o755)
@@ -225,7 +232,7 @@ func TestBringIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	linked, brought, err := s.BringIgnored(ctx, st.Ignored)
-	if err != nil || !brought || !slices.Equal(slices.Sorted(slices.Values(linked)), []string{"bin/", "deps/"}) {
+	if err != nil || !brought || !slices.Equal(slices.Sorted(slices.Values(linked)), []string{".env", "bin/", "deps/"}) {
 		t.Fatalf("BringIgnored: %v, %v, linked %q", err, brought, linked)
 	}
 	if _, err := os.Lstat(filepath.Join(repo, "cache")); !errors.Is(err, fs.ErrNotExist) {
@@ -239,6 +246,11 @@ func TestBringIgnored(t *testing.T) {
 	}
 	if got := testgit.Git(t, h.Path, "status", "--porcelain"); got != "" {
 		t.Errorf("git status in the home worktree: %q", got)
+	}
+	// The user's .env is never lost: it is kept aside, named.
+	kept, _ := filepath.Glob(filepath.Join(s.Root(), asideName, "*", ".env"))
+	if len(kept) != 1 || fileIn(t, filepath.Dir(kept[0]), ".env") != "SECRET=mine\n" {
+		t.Errorf("the user's .env kept aside: %q", kept)
 	}
 }
 

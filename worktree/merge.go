@@ -257,7 +257,7 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 		if strings.HasPrefix(e.Name(), noteName+".corrupt-") {
 			continue // an unreadable note, kept for the user to read
 		}
-		if s.homeFound && (e.Name() == homeName || e.Name() == broughtName || e.Name() == linksName) {
+		if e.Name() == asideName || (s.homeFound && (e.Name() == homeName || e.Name() == broughtName || e.Name() == linksName)) {
 			continue // the home worktree and its notes
 		}
 		if err := removeTree(filepath.Join(s.root, e.Name())); err != nil {

@@ -147,7 +147,7 @@ func WorktreeLeftovers(t interface {
 	})
 	entries, _ := os.ReadDir(filepath.Join(stateDir, "worktrees"))
 	for _, e := range entries {
-		if n := e.Name(); n != "home" && n != "home.brought" && n != "home.links" {
+		if n := e.Name(); n != "home" && n != "home.brought" && n != "home.links" && n != "home.aside" {
 			out = append(out, "folder entry "+n)
 		}
 	}
