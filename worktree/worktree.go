@@ -5,8 +5,12 @@
 // keeps the links out of commits; its removal; the merge of a task's work
 // into the work tree, undone when it conflicts; the branches kept for the
 // user; the sweep of what a killed run left; and the disk a worktree takes.
-// It knows nothing of plans or agents: when worktrees are made, how many at
-// once and what a conflict does to a task are the runner's policy.
+// It owns too the run's worktree of a confined run (home.go, mirror.go): a
+// worktree that mirrors the work tree, where the run's tasks work when the
+// kernel confines files, and the files of their work brought back into the
+// work tree (bring.go). It knows nothing of plans or agents: when worktrees
+// are made, how many at once and what a conflict does to a task are the
+// runner's policy.
 package worktree
 
 import (
