@@ -277,7 +277,7 @@ func TestCancelBeforeThePidIsStored(t *testing.T) {
 	spec := agentSpec(dir, time.Hour, time.Hour)
 	cmd := exec.CommandContext(context.Background(), spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = append(os.Environ(), spec.Env...)
-	g := newGroup(cmd, "", time.Hour, nil)
+	g := newGroup(cmd, "", time.Hour, nil, false)
 	if err := startChild(cmd); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestStraysCountThreadsOnce(t *testing.T) {
 	if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err != nil || len(tasks) < 2 {
 		t.Fatalf("the escaped process runs %d threads (%v): nothing to tell apart", len(tasks), err)
 	}
-	if got := strays(callID, child.Process.Pid); !slices.Equal(got, []int{pid}) {
+	if got := findStrays(callID, child.Process.Pid); !slices.Equal(got, []int{pid}) {
 		t.Fatalf("strays %v, want [%d]", got, pid)
 	}
 }

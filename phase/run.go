@@ -228,7 +228,11 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	}
 	c.hard = hardStop(ctx)
 	c.argv = LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil)
-	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard)
+	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard, c.launch.Launched())
+	if c.launch.Subreaper() {
+		// What the launcher holds comes to peal should it end first.
+		adoptOrphans()
+	}
 	// Agent calls are what a person follows; git, stet and other commands
 	// are bookkeeping, logged at debug.
 	level := slog.LevelDebug
@@ -245,6 +249,7 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	if err == nil && c.launch != nil {
 		if err = c.launch.Wait(); err != nil {
 			c.cmd.Wait() // the launcher has exited without running the program
+			forgetChild(c.cmd.Process.Pid)
 			c.group.reap(nil)
 		}
 	}
@@ -292,19 +297,48 @@ func (c *call) armLimits() {
 }
 
 // finish waits for the child, then stops what it left in its group and reads
-// the rest of its output.
+// the rest of its output. A confined call's child is its launcher, which
+// says when the program exits and stays until what the program started is
+// gone: the call ends with the program, and the launcher (and, with it,
+// everything of the call) once the group has been stopped.
 func (c *call) finish() {
-	c.waitErr = c.cmd.Wait()
+	if c.launch.Launched() {
+		waited := make(chan struct{})
+		go func() {
+			c.waitErr = c.cmd.Wait()
+			close(waited)
+		}()
+		select {
+		case <-waited:
+		case <-c.launch.Done():
+		}
+		c.markExited()
+		c.group.reap(c.out.done)
+		<-waited
+		forgetChild(c.cmd.Process.Pid)
+		if c.launch.Subreaper() {
+			endOrphans()
+		}
+	} else {
+		c.waitErr = c.cmd.Wait()
+		forgetChild(c.cmd.Process.Pid)
+		c.markExited()
+		c.group.reap(c.out.done)
+	}
+	c.out.stop(c.spec.KillGrace, c.hard)
+	if c.watched != nil {
+		c.watched() // after the last line: Line never follows Done
+	}
+}
+
+// markExited records that the child has exited: a limit that fires now is
+// too late, and the timers stop.
+func (c *call) markExited() {
 	c.endMu.Lock()
 	c.exited = true
 	c.endMu.Unlock()
 	for _, stop := range c.stops {
 		stop()
-	}
-	c.group.reap(c.out.done)
-	c.out.stop(c.spec.KillGrace, c.hard)
-	if c.watched != nil {
-		c.watched() // after the last line: Line never follows Done
 	}
 }
 
@@ -314,6 +348,11 @@ func (c *call) result(ctx context.Context, res Result) Result {
 	res.Stdout, res.StdoutDropped = c.out.stdout.result()
 	res.Stderr, res.StderrDropped = c.out.stderr.result()
 	res.ExitCode = c.cmd.ProcessState.ExitCode()
+	if c.launch.Launched() {
+		if code, ok := c.launch.ExitCode(); ok {
+			res.ExitCode = code
+		}
+	}
 	log := c.spec.Log
 	if res.StdoutDropped > 0 || res.StderrDropped > 0 {
 		log.Warn("output over the capture limit was read and discarded", "phase", c.spec.Phase,
