@@ -380,7 +380,7 @@ func (c *Config) checkConfine() error {
 	for _, list := range []struct {
 		key   string
 		paths *[]string
-	}{{"confine_write_paths", &c.ConfineWritePaths}, {"confine_read_deny", &c.ConfineReadDeny}} {
+	}{{"confine_write_paths", &c.ConfineWritePaths}, {"confine_read_deny", &c.ConfineReadDeny}, {"confine_unix_sockets", &c.ConfineUnixSockets}} {
 		for i, p := range *list.paths {
 			full, err := fullPath(p, home)
 			if err != nil {
