@@ -14,6 +14,9 @@ func dieWithParent(attr *syscall.SysProcAttr) {}
 
 func startChild(cmd *exec.Cmd) error { return cmd.Start() }
 
+// leftGroup: there is no launcher here.
+func leftGroup(pgid int) []int { return nil }
+
 // There is no subreaper here: a call's orphans go to the system's init.
 func forgetChild(pid int) {}
 func adoptOrphans() bool  { return false }

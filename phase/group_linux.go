@@ -123,6 +123,19 @@ func endOrphans() {
 	}
 }
 
+// leftGroup lists the processes below a contained call's launcher (which
+// leads group pgid) that left its group: a daemon the call started, which
+// peal signals as it does the group.
+func leftGroup(pgid int) []int {
+	var out []int
+	for _, pid := range descendantsOf(pgid, true) {
+		if g, err := unix.Getpgid(pid); err == nil && g != pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // descendantsOf lists the children of pid (all of them, or only the
 // direct ones), as each of its threads' children file in /proc tells.
 func descendantsOf(pid int, all bool) []int {

@@ -101,13 +101,16 @@ func (g *group) signal(sig unix.Signal) bool {
 // and the processes that carry its call id — with SIGTERM, then SIGKILL
 // when the output pipes close or the grace runs out, and returns only when
 // they are gone (or the grace has passed once more), so that a call's end
-// means nothing of it is running. A contained call's launcher passes the
-// signals on to what left the group, and ends it all when it is killed
-// (or, as a subreaper, leaves it to peal: endOrphans).
+// means nothing of it is running. A contained call's launcher holds what
+// left the group: those processes get the signals too, and whatever is
+// left ends with the launcher (its PID namespace), or comes to peal as an
+// orphan (endOrphans).
 func (g *group) reap(outputDone <-chan struct{}) {
 	close(g.exited)
 	var strays []int
-	if !g.contained {
+	if g.contained {
+		strays = leftGroup(g.pgid)
+	} else {
 		strays = findStrays(g.callID, g.pgid)
 	}
 	signalAll(strays, unix.SIGTERM)

@@ -19,7 +19,14 @@ import (
 
 var fakeAgent string
 
+// helpers are the programs this test binary is, run by a test as a call
+// with its name as the first argument.
+var helpers = map[string]func(args []string) int{}
+
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && helpers[os.Args[1]] != nil {
+		os.Exit(helpers[os.Args[1]](os.Args[2:]))
+	}
 	os.Exit(testbin.Main(m, func(b map[string]string) { fakeAgent = b["fakeagent"] }, "peal/testdata/fakeagent"))
 }
 
