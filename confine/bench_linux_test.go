@@ -68,16 +68,37 @@ func BenchmarkPrepare(b *testing.B) {
 }
 
 // BenchmarkStart compares starting /bin/true and waiting for it, plain
-// and confined (the launcher applies the rules and runs the program).
+// and confined (the launcher sets up the call's namespaces, applies the
+// rules and the filter, runs the program and reaps it): with all this
+// machine has, and with less (no network namespace; no namespaces, as
+// where the system refuses them).
 func BenchmarkStart(b *testing.B) {
-	if !Probe().Files {
+	sup := Probe()
+	if !sup.Files {
 		b.Skip("no Landlock")
 	}
 	p, tree := benchPolicy(b)
-	for _, c := range []struct {
+	calls := []struct {
 		name string
 		call *Call
-	}{{"plain", nil}, {"confined", &Call{Mode: On, Policy: p}}} {
+	}{{"plain", nil}, {"confined", &Call{Mode: On, Policy: p}}}
+	if sup.NetNamespace {
+		s := sup
+		s.NetNamespace = false
+		calls = append(calls, struct {
+			name string
+			call *Call
+		}{"confined-no-netns", &Call{Mode: Auto, Policy: p, Support: &s}})
+	}
+	if sup.PIDNamespace || sup.NetNamespace {
+		s := sup
+		s.PIDNamespace, s.NetNamespace, s.UserNamespace = false, false, false
+		calls = append(calls, struct {
+			name string
+			call *Call
+		}{"confined-no-namespaces", &Call{Mode: Auto, Policy: p, Support: &s}})
+	}
+	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				cmd := exec.Command("/bin/true")

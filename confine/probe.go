@@ -130,13 +130,17 @@ func (s Support) namespaces() string {
 
 // sockets says what the seccomp filter and the supervisor enforce.
 func (s Support) sockets() string {
+	paths := ""
+	if s.ABI < unixABI {
+		paths = "; UNIX sockets by path not confined"
+	}
 	switch {
 	case s.Supervise:
 		return "seccomp: no UDP, raw or packet sockets, every connect decided by peal (TCP to the allowed loopback ports, UNIX sockets in the call's tree or confine_unix_sockets)"
 	case s.Seccomp:
-		return "seccomp: no UDP, raw or packet sockets; connections not decided by peal (" + s.SeccompWhy + ")"
+		return "seccomp: no UDP, raw or packet sockets; connections not decided by peal (" + s.SeccompWhy + ")" + paths
 	default:
-		return "UDP, raw sockets and UNIX sockets by path not confined (" + s.SeccompWhy + ")"
+		return "UDP and raw sockets not confined (" + s.SeccompWhy + ")" + paths
 	}
 }
 
