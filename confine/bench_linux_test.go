@@ -2,9 +2,11 @@ package confine
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -124,6 +126,70 @@ func BenchmarkStart(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkConnect is what a connection of a confined call costs: the
+// helper connects 200 times to a loopback server, unconfined and confined
+// (each connect handed to peal, which takes the socket and connects it
+// itself; in the call's network namespace, through the launcher's
+// listener and peal's bridge). The metric is per connection; the start of
+// the helper is in it, spread over the 200.
+func BenchmarkConnect(b *testing.B) {
+	sup := Probe()
+	if !sup.Supervise {
+		b.Skip("peal does not decide connections here: " + sup.String())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	p, tree := benchPolicy(b)
+	p.TCP.Connect = append(p.TCP.Connect, port)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 200
+	for _, c := range []struct {
+		name string
+		call *Call
+	}{{"plain", &Call{Mode: Off}}, {"confined", &Call{Mode: On, Policy: p, EnvPass: []string{helperEnv}}}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command(exe, "dialn", fmt.Sprintf("%s,%d", ln.Addr(), n))
+				cmd.Dir = tree
+				cmd.Env = []string{"PATH=/usr/bin:/bin", helperEnv + "=1"}
+				l, err := c.call.Prepare(cmd, "b", "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				var out strings.Builder
+				cmd.Stdout = &out
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				if err := cmd.Wait(); err != nil || out.String() != "ok\n" {
+					b.Fatalf("%v: %s", err, out.String())
+				}
+				l.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/connect")
 		})
 	}
 }

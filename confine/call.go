@@ -185,6 +185,9 @@ func (l *Launch) closeChild() {
 // Close releases what the call held: its endpoint (and tunnels), the
 // control socket, what peal served for it.
 func (l *Launch) Close() {
+	if l == nil {
+		return
+	}
 	l.once.Do(func() {
 		l.closeChild()
 		l.closeServed()

@@ -207,7 +207,7 @@ func (l *Launch) recv() (kind byte, text string, fds []int, err error) {
 // the program's exit (Done). A launch without a launcher has nothing to
 // wait for.
 func (l *Launch) Wait() error {
-	if l.ctl == nil {
+	if l == nil || l.ctl == nil {
 		return nil
 	}
 	l.closeChild()

@@ -89,6 +89,17 @@ func helper(args []string) int {
 	case "peal-tty":
 		// As peal on a terminal: one confined call that tries it.
 		return confinedOnTerminal(arg)
+	case "dialn":
+		// arg: host:port,n: n connections one after the other.
+		hostport, count, _ := strings.Cut(arg, ",")
+		var n int
+		fmt.Sscan(count, &n)
+		for i := 0; i < n && err == nil; i++ {
+			var c net.Conn
+			if c, err = net.Dial("tcp", hostport); err == nil {
+				c.Close()
+			}
+		}
 	case "dial-proxy-port":
 		// arg: a host; the port is the proxy's, written PORT.
 		var u *url.URL
