@@ -337,14 +337,23 @@ func (s *supervisor) connect(n *seccompNotif) unix.Errno {
 	}
 }
 
-// openPidfd is a pidfd of the process of thread tid.
+// openPidfd is a pidfd of thread tid (Linux 6.9), or of its process.
 func openPidfd(tid int) (int, error) {
-	fd, err := unix.PidfdOpen(tid, 0)
+	fd, err := unix.PidfdOpen(tid, unix.PIDFD_THREAD)
+	if !errors.Is(err, unix.EINVAL) {
+		return fd, err
+	}
+	fd, err = unix.PidfdOpen(tid, 0)
 	if err == nil || errors.Is(err, unix.ESRCH) {
 		return fd, err
 	}
-	// tid is not the leader of its thread group (EINVAL, or ENOENT since
-	// Linux 6.9): the pidfd is its process's.
+	// tid is not the leader of its thread group: the pidfd is its
+	// process's.
+	return processPidfd(tid)
+}
+
+// processPidfd is a pidfd of the process of thread tid.
+func processPidfd(tid int) (int, error) {
 	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
 	if err != nil {
 		return -1, err
