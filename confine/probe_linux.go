@@ -53,12 +53,23 @@ func probeSeccomp() (filter, supervise bool, why string) {
 		return true, false, "no pidfd (Linux 5.3): " + err.Error()
 	}
 	defer unix.Close(pidfd)
-	fd, err := unix.PidfdGetfd(pidfd, 0, 0)
-	if errors.Is(err, unix.ENOSYS) {
+	fd, err := unix.PidfdGetfd(pidfd, 2, 0)
+	switch {
+	case errors.Is(err, unix.ENOSYS):
 		return true, false, "no pidfd_getfd (Linux 5.6)"
-	}
-	if err == nil {
+	case err == nil:
 		unix.Close(fd)
+	case !errors.Is(err, unix.EBADF):
+		// A container's own filter may refuse it.
+		return true, false, "pidfd_getfd is refused: " + err.Error()
+	}
+	// The supervisor reads a call's address with process_vm_readv.
+	var b, probe [1]byte
+	local := []unix.Iovec{{Base: &b[0]}}
+	local[0].SetLen(1)
+	remote := []unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&probe[0])), Len: 1}}
+	if _, err := unix.ProcessVMReadv(os.Getpid(), local, remote, 0); err != nil {
+		return true, false, "process_vm_readv is refused: " + err.Error()
 	}
 	scope, _ := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
 	switch strings.TrimSpace(string(scope)) {
