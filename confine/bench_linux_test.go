@@ -73,9 +73,9 @@ func BenchmarkPrepare(b *testing.B) {
 
 // BenchmarkStart compares starting /bin/true and waiting for it, plain
 // and confined (the launcher sets up the call's namespaces, applies the
-// rules and the filter, runs the program and reaps it): with all this
-// machine has, and with less (no network namespace; no namespaces, as
-// where the system refuses them).
+// rules and the filter, runs the program and reaps it): as this machine
+// confines by default, with a network namespace for the call too, and
+// without namespaces (as where the system refuses them).
 func BenchmarkStart(b *testing.B) {
 	sup := Probe()
 	if !sup.Files {
@@ -86,17 +86,16 @@ func BenchmarkStart(b *testing.B) {
 		name string
 		call *Call
 	}{{"plain", nil}, {"confined", &Call{Mode: On, Policy: p}}}
-	if sup.NetNamespace {
-		s := sup
-		s.NetNamespace = false
+	if sup.NetNamespaceAllowed {
+		s := sup.WithNetNamespace()
 		calls = append(calls, struct {
 			name string
 			call *Call
-		}{"confined-no-netns", &Call{Mode: Auto, Policy: p, Support: &s}})
+		}{"confined-netns", &Call{Mode: On, Policy: p, Support: &s}})
 	}
-	if sup.PIDNamespace || sup.NetNamespace {
+	if sup.PIDNamespace {
 		s := sup
-		s.PIDNamespace, s.NetNamespace, s.UserNamespace = false, false, false
+		s.PIDNamespace, s.UserNamespace = false, false
 		calls = append(calls, struct {
 			name string
 			call *Call
@@ -137,8 +136,8 @@ func BenchmarkStart(b *testing.B) {
 // BenchmarkConnect is what a connection of a confined call costs: the
 // helper connects 200 times to a loopback server, unconfined and confined
 // (each connect handed to peal, which takes the socket and connects it
-// itself; in the call's network namespace, through the launcher's
-// listener and peal's bridge). The metric is per connection; the start of
+// itself), and in a network namespace of the call's (through the
+// launcher's listener and peal's bridge). The metric is per connection; the start of
 // the helper is in it, spread over the 200.
 func BenchmarkConnect(b *testing.B) {
 	sup := Probe()
@@ -167,10 +166,18 @@ func BenchmarkConnect(b *testing.B) {
 		b.Fatal(err)
 	}
 	const n = 200
-	for _, c := range []struct {
+	calls := []struct {
 		name string
 		call *Call
-	}{{"plain", &Call{Mode: Off}}, {"confined", &Call{Mode: On, Policy: p, EnvPass: []string{helperEnv}}}} {
+	}{{"plain", &Call{Mode: Off}}, {"confined", &Call{Mode: On, Policy: p, EnvPass: []string{helperEnv}}}}
+	if sup.NetNamespaceAllowed {
+		s := sup.WithNetNamespace()
+		calls = append(calls, struct {
+			name string
+			call *Call
+		}{"confined-netns", &Call{Mode: On, Policy: p, EnvPass: []string{helperEnv}, Support: &s}})
+	}
+	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				cmd := exec.Command(exe, "dialn", fmt.Sprintf("%s,%d", ln.Addr(), n))

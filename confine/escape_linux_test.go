@@ -37,7 +37,8 @@ type mode struct {
 	sup  *Support
 }
 
-// modes are the machine's: everything it enforces, and, where it has
+// modes are the machine's: what it enforces by default, with a network
+// namespace for each call where it allows one, and, where it has
 // namespaces, the fallback without them.
 func modes(t *testing.T) []mode {
 	t.Helper()
@@ -45,10 +46,18 @@ func modes(t *testing.T) []mode {
 	if !s.Supervise {
 		t.Skip("peal cannot decide the connections of calls here: " + s.String())
 	}
-	out := []mode{{"namespaces", &s}}
-	if s.PIDNamespace || s.NetNamespace {
+	return machineModes(s)
+}
+
+func machineModes(s Support) []mode {
+	out := []mode{{"as probed", &s}}
+	if s.NetNamespaceAllowed {
+		n := s.WithNetNamespace()
+		out = append(out, mode{"network namespace", &n})
+	}
+	if s.PIDNamespace || s.NetNamespaceAllowed {
 		f := s
-		f.PIDNamespace, f.NetNamespace, f.UserNamespace = false, false, false
+		f.PIDNamespace, f.NetNamespace, f.NetNamespaceAllowed, f.UserNamespace = false, false, false, false
 		out = append(out, mode{"no namespaces", &f})
 	}
 	return out

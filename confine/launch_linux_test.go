@@ -168,18 +168,10 @@ func TestLandlockFiles(t *testing.T) {
 	}
 }
 
-// landlockModes are the ways this machine confines files: with all it
-// has, and without namespaces where it has them.
+// landlockModes are the ways this machine confines files (machineModes).
 func landlockModes(t *testing.T) []mode {
 	t.Helper()
-	s := needLandlock(t)
-	out := []mode{{"all", &s}}
-	if s.PIDNamespace || s.NetNamespace {
-		f := s
-		f.PIDNamespace, f.NetNamespace, f.UserNamespace = false, false, false
-		out = append(out, mode{"no namespaces", &f})
-	}
-	return out
+	return machineModes(needLandlock(t))
 }
 
 func landlockFiles(t *testing.T, m mode) {

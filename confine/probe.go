@@ -38,13 +38,27 @@ type Support struct {
 	PIDNamespace bool
 	// NetNamespace: each call has a network namespace of its own whose
 	// only interface is loopback, where the launcher listens for peal on
-	// the call's proxy port (and the loopback ports it may reach).
+	// the call's proxy port (and the loopback ports it may reach). Probe
+	// leaves it off: a network namespace costs about a millisecond a call
+	// (its making and its end, in the kernel; docs/benchmarks.md), and the
+	// supervisor of connections keeps a call to its proxy without one. A
+	// caller that wants it where it is allowed turns it on (Call.Support).
 	NetNamespace bool
+	// NetNamespaceAllowed: the system allows a call a network namespace.
+	NetNamespaceAllowed bool
 	// UserNamespace: the namespaces are made in a user namespace of the
 	// call's own (peal is not root).
 	UserNamespace bool
-	// NamespaceWhy is why PIDNamespace or NetNamespace is missing.
+	// NamespaceWhy is why a PID namespace (or a network namespace) is not
+	// allowed.
 	NamespaceWhy string
+}
+
+// WithNetNamespace is s with each call in a network namespace of its own,
+// where the system allows it.
+func (s Support) WithNetNamespace() Support {
+	s.NetNamespace = s.NetNamespaceAllowed
+	return s
 }
 
 // Minimum Landlock ABI versions of each part of a policy.
@@ -113,17 +127,12 @@ func (s Support) namespaces() string {
 		parts = append(parts, "a call's processes held by its launcher and peal as subreapers")
 	}
 	out := strings.Join(parts, "; ")
-	missing := ""
-	switch {
-	case !s.PIDNamespace && !s.NetNamespace:
-		missing = "namespaces"
-	case !s.PIDNamespace:
-		missing = "PID namespace"
-	case !s.NetNamespace:
-		missing = "network namespace"
-	}
-	if missing != "" && s.NamespaceWhy != "" {
-		out += " (no " + missing + ": " + s.NamespaceWhy + ")"
+	if !s.PIDNamespace && s.NamespaceWhy != "" {
+		what := "PID namespace"
+		if !s.NetNamespaceAllowed {
+			what = "namespaces"
+		}
+		out += " (no " + what + ": " + s.NamespaceWhy + ")"
 	}
 	return out
 }

@@ -29,7 +29,7 @@ func probe() Support {
 		s.CapsKept = keptCaps()
 	}
 	s.Seccomp, s.Supervise, s.SeccompWhy = probeSeccomp()
-	s.PIDNamespace, s.NetNamespace, s.UserNamespace, s.NamespaceWhy = probeNamespaces()
+	s.PIDNamespace, s.NetNamespaceAllowed, s.UserNamespace, s.NamespaceWhy = probeNamespaces()
 	return s
 }
 

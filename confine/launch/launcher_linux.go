@@ -15,12 +15,14 @@ import (
 //     outlive;
 //  2. brings the namespace's loopback up and listens on the ports peal
 //     bridges in (Network), and mounts the PID namespace's /proc (Init);
-//  3. on a thread of its own, sets no_new_privs, applies the Landlock
-//     ruleset peal built, drops the capabilities a call never holds,
-//     installs the seccomp filter, and starts the program from that
-//     thread, which then ends: the rules are the thread's, and the
-//     program inherits them, while the launcher itself stays outside
-//     them (the call can neither signal nor trace it);
+//  3. on its main thread, sets no_new_privs, applies the Landlock ruleset
+//     peal built, drops the capabilities a call never holds, installs the
+//     seccomp filter, and starts the program from that thread: the rules
+//     are the thread's, and the program inherits them. Nothing of the call
+//     can trace the launcher (it is not dumpable and the call holds no
+//     CAP_SYS_PTRACE), nor signal it as the init of its PID namespace;
+//     without one, a call that kills its launcher ends itself, and what it
+//     started comes to peal;
 //  4. hands peal the filter's listener and the namespace's listeners;
 //  5. reaps every process of the call until none is left: as the init of
 //     the PID namespace (whose end makes the kernel kill every process of
@@ -52,7 +54,8 @@ func launcher(v string) int {
 	if err != nil {
 		return fail(ExitSetup, "the launcher could not read its arguments", err)
 	}
-	// The main goroutine keeps the main thread: the rules go on another.
+	// The rules are the calling thread's, and the program starts from it:
+	// the main goroutine keeps its thread, and is never unlocked.
 	runtime.LockOSThread()
 	var fds []int
 	if cfg.Flags&Network != 0 {
@@ -99,14 +102,7 @@ func launcher(v string) int {
 	for i := range cfg.Extra {
 		files = append(files, uintptr(3+i))
 	}
-	done := make(chan start, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine, and its
-		// rules with it.
-		runtime.LockOSThread()
-		done <- confineAndStart(cfg, argv, env, files)
-	}()
-	st := <-done
+	st := confineAndStart(cfg, argv, env, files)
 	if st.err != nil {
 		return fail(st.code, st.msg, st.err)
 	}
