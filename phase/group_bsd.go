@@ -14,6 +14,9 @@ func dieWithParent(attr *syscall.SysProcAttr) {}
 
 func startChild(cmd *exec.Cmd) error { return cmd.Start() }
 
+// leftovers: there is no launcher here.
+func (g *group) leftovers() bool { return true }
+
 // leftGroup: there is no launcher here.
 func leftGroup(pgid int) []int { return nil }
 

@@ -123,6 +123,14 @@ func endOrphans() {
 	}
 }
 
+// leftovers tells whether a contained call's launcher (which leads the
+// group) still holds a process of the call: its children are every
+// process of the call that is left, the orphans included.
+func (g *group) leftovers() bool {
+	b, err := readSmall(nil, "/proc/"+strconv.Itoa(g.pgid)+"/task/"+strconv.Itoa(g.pgid)+"/children")
+	return err != nil || len(bytes.TrimSpace(b)) > 0
+}
+
 // leftGroup lists the processes below a contained call's launcher (which
 // leads group pgid) that left its group: a daemon the call started, which
 // peal signals as it does the group.

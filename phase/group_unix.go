@@ -124,6 +124,17 @@ func (g *group) reap(outputDone <-chan struct{}) {
 		signalAll(strays, unix.SIGKILL)
 		waitGone(g.pgid, strays, g.grace)
 	}
+	g.ended()
+}
+
+// end records that the call has ended with nothing of it left to stop.
+func (g *group) end() {
+	close(g.exited)
+	g.ended()
+}
+
+// ended disarms what the group's stop armed and tells the guard.
+func (g *group) ended() {
 	g.mu.Lock()
 	if g.kill != nil {
 		g.kill.Stop()

@@ -35,3 +35,8 @@ func SweepLeftovers(scope string, grace time.Duration) int { return 0 }
 func forgetChild(pid int) {}
 func adoptOrphans() bool  { return false }
 func endOrphans()         {}
+
+// leftovers: there is no launcher here.
+func (g *group) leftovers() bool { return true }
+
+func (g *group) end() {}

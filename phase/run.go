@@ -151,6 +151,9 @@ type call struct {
 	watched func()   // the Watcher's Done, once its last line is in
 	hard    <-chan struct{}
 	waitErr error
+	// waited closes once a launched call's launcher has been waited for
+	// (waitErr is then set).
+	waited chan struct{}
 
 	endMu  sync.Mutex
 	exited bool // the child has been waited for: a limit that fires now is too late
@@ -303,22 +306,7 @@ func (c *call) armLimits() {
 // everything of the call) once the group has been stopped.
 func (c *call) finish() {
 	if c.launch.Launched() {
-		waited := make(chan struct{})
-		go func() {
-			c.waitErr = c.cmd.Wait()
-			close(waited)
-		}()
-		select {
-		case <-waited:
-		case <-c.launch.Done():
-		}
-		c.markExited()
-		c.group.reap(c.out.done)
-		<-waited
-		forgetChild(c.cmd.Process.Pid)
-		if c.launch.Subreaper() {
-			endOrphans()
-		}
+		c.finishLaunched()
 	} else {
 		c.waitErr = c.cmd.Wait()
 		forgetChild(c.cmd.Process.Pid)
@@ -328,6 +316,40 @@ func (c *call) finish() {
 	c.out.stop(c.spec.KillGrace, c.hard)
 	if c.watched != nil {
 		c.watched() // after the last line: Line never follows Done
+	}
+}
+
+// finishLaunched is finish for a confined call, whose child is its
+// launcher: the call ends with the program. When nothing the program
+// started is left, the launcher ends by itself at once and is reaped
+// meanwhile (its end, and its namespaces', is not the call's to wait
+// for); otherwise what is left is stopped as a group's leftovers are, and
+// ends with the launcher (or, where peal is its subreaper, after it).
+func (c *call) finishLaunched() {
+	c.waited = make(chan struct{})
+	pid := c.cmd.Process.Pid
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		forgetChild(pid)
+		close(c.waited)
+	}()
+	select {
+	case <-c.waited:
+	case <-c.launch.Done():
+	}
+	c.markExited()
+	select {
+	case <-c.waited:
+	default:
+		if !c.group.leftovers() {
+			c.group.end()
+			return
+		}
+	}
+	c.group.reap(c.out.done)
+	<-c.waited
+	if c.launch.Subreaper() {
+		endOrphans()
 	}
 }
 
@@ -347,11 +369,21 @@ func (c *call) result(ctx context.Context, res Result) Result {
 	res.Duration = time.Since(c.started)
 	res.Stdout, res.StdoutDropped = c.out.stdout.result()
 	res.Stderr, res.StderrDropped = c.out.stderr.result()
-	res.ExitCode = c.cmd.ProcessState.ExitCode()
+	waited := true
 	if c.launch.Launched() {
-		if code, ok := c.launch.ExitCode(); ok {
-			res.ExitCode = code
+		code, ok := c.launch.ExitCode()
+		if !ok {
+			<-c.waited // the launcher ended without a word: its end says how
+			code = c.cmd.ProcessState.ExitCode()
 		}
+		res.ExitCode = code
+		select {
+		case <-c.waited:
+		default:
+			waited = false
+		}
+	} else {
+		res.ExitCode = c.cmd.ProcessState.ExitCode()
 	}
 	log := c.spec.Log
 	if res.StdoutDropped > 0 || res.StderrDropped > 0 {
@@ -370,7 +402,7 @@ func (c *call) result(ctx context.Context, res Result) Result {
 		res.Ended = ended.cause
 	}
 	var exitErr *exec.ExitError
-	if c.waitErr != nil && !errors.As(c.waitErr, &exitErr) && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
+	if waited && c.waitErr != nil && !errors.As(c.waitErr, &exitErr) && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
 		log.Warn("waiting for the child failed", "phase", c.spec.Phase, "err", c.waitErr)
 	}
 	log.Debug("call finished", "phase", c.spec.Phase, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
