@@ -343,11 +343,19 @@ func (c *call) finishLaunched() {
 	default:
 		if !c.group.leftovers() {
 			c.group.end()
+			c.endOrphans()
 			return
 		}
 	}
 	c.group.reap(c.out.done)
 	<-c.waited
+	c.endOrphans()
+}
+
+// endOrphans ends, where peal is the subreaper of its calls' processes,
+// the orphans that came to it: what a launcher that ended first left, and
+// what unconfined calls left in sessions of their own.
+func (c *call) endOrphans() {
 	if c.launch.Subreaper() {
 		endOrphans()
 	}
