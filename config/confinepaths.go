@@ -64,7 +64,7 @@ func (c *Config) expandConfinePaths() error {
 	for _, list := range []struct {
 		key   string
 		paths *[]string
-	}{{confine.KeyWritePaths, &c.ConfineWritePaths}, {confine.KeyReadDeny, &c.ConfineReadDeny}} {
+	}{{confine.KeyWritePaths, &c.ConfineWritePaths}, {confine.KeyReadDeny, &c.ConfineReadDeny}, {confine.KeyUnixSockets, &c.ConfineUnixSockets}} {
 		for i, p := range *list.paths {
 			full, err := fullPath(p, home)
 			if err != nil {

@@ -3,9 +3,13 @@ package confine
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
+
+	"peal/confine/launch"
 )
 
 // Call is the confinement of one child process, filled by the caller for
@@ -25,6 +29,17 @@ type Call struct {
 	// own that reaches only Allow, and its environment points at it.
 	Proxy *Proxy
 	Allow Allow
+	// Support, when set, is what the call may use of what this machine
+	// enforces, in Probe's place: less than Probe finds (a test of a
+	// fallback), never more.
+	Support *Support
+}
+
+func (c *Call) support() Support {
+	if c.Support != nil {
+		return *c.Support
+	}
+	return Probe()
 }
 
 // Environ is what the call keeps of the environment it inherits from peal;
@@ -36,20 +51,17 @@ func (c *Call) Environ(env []string) []string {
 	return FilterEnv(env, c.EnvPass)
 }
 
-// LaunchEnv names the variable that makes peal's binary the launcher of a
-// confined program. It is set in the launcher's environment only and taken
-// out before the program runs.
-const LaunchEnv = "PEAL_CONFINED_LAUNCH"
-
 // Prepare makes cmd, not started yet, start confined: with the proxy's
-// variables added to cmd.Env and, where the kernel enforces files, as the
-// launcher (peal's own binary), which applies the rules to itself and then
-// runs cmd's program with cmd's arguments. id names the call in the proxy's
-// refusals; tempDir (when not "") is the call's temporary folder, which it
-// may write. It returns nil when there is nothing to do (Off, or cmd could
-// not be resolved: its Start then fails as it would have). Under On it
-// fails when the file-system rules cannot be enforced; under Auto it
-// enforces what the kernel has.
+// variables added to cmd.Env and, where anything is enforced, as the
+// launcher (peal's own binary, package launch), which sets up the call's
+// namespaces, applies the rules and the seccomp filter to itself, runs
+// cmd's program with cmd's arguments and stays its supervisor, in a
+// session of its own. id names the call in the proxy's refusals; tempDir
+// (when not "") is the call's temporary folder, which it may write. It
+// returns nil when there is nothing to do (Off, or cmd could not be
+// resolved: its Start then fails as it would have). Under On it fails when
+// this machine cannot hold the policy (Support.Lacks); under Auto it
+// enforces what the machine has.
 func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 	if c.Mode == Off || cmd.Err != nil {
 		return nil, nil
@@ -77,31 +89,44 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 		l.Close()
 		return nil, err
 	}
-	sup := Probe()
-	if !sup.Files {
-		if c.Mode == On {
-			l.Close()
-			return nil, fmt.Errorf("confine = on, but files cannot be confined: %s", sup.Why)
-		}
+	sup := c.support()
+	if lack := sup.Lacks(); c.Mode == On && lack != "" {
+		l.Close()
+		return nil, fmt.Errorf("confine = on, but this machine %s", lack)
+	}
+	if !sup.launches() {
 		return l, nil
 	}
-	if err := l.launcher(cmd, pol, sup); err != nil {
+	if err := l.launcher(cmd, c, pol, sup); err != nil {
 		l.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-// Launch is a confined call under way: its proxy endpoint and the
-// launcher's status pipe.
+// Launch is a confined call under way: its proxy endpoint, and its
+// launcher: the control socket, and what peal serves for the call.
 type Launch struct {
 	endpoint *Endpoint
-	// status is peal's end of the launcher's status pipe; child are the
-	// launcher's ends (its rules, its end of the pipe), closed once it
-	// started.
-	status *os.File
-	child  []*os.File
-	once   sync.Once
+	// ctl is peal's end of the launcher's control socket; child are the
+	// launcher's files (its end, the ruleset), closed once it started.
+	ctl   *net.UnixConn
+	child []*os.File
+	cmd   *exec.Cmd
+	flags uint32 // the launcher's (package launch)
+	rules *netRules
+	sup   *supervisor
+	// done closes when the program has exited (status, exited) or the
+	// launcher has ended.
+	done   chan struct{}
+	status syscall.WaitStatus
+	exited bool
+
+	mu        sync.Mutex
+	closed    bool
+	listeners []net.Listener
+	conns     map[net.Conn]struct{}
+	once      sync.Once
 }
 
 // LaunchError is the launcher's word that it could not confine the
@@ -110,31 +135,42 @@ type LaunchError struct{ Msg string }
 
 func (e *LaunchError) Error() string { return e.Msg }
 
-// Wait waits, once the launcher has started, until it has run the program
-// confined (nil) or has exited without running it (a *LaunchError). The
-// launcher answers within a few milliseconds: it applies the rules and
-// runs the program. A launch without a launcher has nothing to wait for.
-func (l *Launch) Wait() error {
-	if l.status == nil {
-		return nil
+// Launched reports whether the call runs under the launcher: then its
+// program is not cmd's process but the launcher's child, whose exit Done
+// and ExitCode tell.
+func (l *Launch) Launched() bool { return l != nil && l.ctl != nil }
+
+// Done closes when the program has exited or its launcher has ended
+// (nil without a launcher, or before Wait has returned nil).
+func (l *Launch) Done() <-chan struct{} { return l.done }
+
+// ExitCode is the program's exit code as exec tells it (-1 when a signal
+// ended it), once Done has closed and the launcher has said it; ok is
+// false otherwise.
+func (l *Launch) ExitCode() (code int, ok bool) {
+	if l == nil || l.done == nil {
+		return 0, false
 	}
-	l.closeChild()
-	// The pipe closes when the program starts (close-on-exec); before
-	// that, the launcher writes why it failed.
-	var buf [1024]byte
-	n := 0
-	for n < len(buf) {
-		m, err := l.status.Read(buf[n:])
-		n += m
-		if err != nil {
-			break
-		}
+	select {
+	case <-l.done:
+	default:
+		return 0, false
 	}
-	if n == 0 {
-		return nil
+	switch {
+	case !l.exited:
+		return 0, false
+	case l.status.Exited():
+		return l.status.ExitStatus(), true
+	default:
+		return -1, true
 	}
-	return &LaunchError{Msg: string(buf[:n])}
 }
+
+// Subreaper reports whether the call's processes are held by subreapers
+// (its launcher, and the process that started it) rather than by a PID
+// namespace: that process must then end, when the launcher has ended,
+// the orphans it adopted.
+func (l *Launch) Subreaper() bool { return l.Launched() && l.flags&launch.Subreaper != 0 }
 
 // Endpoint is the call's proxy endpoint; nil without a proxy.
 func (l *Launch) Endpoint() *Endpoint { return l.endpoint }
@@ -146,13 +182,15 @@ func (l *Launch) closeChild() {
 	l.child = nil
 }
 
-// Close releases what the call held: its endpoint (and tunnels), the pipe.
+// Close releases what the call held: its endpoint (and tunnels), the
+// control socket, what peal served for it.
 func (l *Launch) Close() {
+	if l == nil {
+		return
+	}
 	l.once.Do(func() {
 		l.closeChild()
-		if l.status != nil {
-			l.status.Close()
-		}
+		l.closeServed()
 		if l.endpoint != nil {
 			l.endpoint.Close()
 		}

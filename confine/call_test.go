@@ -25,11 +25,12 @@ func TestPrepareWithoutLandlock(t *testing.T) {
 	cmd := exec.Command("true")
 	cmd.Env = []string{"PATH=/usr/bin"}
 	_, err := (&Call{Mode: On, Policy: pol, Proxy: p, Allow: allow}).Prepare(cmd, "c1", "")
-	if err == nil || err.Error() != "confine = on, but files cannot be confined: files and TCP are confined on Linux only" {
+	if err == nil || err.Error() != "confine = on, but this machine cannot confine files: files and TCP are confined on Linux only" {
 		t.Fatalf("On: %v", err)
 	}
 
-	// Under Auto the call gets its endpoint and environment, no launcher.
+	// Under Auto the call gets its endpoint and environment, no launcher
+	// (nothing is enforced).
 	cmd = exec.Command("true")
 	cmd.Env = []string{"PATH=/usr/bin"}
 	path := cmd.Path

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"peal/confine/launch"
 )
 
 func mknodChar(path string) error {
@@ -16,7 +18,7 @@ func mknodChar(path string) error {
 	return nil
 }
 
-// heldCaps fails naming each of droppedCaps that the status file (of
+// heldCaps fails naming each of launch.DroppedCaps that the status file (of
 // /proc) says this process holds or, run as root, could get back at its
 // next execve (the bounding set): what a confined call must not have.
 func heldCaps(status string) error {
@@ -39,10 +41,10 @@ func heldCaps(status string) error {
 		check = append(check, "CapBnd")
 	}
 	var held []string
-	for _, c := range droppedCaps {
+	for _, c := range launch.DroppedCaps {
 		for _, set := range check {
-			if sets[set]&(1<<c.n) != 0 {
-				held = append(held, set+" "+c.name)
+			if sets[set]&(1<<c.N) != 0 {
+				held = append(held, set+" "+c.Name)
 			}
 		}
 	}

@@ -64,20 +64,50 @@ func TestMode(t *testing.T) {
 }
 
 func TestSupportLine(t *testing.T) {
+	probed := Support{ABI: 7, Files: true, TCP: true, Seccomp: true, Supervise: true, PIDNamespace: true, NetNamespaceAllowed: true}
+	full := probed.WithNetNamespace()
+	user := full
+	user.UserNamespace = true
+	fallback := Support{ABI: 4, Files: true, TCP: true, Seccomp: true, Supervise: true,
+		NamespaceWhy: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"}
+	netOnly := full
+	netOnly.PIDNamespace, netOnly.NamespaceWhy = false, "the launcher could not mount the /proc of the call's PID namespace: operation not permitted"
+	userProbed := probed
+	userProbed.UserNamespace = true
+	old := Support{ABI: 3, Files: true, Seccomp: true, SeccompWhy: "no pidfd_getfd (Linux 5.6)", NamespaceWhy: "the kernel refused them: operation not permitted"}
+	sockets := "seccomp: no UDP, raw or packet sockets, every connect decided by peal (TCP to the allowed loopback ports, UNIX sockets in the call's tree or confine_unix_sockets)"
 	for _, c := range []struct {
 		s    Support
 		want string
 	}{
-		{supportOf(9, ""), "files and TCP enforced by Landlock ABI 9"},
-		{supportOf(7, ""), "files and TCP enforced by Landlock ABI 7; UNIX sockets by path not enforced (Landlock ABI 9)"},
-		{supportOf(3, ""), "files enforced by Landlock ABI 3; TCP not enforced (it needs Landlock ABI 4, Linux 6.7): calls reach the network through peal's proxy only when they use it; UNIX sockets by path not enforced (Landlock ABI 9)"},
-		{Support{ABI: 9, Files: true, TCP: true, CapsKept: "CAP_SYS_ADMIN, CAP_NET_RAW"},
-			"files and TCP enforced by Landlock ABI 9; calls keep root's CAP_SYS_ADMIN, CAP_NET_RAW (peal lacks CAP_SETPCAP to drop them)"},
-		{supportOf(0, "this Linux has no Landlock (it needs Linux 5.13 built with Landlock)"),
-			"not enforced: this Linux has no Landlock (it needs Linux 5.13 built with Landlock); calls get the allowed environment and peal's proxy only"},
+		{probed, "files and TCP enforced by Landlock ABI 7; each call in a PID namespace of its own; " + sockets + "; no terminal"},
+		{userProbed, "files and TCP enforced by Landlock ABI 7; each call in user and PID namespaces of its own; " + sockets + "; no terminal"},
+		{full, "files and TCP enforced by Landlock ABI 7; each call in PID and network namespaces of its own (loopback only, peal's proxy inside); " + sockets + "; no terminal"},
+		{user, "files and TCP enforced by Landlock ABI 7; each call in user, PID and network namespaces of its own (loopback only, peal's proxy inside); " + sockets + "; no terminal"},
+		{fallback, "files and TCP enforced by Landlock ABI 4; a call's processes held by its launcher and peal as subreapers (no namespaces: AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)); " + sockets + "; no terminal"},
+		{netOnly, "files and TCP enforced by Landlock ABI 7; each call in a network namespace of its own (loopback only, peal's proxy inside); a call's processes held by its launcher and peal as subreapers (no PID namespace: the launcher could not mount the /proc of the call's PID namespace: operation not permitted); " + sockets + "; no terminal"},
+		{old, "files enforced by Landlock ABI 3; TCP ports not enforced (it needs Landlock ABI 4, Linux 6.7); a call's processes held by its launcher and peal as subreapers (no namespaces: the kernel refused them: operation not permitted); seccomp: no UDP, raw or packet sockets; connections not decided by peal (no pidfd_getfd (Linux 5.6)); UNIX sockets by path not confined; no terminal; a call that ignores the proxy variables connects directly to any host"},
+		{Support{ABI: 9, Files: true, TCP: true, Seccomp: true, Supervise: true, PIDNamespace: true, CapsKept: "CAP_SYS_ADMIN, CAP_NET_RAW"},
+			"files and TCP enforced by Landlock ABI 9; each call in a PID namespace of its own; " + sockets + "; no terminal; calls keep root's CAP_SYS_ADMIN, CAP_NET_RAW (peal lacks CAP_SETPCAP to drop them)"},
+		{supportOf(0, "files and TCP are confined on Linux only"),
+			"files not enforced: files and TCP are confined on Linux only; calls get the allowed environment and peal's proxy only; a call that ignores the proxy variables connects directly to any host"},
 	} {
 		if got := c.s.String(); got != c.want {
-			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
+			t.Errorf("%+v:\n got %q\nwant %q", c.s, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		s    Support
+		want string
+	}{
+		{probed, ""},
+		{full, ""},
+		{fallback, ""},
+		{old, "cannot keep calls from connecting around peal's proxy: no pidfd_getfd (Linux 5.6); no network namespace: the kernel refused them: operation not permitted"},
+		{supportOf(0, "Landlock is disabled"), "cannot confine files: Landlock is disabled"},
+	} {
+		if got := c.s.Lacks(); got != c.want {
+			t.Errorf("Lacks of %+v = %q, want %q", c.s, got, c.want)
 		}
 	}
 }

@@ -29,6 +29,14 @@ var (
 	// host:port: connect: permission denied", Node's "connect EACCES
 	// host:port", bash's "/dev/tcp/host/port".
 	dialRe = regexp.MustCompile(`(?i)dial tcp[46]? (\S+): connect: (?:permission denied|operation not permitted)|connect (?:EACCES|EPERM) (\S+)|/dev/tcp/([^/\s:]+)/(\d+)`)
+	// unixRe finds a connection to a UNIX socket by path that peal
+	// refused: Go's "dial unix /x: connect: permission denied", Node's
+	// "connect EACCES /x", Python's "[Errno 13] Permission denied" after
+	// a connect naming it is left to the path rules.
+	unixRe = regexp.MustCompile(`(?i)dial unix (/\S+): connect: (?:permission denied|operation not permitted)|connect (?:EACCES|EPERM) (/\S+)`)
+	// datagramRe finds a UDP (or raw) socket the filter refused: Go's
+	// "dial udp host:port: socket: permission denied".
+	datagramRe = regexp.MustCompile(`(?i)dial (udp|ip)[46]?(?::\S+)? (\S+): socket: (?:permission denied|operation not permitted)`)
 )
 
 // Explain finds in the output of a failed call (its lines; dir is the
@@ -78,6 +86,13 @@ func LastRefusal(refused []Refusal) string {
 func explainLine(p *Policy, dir, line string) string {
 	if !deniedRe.MatchString(line) {
 		return ""
+	}
+	if m := unixRe.FindStringSubmatch(line); m != nil {
+		path := m[1] + m[2]
+		return fmt.Sprintf("the call was refused a connection to the UNIX socket %s: a confined call connects only to the sockets in what it may write; %s = [%q] would allow it", path, KeyUnixSockets, path)
+	}
+	if m := datagramRe.FindStringSubmatch(line); m != nil {
+		return fmt.Sprintf(directRefused+"%s (%s): confined calls have no UDP or raw sockets; a host name goes to peal's proxy (HTTPS_PROXY), which looks it up", m[2], strings.ToUpper(m[1]))
 	}
 	if m := dialRe.FindStringSubmatch(line); m != nil {
 		addr := m[1] + m[2]

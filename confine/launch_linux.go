@@ -1,79 +1,31 @@
 package confine
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
-	"strings"
+	"syscall"
+	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"peal/confine/launch"
 )
 
-// The launcher is peal's own binary, started by the kernel in the call's
-// place (/proc/self/exe) with LaunchEnv set: in init, before anything else
-// of peal runs, it applies the Landlock ruleset that peal built and handed
-// it as a file descriptor, then runs the call's program (execve) with the
-// call's arguments and environment. peal builds the ruleset itself, so that
-// a path that cannot be used fails the call in peal, with its key, and the
-// launcher has only two system calls to make; only what fails in them
-// comes back through the status pipe, which the program's start closes.
-
-func init() {
-	if v, ok := os.LookupEnv(LaunchEnv); ok {
-		os.Exit(launcherMain(v))
-	}
-}
-
-// launcherMain applies the ruleset named by v ("<ruleset fd>,<status
-// fd>,<flags>,<program>") and runs the program; it returns only on failure.
-func launcherMain(v string) int {
-	f := strings.SplitN(v, ",", 4)
-	if len(f) != 4 {
-		fmt.Fprintf(os.Stderr, "peal: %s is set but malformed; peal sets it for its confined calls only\n", LaunchEnv)
-		return 126
-	}
-	ruleset, err1 := strconv.Atoi(f[0])
-	status, err2 := strconv.Atoi(f[1])
-	flags, err3 := strconv.ParseUint(f[2], 10, 32)
-	if err1 != nil || err2 != nil || err3 != nil {
-		fmt.Fprintf(os.Stderr, "peal: %s is set but malformed; peal sets it for its confined calls only\n", LaunchEnv)
-		return 126
-	}
-	program := f[3]
-	fail := func(code int, format string, a ...any) int {
-		unix.Write(status, []byte(fmt.Sprintf(format, a...)))
-		return code
-	}
-	// The status pipe must close when the program starts.
-	unix.CloseOnExec(status)
-	// Landlock and no_new_privs apply to the calling thread; execve then
-	// carries them into the program. The thread is never unlocked.
-	runtime.LockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail(126, "confine: the launcher could not set no_new_privs: %v", err)
-	}
-	if err := ll.LandlockRestrictSelf(ruleset, uint32(flags)); err != nil {
-		return fail(126, "confine: the kernel refused the Landlock rules: %v", err)
-	}
-	unix.Close(ruleset)
-	// What is kept for want of CAP_SETPCAP, the start line names.
-	if _, err := dropCaps(); err != nil {
-		return fail(126, "confine: the launcher could not drop the capabilities a call never holds: %v", err)
-	}
-	env := os.Environ()
-	kept := env[:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, LaunchEnv+"=") {
-			kept = append(kept, kv)
-		}
-	}
-	err := unix.Exec(program, os.Args, kept)
-	return fail(127, "confine: cannot run %s: %v", program, err)
-}
+// peal's side of the launcher (package launch): peal builds the call's
+// Landlock ruleset itself, so that a path that cannot be used fails the
+// call in peal, with its key; it hands the launcher the ruleset and its
+// end of the control socket, and starts it in the namespaces this machine
+// allows. Once the launcher has started the program, peal serves what it
+// handed over: the seccomp listener (every connect of the call, decided
+// and made by peal) and the listeners of the call's network namespace (the
+// proxy, and the loopback ports the call may reach, bridged to peal's).
 
 // Access rights of each kind of rule.
 const (
@@ -82,32 +34,331 @@ const (
 	writeFileRights = readFileRights | ll.AccessFSWriteFile | ll.AccessFSTruncate | ll.AccessFSIoctlDev
 )
 
-// launcher makes cmd start as the launcher of its program under pol.
-func (l *Launch) launcher(cmd *exec.Cmd, pol Policy, sup Support) error {
-	plan, err := Expand(pol, OS)
+// launcher makes cmd start as the launcher of its program under pol, with
+// what sup enforces.
+func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Policy, sup Support) error {
+	cfg := launch.Config{Ruleset: -1, Program: cmd.Path, Extra: len(cmd.ExtraFiles)}
+	var ruleset *os.File
+	if sup.Files {
+		plan, err := Expand(pol, OS)
+		if err != nil {
+			return err
+		}
+		llc, rules := rulesOf(plan, pol.TCP, sup)
+		fd, flags, err := llc.BestEffort().NewRulesetFD(rules...)
+		if err != nil {
+			return fmt.Errorf("confine: cannot build the Landlock rules: %w", err)
+		}
+		if fd < 0 {
+			return errNoRules
+		}
+		ruleset = os.NewFile(uintptr(fd), "landlock-ruleset")
+		cfg.Flags |= launch.Landlock
+		cfg.LLFlags = uint32(flags)
+	}
+	if sup.Seccomp {
+		cfg.Flags |= launch.Seccomp
+		if sup.Supervise {
+			cfg.Flags |= launch.Supervise
+		}
+	}
+	if sup.PIDNamespace {
+		cfg.Flags |= launch.Init
+	} else {
+		cfg.Flags |= launch.Subreaper
+	}
+	var port uint16
+	if l.endpoint != nil {
+		port = l.endpoint.Port()
+	}
+	l.rules = newNetRules(pol, c.Allow, sup.NetNamespace, port)
+	if sup.NetNamespace {
+		cfg.Flags |= launch.Network
+		cfg.Ports = l.rules.bridged
+	}
+	ctl, theirs, err := controlPair()
 	if err != nil {
+		if ruleset != nil {
+			ruleset.Close()
+		}
 		return err
 	}
-	cfg, rules := rulesOf(plan, pol.TCP, sup)
-	fd, flags, err := cfg.BestEffort().NewRulesetFD(rules...)
+	conn, err := net.FileConn(ctl)
+	ctl.Close()
 	if err != nil {
-		return fmt.Errorf("confine: cannot build the Landlock rules: %w", err)
-	}
-	if fd < 0 {
-		return errNoRules
-	}
-	ruleset := os.NewFile(uintptr(fd), "landlock-ruleset")
-	r, w, err := os.Pipe()
-	if err != nil {
-		ruleset.Close()
+		theirs.Close()
+		if ruleset != nil {
+			ruleset.Close()
+		}
 		return err
 	}
-	l.status, l.child = r, []*os.File{ruleset, w}
-	first := 3 + len(cmd.ExtraFiles)
-	cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset, w)
-	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d,%d,%d,%s", LaunchEnv, first, first+1, flags, cmd.Path))
+	l.ctl, l.flags, l.cmd = conn.(*net.UnixConn), cfg.Flags, cmd
+	cfg.Control = 3 + len(cmd.ExtraFiles)
+	l.child = []*os.File{theirs}
+	if ruleset != nil {
+		cfg.Ruleset = cfg.Control + 1
+		l.child = append(l.child, ruleset)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, l.child...)
+	cmd.Env = append(cmd.Env, launch.Env+"="+cfg.Encode())
 	cmd.Path = "/proc/self/exe"
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// A session of its own: no terminal. (phase signals the launcher's
+	// process group, which the program is in too.)
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setpgid = true, false
+	nsAttr(cmd.SysProcAttr, sup.PIDNamespace, sup.NetNamespace, sup.UserNamespace)
 	return nil
+}
+
+// nsAttr makes a child start in the namespaces asked: PID (with a mount
+// namespace, for its /proc) and network; in a user namespace of its own
+// where peal is not root, mapping peal's user and group to themselves, the
+// launcher keeping the two capabilities it needs to set them up (its
+// program gets none).
+func nsAttr(a *syscall.SysProcAttr, pid, network, user bool) {
+	if pid {
+		a.Cloneflags |= unix.CLONE_NEWPID | unix.CLONE_NEWNS
+	}
+	if network {
+		a.Cloneflags |= unix.CLONE_NEWNET
+	}
+	if a.Cloneflags == 0 || !user {
+		return
+	}
+	a.Cloneflags |= unix.CLONE_NEWUSER
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+	a.GidMappingsEnableSetgroups = false
+	if network {
+		a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN)
+	}
+	if pid {
+		a.AmbientCaps = append(a.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
+}
+
+// controlPair is a control socket: peal's end and the launcher's.
+func controlPair() (mine, theirs *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("socketpair", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "launch-control"), os.NewFile(uintptr(fds[1]), "launch-control"), nil
+}
+
+// recvRaw reads one of the launcher's messages from fd.
+func recvRaw(fd int) (kind byte, text string, fds []int, err error) {
+	buf := make([]byte, 1024)
+	oob := make([]byte, unix.CmsgSpace(4*64))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, "", nil, err
+		}
+		return message(buf[:n], oob[:oobn])
+	}
+}
+
+// message reads a packet of the launcher.
+func message(b, oob []byte) (kind byte, text string, fds []int, err error) {
+	if len(oob) > 0 {
+		cmsgs, err := unix.ParseSocketControlMessage(oob)
+		if err == nil {
+			for _, m := range cmsgs {
+				if r, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, r...)
+				}
+			}
+		}
+	}
+	if len(b) == 0 {
+		closeFDs(fds)
+		return 0, "", nil, io.EOF
+	}
+	return b[0], string(b[1:]), fds, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// recv reads the launcher's next message.
+func (l *Launch) recv() (kind byte, text string, fds []int, err error) {
+	buf := make([]byte, 1024)
+	oob := make([]byte, unix.CmsgSpace(4*64))
+	n, oobn, _, _, err := l.ctl.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	return message(buf[:n], oob[:oobn])
+}
+
+// Wait waits, once the launcher has started, until it has started the
+// program confined (nil) or has exited without running it (a
+// *LaunchError). The launcher answers within a few milliseconds. Then
+// peal serves the call's connections and network namespace, and hears of
+// the program's exit (Done). A launch without a launcher has nothing to
+// wait for.
+func (l *Launch) Wait() error {
+	if l == nil || l.ctl == nil {
+		return nil
+	}
+	l.closeChild()
+	kind, text, fds, err := l.recv()
+	switch {
+	case err != nil:
+		return &LaunchError{Msg: "confine: the launcher ended before it started the program"}
+	case kind == launch.MsgFailed:
+		closeFDs(fds)
+		return &LaunchError{Msg: text}
+	case kind != launch.MsgStarted:
+		closeFDs(fds)
+		return &LaunchError{Msg: "confine: the launcher said " + strconv.Quote(string(kind)+text)}
+	}
+	l.serve(fds)
+	l.done = make(chan struct{})
+	go l.watch()
+	return nil
+}
+
+// serve takes up what the launcher handed over: the seccomp listener and
+// the network namespace's listeners, in this order.
+func (l *Launch) serve(fds []int) {
+	if l.flags&launch.Supervise != 0 && len(fds) > 0 {
+		l.sup = supervise(fds[0], l.rules, l.cmd.Process.Pid)
+		fds = fds[1:]
+	}
+	if l.flags&launch.Network == 0 {
+		closeFDs(fds)
+		return
+	}
+	for i, fd := range fds {
+		if i >= len(l.rules.bridged) {
+			unix.Close(fd)
+			continue
+		}
+		f := os.NewFile(uintptr(fd), "namespace-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		port := l.rules.bridged[i]
+		l.mu.Lock()
+		l.listeners = append(l.listeners, ln)
+		l.mu.Unlock()
+		if l.endpoint != nil && port == l.endpoint.Port() {
+			go l.endpoint.srv.Serve(ln)
+		} else {
+			go l.bridge(ln, port)
+		}
+	}
+}
+
+// watch hears of the program's exit, or of the launcher's end.
+func (l *Launch) watch() {
+	kind, text, fds, err := l.recv()
+	closeFDs(fds)
+	if err == nil && kind == launch.MsgExited {
+		if ws, err := strconv.ParseUint(text, 10, 32); err == nil {
+			l.status, l.exited = syscall.WaitStatus(ws), true
+		}
+	}
+	close(l.done)
+}
+
+// bridge accepts the call's connections to port in its network namespace
+// and joins each to the same port of peal's loopback.
+func (l *Launch) bridge(ln net.Listener, port uint16) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			d := net.Dialer{Timeout: 30 * time.Second}
+			up, err := d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+			if err != nil {
+				up, err = d.Dial("tcp", net.JoinHostPort("::1", strconv.Itoa(int(port))))
+			}
+			if err != nil {
+				c.Close()
+				return
+			}
+			if !l.track(c, up) {
+				return
+			}
+			defer l.untrack(c, up)
+			join(c, up)
+		}()
+	}
+}
+
+// join copies both ways between a and b until both sides are done.
+func join(a, b net.Conn) {
+	defer a.Close()
+	defer b.Close()
+	done := make(chan struct{})
+	go func() {
+		io.Copy(a, b)
+		closeWrite(a)
+		close(done)
+	}()
+	io.Copy(b, a)
+	closeWrite(b)
+	<-done
+}
+
+func (l *Launch) track(conns ...net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
+	if l.conns == nil {
+		l.conns = map[net.Conn]struct{}{}
+	}
+	for _, c := range conns {
+		l.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (l *Launch) untrack(conns ...net.Conn) {
+	l.mu.Lock()
+	for _, c := range conns {
+		delete(l.conns, c)
+	}
+	l.mu.Unlock()
+}
+
+// closeServed stops what peal serves for the call.
+func (l *Launch) closeServed() {
+	l.mu.Lock()
+	l.closed = true
+	for _, ln := range l.listeners {
+		ln.Close()
+	}
+	for c := range l.conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	if l.sup != nil {
+		l.sup.close()
+	}
+	if l.ctl != nil {
+		l.ctl.Close()
+	}
 }
 
 // rulesOf is the Landlock configuration and rules of a plan, at the

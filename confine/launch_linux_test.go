@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,6 +80,8 @@ type child struct {
 	dir     string
 	tempDir string
 	env     []string // added to this process's environment, then filtered
+	// before, when set, sees the launch before the child starts.
+	before func(*Launch)
 }
 
 // run runs the helper with args and returns its output line and the error
@@ -102,8 +105,12 @@ func (c child) run(t *testing.T, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if c.before != nil {
+		c.before(l)
+	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +120,20 @@ func (c child) run(t *testing.T, args ...string) (string, error) {
 			cmd.Wait()
 			return strings.TrimSpace(out.String()), err
 		}
+		if l.Launched() {
+			// As phase does once the program has exited: the launcher
+			// ends what is left of the call.
+			<-l.Done()
+			cmd.Process.Kill()
+		}
 	}
 	err = cmd.Wait()
+	if code, ok := l.ExitCode(); ok {
+		err = nil
+		if code != 0 {
+			err = fmt.Errorf("exit status %d", code)
+		}
+	}
 	return strings.TrimSpace(out.String()), err
 }
 
@@ -144,7 +163,18 @@ func (c child) try(t *testing.T, attempts []attempt) {
 const denied = ": permission denied"
 
 func TestLandlockFiles(t *testing.T) {
-	needLandlock(t)
+	for _, m := range landlockModes(t) {
+		t.Run(m.name, func(t *testing.T) { landlockFiles(t, m) })
+	}
+}
+
+// landlockModes are the ways this machine confines files (machineModes).
+func landlockModes(t *testing.T) []mode {
+	t.Helper()
+	return machineModes(needLandlock(t))
+}
+
+func landlockFiles(t *testing.T, m mode) {
 	s := newScratch(t)
 	if err := os.Symlink(s.home+"/.ssh/id_ed25519", s.tree+"/key"); err != nil {
 		t.Fatal(err)
@@ -152,13 +182,18 @@ func TestLandlockFiles(t *testing.T) {
 	if err := os.Symlink(s.home+"/.aws", s.tree+"/aws"); err != nil {
 		t.Fatal(err)
 	}
-	c := child{call: &Call{Mode: On, Policy: s.policy(s.tree)}, dir: s.tree, tempDir: s.temp,
+	c := child{call: &Call{Mode: On, Policy: s.policy(s.tree), Support: m.sup}, dir: s.tree, tempDir: s.temp,
 		env: []string{"GITHUB_TOKEN=ghp_secret", "AWS_SECRET_ACCESS_KEY=x", "NPM_TOKEN=x", "LANG=C.UTF-8"}}
 	// Landlock refuses a confined process the access to a process outside
 	// it: its memory and, to a process without the capabilities the
-	// launcher drops (see droppedCaps), its environment.
+	// launcher drops (see launch.DroppedCaps), its environment. In a PID
+	// namespace of its own, the call does not even see them.
 	parentMem := "/proc/" + strconv.Itoa(os.Getpid()) + "/mem"
 	parentEnv := "/proc/" + strconv.Itoa(os.Getpid()) + "/environ"
+	outsider := denied
+	if m.sup.PIDNamespace {
+		outsider = ": no such file or directory"
+	}
 	root := os.Geteuid() == 0
 	c.try(t, []attempt{
 		// Legitimate work.
@@ -180,8 +215,8 @@ func TestLandlockFiles(t *testing.T) {
 		{"list the ssh folder", []string{"list", s.home + "/.ssh"}, "open " + s.home + "/.ssh" + denied},
 		{"follow a link in its tree to the key", []string{"read", s.tree + "/key"}, "open " + s.tree + "/key" + denied},
 		{"follow a link in its tree to the aws folder", []string{"read", s.tree + "/aws/credentials"}, "open " + s.tree + "/aws/credentials" + denied},
-		{"read peal's memory", []string{"read", parentMem}, "open " + parentMem + denied},
-		{"read peal's environment", []string{"read", parentEnv}, "open " + parentEnv + denied},
+		{"read peal's memory", []string{"read", parentMem}, "open " + parentMem + outsider},
+		{"read peal's environment", []string{"read", parentEnv}, "open " + parentEnv + outsider},
 		{"make a device node in its tree", []string{"mknod", s.tree + "/null"}, "mknod " + s.tree + "/null" + denied},
 		{"hold a capability a call never holds", []string{"caps", "/proc/self/status"}, "ok"},
 		{"see GITHUB_TOKEN", []string{"env", "GITHUB_TOKEN"}, "unset"},

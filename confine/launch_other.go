@@ -7,7 +7,17 @@ import (
 	"os/exec"
 )
 
-// launcher is never reached where Probe finds no Landlock.
-func (l *Launch) launcher(cmd *exec.Cmd, pol Policy, sup Support) error {
-	return errors.New("confine: Landlock is Linux's")
+// launcher is never reached where Probe finds nothing to enforce.
+func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Policy, sup Support) error {
+	return errors.New("confine: the launcher is Linux's")
 }
+
+// Wait has no launcher to wait for here.
+func (l *Launch) Wait() error { return nil }
+
+func (l *Launch) closeServed() {}
+
+// netRules and supervisor are Linux's.
+type netRules struct{}
+
+type supervisor struct{}

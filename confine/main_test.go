@@ -3,12 +3,14 @@ package confine
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -17,6 +19,10 @@ import (
 const helperEnv = "CONFINE_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && strings.HasPrefix(os.Args[1], "daemon-") {
+		// A stage of the daemon a call starts: its environment is gone.
+		os.Exit(daemonStage(os.Args[1], os.Args[2]))
+	}
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(helper(os.Args[1:]))
 	}
@@ -73,6 +79,72 @@ func helper(args []string) int {
 				err = tunnelGet(ep.URL(), arg)
 				ep.Close()
 			}
+		}
+	case "daemon":
+		// arg: a file the daemon holds a lock on for as long as it lives.
+		err = startDaemon(arg)
+	case "tty":
+		// arg: the path of the terminal peal runs on.
+		return tryTerminal(arg)
+	case "peal-tty":
+		// As peal on a terminal: one confined call that tries it.
+		return confinedOnTerminal(arg)
+	case "dialn":
+		// arg: host:port,n: n connections one after the other.
+		hostport, count, _ := strings.Cut(arg, ",")
+		var n int
+		fmt.Sscan(count, &n)
+		for i := 0; i < n && err == nil; i++ {
+			var c net.Conn
+			if c, err = net.Dial("tcp", hostport); err == nil {
+				c.Close()
+			}
+		}
+	case "dial-proxy-port":
+		// arg: a host; the port is the proxy's, written PORT.
+		var u *url.URL
+		if u, err = url.Parse(os.Getenv("HTTPS_PROXY")); err == nil {
+			var c net.Conn
+			if c, err = net.Dial("tcp", net.JoinHostPort(arg, u.Port())); err == nil {
+				c.Close()
+			} else {
+				err = fmt.Errorf("%s", strings.ReplaceAll(err.Error(), ":"+u.Port()+":", ":PORT:"))
+			}
+		}
+	case "udp":
+		var c net.Conn
+		if c, err = net.Dial("udp", arg); err == nil {
+			_, err = c.Write([]byte("stolen"))
+			c.Close()
+		}
+	case "raw":
+		err = trySocket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_ICMP)
+	case "packet":
+		err = trySocket(syscall.AF_PACKET, syscall.SOCK_RAW, 0)
+	case "unix":
+		var c net.Conn
+		if c, err = net.Dial("unix", arg); err == nil {
+			c.Close()
+		}
+	case "unixserve", "abstract":
+		// A server of the call's own, and a connection to it.
+		if what == "abstract" {
+			arg = "@" + arg
+		}
+		err = serveAndDial("unix", arg)
+	case "tcpserve":
+		err = serveAndDial("tcp", "127.0.0.1:0")
+	case "socketpair":
+		typ := syscall.SOCK_STREAM
+		if arg == "dgram" {
+			typ = syscall.SOCK_DGRAM
+		}
+		var fds [2]int
+		if fds, err = syscall.Socketpair(syscall.AF_UNIX, typ, 0); err == nil {
+			syscall.Close(fds[0])
+			syscall.Close(fds[1])
+		} else {
+			err = fmt.Errorf("socketpair: %w", err)
 		}
 	case "mknod":
 		// A character device (the null device's numbers).
@@ -142,4 +214,39 @@ func tunnelGet(proxyURL, hostport string) error {
 		return fmt.Errorf("server answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+func trySocket(domain, typ, proto int) error {
+	fd, err := syscall.Socket(domain, typ, proto)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	syscall.Close(fd)
+	return nil
+}
+
+// serveAndDial listens at addr, connects to it and has one byte go round.
+func serveAndDial(network, addr string) error {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			io.Copy(c, c)
+			c.Close()
+		}
+	}()
+	c, err := net.Dial(network, ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte{7}); err != nil {
+		return err
+	}
+	b := make([]byte, 1)
+	_, err = io.ReadFull(c, b)
+	return err
 }

@@ -54,9 +54,17 @@ type Policy struct {
 	Protect []Path
 	// TCP, when set, restricts TCP: the call may connect only to the
 	// Connect ports and bind only the Bind ports (0 binds any free port).
-	// Where the kernel has no TCP rules (before Linux 6.7) it is not
-	// enforced. UDP is never restricted.
+	// Where the kernel has no TCP rules (before Linux 6.7) Landlock does
+	// not enforce it; where peal decides the connections (Support.
+	// Supervise), they go to 127.0.0.1 and ::1 on these ports only (and
+	// to the loopback host:port entries of the call's Allow): another
+	// address on an allowed port is refused. Without it (confine_tcp =
+	// any), any loopback address and port; never another host.
 	TCP *TCP
+	// UnixSockets are the UNIX sockets (files, or folders holding them)
+	// a call may connect to besides those in what it may write, where peal
+	// decides the connections (confine_unix_sockets).
+	UnixSockets []Path
 }
 
 // TCP is the TCP part of a policy.
@@ -78,7 +86,7 @@ func (e *PathError) Error() string {
 // Validate makes the cheap checks of every path: present, full, no NUL.
 // It is done in peal, before the call, so that the error names the key.
 func (p *Policy) Validate() error {
-	for _, list := range [][]Path{p.Write, p.Read, p.Deny, p.Protect} {
+	for _, list := range [][]Path{p.Write, p.Read, p.Deny, p.Protect, p.UnixSockets} {
 		for _, e := range list {
 			switch {
 			case e.Path == "":
@@ -106,6 +114,7 @@ func (p Policy) Clone() Policy {
 	p.Read = append([]Path(nil), p.Read...)
 	p.Deny = append([]Path(nil), p.Deny...)
 	p.Protect = append([]Path(nil), p.Protect...)
+	p.UnixSockets = append([]Path(nil), p.UnixSockets...)
 	if p.TCP != nil {
 		t := TCP{Connect: append([]uint16(nil), p.TCP.Connect...), Bind: append([]uint16(nil), p.TCP.Bind...)}
 		p.TCP = &t
@@ -118,6 +127,8 @@ const (
 	KeySystem = "system"
 	KeySecret = "secret"
 	KeyTemp   = "temporary folder"
+	// KeyUnixSockets names the setting of Policy.UnixSockets.
+	KeyUnixSockets = "confine_unix_sockets"
 )
 
 // Secrets are the files and folders under a home folder that hold
@@ -134,10 +145,15 @@ var Secrets = []string{
 var SystemSecrets = []string{"/run/secrets", "/var/run/secrets"}
 
 // Devices are the device files every program may write and control: the
-// null and terminal devices. /dev/shm is not one of them: every process of
-// the machine shares it, so a call that needs POSIX shared memory (Python's
-// multiprocessing, a browser under test) is given it by the user.
-var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"}
+// null, zero and random devices. The terminal devices are not among them
+// (/dev/tty, /dev/ptmx, /dev/pts): a call runs in a session of its own,
+// with no terminal, and may neither write to the user's terminals nor push
+// input into them (TIOCSTI); a program that makes a pseudo-terminal for
+// itself is refused one. /dev/shm is not one of them either: every process
+// of the machine shares it, so a call that needs POSIX shared memory
+// (Python's multiprocessing, a browser under test) is given it by the
+// user.
+var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 
 // Base is what every confined call starts from: it reads and runs the
 // whole file system but the secrets of home and of the system, and writes

@@ -11,11 +11,12 @@ import (
 var hostSockets = []string{"/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock", "/run/containerd/containerd.sock"}
 
 // ReachableSockets are the container engines' sockets this process may
-// connect to, where the kernel (Landlock before ABI 9) does not keep a
-// confined call from connecting to a socket by its path: through one, a
-// call runs what it likes outside its confinement.
+// connect to, where neither the kernel (Landlock before ABI 9) nor peal's
+// supervisor of connections keeps a confined call from connecting to a
+// socket by its path: through one, a call runs what it likes outside its
+// confinement.
 func ReachableSockets() []string {
-	if Probe().ABI >= unixABI {
+	if s := Probe(); s.ABI >= unixABI || s.Supervise {
 		return nil
 	}
 	list := slices.Clone(hostSockets)

@@ -14,8 +14,19 @@ func dieWithParent(attr *syscall.SysProcAttr) {}
 
 func startChild(cmd *exec.Cmd) error { return cmd.Start() }
 
-// strays has no cheap way to read other processes' environments here.
-func strays(callID string, pgid int) []int { return nil }
+// leftovers: there is no launcher here.
+func (g *group) leftovers() bool { return true }
+
+// leftGroup: there is no launcher here.
+func leftGroup(pgid int) []int { return nil }
+
+// There is no subreaper here: a call's orphans go to the system's init.
+func forgetChild(pid int) {}
+func adoptOrphans() bool  { return false }
+func endOrphans()         {}
+
+// findStrays has no cheap way to read other processes' environments here.
+func findStrays(callID string, pgid int) []int { return nil }
 
 // waitGone has no cheap way to list a group's members here: the signals
 // that were sent are all it can do.

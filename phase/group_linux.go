@@ -36,13 +36,31 @@ type spawnRequest struct {
 	done chan error
 }
 
+// children are the children peal started and has not waited for yet:
+// what endOrphans leaves alone. A child is added as it starts, under the
+// lock endOrphans holds, so that no child is taken for an orphan between
+// its start and its record.
+var children struct {
+	sync.Mutex
+	live map[int]bool
+}
+
 func startChild(cmd *exec.Cmd) error {
 	spawnOnce.Do(func() {
 		spawns = make(chan spawnRequest)
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread lives as long as peal
 			for req := range spawns {
-				req.done <- req.cmd.Start()
+				children.Lock()
+				err := req.cmd.Start()
+				if err == nil {
+					if children.live == nil {
+						children.live = map[int]bool{}
+					}
+					children.live[req.cmd.Process.Pid] = true
+				}
+				children.Unlock()
+				req.done <- err
 			}
 		}()
 	})
@@ -51,13 +69,119 @@ func startChild(cmd *exec.Cmd) error {
 	return <-req.done
 }
 
-// strays lists the live processes, outside group pgid, whose environment
+// forgetChild records that the child pid has been waited for.
+func forgetChild(pid int) {
+	children.Lock()
+	delete(children.live, pid)
+	children.Unlock()
+}
+
+// adoptOrphans makes peal the subreaper of its descendants, once: a
+// process whose parent dies is then given to peal, not to the system's
+// init. It is what holds a call's processes where no PID namespace does
+// and the call's launcher (their subreaper) has ended; it reports whether
+// the kernel agreed.
+var adoptOrphans = sync.OnceValue(func() bool {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
+})
+
+// endOrphans kills and reaps every orphan peal has adopted: each child
+// that peal did not start (or has waited for) and that is not in peal's
+// own session (a call's processes are in the call's session, or a session
+// they made). A killed orphan's children come to peal in turn, and are
+// ended the same way, until none is left. Orphans come to peal only from
+// a launcher that has ended: its call is over, whichever call of a
+// parallel block ends first.
+func endOrphans() {
+	children.Lock()
+	defer children.Unlock()
+	self := os.Getpid()
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		return
+	}
+	for range 1000 {
+		found := false
+		for _, pid := range descendantsOf(self, false) {
+			if children.live[pid] {
+				continue
+			}
+			if s, err := unix.Getsid(pid); err != nil || s == sid {
+				continue
+			}
+			found = true
+			unix.Kill(pid, unix.SIGKILL)
+			for {
+				if _, err := unix.Wait4(pid, nil, 0, nil); !errors.Is(err, unix.EINTR) {
+					break
+				}
+			}
+		}
+		if !found {
+			return
+		}
+	}
+}
+
+// leftovers tells whether a contained call's launcher (which leads the
+// group) still holds a process of the call: its children are every
+// process of the call that is left, the orphans included.
+func (g *group) leftovers() bool {
+	b, err := readSmall(nil, "/proc/"+strconv.Itoa(g.pgid)+"/task/"+strconv.Itoa(g.pgid)+"/children")
+	return err != nil || len(bytes.TrimSpace(b)) > 0
+}
+
+// leftGroup lists the processes below a contained call's launcher (which
+// leads group pgid) that left its group: a daemon the call started, which
+// peal signals as it does the group.
+func leftGroup(pgid int) []int {
+	var out []int
+	for _, pid := range descendantsOf(pgid, true) {
+		if g, err := unix.Getpgid(pid); err == nil && g != pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// descendantsOf lists the children of pid (all of them, or only the
+// direct ones), as each of its threads' children file in /proc tells.
+func descendantsOf(pid int, all bool) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		if err != nil {
+			continue
+		}
+		var buf []byte
+		for _, t := range tasks {
+			buf, err = readSmall(buf[:0], "/proc/"+strconv.Itoa(p)+"/task/"+t.Name()+"/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(buf)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+					if all {
+						queue = append(queue, c)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// findStrays lists the live processes, outside group pgid, whose environment
 // carries callID: what a call started and then lost track of (a daemon that
 // called setsid). Processes of other users cannot be read and are never
 // listed. It runs at the end of every call, so it looks only at processes
 // started since the call's child (the group leader, pgid), and reads the
 // state only of the few that carry the id.
-func strays(callID string, pgid int) []int {
+func findStrays(callID string, pgid int) []int {
 	if callID == "" {
 		return nil
 	}

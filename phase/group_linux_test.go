@@ -116,7 +116,7 @@ func waitForCall(t *testing.T, dir string) int {
 	t.Helper()
 	return waitForRecord(t, dir, func() int {
 		if c, _ := fakes.ReadCalls(dir); len(c) > 0 {
-			return c[0].PID
+			return c[0].ID().Host()
 		}
 		return 0
 	})
@@ -128,7 +128,7 @@ func waitForGrandchild(t *testing.T, dir string) int {
 	t.Helper()
 	return waitForRecord(t, dir, func() int {
 		if p, _ := fakes.GrandchildPIDs(dir); len(p) > 0 {
-			return p[0]
+			return p[0].Host()
 		}
 		return 0
 	})
@@ -288,7 +288,7 @@ func TestCancelBeforeThePidIsStored(t *testing.T) {
 	spec := agentSpec(dir, time.Hour, time.Hour)
 	cmd := exec.CommandContext(context.Background(), spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = append(os.Environ(), spec.Env...)
-	g := newGroup(cmd, "", time.Hour, nil)
+	g := newGroup(cmd, "", time.Hour, nil, false)
 	if err := startChild(cmd); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestStraysCountThreadsOnce(t *testing.T) {
 	if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err != nil || len(tasks) < 2 {
 		t.Fatalf("the escaped process runs %d threads (%v): nothing to tell apart", len(tasks), err)
 	}
-	if got := strays(callID, child.Process.Pid); !slices.Equal(got, []int{pid}) {
+	if got := findStrays(callID, child.Process.Pid); !slices.Equal(got, []int{pid}) {
 		t.Fatalf("strays %v, want [%d]", got, pid)
 	}
 }

@@ -13,15 +13,19 @@ import (
 )
 
 // group is what a call's child started: the process group the child leads
-// (it starts in a group of its own, so that a signal reaches whatever it
-// started too) and, where the platform can find them, the processes that
-// carry the call's id in their environment although they left the group
-// (a daemon started with setsid).
+// (it starts in a session of its own, which is a group of its own too, with
+// no terminal, so that a signal reaches whatever it started too) and,
+// where the platform can find them, the processes that carry the call's id
+// in their environment although they left the group (a daemon started
+// with setsid). A confined call's launcher holds every process the call
+// started itself (contained): its group is signalled, and it passes the
+// signals on.
 type group struct {
 	cmd       *exec.Cmd
 	pgid      int // set once started; read by the cancel of exec's watcher through pid
 	pid       atomic.Int64
 	callID    string
+	contained bool
 	grace     time.Duration
 	hard      <-chan struct{} // closes on a hard stop: no more grace
 	exited    chan struct{}   // closed once the child has been waited for
@@ -31,12 +35,16 @@ type group struct {
 	kill *time.Timer // SIGKILL after the grace, armed by the first SIGTERM
 }
 
-// newGroup prepares cmd to start in its own group and to be stopped as a
-// group: when the call's context ends, SIGTERM to the group, then SIGKILL
-// after the grace; exec stops waiting on the pipes after the grace too.
-func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan struct{}) *group {
-	g := &group{cmd: cmd, callID: callID, grace: grace, hard: hard, exited: make(chan struct{})}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+// newGroup prepares cmd to start in a session (and group) of its own and
+// to be stopped as a group: when the call's context ends, SIGTERM to the
+// group, then SIGKILL after the grace; exec stops waiting on the pipes
+// after the grace too. contained: the call's launcher holds what it starts.
+func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan struct{}, contained bool) *group {
+	g := &group{cmd: cmd, callID: callID, grace: grace, hard: hard, exited: make(chan struct{}), contained: contained}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setpgid = true, false
 	dieWithParent(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
 		// exec cancels from its own goroutine, which it starts once the
@@ -93,10 +101,18 @@ func (g *group) signal(sig unix.Signal) bool {
 // and the processes that carry its call id — with SIGTERM, then SIGKILL
 // when the output pipes close or the grace runs out, and returns only when
 // they are gone (or the grace has passed once more), so that a call's end
-// means nothing of it is running.
+// means nothing of it is running. A contained call's launcher holds what
+// left the group: those processes get the signals too, and whatever is
+// left ends with the launcher (its PID namespace), or comes to peal as an
+// orphan (endOrphans).
 func (g *group) reap(outputDone <-chan struct{}) {
 	close(g.exited)
-	strays := strays(g.callID, g.pgid)
+	var strays []int
+	if g.contained {
+		strays = leftGroup(g.pgid)
+	} else {
+		strays = findStrays(g.callID, g.pgid)
+	}
 	signalAll(strays, unix.SIGTERM)
 	if g.signal(unix.SIGTERM) || len(strays) > 0 {
 		select {
@@ -108,6 +124,17 @@ func (g *group) reap(outputDone <-chan struct{}) {
 		signalAll(strays, unix.SIGKILL)
 		waitGone(g.pgid, strays, g.grace)
 	}
+	g.ended()
+}
+
+// end records that the call has ended with nothing of it left to stop.
+func (g *group) end() {
+	close(g.exited)
+	g.ended()
+}
+
+// ended disarms what the group's stop armed and tells the guard.
+func (g *group) ended() {
 	g.mu.Lock()
 	if g.kill != nil {
 		g.kill.Stop()

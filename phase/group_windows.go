@@ -13,7 +13,7 @@ type group struct {
 	pgid int
 }
 
-func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan struct{}) *group {
+func newGroup(cmd *exec.Cmd, callID string, grace time.Duration, hard <-chan struct{}, contained bool) *group {
 	cmd.WaitDelay = grace
 	return &group{cmd: cmd}
 }
@@ -31,3 +31,12 @@ func (g *group) reap(outputDone <-chan struct{}) {}
 // SweepLeftovers finds nothing here: without process groups or readable
 // environments there is no way to tell what a dead run left.
 func SweepLeftovers(scope string, grace time.Duration) int { return 0 }
+
+func forgetChild(pid int) {}
+func adoptOrphans() bool  { return false }
+func endOrphans()         {}
+
+// leftovers: there is no launcher here.
+func (g *group) leftovers() bool { return true }
+
+func (g *group) end() {}

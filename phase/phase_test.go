@@ -19,7 +19,14 @@ import (
 
 var fakeAgent string
 
+// helpers are the programs this test binary is, run by a test as a call
+// with its name as the first argument.
+var helpers = map[string]func(args []string) int{}
+
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && helpers[os.Args[1]] != nil {
+		os.Exit(helpers[os.Args[1]](os.Args[2:]))
+	}
 	os.Exit(testbin.Main(m, func(b map[string]string) { fakeAgent = b["fakeagent"] }, "peal/testdata/fakeagent"))
 }
 
@@ -60,9 +67,13 @@ func calls(t *testing.T, dir string) []fakes.Call {
 
 func grandchildren(t *testing.T, dir string) []int {
 	t.Helper()
-	pids, err := fakes.GrandchildPIDs(dir)
-	if err != nil || len(pids) == 0 {
+	ids, err := fakes.GrandchildPIDs(dir)
+	if err != nil || len(ids) == 0 {
 		t.Fatalf("no grandchild recorded: %v", err)
+	}
+	var pids []int
+	for _, id := range ids {
+		pids = append(pids, id.Host())
 	}
 	t.Cleanup(func() {
 		for _, p := range pids {
@@ -156,7 +167,7 @@ func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second || !res.TimedOut {
 		t.Fatalf("took %s, timed out %v", took, res.TimedOut)
 	}
-	if alive := procs.Alive(calls(t, dir)[0].PID); alive {
+	if alive := calls(t, dir)[0].ID().Alive(); alive {
 		t.Fatal("agent ignoring SIGTERM is still alive")
 	}
 }
@@ -310,7 +321,7 @@ func TestCancelStopsGroup(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancellation")
 	}
-	if procs.Alive(calls(t, dir)[0].PID) {
+	if calls(t, dir)[0].ID().Alive() {
 		t.Fatal("agent alive after cancellation")
 	}
 	noGrandchildLeft(t, dir, "a cancelled call")

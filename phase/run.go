@@ -151,6 +151,9 @@ type call struct {
 	watched func()   // the Watcher's Done, once its last line is in
 	hard    <-chan struct{}
 	waitErr error
+	// waited closes once a launched call's launcher has been waited for
+	// (waitErr is then set).
+	waited chan struct{}
 
 	endMu  sync.Mutex
 	exited bool // the child has been waited for: a limit that fires now is too late
@@ -228,7 +231,11 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	}
 	c.hard = hardStop(ctx)
 	c.argv = LogArgv(spec.Argv, spec.Prompt && spec.Stdin == nil)
-	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard)
+	c.group = newGroup(c.cmd, callID, spec.KillGrace, c.hard, c.launch.Launched())
+	if c.launch.Subreaper() {
+		// What the launcher holds comes to peal should it end first.
+		adoptOrphans()
+	}
 	// Agent calls are what a person follows; git, stet and other commands
 	// are bookkeeping, logged at debug.
 	level := slog.LevelDebug
@@ -245,6 +252,7 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	if err == nil && c.launch != nil {
 		if err = c.launch.Wait(); err != nil {
 			c.cmd.Wait() // the launcher has exited without running the program
+			forgetChild(c.cmd.Process.Pid)
 			c.group.reap(nil)
 		}
 	}
@@ -292,19 +300,75 @@ func (c *call) armLimits() {
 }
 
 // finish waits for the child, then stops what it left in its group and reads
-// the rest of its output.
+// the rest of its output. A confined call's child is its launcher, which
+// says when the program exits and stays until what the program started is
+// gone: the call ends with the program, and the launcher (and, with it,
+// everything of the call) once the group has been stopped.
 func (c *call) finish() {
-	c.waitErr = c.cmd.Wait()
+	if c.launch.Launched() {
+		c.finishLaunched()
+	} else {
+		c.waitErr = c.cmd.Wait()
+		forgetChild(c.cmd.Process.Pid)
+		c.markExited()
+		c.group.reap(c.out.done)
+	}
+	c.out.stop(c.spec.KillGrace, c.hard)
+	if c.watched != nil {
+		c.watched() // after the last line: Line never follows Done
+	}
+}
+
+// finishLaunched is finish for a confined call, whose child is its
+// launcher: the call ends with the program. When nothing the program
+// started is left, the launcher ends by itself at once and is reaped
+// meanwhile (its end, and its namespaces', is not the call's to wait
+// for); otherwise what is left is stopped as a group's leftovers are, and
+// ends with the launcher (or, where peal is its subreaper, after it).
+func (c *call) finishLaunched() {
+	c.waited = make(chan struct{})
+	pid := c.cmd.Process.Pid
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		forgetChild(pid)
+		close(c.waited)
+	}()
+	select {
+	case <-c.waited:
+	case <-c.launch.Done():
+	}
+	c.markExited()
+	select {
+	case <-c.waited:
+	default:
+		if !c.group.leftovers() {
+			c.group.end()
+			c.endOrphans()
+			return
+		}
+	}
+	c.group.reap(c.out.done)
+	<-c.waited
+	c.endOrphans()
+}
+
+// endOrphans ends, where peal is the subreaper of its calls' processes,
+// the orphans that came to it: what a launcher that ended first left, and
+// what unconfined calls left in sessions of their own.
+func (c *call) endOrphans() {
+	if c.launch.Subreaper() {
+		endOrphans()
+	}
+}
+
+// markExited records that the child has exited: a limit that fires now is
+// too late, and the timers stop.
+func (c *call) markExited() {
 	c.endMu.Lock()
 	c.exited = true
 	c.endMu.Unlock()
 	for _, stop := range c.stops {
 		stop()
-	}
-	c.group.reap(c.out.done)
-	c.out.stop(c.spec.KillGrace, c.hard)
-	if c.watched != nil {
-		c.watched() // after the last line: Line never follows Done
 	}
 }
 
@@ -313,7 +377,22 @@ func (c *call) result(ctx context.Context, res Result) Result {
 	res.Duration = time.Since(c.started)
 	res.Stdout, res.StdoutDropped = c.out.stdout.result()
 	res.Stderr, res.StderrDropped = c.out.stderr.result()
-	res.ExitCode = c.cmd.ProcessState.ExitCode()
+	waited := true
+	if c.launch.Launched() {
+		code, ok := c.launch.ExitCode()
+		if !ok {
+			<-c.waited // the launcher ended without a word: its end says how
+			code = c.cmd.ProcessState.ExitCode()
+		}
+		res.ExitCode = code
+		select {
+		case <-c.waited:
+		default:
+			waited = false
+		}
+	} else {
+		res.ExitCode = c.cmd.ProcessState.ExitCode()
+	}
 	log := c.spec.Log
 	if res.StdoutDropped > 0 || res.StderrDropped > 0 {
 		log.Warn("output over the capture limit was read and discarded", "phase", c.spec.Phase,
@@ -331,7 +410,7 @@ func (c *call) result(ctx context.Context, res Result) Result {
 		res.Ended = ended.cause
 	}
 	var exitErr *exec.ExitError
-	if c.waitErr != nil && !errors.As(c.waitErr, &exitErr) && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
+	if waited && c.waitErr != nil && !errors.As(c.waitErr, &exitErr) && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
 		log.Warn("waiting for the child failed", "phase", c.spec.Phase, "err", c.waitErr)
 	}
 	log.Debug("call finished", "phase", c.spec.Phase, "exit_code", res.ExitCode, "timed_out", res.TimedOut,

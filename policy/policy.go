@@ -119,9 +119,9 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 			c.loopback = append(c.loopback, port)
 		}
 	}
-	if mode == confine.On && !c.support.Files {
-		return nil, fmt.Errorf("confine = on (set by %s), but this machine cannot confine files: %s; set confine = auto to run with what it can enforce, or off",
-			config.Describe("confine", cfg.Sources), c.support.Why)
+	if lack := c.support.Lacks(); mode == confine.On && lack != "" {
+		return nil, fmt.Errorf("confine = on (set by %s), but this machine %s; set confine = auto to run with what it can enforce, or off",
+			config.Describe("confine", cfg.Sources), lack)
 	}
 	if c.allow, err = confine.ParseAllow(confine.KeyNetworkAllow, cfg.ConfineNetworkAllow...); err != nil {
 		return nil, err
@@ -139,6 +139,7 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 	}
 	c.base.Write = append(c.base.Write, confine.Paths(keyCaches, c.caches()...)...)
 	c.base.Write = append(c.base.Write, confine.Paths(confine.KeyWritePaths, cfg.ConfineWritePaths...)...)
+	c.base.UnixSockets = confine.Paths(confine.KeyUnixSockets, cfg.ConfineUnixSockets...)
 	if proxy {
 		c.proxy = confine.NewProxy(log)
 	} else {

@@ -322,7 +322,7 @@ func TestCheckTimesOut(t *testing.T) {
 		t.Run(limit, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, "## Task 1\nA\n")
-			hangCheck := `if grep -q hang mode.txt 2>/dev/null; then echo waiting for the server; sleep 60 & echo $! > sleep.pid; wait; fi`
+			hangCheck := `if grep -q hang mode.txt 2>/dev/null; then echo waiting for the server; sleep 60 & echo ` + fakes.LastJobID + ` > sleep.pid; wait; fi`
 			h.scenario(map[string][]fakes.Outcome{
 				"execute": {writes("mode.txt", "hang\n")},
 				"address": {{WhenPrompt: &fakes.PromptWrites{Contains: "result: timed out after 1 s\noutput:\nwaiting for the server", WriteFiles: map[string]string{"mode.txt": "ok\n"}}}},
@@ -334,9 +334,9 @@ func TestCheckTimesOut(t *testing.T) {
 			if got, want := h.checkEvents(hangCheck), []string{"start:-1 #1 pass", "execute:1 #1 timeout", "address1:1 #1 pass"}; !slices.Equal(got, want) {
 				t.Fatalf("checks %q", got)
 			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(fileIn(t, h.repo, "sleep.pid")))
-			if pid <= 0 || procs.Alive(pid) {
-				t.Fatalf("what the check started (%d) outlived its timeout", pid)
+			id, err := procs.ParseID(fileIn(t, h.repo, "sleep.pid"))
+			if err != nil || id.Alive() {
+				t.Fatalf("what the check started (%v, %v) outlived its timeout", id, err)
 			}
 		})
 	}
@@ -349,7 +349,7 @@ func TestSignalDuringACheck(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	running := readyPipe(t)
-	slow := fmt.Sprintf(`if [ -f go.txt ]; then sleep 60 & echo $! > sleep.pid; echo > %q; wait; fi`, running)
+	slow := fmt.Sprintf(`if [ -f go.txt ]; then sleep 60 & echo `+fakes.LastJobID+` > sleep.pid; echo > %q; wait; fi`, running)
 	h.scenario(map[string][]fakes.Outcome{"execute": {writes("go.txt", "1")}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -361,9 +361,9 @@ func TestSignalDuringACheck(t *testing.T) {
 	if !isInterrupted(err) {
 		t.Fatalf("err = %v", err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(fileIn(t, h.repo, "sleep.pid")))
-	if pid <= 0 || procs.Alive(pid) {
-		t.Fatalf("what the check started (%d) outlived the signal", pid)
+	id, err := procs.ParseID(fileIn(t, h.repo, "sleep.pid"))
+	if err != nil || id.Alive() {
+		t.Fatalf("what the check started (%v, %v) outlived the signal", id, err)
 	}
 	if len(h.state().CompletedTaskIndices) != 0 {
 		t.Fatal("an interrupted task is saved as completed")

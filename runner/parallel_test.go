@@ -236,7 +236,7 @@ func parallelPlan(pattern string) string {
 // agentSpan is one agent process's life as the fake recorded it.
 type agentSpan struct {
 	key        string
-	pid        int
+	pid        procs.ID
 	start, end time.Time // end is the far future for an agent that never recorded its end
 }
 
@@ -247,17 +247,17 @@ func agentSpans(h *harness) []agentSpan {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ends := map[int]time.Time{}
+	ends := map[procs.ID]time.Time{}
 	for _, c := range fakes.Ends(records) {
-		ends[c.PID] = c.Time
+		ends[c.ID()] = c.Time
 	}
 	var spans []agentSpan
 	for _, c := range fakes.Starts(records) {
-		end, found := ends[c.PID]
+		end, found := ends[c.ID()]
 		if !found {
 			end = time.Unix(math.MaxInt32, 0)
 		}
-		spans = append(spans, agentSpan{key: c.Key, pid: c.PID, start: c.Time, end: end})
+		spans = append(spans, agentSpan{key: c.Key, pid: c.ID(), start: c.Time, end: end})
 	}
 	return spans
 }
@@ -780,8 +780,8 @@ func TestBlockInterrupted(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, c := range h.calls() {
-		if procs.Alive(c.PID) {
-			t.Errorf("agent %s (pid %d) alive after the interruption", c.Key, c.PID)
+		if c.ID().Alive() {
+			t.Errorf("agent %s (pid %d) alive after the interruption", c.Key, c.ID().Host())
 		}
 	}
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
@@ -852,16 +852,16 @@ func stetRunSpans(h *harness) []agentSpan {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ends := map[int]time.Time{}
+	ends := map[procs.ID]time.Time{}
 	for _, c := range records {
 		if c.Event == fakes.EventEnd {
-			ends[c.PID] = c.Time
+			ends[c.ID()] = c.Time
 		}
 	}
 	var spans []agentSpan
 	for _, c := range records {
 		if c.Event == fakes.EventStart && c.Cmd == "run" {
-			spans = append(spans, agentSpan{key: "stet run", pid: c.PID, start: c.Time, end: ends[c.PID]})
+			spans = append(spans, agentSpan{key: "stet run", pid: c.ID(), start: c.Time, end: ends[c.ID()]})
 		}
 	}
 	return spans

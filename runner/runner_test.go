@@ -20,7 +20,6 @@ import (
 	"peal/config"
 	"peal/confine"
 	"peal/internal/fakes"
-	"peal/internal/procs"
 	"peal/internal/testbin"
 	"peal/internal/testgit"
 	"peal/state"
@@ -600,7 +599,7 @@ func TestInterruptedRunSavesState(t *testing.T) {
 	if !slices.Equal(h.state().CompletedTaskIndices, []int{1}) {
 		t.Fatalf("state %+v", h.state())
 	}
-	if pid := h.calls()[3].PID; procs.Alive(pid) {
+	if h.calls()[3].ID().Alive() {
 		t.Fatal("agent alive after interruption")
 	}
 }
@@ -925,7 +924,7 @@ func TestPostRunSignalsAndSweep(t *testing.T) {
 	if out, err := h.runCfg(h.config()); err != nil || len(out.Completed) != 0 || !slices.Equal(out.AlreadyCompleted, []int{1}) {
 		t.Fatalf("second run: %v %+v", err, out)
 	}
-	if !procs.Alive(post.PID) {
+	if !post.ID().Alive() {
 		t.Fatal("the second run stopped the first run's post-run command")
 	}
 	r.cancel(errors.New("SIGINT"))

@@ -1,20 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"peal/confine"
 	"peal/internal/fakes"
+	"peal/internal/testbin"
 	"peal/internal/testgit"
 )
 
@@ -30,6 +36,19 @@ type escapeSandbox struct {
 	allowed           string // host:port of the allowed server
 	report            string // the file the escape program writes
 	bashrc, gitConfig string // their contents before the run
+	// Listeners no call may reach although the port is one it may
+	// connect to (the allowed server's, at another loopback address and
+	// at this machine's outside address), a UDP listener, a UNIX socket
+	// outside the call's tree, and the file the daemon a call starts
+	// holds a lock on while it lives.
+	traps    []net.Listener
+	udp      net.PacketConn
+	hostSock net.Listener
+	lock     string
+	// uid and gid, when set, are the unprivileged user peal runs as
+	// (asUser); programs are its copies of the test's programs.
+	uid, gid int
+	programs map[string]string
 }
 
 const plantedKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted\n"
@@ -70,6 +89,40 @@ func newEscapeSandbox(t *testing.T, plan string) *escapeSandbox {
 	t.Cleanup(srv.Close)
 	s.allowed = strings.TrimPrefix(srv.URL, "http://")
 	s.report = filepath.Join(s.agentDir, "escapes.txt")
+	_, port, _ := net.SplitHostPort(s.allowed)
+	hosts := []string{"127.0.0.2"}
+	if ip := outsideIPv4(); ip != "" {
+		hosts = append(hosts, ip)
+	}
+	for _, h := range hosts {
+		ln, err := net.Listen("tcp", net.JoinHostPort(h, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		s.traps = append(s.traps, ln)
+	}
+	if s.udp, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.udp.Close() })
+	// A short folder: a socket's path has at most 107 bytes.
+	sockDir, err := os.MkdirTemp("", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	os.Chmod(sockDir, 0o755)
+	if s.hostSock, err = net.Listen("unix", filepath.Join(sockDir, "host.sock")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.hostSock.Close() })
+	os.Chmod(filepath.Join(sockDir, "host.sock"), 0o777)
+	s.lock = filepath.Join(s.dir, "daemon.lock")
+	if err := os.WriteFile(s.lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killHolders(s.lock) })
 	// The repository has a first commit: confined tasks work in the run's
 	// worktree, made from it.
 	os.WriteFile(filepath.Join(s.repo, "README.md"), []byte("project\n"), 0o644)
@@ -90,16 +143,105 @@ func (s *escapeSandbox) env(confineMode string, extra ...string) []string {
 	os.MkdirAll(bin, 0o755)
 	claude := filepath.Join(bin, "claude")
 	if _, err := os.Lstat(claude); err != nil {
-		if err := os.Symlink(bins["fakeagent"], claude); err != nil {
+		if err := os.Symlink(s.bin("fakeagent"), claude); err != nil {
 			s.t.Fatal(err)
 		}
+	}
+	var traps []string
+	for _, ln := range s.traps {
+		traps = append(traps, ln.Addr().String())
 	}
 	env := s.sandbox.env("PEAL_AGENT_KIND=claude", "PEAL_AGENT_CMD="+claude, "PEAL_CONFINE="+confineMode,
 		"PEAL_CONFINE_ENV_PASS=FAKE_*,ESCAPE_*", "PEAL_CONFINE_NETWORK_ALLOW="+s.allowed,
 		"GITHUB_TOKEN="+plantedToken, "ANTHROPIC_API_KEY=sk-test-mock",
 		"ESCAPE_OUT="+s.report, "ESCAPE_LISTENER="+s.listener.Addr().String(), "ESCAPE_ALLOWED="+s.allowed,
-		"ESCAPE_STATE="+s.stateDir, "ESCAPE_MAIN="+s.repo)
+		"ESCAPE_STATE="+s.stateDir, "ESCAPE_MAIN="+s.repo, "ESCAPE_TRAPS="+strings.Join(traps, ","),
+		"ESCAPE_UDP="+s.udp.LocalAddr().String(), "ESCAPE_UNIX="+s.hostSock.Addr().String(), "ESCAPE_LOCK="+s.lock)
+	if s.uid != 0 {
+		for i, kv := range env {
+			if strings.HasPrefix(kv, "PEAL_AGENT_CMD=") && !strings.HasSuffix(kv, claude) {
+				env[i] = "PEAL_AGENT_CMD=" + s.bin("fakeagent")
+			}
+		}
+	}
 	return append(append(env, testgit.Env...), extra...)
+}
+
+// bin is the path of one of the test's programs, as peal's calls run it.
+func (s *escapeSandbox) bin(name string) string {
+	if p, ok := s.programs[name]; ok {
+		return p
+	}
+	return bins[name]
+}
+
+// asUser makes the sandbox the unprivileged user's (testbin.Unprivileged),
+// whom peal then runs as: its folders, and copies of the test's programs
+// it can run. It skips when this process is not root or there is no such
+// user.
+func (s *escapeSandbox) asUser() {
+	t := s.t
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("not root: the escape suite runs as an unprivileged user already")
+	}
+	u, ok := testbin.Unprivileged()
+	if !ok {
+		t.Skip("no unprivileged user to run as: make one with useradd and name it in PEAL_TEST_USER")
+	}
+	s.uid, _ = strconv.Atoi(u.Uid)
+	s.gid, _ = strconv.Atoi(u.Gid)
+	// The folders above the sandbox are the test's own temporary ones:
+	// peal lists them to narrow the calls' read grant down to the secrets
+	// of the sandbox's home.
+	for d := filepath.Dir(s.dir); d != os.TempDir() && d != "/" && d != "."; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(os.TempDir(), 0o755)
+	os.Chmod(s.dir, 0o755)
+	s.programs = map[string]string{}
+	progs := filepath.Join(s.dir, "programs")
+	os.Mkdir(progs, 0o755)
+	for _, name := range []string{"peal", "fakeagent", "escape"} {
+		to := filepath.Join(progs, name)
+		data, err := os.ReadFile(bins[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s.programs[name] = to
+	}
+	err := filepath.Walk(s.dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == progs || filepath.Dir(p) == progs || p == s.lock {
+			return nil
+		}
+		return os.Lchown(p, s.uid, s.gid)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs peal (as the sandbox's user, when it has one).
+func (s *escapeSandbox) run(env []string, args ...string) result {
+	s.t.Helper()
+	cmd := exec.Command(s.bin("peal"), args...)
+	cmd.Dir, cmd.Env = s.dir, env
+	if s.uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), Groups: []uint32{}}}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		s.t.Fatal(err)
+	}
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }
 
 // results are the escape program's lines, by outcome.
@@ -143,6 +285,18 @@ func (s *escapeSandbox) outside(r result) {
 	if n := s.accepted.Load(); n != 0 {
 		s.t.Errorf("the listener accepted %d connections (%d bytes)", n, s.bytes.Load())
 	}
+	for _, ln := range append(s.traps, s.hostSock) {
+		if pending(s.t, ln) {
+			s.t.Errorf("a connection reached %s", ln.Addr())
+		}
+	}
+	s.udp.SetReadDeadline(time.Now())
+	if n, _, err := s.udp.ReadFrom(make([]byte, 64)); err == nil {
+		s.t.Errorf("a datagram of %d bytes reached the UDP listener", n)
+	}
+	if !lockFree(s.t, s.lock) {
+		s.t.Error("a daemon a call started is alive after peal exited")
+	}
 	for _, text := range []string{r.stdout, r.stderr} {
 		if strings.Contains(text, plantedToken) || strings.Contains(text, "planted\n") {
 			s.t.Errorf("a secret reached peal's output:\n%s", text)
@@ -158,9 +312,10 @@ func checkEscapes(t *testing.T, s *escapeSandbox, calls int) {
 	if len(escaped) > 0 || len(failed) > 0 {
 		t.Fatalf("escaped: %q\nfailed: %q", escaped, failed)
 	}
-	// Each run of the program tries 13 escapes (14 with the main tree's
-	// path, 15 with another task's worktree) and 6 pieces of work.
-	if len(ok) != 6*calls || len(blocked) < 13*calls {
+	// Each run of the program tries 20 escapes and one for each trap (one
+	// more with the main tree's path, another with another task's
+	// worktree), and 10 pieces of work.
+	if len(ok) != 10*calls || len(blocked) < (20+len(s.traps))*calls {
 		t.Fatalf("%d runs of the escape program: %d blocked, %d done:\n%q\n%q", calls, len(blocked), len(ok), blocked, ok)
 	}
 }
@@ -185,14 +340,18 @@ func TestEscapesOfASequentialTask(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			s := newEscapeSandbox(t, "## Task 1\nDo the work\n")
-			s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{bins["escape"]}}}}})
-			r := s.peal(s.env(mode), "run")
+			s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{s.bin("escape")}}}}})
+			r := s.run(s.env(mode), "run")
 			if mode == "off" {
 				escaped, _, _, _ := s.results()
-				for _, want := range []string{"write-home", "read-ssh-key", "read-aws", "see-token", "token-of-peal", "connect-listener", "write-state", "plant-hook"} {
+				for _, want := range []string{"write-home", "read-ssh-key", "read-aws", "see-token", "token-of-peal", "connect-listener", "write-state", "plant-hook",
+					"tcp-to-" + s.traps[0].Addr().String(), "udp", "unix-outside-tree"} {
 					if !slices.ContainsFunc(escaped, func(e string) bool { return strings.HasSuffix(e, want) }) {
 						t.Errorf("unconfined, %s did not escape: %q", want, escaped)
 					}
+				}
+				if lockFree(t, s.lock) {
+					t.Error("unconfined, the daemon did not outlive its call")
 				}
 				return
 			}
@@ -206,11 +365,136 @@ func TestEscapesOfASequentialTask(t *testing.T) {
 				t.Fatalf("the task's work did not reach the work tree: %q", matches)
 			}
 			// The connection the proxy refused is named and counted.
-			js := s.peal(s.env(mode), "report", "--format", "json")
+			js := s.run(s.env(mode), "report", "--format", "json")
 			if !strings.Contains(js.stdout, `"refused_connections": 1`) || !strings.Contains(js.stdout, `"`+s.listener.Addr().String()+`"`) {
 				t.Fatalf("report JSON:\n%s", js.stdout)
 			}
 		})
+	}
+}
+
+// TestEscapesAsAnUnprivilegedUser: the sequential task's escapes, peal run
+// by an unprivileged user (whom the system may give user namespaces or
+// not: the start line says).
+func TestEscapesAsAnUnprivilegedUser(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nDo the work\n")
+	s.asUser()
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{s.bin("escape")}}}}})
+	os.Chown(s.agentDir, s.uid, s.gid)
+	filepath.Walk(s.agentDir, func(p string, _ os.FileInfo, err error) error { return os.Lchown(p, s.uid, s.gid) })
+	r := s.run(s.env("on"), "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	t.Logf("start line: %s", startLine(r.stderr))
+	checkEscapes(t, s, 1)
+	s.outside(r)
+}
+
+// startLine is peal's line that says what the machine enforces.
+func startLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "msg=\"confinement ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestEscapesOnATerminal: peal runs on a terminal (its controlling
+// terminal, its standard input and error); the agent's call can neither
+// write to it nor push a command line into its input. Unconfined, it can
+// (the test can fail).
+func TestEscapesOnATerminal(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	for _, mode := range []string{"on", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			s := newEscapeSandbox(t, "## Task 1\nDo the work\n")
+			s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{s.bin("escape")}}}}})
+			master, slave := openPTY(t, 120)
+			defer master.Close()
+			cmd := exec.Command(s.bin("peal"), "run")
+			cmd.Dir, cmd.Env = s.dir, s.env(mode, "ESCAPE_TTY="+slave.Name())
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, io.Discard, slave
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			var shown bytes.Buffer
+			read := make(chan struct{})
+			go func() {
+				io.Copy(&shown, master)
+				close(read)
+			}()
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v", err)
+			}
+			// What was pushed into the terminal's input waits there to be
+			// read; once the test lets go of it, the terminal's output
+			// ends.
+			fd := int(slave.Fd())
+			syscall.SetNonblock(fd, true)
+			typed := make([]byte, 4096)
+			n, _ := syscall.Read(fd, typed)
+			typed = typed[:max(n, 0)]
+			slave.Close()
+			<-read
+			escaped, _, _, _ := s.results()
+			reached := strings.Contains(shown.String()+string(typed), "ESCAPED-TERMINAL")
+			if mode == "off" {
+				if !reached || !slices.ContainsFunc(escaped, func(e string) bool { return strings.HasSuffix(e, "write-terminal") }) {
+					t.Fatalf("unconfined, the call did not reach the terminal: %q; the terminal showed %q, holds %q", escaped, shown.String(), typed)
+				}
+				return
+			}
+			if reached || len(escaped) > 0 {
+				t.Fatalf("escaped %q; the terminal showed %q, holds %q", escaped, shown.String(), typed)
+			}
+			_, _, blocked, _ := s.results()
+			for _, want := range []string{"[execute 1] write-terminal", "[execute 1] push-terminal-input"} {
+				if !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, want+":") }) {
+					t.Errorf("%s was not tried: %q", want, blocked)
+				}
+			}
+		})
+	}
+}
+
+// TestEscapesOfACheckUnderTCPAny: under confine_tcp = any, a check serves
+// TCP and reaches its own server (a test suite's), and reaches this
+// machine's loopback (the trade-off the key makes, without a network
+// namespace), while this machine's outside address, UDP, a UNIX socket
+// outside the tree and the rest stay closed.
+func TestEscapesOfACheckUnderTCPAny(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nWrite the check\n")
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"escape.sh": "exec " + s.bin("escape") + "\n"}}}})
+	r := s.run(s.env("on", "PEAL_CHECK_COMMANDS=sh escape.sh", "PEAL_CONFINE_TCP=any", "ESCAPE_TCP_ANY=1"), "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	escaped, failed, blocked, ok := s.results()
+	loopback := []string{"[check 1] connect-listener", "[check 1] tcp-to-" + s.traps[0].Addr().String()}
+	if !slices.Equal(escaped, loopback) || len(failed) > 0 || len(ok) != 11 {
+		t.Fatalf("escaped %q (want %q), failed %q, %d done", escaped, loopback, failed, len(ok))
+	}
+	for _, want := range []string{"udp", "unix-outside-tree", "raw-socket", "read-ssh-key"} {
+		if !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] "+want+":") }) {
+			t.Errorf("%s was not blocked: %q", want, blocked)
+		}
+	}
+	for _, ln := range append(s.traps[1:], s.hostSock) {
+		if pending(t, ln) {
+			t.Errorf("a connection reached %s", ln.Addr())
+		}
+	}
+	if len(s.traps) > 1 && !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] tcp-to-"+s.traps[1].Addr().String()+":") }) {
+		t.Errorf("this machine's outside address was not refused: %q", blocked)
+	}
+	if !lockFree(t, s.lock) {
+		t.Error("a daemon a call started is alive after peal exited")
 	}
 }
 
@@ -221,8 +505,8 @@ func TestEscapesOfAParallelBlock(t *testing.T) {
 	skipWithoutLandlock(t)
 	s := newEscapeSandbox(t, "## Task 1 (parallel)\nOne\n\n## Task 2 (parallel)\nTwo\n")
 	s.scenario(map[string][]fakes.Outcome{
-		"execute:1": {{Commands: [][]string{{"sh", "-c", "ESCAPE_OTHER=$ESCAPE_WT/task-2 exec " + bins["escape"]}}}},
-		"execute:2": {{Commands: [][]string{{"sh", "-c", "ESCAPE_OTHER=$ESCAPE_WT/task-1 exec " + bins["escape"]}}}},
+		"execute:1": {{Commands: [][]string{{"sh", "-c", "ESCAPE_OTHER=$ESCAPE_WT/task-2 exec " + s.bin("escape")}}}},
+		"execute:2": {{Commands: [][]string{{"sh", "-c", "ESCAPE_OTHER=$ESCAPE_WT/task-1 exec " + s.bin("escape")}}}},
 	})
 	r := s.peal(s.env("on", "PEAL_PARALLEL=true", "PEAL_MAX_PARALLEL=2", "ESCAPE_WT="+filepath.Join(s.stateDir, "worktrees")), "run")
 	if r.code != 0 {
@@ -244,8 +528,8 @@ func TestEscapesOfACheck(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
 	s := newEscapeSandbox(t, "## Task 1\nWrite the check\n")
-	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"escape.sh": "exec " + bins["escape"] + "\n"}}}})
-	r := s.peal(s.env("on", "PEAL_CHECK_COMMANDS=sh escape.sh"), "run")
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"escape.sh": "exec " + s.bin("escape") + "\n"}}}})
+	r := s.run(s.env("on", "PEAL_CHECK_COMMANDS=sh escape.sh"), "run")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -354,14 +638,15 @@ func TestPolicyShown(t *testing.T) {
 	}
 }
 
-// TestContainerSocketWarned: where the kernel does not check connections to
-// UNIX sockets, a container engine's socket this user may use is named at
-// the start of a confined run, and not of an unconfined one.
+// TestContainerSocketWarned: where neither the kernel nor peal checks
+// connections to UNIX sockets, a container engine's socket this user may
+// use is named at the start of a confined run, and not of an unconfined
+// one.
 func TestContainerSocketWarned(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
-	if confine.Probe().ABI >= 9 {
-		t.Skip("this kernel checks connections to UNIX sockets")
+	if s := confine.Probe(); s.ABI >= 9 || s.Supervise {
+		t.Skip("connections to UNIX sockets are checked here: " + s.String())
 	}
 	s := newEscapeSandbox(t, "## Task 1\nx\n")
 	// A short folder: a socket's path has at most 107 bytes.

@@ -316,11 +316,11 @@ func TestSignals(t *testing.T) {
 			}
 			calls, _ := fakes.ReadCalls(s.agentDir)
 			starts := fakes.Starts(calls)
-			pids, _ := fakes.GrandchildPIDs(s.agentDir)
-			for _, pid := range append(pids, starts[len(starts)-1].PID) {
-				if procs.Alive(pid) {
-					syscall.Kill(pid, syscall.SIGKILL)
-					t.Fatalf("process %d outlived peal", pid)
+			ids, _ := fakes.GrandchildPIDs(s.agentDir)
+			for _, id := range append(ids, starts[len(starts)-1].ID()) {
+				if pid := id.Host(); procs.Alive(pid) {
+					id.Kill()
+					t.Fatalf("process %d (%v) outlived peal", pid, id)
 				}
 			}
 		})

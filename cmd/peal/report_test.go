@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"peal/internal/fakes"
 	"peal/internal/testgit"
 	"peal/report"
+	"peal/state"
 )
 
 // reportCase is a recorded run: a plan, what the fake agent does, and the
@@ -203,11 +205,22 @@ func (s *sandbox) runKilled(env []string, key string) {
 	if _, err := os.ReadFile(ready); err != nil { // blocks until the call runs
 		s.t.Fatal(err)
 	}
+	// The run is killed once it has recorded the call's start: the call
+	// may run a moment before peal hears it started.
+	phase, task, _ := strings.Cut(key, ":")
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.recorded(state.EvCallStart, phase, task) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			s.t.Fatalf("no start of %s in the run's record", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	calls, _ := fakes.ReadCalls(s.agentDir)
 	starts := fakes.Starts(calls)
-	syscall.Kill(starts[len(starts)-1].PID, syscall.SIGKILL) // the orphaned agent
+	starts[len(starts)-1].ID().Kill() // the orphaned agent
 }
 
 // checkCalls: the report's agent calls are the fake agent's, in order, and
@@ -520,4 +533,16 @@ func TestReportOutputs(t *testing.T) {
 	if r := s.peal(env, "report", "--format", "pdf"); r.code != 1 || !strings.Contains(r.stderr, "--format") {
 		t.Fatalf("a bad format: exit %d, %s", r.code, r.stderr)
 	}
+}
+
+// recorded reports whether the run record holds an event of kind ev for
+// the phase and task named.
+func (s *sandbox) recorded(ev, phase, task string) bool {
+	events, _, _ := state.ReadRecord(filepath.Join(s.stateDir, state.RecordName))
+	for _, e := range events {
+		if e.Ev == ev && e.Phase == phase && e.Task != nil && strconv.Itoa(*e.Task) == task {
+			return true
+		}
+	}
+	return false
 }

@@ -44,7 +44,7 @@ func TestSessionContinuesAfterKill(t *testing.T) {
 			cmd.Wait()
 			calls, _ := fakes.ReadCalls(s.agentDir)
 			starts := fakes.Starts(calls)
-			syscall.Kill(starts[len(starts)-1].PID, syscall.SIGKILL) // the orphaned agent
+			starts[len(starts)-1].ID().Kill() // the orphaned agent
 			ends := fakes.Ends(calls)
 			if len(ends) != 2 || ends[0].Phase != "plan" || ends[1].Session != ends[0].Session {
 				t.Fatalf("the killed run's calls %v", fakes.Keys(calls))

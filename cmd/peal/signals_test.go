@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"peal/confine"
 	"peal/internal/fakes"
 	"peal/internal/procs"
 	"peal/internal/testgit"
@@ -53,14 +54,14 @@ func waitExited(t *testing.T, cmd *exec.Cmd, done <-chan struct{}, bound time.Du
 func agentsGone(t *testing.T, s *sandbox) {
 	t.Helper()
 	calls, _ := fakes.ReadCalls(s.agentDir)
-	pids, _ := fakes.GrandchildPIDs(s.agentDir)
+	ids, _ := fakes.GrandchildPIDs(s.agentDir)
 	for _, c := range fakes.Starts(calls) {
-		pids = append(pids, c.PID)
+		ids = append(ids, c.ID())
 	}
-	for _, pid := range pids {
-		if procs.Alive(pid) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d outlived peal", pid)
+	for _, id := range ids {
+		if pid := id.Host(); procs.Alive(pid) {
+			id.Kill()
+			t.Fatalf("process %d (%v) outlived peal", pid, id)
 		}
 	}
 }
@@ -152,7 +153,7 @@ func TestAgentDiesWithKilledPeal(t *testing.T) {
 	waitExited(t, cmd, done, 30*time.Second)
 	calls, _ := fakes.ReadCalls(s.agentDir)
 	starts := fakes.Starts(calls)
-	agent := starts[len(starts)-1].PID
+	agent := starts[len(starts)-1].ID().Host()
 	waitPID(agent, 30*time.Second)
 	if procs.Alive(agent) {
 		syscall.Kill(agent, syscall.SIGKILL)
@@ -174,7 +175,7 @@ func TestSignalDuringACheck(t *testing.T) {
 			s := newSandbox(t, plan3)
 			ready := fifo(t, s.agentDir, "ready")
 			pidFile := filepath.Join(s.agentDir, "sleep.pid")
-			check := fmt.Sprintf(`if [ -f go.txt ]; then sleep 300 & echo $! > %q; echo x > %q; wait; fi`, pidFile, ready)
+			check := fmt.Sprintf(`if [ -f go.txt ]; then sleep 300 & echo `+fakes.LastJobID+` > %q; echo x > %q; wait; fi`, pidFile, ready)
 			s.scenario(map[string][]fakes.Outcome{"execute:2": {{WriteFiles: map[string]string{"go.txt": "1"}}}})
 			cmd, done := startPeal(t, s, s.env("PEAL_CHECK_COMMANDS="+check), nil)
 			if _, err := os.ReadFile(ready); err != nil {
@@ -183,14 +184,14 @@ func TestSignalDuringACheck(t *testing.T) {
 			cmd.Process.Signal(sig)
 			waitExited(t, cmd, done, 60*time.Second)
 			data, _ := os.ReadFile(pidFile)
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-			if pid <= 0 {
-				t.Fatalf("no pid of the check's child: %q", data)
+			id, err := procs.ParseID(string(data))
+			if err != nil {
+				t.Fatalf("no pid of the check's child: %v", err)
 			}
-			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-			waitPID(pid, 30*time.Second)
-			if procs.Alive(pid) {
-				t.Fatalf("the check's child %d outlived peal (%s)", pid, sig)
+			t.Cleanup(id.Kill)
+			waitPID(id.Host(), 30*time.Second)
+			if id.Alive() {
+				t.Fatalf("the check's child %v outlived peal (%s)", id, sig)
 			}
 			if sig == syscall.SIGKILL {
 				return
@@ -233,14 +234,14 @@ func TestGrandchildDiesWithKilledPeal(t *testing.T) {
 			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			waitExited(t, cmd, done, 30*time.Second)
-			pids, err := fakes.GrandchildPIDs(s.agentDir)
-			if err != nil || len(pids) != 1 {
-				t.Fatalf("grandchildren %v, %v", pids, err)
+			ids, err := fakes.GrandchildPIDs(s.agentDir)
+			if err != nil || len(ids) != 1 {
+				t.Fatalf("grandchildren %v, %v", ids, err)
 			}
-			t.Cleanup(func() { syscall.Kill(pids[0], syscall.SIGKILL) })
-			waitPID(pids[0], 30*time.Second)
-			if procs.Alive(pids[0]) {
-				t.Fatalf("%s %d outlived the killed peal", tc.Name, pids[0])
+			t.Cleanup(ids[0].Kill)
+			waitPID(ids[0].Host(), 30*time.Second)
+			if ids[0].Alive() {
+				t.Fatalf("%s %d outlived the killed peal", tc.Name, ids[0].Host())
 			}
 		})
 	}
@@ -265,39 +266,55 @@ func guardOf(t *testing.T, peal int) int {
 	return 0
 }
 
-// What a killed peal's agent left outside its group (a daemon) is stopped by
-// the next run on the same state folder, before that run's first call, when
-// peal's guard could not do it: here it was killed with peal, as a machine
-// that ends a job's every process would.
+// What a killed peal's agent left outside its group (a daemon) does not
+// outlive it, even when peal's guard could not stop it (here it was killed
+// with peal, as a machine that ends a job's every process would). Confined,
+// the call's PID namespace ends with its launcher, which ends with peal;
+// unconfined, the next run on the same state folder stops the daemon before
+// its first call.
 func TestRerunStopsLeftoversOfAKilledRun(t *testing.T) {
 	t.Parallel()
-	s := newSandbox(t, plan3)
-	ready := fifo(t, s.agentDir, "ready")
-	s.scenario(map[string][]fakes.Outcome{"execute:2": {{Daemon: true, WriteFiles: map[string]string{ready: "x"}, Hang: true}, {}}})
-	cmd, done := startPeal(t, s, s.env(), nil)
-	if _, err := os.ReadFile(ready); err != nil {
-		t.Fatal(err)
-	}
-	syscall.Kill(guardOf(t, cmd.Process.Pid), syscall.SIGKILL)
-	cmd.Process.Signal(syscall.SIGKILL)
-	waitExited(t, cmd, done, 30*time.Second)
-	daemons, err := fakes.GrandchildPIDs(s.agentDir)
-	if err != nil || len(daemons) != 1 {
-		t.Fatalf("daemons %v, %v", daemons, err)
-	}
-	t.Cleanup(func() { syscall.Kill(daemons[0], syscall.SIGKILL) })
-	if !procs.Alive(daemons[0]) {
-		t.Fatal("the daemon died with peal: the test proves nothing")
-	}
-	r := s.peal(s.env(), "run")
-	if r.code != 0 {
-		t.Fatalf("re-run: exit %d: %s", r.code, r.stderr)
-	}
-	if procs.Alive(daemons[0]) {
-		t.Fatalf("the killed run's daemon %d outlived the re-run", daemons[0])
-	}
-	if !strings.Contains(r.stderr, "earlier run on this state folder left running") {
-		t.Fatalf("the re-run did not say what it stopped: %s", r.stderr)
+	for _, mode := range []string{"off", "on"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			if mode == "on" && !confine.Probe().PIDNamespace {
+				t.Skip("no PID namespace for a call here")
+			}
+			s := newSandbox(t, plan3)
+			env := s.env("PEAL_CONFINE=" + mode)
+			ready := fifo(t, s.agentDir, "ready")
+			s.scenario(map[string][]fakes.Outcome{"execute:2": {{Daemon: true, WriteFiles: map[string]string{ready: "x"}, Hang: true}, {}}})
+			cmd, done := startPeal(t, s, env, nil)
+			if _, err := os.ReadFile(ready); err != nil {
+				t.Fatal(err)
+			}
+			syscall.Kill(guardOf(t, cmd.Process.Pid), syscall.SIGKILL)
+			cmd.Process.Signal(syscall.SIGKILL)
+			waitExited(t, cmd, done, 30*time.Second)
+			daemons, err := fakes.GrandchildPIDs(s.agentDir)
+			if err != nil || len(daemons) != 1 {
+				t.Fatalf("daemons %v, %v", daemons, err)
+			}
+			t.Cleanup(daemons[0].Kill)
+			if mode == "on" {
+				waitPID(daemons[0].Host(), 30*time.Second)
+				if daemons[0].Alive() {
+					t.Fatalf("the confined daemon %v outlived the killed peal", daemons[0])
+				}
+			} else if !daemons[0].Alive() {
+				t.Fatal("the daemon died with peal: the test proves nothing")
+			}
+			r := s.peal(env, "run")
+			if r.code != 0 {
+				t.Fatalf("re-run: exit %d: %s", r.code, r.stderr)
+			}
+			if daemons[0].Alive() {
+				t.Fatalf("the killed run's daemon %d outlived the re-run", daemons[0].Host())
+			}
+			if said := strings.Contains(r.stderr, "earlier run on this state folder left running"); said != (mode == "off") {
+				t.Fatalf("the re-run said it stopped what a killed run left: %v, want %v: %s", said, mode == "off", r.stderr)
+			}
+		})
 	}
 }
 
@@ -321,7 +338,7 @@ func TestNextRunLeavesPostRunCommandsAlone(t *testing.T) {
 	if r := s.peal(s.env(), "run"); r.code != 0 {
 		t.Fatalf("second run: exit %d: %s", r.code, r.stderr)
 	}
-	if !procs.Alive(post.PID) {
+	if !post.ID().Alive() {
 		t.Fatal("the second run stopped the first run's post-run command")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -407,9 +424,10 @@ func TestSignalDuringStartupCleanup(t *testing.T) {
 			}
 		}
 		for _, c := range calls {
-			if c.Event == fakes.EventStart && c.Cmd == "finish" && procs.Alive(c.PID) {
-				syscall.Kill(c.PID, syscall.SIGKILL)
-				t.Fatalf("stet finish (pid %d) outlived peal", c.PID)
+			if c.Event == fakes.EventStart && c.Cmd == "finish" && c.ID().Alive() {
+				pid := c.ID().Host()
+				c.ID().Kill()
+				t.Fatalf("stet finish (pid %d) outlived peal", pid)
 			}
 		}
 		if got := s.keys(); got != "" {

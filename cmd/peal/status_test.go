@@ -156,7 +156,7 @@ func TestStatusDuringARun(t *testing.T) {
 	cmd.Wait()
 	calls, _ := fakes.ReadCalls(s.agentDir)
 	starts := fakes.Starts(calls)
-	syscall.Kill(starts[len(starts)-1].PID, syscall.SIGKILL) // the orphaned agent
+	starts[len(starts)-1].ID().Kill() // the orphaned agent
 	r = s.peal(env, "status")
 	if !regexp.MustCompile("\nlast run: started at \\S+, stopped without ending \\(killed, or the machine stopped\\) after \\S+; its completed tasks are saved, and `peal report` names the calls it cut off\n$").MatchString(r.stdout) {
 		t.Fatalf("status after the kill:\n%s", r.stdout)

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"peal/internal/fakes"
-	"peal/internal/procs"
 	"peal/internal/testgit"
 	"peal/state"
 )
@@ -245,14 +244,15 @@ func stressCalls(t *testing.T, s *sandbox) []fakes.Call {
 // checkNothingLeft: no agent and no grandchild or daemon of one is alive.
 func checkNothingLeft(t *testing.T, s *sandbox, calls []fakes.Call) {
 	t.Helper()
-	pids, _ := fakes.GrandchildPIDs(s.agentDir)
+	ids, _ := fakes.GrandchildPIDs(s.agentDir)
 	for _, c := range calls {
-		pids = append(pids, c.PID)
+		ids = append(ids, c.ID())
 	}
-	for _, pid := range pids {
-		waitPID(pid, 10*time.Second) // the kill grace is 1 s
-		if procs.Alive(pid) {
-			syscall.Kill(pid, syscall.SIGKILL)
+	for _, id := range ids {
+		waitPID(id.Host(), 10*time.Second) // the kill grace is 1 s
+		if id.Alive() {
+			pid := id.Host()
+			id.Kill()
 			t.Fatalf("process %d outlived its run", pid)
 		}
 	}

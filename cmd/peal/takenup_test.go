@@ -49,7 +49,7 @@ func TestKilledConfinedRunTakenUp(t *testing.T) {
 	cmd.Wait()
 	calls, _ := fakes.ReadCalls(s.agentDir)
 	starts := fakes.Starts(calls)
-	syscall.Kill(starts[len(starts)-1].PID, syscall.SIGKILL)
+	starts[len(starts)-1].ID().Kill()
 	if got := fileIn(t, s.repo, "one.txt"); got != "1\n" {
 		t.Fatalf("task 1's work did not reach the work tree before the kill: %q", got)
 	}

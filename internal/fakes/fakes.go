@@ -15,9 +15,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
+
+	"peal/internal/procs"
 )
 
 // Environment variables understood by the fake programs.
@@ -204,6 +205,8 @@ type Call struct {
 	Env       map[string]string `json:"env"`
 	Cwd       string            `json:"cwd"`
 	PID       int               `json:"pid"`
+	PIDNS     string            `json:"pidns,omitempty"`     // the PID namespace PID is an id in
+	PIDStart  uint64            `json:"pid_start,omitempty"` // when the process started (procs.ID)
 	StdinNull bool              `json:"stdin_null"`
 	Stdin     string            `json:"stdin,omitempty"` // what the call read on stdin when it was not /dev/null
 	Kind      string            `json:"kind,omitempty"`  // the CLI the fake imitated; "" for the plain fake
@@ -295,29 +298,35 @@ func Keys(calls []Call) []string {
 	return keys
 }
 
-// AppendGrandchildPID adds pid as a line to <dir>/grandchild.pids.
-func AppendGrandchildPID(dir string, pid int) error {
+// ID names the process that made the call, wherever it ran.
+func (c Call) ID() procs.ID { return procs.ID{PID: c.PID, NS: c.PIDNS, Start: c.PIDStart} }
+
+// AppendGrandchildPID adds id as a line to <dir>/grandchild.pids.
+func AppendGrandchildPID(dir string, id procs.ID) error {
 	return appendLocked(filepath.Join(dir, GrandchildPIDsFile), func([]byte) ([]byte, error) {
-		return []byte(strconv.Itoa(pid)), nil
+		return []byte(id.String()), nil
 	})
 }
 
-// GrandchildPIDs returns the pids recorded by grandchildren, in order; a
-// missing file yields none and no error.
-func GrandchildPIDs(dir string) ([]int, error) {
+// GrandchildPIDs returns the processes recorded by grandchildren, in
+// order; a missing file yields none and no error.
+func GrandchildPIDs(dir string) ([]procs.ID, error) {
 	data, err := readLocked(filepath.Join(dir, GrandchildPIDsFile))
 	if err != nil {
 		return nil, err
 	}
-	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		pid, err := strconv.Atoi(f)
+	var ids []procs.ID
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		id, err := procs.ParseID(line)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", GrandchildPIDsFile, err)
 		}
-		pids = append(pids, pid)
+		ids = append(ids, id)
 	}
-	return pids, nil
+	return ids, nil
 }
 
 // countStarts counts lines of existing whose identity (as extracted by id)
@@ -443,3 +452,10 @@ func readJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// LastJobID is a shell word that expands to the procs.ID line of the
+// shell's last background job on Linux: its id, the PID namespace the
+// shell (and so the job) lives in, and its start time. A check or hook
+// records what it started with it, where a confined one's ids are not
+// the host's.
+const LastJobID = `"$! $(readlink /proc/self/ns/pid) $(cut -d' ' -f22 /proc/$!/stat)"`

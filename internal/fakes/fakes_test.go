@@ -546,8 +546,8 @@ func TestAgentGrandchild(t *testing.T) {
 			// Kill whatever was recorded, even if the assertions below fail.
 			pids, err := GrandchildPIDs(dir)
 			t.Cleanup(func() {
-				for _, pid := range pids {
-					syscall.Kill(pid, syscall.SIGKILL)
+				for _, id := range pids {
+					id.Kill()
 				}
 			})
 			if err != nil {
@@ -559,7 +559,7 @@ func TestAgentGrandchild(t *testing.T) {
 			if len(pids) != 1 {
 				t.Fatalf("grandchild pids = %v, want one", pids)
 			}
-			gc := pids[0]
+			gc := pids[0].Host()
 			if gc == cmd.Process.Pid || !procs.Alive(gc) {
 				t.Errorf("grandchild %d not alive after agent %d exited", gc, cmd.Process.Pid)
 			}

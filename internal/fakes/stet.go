@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"peal/internal/procs"
 )
 
 // The fake stet follows the contract of the real stet CLI where peal depends
@@ -309,15 +311,17 @@ func ReadStetScenario(dir string) (StetScenario, error) {
 
 // StetCall is one line of stet-calls.jsonl written by the fake stet.
 type StetCall struct {
-	Event string            `json:"event"`
-	Cmd   string            `json:"cmd"`
-	Args  []string          `json:"args"`
-	N     int               `json:"n"`
-	Cwd   string            `json:"cwd"`
-	PID   int               `json:"pid"`
-	Time  time.Time         `json:"time"`
-	Exit  int               `json:"exit"`
-	Env   map[string]string `json:"env,omitempty"` // STET_* and PEAL_* variables
+	Event    string            `json:"event"`
+	Cmd      string            `json:"cmd"`
+	Args     []string          `json:"args"`
+	N        int               `json:"n"`
+	Cwd      string            `json:"cwd"`
+	PID      int               `json:"pid"`
+	PIDNS    string            `json:"pidns,omitempty"`     // the PID namespace PID is an id in
+	PIDStart uint64            `json:"pid_start,omitempty"` // when the process started (procs.ID)
+	Time     time.Time         `json:"time"`
+	Exit     int               `json:"exit"`
+	Env      map[string]string `json:"env,omitempty"` // STET_* and PEAL_* variables
 	// Reviewed lists the hunks a review sent to the model, as file:start.
 	Reviewed []string `json:"reviewed,omitempty"`
 }
@@ -492,3 +496,6 @@ func OverlappingPairs(spans []*StetSpan) map[string]int {
 	}
 	return out
 }
+
+// ID names the process that made the call, wherever it ran.
+func (c StetCall) ID() procs.ID { return procs.ID{PID: c.PID, NS: c.PIDNS, Start: c.PIDStart} }

@@ -45,3 +45,12 @@ func statDead(stat []byte) bool {
 	}
 	return false
 }
+
+// Kill sends SIGKILL to the process named, if it still has an id here;
+// never to a process group or to every process, as a zero or negative
+// id would.
+func (id ID) Kill() {
+	if pid := id.Host(); pid > 0 {
+		unix.Kill(pid, unix.SIGKILL)
+	}
+}

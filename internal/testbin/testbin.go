@@ -107,6 +107,11 @@ func Main(m *testing.M, set func(bins map[string]string), pkgs ...string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	if os.Getenv(UserEnv) != "" {
+		// A run as an unprivileged user (RerunAsUser) runs tests that
+		// need no helper program: it has no go command's cache to use.
+		pkgs = nil
+	}
 	bins, err := Programs(dir, pkgs...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -10,6 +10,21 @@
 //	ESCAPE_STATE       peal's state folder
 //	ESCAPE_MAIN        the main work tree (when the call works in a worktree)
 //	ESCAPE_OTHER       another task's worktree
+//	ESCAPE_TRAPS       host:port listeners no call may reach although the
+//	                   port is one it may connect to (another loopback
+//	                   address, this machine's outside address), separated
+//	                   by commas
+//	ESCAPE_UDP         host:port of a UDP listener no call may reach
+//	ESCAPE_UNIX        a UNIX socket outside the call's tree
+//	ESCAPE_LOCK        a file the daemon the program starts (in a session
+//	                   of its own, its environment cleared, after a double
+//	                   fork, ignoring SIGTERM) holds a lock on for as long
+//	                   as it lives: the test sees whether it outlived its
+//	                   call
+//	ESCAPE_TTY         the terminal peal runs on: the program tries to
+//	                   write to it and to push input into it
+//	ESCAPE_TCP_ANY     set under confine_tcp = any: the program serves TCP
+//	                   and connects to its own server
 package main
 
 import (
@@ -31,6 +46,9 @@ import (
 var out *os.File
 
 func main() {
+	if len(os.Args) == 3 && strings.HasPrefix(os.Args[1], "daemon-") {
+		os.Exit(daemonStage(os.Args[1], os.Args[2]))
+	}
 	if len(os.Args) == 3 && os.Args[1] == "get" {
 		// One request through the proxy, quietly: the agent says what it
 		// makes of it.
@@ -93,6 +111,8 @@ func main() {
 		escape(who+"write-other-worktree", func() error { return appendTo(filepath.Join(d, "from-another-task.txt"), "x") })
 	}
 
+	systemEscapes(who)
+
 	// What a task does.
 	work(who+"write-tree", func() error {
 		return os.WriteFile(fmt.Sprintf("work-%s-%d.txt", os.Getenv("PEAL_PHASE"), os.Getpid()), []byte("x\n"), 0o644)
@@ -111,6 +131,42 @@ func main() {
 	if a := os.Getenv("ESCAPE_ALLOWED"); a != "" {
 		work(who+"proxy-to-allowed", func() error { return viaProxy(a) })
 	}
+	systemWork(who)
+}
+
+func dial(network, addr string) error {
+	c, err := net.DialTimeout(network, addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("stolen\n"))
+	return err
+}
+
+// serveAndDial listens at addr, connects to it and has one byte go round.
+func serveAndDial(network, addr string) error {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			io.Copy(c, c)
+			c.Close()
+		}
+	}()
+	c, err := net.Dial(network, ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte{7}); err != nil {
+		return err
+	}
+	_, err = io.ReadFull(c, make([]byte, 1))
+	return err
 }
 
 // parentToken looks for GITHUB_TOKEN in the environment of each process

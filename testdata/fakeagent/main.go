@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
+	"peal/internal/procs"
 )
 
 func main() {
@@ -141,9 +142,10 @@ func newCall(phase, task string) fakes.Call {
 		Task:   task,
 		Argv:   os.Args[1:],
 		Env:    map[string]string{},
-		PID:    os.Getpid(),
 		Time:   time.Now(),
 	}
+	self := procs.Self()
+	c.PID, c.PIDNS, c.PIDStart = self.PID, self.NS, self.Start
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "PEAL_") {
 			c.Env[k] = v
@@ -335,7 +337,7 @@ func grandchild() {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	if dir := os.Getenv(fakes.AgentDirEnv); dir != "" {
-		if err := fakes.AppendGrandchildPID(dir, os.Getpid()); err != nil {
+		if err := fakes.AppendGrandchildPID(dir, procs.Self()); err != nil {
 			fmt.Fprintf(os.Stderr, "fakeagent grandchild: %v\n", err)
 			os.Exit(fakes.ExitFakeError)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"peal/internal/fakes"
 	"peal/internal/gitrepo"
+	"peal/internal/procs"
 	"peal/internal/unidiff"
 )
 
@@ -51,8 +52,9 @@ func main() {
 			env[k] = v
 		}
 	}
+	self := procs.Self()
 	call, err := fakes.RecordStetStart(dir, fakes.StetCall{
-		Cmd: cmd, Args: args, Cwd: cwd, PID: os.Getpid(), Time: time.Now(), Env: env,
+		Cmd: cmd, Args: args, Cwd: cwd, PID: self.PID, PIDNS: self.NS, PIDStart: self.Start, Time: time.Now(), Env: env,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fakestet: record start: %v\n", err)

@@ -1,0 +1,40 @@
+//go:build linux && !amd64 && !arm64
+
+package launch
+
+import (
+	"runtime"
+	"syscall"
+)
+
+// Seccomp filters are made for amd64 and arm64 only: elsewhere (386, whose
+// programs reach sockets through socketcall with its arguments in memory,
+// and the rarer architectures) none is installed, and the start line says
+// so.
+const (
+	NativeArch   = 0
+	compatArch   = 0
+	hasCompat    = false
+	x32Bit       = 0
+	seccompReady = false
+
+	sysSocket          = 0
+	sysConnect         = 0
+	sysSendto          = 0
+	sysSendmsg         = 0
+	sysSocketpair      = 0
+	sysSendmmsg        = 0
+	sysSeccomp         = 0
+	sysIoUringSetup    = 0
+	sysIoUringEnter    = 0
+	sysIoUringRegister = 0
+	sysPrctl           = syscall.SYS_PRCTL
+	sysCapget          = syscall.SYS_CAPGET
+	sysCapset          = syscall.SYS_CAPSET
+	sysRtSigaction     = syscall.SYS_RT_SIGACTION
+	sysIoctl           = syscall.SYS_IOCTL
+)
+
+var compatNetwork []uint32
+
+const is386 = runtime.GOARCH == "386"

@@ -1,0 +1,48 @@
+package launch
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestConfigRoundTrip(t *testing.T) {
+	for _, c := range []Config{
+		{Control: 3, Ruleset: 4, LLFlags: 0, Flags: Init | Network | Landlock | Seccomp | Supervise, Extra: 0, Ports: []uint16{8080, 1}, Program: "/usr/bin/env"},
+		{Control: 5, Ruleset: -1, Flags: Subreaper, Extra: 2, Program: "/odd,path:with,commas"},
+		{Control: 3, Ruleset: -1, Flags: Probe | Network},
+	} {
+		got, err := Parse(c.Encode())
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Errorf("Parse(Encode(%+v)) = %+v, %v (%q)", c, got, err, c.Encode())
+		}
+	}
+	for _, bad := range []string{"", "x", "3,4,0,1,0,,", "3,4,0,1,0,99999,/p", "a,4,0,1,0,,/p", "3,4,0,1,-1,,/p", "3,4,0,4294967296,0,,/p", "3,4,0,1,0,0,/p"} {
+		if c, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) = %+v", bad, c)
+		}
+	}
+}
+
+func TestFilterAssembles(t *testing.T) {
+	for _, supervise := range []bool{false, true} {
+		prog, err := Filter(supervise)
+		if !seccompReady {
+			if err == nil {
+				t.Fatal("a filter for an architecture it does not know")
+			}
+			return
+		}
+		if err != nil || len(prog) < 20 || len(prog) > 255 {
+			t.Fatalf("Filter(%v): %d instructions, %v", supervise, len(prog), err)
+		}
+		last := prog[len(prog)-1]
+		if last.Code != bpfRetK {
+			t.Errorf("the filter does not end with a return: %+v", last)
+		}
+	}
+	var a asm
+	a.jeq(1, "nowhere", "")
+	if _, err := a.assemble(); err == nil {
+		t.Error("a jump to a missing label assembled")
+	}
+}
