@@ -1,14 +1,19 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"peal/agent"
 	"peal/config"
 	"peal/confine"
+	"peal/internal/gitrepo"
+	"peal/phase"
 )
 
 // Description is what the confinement of a configuration gives each kind
@@ -25,8 +30,12 @@ type Description struct {
 	Lines []string
 }
 
+// gitTimeout bounds the git command of a description.
+const gitTimeout = 30 * time.Second
+
 // Describe describes the confinement of cfg on this machine. It starts
-// nothing and writes nothing. `peal doctor`, `peal config` and the dry run
+// nothing but git, which reads the configuration the calls' git reads
+// (Repository), and writes nothing. `peal doctor`, `peal config` and the dry run
 // show it.
 func Describe(cfg *config.Config) (Description, error) {
 	if err := cfg.CheckConfinePaths(); err != nil {
@@ -43,6 +52,14 @@ func Describe(cfg *config.Config) (Description, error) {
 	site := Site{Tree: cfg.RepoPath}
 	if g, err := confine.FindGit(cfg.RepoPath); err == nil {
 		site.Tree = g.WorkTree
+		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+		defer cancel()
+		// Only a credential stops a description: a git that cannot run
+		// stops the run itself with its own error.
+		var cred *CredentialError
+		if err := c.Repository(ctx, gitrepo.New(phase.Caller{Dir: site.Tree}, nil, gitTimeout, site.Tree)); errors.As(err, &cred) {
+			return Description{Lines: []string{"confine = " + cfg.Confine + ": " + err.Error()}}, err
+		}
 	}
 	kinds := []string{cfg.AgentKind}
 	if fk := cfg.FallbackKind(); fk != "" && fk != cfg.AgentKind {

@@ -71,6 +71,15 @@ type Rules struct {
 	// call (a run that starts no call writes nothing).
 	make     []string
 	makeOnce sync.Once
+	// hidden are the real paths of the folders the calls read by allow
+	// list (base.Hide); agents are the install folders of the run's agent
+	// CLIs there, which agent calls read.
+	hidden []string
+	agents []string
+	// gitCredentials: confine_git_credentials = allow; sources are the
+	// configuration's, to name where a key is set.
+	gitCredentials bool
+	sources        map[string]config.Source
 }
 
 // Keys of the paths the run adds to a policy, as denials name them.
@@ -102,7 +111,8 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
-	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any"}
+	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any",
+		gitCredentials: cfg.ConfineGitCredentials == "allow", sources: cfg.Sources}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)
@@ -117,11 +127,27 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 	}
 	c.home, _ = os.UserHomeDir()
 	c.base = confine.Base(c.home)
+	c.base.Deny = append(c.base.Deny, confine.Paths(keyRootSecret, systemSecrets(os.Geteuid())...)...)
 	c.base.Deny = append(c.base.Deny, confine.Paths(confine.KeyReadDeny, cfg.ConfineReadDeny...)...)
 	for _, name := range agent.Names() {
 		k, _ := agent.Lookup(name)
 		c.base.Deny = append(c.base.Deny, confine.Paths(credentialOf+k.Name, c.paths(k.Confine.Credentials)...)...)
 	}
+	if cfg.ConfigPath != "" {
+		if abs, err := filepath.Abs(cfg.ConfigPath); err == nil {
+			c.base.Deny = append(c.base.Deny, confine.Path{Path: abs, Key: keyConfigFile})
+		}
+	}
+	// The home folder, and other users', are read by allow list: the
+	// toolchains, git's configuration, confine_read_paths (and, per call,
+	// the repository and the kind's folders).
+	c.base.Hide = hiddenFolders(c.home)
+	c.hidden = realPaths(c.base.Hide)
+	c.agents = installFolders([]string{cfg.AgentPath, cfg.FallbackPath}, c.hidden)
+	tools := toolchains(c.home, os.Getenv("PATH"), os.Getenv, c.hidden)
+	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyToolchains, tools...), c.base.Deny)...)
+	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyGitConfig, beneathHidden(c.paths(gitFiles), c.hidden)...), c.base.Deny)...)
+	c.base.Read = append(c.base.Read, confine.Paths(confine.KeyReadPaths, cfg.ConfineReadPaths...)...)
 	c.base.Protect = append(c.base.Protect, confine.Paths(keyState, cfg.StateDir, cfg.KnowledgeDir)...)
 	if cfg.AgentLogDir != "" {
 		c.base.Protect = append(c.base.Protect, confine.Path{Path: cfg.AgentLogDir, Key: "agent_log_dir"})
@@ -220,8 +246,10 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 		write, protect := g.Paths(false)
 		pol.Write = append(pol.Write, write...)
 		pol.Protect = append(pol.Protect, protect...)
+		pol.Read = append(pol.Read, c.readable(keyRepository, g.Common, g.Dir)...)
 	}
 	if at.Main != "" {
+		pol.Read = append(pol.Read, c.readable(keyRepository, at.Main)...)
 		pol.Protect = append(pol.Protect, confine.Path{Path: at.Main, Key: keyMainTree})
 		for _, p := range at.Linked {
 			// A linked folder is written only where confine_write_paths
@@ -250,6 +278,8 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 		}
 		call.Policy.Write = append(call.Policy.Write, confine.Path{Path: d, Key: kind.Name + "'s folders"})
 	}
+	call.Policy.Read = append(call.Policy.Read, confine.Paths(kind.Name+"'s configuration", c.paths(kind.Confine.Reads)...)...)
+	call.Policy.Read = append(call.Policy.Read, confine.Paths(keyAgentInstall, c.agents...)...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.Env...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.BaseURLs...)
 	hosts := slices.Clone(kind.Confine.Hosts)
@@ -270,6 +300,18 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 		call.Allow = allow
 	}
 	return call
+}
+
+// readable are those of paths that lie in a hidden folder, each under key:
+// the others are read anyway.
+func (c *Rules) readable(key string, paths ...string) []confine.Path {
+	var out []confine.Path
+	for _, p := range paths {
+		if under(realPath(p), c.hidden) && !slices.ContainsFunc(out, func(o confine.Path) bool { return safefs.Within(p, o.Path) }) {
+			out = append(out, confine.Path{Path: p, Key: key})
+		}
+	}
+	return out
 }
 
 // lookupEnv is the value of name in env (the call's own variables, the

@@ -233,6 +233,12 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 	if r.confineErr != nil {
 		return Outcome{}, r.confineErr
 	}
+	// A credential in the git configuration the calls read stops the run
+	// before it writes anything; a signal does not cut this read short (a
+	// run that goes on must know what its calls read).
+	if err := r.confined.Repository(context.WithoutCancel(ctx), r.main.git); err != nil {
+		return Outcome{}, err
+	}
 	// A plan that cannot run is reported before anything is written.
 	tasks, text, err := readPlan(cfg)
 	if err == nil && len(tasks) > 0 {
