@@ -68,6 +68,8 @@ func init() {
 		},
 		Confine: Confinement{
 			Folders:     []string{"${CLAUDE_CONFIG_DIR:-~/.claude}"},
+			// ~/.claude.json: its settings and state beside its folder.
+			Reads:       []string{"~/.claude.json"},
 			Credentials: []string{"${CLAUDE_CONFIG_DIR:-~/.claude}/.credentials.json"},
 			// platform.claude.com refreshes a subscription login's token.
 			Hosts: []string{"api.anthropic.com", "platform.claude.com"},

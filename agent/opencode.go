@@ -34,6 +34,9 @@ func init() {
 		Confine: Confinement{
 			Folders: []string{"${XDG_DATA_HOME:-~/.local/share}/opencode", "${XDG_STATE_HOME:-~/.local/state}/opencode",
 				"${XDG_CACHE_HOME:-~/.cache}/opencode"},
+			// Its configuration folder (opencode.json, plugins, agents) and
+			// the file OPENCODE_CONFIG names.
+			Reads:       []string{"${XDG_CONFIG_HOME:-~/.config}/opencode", "${OPENCODE_CONFIG:-~/.config/opencode/opencode.json}"},
 			Credentials: []string{"${XDG_DATA_HOME:-~/.local/share}/opencode/auth.json", "${XDG_DATA_HOME:-~/.local/share}/opencode/mcp-auth.json"},
 			// The providers whose keys it reads (below), its own (opencode.ai)
 			// and its list of models (models.opencode.ai).

@@ -57,7 +57,7 @@ func Describe(cfg *config.Config) (Description, error) {
 		// Only a credential stops a description: a git that cannot run
 		// stops the run itself with its own error.
 		var cred *CredentialError
-		if err := c.Repository(ctx, gitrepo.New(phase.Caller{Dir: site.Tree}, nil, gitTimeout, site.Tree)); errors.As(err, &cred) {
+		if err := c.Repository(ctx, gitrepo.New(phase.Caller{Dir: site.Tree, Limits: phase.Limits{KillGrace: time.Second}}, nil, gitTimeout, site.Tree)); errors.As(err, &cred) {
 			return Description{Lines: []string{"confine = " + cfg.Confine + ": " + err.Error()}}, err
 		}
 	}

@@ -80,6 +80,8 @@ type Rules struct {
 	// configuration's, to name where a key is set.
 	gitCredentials bool
 	sources        map[string]config.Source
+	// getenv reads peal's environment (a test's own, in tests).
+	getenv func(string) string
 }
 
 // Keys of the paths the run adds to a policy, as denials name them.
@@ -104,15 +106,34 @@ func On(cfg *config.Config, log *slog.Logger, sup confine.Support) (*Rules, erro
 	return newRules(cfg, log, sup, true)
 }
 
+// machine is what the rules read of the machine peal runs on: its home
+// folder, its environment, the user peal runs as. Tests give their own.
+type machine struct {
+	home   string
+	getenv func(string) string
+	euid   int
+}
+
+// thisMachine is the machine peal runs on.
+func thisMachine() machine {
+	home, _ := os.UserHomeDir()
+	return machine{home: home, getenv: os.Getenv, euid: os.Geteuid()}
+}
+
 // newRules makes the rules of cfg on a machine whose kernel enforces sup,
 // with the run's proxy when proxy is set (a description needs none).
 func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy bool) (*Rules, error) {
+	return newRulesOn(cfg, log, sup, proxy, thisMachine())
+}
+
+// newRulesOn is newRules on the machine m.
+func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy bool, m machine) (*Rules, error) {
 	mode, err := confine.ParseMode(cfg.Confine)
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
 	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any",
-		gitCredentials: cfg.ConfineGitCredentials == "allow", sources: cfg.Sources}
+		gitCredentials: cfg.ConfineGitCredentials == "allow", sources: cfg.Sources, getenv: m.getenv}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)
@@ -125,9 +146,9 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 	if c.allow, err = confine.ParseAllow(confine.KeyNetworkAllow, cfg.ConfineNetworkAllow...); err != nil {
 		return nil, err
 	}
-	c.home, _ = os.UserHomeDir()
+	c.home = m.home
 	c.base = confine.Base(c.home)
-	c.base.Deny = append(c.base.Deny, confine.Paths(keyRootSecret, systemSecrets(os.Geteuid())...)...)
+	c.base.Deny = append(c.base.Deny, confine.Paths(keyRootSecret, systemSecrets(m.euid)...)...)
 	c.base.Deny = append(c.base.Deny, confine.Paths(confine.KeyReadDeny, cfg.ConfineReadDeny...)...)
 	for _, name := range agent.Names() {
 		k, _ := agent.Lookup(name)
@@ -144,7 +165,7 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 	c.base.Hide = hiddenFolders(c.home)
 	c.hidden = realPaths(c.base.Hide)
 	c.agents = installFolders([]string{cfg.AgentPath, cfg.FallbackPath}, c.hidden)
-	tools := toolchains(c.home, os.Getenv("PATH"), os.Getenv, c.hidden)
+	tools := toolchains(c.home, c.getenv("PATH"), c.getenv, c.hidden)
 	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyToolchains, tools...), c.base.Deny)...)
 	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyGitConfig, beneathHidden(c.paths(gitFiles), c.hidden)...), c.base.Deny)...)
 	c.base.Read = append(c.base.Read, confine.Paths(confine.KeyReadPaths, cfg.ConfineReadPaths...)...)
@@ -180,7 +201,7 @@ func (c *Rules) Line() string {
 func (c *Rules) paths(list []string) []string {
 	out := make([]string, 0, len(list))
 	for _, p := range list {
-		if full, ok := agent.ExpandPath(p, c.home, os.Getenv); ok {
+		if full, ok := agent.ExpandPath(p, c.home, c.getenv); ok {
 			out = append(out, full)
 		}
 	}
@@ -198,14 +219,14 @@ func (c *Rules) caches() []string {
 	if c.home == "" {
 		return nil
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
+	cache := c.getenv("XDG_CACHE_HOME")
 	if cache == "" {
 		cache = filepath.Join(c.home, ".cache")
 	}
 	out := []string{cache}
-	mod := os.Getenv("GOMODCACHE")
+	mod := c.getenv("GOMODCACHE")
 	if mod == "" {
-		gopath := os.Getenv("GOPATH")
+		gopath := c.getenv("GOPATH")
 		if gopath == "" {
 			gopath = filepath.Join(c.home, "go")
 		}
@@ -216,7 +237,7 @@ func (c *Rules) caches() []string {
 		c.make = append(c.make, mod)
 	}
 	out = append(out, mod)
-	if gc := os.Getenv("GOCACHE"); gc != "" {
+	if gc := c.getenv("GOCACHE"); gc != "" {
 		out = append(out, gc)
 	}
 	for _, rel := range []string{".npm", ".cargo/registry", ".cargo/git", ".m2/repository", ".gradle/caches", ".gradle/wrapper"} {
