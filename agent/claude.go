@@ -67,7 +67,7 @@ func init() {
 			LoginHint: "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (from `claude setup-token`) in the job's environment",
 		},
 		Confine: Confinement{
-			Folders:     []string{"${CLAUDE_CONFIG_DIR:-~/.claude}"},
+			Folders: []string{"${CLAUDE_CONFIG_DIR:-~/.claude}"},
 			// ~/.claude.json: its settings and state beside its folder.
 			Reads:       []string{"~/.claude.json"},
 			Credentials: []string{"${CLAUDE_CONFIG_DIR:-~/.claude}/.credentials.json"},
