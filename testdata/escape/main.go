@@ -10,6 +10,7 @@
 //	ESCAPE_STATE       peal's state folder
 //	ESCAPE_MAIN        the main work tree (when the call works in a worktree)
 //	ESCAPE_OTHER       another task's worktree
+//	ESCAPE_CONFIG      peal's configuration file
 package main
 
 import (
@@ -92,6 +93,7 @@ func main() {
 	if d := os.Getenv("ESCAPE_OTHER"); d != "" {
 		escape(who+"write-other-worktree", func() error { return appendTo(filepath.Join(d, "from-another-task.txt"), "x") })
 	}
+	readTries(who, home)
 
 	// What a task does.
 	work(who+"write-tree", func() error {
