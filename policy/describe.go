@@ -25,8 +25,9 @@ type Description struct {
 	Support confine.Support
 	// Lines say it, a line each: what the kernel enforces; what an agent
 	// call of each of the run's kinds, and a check or
-	// worktree_setup_command, writes, reaches and keeps of the
-	// environment; what no call reads; what no call writes.
+	// worktree_setup_command, writes, reads in the home folders, reaches
+	// and keeps of the environment; the folders read by allow list; what
+	// no call reads; what no call writes.
 	Lines []string
 }
 
@@ -76,6 +77,7 @@ func Describe(cfg *config.Config) (Description, error) {
 	}
 	checks = c.ForCall(site, nil, nil)
 	d.Lines = append(d.Lines, "checks and worktree_setup_command "+describeCall(checks, nil),
+		"read only where a call is allowed to: "+grouped(checks.Policy.Hide, nil),
 		"never read: "+grouped(checks.Policy.Deny, nil),
 		"never written: "+grouped(checks.Policy.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree)
 	return d, nil
@@ -107,7 +109,12 @@ func describeCall(call *confine.Call, k *agent.Kind) string {
 	if len(call.EnvPass) > 0 {
 		env = strings.Join(call.EnvPass, ", ")
 	}
-	return fmt.Sprintf("write %s; reach %s; keep the basic variables and %s", strings.Join(writes, ", "), hosts, env)
+	reads := "nothing else"
+	if len(call.Policy.Hide) > 0 {
+		reads = grouped(call.Policy.Read, []string{confine.KeySystem})
+	}
+	return fmt.Sprintf("write %s; read besides, in the home folders, %s; reach %s; keep the basic variables and %s",
+		strings.Join(writes, ", "), reads, hosts, env)
 }
 
 // grouped names the paths of list by the key that put them there, in the

@@ -201,19 +201,22 @@ func installFolder(program string) string {
 	return dir
 }
 
-// beneathHidden keeps, once each, the paths that exist and lie strictly
-// beneath a hidden folder (the others are read anyway, or would open a
-// whole home folder).
+// beneathHidden keeps the paths that exist and lie strictly beneath a
+// hidden folder (the others are read anyway, or would open a whole home
+// folder), leaving out those another one holds.
 func beneathHidden(paths []string, hidden []string) []string {
-	var out []string
+	var out, reals []string
 	for _, p := range paths {
 		real := realPath(p)
-		if _, err := os.Stat(real); err != nil || slices.Contains(out, p) {
+		if _, err := os.Stat(real); err != nil || !under(real, hidden) || slices.Contains(hidden, real) || under(real, reals) {
 			continue
 		}
-		if under(real, hidden) && !slices.Contains(hidden, real) {
-			out = append(out, p)
+		for i := len(reals) - 1; i >= 0; i-- {
+			if safefs.Within(reals[i], real) {
+				out, reals = slices.Delete(out, i, i+1), slices.Delete(reals, i, i+1)
+			}
 		}
+		out, reals = append(out, p), append(reals, real)
 	}
 	return out
 }

@@ -111,34 +111,33 @@ func TestHiddenFolders(t *testing.T) {
 // ~/.local, whose lib alone counts, and ~ itself), the install folder of a
 // program a PATH entry links to there (a node package's node_modules, a
 // bin folder's prefix), and the folders the variables name or default to
-// when they exist (~/.local/share/pipx and ~/.volta here, PIPX_HOME's and
-// VOLTA_HOME's when unset); nothing outside the hidden folders, nothing
-// missing, and never a whole home folder.
+// when they exist (~/.volta here, VOLTA_HOME's when unset), each once (a folder another holds is left
+// out); nothing outside the hidden folders, nothing missing, and never a
+// whole home folder.
 func TestToolchains(t *testing.T) {
 	t.Parallel()
 	home := fakeHome(t,
 		"go/bin/gopls", "go/pkg/mod/", ".cargo/bin/cargo", ".rustup/toolchains/",
-		".local/bin/tool -> .local/share/pipx/venvs/tool/bin/tool", ".local/share/pipx/venvs/tool/bin/tool",
+		".local/bin/tool -> .local/share/venvs/tool/bin/tool", ".local/share/venvs/tool/bin/tool",
 		".local/lib/python3.11/site-packages/", ".local/share/keyrings/login.keyring",
 		".npm-global/bin/claude -> .npm-global/lib/node_modules/@anthropic-ai/claude-code/cli.js",
 		".npm-global/lib/node_modules/@anthropic-ai/claude-code/cli.js",
-		"bin/script", ".config/go/env", "proj/.venv/bin/python", ".volta/tools/image/node/bin/node",
-		"outside/bin/node -> .volta/tools/image/node/bin/node", "notes.txt")
+		"bin/script", ".config/go/env", "proj/.venv/bin/python", ".volta/bin/volta", "tools/node/bin/node",
+		"outside/bin/node -> tools/node/bin/node", "notes.txt")
 	path := strings.Join([]string{filepath.Join(home, "go/bin"), filepath.Join(home, ".cargo/bin"), filepath.Join(home, ".local/bin"),
 		filepath.Join(home, ".npm-global/bin"), filepath.Join(home, "bin"), "/usr/bin", "relative/bin", filepath.Join(home, "outside/bin"),
 		filepath.Join(home, "missing/bin")}, string(os.PathListSeparator))
 	hidden := []string{home}
-	// outside/bin stands for a folder out of the hidden ones: its own
-	// entries are not granted, what it links into the home folder is.
+	// outside/bin links to a program installed elsewhere (tools/node):
+	// that install folder is read too.
 	got := toolchains(home, path, envOf("VIRTUAL_ENV="+filepath.Join(home, "proj/.venv"), "NVM_DIR="+filepath.Join(home, ".nvm")), hidden)
 	for i := range got {
 		got[i] = strings.TrimPrefix(got[i], home+"/")
 	}
 	slices.Sort(got)
 	want := []string{
-		".cargo", ".cargo/bin", ".config/go/env", ".local/bin", ".local/lib", ".local/share/pipx", ".local/share/pipx/venvs/tool",
-		".npm-global", ".npm-global/bin", ".npm-global/lib/node_modules", ".rustup", ".volta", ".volta/tools/image/node",
-		"bin", "go", "go/bin", "outside", "outside/bin", "proj/.venv",
+		".cargo", ".config/go/env", ".local/bin", ".local/lib", ".local/share/venvs/tool", ".npm-global", ".rustup", ".volta",
+		"bin", "go", "outside", "proj/.venv", "tools/node",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("toolchains\n got %q\nwant %q", got, want)
