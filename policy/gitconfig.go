@@ -142,6 +142,6 @@ func (c *Rules) Repository(ctx context.Context, git *gitrepo.Repo) error {
 		}
 	}
 	files := beneathHidden(gitFilesOf(entries, c.home), c.hidden)
-	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyGitConfig, files...), c.base.Deny)...)
+	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyGitConfig, files...), c.denied)...)
 	return nil
 }

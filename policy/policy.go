@@ -76,6 +76,8 @@ type Rules struct {
 	// CLIs there, which agent calls read.
 	hidden []string
 	agents []string
+	// denied are the real paths of base.Deny.
+	denied []string
 	// gitCredentials: confine_git_credentials = allow; sources are the
 	// configuration's, to name where a key is set.
 	gitCredentials bool
@@ -163,11 +165,11 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	// toolchains, git's configuration, confine_read_paths (and, per call,
 	// the repository and the kind's folders).
 	c.base.Hide = hiddenFolders(c.home)
-	c.hidden = realPaths(c.base.Hide)
+	c.hidden, c.denied = realPaths(c.base.Hide), realPaths(c.base.Deny)
 	c.agents = installFolders([]string{cfg.AgentPath, cfg.FallbackPath}, c.hidden)
 	tools := toolchains(c.home, c.getenv("PATH"), c.getenv, c.hidden)
-	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyToolchains, tools...), c.base.Deny)...)
-	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyGitConfig, beneathHidden(c.paths(gitFiles), c.hidden)...), c.base.Deny)...)
+	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyToolchains, tools...), c.denied)...)
+	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyGitConfig, beneathHidden(c.paths(gitFiles), c.hidden)...), c.denied)...)
 	c.base.Read = append(c.base.Read, confine.Paths(confine.KeyReadPaths, cfg.ConfineReadPaths...)...)
 	c.base.Protect = append(c.base.Protect, confine.Paths(keyState, cfg.StateDir, cfg.KnowledgeDir)...)
 	if cfg.AgentLogDir != "" {

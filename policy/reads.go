@@ -110,6 +110,9 @@ var gitFiles = []string{
 // prefix), the install folder of each program a PATH entry links to, and
 // the folders the variables of toolchainFolders name.
 func toolchains(home, path string, getenv func(string) string, hidden []string) []string {
+	// The hidden folders as a link may write them, beside their real
+	// paths.
+	written := []string{home, "/root", "/home"}
 	var out []string
 	for _, p := range toolchainFolders {
 		if full, ok := agent.ExpandPath(p, home, getenv); ok {
@@ -159,7 +162,21 @@ func toolchains(home, path string, getenv func(string) string, hidden []string) 
 			if e.Type()&os.ModeSymlink == 0 {
 				continue
 			}
-			if target := realPath(filepath.Join(dir, e.Name())); under(target, hidden) {
+			// A link into a hidden folder: its target is followed to the
+			// end (a link there may lead on). A link that leads elsewhere
+			// (most of /usr/bin's) costs no more than its reading.
+			link := filepath.Join(dir, e.Name())
+			to, err := os.Readlink(link)
+			if err != nil {
+				continue
+			}
+			if !filepath.IsAbs(to) {
+				to = filepath.Join(dir, to)
+			}
+			if !under(to, hidden) && !under(to, written) {
+				continue
+			}
+			if target := realPath(link); under(target, hidden) {
 				out = append(out, installFolder(target))
 			}
 		}
@@ -235,25 +252,32 @@ func realPaths(list []confine.Path) []string {
 	return out
 }
 
-// outsideDenied keeps the paths that do not lie in a denied one: a grant
-// there would be an error, and a guessed grant is dropped instead.
-func outsideDenied(paths []confine.Path, deny []confine.Path) []confine.Path {
-	denied := realPaths(deny)
+// outsideDenied keeps the paths that do not lie in a denied one (denied:
+// their real paths): a grant there would be an error, and a guessed grant
+// is dropped instead.
+func outsideDenied(paths []confine.Path, denied []string) []confine.Path {
 	return slices.DeleteFunc(paths, func(p confine.Path) bool { return under(realPath(p.Path), denied) })
 }
 
-// realPath is path with its links followed, as far as it exists.
+// realPath is path with its links followed, as far as it exists: the
+// longest part of it that exists, resolved, and the rest as written.
 func realPath(path string) string {
-	rest := ""
-	for dir := filepath.Clean(path); ; {
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			return filepath.Join(real, rest)
+	path = filepath.Clean(path)
+	dir, rest := path, ""
+	for {
+		if _, err := os.Lstat(dir); err == nil {
+			break
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return filepath.Clean(path)
+			return path
 		}
 		rest = filepath.Join(filepath.Base(dir), rest)
 		dir = parent
 	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return path
+	}
+	return filepath.Join(real, rest)
 }
