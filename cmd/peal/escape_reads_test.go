@@ -172,3 +172,56 @@ func TestGitCredentialStopsTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestReadDenialNamed: a call that failed after it was refused reading a
+// file of the home folder gets one line naming the file and the key that
+// would let it read it, confine_read_paths.
+func TestReadDenialNamed(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nRead the notes\n")
+	notes := filepath.Join(s.home, "notes", "todo.txt")
+	os.MkdirAll(filepath.Dir(notes), 0o755)
+	os.WriteFile(notes, []byte("buy milk\n"), 0o644)
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{"sh", "-c", `cat "$HOME/notes/todo.txt"`}},
+		Exit: 1, Stderr: "the notes could not be read"}}})
+	r := s.peal(s.env("on"), "run")
+	want := "the call was refused reading " + notes + ": it lies in " + s.home + " (the home folder, read by allow list), which a confined call reads only where allowed; confine_read_paths = [\"" + notes + "\"] would allow it"
+	if r.code != 1 || !strings.Contains(lastLine(r.stderr), want) {
+		t.Fatalf("exit %d, last line %q, want it to hold %q", r.code, lastLine(r.stderr), want)
+	}
+	// With the folder allowed, the same call (of the task run again) reads
+	// it.
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{"sh", "-c", `cat "$HOME/notes/todo.txt" > notes.txt`}}}}})
+	if r := s.peal(s.env("on", "PEAL_CONFINE_READ_PATHS="+filepath.Dir(notes)+","+testbin.ReadPaths(bins)), "run"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(s.repo, "notes.txt")); string(got) != "buy milk\n" {
+		t.Errorf("notes.txt = %q", got)
+	}
+}
+
+// TestReadsShown: peal config, peal doctor and the dry run say which
+// folders calls read by allow list and what they read there.
+func TestReadsShown(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	s := newEscapeSandbox(t, "## Task 1\nx\n")
+	shared := filepath.Join(s.home, "shared")
+	os.Mkdir(shared, 0o755)
+	env := s.env("auto", "PEAL_CONFINE_READ_PATHS="+shared)
+	for _, args := range [][]string{{"config"}, {"doctor"}, {"run", "--dry-run"}} {
+		r := s.peal(env, args...)
+		for _, want := range []string{
+			"read only where a call is allowed to: the home folder, read by allow list (" + s.home + ")",
+			"claude agent calls write its work tree",
+			"; read besides, in the home folders, ",
+			"confine_read_paths (" + shared + ")",
+			"never read: ", filepath.Join(s.home, ".npmrc"), filepath.Join(s.home, ".bash_history"),
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("peal %s lacks %q:\n%s", strings.Join(args, " "), want, r.stdout)
+			}
+		}
+	}
+}
