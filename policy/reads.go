@@ -26,14 +26,16 @@ const (
 
 // hiddenFolders are the folders a call reads only where a grant at or
 // beneath them says so: the home folder, /root when it is not the home
-// folder, and the other folders of /home (other users' homes). None when
-// home is unknown.
+// folder, and the other folders of /home (other users' homes). A home
+// folder that is unknown, or /, is not one of them.
 func hiddenFolders(home string) []confine.Path {
-	if home == "" || !filepath.IsAbs(home) || filepath.Dir(home) == home {
-		return nil
+	var out []confine.Path
+	if home != "" && filepath.IsAbs(home) && filepath.Dir(home) != home {
+		home = filepath.Clean(home)
+		out = append(out, confine.Path{Path: home, Key: keyHome})
+	} else {
+		home = ""
 	}
-	home = filepath.Clean(home)
-	out := []confine.Path{{Path: home, Key: keyHome}}
 	others := []string{"/root"}
 	if entries, err := os.ReadDir("/home"); err == nil {
 		for _, e := range entries {
@@ -46,7 +48,7 @@ func hiddenFolders(home string) []confine.Path {
 	for _, o := range others {
 		// The home folder, or a folder on the way to it, is not another
 		// user's.
-		if safefs.Within(home, o) || safefs.Within(realHome, realPath(o)) {
+		if home != "" && (safefs.Within(home, o) || safefs.Within(realHome, realPath(o))) {
 			continue
 		}
 		out = append(out, confine.Path{Path: o, Key: keyOtherHome})

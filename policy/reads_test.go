@@ -61,7 +61,8 @@ func envOf(vars ...string) func(string) string {
 
 // TestHiddenFolders: the home folder, /root when it is not the home
 // folder, and every other folder of /home are read by allow list; a folder
-// on the way to the home folder is not another user's.
+// on the way to the home folder is not another user's; an unknown home
+// folder (or /) is none of them.
 func TestHiddenFolders(t *testing.T) {
 	t.Parallel()
 	var others []string
@@ -99,9 +100,14 @@ func TestHiddenFolders(t *testing.T) {
 			t.Errorf("home %s: %q", others[0], got)
 		}
 	}
+	// Without a home folder, the others' are still hidden.
+	want = []string{keyOtherHome + " /root"}
+	for _, o := range others {
+		want = append(want, keyOtherHome+" "+o)
+	}
 	for _, home := range []string{"", "/", "relative"} {
-		if got := hiddenFolders(home); got != nil {
-			t.Errorf("home %q hides %q", home, paths(got))
+		if got := paths(hiddenFolders(home)); !slices.Equal(got, want) {
+			t.Errorf("home %q:\n got %q\nwant %q", home, got, want)
 		}
 	}
 }
