@@ -67,7 +67,9 @@ func init() {
 			LoginHint: "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (from `claude setup-token`) in the job's environment",
 		},
 		Confine: Confinement{
-			Folders:     []string{"${CLAUDE_CONFIG_DIR:-~/.claude}"},
+			Folders: []string{"${CLAUDE_CONFIG_DIR:-~/.claude}"},
+			// ~/.claude.json: its settings and state beside its folder.
+			Reads:       []string{"~/.claude.json"},
 			Credentials: []string{"${CLAUDE_CONFIG_DIR:-~/.claude}/.credentials.json"},
 			// platform.claude.com refreshes a subscription login's token.
 			Hosts: []string{"api.anthropic.com", "platform.claude.com"},
@@ -81,7 +83,9 @@ func init() {
 			Notes: "measured with 2.1.197: it writes its sessions, plans and shell snapshots in ~/.claude (without it, its Bash tool fails " +
 				"with `EACCES: permission denied, mkdir '~/.claude'` and the call still exits 0). ~/.claude.json, a file directly in the home " +
 				"folder that it rewrites through a lock and a renamed temporary file, stays read-only: it goes on without it (`--debug`: " +
-				"`continuing without persisting`). peal does not set CLAUDE_CONFIG_DIR to move it: that would change where the CLI reads its " +
+				"`continuing without persisting`); it is the one file of the home folder besides its folder and git's configuration that it reads. " +
+				"Refused without effect on the call: the listing of the home folder (about 20 times a call), ~/.bashrc and ~/.profile, which its " +
+				"Bash tool's shell snapshot sources. peal does not set CLAUDE_CONFIG_DIR to move it: that would change where the CLI reads its " +
 				"settings (and, in its code, the name of its macOS Keychain entry). With Bedrock or Vertex, its cloud credentials and host " +
 				"are the user's to pass and allow (confine_env_pass, confine_network_allow; ~/.aws and ~/.config/gcloud are secrets)",
 		},

@@ -50,7 +50,9 @@ func init() {
 		},
 		Confine: Confinement{
 			// CODEX_SQLITE_HOME moves its databases out of CODEX_HOME.
-			Folders:     []string{"${CODEX_HOME:-~/.codex}", "${CODEX_SQLITE_HOME:-~/.codex}"},
+			Folders: []string{"${CODEX_HOME:-~/.codex}", "${CODEX_SQLITE_HOME:-~/.codex}"},
+			// The skills every agent CLI may share.
+			Reads:       []string{"~/.agents/skills"},
 			Credentials: []string{"${CODEX_HOME:-~/.codex}/auth.json"},
 			// chatgpt.com serves a ChatGPT plan's requests, auth.openai.com
 			// refreshes its login.
@@ -62,7 +64,8 @@ func init() {
 				"shell snapshots); without it, `Error: failed to initialize in-process app-server client: Permission denied (os error 13)`. " +
 				"It takes its base URL from its configuration (`openai_base_url`, `model_providers.*.base_url`), not from OPENAI_BASE_URL, " +
 				"which it does not read: that host is the user's to allow (confine_network_allow). Refused without effect on the call: " +
-				"ab.chatgpt.com (its metrics; `[analytics] enabled = false` stops them), github.com and api.github.com",
+				"ab.chatgpt.com (its metrics; `[analytics] enabled = false` stops them), github.com and api.github.com; in the home folder, " +
+				"~/.bashrc (its shell snapshot); it looks for plugins in ~/.claude-plugin, ~/.codex-plugin and ~/.cursor-plugin",
 		},
 		VersionArgs: []string{"--version"},
 		Notes: "writing calls pass --dangerously-bypass-approvals-and-sandbox: commands run without approval and without " +

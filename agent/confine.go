@@ -19,6 +19,10 @@ type Confinement struct {
 	// caches, writable by its calls. peal makes them before a confined
 	// call: a grant of a folder that does not exist grants nothing.
 	Folders []string
+	// Reads are the files and folders it reads and never writes outside
+	// its folders (its configuration in the home folder, its install
+	// folder): the rest of the home folder is unreadable to its calls.
+	Reads []string
 	// Credentials are the files (or folders) that hold its login:
 	// readable by its own calls, never by another kind's.
 	Credentials []string

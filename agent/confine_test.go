@@ -77,7 +77,7 @@ func TestConfinementDeclarations(t *testing.T) {
 		if len(c.Folders) == 0 || len(c.Credentials) == 0 || len(c.Hosts) == 0 || len(c.Env) == 0 || c.Notes == "" {
 			t.Errorf("kind %s declares no folders, credentials, hosts, variables or notes: its confined calls could not work", name)
 		}
-		for _, list := range [][]string{c.Folders, c.Credentials} {
+		for _, list := range [][]string{c.Folders, c.Reads, c.Credentials} {
 			for _, p := range list {
 				// Written as ~/… or ${VAR:-~…}/…, clean, no "..": the
 				// declarations are ours, and say plainly where they lead.
@@ -91,6 +91,15 @@ func TestConfinementDeclarations(t *testing.T) {
 			}
 		}
 		folders := declared(t, k, c.Folders, home)
+		// What it reads is never a secret, nor in one: a read grant there
+		// would be an error.
+		for _, r := range declared(t, k, c.Reads, home) {
+			for _, s := range secrets {
+				if r == s.Path || strings.HasPrefix(r, s.Path+"/") {
+					t.Errorf("kind %s reads %s, which lies in the secret %s", name, r, s.Path)
+				}
+			}
+		}
 		for _, f := range folders {
 			if !strings.HasPrefix(f, home+"/") {
 				t.Errorf("kind %s: folder %s is not beneath the home folder", name, f)
@@ -108,9 +117,9 @@ func TestConfinementDeclarations(t *testing.T) {
 				continue
 			}
 			for _, cred := range declared(t, ok, ok.Confine.Credentials, home) {
-				for _, f := range folders {
+				for _, f := range append(slices.Clone(folders), declared(t, k, c.Reads, home)...) {
 					if cred == f || strings.HasPrefix(cred, f+"/") || strings.HasPrefix(f, cred+"/") {
-						t.Errorf("kind %s's folder %s holds kind %s's credentials %s", name, f, other, cred)
+						t.Errorf("kind %s's folder or read %s holds kind %s's credentials %s", name, f, other, cred)
 					}
 				}
 			}

@@ -39,6 +39,8 @@ func init() {
 		},
 		Confine: Confinement{
 			Folders: []string{"${CURSOR_CONFIG_DIR:-~/.cursor}", "${XDG_CONFIG_HOME:-~/.config}/cursor"},
+			// Its install folder, which it cannot update confined.
+			Reads: []string{"~/.local/share/cursor-agent"},
 			Credentials: []string{"${CURSOR_CONFIG_DIR:-~/.cursor}/cli-config.json", "${XDG_CONFIG_HOME:-~/.config}/cursor/cli-config.json",
 				"${XDG_CONFIG_HOME:-~/.config}/cursor/auth.json"},
 			Hosts: []string{"*.cursor.sh", "*.cursorapi.com"},

@@ -158,10 +158,10 @@ func docTables(t *testing.T) map[string][]string {
 				}
 				return []string{id, "`" + sessionArgv(t, k, false) + "`", "`" + sessionArgv(t, k, true) + "`", s.Doc.Lost, recognised, s.Doc.Hazards}
 			}),
-		"confine": each([]string{"kind", "folders its calls write", "its credentials (no other kind's call reads them)", "hosts", "variables", "base URL variables (their hosts are allowed)"},
+		"confine": each([]string{"kind", "folders its calls write", "what else its calls read in the home folder", "its credentials (no other kind's call reads them)", "hosts", "variables", "base URL variables (their hosts are allowed)"},
 			func(k *Kind) []string {
 				c := k.Confine
-				return []string{patterns(c.Folders), patterns(c.Credentials), patterns(c.Hosts), patterns(c.Env), patterns(c.BaseURLs)}
+				return []string{patterns(c.Folders), patterns(c.Reads), patterns(c.Credentials), patterns(c.Hosts), patterns(c.Env), patterns(c.BaseURLs)}
 			}),
 		"confine-measured": each([]string{"kind", "under confinement"},
 			func(k *Kind) []string { return []string{k.Confine.Notes} }),

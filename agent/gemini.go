@@ -55,6 +55,8 @@ func init() {
 		},
 		Confine: Confinement{
 			Folders: []string{"${GEMINI_CLI_HOME:-~}/.gemini"},
+			// The skills every agent CLI may share.
+			Reads: []string{"~/.agents/skills"},
 			Credentials: []string{"${GEMINI_CLI_HOME:-~}/.gemini/oauth_creds.json", "${GEMINI_CLI_HOME:-~}/.gemini/gemini-credentials.json",
 				"${GEMINI_CLI_HOME:-~}/.gemini/mcp-oauth-tokens.json", "${GEMINI_CLI_HOME:-~}/.gemini/a2a-oauth-tokens.json"},
 			// cloudcode-pa serves a Google login's requests (Code Assist),
@@ -66,7 +68,9 @@ func init() {
 			Notes: "measured with 0.61.0: it writes ~/.gemini (projects.json through a renamed temporary file, installation_id, " +
 				"`history/`, `tmp/<project>/chats/session-*.jsonl`); without it, exit 1 on `EACCES: permission denied, open " +
 				"'~/.gemini/projects.json.<uuid>.tmp'`. Refused without effect on the call: play.googleapis.com (its usage statistics, " +
-				"twice a call; `privacy.usageStatisticsEnabled = false` in its settings stops them). With Vertex AI, its host " +
+				"twice a call; `privacy.usageStatisticsEnabled = false` in its settings stops them), and ~/.bashrc. It reads a .env file from " +
+				"the work tree up, then ~/.gemini/.env, then ~/.env: a key kept in ~/.env (a file of the home folder, read by allow list) " +
+				"belongs in ~/.gemini/.env or the environment. With Vertex AI, its host " +
 				"(REGION-aiplatform.googleapis.com) is the user's to allow, and gcloud's credentials in ~/.config/gcloud are a secret: " +
 				"GOOGLE_APPLICATION_CREDENTIALS names a file elsewhere",
 		},

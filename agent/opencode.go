@@ -34,6 +34,10 @@ func init() {
 		Confine: Confinement{
 			Folders: []string{"${XDG_DATA_HOME:-~/.local/share}/opencode", "${XDG_STATE_HOME:-~/.local/state}/opencode",
 				"${XDG_CACHE_HOME:-~/.cache}/opencode"},
+			// Its configuration folder (opencode.json, plugins, agents) and
+			// the file OPENCODE_CONFIG names.
+			Reads: []string{"${XDG_CONFIG_HOME:-~/.config}/opencode", "${OPENCODE_CONFIG:-~/.config/opencode/opencode.json}",
+				"~/.agents/skills"},
 			Credentials: []string{"${XDG_DATA_HOME:-~/.local/share}/opencode/auth.json", "${XDG_DATA_HOME:-~/.local/share}/opencode/mcp-auth.json"},
 			// The providers whose keys it reads (below), its own (opencode.ai)
 			// and its list of models (models.opencode.ai).
@@ -46,7 +50,8 @@ func init() {
 				"`snapshot/`), ~/.local/state/opencode (locks), ~/.cache/opencode and a 5 MB library in the call's TMPDIR; without its " +
 				"folders it crashes at start (`Bun v1.3.14 (Linux x64 baseline)`). Its configuration folder ~/.config/opencode stays " +
 				"read-only: the plugin install it starts there fails on the refused registry.npmjs.org (a warning in its log) and the " +
-				"call completes. It reads ANTHROPIC_BASE_URL and OPENAI_BASE_URL; a provider of its configuration (`options.baseURL`) " +
+				"call completes; that install reads ~/.npmrc, a secret it goes on without. Without its configuration folder it falls back to " +
+				"opencode.ai's models and stops on the refused host. It reads ANTHROPIC_BASE_URL and OPENAI_BASE_URL; a provider of its configuration (`options.baseURL`) " +
 				"is the user's to allow, and another provider's key the user's to pass",
 		},
 		VersionArgs: []string{"--version"},

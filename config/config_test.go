@@ -640,6 +640,7 @@ func TestConfinePathsChecked(t *testing.T) {
 		"PEAL_AGENT_LOG_DIR=" + filepath.Join(dir, "logs"), "PEAL_KNOWLEDGE_DIR=" + filepath.Join(dir, "k")}
 	write := func(p string) string { return "PEAL_CONFINE_WRITE_PATHS=" + p }
 	deny := func(p string) string { return "PEAL_CONFINE_READ_DENY=" + p }
+	read := func(p string) string { return "PEAL_CONFINE_READ_PATHS=" + p }
 	git, st := filepath.Join(repo, ".git"), filepath.Join(dir, "st")
 	cases := []struct{ env, want string }{
 		{write(repo), `confine_write_paths "` + repo + `" (set by PEAL_CONFINE_WRITE_PATHS) is or holds the repository's .git (` + git + `), which no confined call writes: name a folder beside it, or drop it`},
@@ -661,6 +662,11 @@ func TestConfinePathsChecked(t *testing.T) {
 		{deny("/"), `confine_read_deny "/" (set by PEAL_CONFINE_READ_DENY) is /, a system folder every program reads: name what to hide inside it, or drop it`},
 		{deny("/etc"), `is /etc, a system folder every program reads`},
 		{deny(filepath.Join(dir, "missing")), `confine_read_deny "` + filepath.Join(dir, "missing") + `" (set by PEAL_CONFINE_READ_DENY) does not exist: create it, or drop it`},
+		{read(filepath.Join(dir, "cache")), ""},
+		{read(repo), ""},
+		{read("/"), `confine_read_paths "/" (set by PEAL_CONFINE_READ_PATHS) is /, a system folder: name the folders in it the calls need, or drop it`},
+		{read("/home"), `confine_read_paths "/home" (set by PEAL_CONFINE_READ_PATHS) is /home, a system folder`},
+		{read(filepath.Join(dir, "missing")), `confine_read_paths "` + filepath.Join(dir, "missing") + `" (set by PEAL_CONFINE_READ_PATHS) does not exist: create it, or drop it`},
 		{deny(filepath.Join(git, "config")), ""},
 		{deny(filepath.Join(repo, "secret.env")), ""},
 		{deny(filepath.Join(dir, "logs")), ""},
@@ -680,6 +686,28 @@ func TestConfinePathsChecked(t *testing.T) {
 		case tc.want != "" && (check == nil || check.Error() != err.Error()):
 			t.Errorf("%s: CheckConfinePaths %v, validation %v", tc.env, check, err)
 		}
+	}
+}
+
+// TestConfineReadPathInASecret: a path of confine_read_paths that is or
+// lies in a secret (confine_read_deny here; the built-in ones alike) is
+// refused when the configuration is read, naming the secret.
+func TestConfineReadPathInASecret(t *testing.T) {
+	t.Parallel()
+	dir := testDir(t)
+	os.MkdirAll(filepath.Join(dir, "repo"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "vault", "keys"), 0o755)
+	os.WriteFile(filepath.Join(dir, "plan.md"), []byte("## Task 1\nx\n"), 0o644)
+	cfg, err := Load(Inputs{Env: []string{"PEAL_PLAN_PATH=" + filepath.Join(dir, "plan.md"), "PEAL_REPO_PATH=" + filepath.Join(dir, "repo"),
+		"PEAL_STATE_DIR=" + filepath.Join(dir, "st"), "PEAL_CONFINE_READ_DENY=" + filepath.Join(dir, "vault"),
+		"PEAL_CONFINE_READ_PATHS=" + filepath.Join(dir, "vault", "keys")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `confine_read_paths "` + filepath.Join(dir, "vault", "keys") + `" (set by PEAL_CONFINE_READ_PATHS) lies in ` + filepath.Join(dir, "vault") +
+		` (confine_read_deny), which no confined call reads: drop it`
+	if err := cfg.CheckConfinePaths(); err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
 

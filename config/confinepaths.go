@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,20 +31,22 @@ type place struct {
 	written, read bool
 }
 
-// CheckConfinePaths refuses a path of confine_write_paths or
-// confine_read_deny that would make the confinement contradict itself or
-// grant (or hide) far more than meant: a path that does not exist; / or a
-// system folder at the top (/usr, /home, …); a written path that is or
-// holds the repository's .git, the state folder, the retry-state store,
-// agent_log_dir or the main work tree, or lies in one of the first four; a
-// denied path that is or holds the work tree, the state folder (the
-// calls' temporary folders) or the repository's .git. Each error is one
+// CheckConfinePaths refuses a path of confine_write_paths,
+// confine_read_paths or confine_read_deny that would make the confinement
+// contradict itself or grant (or hide) far more than meant: a path that
+// does not exist; / or a system folder at the top (/usr, /home, …); a
+// written path that is or holds the repository's .git, the state folder,
+// the retry-state store, agent_log_dir or the main work tree, or lies in
+// one of the first four; a read path that lies in a secret (built in, or
+// confine_read_deny); a denied path that is or holds the work tree, the
+// state folder (the calls' temporary folders) or the repository's .git.
+// Each error is one
 // line naming the key, the value and where it was set. It changes nothing
 // in c, which need not be validated (`peal doctor`, `peal config`): an
 // unset repo_path leaves the repository's places out.
 func (c *Config) CheckConfinePaths() error {
 	cp := *c
-	cp.ConfineWritePaths, cp.ConfineReadDeny = slices.Clone(c.ConfineWritePaths), slices.Clone(c.ConfineReadDeny)
+	cp.ConfineWritePaths, cp.ConfineReadPaths, cp.ConfineReadDeny = slices.Clone(c.ConfineWritePaths), slices.Clone(c.ConfineReadPaths), slices.Clone(c.ConfineReadDeny)
 	if err := cp.absolutePaths(); err != nil {
 		return err
 	}
@@ -64,7 +68,7 @@ func (c *Config) expandConfinePaths() error {
 	for _, list := range []struct {
 		key   string
 		paths *[]string
-	}{{confine.KeyWritePaths, &c.ConfineWritePaths}, {confine.KeyReadDeny, &c.ConfineReadDeny}, {confine.KeyUnixSockets, &c.ConfineUnixSockets}} {
+	}{{confine.KeyWritePaths, &c.ConfineWritePaths}, {confine.KeyReadPaths, &c.ConfineReadPaths}, {confine.KeyReadDeny, &c.ConfineReadDeny}, {confine.KeyUnixSockets, &c.ConfineUnixSockets}} {
 		for i, p := range *list.paths {
 			full, err := fullPath(p, home)
 			if err != nil {
@@ -80,13 +84,20 @@ func (c *Config) expandConfinePaths() error {
 // StateDir and KnowledgeDir resolved.
 func (c *Config) confinePathsError() error {
 	places := c.runPlaces()
+	home, _ := os.UserHomeDir()
+	secrets := confine.Base(home).Deny
+	secrets = append(secrets, confine.Paths(confine.KeyReadDeny, c.ConfineReadDeny...)...)
 	for _, list := range []struct {
 		key   string
 		paths []string
-		write bool
-	}{{confine.KeyWritePaths, c.ConfineWritePaths, true}, {confine.KeyReadDeny, c.ConfineReadDeny, false}} {
+		use   pathUse
+	}{{confine.KeyWritePaths, c.ConfineWritePaths, written}, {confine.KeyReadPaths, c.ConfineReadPaths, read}, {confine.KeyReadDeny, c.ConfineReadDeny, hidden}} {
 		for _, p := range list.paths {
-			if why := confinePathProblem(p, list.write, places); why != "" {
+			why := confinePathProblem(p, list.use, places)
+			if why == "" && list.use == read {
+				why = secretProblem(p, secrets)
+			}
+			if why != "" {
 				return fmt.Errorf("%s %q (set by %s) %s", list.key, p, describe(list.key, c.Sources), why)
 			}
 		}
@@ -134,12 +145,37 @@ func (c *Config) workTree() string {
 	return workTreeTop(repo)
 }
 
+// pathUse is what a confinement key does with its paths.
+type pathUse int
+
+const (
+	written pathUse = iota // confine_write_paths
+	read                   // confine_read_paths
+	hidden                 // confine_read_deny
+)
+
+// secretProblem is what is wrong with the read path p (full, existing):
+// it is or lies in a secret, which no call reads; "" when it is not.
+func secretProblem(p string, secrets []confine.Path) string {
+	real := resolved(p)
+	for _, s := range secrets {
+		if safefs.Within(real, resolved(s.Path)) {
+			return fmt.Sprintf("lies in %s (%s), which no confined call reads: drop it", s.Path, s.Key)
+		}
+	}
+	return ""
+}
+
 // confinePathProblem is what is wrong with the confinement path p (full),
-// written (write) or hidden from the calls, as the end of a sentence that
-// names it; "" when nothing is.
-func confinePathProblem(p string, write bool, places []place) string {
+// written, read or hidden from the calls (use), as the end of a sentence
+// that names it; "" when nothing is.
+func confinePathProblem(p string, use pathUse, places []place) string {
+	write := use == written
 	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return "cannot be reached by the user peal runs as: let it search the folders above, or drop it"
+	case err != nil:
 		return "does not exist: create it, or drop it"
 	}
 	shown := func(path string) string {
@@ -149,10 +185,16 @@ func confinePathProblem(p string, write bool, places []place) string {
 		return path
 	}
 	if filepath.Dir(real) == real || slices.Contains(systemFolders, real) {
-		if write {
+		switch use {
+		case written:
 			return fmt.Sprintf("is %s, a system folder: every call could change it; name the folders the calls need, or drop it", shown(real))
+		case read:
+			return fmt.Sprintf("is %s, a system folder: name the folders in it the calls need, or drop it", shown(real))
 		}
 		return fmt.Sprintf("is %s, a system folder every program reads: name what to hide inside it, or drop it", shown(real))
+	}
+	if use == read {
+		return "" // reading a place of the run hides and changes nothing
 	}
 	if !write {
 		// A denial names the widest place it hides: the work tree before

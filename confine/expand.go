@@ -49,7 +49,11 @@ func Expand(p Policy, t Tree) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	e := expander{t: t, rules: map[string]Rule{}}
+	hide, err := bounds(t, p.Hide)
+	if err != nil {
+		return Plan{}, err
+	}
+	e := expander{t: t, rules: map[string]Rule{}, hide: hide}
 	for _, g := range p.Write {
 		if err := e.grant(g, true, deny, protect); err != nil {
 			return Plan{}, err
@@ -88,6 +92,7 @@ func bounds(t Tree, paths []Path) ([]bound, error) {
 type expander struct {
 	t                  Tree
 	rules              map[string]Rule
+	hide               []bound
 	missing            []Path
 	narrowed, unlisted []string
 }
@@ -107,7 +112,7 @@ func (e *expander) grant(g Path, write bool, deny, protect []bound) error {
 		return nil
 	}
 	var excl []string
-	for _, d := range deny {
+	for _, d := range slices.Concat(deny, e.hide) {
 		if beneath(d.path, real) {
 			excl = append(excl, d.path)
 		}

@@ -198,6 +198,23 @@ func TestExpand(t *testing.T) {
 			},
 			want:     []string{"r /work/repo/"},
 			narrowed: []string{"/work", "/work/locked"}},
+		{name: "a hidden folder narrows the grants that enclose it; a grant beneath it is honoured",
+			policy: func(p *Policy) {
+				p.Read = Paths(KeySystem, "/")
+				p.Read = append(p.Read, Paths("toolchains", "/home/u/go", "/home/u/.config")...)
+				p.Hide = Paths("home", "/home/u")
+				home(p)
+			},
+			want:     []string{"r /etc/", "r /home/u/.config/go/", "r /home/u/go/", "r /usr/", "r /work/"},
+			narrowed: []string{"/", "/home", "/home/u/.config"}},
+		{name: "a grant at a hidden folder is honoured whole, but its secrets",
+			policy: func(p *Policy) {
+				p.Read = Paths(KeyReadPaths, "/home/u")
+				p.Hide = Paths("home", "/home/u")
+				home(p)
+			},
+			want:     []string{"r /home/u/.config/go/", "r /home/u/.profile", "r /home/u/go/"},
+			narrowed: []string{"/home/u", "/home/u/.config"}},
 		{name: "writing a secret is an error",
 			policy: func(p *Policy) { p.Write = Paths(KeyWritePaths, "/home/u/.ssh/sub"); home(p) },
 			err:    `confine: confine_write_paths: "/home/u/.ssh/sub" lies in /home/u/.ssh, which is never readable (secret)`},
@@ -253,11 +270,13 @@ func TestExpand(t *testing.T) {
 // TestExpandKeepsOut checks the invariant on every path of the table: no
 // rule covers a denied path, and no write rule covers a protected one.
 func TestExpandKeepsOut(t *testing.T) {
-	fsys := tree("/a/b/c/secret", "/a/b/c/ok", "/a/b/d/", "/a/x -> b/c", "/a/git/hooks/h", "/a/git/objects/o", "/z/")
+	fsys := tree("/a/b/c/secret", "/a/b/c/ok", "/a/b/d/", "/a/x -> b/c", "/a/git/hooks/h", "/a/git/objects/o", "/z/",
+		"/h/.npmrc", "/h/granted/tool")
 	p := Policy{
-		Read:    Paths(KeySystem, "/"),
+		Read:    Paths(KeySystem, "/", "/h/granted"),
 		Write:   Paths("work tree", "/a"),
 		Deny:    Paths(KeySecret, "/a/b/c/secret", "/z/none"),
+		Hide:    Paths("home", "/h"),
 		Protect: Paths(KeyGit, "/a/git/hooks"),
 	}
 	plan, err := Expand(p, fsys)
@@ -276,14 +295,19 @@ func TestExpandKeepsOut(t *testing.T) {
 			if r.Write && within(path, "/a/git/hooks") {
 				t.Errorf("%s is writable through %+v", path, r)
 			}
+			if within(path, "/h") && !within(path, "/h/granted") {
+				t.Errorf("%s, hidden, is covered by %+v", path, r)
+			}
 		}
 	}
-	// And what is not kept out is covered: /a/b/c/ok for writing.
-	ok := false
+	// And what is not kept out is covered: /a/b/c/ok for writing, the
+	// grant beneath the hidden folder for reading.
+	ok, granted := false, false
 	for _, r := range plan.Rules {
 		ok = ok || (r.Write && r.Path == "/a/b/c/ok")
+		granted = granted || r.Path == "/h/granted"
 	}
-	if !ok {
-		t.Errorf("/a/b/c/ok is not writable: %q", rules(plan.Rules))
+	if !ok || !granted {
+		t.Errorf("/a/b/c/ok is not writable, or /h/granted not readable: %q", rules(plan.Rules))
 	}
 }

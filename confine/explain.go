@@ -12,6 +12,7 @@ import (
 const (
 	KeyWritePaths   = "confine_write_paths"
 	KeyReadDeny     = "confine_read_deny"
+	KeyReadPaths    = "confine_read_paths"
 	KeyNetworkAllow = "confine_network_allow"
 )
 
@@ -38,6 +39,11 @@ var (
 	// "dial udp host:port: socket: permission denied".
 	datagramRe = regexp.MustCompile(`(?i)dial (udp|ip)[46]?(?::\S+)? (\S+): socket: (?:permission denied|operation not permitted)`)
 )
+
+// writeRe finds a denial of a write in the spellings of the shell and
+// coreutils ("cannot create", "cannot touch"), git and the languages'
+// calls that name what they did (mkdir, rename, unlink).
+var writeRe = regexp.MustCompile(`(?i)cannot (?:create|touch|make|remove|move|copy|write|lock)|unable to (?:create|write)|couldn't open temporary|\b(?:mkdir|rmdir|rename|unlink|symlink|utime|chmod|copyfile|write|writing)\b`)
 
 // Explain finds in the output of a failed call (its lines; dir is the
 // folder it ran in) the denial that explains the failure, and says in one
@@ -103,8 +109,9 @@ func explainLine(p *Policy, dir, line string) string {
 			return fmt.Sprintf(directRefused+"%s: confined calls connect only through peal's proxy (HTTPS_PROXY); %s names the hosts it may reach", addr, KeyNetworkAllow)
 		}
 	}
+	write := writeRe.MatchString(line)
 	for _, c := range candidates(line) {
-		if s := explainPath(p, dir, c); s != "" {
+		if s := explainPath(p, dir, c, write); s != "" {
 			return s
 		}
 	}
@@ -135,8 +142,10 @@ func looksLikePath(s string) bool {
 }
 
 // explainPath says why path was refused, or "" when the policy allows
-// writing it (the denial is not the confinement's).
-func explainPath(p *Policy, dir, path string) string {
+// writing it (the denial is not the confinement's). write: the line says
+// the call was writing; else a path of a hidden folder that no grant opens
+// is taken for a read.
+func explainPath(p *Policy, dir, path string, write bool) string {
 	if strings.HasPrefix(path, "/dev/tcp/") || strings.HasPrefix(path, "/dev/udp/") {
 		return ""
 	}
@@ -152,6 +161,13 @@ func explainPath(p *Policy, dir, path string) string {
 	}
 	// The deepest grant or protection that holds the path decides.
 	w, writable := holder(p.Write, path)
+	if h, ok := holder(p.Hide, path); ok && !write {
+		r, readable := holder(p.Read, path)
+		if !(writable && within(w.Path, h.Path)) && !(readable && within(r.Path, h.Path)) {
+			return fmt.Sprintf("the call was refused reading %s: it lies in %s (%s), which a confined call reads only where allowed; %s = [%q] would allow it",
+				path, h.Path, h.Key, KeyReadPaths, path)
+		}
+	}
 	if pr, ok := holder(p.Protect, path); ok && (!writable || len(pr.Path) >= len(w.Path)) {
 		return fmt.Sprintf("the call was refused writing %s: %s (%s) is never written by a confined call", path, pr.Path, pr.Key)
 	}

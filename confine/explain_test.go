@@ -15,6 +15,8 @@ func explainPolicy() *Policy {
 	p.Protect = append(p.Protect, Paths(KeyGit, "/w/.git")...)
 	p.Protect = append(p.Protect, Path{"/w/.peal", "peal's state folder"})
 	p.Deny = append(p.Deny, Path{"/home/u/.codex/auth.json", KeyReadDeny})
+	p.Hide = append(p.Hide, Path{"/home/u", "the home folder"})
+	p.Read = append(p.Read, Path{"/home/u/go", "toolchains"})
 	p.TCP = &TCP{}
 	return &p
 }
@@ -26,6 +28,9 @@ func TestExplain(t *testing.T) {
 	}
 	secret := func(path, d, key string) string {
 		return "the call was refused " + path + ": it is a secret (" + d + ", " + key + "), which a confined call never reads"
+	}
+	hidden := func(path string) string {
+		return "the call was refused reading " + path + `: it lies in /home/u (the home folder), which a confined call reads only where allowed; confine_read_paths = ["` + path + `"] would allow it`
 	}
 	git := func(path string) string {
 		return "the call was refused writing " + path + ": /w/.git (the repository's .git) is never written by a confined call"
@@ -49,7 +54,7 @@ func TestExplain(t *testing.T) {
 		{"[Error: EPERM: operation not permitted, mkdir '/var/lib/app'] { errno: -1 }", outside("/var/lib/app", "/var/lib")},
 		{"Error: EACCES: permission denied, open '/home/u/.codex/auth.json'", secret("/home/u/.codex/auth.json", "/home/u/.codex/auth.json", KeyReadDeny)},
 		// Python.
-		{"PermissionError: [Errno 13] Permission denied: '/home/u/.cache/pip/x'", outside("/home/u/.cache/pip/x", "/home/u/.cache/pip")},
+		{"PermissionError: [Errno 13] Permission denied: '/var/cache/pip/x'", outside("/var/cache/pip/x", "/var/cache/pip")},
 		{"PermissionError: [Errno 1] Operation not permitted: 'out.txt'", "the call was refused creating or removing /w/out.txt: /w holds /w/.git, which a confined call never writes, so entries directly in /w cannot be created, removed or renamed (its subfolders can)"},
 		// Go.
 		{"open /root/go/pkg/mod/cache/lock: permission denied", outside("/root/go/pkg/mod/cache/lock", "/root/go/pkg/mod/cache")},
@@ -69,6 +74,14 @@ func TestExplain(t *testing.T) {
 		{"Permission denied (os error 13)", ""},
 		{"all good: 3 tests passed", ""},
 		{"/w/src/a.go: no such file or directory", ""},
+		// The home folder, read by allow list: a read there is named with
+		// confine_read_paths, a write with confine_write_paths; a grant
+		// beneath it is the grant's.
+		{"cat: /home/u/notes.txt: Permission denied", hidden("/home/u/notes.txt")},
+		{"PermissionError: [Errno 13] Permission denied: '/home/u/.cache/pip/x'", hidden("/home/u/.cache/pip/x")},
+		{"Error: EACCES: permission denied, open '/home/u/.config/tool/config.json'", hidden("/home/u/.config/tool/config.json")},
+		{"sh: 1: cannot create /home/u/notes.txt: Permission denied", outside("/home/u/notes.txt", "/home/u")},
+		{"open /home/u/go/bin/tool: permission denied", outside("/home/u/go/bin/tool", "/home/u/go/bin")},
 	} {
 		if got := Explain(p, "/w", []string{"noise before", c.line}, nil); got != c.want {
 			t.Errorf("%s\n got %q\nwant %q", c.line, got, c.want)

@@ -35,6 +35,10 @@ func Paths(key string, paths ...string) []Path {
 //     encloses one is narrowed to the grant's other entries, down to the
 //     denied path; a grant at or beneath one is an error. A denied path
 //     that does not exist is kept out all the same.
+//   - Hide: folders it reads and writes only where a grant at or beneath
+//     them says so (the home folder, read by allow list; other users'
+//     homes). A grant that encloses one is narrowed as for Deny; a grant
+//     at or beneath one is honoured.
 //   - Protect: paths it may never write even inside a Write folder (the
 //     repository's .git/hooks, peal's state folder). A Write grant that
 //     encloses one is narrowed the same way; it stays readable when a Read
@@ -51,6 +55,7 @@ type Policy struct {
 	Write   []Path
 	Read    []Path
 	Deny    []Path
+	Hide    []Path
 	Protect []Path
 	// TCP, when set, restricts TCP: the call may connect only to the
 	// Connect ports and bind only the Bind ports (0 binds any free port).
@@ -86,7 +91,7 @@ func (e *PathError) Error() string {
 // Validate makes the cheap checks of every path: present, full, no NUL.
 // It is done in peal, before the call, so that the error names the key.
 func (p *Policy) Validate() error {
-	for _, list := range [][]Path{p.Write, p.Read, p.Deny, p.Protect, p.UnixSockets} {
+	for _, list := range [][]Path{p.Write, p.Read, p.Deny, p.Hide, p.Protect, p.UnixSockets} {
 		for _, e := range list {
 			switch {
 			case e.Path == "":
@@ -113,6 +118,7 @@ func (p Policy) Clone() Policy {
 	p.Write = append([]Path(nil), p.Write...)
 	p.Read = append([]Path(nil), p.Read...)
 	p.Deny = append([]Path(nil), p.Deny...)
+	p.Hide = append([]Path(nil), p.Hide...)
 	p.Protect = append([]Path(nil), p.Protect...)
 	p.UnixSockets = append([]Path(nil), p.UnixSockets...)
 	if p.TCP != nil {
@@ -135,9 +141,13 @@ const (
 // credentials. Those of the agent CLIs are not here: each kind declares its
 // own, and a call denies the other kinds'.
 var Secrets = []string{
-	".ssh", ".aws", ".gnupg", ".netrc", ".git-credentials", ".config/gh", ".config/hub",
-	".docker/config.json", ".kube", ".config/gcloud", ".azure", ".vault-token",
-	".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+	".ssh", ".aws", ".gnupg", ".netrc", ".git-credentials", ".config/git/credentials", ".config/gh", ".config/hub",
+	".docker/config.json", ".config/containers/auth.json", ".kube", ".config/gcloud", ".azure", ".vault-token",
+	".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".npmrc", ".yarnrc.yml", ".gem/credentials",
+	".m2/settings.xml", ".m2/settings-security.xml", ".gradle/gradle.properties", ".pgpass", ".my.cnf",
+	".terraform.d/credentials.tfrc.json", ".config/rclone", ".password-store", ".local/share/keyrings",
+	".bash_history", ".zsh_history", ".python_history", ".node_repl_history", ".psql_history", ".mysql_history",
+	".sqlite_history", ".local/share/fish/fish_history",
 }
 
 // SystemSecrets are the secrets outside any home: the mounted secrets of

@@ -28,7 +28,9 @@ import (
 // The confinement tier: each real CLI runs a task through peal with
 // confine = on against the mock model, which has it run, with its own shell
 // tool, a script of escape attempts: write ~/.bashrc, read the planted
-// ~/.ssh and ~/.aws secrets and the other kinds' credentials, follow a link
+// ~/.ssh and ~/.aws secrets, the other kinds' credentials, the other secret
+// files of the home folder (readFiles), any file of it and peal's
+// configuration file, follow a link
 // of the work tree to a planted key, plant a git hook and change the
 // repository's configuration, reach a listener on 127.0.0.1 that nothing
 // allows (through the proxy and around it), print GITHUB_TOKEN (set in
@@ -60,6 +62,7 @@ type confineWorld struct {
 	start     time.Time
 	result    result
 	missing   []string // the CLI's declared folders that did not exist before the run
+	config    string   // peal's configuration file (--config)
 }
 
 // planted is a secret file: where, what it holds, and the part of it that
@@ -200,6 +203,7 @@ func newConfineWorld(t *testing.T, a agent, mode string, opts worldOptions, scri
 		marker := fmt.Sprintf("PEAL-TEST-%s-%s", strings.ToUpper(name), mark)
 		w.secrets["credentials of "+name] = planted{p, `{"token":"` + marker + `"}` + "\n", marker}
 	}
+	w.plantReads(t, mark)
 	for _, s := range w.secrets {
 		writeFile(t, s.path, s.content)
 	}
@@ -235,7 +239,7 @@ func newConfineWorld(t *testing.T, a agent, mode string, opts worldOptions, scri
 func (w *confineWorld) run(t *testing.T, extra ...string) result {
 	t.Helper()
 	argv := append([]string{w.peal, "run", "--plan", w.plan, "--repo", w.sb.repo, "--state-dir", w.state,
-		"--agent-kind", w.a.kind, "--agent-cmd", w.bin, "--agent-log-dir", w.logs}, extra...)
+		"--agent-kind", w.a.kind, "--agent-cmd", w.bin, "--agent-log-dir", w.logs, "--config", w.config}, extra...)
 	k, err := pealagent.Lookup(w.a.kind)
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +275,7 @@ func (w *confineWorld) escapeScript(legit string) string {
 	try("ssh key", "cat "+q(w.secrets["ssh key"].path))
 	try("aws", "cat "+q(w.secrets["aws"].path))
 	try("linked", "cat notes.txt")
+	w.readTries(try, q)
 	for name, s := range w.secrets {
 		if strings.HasPrefix(name, "credentials of ") {
 			try(name, "cat "+q(s.path))
@@ -314,10 +319,10 @@ func legitWork(file string) string {
 // escapeNames are the attempts the tests judge, each seen from outside (see
 // escaped): a file changed or made, a connection or a request that reached
 // the trap, a secret found outside its file.
-var escapeNames = []string{
+var escapeNames = append([]string{
 	"bashrc", "ssh key", "aws", "linked", "credentials of others", "hook", "hook via git", "git config",
 	"main tree", "state", "logs", "listener through the proxy", "listener direct", "token",
-}
+}, readNames...)
 
 // escaped judges every attempt from outside: the names of those that got
 // through, with what shows it.

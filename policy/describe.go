@@ -1,14 +1,19 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"peal/agent"
 	"peal/config"
 	"peal/confine"
+	"peal/internal/gitrepo"
+	"peal/phase"
 )
 
 // Description is what the confinement of a configuration gives each kind
@@ -20,13 +25,18 @@ type Description struct {
 	Support confine.Support
 	// Lines say it, a line each: what the kernel enforces; what an agent
 	// call of each of the run's kinds, and a check or
-	// worktree_setup_command, writes, reaches and keeps of the
-	// environment; what no call reads; what no call writes.
+	// worktree_setup_command, writes, reads in the home folders, reaches
+	// and keeps of the environment; the folders read by allow list; what
+	// no call reads; what no call writes.
 	Lines []string
 }
 
+// gitTimeout bounds the git command of a description.
+const gitTimeout = 30 * time.Second
+
 // Describe describes the confinement of cfg on this machine. It starts
-// nothing and writes nothing. `peal doctor`, `peal config` and the dry run
+// nothing but git, which reads the configuration the calls' git reads
+// (Repository), and writes nothing. `peal doctor`, `peal config` and the dry run
 // show it.
 func Describe(cfg *config.Config) (Description, error) {
 	if err := cfg.CheckConfinePaths(); err != nil {
@@ -43,6 +53,14 @@ func Describe(cfg *config.Config) (Description, error) {
 	site := Site{Tree: cfg.RepoPath}
 	if g, err := confine.FindGit(cfg.RepoPath); err == nil {
 		site.Tree = g.WorkTree
+		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+		defer cancel()
+		// Only a credential stops a description: a git that cannot run
+		// stops the run itself with its own error.
+		var cred *CredentialError
+		if err := c.Repository(ctx, gitrepo.New(phase.Caller{Dir: site.Tree, Limits: phase.Limits{KillGrace: time.Second}}, nil, gitTimeout, site.Tree)); errors.As(err, &cred) {
+			return Description{Lines: []string{"confine = " + cfg.Confine + ": " + err.Error()}}, err
+		}
 	}
 	kinds := []string{cfg.AgentKind}
 	if fk := cfg.FallbackKind(); fk != "" && fk != cfg.AgentKind {
@@ -59,6 +77,7 @@ func Describe(cfg *config.Config) (Description, error) {
 	}
 	checks = c.ForCall(site, nil, nil)
 	d.Lines = append(d.Lines, checksLine+" "+describeCall(checks, nil),
+		"read only where a call is allowed to: "+grouped(checks.Policy.Hide, nil),
 		"never read: "+grouped(checks.Policy.Deny, nil),
 		"never written: "+grouped(checks.Policy.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree)
 	if c.postRunUnconfined {
@@ -96,7 +115,12 @@ func describeCall(call *confine.Call, k *agent.Kind) string {
 	if len(call.EnvPass) > 0 {
 		env = strings.Join(call.EnvPass, ", ")
 	}
-	return fmt.Sprintf("write %s; reach %s; keep the basic variables and %s", strings.Join(writes, ", "), hosts, env)
+	reads := "nothing else"
+	if len(call.Policy.Hide) > 0 {
+		reads = grouped(call.Policy.Read, []string{confine.KeySystem})
+	}
+	return fmt.Sprintf("write %s; read besides, in the home folders, %s; reach %s; keep the basic variables and %s",
+		strings.Join(writes, ", "), reads, hosts, env)
 }
 
 // grouped names the paths of list by the key that put them there, in the

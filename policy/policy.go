@@ -81,6 +81,19 @@ type Rules struct {
 	// call (a run that starts no call writes nothing).
 	make     []string
 	makeOnce sync.Once
+	// hidden are the real paths of the folders the calls read by allow
+	// list (base.Hide); agents are the install folders of the run's agent
+	// CLIs there, which agent calls read.
+	hidden []string
+	agents []string
+	// denied are the real paths of base.Deny.
+	denied []string
+	// gitCredentials: confine_git_credentials = allow; sources are the
+	// configuration's, to name where a key is set.
+	gitCredentials bool
+	sources        map[string]config.Source
+	// getenv reads peal's environment (a test's own, in tests).
+	getenv func(string) string
 }
 
 // Keys of the paths the run adds to a policy, as denials name them.
@@ -105,15 +118,35 @@ func On(cfg *config.Config, log *slog.Logger, sup confine.Support) (*Rules, erro
 	return newRules(cfg, log, sup, true)
 }
 
+// machine is what the rules read of the machine peal runs on: its home
+// folder, its environment, the user peal runs as. Tests give their own.
+type machine struct {
+	home   string
+	getenv func(string) string
+	euid   int
+}
+
+// thisMachine is the machine peal runs on.
+func thisMachine() machine {
+	home, _ := os.UserHomeDir()
+	return machine{home: home, getenv: os.Getenv, euid: os.Geteuid()}
+}
+
 // newRules makes the rules of cfg on a machine whose kernel enforces sup,
 // with the run's proxy when proxy is set (a description needs none).
 func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy bool) (*Rules, error) {
+	return newRulesOn(cfg, log, sup, proxy, thisMachine())
+}
+
+// newRulesOn is newRules on the machine m.
+func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy bool, m machine) (*Rules, error) {
 	mode, err := confine.ParseMode(cfg.Confine)
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
 	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any",
-		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0}
+		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0,
+		gitCredentials:    cfg.ConfineGitCredentials == "allow", sources: cfg.Sources, getenv: m.getenv}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)
@@ -126,13 +159,29 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 	if c.allow, err = confine.ParseAllow(confine.KeyNetworkAllow, cfg.ConfineNetworkAllow...); err != nil {
 		return nil, err
 	}
-	c.home, _ = os.UserHomeDir()
+	c.home = m.home
 	c.base = confine.Base(c.home)
+	c.base.Deny = append(c.base.Deny, confine.Paths(keyRootSecret, systemSecrets(m.euid)...)...)
 	c.base.Deny = append(c.base.Deny, confine.Paths(confine.KeyReadDeny, cfg.ConfineReadDeny...)...)
 	for _, name := range agent.Names() {
 		k, _ := agent.Lookup(name)
 		c.base.Deny = append(c.base.Deny, confine.Paths(credentialOf+k.Name, c.paths(k.Confine.Credentials)...)...)
 	}
+	if cfg.ConfigPath != "" {
+		if abs, err := filepath.Abs(cfg.ConfigPath); err == nil {
+			c.base.Deny = append(c.base.Deny, confine.Path{Path: abs, Key: keyConfigFile})
+		}
+	}
+	// The home folder, and other users', are read by allow list: the
+	// toolchains, git's configuration, confine_read_paths (and, per call,
+	// the repository and the kind's folders).
+	c.base.Hide = hiddenFolders(c.home)
+	c.hidden, c.denied = realPaths(c.base.Hide), realPaths(c.base.Deny)
+	c.agents = installFolders([]string{cfg.AgentPath, cfg.FallbackPath}, c.hidden)
+	tools := toolchains(c.home, c.getenv("PATH"), c.getenv, c.hidden)
+	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyToolchains, tools...), c.denied)...)
+	c.base.Read = append(c.base.Read, outsideDenied(confine.Paths(keyGitConfig, beneathHidden(c.paths(gitFiles), c.hidden)...), c.denied)...)
+	c.base.Read = append(c.base.Read, confine.Paths(confine.KeyReadPaths, cfg.ConfineReadPaths...)...)
 	c.base.Protect = append(c.base.Protect, confine.Paths(keyState, slices.DeleteFunc([]string{cfg.StateDir, cfg.KnowledgeDir}, func(p string) bool { return p == "" })...)...)
 	if cfg.AgentLogDir != "" {
 		c.base.Protect = append(c.base.Protect, confine.Path{Path: cfg.AgentLogDir, Key: "agent_log_dir"})
@@ -177,7 +226,7 @@ func (c *Rules) PostRunConfined() bool { return c != nil && !c.postRunUnconfined
 func (c *Rules) paths(list []string) []string {
 	out := make([]string, 0, len(list))
 	for _, p := range list {
-		if full, ok := agent.ExpandPath(p, c.home, os.Getenv); ok {
+		if full, ok := agent.ExpandPath(p, c.home, c.getenv); ok {
 			out = append(out, full)
 		}
 	}
@@ -195,14 +244,14 @@ func (c *Rules) caches() []string {
 	if c.home == "" {
 		return nil
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
+	cache := c.getenv("XDG_CACHE_HOME")
 	if cache == "" {
 		cache = filepath.Join(c.home, ".cache")
 	}
 	out := []string{cache}
-	mod := os.Getenv("GOMODCACHE")
+	mod := c.getenv("GOMODCACHE")
 	if mod == "" {
-		gopath := os.Getenv("GOPATH")
+		gopath := c.getenv("GOPATH")
 		if gopath == "" {
 			gopath = filepath.Join(c.home, "go")
 		}
@@ -213,7 +262,7 @@ func (c *Rules) caches() []string {
 		c.make = append(c.make, mod)
 	}
 	out = append(out, mod)
-	if gc := os.Getenv("GOCACHE"); gc != "" {
+	if gc := c.getenv("GOCACHE"); gc != "" {
 		out = append(out, gc)
 	}
 	for _, rel := range []string{".npm", ".cargo/registry", ".cargo/git", ".m2/repository", ".gradle/caches", ".gradle/wrapper"} {
@@ -249,8 +298,10 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 		write, protect := g.Paths(false)
 		pol.Write = append(pol.Write, write...)
 		pol.Protect = append(pol.Protect, protect...)
+		pol.Read = append(pol.Read, c.readable(keyRepository, g.Common, g.Dir)...)
 	}
 	if at.Main != "" {
+		pol.Read = append(pol.Read, c.readable(keyRepository, at.Main)...)
 		pol.Protect = append(pol.Protect, confine.Path{Path: at.Main, Key: keyMainTree})
 		for _, p := range at.Linked {
 			// A linked folder is written only where confine_write_paths
@@ -279,6 +330,8 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 		}
 		call.Policy.Write = append(call.Policy.Write, confine.Path{Path: d, Key: kind.Name + "'s folders"})
 	}
+	call.Policy.Read = append(call.Policy.Read, confine.Paths(kind.Name+"'s configuration", c.paths(kind.Confine.Reads)...)...)
+	call.Policy.Read = append(call.Policy.Read, confine.Paths(keyAgentInstall, c.agents...)...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.Env...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.BaseURLs...)
 	hosts := slices.Clone(kind.Confine.Hosts)
@@ -299,6 +352,18 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 		call.Allow = allow
 	}
 	return call
+}
+
+// readable are those of paths that lie in a hidden folder, each under key:
+// the others are read anyway.
+func (c *Rules) readable(key string, paths ...string) []confine.Path {
+	var out []confine.Path
+	for _, p := range paths {
+		if under(realPath(p), c.hidden) && !slices.ContainsFunc(out, func(o confine.Path) bool { return safefs.Within(p, o.Path) }) {
+			out = append(out, confine.Path{Path: p, Key: key})
+		}
+	}
+	return out
 }
 
 // lookupEnv is the value of name in env (the call's own variables, the

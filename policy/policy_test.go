@@ -64,7 +64,7 @@ func TestDescribeIsThePolicy(t *testing.T) {
 	}
 	call := c.ForCall(Site{Tree: cfg.RepoPath}, nil, nil)
 	text := strings.Join(d.Lines, "\n")
-	for _, p := range append(append(slices.Clone(call.Policy.Write), call.Policy.Deny...), call.Policy.Protect...) {
+	for _, p := range slices.Concat(call.Policy.Write, call.Policy.Read, call.Policy.Deny, call.Policy.Hide, call.Policy.Protect) {
 		if p.Key == confine.KeySystem || p.Key == keyWorkTree {
 			continue
 		}

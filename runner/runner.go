@@ -228,7 +228,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 
 // do is Run once the options are applied.
 func (r *run) do(ctx context.Context) (Outcome, error) {
-	tasks, text, err := r.preflight()
+	tasks, text, err := r.preflight(ctx)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -258,7 +258,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 // cannot be had, and a plan that cannot run. It returns the plan's tasks
 // and text. The review's own notes (e.g. no stet on PATH) are logged once
 // the plan is known to be good.
-func (r *run) preflight() ([]plan.Task, string, error) {
+func (r *run) preflight(ctx context.Context) ([]plan.Task, string, error) {
 	cfg := r.cfg
 	if err := r.main.reviewer.CheckConfig(); err != nil {
 		return nil, "", err
@@ -266,6 +266,13 @@ func (r *run) preflight() ([]plan.Task, string, error) {
 	if r.confineErr != nil {
 		return nil, "", r.confineErr
 	}
+	// A credential in the git configuration the calls read stops the run
+	// before it writes anything; a signal does not cut this read short (a
+	// run that goes on must know what its calls read).
+	if err := r.confined.Repository(context.WithoutCancel(ctx), r.main.git); err != nil {
+		return nil, "", err
+	}
+	// A plan that cannot run is reported before anything is written.
 	tasks, text, err := readPlan(cfg)
 	if err == nil && len(tasks) > 0 {
 		_, err = plan.Select(tasks, cfg.Task, cfg.FromTask)

@@ -118,7 +118,9 @@ func newEscapeSandbox(t *testing.T, plan string) *escapeSandbox {
 	}
 	t.Cleanup(func() { s.hostSock.Close() })
 	os.Chmod(filepath.Join(sockDir, "host.sock"), 0o777)
-	s.lock = filepath.Join(s.dir, "daemon.lock")
+	// Where every call may read (and write): the home folder is read by
+	// allow list.
+	s.lock = filepath.Join(s.agentDir, "daemon.lock")
 	if err := os.WriteFile(s.lock, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +161,13 @@ func (s *escapeSandbox) env(confineMode string, extra ...string) []string {
 		"ESCAPE_UDP="+s.udp.LocalAddr().String(), "ESCAPE_UNIX="+s.hostSock.Addr().String(), "ESCAPE_LOCK="+s.lock)
 	if s.uid != 0 {
 		for i, kv := range env {
-			if strings.HasPrefix(kv, "PEAL_AGENT_CMD=") && !strings.HasSuffix(kv, claude) {
+			switch {
+			case strings.HasPrefix(kv, "PEAL_AGENT_CMD=") && !strings.HasSuffix(kv, claude):
 				env[i] = "PEAL_AGENT_CMD=" + s.bin("fakeagent")
+			case strings.HasPrefix(kv, "PEAL_CONFINE_READ_PATHS="):
+				// The user's copies of the programs, in the sandbox's
+				// home, instead of the test's, which it cannot see.
+				env[i] = "PEAL_CONFINE_READ_PATHS=" + filepath.Join(s.dir, "programs")
 			}
 		}
 	}

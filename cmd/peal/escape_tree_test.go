@@ -29,10 +29,10 @@ import (
 
 // treeTry is one run of a try: the sandbox, and the user peal runs as (0:
 // the test's).
+// treeTry is an escape sandbox whose user (uid, gid, programs: the test's
+// programs as that user runs them) may be an unprivileged one.
 type treeTry struct {
 	*escapeSandbox
-	uid, gid int
-	programs map[string]string // the test's programs, as that user runs them
 }
 
 // asEach runs try as root, then as an unprivileged user when the machine
@@ -55,7 +55,8 @@ func asEach(t *testing.T, plan string, try func(t *testing.T, s *treeTry)) {
 		if err != nil || u.Uid == "0" {
 			t.Skipf("no unprivileged user %q to run as (make one with useradd and name it in PEAL_TEST_USER)", name)
 		}
-		s := &treeTry{escapeSandbox: newEscapeSandbox(t, plan), programs: map[string]string{}}
+		s := &treeTry{escapeSandbox: newEscapeSandbox(t, plan)}
+		s.programs = map[string]string{}
 		s.uid, _ = strconv.Atoi(u.Uid)
 		s.gid, _ = strconv.Atoi(u.Gid)
 		try(t, s)
@@ -130,14 +131,6 @@ func (s *treeTry) noted() {
 		s.t.Fatal(err)
 	}
 	s.gitConfig = string(data)
-}
-
-// bin is a test program as peal runs it.
-func (s *treeTry) bin(name string) string {
-	if p, ok := s.programs[name]; ok {
-		return p
-	}
-	return bins[name]
 }
 
 // run runs peal, as the try's user.

@@ -73,8 +73,10 @@ func (s *sandbox) env(extra ...string) []string {
 		"PEAL_AGENT_CMD=" + bins["fakeagent"], "PEAL_PHASE_TIMEOUT_SEC=30", "PEAL_KILL_GRACE_SEC=1", "CURSOR_API_KEY=test-key",
 		// The suite's confine setting (testbin.ConfineMode), unless a test
 		// of confinement asks for its own (escape_test.go); the fakes keep
-		// their variables and write the folders of their records.
-		"PEAL_CONFINE=" + testbin.ConfineMode(), "PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + s.agentDir}
+		// their variables, write the folders of their records and read their
+		// programs.
+		"PEAL_CONFINE=" + testbin.ConfineMode(), "PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + s.agentDir,
+		"PEAL_CONFINE_READ_PATHS=" + testbin.ReadPaths(bins)}
 	return append(env, extra...)
 }
 

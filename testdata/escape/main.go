@@ -25,6 +25,7 @@
 //	                   write to it and to push input into it
 //	ESCAPE_TCP_ANY     set under confine_tcp = any: the program serves TCP
 //	                   and connects to its own server
+//	ESCAPE_CONFIG      peal's configuration file
 package main
 
 import (
@@ -110,6 +111,7 @@ func main() {
 	if d := os.Getenv("ESCAPE_OTHER"); d != "" {
 		escape(who+"write-other-worktree", func() error { return appendTo(filepath.Join(d, "from-another-task.txt"), "x") })
 	}
+	readTries(who, home)
 
 	systemEscapes(who)
 
