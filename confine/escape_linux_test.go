@@ -365,7 +365,22 @@ func trySockets(t *testing.T, m mode) {
 	s := newScratch(t)
 	// A server the call may reach directly (a test database, a local
 	// model), and one behind the proxy.
-	allowedSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") }))
+	// Its port must be free at 127.0.0.2 too, for the trap below: another
+	// test may hold it there.
+	var allowedSrv *httptest.Server
+	var sameport net.Listener
+	var err error
+	for range 20 {
+		allowedSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") }))
+		_, p, _ := net.SplitHostPort(strings.TrimPrefix(allowedSrv.URL, "http://"))
+		if sameport, err = net.Listen("tcp", "127.0.0.2:"+p); err == nil {
+			break
+		}
+		allowedSrv.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer allowedSrv.Close()
 	allowedHost := strings.TrimPrefix(allowedSrv.URL, "http://")
 	_, portText, _ := net.SplitHostPort(allowedHost)
@@ -387,7 +402,8 @@ func trySockets(t *testing.T, m mode) {
 		t.Cleanup(func() { ln.Close() })
 		return ln
 	}
-	trap("127.0.0.2:" + portText)
+	traps = append(traps, sameport) // 127.0.0.2 at the allowed port
+	t.Cleanup(func() { sameport.Close() })
 	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -244,6 +244,9 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	}
 	spec.Log.Log(ctx, level, "starting call", "phase", spec.Phase, "attempt", spec.Attempt.String(),
 		"argv", c.argv, "stdin_bytes", len(spec.Stdin))
+	// The call starts now: a confined program runs before its launcher
+	// says so, and its start must not be noted after what it did.
+	c.started = time.Now()
 	err = c.group.start()
 	if stdinRead != nil {
 		stdinRead.Close()
@@ -259,7 +262,6 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	if err != nil {
 		return fail(err)
 	}
-	c.started = time.Now()
 	if c.stdin != nil {
 		go writeStdin(c.stdin, spec.Stdin)
 	}

@@ -144,6 +144,9 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
+	if cfg.ConfineNetworkNamespace {
+		sup = sup.WithNetNamespace()
+	}
 	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any",
 		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0,
 		gitCredentials:    cfg.ConfineGitCredentials == "allow", sources: cfg.Sources, getenv: m.getenv}
@@ -318,6 +321,10 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	call := &confine.Call{Mode: c.mode, Policy: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass)}
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
+	}
+	if c.support.NetNamespace {
+		sup := c.support // confine_network_namespace: beyond what Probe turns on
+		call.Support = &sup
 	}
 	if kind == nil {
 		return call

@@ -343,12 +343,23 @@ func skipWithoutLandlock(t *testing.T) {
 func TestEscapesOfASequentialTask(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
-	for _, mode := range []string{"on", "off"} {
+	// "netns": on, each call in a network namespace of its own as well.
+	for _, mode := range []string{"on", "off", "netns"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			s := newEscapeSandbox(t, "## Task 1\nDo the work\n")
 			s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{s.bin("escape")}}}}})
-			r := s.run(s.env(mode), "run")
+			env := s.env(mode)
+			if mode == "netns" {
+				if !confine.Probe().NetNamespaceAllowed {
+					t.Skip("this machine gives a call no network namespace")
+				}
+				env = s.env("on", "PEAL_CONFINE_NETWORK_NAMESPACE=true")
+			}
+			r := s.run(env, "run")
+			if mode == "netns" && !strings.Contains(r.stderr, "network namespaces of its own") {
+				t.Fatalf("the start line does not name the network namespace: %s", r.stderr)
+			}
 			if mode == "off" {
 				escaped, _, _, _ := s.results()
 				for _, want := range []string{"write-home", "read-ssh-key", "read-aws", "see-token", "token-of-peal", "connect-listener", "write-state", "plant-hook",
@@ -372,7 +383,7 @@ func TestEscapesOfASequentialTask(t *testing.T) {
 				t.Fatalf("the task's work did not reach the work tree: %q", matches)
 			}
 			// The connection the proxy refused is named and counted.
-			js := s.run(s.env(mode), "report", "--format", "json")
+			js := s.run(env, "report", "--format", "json")
 			if !strings.Contains(js.stdout, `"refused_connections": 1`) || !strings.Contains(js.stdout, `"`+s.listener.Addr().String()+`"`) {
 				t.Fatalf("report JSON:\n%s", js.stdout)
 			}
