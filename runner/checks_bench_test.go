@@ -12,6 +12,7 @@ import (
 
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/testbin"
 	"peal/internal/testgit"
 )
 
@@ -23,6 +24,7 @@ import (
 // side by side) and once per merge, one merge at a time: the merged
 // checks are the cost that grows with the block.
 func BenchmarkBlock4TasksChecks(b *testing.B) {
+	testbin.NoStet(b)
 	const checkSleep = 200 * time.Millisecond
 	dir := b.TempDir()
 	repo := filepath.Join(dir, "repo")
@@ -66,7 +68,7 @@ func BenchmarkBlock4TasksChecks(b *testing.B) {
 					b.Fatal(err)
 				}
 				env := []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + fakeAgent,
-					"PEAL_STET_PATH=/nonexistent", "PEAL_MAX_PARALLEL=4", "PEAL_CHECK_COMMANDS=" + checks}
+					"PEAL_MAX_PARALLEL=4", "PEAL_CHECK_COMMANDS=" + checks}
 				cfg, err := config.Load(config.Inputs{Env: env})
 				if err == nil {
 					err = cfg.Validate()

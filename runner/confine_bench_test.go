@@ -33,6 +33,7 @@ import (
 //
 // The block of 4 on a large repository is BenchmarkLargeRepo20kFiles.
 func BenchmarkConfinedRun(b *testing.B) {
+	testbin.NoStet(b)
 	if !confine.Probe().Files {
 		b.Skip("this kernel does not confine files")
 	}
@@ -67,8 +68,16 @@ func BenchmarkConfinedRun(b *testing.B) {
 			n++
 			stateDir = filepath.Join(dir, fmt.Sprintf("state-%d", n))
 		}
+		// A plan's state stays where its first run kept it: each state
+		// folder gets a plan of its own.
+		own := stateDir + ".plan.md"
+		if _, err := os.Stat(own); err != nil {
+			data, _ := os.ReadFile(planPath)
+			os.WriteFile(own, data, 0o644)
+		}
+		planPath = own
 		cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
-			"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + agent, "PEAL_STET_PATH=/nonexistent", "PEAL_CONFINE=" + mode,
+			"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + agent, "PEAL_CONFINE=" + mode,
 			"PEAL_CONFINE_ENV_PASS=BENCH_WAIT"}})
 		if err == nil {
 			err = cfg.Validate()

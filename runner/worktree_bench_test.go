@@ -23,6 +23,7 @@ const benchFiles = 10000
 // file; its work committed) on a repository of 10 000 files, in worktrees
 // of their own merged back, against the shared work tree.
 func BenchmarkBlock4Tasks10kFiles(b *testing.B) {
+	testbin.NoStet(b)
 	testbin.BenchPlaces(b, func(b *testing.B, dir string) {
 		repo, head := testgit.GeneratedRepo(b, dir, benchFiles, 100)
 		bench := newBlockBench(b, dir, repo, head, 100)
@@ -95,7 +96,7 @@ func (bb *blockBench) prepare(b *testing.B, env ...string) *config.Config {
 	// otherwise; the fake agent keeps its variables and writes its record.
 	cfg, err := config.Load(config.Inputs{Env: append([]string{"PEAL_PLAN_PATH=" + bb.planPath, "PEAL_REPO_PATH=" + bb.repo,
 		"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + bb.agent,
-		"PEAL_STET_PATH=/nonexistent", "PEAL_MAX_PARALLEL=4", "PEAL_COMMIT_AFTER_PHASE2=true",
+		"PEAL_MAX_PARALLEL=4", "PEAL_COMMIT_AFTER_PHASE2=true",
 		"PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + bb.agentDir + "," + filepath.Join(bb.dir, "counts")}, env...)})
 	if err == nil {
 		err = cfg.Validate()
@@ -147,6 +148,7 @@ const largeFiles, largeFolders = 20000, 200
 // (linked against copied dependencies, peal's worktree against git's) are
 // worktree's BenchmarkLargeRepo20kFiles.
 func BenchmarkLargeRepo20kFiles(b *testing.B) {
+	testbin.NoStet(b)
 	testbin.BenchPlaces(b, func(b *testing.B, dir string) {
 		repo, head := testgit.GeneratedRepo(b, dir, largeFiles, largeFolders)
 		var set []string

@@ -261,3 +261,9 @@ func PathWithout(path string, names ...string) string {
 	}
 	return strings.Join(kept, string(os.PathListSeparator))
 }
+
+// NoStet makes the test or benchmark find no stet on PATH, so that its runs
+// review nothing.
+func NoStet(tb testing.TB) {
+	tb.Setenv("PATH", PathWithout(os.Getenv("PATH"), "stet"))
+}
