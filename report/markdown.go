@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"peal/check"
-	"peal/phase"
+	"peal/internal/text"
 	"peal/state"
 )
 
@@ -257,7 +257,7 @@ func checkLines(r Report) []string {
 		if k.task < 0 {
 			who = "run"
 		}
-		lines = append(lines, fmt.Sprintf("%s: `%s` %s", who, phase.Snippet(k.cmd, 80), strings.Join(parts, ", ")))
+		lines = append(lines, fmt.Sprintf("%s: `%s` %s", who, text.Snippet(k.cmd, 80), strings.Join(parts, ", ")))
 	}
 	return lines
 }
@@ -279,8 +279,8 @@ func checkRunText(c CheckRun) string {
 	how := "failed"
 	if c.ExitCode != nil {
 		how = fmt.Sprintf("failed (exit %d", *c.ExitCode)
-		if line := phase.Quote(phase.LastMeaningful(c.Tail)); line != "" {
-			how += ": " + phase.Snippet(line, 120)
+		if line := text.Quote(text.LastMeaningful(c.Tail)); line != "" {
+			how += ": " + text.Snippet(line, 120)
 		}
 		how += ")"
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"peal/check"
+	"peal/internal/text"
 	"peal/phase"
 	"peal/state"
 )
@@ -835,7 +836,7 @@ func mergeText(m Merge) string {
 	default:
 		s = "failed"
 		if m.Detail != "" {
-			s += ": " + phase.Snippet(m.Detail, 120)
+			s += ": " + text.Snippet(m.Detail, 120)
 		}
 	}
 	if m.Kept != "" {
@@ -883,7 +884,7 @@ func logHead(logs []logFile, n int) []string {
 		}
 		sc := bufio.NewScanner(io.LimitReader(f, maxHeadBytes))
 		for k := 0; k < n && sc.Scan(); k++ {
-			out = append(out, lf.stream+": "+phase.Snippet(sc.Text(), 300))
+			out = append(out, lf.stream+": "+text.Snippet(sc.Text(), 300))
 		}
 		f.Close()
 	}

@@ -15,6 +15,7 @@ import (
 	"peal/agent"
 	"peal/check"
 	"peal/phase"
+	"peal/prompt"
 )
 
 // Result is how Phase 3 of a task ended.
@@ -54,8 +55,8 @@ func (s standing) open() bool { return s.review.Present || len(s.failing()) > 0 
 func (s standing) count() int { return s.review.Count() + len(s.failing()) }
 
 // fixes is what an address call is asked to fix.
-func (s standing) fixes() phase.Fixes {
-	f := phase.Fixes{Findings: s.review.Present}
+func (s standing) fixes() prompt.Fixes {
+	f := prompt.Fixes{Findings: s.review.Present}
 	if f.Findings {
 		f.Review, f.Suggestions = s.review.Output, s.review.Suggestions()
 	}
@@ -244,7 +245,7 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur standing, revie
 			}
 		}
 		before := cur.count()
-		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), phase.AddressPrompt(cur.fixes())); err != nil {
+		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), prompt.Address(cur.fixes())); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
 		if rv.Commits() {
@@ -440,8 +441,8 @@ func (s *Session) flushDismissals(ctx context.Context, task int) {
 // fatal failure or a prompt too large to send is returned.
 func (s *Session) askTriage(ctx context.Context, task int, cur Review) (string, error) {
 	rv := s.rv
-	prompt := phase.TriagePrompt(cur.Output)
-	answer, err := rv.agent.Call(ctx, "triage", task, rv.Phase3Attempts(), prompt)
+	ask := prompt.Triage(cur.Output)
+	answer, err := rv.agent.Call(ctx, "triage", task, rv.Phase3Attempts(), ask)
 	switch {
 	case err == nil:
 		return answer, nil

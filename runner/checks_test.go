@@ -15,7 +15,7 @@ import (
 	"peal/internal/fakes"
 	"peal/internal/procs"
 	"peal/internal/testgit"
-	"peal/phase"
+	"peal/internal/text"
 	"peal/review"
 	"peal/state"
 	"peal/worktree"
@@ -193,7 +193,7 @@ func TestCheckThatNeverPasses(t *testing.T) {
 				var fe *review.FindingsRemainingError
 				if !errors.As(err, &fe) || len(fe.Checks) != 1 ||
 					!strings.Contains(err.Error(), "checks still fail after 2 address round(s)") ||
-					!strings.Contains(err.Error(), "`"+phase.Snippet(statusCheck, 80)+"` exited with status 1: "+statusFailure) ||
+					!strings.Contains(err.Error(), "`"+text.Snippet(statusCheck, 80)+"` exited with status 1: "+statusFailure) ||
 					strings.Contains(err.Error(), "finding(s) remain") {
 					t.Fatalf("err = %v", err)
 				}
