@@ -10,6 +10,7 @@ import (
 	"peal/check"
 	"peal/internal/text"
 	"peal/state"
+	"peal/tickets"
 )
 
 // Markdown writes the report as GitHub-flavoured Markdown, keeping to what a
@@ -322,7 +323,7 @@ func phasesText(phases []Phase) string {
 }
 
 // findingsText is "2 Major, 1 Minor", or "–" for none.
-func findingsText(c *state.Counts) string {
+func findingsText(c *tickets.Counts) string {
 	if c == nil {
 		return "–"
 	}

@@ -19,6 +19,7 @@ import (
 	"peal/internal/text"
 	"peal/phase"
 	"peal/state"
+	"peal/tickets"
 )
 
 // Version is the version of the JSON document; fields are only ever added
@@ -186,10 +187,10 @@ type Task struct {
 	Checks []CheckPass `json:"checks,omitempty"`
 	// Merges are the merges of the task's work, when it ran in a parallel
 	// block.
-	Merges   []Merge       `json:"merges,omitempty"`
-	Findings *state.Counts `json:"findings_left,omitempty"`
-	Usage    *state.Usage  `json:"usage,omitempty"`
-	Ticket   string        `json:"ticket"`
+	Merges   []Merge         `json:"merges,omitempty"`
+	Findings *tickets.Counts `json:"findings_left,omitempty"`
+	Usage    *state.Usage    `json:"usage,omitempty"`
+	Ticket   string          `json:"ticket"`
 	// TicketAttempts and RetryCount are the ticket's in the retry-state
 	// store.
 	TicketAttempts int `json:"ticket_attempts"`
@@ -321,7 +322,7 @@ type taskAcc struct {
 	start, end *time.Time
 	result     string
 	err        string
-	findings   *state.Counts
+	findings   *tickets.Counts
 	usage      *state.Usage
 }
 

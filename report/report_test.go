@@ -16,6 +16,7 @@ import (
 
 	"peal/phase"
 	"peal/state"
+	"peal/tickets"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -407,7 +408,7 @@ func TestTaskRunsAgain(t *testing.T) {
 	evs := []state.Event{
 		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
 		{Ev: state.EvTaskStart, Time: at.Add(time.Second), Task: task},
-		{Ev: state.EvTaskEnd, Time: at.Add(2 * time.Second), Task: task, Result: "failed", Error: "conflict", Findings: &state.Counts{}},
+		{Ev: state.EvTaskEnd, Time: at.Add(2 * time.Second), Task: task, Result: "failed", Error: "conflict", Findings: &tickets.Counts{}},
 		{Ev: state.EvTaskStart, Time: at.Add(3 * time.Second), Task: task},
 		{Ev: state.EvCallStart, Time: at.Add(4 * time.Second), Task: task, Call: "1", Phase: "execute", Attempt: 1, Allowed: 1},
 	}

@@ -30,6 +30,7 @@ import (
 	"peal/prompt"
 	"peal/review"
 	"peal/state"
+	"peal/tickets"
 	"peal/worktree"
 )
 
@@ -96,7 +97,7 @@ type run struct {
 	log     *slog.Logger
 	now     func() time.Time
 	agents  *agentcall.Agents
-	tickets *tickets
+	tickets *runTickets
 	// sessions are the agent sessions of the tasks (agent_session =
 	// "task"; see sessions.go).
 	sessions *agentcall.Sessions
@@ -311,7 +312,7 @@ func (r *run) hold(ctx context.Context) (release func(), err error) {
 		log.Warn("could not note in the repository where this plan's state folder is: commands started from another folder will not find it", "err", err)
 	}
 	r.sessions.Open(cfg.StateDir, p, store.Completed)
-	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {
+	if err := tickets.CheckStore(cfg.KnowledgeDir); err != nil {
 		release()
 		return nil, err
 	}
