@@ -73,7 +73,7 @@ func (c *Config) ValidateWithoutAgent() error {
 			c.Warnings = append(c.Warnings, "max_cost_usd has no effect without structured_output: only the agent's event stream reports cost")
 		}
 	}
-	if c.AgentSession == "task" {
+	if c.AgentSession == SessionTask {
 		for i, name := range []string{c.AgentKind, c.FallbackKind()} {
 			if k, err := agent.Lookup(name); err == nil && k.Session == nil && (i == 0 || name != c.AgentKind) {
 				c.Warnings = append(c.Warnings, fmt.Sprintf("agent_session = \"task\" (set by %s): the %s CLI cannot continue a session, so its calls each start a fresh one",

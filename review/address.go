@@ -14,6 +14,7 @@ import (
 
 	"peal/agent"
 	"peal/check"
+	"peal/config"
 	"peal/phase"
 	"peal/prompt"
 )
@@ -94,7 +95,7 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	if reviewing {
 		var err error
 		if cur.review, err = s.review(ctx, task); err != nil {
-			if ctx.Err() != nil || endsRun(err) || refused(err) || rv.cfg.OnStetFail != "skip" {
+			if ctx.Err() != nil || endsRun(err) || refused(err) || rv.cfg.OnStetFail != config.StetSkip {
 				return Result{Err: err}
 			}
 			rv.log.Warn("review failed; the task finishes without it (on_stet_fail = skip)", "task", task, "err", err)
@@ -111,10 +112,10 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	res, err := s.addressLoop(ctx, task, cur, reviewing)
 	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) && !isTooLarge(err) && !refused(err) {
 		switch rv.cfg.OnStetFail {
-		case "retry_once":
+		case config.StetRetryOnce:
 			rv.log.Warn("address loop failed, running it once more (on_stet_fail = retry_once)", "task", task, "err", err)
 			res, err = s.addressLoop(ctx, task, res.last, reviewing)
-		case "skip":
+		case config.StetSkip:
 			return s.skipLoop(ctx, task, res, err, red)
 		}
 	}
@@ -129,12 +130,12 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	failing := last.failing()
 	left := Result{Leftover: last.leftover(), Skipped: skipped, Checks: last.checks, FailedChecks: failing, Plateau: res.plateau}
 	switch rv.cfg.OnFindingsRemaining {
-	case "warn":
+	case config.FindingsWarn:
 		rv.log.Warn("findings or failing checks remain after the last address round (on_findings_remaining = warn)", "task", task,
 			"rounds", res.rounds, "remaining", last.review.Count(), "failing_checks", len(failing))
 		left.FindingsLeft = true
 		return left
-	case "defer":
+	case config.FindingsDefer:
 		rv.log.Warn("findings or failing checks remain: the task is deferred to the next run (on_findings_remaining = defer)", "task", task,
 			"rounds", res.rounds, "remaining", last.review.Count(), "failing_checks", len(failing))
 		left.Deferred = true

@@ -93,7 +93,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			}
 		}
 		block := r.runsAsBlock(seg, left) // as a run decides it
-		if block && cfg.ParallelIsolation == "worktree" {
+		if block && cfg.ParallelIsolation == config.IsolationWorktree {
 			d.describeIsolated(seg.Tasks, completed)
 			continue
 		}
@@ -272,7 +272,7 @@ func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
 	// the calls after it continue it (triage stays fresh); the id, which
 	// the run chooses or learns, shows as <session>.
 	id := ""
-	if d.r.cfg.AgentSession == "task" && s.Kind.Session != nil && name != "triage" {
+	if d.r.cfg.AgentSession == config.SessionTask && s.Kind.Session != nil && name != "triage" {
 		for _, try := range []string{agent.NewID(), "ses_0000000000000000"} {
 			if s.Kind.Session.ValidID(try) {
 				id = try

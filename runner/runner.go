@@ -185,7 +185,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	r.chk = &checking{r: r}
 	r.rec = &recorder{run: r}
 	now := func() time.Time { return r.now() }
-	r.sessions = agentcall.NewSessions(cfg.AgentSession == "task", log, now)
+	r.sessions = agentcall.NewSessions(cfg.AgentSession == config.SessionTask, log, now)
 	r.agents = agentcall.New(agentcall.Options{Config: cfg, Log: log, Now: now, Sleep: s.sleep, Env: s.env, Linger: s.linger,
 		LaunchGap: s.launchGap, Recorder: r.rec, Sessions: r.sessions, CallStart: s.callStart,
 		Model: func(task int, name string) (string, string) { return modelSetting(cfg, r.tickets.attempt(task), name) },
