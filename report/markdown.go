@@ -313,7 +313,7 @@ func phasesText(phases []Phase) string {
 		if len(p.Failures) > 0 {
 			names := make([]string, len(p.Failures))
 			for i, f := range p.Failures {
-				names[i] = strings.ReplaceAll(f, "_", " ")
+				names[i] = strings.ReplaceAll(string(f), "_", " ")
 			}
 			s += " (" + strings.Join(names, ", ") + ")"
 		}
