@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -75,9 +76,9 @@ func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string, pr
 	case res.TimedOut:
 		return AuthStatus{Detail: fmt.Sprintf("`%s` did not answer within %s", shown, StatusTimeout)}
 	}
-	out := phase.Clean(res.Stdout + "\n" + res.Stderr)
+	out := text.Clean(res.Stdout + "\n" + res.Stderr)
 	in, known := a.LoggedIn(out, res.ExitCode)
-	line := phase.LastMeaningful(out)
+	line := text.LastMeaningful(out)
 	switch {
 	case known && in:
 		return AuthStatus{OK: true, Known: true, Detail: fmt.Sprintf("`%s` reports a session: %s", shown, line)}

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -247,11 +248,11 @@ func (r *Rules) quoteFrom(line string) string {
 // of its error report before the API's answer) is quoted from a little
 // before the match.
 func quoteMatch(line, pattern string) string {
-	q := phase.Quote(line)
+	q := text.Quote(line)
 	if strings.Contains(strings.ToLower(q), pattern) {
 		return q
 	}
-	flat := strings.Join(strings.Fields(phase.Clean(line)), " ")
+	flat := strings.Join(strings.Fields(text.Clean(line)), " ")
 	lower := strings.ToLower(flat)
 	i := strings.Index(lower, pattern)
 	if i < 0 {
@@ -259,7 +260,7 @@ func quoteMatch(line, pattern string) string {
 	}
 	runes := []rune(flat)
 	at := min(utf8.RuneCountInString(lower[:i]), len(runes))
-	return phase.Quote("…" + string(runes[max(at-60, 0):]))
+	return text.Quote("…" + string(runes[max(at-60, 0):]))
 }
 
 // isBlocking reports whether a line says the CLI waits for a person: it
@@ -292,9 +293,9 @@ const refusalBytes = 2 << 10
 // findRefusal finds a line that starts with a refusal (after any symbols,
 // list markers and an "Error:" prefix) and returns its class.
 func (r *Rules) findRefusal(texts ...string) (match, bool) {
-	for _, text := range texts {
-		for _, line := range strings.Split(text, "\n") {
-			line = phase.Clean(line)
+	for _, out := range texts {
+		for _, line := range strings.Split(out, "\n") {
+			line = text.Clean(line)
 			l := lead(line)
 			if !slices.ContainsFunc(r.refusals, func(p string) bool { return strings.HasPrefix(l, p) }) {
 				continue
@@ -306,7 +307,7 @@ func (r *Rules) findRefusal(texts ...string) (match, bool) {
 			if kind == billing {
 				kind = noRefusal
 			}
-			return match{class: class, line: phase.Quote(line), refusal: kind}, true
+			return match{class: class, line: text.Quote(line), refusal: kind}, true
 		}
 	}
 	return match{}, false
@@ -333,9 +334,9 @@ func (r *Rules) find(texts ...string) (match, bool) {
 		return map[phase.Class]int{phase.Fatal: 4, phase.RateLimited: 3, phase.Transient: 2, phase.Network: 1}[m.class]
 	}
 	retryTime := ResetWait(strings.Join(texts, "\n"), time.Now()) > 0
-	for _, text := range texts {
-		for _, line := range strings.Split(text, "\n") {
-			line = phase.Clean(line)
+	for _, out := range texts {
+		for _, line := range strings.Split(out, "\n") {
+			line = text.Clean(line)
 			class, pattern, kind, ok := r.matchPattern(line)
 			if kind == billing {
 				if kind = noRefusal; !retryTime {
@@ -354,21 +355,21 @@ func (r *Rules) find(texts ...string) (match, bool) {
 // quotable reports whether a line of output can explain a failure: it is
 // meaningful, has a letter, and is none of the kind's unquoted lines.
 func (r *Rules) quotable(line string) bool {
-	if !phase.Meaningful(line) || !strings.ContainsFunc(line, unicode.IsLetter) {
+	if !text.Meaningful(line) || !strings.ContainsFunc(line, unicode.IsLetter) {
 		return false
 	}
-	l := strings.ToLower(strings.TrimSpace(phase.Clean(line)))
+	l := strings.ToLower(strings.TrimSpace(text.Clean(line)))
 	return !slices.ContainsFunc(r.unquoted, func(p string) bool { return strings.HasPrefix(l, p) })
 }
 
 // explain is the line that best explains a failure no pattern matched: the
 // last quotable line of stderr, else of the stdout tail; "" when none.
 func (r *Rules) explain(res phase.Result) string {
-	for _, text := range []string{res.Stderr, tail(res.Stdout, tailBytes)} {
-		lines := strings.Split(text, "\n")
+	for _, out := range []string{res.Stderr, tail(res.Stdout, tailBytes)} {
+		lines := strings.Split(out, "\n")
 		for i := len(lines) - 1; i >= 0; i-- {
 			if r.quotable(lines[i]) {
-				return phase.Quote(r.quoteFrom(phase.Clean(lines[i])))
+				return text.Quote(r.quoteFrom(text.Clean(lines[i])))
 			}
 		}
 	}
@@ -378,7 +379,7 @@ func (r *Rules) explain(res phase.Result) string {
 // firstMeaningful is the first line of s that can say something.
 func firstMeaningful(s string) string {
 	for _, line := range strings.Split(s, "\n") {
-		if phase.Meaningful(line) {
+		if text.Meaningful(line) {
 			return line
 		}
 	}
@@ -469,7 +470,7 @@ func (r *Rules) classify(res phase.Result, failure func(phase.Result) error, w *
 				m, ok = r.find(res.Stderr, tail(res.Stdout, tailBytes))
 			}
 			if !ok {
-				return phase.Verdict{Class: phase.Ordinary, Err: fmt.Errorf("%s call reported an error: %s", res.Phase, phase.Quote(msg))}
+				return phase.Verdict{Class: phase.Ordinary, Err: fmt.Errorf("%s call reported an error: %s", res.Phase, text.Quote(msg))}
 			}
 			return r.matched(m, fmt.Errorf("%s call reported an error: %s", res.Phase, m.line), res, w, now)
 		}
@@ -480,7 +481,7 @@ func (r *Rules) classify(res phase.Result, failure func(phase.Result) error, w *
 		// stands instead of the answer: it is the first line of a short
 		// output, while an answer may well mention the same words further on.
 		texts := []string{tail(res.Stderr, tailBytes)}
-		if out := strings.TrimSpace(phase.Clean(answer.Stdout)); len(out) <= refusalBytes {
+		if out := strings.TrimSpace(text.Clean(answer.Stdout)); len(out) <= refusalBytes {
 			texts = append(texts, firstMeaningful(out))
 		}
 		if m, ok := r.findRefusal(texts...); ok {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -115,13 +116,13 @@ func (s *Session) LostIn(res phase.Result, named bool) (string, bool) {
 		}
 		return line, true
 	}
-	for _, text := range []string{res.Stderr, tail(res.Stdout, tailBytes)} {
-		for _, line := range strings.Split(text, "\n") {
-			line = phase.Clean(line)
+	for _, out := range []string{res.Stderr, tail(res.Stdout, tailBytes)} {
+		for _, line := range strings.Split(out, "\n") {
+			line = text.Clean(line)
 			l := strings.ToLower(line)
 			for _, p := range s.Lost {
 				if strings.Contains(l, strings.ToLower(p)) {
-					return phase.Quote(line), true
+					return text.Quote(line), true
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode"
 
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -266,12 +267,12 @@ func (w *Watcher) line(s phase.Stream, raw []byte) (named string) {
 			w.event(ev)
 			if ev.Error != "" && !ev.Final {
 				// An error event speaks like a line of stderr.
-				w.check(phase.Clean(ev.Error))
+				w.check(text.Clean(ev.Error))
 			}
 			return named
 		}
 	}
-	w.check(phase.Clean(string(raw)))
+	w.check(text.Clean(string(raw)))
 	return ""
 }
 
@@ -279,14 +280,14 @@ func (w *Watcher) line(s phase.Stream, raw []byte) (named string) {
 // stall of network errors and for the CLI's own retries of rate limits;
 // callers hold mu.
 func (w *Watcher) check(line string) {
-	if !phase.Meaningful(line) {
+	if !text.Meaningful(line) {
 		return
 	}
 	// A prompt that waits for a person comes before any work: later in the
 	// output, the same words are the agent's own (it may open a browser).
 	w.seen += len(line) + 1
 	if w.seen <= refusalBytes && w.rules.isBlocking(line) {
-		w.end(&Ending{Class: phase.Fatal, Err: fmt.Errorf("%s call stopped: the agent waits for a person: %s", w.phase, phase.Quote(line))})
+		w.end(&Ending{Class: phase.Fatal, Err: fmt.Errorf("%s call stopped: the agent waits for a person: %s", w.phase, text.Quote(line))})
 		return
 	}
 	class, matched := w.rules.matchLine(line)
@@ -295,14 +296,14 @@ func (w *Watcher) check(line string) {
 		w.networkError(line)
 		return
 	case matched && class == phase.RateLimited:
-		w.rateRefusal(phase.Quote(line), ResetWait(line, w.now()))
+		w.rateRefusal(text.Quote(line), ResetWait(line, w.now()))
 	case matched || partOfAReport(line) || saysWhen(line):
 		// The rest of a failure's report: neither progress nor a refusal,
 		// though it may say when the server wants to be asked again
 		// (Google's "Please retry in 30s.").
 		if !w.rateSince.IsZero() {
 			if asked := ResetWait(line, w.now()); asked > 0 {
-				w.rateRefusal(phase.Quote(line), asked)
+				w.rateRefusal(text.Quote(line), asked)
 			}
 		}
 	default:
@@ -319,7 +320,7 @@ func (w *Watcher) networkError(line string) {
 	if w.stall <= 0 || w.stallAt != nil {
 		return
 	}
-	err := fmt.Errorf("%s call stopped after %d s of nothing but network errors: %s", w.phase, int64(w.stall.Round(time.Second)/time.Second), phase.Quote(line))
+	err := fmt.Errorf("%s call stopped after %d s of nothing but network errors: %s", w.phase, int64(w.stall.Round(time.Second)/time.Second), text.Quote(line))
 	end := w.end
 	w.stallAt = time.AfterFunc(w.stall, func() { end(&Ending{Class: phase.Network, Err: err}) })
 }
@@ -424,7 +425,7 @@ func (w *Watcher) event(ev Event) {
 		if r.serverWait(w.now()) > 0 {
 			w.server = r
 		}
-		w.rateRefusal(phase.Quote(r.Text), r.serverWait(w.now()))
+		w.rateRefusal(text.Quote(r.Text), r.serverWait(w.now()))
 		return
 	}
 	if ev.Error == "" || ev.Final {
@@ -556,5 +557,5 @@ func seconds(d time.Duration) string {
 	if d = d.Round(10 * time.Millisecond); d >= time.Second {
 		d = d.Round(time.Second)
 	}
-	return phase.Seconds(d)
+	return text.Seconds(d)
 }

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"peal/internal/text"
 	"peal/phase"
+	"peal/prompt"
 )
 
 // Stages: when a run of the checks happens.
@@ -69,7 +71,7 @@ func (r Result) Outcome() string {
 	case r.StartErr != "":
 		return "could not start: " + r.StartErr
 	case r.TimedOut:
-		return "timed out after " + phase.Seconds(r.Limit)
+		return "timed out after " + text.Seconds(r.Limit)
 	case r.ExitCode < 0:
 		return "was killed by a signal"
 	case r.ExitCode == 0:
@@ -80,12 +82,12 @@ func (r Result) Outcome() string {
 
 // LastLine is the last line of its output that can explain a failure,
 // quoted for a one-line message ("" when it printed none).
-func (r Result) LastLine() string { return phase.Quote(phase.LastMeaningful(r.Tail)) }
+func (r Result) LastLine() string { return text.Quote(text.LastMeaningful(r.Tail)) }
 
 // Summary names a failed check in one short clause: "`go test ./...`
 // exited with status 1: FAIL peal/x 0.01s".
 func (r Result) Summary() string {
-	s := "`" + phase.Snippet(r.Command, 80) + "` " + r.Outcome()
+	s := "`" + text.Snippet(r.Command, 80) + "` " + r.Outcome()
 	if line := r.LastLine(); line != "" {
 		s += ": " + line
 	}
@@ -93,8 +95,8 @@ func (r Result) Summary() string {
 }
 
 // Failure is the failed check as the address prompt shows it.
-func (r Result) Failure() phase.CheckFailure {
-	return phase.CheckFailure{Command: r.Command, Result: r.Outcome(), Output: r.Tail, Cut: r.Cut}
+func (r Result) Failure() prompt.CheckFailure {
+	return prompt.CheckFailure{Command: r.Command, Result: r.Outcome(), Output: r.Tail, Cut: r.Cut}
 }
 
 // Results are one run of every check, in the order of check_commands.
@@ -176,7 +178,7 @@ func (s Set) Minus(t Set) Set {
 func Quoted(cmds []string) string {
 	out := make([]string, len(cmds))
 	for i, c := range cmds {
-		out[i] = "`" + phase.Snippet(c, 60) + "`"
+		out[i] = "`" + text.Snippet(c, 60) + "`"
 	}
 	return strings.Join(out, ", ")
 }
@@ -295,7 +297,7 @@ func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, 
 	if c.hooks.Confine != nil {
 		c.hooks.Confine(&spec)
 	}
-	detail := fmt.Sprintf("%d/%d %s %s", i+1, len(c.commands), phase.Snippet(cmd, 60), When(stage, round))
+	detail := fmt.Sprintf("%d/%d %s %s", i+1, len(c.commands), text.Snippet(cmd, 60), When(stage, round))
 	spec.Detail = func() string { return detail }
 	out, err := phase.Run(ctx, spec)
 	res.ExitCode, res.TimedOut, res.Duration, res.CallID = out.ExitCode, out.TimedOut, out.Duration, out.CallID
@@ -311,7 +313,7 @@ func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, 
 			}
 			return res, err
 		}
-		res.StartErr = phase.Quote(err.Error())
+		res.StartErr = text.Quote(err.Error())
 	}
 	if c.hooks.Ran != nil {
 		c.hooks.Ran(res)

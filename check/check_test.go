@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"peal/internal/testbin"
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -70,7 +71,7 @@ func TestRunEveryCheckInOrder(t *testing.T) {
 	if got := run[1].Outcome(); got != "exited with status 3" {
 		t.Errorf("outcome %q", got)
 	}
-	if got := run[1].Summary(); got != "`"+phase.Snippet(c.commands[1], 80)+"` exited with status 3: broken" {
+	if got := run[1].Summary(); got != "`"+text.Snippet(c.commands[1], 80)+"` exited with status 3: broken" {
 		t.Errorf("summary %q", got)
 	}
 	if !slices.Equal(run.Failing(), Set{c.commands[1]}) {

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"peal/internal/text"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"peal/phase"
 )
 
 // What a check's output is cut to: its last maxTailLines lines, and no more
@@ -97,7 +96,7 @@ func (w *tailWriter) text() (string, bool) {
 // CR end lines (a progress bar's redraws become lines), invalid UTF-8 is
 // replaced, and other control characters but tab are escaped as \xNN.
 func clean(s string) string {
-	s = phase.StripTerminalCodes(s)
+	s = text.StripTerminalCodes(s)
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
 	s = strings.ToValidUTF8(s, string(utf8.RuneError))

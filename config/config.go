@@ -69,8 +69,8 @@ type Config struct {
 	Phase3RetryCount           uint32           `key:"phase_3_retry_count" default:"0" help:"Retries of address and triage calls (at most 2 are used)"`
 	Parallel                   bool             `key:"parallel" default:"false" help:"Run (parallel) task blocks concurrently"`
 	MaxParallel                uint32           `key:"max_parallel" default:"4" help:"Most agents running at once in a parallel block (0 turns parallel off)"`
-	ParallelIsolation          string           `key:"parallel_isolation" enum:"worktree,shared" default:"worktree" help:"Where the tasks of a parallel block work: worktree (each in a git worktree of its own, merged back in plan order) or shared (all in the one work tree)"`
-	ParallelConflict           string           `key:"parallel_conflict" enum:"retry,fail" default:"retry" help:"What a task whose merge-back conflicts does: retry (run it again, alone, on the merged work after its block) or fail"`
+	ParallelIsolation          IsolationMode    `key:"parallel_isolation" enum:"@parallel_isolation" default:"worktree" help:"Where the tasks of a parallel block work: worktree (each in a git worktree of its own, merged back in plan order) or shared (all in the one work tree)"`
+	ParallelConflict           ConflictAction   `key:"parallel_conflict" enum:"@parallel_conflict" default:"retry" help:"What a task whose merge-back conflicts does: retry (run it again, alone, on the merged work after its block) or fail"`
 	WorktreeSetupCommand       string           `key:"worktree_setup_command" placeholder:"CMD" help:"Command run in each new task worktree before its first agent call, under phase_timeout_sec (split on spaces, no shell); its failure fails the task"`
 	WorktreeCopy               []string         `key:"worktree_copy" help:"Files or folders, relative to repo_path, copied from the work tree into each new task worktree (e.g. .env; comma separated)"`
 	WorktreeSparsePaths        []string         `key:"worktree_sparse_paths" help:"Folders, relative to repo_path, that each new task worktree checks out, in git's cone mode, with the top-level files (unset: the whole tree; comma separated)"`
@@ -78,10 +78,10 @@ type Config struct {
 	ContinueWithRemainingTasks bool             `key:"continue_with_remaining_tasks" default:"false" help:"Record a failed task and go on with the next (exit 2)"`
 	MaxConsecutiveTaskFailures *uint32          `key:"max_consecutive_task_failures" help:"Stop the run (exit 3) after this many task failures in a row (unset: no cap)"`
 	MaxAddressRounds           uint32           `key:"max_address_rounds" default:"5" help:"Most address rounds per task in Phase 3"`
-	OnFindingsRemaining        string           `key:"on_findings_remaining" enum:"fail,warn,defer" default:"fail" help:"What a task left with findings or failing checks after the last round does"`
+	OnFindingsRemaining        FindingsAction   `key:"on_findings_remaining" enum:"@on_findings_remaining" default:"fail" help:"What a task left with findings or failing checks after the last round does"`
 	CheckCommands              []string         `key:"check_commands" flag:"check-command" kind:"shell" help:"The project's checks (tests, build, linters), run in order through sh -c in the task's work tree after every execute and address round; a failing one goes to the agent to fix (variable: one command per line; flag: once per command)"`
 	CheckTimeoutSec            *uint64          `key:"check_timeout_sec" help:"Timeout of each check command, in seconds (unset: phase_timeout_sec)"`
-	OnStetFail                 string           `key:"on_stet_fail" enum:"fail,retry_once,skip" default:"fail" help:"What a failed stet call does"`
+	OnStetFail                 StetFailAction   `key:"on_stet_fail" enum:"@on_stet_fail" default:"fail" help:"What a failed stet call does"`
 	StetPath                   string           `key:"stet_path" kind:"path" help:"stet executable (unset: stet on PATH)"`
 	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"No effect (a warning): each task's review session starts at the commit before the task"`
 	StetStartExtraArgs         []string         `key:"stet_start_extra_args" flag:"stet-start-args" kind:"args" help:"Extra arguments of stet start (comma or space separated)"`
@@ -100,9 +100,9 @@ type Config struct {
 	RunSummaryPath             string           `key:"run_summary_path" kind:"path" defaultdoc:"{state_dir}/run_summary.json" help:"Where the run summary is written"`
 	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
 	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr (log_file gets every level): debug, info, warn, error, off, or directives such as peal=trace,warn"`
-	LogFormat                  string           `key:"log_format" enum:"auto,human,logfmt,json" default:"auto" help:"Form of the log on stderr: human (a short line a record, as wide as the terminal: time, level, task, event; log_file keeps the details), logfmt (key=value lines), json (one object a line) or auto (human when stderr is a terminal, else logfmt)"`
+	LogFormat                  LogFormat        `key:"log_format" enum:"@log_format" default:"auto" help:"Form of the log on stderr: human (a short line a record, as wide as the terminal: time, level, task, event; log_file keeps the details), logfmt (key=value lines), json (one object a line) or auto (human when stderr is a terminal, else logfmt)"`
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines of every level (debug included) are appended to"`
-	ReportStepSummary          string           `key:"report_step_summary" enum:"auto,true,false" default:"auto" help:"Whether peal report also appends its Markdown summary to the file $GITHUB_STEP_SUMMARY names, when that variable is set (auto: when CI=true)"`
+	ReportStepSummary          StepSummary      `key:"report_step_summary" enum:"@report_step_summary" default:"auto" help:"Whether peal report also appends its Markdown summary to the file $GITHUB_STEP_SUMMARY names, when that variable is set (auto: when CI=true)"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
 	KillGraceSec               uint64           `key:"kill_grace_sec" default:"5" help:"Seconds between SIGTERM and SIGKILL to a child's process group"`
 	IdleTimeoutSec             uint64           `key:"idle_timeout_sec" default:"0" help:"An agent call silent on stdout and stderr this long times out (0: off; never stet, git or post-run commands)"`
@@ -116,7 +116,7 @@ type Config struct {
 	NetworkStallSec            uint64           `key:"network_stall_sec" default:"30" help:"End an agent attempt that printed nothing but network errors for this long, as a network failure (0: off)"`
 	RateLimitMaxWaitSec        uint64           `key:"rate_limit_max_wait_sec" default:"1800" help:"Most time one agent call waits on rate limits, in all, the CLI's own retries of them included; a time to retry announced beyond it fails at once"`
 	StructuredOutput           bool             `key:"structured_output" default:"false" help:"Ask the agent for its event stream: the result event ends the call, tokens and cost are counted"`
-	AgentSession               string           `key:"agent_session" enum:"fresh,task" default:"fresh" help:"How a task's agent calls share a conversation: fresh (each call starts one) or task (plan, execute and address continue one session per agent; asks for the agent's event stream as structured_output does)"`
+	AgentSession               SessionMode      `key:"agent_session" enum:"@agent_session" default:"fresh" help:"How a task's agent calls share a conversation: fresh (each call starts one) or task (plan, execute and address continue one session per agent; asks for the agent's event stream as structured_output does)"`
 	MaxCostUSD                 *float64         `key:"max_cost_usd" placeholder:"USD" help:"Stop the run (exit 3) after the call that brings the run's cost to this many US dollars (needs structured_output and a CLI that reports cost)"`
 	CursorTrust                bool             `key:"cursor_trust" default:"true" help:"Pass --trust to every Cursor CLI call: trust the repository as a workspace without asking"`
 	CursorForce                bool             `key:"cursor_force" default:"true" help:"Pass --force to Cursor CLI execute and address calls: run commands without asking for approval"`
@@ -129,13 +129,13 @@ type Config struct {
 	TicketID                   string           `key:"ticket_id" flag:"ticket" placeholder:"ID" help:"Run the whole plan as one attempt of this ticket (unset: one ticket per task)"`
 	TicketPrefix               string           `key:"ticket_prefix" placeholder:"PREFIX" help:"Prefix of per-task ticket ids <prefix>-<task> (unset: the plan file name and a hash of its path, unique per plan)"`
 	FailOn                     []string         `key:"fail_on" kind:"severities" default:"Critical,Major" help:"Severities of left-over findings that block a ticket (empty: no gate)"`
-	Confine                    string           `key:"confine" enum:"auto,on,off" default:"auto" help:"Confine every agent call, check and worktree_setup_command to its task, by the kernel: auto (what this machine enforces, said at the start), on (refuse to start when files cannot be confined, or calls could connect around peal's proxy), off (none)"`
+	Confine                    ConfineMode      `key:"confine" enum:"@confine" default:"auto" help:"Confine every agent call, check and worktree_setup_command to its task, by the kernel: auto (what this machine enforces, said at the start), on (refuse to start when files cannot be confined, or calls could connect around peal's proxy), off (none)"`
 	ConfineWritePaths          []string         `key:"confine_write_paths" help:"Folders or files a confined call may write besides its work tree, its temporary folder, its CLI's folders and the build caches (full paths, ~ for the home folder; comma separated)"`
 	ConfineReadPaths           []string         `key:"confine_read_paths" help:"Folders or files of the home folder (and of other users' home folders) a confined call may read besides its CLI's folders, the build caches, the toolchains its PATH leads to and git's configuration: the rest of the home folder is unreadable (full paths, ~ for the home folder; comma separated)"`
 	ConfineReadDeny            []string         `key:"confine_read_deny" help:"Files or folders no confined call may read, besides the built-in secrets (~/.ssh, ~/.aws, ~/.npmrc, …; full paths, ~ for the home folder; comma separated)"`
-	ConfineGitCredentials      string           `key:"confine_git_credentials" enum:"refuse,allow" default:"refuse" help:"What a confined run does when the git configuration its calls read holds a credential (an http.*.extraheader, a password or token in a URL): refuse (stop at the start, naming the key) or allow (run with it in every call's reach: a call's own git reads that configuration)"`
+	ConfineGitCredentials      GitCredentials   `key:"confine_git_credentials" enum:"@confine_git_credentials" default:"refuse" help:"What a confined run does when the git configuration its calls read holds a credential (an http.*.extraheader, a password or token in a URL): refuse (stop at the start, naming the key) or allow (run with it in every call's reach: a call's own git reads that configuration)"`
 	ConfineEnvPass             []string         `key:"confine_env_pass" help:"Variables a confined call gets besides the basics, peal's own and its agent kind's: names, or PREFIX_* (comma separated)"`
-	ConfineTCP                 string           `key:"confine_tcp" enum:"proxy,any" default:"proxy" help:"What TCP connections a confined call may open where the kernel has TCP rules: proxy (to peal's proxy only, and to the loopback ports of its base URLs and confine_network_allow) or any (no TCP rule: test suites that connect to servers they start on ports the system picks need it)"`
+	ConfineTCP                 TCPRule          `key:"confine_tcp" enum:"@confine_tcp" default:"proxy" help:"What TCP connections a confined call may open where the kernel has TCP rules: proxy (to peal's proxy only, and to the loopback ports of its base URLs and confine_network_allow) or any (no TCP rule: test suites that connect to servers they start on ports the system picks need it)"`
 	ConfineNetworkAllow        []string         `key:"confine_network_allow" help:"Hosts a confined call may reach through peal's proxy besides its agent kind's API hosts and base URLs: host, host:port or *.domain (e.g. proxy.golang.org; comma separated)"`
 	ConfineNetworkNamespace    bool             `key:"confine_network_namespace" default:"false" help:"Give each confined call a network namespace of its own (loopback only, peal's proxy inside) where the system allows one: no route out but the proxy even for a program that bypasses the connect supervisor; costs about 1 ms a call"`
 	ConfineUnixSockets         []string         `key:"confine_unix_sockets" help:"UNIX sockets (or folders of them) a confined call may connect to besides those in what it may write, where peal decides the calls' connections (full paths, ~ for the home folder; comma separated)"`
@@ -286,7 +286,7 @@ func (c *Config) NetworkBudget() phase.Budget {
 // Structured reports whether agent calls ask for the CLI's event stream:
 // structured_output, or agent_session = "task", whose session ids some CLIs
 // tell only there (and whose calls' usage is counted there).
-func (c *Config) Structured() bool { return c.StructuredOutput || c.AgentSession == "task" }
+func (c *Config) Structured() bool { return c.StructuredOutput || c.AgentSession == SessionTask }
 
 // FallbackKind is the kind of the fallback agent: fallback_agent_kind, or
 // agent_kind when it is unset.
@@ -460,6 +460,8 @@ func setField(f reflect.Value, v any) {
 		return
 	}
 	switch f.Kind() {
+	case reflect.String: // a string, or an enum's own type
+		f.SetString(v.(string))
 	case reflect.Uint32, reflect.Uint64:
 		f.SetUint(v.(uint64))
 	case reflect.Float64:
@@ -478,8 +480,11 @@ func canonical(f reflect.Value) any {
 		}
 		f = f.Elem()
 	}
-	if f.Kind() == reflect.Uint32 || f.Kind() == reflect.Uint64 {
+	switch f.Kind() {
+	case reflect.Uint32, reflect.Uint64:
 		return f.Uint()
+	case reflect.String: // an enum's own type reads as its text
+		return f.String()
 	}
 	return f.Interface()
 }

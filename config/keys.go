@@ -41,11 +41,24 @@ var kindNames = map[string]Kind{
 	"severities": KindSeverities, "loglevel": KindLogLevel, "shell": KindShell,
 }
 
-// enumLists are the enums declared elsewhere, by a list that an `enum:"@name"`
-// tag names: the agent kinds are those registered in package agent, so a new
-// kind is accepted by agent_kind and fallback_agent_kind, and listed in their
-// help and documentation, without a change here.
-var enumLists = map[string]func() []string{"agent.Names": agent.Names}
+// enumLists are the enums declared by a list that an `enum:"@name"` tag
+// names: the settings' own (enums.go), and the agent kinds, those registered
+// in package agent, so a new kind is accepted by agent_kind and
+// fallback_agent_kind, and listed in their help and documentation, without a
+// change here.
+var enumLists = map[string]func() []string{
+	"agent.Names":             agent.Names,
+	"parallel_isolation":      valueNames(IsolationModes),
+	"parallel_conflict":       valueNames(ConflictActions),
+	"on_findings_remaining":   valueNames(FindingsActions),
+	"on_stet_fail":            valueNames(StetFailActions),
+	"log_format":              valueNames(LogFormats),
+	"report_step_summary":     valueNames(StepSummaries),
+	"agent_session":           valueNames(SessionModes),
+	"confine":                 valueNames(ConfineModes),
+	"confine_git_credentials": valueNames(GitCredentialsActions),
+	"confine_tcp":             valueNames(TCPRules),
+}
 
 // Key describes one configuration key: its names in every layer, its type,
 // its default and its help. Keys are derived from the fields of Config.

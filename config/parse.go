@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"peal/tickets"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
-
-	"peal/state"
 )
 
 // DismissPattern dismisses a stet finding whose message or path contains Pattern.
@@ -157,11 +156,11 @@ func splitCommas(raw string) []string {
 func checkSeverities(list []string) (any, error) {
 	out := make([]string, 0, len(list))
 	for _, s := range list {
-		i := slices.IndexFunc(state.Severities, func(sev string) bool { return strings.EqualFold(sev, strings.TrimSpace(s)) })
+		i := slices.IndexFunc(tickets.Severities, func(sev string) bool { return strings.EqualFold(sev, strings.TrimSpace(s)) })
 		if i < 0 {
-			return nil, fmt.Errorf("unknown severity %s: want %s", Quote(s), strings.Join(state.Severities, ", "))
+			return nil, fmt.Errorf("unknown severity %s: want %s", Quote(s), strings.Join(tickets.Severities, ", "))
 		}
-		out = append(out, state.Severities[i])
+		out = append(out, tickets.Severities[i])
 	}
 	return out, nil
 }

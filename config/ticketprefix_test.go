@@ -2,10 +2,9 @@ package config
 
 import (
 	"path/filepath"
+	"peal/tickets"
 	"regexp"
 	"testing"
-
-	"peal/state"
 )
 
 // TestDefaultTicketPrefixIsPerPlan: plans whose names reduce to the same
@@ -19,7 +18,7 @@ func TestDefaultTicketPrefixIsPerPlan(t *testing.T) {
 	seen := map[string]string{}
 	for _, rel := range []string{"feature1.md", "feature2.md", "x/plan.md", "y/plan.md", "plan.md", "../plan.md", "docs/a-very-long-plan-name-indeed.md", "123.md"} {
 		p := prefix(rel)
-		if !form.MatchString(p) || !state.ValidTicketID(p+"-12") {
+		if !form.MatchString(p) || !tickets.ValidID(p+"-12") {
 			t.Errorf("%s: prefix %q does not give ticket ids", rel, p)
 		}
 		if other, dup := seen[p]; dup {

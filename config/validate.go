@@ -13,6 +13,7 @@ import (
 	"peal/confine"
 	"peal/internal/safefs"
 	"peal/state"
+	"peal/tickets"
 )
 
 // Validate checks everything `peal run` needs before any child process
@@ -72,7 +73,7 @@ func (c *Config) ValidateWithoutAgent() error {
 			c.Warnings = append(c.Warnings, "max_cost_usd has no effect without structured_output: only the agent's event stream reports cost")
 		}
 	}
-	if c.AgentSession == "task" {
+	if c.AgentSession == SessionTask {
 		for i, name := range []string{c.AgentKind, c.FallbackKind()} {
 			if k, err := agent.Lookup(name); err == nil && k.Session == nil && (i == 0 || name != c.AgentKind) {
 				c.Warnings = append(c.Warnings, fmt.Sprintf("agent_session = \"task\" (set by %s): the %s CLI cannot continue a session, so its calls each start a fresh one",
@@ -323,7 +324,7 @@ func (c *Config) stateFile(path string) string {
 // checkTickets fills the ticket prefix and checks the ids this run will use.
 func (c *Config) checkTickets() error {
 	if c.TicketID != "" {
-		if !state.ValidTicketID(c.TicketID) {
+		if !tickets.ValidID(c.TicketID) {
 			return fmt.Errorf("ticket id %s is not a ticket id (lower-case letters, a dash, lower-case letters or digits, like pt-te9b): check %s", Quote(c.TicketID), describe("ticket_id", c.Sources))
 		}
 		return nil
@@ -331,7 +332,7 @@ func (c *Config) checkTickets() error {
 	if c.TicketPrefix == "" {
 		c.TicketPrefix = DefaultTicketPrefix(c.PlanPath, c.RepoPath)
 	}
-	if id := c.TicketPrefix + "-1"; !state.ValidTicketID(id) {
+	if id := c.TicketPrefix + "-1"; !tickets.ValidID(id) {
 		return fmt.Errorf("ticket prefix %s gives ids like %s, which are not ticket ids (use lower-case letters only): check %s", Quote(c.TicketPrefix), Quote(id), describe("ticket_prefix", c.Sources))
 	}
 	return nil

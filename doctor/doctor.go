@@ -13,6 +13,7 @@ import (
 
 	"peal/agent"
 	"peal/config"
+	"peal/internal/text"
 	"peal/phase"
 	"peal/policy"
 	"peal/review"
@@ -168,9 +169,9 @@ func version(ctx context.Context, name string, k *agent.Kind, path, dir string, 
 	if err != nil {
 		return Line{name + " version", Fail, err.Error()}
 	}
-	v := phase.LastMeaningful(res.Stdout)
+	v := text.LastMeaningful(res.Stdout)
 	if v == "" {
-		v = phase.LastMeaningful(res.Stderr)
+		v = text.LastMeaningful(res.Stderr)
 	}
 	return Line{name + " version", OK, v}
 }

@@ -3,12 +3,10 @@ package phase
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"syscall"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"peal/internal/text"
 )
 
 // StartError: the process could not be started at all. It is never retried.
@@ -46,9 +44,9 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	msg := fmt.Sprintf("%s call timed out after %s", e.Phase, Seconds(e.Limit))
+	msg := fmt.Sprintf("%s call timed out after %s", e.Phase, text.Seconds(e.Limit))
 	if e.Idle {
-		msg = fmt.Sprintf("%s call timed out: no output for %s", e.Phase, Seconds(e.Limit))
+		msg = fmt.Sprintf("%s call timed out: no output for %s", e.Phase, text.Seconds(e.Limit))
 	}
 	if e.Line != "" {
 		msg += "; its last words: " + e.Line
@@ -82,26 +80,9 @@ type FailedError struct {
 }
 
 func (e *FailedError) Error() string {
-	return fmt.Sprintf("%s failed after %s: %v", e.Phase, AttemptCount(e.Attempts), e.Last)
+	return fmt.Sprintf("%s failed after %s: %v", e.Phase, text.AttemptCount(e.Attempts), e.Last)
 }
 func (e *FailedError) Unwrap() error { return e.Last }
-
-// AttemptCount is n attempts in words: "1 attempt", "3 attempts".
-func AttemptCount(n int) string {
-	if n == 1 {
-		return "1 attempt"
-	}
-	return fmt.Sprintf("%d attempts", n)
-}
-
-// Seconds writes a limit or a wait in seconds ("600 s"), or as a Go
-// duration when it is not whole seconds.
-func Seconds(d time.Duration) string {
-	if d%time.Second == 0 {
-		return fmt.Sprintf("%d s", int64(d/time.Second))
-	}
-	return d.String()
-}
 
 // FatalError: a failure that no retry can heal (the agent is not logged in,
 // its key is invalid, it refused); the call was not retried.
@@ -124,7 +105,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("the agent looks unreachable: all %s of the %s call failed with network errors; last: %v", AttemptCount(e.Attempts), e.Phase, e.Last)
+	return fmt.Sprintf("the agent looks unreachable: all %s of the %s call failed with network errors; last: %v", text.AttemptCount(e.Attempts), e.Phase, e.Last)
 }
 func (e *UnreachableError) Unwrap() error { return e.Last }
 
@@ -141,92 +122,20 @@ type RateLimitError struct {
 func (e *RateLimitError) Error() string {
 	why := "its retries for rate limits ran out"
 	if e.Limit > 0 {
-		why = fmt.Sprintf("the limit does not reset within rate_limit_max_wait_sec (%s)", Seconds(e.Limit))
+		why = fmt.Sprintf("the limit does not reset within rate_limit_max_wait_sec (%s)", text.Seconds(e.Limit))
 	}
 	return fmt.Sprintf("the agent is rate limited: %s call failed after %s and %s of waiting, and %s; last: %v",
-		e.Phase, AttemptCount(e.Attempts), Seconds(e.Waited.Round(time.Second)), why, e.Last)
+		e.Phase, text.AttemptCount(e.Attempts), text.Seconds(e.Waited.Round(time.Second)), why, e.Last)
 }
 func (e *RateLimitError) Unwrap() error { return e.Last }
-
-// maxLineLen caps a quoted line of a child's output in messages.
-const maxLineLen = 300
-
-// ansi matches terminal escape sequences: CSI (colours, cursor moves), OSC
-// (titles, links) and two-character escapes.
-var ansi = regexp.MustCompile(`\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])`)
-
-// StripTerminalCodes removes colour and other terminal control sequences
-// from s, and nothing else.
-func StripTerminalCodes(s string) string { return ansi.ReplaceAllString(s, "") }
-
-// Clean removes colour and other terminal control codes from s, and any
-// remaining control character except newline and tab.
-func Clean(s string) string {
-	s = StripTerminalCodes(s)
-	if !strings.ContainsFunc(s, isStrayControl) {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if isStrayControl(r) {
-			return -1
-		}
-		return r
-	}, s)
-}
-
-func isStrayControl(r rune) bool {
-	return (unicode.IsControl(r) && r != '\n' && r != '\t') || r == utf8.RuneError
-}
-
-// Quote makes one line of output fit a one-line message: cleaned, trimmed,
-// inner whitespace collapsed, and cut to a bounded length.
-func Quote(line string) string {
-	line = strings.Join(strings.Fields(Clean(line)), " ")
-	if r := []rune(line); len(r) > maxLineLen {
-		line = string(r[:maxLineLen]) + "…"
-	}
-	return line
-}
-
-// Snippet is the start of a child's output for a one-line message: cleaned,
-// its whitespace collapsed, cut to n characters.
-func Snippet(s string, n int) string {
-	s = strings.Join(strings.Fields(Clean(s)), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
-}
-
-// Meaningful reports whether a line of output can explain a failure: it has
-// a letter or digit, and it is not a bare dump of an object whose text the
-// program failed to print (JavaScript's "[object Object]").
-func Meaningful(line string) bool {
-	line = strings.TrimSpace(Clean(line))
-	if line == "" || strings.HasSuffix(line, "[object Object]") {
-		return false
-	}
-	return strings.ContainsFunc(line, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) })
-}
-
-// LastMeaningful is the last meaningful line of s, quoted; "" when none.
-func LastMeaningful(s string) string {
-	lines := strings.Split(s, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if Meaningful(lines[i]) {
-			return Quote(lines[i])
-		}
-	}
-	return ""
-}
 
 // Explain is the line that best explains how a call ended when nothing more
 // specific is known: the last meaningful line of stderr, else of stdout.
 func Explain(r Result) string {
-	if line := LastMeaningful(r.Stderr); line != "" {
+	if line := text.LastMeaningful(r.Stderr); line != "" {
 		return line
 	}
-	return LastMeaningful(r.Stdout)
+	return text.LastMeaningful(r.Stdout)
 }
 
 // RunEnder is implemented by errors after which no task of the run can

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"peal/internal/text"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -377,7 +378,7 @@ func (l *loop) spend(log *slog.Logger, n int, spec Spec, res Result, v Verdict) 
 	switch v.Class {
 	case RateLimited:
 		// A wait, not a retry: the next attempt keeps this one's number.
-		msg = fmt.Sprintf("waiting %s before the next attempt (rate limited, not counted)", Seconds(delay.Round(time.Second)))
+		msg = fmt.Sprintf("waiting %s before the next attempt (rate limited, not counted)", text.Seconds(delay.Round(time.Second)))
 	case Transient:
 		msg = "call failed, retrying at once (a hiccup of the CLI, not counted)"
 	default:

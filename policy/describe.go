@@ -41,7 +41,7 @@ const gitTimeout = 30 * time.Second
 func Describe(cfg *config.Config) (Description, error) {
 	if err := cfg.CheckConfinePaths(); err != nil {
 		// Never a policy that says a path is written and never written.
-		return Description{Lines: []string{"confine = " + cfg.Confine + ": " + err.Error()}}, err
+		return Description{Lines: []string{"confine = " + string(cfg.Confine) + ": " + err.Error()}}, err
 	}
 	c, err := newRules(cfg, nil, confine.Probe(), false)
 	if err != nil || c == nil {
@@ -59,7 +59,7 @@ func Describe(cfg *config.Config) (Description, error) {
 		// stops the run itself with its own error.
 		var cred *CredentialError
 		if err := c.Repository(ctx, gitrepo.New(phase.Caller{Dir: site.Tree, Limits: phase.Limits{KillGrace: time.Second}}, nil, gitTimeout, site.Tree)); errors.As(err, &cred) {
-			return Description{Lines: []string{"confine = " + cfg.Confine + ": " + err.Error()}}, err
+			return Description{Lines: []string{"confine = " + string(cfg.Confine) + ": " + err.Error()}}, err
 		}
 	}
 	kinds := []string{cfg.AgentKind}

@@ -140,16 +140,16 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 
 // newRulesOn is newRules on the machine m.
 func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy bool, m machine) (*Rules, error) {
-	mode, err := confine.ParseMode(cfg.Confine)
+	mode, err := confine.ParseMode(string(cfg.Confine))
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
 	if cfg.ConfineNetworkNamespace {
 		sup = sup.WithNetNamespace()
 	}
-	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != "any",
+	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != config.TCPAny,
 		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0,
-		gitCredentials:    cfg.ConfineGitCredentials == "allow", sources: cfg.Sources, getenv: m.getenv}
+		gitCredentials:    cfg.ConfineGitCredentials == config.GitCredentialsAllow, sources: cfg.Sources, getenv: m.getenv}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"peal/state"
+	"peal/tickets"
 )
 
 // largeRun is the record of a long run: tasks tasks, in parallel blocks of
@@ -57,7 +58,7 @@ func largeRun(tasks, callsPerTask int) Input {
 			phase := []string{"stet", "triage", "address"}[k%3]
 			at = call(i, at, phase, 1, 40*time.Second, "success", 0)
 		}
-		counts := state.Counts{Major: i % 3}
+		counts := tickets.Counts{Major: i % 3}
 		add(state.Event{Ev: state.EvTaskEnd, Time: at, Task: state.TaskOf(i), Result: "completed", Findings: &counts})
 		status.Tasks = append(status.Tasks, state.TaskStatus{Index: i, Status: "completed", Ticket: fmt.Sprintf("plan-%d", i), Attempts: 1})
 	}

@@ -170,7 +170,7 @@ func (tl *timeline) callBar(i int, c Call, off int64) barData {
 	if c.Phase == check.Phase && outcome == CallExited {
 		outcome = CallOrdinary // a failed check is a failure, drawn as one
 	}
-	bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + outcome, Left: tl.pos(off), Width: tl.pos(c.DurationMS)}
+	bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + string(outcome), Left: tl.pos(off), Width: tl.pos(c.DurationMS)}
 	if c.WaitMS > 0 {
 		bar.WaitLeft, bar.Wait = tl.pos(off+c.DurationMS), tl.pos(c.WaitMS)
 	}
@@ -179,7 +179,7 @@ func (tl *timeline) callBar(i int, c Call, off int64) barData {
 	tl.phases[c.Phase] = true
 	data := barData{Task: c.Task, Phase: c.Phase, Attempt: phase.Attempt{N: c.Attempt, Of: c.Of, Allowed: c.Allowed, Network: c.Network, Counted: c.Counted}.String(), Role: c.Role, Argv: c.Argv,
 		Started: c.Started.UTC().Format("2006-01-02 15:04:05.000Z"), Dur: formatMS(c.DurationMS), Exit: exitText(c),
-		Outcome: strings.ReplaceAll(c.Outcome, "_", " "), Reason: c.Reason, Log: c.LogHead, Session: sessionText(c)}
+		Outcome: strings.ReplaceAll(string(c.Outcome), "_", " "), Reason: c.Reason, Log: c.LogHead, Session: sessionText(c)}
 	if c.WaitMS > 0 {
 		data.Wait = formatMS(c.WaitMS)
 	}
@@ -268,7 +268,7 @@ func cssName(s string) string {
 func exitText(c Call) string {
 	switch {
 	case c.ExitCode == nil:
-		return "none (" + strings.ReplaceAll(c.Outcome, "_", " ") + ")"
+		return "none (" + strings.ReplaceAll(string(c.Outcome), "_", " ") + ")"
 	case *c.ExitCode < 0:
 		return "killed by a signal"
 	}

@@ -8,8 +8,9 @@ import (
 	"strings"
 
 	"peal/check"
-	"peal/phase"
+	"peal/internal/text"
 	"peal/state"
+	"peal/tickets"
 )
 
 // Markdown writes the report as GitHub-flavoured Markdown, keeping to what a
@@ -257,7 +258,7 @@ func checkLines(r Report) []string {
 		if k.task < 0 {
 			who = "run"
 		}
-		lines = append(lines, fmt.Sprintf("%s: `%s` %s", who, phase.Snippet(k.cmd, 80), strings.Join(parts, ", ")))
+		lines = append(lines, fmt.Sprintf("%s: `%s` %s", who, text.Snippet(k.cmd, 80), strings.Join(parts, ", ")))
 	}
 	return lines
 }
@@ -279,8 +280,8 @@ func checkRunText(c CheckRun) string {
 	how := "failed"
 	if c.ExitCode != nil {
 		how = fmt.Sprintf("failed (exit %d", *c.ExitCode)
-		if line := phase.Quote(phase.LastMeaningful(c.Tail)); line != "" {
-			how += ": " + phase.Snippet(line, 120)
+		if line := text.Quote(text.LastMeaningful(c.Tail)); line != "" {
+			how += ": " + text.Snippet(line, 120)
 		}
 		how += ")"
 	}
@@ -312,7 +313,7 @@ func phasesText(phases []Phase) string {
 		if len(p.Failures) > 0 {
 			names := make([]string, len(p.Failures))
 			for i, f := range p.Failures {
-				names[i] = strings.ReplaceAll(f, "_", " ")
+				names[i] = strings.ReplaceAll(string(f), "_", " ")
 			}
 			s += " (" + strings.Join(names, ", ") + ")"
 		}
@@ -322,7 +323,7 @@ func phasesText(phases []Phase) string {
 }
 
 // findingsText is "2 Major, 1 Minor", or "–" for none.
-func findingsText(c *state.Counts) string {
+func findingsText(c *tickets.Counts) string {
 	if c == nil {
 		return "–"
 	}

@@ -16,37 +16,45 @@ import (
 	"time"
 
 	"peal/check"
+	"peal/internal/text"
 	"peal/phase"
 	"peal/state"
+	"peal/tickets"
 )
 
 // Version is the version of the JSON document; fields are only ever added
 // within a version.
 const Version = 1
 
+// RunState is how far the report's run got: Run.State.
+type RunState string
+
 // Run states.
 const (
-	RunFinished = "finished" // the record has its last line
-	RunRunning  = "running"  // no last line yet, and the run's process is alive
-	RunCutOff   = "cut_off"  // no last line, and the run's process is gone: killed
-	RunNone     = "none"     // no run record
+	RunFinished RunState = "finished" // the record has its last line
+	RunRunning  RunState = "running"  // no last line yet, and the run's process is alive
+	RunCutOff   RunState = "cut_off"  // no last line, and the run's process is gone: killed
+	RunNone     RunState = "none"     // no run record
 )
+
+// CallOutcome is how a call ended: Call.Outcome.
+type CallOutcome string
 
 // Call outcomes.
 const (
-	CallOK       = "ok"
-	CallOrdinary = "ordinary" // an ordinary failure: a non-zero exit or a bad answer
+	CallOK       CallOutcome = "ok"
+	CallOrdinary CallOutcome = "ordinary" // an ordinary failure: a non-zero exit or a bad answer
 	// CallExited: a call that is not retried (git, a post-run command)
 	// exited non-zero, which may be its answer (git diff --quiet).
-	CallExited      = "nonzero_exit"
-	CallTimeout     = "timeout"
-	CallNetwork     = "network"
-	CallRateLimit   = "rate_limit"
-	CallFatal       = "fatal"
-	CallTransient   = "transient"
-	CallInterrupted = "interrupted" // stopped by a signal to peal
-	CallRunning     = "running"
-	CallCutOff      = "cut_off" // started, and the run was killed before it ended
+	CallExited      CallOutcome = "nonzero_exit"
+	CallTimeout     CallOutcome = "timeout"
+	CallNetwork     CallOutcome = "network"
+	CallRateLimit   CallOutcome = "rate_limit"
+	CallFatal       CallOutcome = "fatal"
+	CallTransient   CallOutcome = "transient"
+	CallInterrupted CallOutcome = "interrupted" // stopped by a signal to peal
+	CallRunning     CallOutcome = "running"
+	CallCutOff      CallOutcome = "cut_off" // started, and the run was killed before it ended
 )
 
 // Report is the document `peal report` prints.
@@ -144,7 +152,7 @@ type Merge struct {
 // Run is the run as a whole.
 type Run struct {
 	ID        string     `json:"id,omitempty"`
-	State     string     `json:"state"`
+	State     RunState   `json:"state"`
 	PlanPath  string     `json:"plan_path"`
 	RepoPath  string     `json:"repo_path"`
 	AgentKind string     `json:"agent_kind,omitempty"`
@@ -185,10 +193,10 @@ type Task struct {
 	Checks []CheckPass `json:"checks,omitempty"`
 	// Merges are the merges of the task's work, when it ran in a parallel
 	// block.
-	Merges   []Merge       `json:"merges,omitempty"`
-	Findings *state.Counts `json:"findings_left,omitempty"`
-	Usage    *state.Usage  `json:"usage,omitempty"`
-	Ticket   string        `json:"ticket"`
+	Merges   []Merge         `json:"merges,omitempty"`
+	Findings *tickets.Counts `json:"findings_left,omitempty"`
+	Usage    *state.Usage    `json:"usage,omitempty"`
+	Ticket   string          `json:"ticket"`
 	// TicketAttempts and RetryCount are the ticket's in the retry-state
 	// store.
 	TicketAttempts int `json:"ticket_attempts"`
@@ -205,7 +213,7 @@ type Phase struct {
 	// Failures are the outcomes of the attempts that failed, in order
 	// (ordinary, timeout, network, rate_limit, fatal, cut_off, …); a call
 	// still running has not failed.
-	Failures []string `json:"failures"`
+	Failures []CallOutcome `json:"failures"`
 }
 
 // CheckPass is one run of every check at one point of a task: after its
@@ -239,10 +247,10 @@ type Call struct {
 	Ended   *time.Time `json:"ended,omitempty"`
 	// DurationMS is to the end, or to the report for a running call, or to
 	// the last thing recorded for a call cut off.
-	DurationMS int64  `json:"duration_ms"`
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	Outcome    string `json:"outcome"`
-	Reason     string `json:"reason,omitempty"`
+	DurationMS int64       `json:"duration_ms"`
+	ExitCode   *int        `json:"exit_code,omitempty"`
+	Outcome    CallOutcome `json:"outcome"`
+	Reason     string      `json:"reason,omitempty"`
 	// Retried: another attempt followed, after WaitMS.
 	Retried bool  `json:"retried"`
 	WaitMS  int64 `json:"wait_ms"`
@@ -320,7 +328,7 @@ type taskAcc struct {
 	start, end *time.Time
 	result     string
 	err        string
-	findings   *state.Counts
+	findings   *tickets.Counts
 	usage      *state.Usage
 }
 
@@ -490,7 +498,7 @@ func checkOutcome(ev state.Event) string {
 
 // outcomes are the call outcomes of the classes the retry loop names in the
 // record (phase.Class.String).
-var outcomes = map[string]string{
+var outcomes = map[string]CallOutcome{
 	phase.Succeeded.String():   CallOK,
 	phase.Ordinary.String():    CallOrdinary,
 	phase.Network.String():     CallNetwork,
@@ -501,7 +509,7 @@ var outcomes = map[string]string{
 
 // outcomeOf is the outcome of an attempt the retry loop judged as class; a
 // class it does not know is an ordinary failure.
-func outcomeOf(class string) string {
+func outcomeOf(class string) CallOutcome {
 	if o, ok := outcomes[class]; ok {
 		return o
 	}
@@ -566,7 +574,7 @@ func (b *builder) finish() Report {
 			rep.Totals.DeniedCalls++
 		}
 		if failed(c.Outcome) && c.Phase != check.Phase {
-			rep.Totals.FailedAttempts[c.Outcome]++
+			rep.Totals.FailedAttempts[string(c.Outcome)]++
 		}
 	}
 	for _, c := range rep.Checks {
@@ -591,7 +599,7 @@ func (b *builder) finish() Report {
 // failed tells whether an attempt with this outcome failed: it did not
 // succeed, is not running still, and is not the exit code of a call that is
 // never retried, which may be its answer.
-func failed(outcome string) bool {
+func failed(outcome CallOutcome) bool {
 	return outcome != CallOK && outcome != CallRunning && outcome != CallExited
 }
 
@@ -707,7 +715,7 @@ func addPhaseCall(t *Task, c Call) {
 		}
 	}
 	if p == nil {
-		t.Phases = append(t.Phases, Phase{Name: c.Phase, Failures: []string{}})
+		t.Phases = append(t.Phases, Phase{Name: c.Phase, Failures: []CallOutcome{}})
 		p = &t.Phases[len(t.Phases)-1]
 	}
 	p.Attempts++
@@ -835,7 +843,7 @@ func mergeText(m Merge) string {
 	default:
 		s = "failed"
 		if m.Detail != "" {
-			s += ": " + phase.Snippet(m.Detail, 120)
+			s += ": " + text.Snippet(m.Detail, 120)
 		}
 	}
 	if m.Kept != "" {
@@ -883,7 +891,7 @@ func logHead(logs []logFile, n int) []string {
 		}
 		sc := bufio.NewScanner(io.LimitReader(f, maxHeadBytes))
 		for k := 0; k < n && sc.Scan(); k++ {
-			out = append(out, lf.stream+": "+phase.Snippet(sc.Text(), 300))
+			out = append(out, lf.stream+": "+text.Snippet(sc.Text(), 300))
 		}
 		f.Close()
 	}

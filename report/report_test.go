@@ -16,6 +16,7 @@ import (
 
 	"peal/phase"
 	"peal/state"
+	"peal/tickets"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -365,7 +366,7 @@ func TestUsageAndClasses(t *testing.T) {
 		state.Event{Ev: state.EvUsage, Time: at, Task: task, Usage: &state.Usage{InputTokens: 50, OutputTokens: 5, CostUSD: 0.25}},
 		state.Event{Ev: state.EvRunEnd, Time: at.Add(time.Minute), ExitCode: &code})
 	rep := Build(Input{Events: evs, Now: at})
-	if len(rep.Tasks) != 1 || !slices.Equal(rep.Tasks[0].Phases[0].Failures, []string{CallRateLimit, CallTransient, CallFatal}) {
+	if len(rep.Tasks) != 1 || !slices.Equal(rep.Tasks[0].Phases[0].Failures, []CallOutcome{CallRateLimit, CallTransient, CallFatal}) {
 		t.Fatalf("tasks %+v", rep.Tasks)
 	}
 	if u := rep.Tasks[0].Usage; u == nil || *u != (state.Usage{InputTokens: 150, OutputTokens: 25, CostUSD: 0.75}) || *rep.Usage != *u {
@@ -407,7 +408,7 @@ func TestTaskRunsAgain(t *testing.T) {
 	evs := []state.Event{
 		{Ev: state.EvRunStart, Time: at, Run: "r", PID: 42},
 		{Ev: state.EvTaskStart, Time: at.Add(time.Second), Task: task},
-		{Ev: state.EvTaskEnd, Time: at.Add(2 * time.Second), Task: task, Result: "failed", Error: "conflict", Findings: &state.Counts{}},
+		{Ev: state.EvTaskEnd, Time: at.Add(2 * time.Second), Task: task, Result: "failed", Error: "conflict", Findings: &tickets.Counts{}},
 		{Ev: state.EvTaskStart, Time: at.Add(3 * time.Second), Task: task},
 		{Ev: state.EvCallStart, Time: at.Add(4 * time.Second), Task: task, Call: "1", Phase: "execute", Attempt: 1, Allowed: 1},
 	}
@@ -427,7 +428,7 @@ func TestTaskRunsAgain(t *testing.T) {
 // TestEveryClassHasItsOutcome: each class the retry loop can name in the
 // record, as it names it, becomes its own outcome.
 func TestEveryClassHasItsOutcome(t *testing.T) {
-	want := map[phase.Class]string{phase.Succeeded: CallOK, phase.Ordinary: CallOrdinary, phase.Network: CallNetwork,
+	want := map[phase.Class]CallOutcome{phase.Succeeded: CallOK, phase.Ordinary: CallOrdinary, phase.Network: CallNetwork,
 		phase.RateLimited: CallRateLimit, phase.Fatal: CallFatal, phase.Transient: CallTransient}
 	n := 0
 	// Class.String names a value that is no class "class N".
@@ -501,7 +502,7 @@ func TestFailedAttemptsAgree(t *testing.T) {
 	if want := []string{"execute 2 [ordinary]", "git 1 []"}; !slices.Equal(phases, want) {
 		t.Fatalf("phases %q, want %q", phases, want)
 	}
-	if len(rep.Totals.FailedAttempts) != 1 || rep.Totals.FailedAttempts[CallOrdinary] != 1 {
+	if len(rep.Totals.FailedAttempts) != 1 || rep.Totals.FailedAttempts[string(CallOrdinary)] != 1 {
 		t.Fatalf("failed attempts %v", rep.Totals.FailedAttempts)
 	}
 }

@@ -14,7 +14,9 @@ import (
 
 	"peal/agent"
 	"peal/check"
+	"peal/config"
 	"peal/phase"
+	"peal/prompt"
 )
 
 // Result is how Phase 3 of a task ended.
@@ -54,8 +56,8 @@ func (s standing) open() bool { return s.review.Present || len(s.failing()) > 0 
 func (s standing) count() int { return s.review.Count() + len(s.failing()) }
 
 // fixes is what an address call is asked to fix.
-func (s standing) fixes() phase.Fixes {
-	f := phase.Fixes{Findings: s.review.Present}
+func (s standing) fixes() prompt.Fixes {
+	f := prompt.Fixes{Findings: s.review.Present}
 	if f.Findings {
 		f.Review, f.Suggestions = s.review.Output, s.review.Suggestions()
 	}
@@ -93,7 +95,7 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	if reviewing {
 		var err error
 		if cur.review, err = s.review(ctx, task); err != nil {
-			if ctx.Err() != nil || endsRun(err) || refused(err) || rv.cfg.OnStetFail != "skip" {
+			if ctx.Err() != nil || endsRun(err) || refused(err) || rv.cfg.OnStetFail != config.StetSkip {
 				return Result{Err: err}
 			}
 			rv.log.Warn("review failed; the task finishes without it (on_stet_fail = skip)", "task", task, "err", err)
@@ -110,10 +112,10 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	res, err := s.addressLoop(ctx, task, cur, reviewing)
 	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) && !isTooLarge(err) && !refused(err) {
 		switch rv.cfg.OnStetFail {
-		case "retry_once":
+		case config.StetRetryOnce:
 			rv.log.Warn("address loop failed, running it once more (on_stet_fail = retry_once)", "task", task, "err", err)
 			res, err = s.addressLoop(ctx, task, res.last, reviewing)
-		case "skip":
+		case config.StetSkip:
 			return s.skipLoop(ctx, task, res, err, red)
 		}
 	}
@@ -128,12 +130,12 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	failing := last.failing()
 	left := Result{Leftover: last.leftover(), Skipped: skipped, Checks: last.checks, FailedChecks: failing, Plateau: res.plateau}
 	switch rv.cfg.OnFindingsRemaining {
-	case "warn":
+	case config.FindingsWarn:
 		rv.log.Warn("findings or failing checks remain after the last address round (on_findings_remaining = warn)", "task", task,
 			"rounds", res.rounds, "remaining", last.review.Count(), "failing_checks", len(failing))
 		left.FindingsLeft = true
 		return left
-	case "defer":
+	case config.FindingsDefer:
 		rv.log.Warn("findings or failing checks remain: the task is deferred to the next run (on_findings_remaining = defer)", "task", task,
 			"rounds", res.rounds, "remaining", last.review.Count(), "failing_checks", len(failing))
 		left.Deferred = true
@@ -244,7 +246,7 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur standing, revie
 			}
 		}
 		before := cur.count()
-		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), phase.AddressPrompt(cur.fixes())); err != nil {
+		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), prompt.Address(cur.fixes())); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
 		if rv.Commits() {
@@ -440,8 +442,8 @@ func (s *Session) flushDismissals(ctx context.Context, task int) {
 // fatal failure or a prompt too large to send is returned.
 func (s *Session) askTriage(ctx context.Context, task int, cur Review) (string, error) {
 	rv := s.rv
-	prompt := phase.TriagePrompt(cur.Output)
-	answer, err := rv.agent.Call(ctx, "triage", task, rv.Phase3Attempts(), prompt)
+	ask := prompt.Triage(cur.Output)
+	answer, err := rv.agent.Call(ctx, "triage", task, rv.Phase3Attempts(), ask)
 	switch {
 	case err == nil:
 		return answer, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"peal/check"
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -33,7 +34,7 @@ func (e *FindingsRemainingError) Error() string {
 	}
 	if e.Remaining > 0 || len(e.Checks) == 0 {
 		parts = append(parts, fmt.Sprintf("%d finding(s) remain after %d address round(s)%s; last review: %s",
-			e.Remaining, e.Rounds, at, phase.Snippet(e.Output, 80)))
+			e.Remaining, e.Rounds, at, text.Snippet(e.Output, 80)))
 	}
 	return strings.Join(parts, "; and ")
 }
@@ -72,7 +73,7 @@ type OutputError struct {
 }
 
 func (e *OutputError) Error() string {
-	return fmt.Sprintf("printed no JSON findings document (an argument that changes stet's output format?): %s", phase.Snippet(e.Output, 80))
+	return fmt.Sprintf("printed no JSON findings document (an argument that changes stet's output format?): %s", text.Snippet(e.Output, 80))
 }
 
 // UnreachableError: every attempt of a stet command exited 2, stet's code
@@ -87,7 +88,7 @@ type UnreachableError struct {
 
 func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("the review model looks unreachable: %s exited 2 on %s; stet says: %s",
-		e.Command, phase.AttemptCount(e.err.Attempts), e.Cause)
+		e.Command, text.AttemptCount(e.err.Attempts), e.Cause)
 }
 func (e *UnreachableError) Unwrap() error { return e.err }
 
@@ -114,9 +115,9 @@ func (e *BadRequestError) Error() string {
 // refused the request ("LLM bad request at URL. …"), quoted; "" when none
 // does.
 func badRequest(stderr string) string {
-	for _, line := range strings.Split(phase.Clean(stderr), "\n") {
+	for _, line := range strings.Split(text.Clean(stderr), "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "LLM bad request") {
-			return phase.Quote(line)
+			return text.Quote(line)
 		}
 	}
 	return ""
@@ -131,7 +132,7 @@ func badRequest(stderr string) string {
 // a bounded length; "" when stderr says nothing.
 func Cause(stderr string) string {
 	var primary, details string
-	for _, line := range strings.Split(phase.Clean(stderr), "\n") {
+	for _, line := range strings.Split(text.Clean(stderr), "\n") {
 		line = strings.TrimSpace(line)
 		lower := strings.ToLower(line)
 		switch {
@@ -148,5 +149,5 @@ func Cause(stderr string) string {
 	if details != "" {
 		primary += " (" + details + ")"
 	}
-	return phase.Quote(primary)
+	return text.Quote(primary)
 }

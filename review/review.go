@@ -183,7 +183,7 @@ func New(o Options) (*Reviewer, []Note) {
 // stetAttempts is how often one stet (or custom review) command is tried:
 // twice under on_stet_fail = retry_once, else once.
 func stetAttempts(cfg *config.Config) int {
-	if cfg.OnStetFail == "retry_once" {
+	if cfg.OnStetFail == config.StetRetryOnce {
 		return 2
 	}
 	return 1
@@ -339,7 +339,7 @@ func (rv *Reviewer) Open(ctx context.Context) error {
 			continue
 		}
 		err = fmt.Errorf("stet command %q at session start: %w", strings.Join(argv, " "), err)
-		if ctx.Err() == nil && !endsRun(err) && rv.cfg.OnStetFail == "skip" {
+		if ctx.Err() == nil && !endsRun(err) && rv.cfg.OnStetFail == config.StetSkip {
 			rv.log.Warn("review commands failed at session start: Phase 3 is skipped for this run (on_stet_fail = skip)", "err", err)
 			rv.off = true
 			return nil
@@ -467,7 +467,7 @@ func (rv *Reviewer) Begin(ctx context.Context, tasks []int) (*Session, error) {
 		return s, nil
 	case ctx.Err() != nil, endsRun(err), refused(err):
 		return nil, err
-	case rv.cfg.OnStetFail == "skip":
+	case rv.cfg.OnStetFail == config.StetSkip:
 		rv.log.Warn("review session could not start: the task runs without Phase 3 (on_stet_fail = skip)", "tasks", tasks, "err", err)
 		s.skipped = true
 		return s, nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -415,7 +416,7 @@ func (e *eventSink) event(line []byte) {
 	if json.Unmarshal(line, &ev) != nil || ev.Type != "progress" {
 		return
 	}
-	msg := phase.Quote(ev.Msg)
+	msg := text.Quote(ev.Msg)
 	if r := []rune(msg); len(r) > 80 {
 		msg = string(r[:80]) + "…"
 	}

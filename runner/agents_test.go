@@ -14,6 +14,7 @@ import (
 	"peal/agentcall"
 	"peal/config"
 	"peal/internal/fakes"
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -535,7 +536,7 @@ func TestModelNotFound(t *testing.T) {
 			// The line of the CLI's words that says so is quoted: whole, or
 			// from the error the CLI names in it.
 			said := ""
-			for _, l := range strings.Split(phase.Clean(f.TextFor("nope")), "\n") {
+			for _, l := range strings.Split(text.Clean(f.TextFor("nope")), "\n") {
 				if strings.Contains(l, "nope") && !strings.HasPrefix(l, "warning:") {
 					said = strings.Join(strings.Fields(l), " ")
 				}

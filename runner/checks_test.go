@@ -15,9 +15,10 @@ import (
 	"peal/internal/fakes"
 	"peal/internal/procs"
 	"peal/internal/testgit"
-	"peal/phase"
+	"peal/internal/text"
 	"peal/review"
 	"peal/state"
+	"peal/tickets"
 	"peal/worktree"
 )
 
@@ -124,7 +125,7 @@ func TestChecksDriveTheAddressLoop(t *testing.T) {
 	if fileIn(t, h.repo, "status.txt") != "fixed\n" {
 		t.Fatal("the fix is not in the tree")
 	}
-	if a := lastAttempt(t, h, h.ticket(1)); a.Status != state.AttemptClosed {
+	if a := lastAttempt(t, h, h.ticket(1)); a.Status != tickets.AttemptClosed {
 		t.Fatalf("attempt %+v", a)
 	}
 }
@@ -185,7 +186,7 @@ func TestCheckThatNeverPasses(t *testing.T) {
 			}
 			a := lastAttempt(t, h, h.ticket(1))
 			summary, rerr := os.ReadFile(filepath.Join(h.knowledge(), "tickets", h.ticket(1), "close-summary.md"))
-			if a.Status != state.AttemptBlocked || rerr != nil || !strings.Contains(string(summary), "**BLOCKED**") ||
+			if a.Status != tickets.AttemptBlocked || rerr != nil || !strings.Contains(string(summary), "**BLOCKED**") ||
 				!strings.Contains(string(summary), "## Failed Checks\n- `"+statusCheck+"` exited with status 1: "+statusFailure+"\n") {
 				t.Fatalf("attempt %+v, close summary (%v):\n%s", a, rerr, summary)
 			}
@@ -193,7 +194,7 @@ func TestCheckThatNeverPasses(t *testing.T) {
 				var fe *review.FindingsRemainingError
 				if !errors.As(err, &fe) || len(fe.Checks) != 1 ||
 					!strings.Contains(err.Error(), "checks still fail after 2 address round(s)") ||
-					!strings.Contains(err.Error(), "`"+phase.Snippet(statusCheck, 80)+"` exited with status 1: "+statusFailure) ||
+					!strings.Contains(err.Error(), "`"+text.Snippet(statusCheck, 80)+"` exited with status 1: "+statusFailure) ||
 					strings.Contains(err.Error(), "finding(s) remain") {
 					t.Fatalf("err = %v", err)
 				}
@@ -368,7 +369,7 @@ func TestSignalDuringACheck(t *testing.T) {
 	if len(h.state().CompletedTaskIndices) != 0 {
 		t.Fatal("an interrupted task is saved as completed")
 	}
-	if a := lastAttempt(t, h, h.ticket(1)); a.Status != state.AttemptInProgress {
+	if a := lastAttempt(t, h, h.ticket(1)); a.Status != tickets.AttemptInProgress {
 		t.Fatalf("attempt %+v", a)
 	}
 	if got := h.checkEvents(slow); !slices.Equal(got, []string{"start:-1 #1 pass", "execute:1 #1 interrupted"}) {
@@ -686,7 +687,7 @@ func TestTicketModeBlockedByChecks(t *testing.T) {
 	if err != nil || !slices.Equal(out.WithFindings, []int{1}) || !slices.Equal(out.Completed, []int{2}) {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	if a := lastAttempt(t, h, "pt-run"); a.Status != state.AttemptBlocked {
+	if a := lastAttempt(t, h, "pt-run"); a.Status != tickets.AttemptBlocked {
 		t.Fatalf("attempt %+v", a)
 	}
 	summary, _ := os.ReadFile(filepath.Join(h.knowledge(), "tickets", "pt-run", "close-summary.md"))

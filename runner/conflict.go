@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"peal/check"
+	"peal/config"
 	"peal/state"
 	"peal/worktree"
 )
@@ -74,12 +75,12 @@ func asConflict(err error) (conflict, bool) {
 }
 
 // conflictPolicy is what a conflict does to its task: parallel_conflict.
-type conflictPolicy string
+type conflictPolicy config.ConflictAction
 
 // retries reports whether a conflicting task runs again, alone, after its
 // block; fails whether the conflict is the task's failure at once.
-func (p conflictPolicy) retries() bool { return p == "retry" }
-func (p conflictPolicy) fails() bool   { return p == "fail" }
+func (p conflictPolicy) retries() bool { return config.ConflictAction(p) == config.ConflictRetry }
+func (p conflictPolicy) fails() bool   { return config.ConflictAction(p) == config.ConflictFail }
 
 // describe says what a conflict does to the task, for the dry run.
 func (p conflictPolicy) describe() string {

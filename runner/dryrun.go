@@ -10,8 +10,8 @@ import (
 
 	"peal/agent"
 	"peal/config"
-	"peal/phase"
 	"peal/policy"
+	"peal/prompt"
 	"peal/state"
 	"peal/worktree"
 )
@@ -48,7 +48,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	}
 	if len(tasks) == 0 {
 		fmt.Fprintf(w, "\nthe plan has no task heading: a run first asks the agent to normalize it (up to %d attempts):\n  %s\n"+
-			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv("normalize", cfg.Model, phase.NormalizePrompt("", text), ""))
+			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv("normalize", cfg.Model, prompt.Normalize("", text), ""))
 		return nil
 	}
 	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
@@ -93,7 +93,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			}
 		}
 		block := r.runsAsBlock(seg, left) // as a run decides it
-		if block && cfg.ParallelIsolation == "worktree" {
+		if block && cfg.ParallelIsolation == config.IsolationWorktree {
 			d.describeIsolated(seg.Tasks, completed)
 			continue
 		}
@@ -191,7 +191,7 @@ func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 	}
 	fmt.Fprintf(d.w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
 	phases := phaseAttempts(d.r.cfg)
-	d.describeCall("    ", attempt, "plan", phases, phase.PlanPrompt(t.Body), "")
+	d.describeCall("    ", attempt, "plan", phases, prompt.Plan(t.Body), "")
 	d.describeCall("    ", attempt, "execute", phases, "", "<prompt: the plan text>")
 	if sequential {
 		d.describePhase3([]plan.Task{t}, "    ")
@@ -272,7 +272,7 @@ func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
 	// the calls after it continue it (triage stays fresh); the id, which
 	// the run chooses or learns, shows as <session>.
 	id := ""
-	if d.r.cfg.AgentSession == "task" && s.Kind.Session != nil && name != "triage" {
+	if d.r.cfg.AgentSession == config.SessionTask && s.Kind.Session != nil && name != "triage" {
 		for _, try := range []string{agent.NewID(), "ses_0000000000000000"} {
 			if s.Kind.Session.ValidID(try) {
 				id = try

@@ -11,6 +11,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"peal/check"
+	"peal/config"
 	"peal/review"
 )
 
@@ -146,7 +147,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 		}
 		return err
 	}
-	if r.cfg.ParallelIsolation == "worktree" {
+	if r.cfg.ParallelIsolation == config.IsolationWorktree {
 		base, why := r.worktreeBase(ctx)
 		if why == "" {
 			return b.runIsolated(ctx, tl, base, red)

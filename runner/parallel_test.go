@@ -21,7 +21,7 @@ import (
 	"peal/internal/procs"
 	"peal/internal/testgit"
 	"peal/phase"
-	"peal/state"
+	"peal/tickets"
 )
 
 // The tests below order agents by events, never by sleeps: a fake that
@@ -790,11 +790,11 @@ func TestBlockInterrupted(t *testing.T) {
 	// Every ticket agrees with state.json: task 1 finished before the
 	// signal and is closed; the interrupted ones stay in progress for a
 	// re-run to resume.
-	if a := lastAttempt(t, h, ticketOf(cfg, 1)); a.Status != state.AttemptClosed {
+	if a := lastAttempt(t, h, ticketOf(cfg, 1)); a.Status != tickets.AttemptClosed {
 		t.Fatalf("task 1's ticket is %s", a.Status)
 	}
 	for _, task := range []int{2, 3, 4} {
-		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptInProgress {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != tickets.AttemptInProgress {
 			t.Fatalf("task %d's ticket is %s", task, a.Status)
 		}
 	}
@@ -828,7 +828,7 @@ func TestSignalAfterTheLastCall(t *testing.T) {
 		t.Fatalf("state %+v", h.state())
 	}
 	for _, task := range []int{1, 2} {
-		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptClosed {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != tickets.AttemptClosed {
 			t.Fatalf("task %d's ticket is %s", task, a.Status)
 		}
 	}
@@ -1009,7 +1009,7 @@ func TestBlockReviewPanic(t *testing.T) {
 	}
 	cfg := h.config()
 	for _, task := range []int{1, 2} {
-		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != state.AttemptError {
+		if a := lastAttempt(t, h, ticketOf(cfg, task)); a.Status != tickets.AttemptError {
 			t.Fatalf("task %d's ticket is %s", task, a.Status)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"peal/confine"
 	"peal/internal/fakes"
 	"peal/internal/testgit"
-	"peal/state"
+	"peal/tickets"
 )
 
 // TestConfinedMatchesUnconfined: a run under confine = on (its tasks in
@@ -180,12 +180,12 @@ func (h *harness) tickets() string {
 	dirs, _ := os.ReadDir(filepath.Join(h.knowledge(), "tickets"))
 	var out []string
 	for _, d := range dirs {
-		st, err := state.LoadRetryState(h.knowledge(), d.Name())
+		st, err := tickets.Load(h.knowledge(), d.Name())
 		if err != nil {
 			h.t.Fatalf("retry state of %s: %v", d.Name(), err)
 		}
 		for _, a := range st.Attempts {
-			counts := state.Counts{}
+			counts := tickets.Counts{}
 			if a.QualityGate != nil {
 				counts = a.QualityGate.Counts
 			}

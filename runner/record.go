@@ -10,6 +10,7 @@ import (
 	"peal/agentcall"
 	"peal/check"
 	"peal/confine"
+	"peal/internal/text"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
@@ -80,7 +81,7 @@ func (o *recorder) taskEnd(t plan.Task, res taskResult) {
 	r := o.run
 	ev := state.Event{Ev: state.EvTaskEnd, Time: r.now().UTC(), Task: state.TaskOf(t.Index), Result: taskOutcome(res)}
 	if res.err != nil {
-		ev.Error = phase.Snippet(res.err.Error(), 500)
+		ev.Error = text.Snippet(res.err.Error(), 500)
 	}
 	if res.leftover != nil {
 		counts := gateCounts([]review.Review{*res.leftover})
@@ -151,7 +152,7 @@ func (o *recorder) merge(bt blockTask) {
 	default:
 		ev.Result, ev.Kept = "failed", bt.branch
 		if bt.res.err != nil {
-			ev.Detail = phase.Snippet(bt.res.err.Error(), 500)
+			ev.Detail = text.Snippet(bt.res.err.Error(), 500)
 		}
 	}
 	r.journal.Add(ev)
@@ -192,7 +193,7 @@ func (o *recorder) CallEnded(id string, res phase.Result, err error) {
 func (o *recorder) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
 	ev := state.Event{Ev: state.EvAttempt, Time: o.run.now().UTC(), Call: id, Class: v.Class.String(), Retry: retry, WaitMS: wait.Milliseconds()}
 	if v.Err != nil {
-		ev.Reason = phase.Snippet(v.Err.Error(), 500)
+		ev.Reason = text.Snippet(v.Err.Error(), 500)
 	}
 	o.run.journal.Add(ev)
 }

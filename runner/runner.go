@@ -24,10 +24,13 @@ import (
 	"peal/internal/gitrepo"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
+	"peal/internal/text"
 	"peal/phase"
 	"peal/policy"
+	"peal/prompt"
 	"peal/review"
 	"peal/state"
+	"peal/tickets"
 	"peal/worktree"
 )
 
@@ -94,7 +97,7 @@ type run struct {
 	log     *slog.Logger
 	now     func() time.Time
 	agents  *agentcall.Agents
-	tickets *tickets
+	tickets *runTickets
 	// sessions are the agent sessions of the tasks (agent_session =
 	// "task"; see sessions.go).
 	sessions *agentcall.Sessions
@@ -182,7 +185,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	r.chk = &checking{r: r}
 	r.rec = &recorder{run: r}
 	now := func() time.Time { return r.now() }
-	r.sessions = agentcall.NewSessions(cfg.AgentSession == "task", log, now)
+	r.sessions = agentcall.NewSessions(cfg.AgentSession == config.SessionTask, log, now)
 	r.agents = agentcall.New(agentcall.Options{Config: cfg, Log: log, Now: now, Sleep: s.sleep, Env: s.env, Linger: s.linger,
 		LaunchGap: s.launchGap, Recorder: r.rec, Sessions: r.sessions, CallStart: s.callStart,
 		Model: func(task int, name string) (string, string) { return modelSetting(cfg, r.tickets.attempt(task), name) },
@@ -309,7 +312,7 @@ func (r *run) hold(ctx context.Context) (release func(), err error) {
 		log.Warn("could not note in the repository where this plan's state folder is: commands started from another folder will not find it", "err", err)
 	}
 	r.sessions.Open(cfg.StateDir, p, store.Completed)
-	if err := state.CheckStore(cfg.KnowledgeDir); err != nil {
+	if err := tickets.CheckStore(cfg.KnowledgeDir); err != nil {
 		release()
 		return nil, err
 	}
@@ -560,8 +563,8 @@ func phaseAttempts(cfg *config.Config) int { return 1 + int(cfg.PhaseRetryCount)
 // planTask runs Phase 1 at a site and returns the plan text.
 func (r *run) planTask(ctx context.Context, at *site, t plan.Task) (string, error) {
 	attempts := phaseAttempts(r.cfg)
-	prompt := phase.PlanPrompt(t.Body)
-	res, err := r.agentCall(ctx, at, "plan", t.Index, attempts, nil, prompt)
+	ask := prompt.Plan(t.Body)
+	res, err := r.agentCall(ctx, at, "plan", t.Index, attempts, nil, ask)
 	if err != nil {
 		return "", err
 	}
@@ -570,7 +573,7 @@ func (r *run) planTask(ctx context.Context, at *site, t plan.Task) (string, erro
 		return text, nil
 	}
 	r.log.Warn("plan text is empty or too short, running the plan call once more", "task", t.Index, "len", len(text))
-	if res, err = r.agentCall(ctx, at, "plan", t.Index, attempts, nil, prompt); err != nil {
+	if res, err = r.agentCall(ctx, at, "plan", t.Index, attempts, nil, ask); err != nil {
 		return "", err
 	}
 	if text = strings.TrimSpace(res.Stdout); !planTextValid(r.cfg, text) {
@@ -596,7 +599,7 @@ func minPlanLen(cfg *config.Config) string {
 
 // execute runs Phase 2 at a site.
 func (r *run) execute(ctx context.Context, at *site, t plan.Task, planText string) error {
-	_, err := r.agentCall(ctx, at, "execute", t.Index, phaseAttempts(r.cfg), nil, phase.ExecutePrompt(planText))
+	_, err := r.agentCall(ctx, at, "execute", t.Index, phaseAttempts(r.cfg), nil, prompt.Execute(planText))
 	return err
 }
 
@@ -621,7 +624,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]plan.Task, error) {
 			return fmt.Errorf("normalized plan: %w", err)
 		}
 		if len(parsed) == 0 {
-			return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", phase.Snippet(res.Stdout, 80))
+			return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", text.Snippet(res.Stdout, 80))
 		}
 		tasks = parsed
 		return nil
@@ -629,7 +632,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]plan.Task, error) {
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
 	// In the work tree itself: a call in plan mode, which writes nothing.
-	if _, err := r.agentCall(ctx, r.main, "normalize", phase.NoTask, attempts, failure, phase.NormalizePrompt(template, doc)); err != nil {
+	if _, err := r.agentCall(ctx, r.main, "normalize", phase.NoTask, attempts, failure, prompt.Normalize(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil

@@ -16,6 +16,7 @@ import (
 	"peal/internal/fakes"
 	"peal/internal/safefs/safefstest"
 	"peal/state"
+	"peal/tickets"
 )
 
 // TestSecondRunOnTheStateFolderStopsAtOnce holds run A at the moment its
@@ -69,7 +70,7 @@ func TestTicketModeFailureIsAnError(t *testing.T) {
 	if _, err := h.run(stet...); !isFindingsRemaining(err) {
 		t.Fatalf("run 1: %v", err)
 	}
-	summary := filepath.Join(h.knowledge(), "tickets", "pt-fail", state.CloseSummaryFile)
+	summary := filepath.Join(h.knowledge(), "tickets", "pt-fail", tickets.CloseSummaryFile)
 	before, err := os.ReadFile(summary)
 	if err != nil || !strings.Contains(string(before), "**BLOCKED**") {
 		t.Fatalf("close summary after the block: %q, %v", before, err)
@@ -81,10 +82,10 @@ func TestTicketModeFailureIsAnError(t *testing.T) {
 		}
 		st := retryState(t, h, "pt-fail")
 		a := st.Attempts[len(st.Attempts)-1]
-		if len(st.Attempts) != run+2 || a.Status != state.AttemptError || a.Trigger == "" || a.CompletedAt == "" {
+		if len(st.Attempts) != run+2 || a.Status != tickets.AttemptError || a.Trigger == "" || a.CompletedAt == "" {
 			t.Fatalf("run %d: attempt %+v", run+2, a)
 		}
-		if st.RetryCount != 1 || st.Status != state.TicketActive {
+		if st.RetryCount != 1 || st.Status != tickets.TicketActive {
 			t.Fatalf("run %d: retry count %d, status %s; the failure must change neither", run+2, st.RetryCount, st.Status)
 		}
 		if after, _ := os.ReadFile(summary); string(after) != string(before) {
@@ -205,10 +206,10 @@ func TestPlansDoNotShareTickets(t *testing.T) {
 	if cx.TicketPrefix == cy.TicketPrefix {
 		t.Fatalf("both plans use the prefix %q", cx.TicketPrefix)
 	}
-	if a := lastAttempt(t, h, cx.TicketPrefix+"-1"); a.AttemptNumber != 1 || a.Status != state.AttemptError {
+	if a := lastAttempt(t, h, cx.TicketPrefix+"-1"); a.AttemptNumber != 1 || a.Status != tickets.AttemptError {
 		t.Errorf("x's ticket: %+v", a)
 	}
-	if a := lastAttempt(t, h, cy.TicketPrefix+"-1"); a.AttemptNumber != 1 || a.Trigger != state.TriggerInitial || a.Status != state.AttemptClosed {
+	if a := lastAttempt(t, h, cy.TicketPrefix+"-1"); a.AttemptNumber != 1 || a.Trigger != tickets.TriggerInitial || a.Status != tickets.AttemptClosed {
 		t.Errorf("y's ticket: %+v", a)
 	}
 	for _, c := range h.calls() {

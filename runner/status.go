@@ -7,6 +7,7 @@ import (
 
 	"peal/config"
 	"peal/state"
+	"peal/tickets"
 	"peal/worktree"
 )
 
@@ -30,7 +31,7 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 	report := state.StatusReport{Tasks: []state.TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink}
 	for _, t := range tasks {
 		ts := state.TaskStatus{Index: t.Index, Ticket: ticketID(cfg, t.Index), Status: "pending"}
-		rs, rerr := state.LoadRetryState(cfg.KnowledgeDir, ts.Ticket)
+		rs, rerr := tickets.Load(cfg.KnowledgeDir, ts.Ticket)
 		if rerr == nil {
 			ts.Attempts, ts.RetryCount, ts.LastAttemptStatus = len(rs.Attempts), rs.RetryCount, rs.LastStatus()
 		}
@@ -43,7 +44,7 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 		case exhausted:
 			ts.Status = "skipped"
 		case report.LastRun != nil && slices.Contains(report.LastRun.TasksFailed, t.Index),
-			ts.LastAttemptStatus == state.AttemptError, ts.LastAttemptStatus == state.AttemptBlocked:
+			ts.LastAttemptStatus == tickets.AttemptError, ts.LastAttemptStatus == tickets.AttemptBlocked:
 			ts.Status = "failed"
 		}
 		ts.Worktree = worktreeStatus(cfg, t.Index, report.LastRun)

@@ -13,7 +13,7 @@ import (
 	"peal/check"
 	"peal/config"
 	"peal/review"
-	"peal/state"
+	"peal/tickets"
 )
 
 // The retry-state store: every ticket's attempts are recorded in
@@ -24,12 +24,12 @@ import (
 // the start of its work to its close.
 type ticketRun struct {
 	id      string
-	ticket  *state.Ticket
+	ticket  *tickets.Ticket
 	attempt int // attempt number, which drives escalation
 }
 
-// tickets tracks the attempts of a run's tickets.
-type tickets struct {
+// runTickets tracks the attempts of a run's tickets.
+type runTickets struct {
 	cfg *config.Config
 	log *slog.Logger
 	now func() time.Time
@@ -38,7 +38,7 @@ type tickets struct {
 	// run at that point.
 	closed func(plan.Task)
 
-	store *state.TicketStore // the store's tickets folder, kept open for the run
+	store *tickets.Store // the store's tickets folder, kept open for the run
 
 	mu        sync.Mutex
 	byTask    map[int]*ticketRun // per-task mode
@@ -47,12 +47,12 @@ type tickets struct {
 	failed    []check.Result     // ticket mode: the checks every task left failing
 }
 
-func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *tickets {
-	return &tickets{cfg: cfg, log: log, now: now, store: state.NewTicketStore(cfg.KnowledgeDir), byTask: map[int]*ticketRun{}}
+func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *runTickets {
+	return &runTickets{cfg: cfg, log: log, now: now, store: tickets.NewStore(cfg.KnowledgeDir), byTask: map[int]*ticketRun{}}
 }
 
 // id is the ticket of a task.
-func (ts *tickets) id(task int) string { return ticketID(ts.cfg, task) }
+func (ts *runTickets) id(task int) string { return ticketID(ts.cfg, task) }
 
 // ticketID is the ticket of a task under cfg: the run's ticket (ticket
 // mode), else the plan's prefix and the task's index.
@@ -64,7 +64,7 @@ func ticketID(cfg *config.Config, task int) string {
 }
 
 // of is the attempt a task's calls belong to (nil outside one).
-func (ts *tickets) of(task int) *ticketRun {
+func (ts *runTickets) of(task int) *ticketRun {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.run != nil {
@@ -80,10 +80,10 @@ var errSkipped = errors.New("ticket skipped")
 // errSkipped when escalation is on and the ticket's blocked attempts reached
 // max_retries, and an error that ends the run when another process holds the
 // ticket.
-func (ts *tickets) begin(id string) (*ticketRun, error) {
-	t, err := ts.store.OpenTicket(id, ts.now(), func(w string) { ts.log.Warn(w, "ticket", id) })
+func (ts *runTickets) begin(id string) (*ticketRun, error) {
+	t, err := ts.store.Open(id, ts.now(), func(w string) { ts.log.Warn(w, "ticket", id) })
 	if err != nil {
-		if errors.Is(err, state.ErrTicketLocked) {
+		if errors.Is(err, tickets.ErrLocked) {
 			return nil, fmt.Errorf("ticket %s is being worked on by another peal process (its retry state is locked): wait for it or run another ticket", id)
 		}
 		return nil, fmt.Errorf("ticket %s: %w", id, err)
@@ -106,8 +106,8 @@ func (ts *tickets) begin(id string) (*ticketRun, error) {
 
 // peek reads which attempt a ticket's next run would be, without
 // locking or writing; note says why the ticket would not run.
-func (ts *tickets) peek(id string) (int, string) {
-	st, err := state.LoadRetryState(ts.cfg.KnowledgeDir, id)
+func (ts *runTickets) peek(id string) (int, string) {
+	st, err := tickets.Load(ts.cfg.KnowledgeDir, id)
 	if err != nil {
 		// Missing or unreadable: a run starts a fresh state.
 		return 1, ""
@@ -119,11 +119,11 @@ func (ts *tickets) peek(id string) (int, string) {
 }
 
 // escalationFor is the escalation recorded for attempt n.
-func (ts *tickets) escalationFor(n int) state.Escalation {
+func (ts *runTickets) escalationFor(n int) tickets.Escalation {
 	if !ts.cfg.EscalationEnabled {
-		return state.Escalation{}
+		return tickets.Escalation{}
 	}
-	return state.ModelsFor(n, ts.cfg.EscalationFixer, ts.cfg.EscalationSecondOpinion, ts.cfg.EscalationWorker)
+	return tickets.ModelsFor(n, ts.cfg.EscalationFixer, ts.cfg.EscalationSecondOpinion, ts.cfg.EscalationWorker)
 }
 
 // modelFor is the model of a call of the given phase on attempt n of its
@@ -148,7 +148,7 @@ func modelSetting(cfg *config.Config, n int, phaseName string) (model, key strin
 	if n == 0 || !cfg.EscalationEnabled {
 		return base()
 	}
-	esc := state.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
+	esc := tickets.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
 	var escalated *string
 	switch phaseName {
 	case "address":
@@ -166,7 +166,7 @@ func modelSetting(cfg *config.Config, n int, phaseName string) (model, key strin
 
 // attempt is the attempt number of the ticket a task's calls belong to
 // (0 outside one).
-func (ts *tickets) attempt(task int) int {
+func (ts *runTickets) attempt(task int) int {
 	if tr := ts.of(task); tr != nil {
 		return tr.attempt
 	}
@@ -175,7 +175,7 @@ func (ts *tickets) attempt(task int) int {
 
 // beginTask starts the ticket of a task in per-task mode; errSkipped
 // means the task does not run.
-func (ts *tickets) beginTask(t plan.Task) error {
+func (ts *runTickets) beginTask(t plan.Task) error {
 	if ts.cfg.TicketID != "" {
 		return nil
 	}
@@ -191,7 +191,7 @@ func (ts *tickets) beginTask(t plan.Task) error {
 
 // release lets go of a task's ticket without ending its attempt
 // (the task never started; a later run resumes the attempt).
-func (ts *tickets) release(t plan.Task) {
+func (ts *runTickets) release(t plan.Task) {
 	ts.mu.Lock()
 	tr := ts.byTask[t.Index]
 	delete(ts.byTask, t.Index)
@@ -202,7 +202,7 @@ func (ts *tickets) release(t plan.Task) {
 }
 
 // finishTask closes the attempt of a task's ticket in per-task mode.
-func (ts *tickets) finishTask(t plan.Task, res taskResult) {
+func (ts *runTickets) finishTask(t plan.Task, res taskResult) {
 	if ts.cfg.TicketID != "" {
 		return
 	}
@@ -231,7 +231,7 @@ func (ts *tickets) finishTask(t plan.Task, res taskResult) {
 // checks is an error; otherwise close-summary.md is written from the
 // left-over findings and the checks that still failed (any of which blocks
 // the ticket), and the attempt completes as that file says.
-func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, checks []check.Result, failed, interrupted bool) {
+func (ts *runTickets) end(tr *ticketRun, leftovers []review.Review, checks []check.Result, failed, interrupted bool) {
 	defer tr.ticket.Close()
 	log := ts.log.With("ticket", tr.id, "attempt", tr.attempt)
 	if interrupted {
@@ -239,7 +239,7 @@ func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, checks []check.
 		return
 	}
 	if failed {
-		if err := tr.ticket.Complete(ts.now(), state.AttemptError, nil); err != nil {
+		if err := tr.ticket.Complete(ts.now(), tickets.AttemptError, nil); err != nil {
 			log.Error("could not record the attempt", "err", err)
 		}
 		log.Info("attempt ended in error")
@@ -256,11 +256,11 @@ func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, checks []check.
 		log.Error("could not read close-summary.md back", "err", err)
 		return
 	}
-	status := state.AttemptClosed
+	status := tickets.AttemptClosed
 	if cs.Status == "blocked" {
-		status = state.AttemptBlocked
+		status = tickets.AttemptBlocked
 	}
-	gate := &state.QualityGate{FailOn: slices.Clone(ts.cfg.FailOn), Counts: counts}
+	gate := &tickets.QualityGate{FailOn: slices.Clone(ts.cfg.FailOn), Counts: counts}
 	if err := tr.ticket.Complete(ts.now(), status, gate); err != nil {
 		log.Error("could not record the attempt", "err", err)
 		return
@@ -270,10 +270,10 @@ func (ts *tickets) end(tr *ticketRun, leftovers []review.Review, checks []check.
 }
 
 // closeChecks are the failed checks as close-summary.md lists them.
-func closeChecks(checks []check.Result) []state.FailedCheck {
-	out := make([]state.FailedCheck, 0, len(checks))
+func closeChecks(checks []check.Result) []tickets.FailedCheck {
+	out := make([]tickets.FailedCheck, 0, len(checks))
 	for _, c := range checks {
-		out = append(out, state.FailedCheck{Command: c.Command, Result: c.Outcome(), LastLine: c.LastLine()})
+		out = append(out, tickets.FailedCheck{Command: c.Command, Result: c.Outcome(), LastLine: c.LastLine()})
 	}
 	return out
 }
@@ -281,8 +281,8 @@ func closeChecks(checks []check.Result) []state.FailedCheck {
 // gateCounts counts left-over findings by the gate's severities: stet's
 // error → Critical, warning → Major, info → Minor, nitpick → Suggestions,
 // anything else → Warnings; a review that is not JSON counts as one Major.
-func gateCounts(reviews []review.Review) state.Counts {
-	var c state.Counts
+func gateCounts(reviews []review.Review) tickets.Counts {
+	var c tickets.Counts
 	for _, rv := range reviews {
 		if !rv.Present {
 			continue
@@ -311,7 +311,7 @@ func gateCounts(reviews []review.Review) state.Counts {
 
 // blocks reports whether any count of a fail_on severity is above zero; an
 // empty fail_on is no gate.
-func blocks(c state.Counts, failOn []string) bool {
+func blocks(c tickets.Counts, failOn []string) bool {
 	for _, sev := range failOn {
 		if c.Of(sev) > 0 {
 			return true
@@ -323,7 +323,7 @@ func blocks(c state.Counts, failOn []string) bool {
 func isFindingsRemaining(err error) bool { return review.IsFindingsRemaining(err) }
 
 // reset backs up the retry state of this run's tickets (--retry-reset).
-func (ts *tickets) reset(tasks []plan.Task) error {
+func (ts *runTickets) reset(tasks []plan.Task) error {
 	ids := []string{ts.cfg.TicketID}
 	if ts.cfg.TicketID == "" {
 		ids = ids[:0]
@@ -332,7 +332,7 @@ func (ts *tickets) reset(tasks []plan.Task) error {
 		}
 	}
 	for _, id := range ids {
-		backup, err := state.ResetTicket(ts.cfg.KnowledgeDir, id, ts.now())
+		backup, err := tickets.Reset(ts.cfg.KnowledgeDir, id, ts.now())
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
@@ -346,7 +346,7 @@ func (ts *tickets) reset(tasks []plan.Task) error {
 
 // addLeftover keeps the findings a task left, in ticket mode, for the close
 // of the run's ticket.
-func (ts *tickets) addLeftover(rv review.Review) {
+func (ts *runTickets) addLeftover(rv review.Review) {
 	ts.mu.Lock()
 	ts.leftovers = append(ts.leftovers, rv)
 	ts.mu.Unlock()
@@ -354,7 +354,7 @@ func (ts *tickets) addLeftover(rv review.Review) {
 
 // addFailedChecks keeps the checks a task left failing, in ticket mode,
 // for the close of the run's ticket.
-func (ts *tickets) addFailedChecks(checks []check.Result) {
+func (ts *runTickets) addFailedChecks(checks []check.Result) {
 	ts.mu.Lock()
 	ts.failed = append(ts.failed, checks...)
 	ts.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 	"peal/config"
 	"peal/internal/fakes"
 	"peal/internal/testgit"
-	"peal/state"
+	"peal/tickets"
 )
 
 func (h *harness) knowledge() string { return filepath.Join(h.stateDir, "knowledge") }
@@ -23,16 +23,16 @@ func (h *harness) ticket(i int) string {
 	return fmt.Sprintf("%s-%d", config.DefaultTicketPrefix(h.plan, h.repo), i)
 }
 
-func retryState(t *testing.T, h *harness, ticket string) state.RetryState {
+func retryState(t *testing.T, h *harness, ticket string) tickets.RetryState {
 	t.Helper()
-	st, err := state.LoadRetryState(h.knowledge(), ticket)
+	st, err := tickets.Load(h.knowledge(), ticket)
 	if err != nil {
 		t.Fatalf("retry state of %s: %v", ticket, err)
 	}
 	return st
 }
 
-func lastAttempt(t *testing.T, h *harness, ticket string) state.Attempt {
+func lastAttempt(t *testing.T, h *harness, ticket string) tickets.Attempt {
 	t.Helper()
 	st := retryState(t, h, ticket)
 	if len(st.Attempts) == 0 {
@@ -60,7 +60,7 @@ func TestTicketClosed(t *testing.T) {
 		if len(st.Attempts) != 1 || a.Status != "closed" || a.Trigger != "initial" || st.RetryCount != 0 || st.Status != "closed" || a.CompletedAt == "" {
 			t.Fatalf("%s: %+v", id, st)
 		}
-		if a.QualityGate == nil || strings.Join(a.QualityGate.FailOn, ",") != "Critical,Major" || a.QualityGate.Counts != (state.Counts{}) {
+		if a.QualityGate == nil || strings.Join(a.QualityGate.FailOn, ",") != "Critical,Major" || a.QualityGate.Counts != (tickets.Counts{}) {
 			t.Fatalf("%s gate %+v", id, a.QualityGate)
 		}
 		summary, err := os.ReadFile(filepath.Join(h.knowledge(), "tickets", id, "close-summary.md"))
@@ -106,7 +106,7 @@ func TestEscalationLifecycle(t *testing.T) {
 		if len(st.Attempts) != i+1 || a.AttemptNumber != i+1 || a.Status != "blocked" || a.Trigger != wantTriggers[i] || st.RetryCount != i+1 {
 			t.Fatalf("run %d: %+v", i+1, st)
 		}
-		if a.QualityGate.Counts != (state.Counts{Critical: 1, Major: 1}) {
+		if a.QualityGate.Counts != (tickets.Counts{Critical: 1, Major: 1}) {
 			t.Fatalf("run %d counts %+v", i+1, a.QualityGate.Counts)
 		}
 		if i >= 1 && (a.Escalation == nil || a.Escalation.Fixer == nil || *a.Escalation.Fixer != "fixer-m") {
@@ -157,7 +157,7 @@ func TestFindingsBelowTheGateClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := lastAttempt(t, h, h.ticket(1))
-	if a.Status != "closed" || a.QualityGate.Counts != (state.Counts{Minor: 1, Suggestions: 1}) {
+	if a.Status != "closed" || a.QualityGate.Counts != (tickets.Counts{Minor: 1, Suggestions: 1}) {
 		t.Fatalf("%+v", a)
 	}
 	// With Minor in fail_on the same findings block.
@@ -195,9 +195,9 @@ func TestInterruptedAttemptIsResumed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
 	// A crash in the middle of an attempt leaves it in progress.
-	store := state.NewTicketStore(h.knowledge())
+	store := tickets.NewStore(h.knowledge())
 	defer store.Close()
-	tk, err := store.OpenTicket(h.ticket(1), time.Now(), nil)
+	tk, err := store.Open(h.ticket(1), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,9 +255,9 @@ func TestTicketMode(t *testing.T) {
 func TestTicketHeldByAnotherProcess(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n")
-	store := state.NewTicketStore(h.knowledge())
+	store := tickets.NewStore(h.knowledge())
 	defer store.Close()
-	held, err := store.OpenTicket(h.ticket(1), time.Now(), nil)
+	held, err := store.Open(h.ticket(1), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestTFSettingsShareTheStore(t *testing.T) {
 	if files := testgit.Git(t, h.repo, "log", "--name-only", "--format="); strings.Contains(files, ".tf/knowledge") {
 		t.Fatalf("the retry-state store was committed:\n%s", files)
 	}
-	st, err := state.LoadRetryState(filepath.Join(h.repo, ".tf", "knowledge"), h.ticket(1))
+	st, err := tickets.Load(filepath.Join(h.repo, ".tf", "knowledge"), h.ticket(1))
 	if err != nil || st.RetryCount != 1 {
 		t.Fatalf("the project's store was not used: %+v %v", st, err)
 	}

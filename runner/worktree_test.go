@@ -18,6 +18,7 @@ import (
 	"peal/internal/testgit"
 	"peal/phase"
 	"peal/state"
+	"peal/tickets"
 	"peal/worktree"
 )
 
@@ -202,14 +203,14 @@ func TestWorktreeConflict(t *testing.T) {
 				if want := []string{filepath.Join(h.stateDir, worktree.Folder, "task-2"), h.workDir()}; !slices.Equal(executes2, want) {
 					t.Fatalf("task 2's executes ran in %q, want %q", executes2, want)
 				}
-				if len(attempts) != 2 || attempts[0].Status != state.AttemptError || attempts[1].Status != state.AttemptClosed {
+				if len(attempts) != 2 || attempts[0].Status != tickets.AttemptError || attempts[1].Status != tickets.AttemptClosed {
 					t.Fatalf("task 2's attempts %+v", attempts)
 				}
 			case "fail":
 				if !slices.Equal(out.Completed, []int{1}) || !slices.Equal(out.Failed, []int{2}) || fileIn(t, h.repo, "base.txt") != "one\n" {
 					t.Fatalf("outcome %+v", out)
 				}
-				if len(executes2) != 1 || len(attempts) != 1 || attempts[0].Status != state.AttemptError {
+				if len(executes2) != 1 || len(attempts) != 1 || attempts[0].Status != tickets.AttemptError {
 					t.Fatalf("task 2's executes %q, attempts %+v", executes2, attempts)
 				}
 			}
@@ -655,7 +656,7 @@ func TestWorktreeMergeFails(t *testing.T) {
 	}
 	for _, task := range []int{1, 2} {
 		attempts := retryState(t, h, h.ticket(task)).Attempts
-		if len(attempts) != 1 || attempts[0].Status != state.AttemptError {
+		if len(attempts) != 1 || attempts[0].Status != tickets.AttemptError {
 			t.Fatalf("task %d's attempts %+v", task, attempts)
 		}
 		want := fmt.Sprintf(`msg="task failed, continuing with the remaining tasks" task=%d err="the merge note %s is a folder: remove it"`, task, record)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"peal/agentcall"
+	"peal/config"
 	"peal/internal/gitrepo"
 	"peal/phase"
 	"peal/worktree"
@@ -73,7 +74,7 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 // blockHasWorktrees reports whether a run of tasks may run a parallel block
 // in worktrees: the only time worktree_link is used.
 func (r *run) blockHasWorktrees(tasks []plan.Task) bool {
-	if r.cfg.ParallelIsolation != "worktree" {
+	if r.cfg.ParallelIsolation != config.IsolationWorktree {
 		return false
 	}
 	for _, seg := range plan.Segments(tasks) {

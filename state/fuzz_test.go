@@ -1,46 +1,11 @@
 package state
 
 import (
-	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 )
-
-// FuzzDecodeRetryState: whatever the file, reading it never panics, sorts it
-// into read, unreadable or unusable with one plain line, and a document that
-// is read comes back the same after peal's rewrite of it.
-func FuzzDecodeRetryState(f *testing.F) {
-	spec, _ := os.ReadFile(filepath.Join("testdata", "spec_example.json"))
-	f.Add(string(spec))
-	f.Add(`{"version":1.0,"ticketId":"pt-x","attempts":[{"attemptNumber":1.0,"completedAt":null}],"lastAttemptAt":null,"status":"active"}`)
-	f.Add(`{"version":1,"ticketId":"pt-x","attempts":null,"lastAttemptAt":"","status":"","retryCount":"2"}`)
-	f.Add(`[1,2]`)
-	f.Fuzz(func(t *testing.T, data string) {
-		st, doc, err := decodeRetryState([]byte(data), "pt-te9b")
-		if err != nil {
-			if !errors.Is(err, ErrUnreadable) && !errors.Is(err, ErrUnusable) {
-				t.Fatalf("error of no kind: %v", err)
-			}
-			plainLine(t, "error", err.Error())
-			return
-		}
-		for _, w := range st.Warnings {
-			plainLine(t, "warning", w)
-		}
-		again, _, err := decodeRetryState(doc.file(), "pt-te9b")
-		if err != nil {
-			t.Fatalf("rewritten file refused: %v\n%s", err, doc.file())
-		}
-		st.raw, again.raw = nil, nil
-		if !reflect.DeepEqual(st, again) {
-			t.Fatalf("read %+v\nthen %+v", st, again)
-		}
-	})
-}
 
 // FuzzStateFile: any state.json either resumes or is set aside with a plain
 // reason; none makes a run fail or panic.
@@ -87,53 +52,4 @@ func countOddEntries(warnings []string) int {
 		}
 	}
 	return n
-}
-
-// FuzzSplitMatchesDecoder: for any valid JSON text, the splitters give the
-// parts json.Decoder and json.Unmarshal give: the same keys in the same
-// order, each value and item byte for byte; and the same refusal of a value
-// of another kind.
-func FuzzSplitMatchesDecoder(f *testing.F) {
-	for _, s := range []string{
-		`{}`, ` { } `, `[]`, `[ ]`, `{"a":1}`, "{\n \"a\" : [1, {\"b\": \"}]\\\"\"}] ,\"a\":null}\n",
-		`{"k\u00e9y":"v","\"q\"":true,"é":-1.5e3,"":{}}`, `["x", [ ], {"y": [1,2]}, "\\", false]`,
-		`"text"`, `12`, `null`, `{"a":"\ud800"}`, "{\"\xff\":1}", `{"a":{"b":{"c":[[[]]]}}}`,
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, data string) {
-		if !json.Valid([]byte(data)) {
-			return
-		}
-		got, gerr := splitObject([]byte(data))
-		want, werr := decodeObject([]byte(data))
-		if (gerr == nil) != (werr == nil) || (gerr != nil && !errors.Is(gerr, errNotObject)) {
-			t.Fatalf("split: %v, decoder: %v", gerr, werr)
-		}
-		if gerr == nil && !reflect.DeepEqual(got.members, want.members) {
-			t.Fatalf("split %q\ndecoder %q", got.members, want.members)
-		}
-		items, ok := splitArray([]byte(data))
-		var wantItems []json.RawMessage
-		wantOK := json.Unmarshal([]byte(data), &wantItems) == nil && !isNull([]byte(data))
-		if ok != wantOK || (ok && !reflect.DeepEqual(items, wantItems)) {
-			t.Fatalf("split %v %q\nunmarshal %v %q", ok, items, wantOK, wantItems)
-		}
-	})
-}
-
-// FuzzAppendKey: a key is written as marshal writes it.
-func FuzzAppendKey(f *testing.F) {
-	for _, s := range []string{"", "attempts", "a<b>&c", "quote\"d", `back\slash`, "tab\t", "\x7f", "é", "\u2028", "\xff"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		want, err := marshal(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendKey([]byte("x"), key); string(got) != "x"+string(want) {
-			t.Fatalf("appendKey(%q) = %s, marshal: %s", key, got[1:], want)
-		}
-	})
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"peal/internal/jsonobj"
 	"peal/internal/safefs"
 )
 
@@ -111,7 +112,7 @@ func (f stateFile) has(plan Plan) bool {
 		return true
 	}
 	for _, raw := range f.others {
-		if o, err := parseObject(raw); err == nil {
+		if o, err := jsonobj.Parse(raw); err == nil {
 			if st, problem := readEntry(o); problem == "" && plan.matches(st) {
 				return true
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"peal/internal/safefs"
+	"peal/tickets"
 )
 
 // RecordName is the run record in the state folder: one JSON object per
@@ -109,9 +110,9 @@ type Event struct {
 	SessionID string `json:"session_id,omitempty"`
 
 	// task_end
-	Result   string  `json:"result,omitempty"`
-	Error    string  `json:"error,omitempty"`
-	Findings *Counts `json:"findings,omitempty"`
+	Result   string          `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Findings *tickets.Counts `json:"findings,omitempty"`
 
 	// run_end (ExitCode too); confined: the line explaining a failure
 	Message string `json:"message,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"peal/internal/jsonobj"
 	"peal/internal/safefs"
 )
 
@@ -98,7 +99,7 @@ func OpenSessions(dir string, plan Plan, now time.Time) (*Sessions, []string, er
 		if len(bytes.TrimSpace(data)) == 0 {
 			problem = "it is empty"
 		} else if err := json.Unmarshal(data, &f); err != nil {
-			problem = jsonProblem(data, err)
+			problem = jsonobj.Problem(data, err)
 		} else {
 			s.list = f.Sessions
 		}

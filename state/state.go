@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"peal/internal/jsonobj"
 	"peal/internal/safefs"
 )
 
@@ -71,7 +72,7 @@ type Store struct {
 	mu     sync.Mutex // completions of concurrent tasks must not lose one another
 	dir    *safefs.Dir
 	lock   *safefs.Lock
-	entry  *object           // this plan's members as read, unknown ones included
+	entry  *jsonobj.Object   // this plan's members as read, unknown ones included
 	others []json.RawMessage // other_plans, as read
 	state  State
 	saved  []byte // the file's text as last read or written
@@ -202,7 +203,7 @@ func Peek(dir string, plan Plan) (State, []string, error) {
 // the other plans.
 type stateFile struct {
 	data   []byte
-	top    *object // nil: no file
+	top    *jsonobj.Object // nil: no file
 	others []json.RawMessage
 }
 
@@ -223,13 +224,13 @@ func readStateFile(d *safefs.Dir) (f stateFile, problem string, err error) {
 	case err != nil:
 		return stateFile{}, "", fmt.Errorf("state file %s cannot be read: %w", d.Join(FileName), cause(err))
 	}
-	o, err := parseObject(data)
+	o, err := jsonobj.Parse(data)
 	if err != nil {
-		return stateFile{}, jsonProblem(data, err), nil
+		return stateFile{}, jsonobj.Problem(data, err), nil
 	}
-	f = stateFile{data: data, top: o.clone()}
-	f.top.delete(otherPlans)
-	if raw, ok := o.get(otherPlans); ok && !isNull(raw) {
+	f = stateFile{data: data, top: o.Clone()}
+	f.top.Delete(otherPlans)
+	if raw, ok := o.Get(otherPlans); ok && !jsonobj.IsNull(raw) {
 		if json.Unmarshal(raw, &f.others) != nil {
 			return stateFile{}, "its other_plans is not a list", nil
 		}
@@ -243,17 +244,17 @@ func readStateFile(d *safefs.Dir) (f stateFile, problem string, err error) {
 // pick returns the entry of plan (the top level when it is this plan's, an
 // entry of other_plans, or a fresh one) and the other plans after the swap:
 // the top level, when it belongs to another plan, becomes the first of them.
-func (f stateFile) pick(plan Plan, warnings []string, path string) (*object, []json.RawMessage, []string) {
+func (f stateFile) pick(plan Plan, warnings []string, path string) (*jsonobj.Object, []json.RawMessage, []string) {
 	if f.top == nil {
 		return freshEntry(plan), nil, warnings
 	}
 	if st, _ := readEntry(f.top); plan.matches(st) {
 		return f.top, f.others, warnings
 	}
-	others := []json.RawMessage{f.top.compact()}
-	var found *object
+	others := []json.RawMessage{f.top.Compact()}
+	var found *jsonobj.Object
 	for i, raw := range f.others {
-		o, err := parseObject(raw)
+		o, err := jsonobj.Parse(raw)
 		var st State
 		problem := ""
 		if err == nil {
@@ -277,69 +278,69 @@ func (f stateFile) pick(plan Plan, warnings []string, path string) (*object, []j
 
 func entryProblem(raw []byte, err error, problem string) string {
 	if err != nil {
-		return jsonProblem(raw, err)
+		return jsonobj.Problem(raw, err)
 	}
 	return problem
 }
 
-func freshEntry(plan Plan) *object {
-	o := &object{}
-	o.set("plan_path", plan.Path)
-	o.set("repo_path", plan.Repo)
-	o.set("completed_task_indices", []int{})
+func freshEntry(plan Plan) *jsonobj.Object {
+	o := &jsonobj.Object{}
+	o.Set("plan_path", plan.Path)
+	o.Set("repo_path", plan.Repo)
+	o.Set("completed_task_indices", []int{})
 	return o
 }
 
 // readEntry reads the members peal uses of one plan's progress; problem says
 // what is wrong with them.
-func readEntry(o *object) (st State, problem string) {
-	var k kind
-	if st.PlanPath, k = stringOf(o, "plan_path"); k != kindOK {
+func readEntry(o *jsonobj.Object) (st State, problem string) {
+	var k jsonobj.Kind
+	if st.PlanPath, k = jsonobj.StringOf(o, "plan_path"); k != jsonobj.OK {
 		return st, memberProblem("plan_path", k, "a string")
 	}
-	if st.RepoPath, k = stringOf(o, "repo_path"); k != kindOK {
+	if st.RepoPath, k = jsonobj.StringOf(o, "repo_path"); k != jsonobj.OK {
 		return st, memberProblem("repo_path", k, "a string")
 	}
-	if st.CompletedTaskIndices, k = indicesOf(o, "completed_task_indices"); k != kindOK {
+	if st.CompletedTaskIndices, k = indicesOf(o, "completed_task_indices"); k != jsonobj.OK {
 		return st, memberProblem("completed_task_indices", k, "a list of task numbers")
 	}
-	if st.DeferredTaskIndices, k = indicesOf(o, "deferred_task_indices"); k == kindWrong {
+	if st.DeferredTaskIndices, k = indicesOf(o, "deferred_task_indices"); k == jsonobj.Wrong {
 		return st, memberProblem("deferred_task_indices", k, "a list of task numbers")
 	}
 	return st, ""
 }
 
 // mustEntry reads an entry already checked by readEntry.
-func mustEntry(o *object) State {
+func mustEntry(o *jsonobj.Object) State {
 	st, _ := readEntry(o)
 	return st
 }
 
-func memberProblem(name string, k kind, want string) string {
+func memberProblem(name string, k jsonobj.Kind, want string) string {
 	switch k {
-	case kindMissing:
+	case jsonobj.Missing:
 		return "it has no " + name
-	case kindNull:
+	case jsonobj.Null:
 		return name + " is null, not " + want
 	}
 	return name + " is not " + want
 }
 
 // indicesOf reads a list of task numbers, sorted and without repeats.
-func indicesOf(o *object, key string) ([]int, kind) {
-	items, k := arrayOf(o, key)
-	if k != kindOK {
+func indicesOf(o *jsonobj.Object, key string) ([]int, jsonobj.Kind) {
+	items, k := jsonobj.ArrayOf(o, key)
+	if k != jsonobj.OK {
 		return nil, k
 	}
 	out := make([]int, 0, len(items))
 	for _, it := range items {
-		n, ok := wholeNumber(it)
+		n, ok := jsonobj.WholeNumber(it)
 		if !ok || n < 0 {
-			return nil, kindWrong
+			return nil, jsonobj.Wrong
 		}
 		out = append(out, n)
 	}
-	return normalize(out), kindOK
+	return normalize(out), jsonobj.OK
 }
 
 // matches reports whether a state's paths name plan's plan and repository.
@@ -421,18 +422,18 @@ func (s *Store) save() error {
 	if s.lock == nil {
 		return fmt.Errorf("saving state %s: the store is closed", s.dir.Join(FileName))
 	}
-	out := s.entry.clone()
-	out.set("completed_task_indices", nonNil(s.state.CompletedTaskIndices))
+	out := s.entry.Clone()
+	out.Set("completed_task_indices", nonNil(s.state.CompletedTaskIndices))
 	if len(s.state.DeferredTaskIndices) > 0 {
-		out.set("deferred_task_indices", s.state.DeferredTaskIndices)
+		out.Set("deferred_task_indices", s.state.DeferredTaskIndices)
 	} else {
-		out.delete("deferred_task_indices")
+		out.Delete("deferred_task_indices")
 	}
-	out.delete(otherPlans)
+	out.Delete(otherPlans)
 	if len(s.others) > 0 {
-		out.setRaw(otherPlans, array(s.others))
+		out.SetRaw(otherPlans, jsonobj.Array(s.others))
 	}
-	data := out.file()
+	data := out.File()
 	if bytes.Equal(data, s.saved) {
 		return nil
 	}

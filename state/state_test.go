@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"peal/internal/safefs/safefstest"
+	"peal/tickets"
 )
 
 // plan makes a plan file and a repository folder in a fresh folder.
@@ -365,7 +366,7 @@ func TestReadOnlyStateFolder(t *testing.T) {
 	if _, _, err := Peek(dir, p); err != nil {
 		t.Errorf("reading a read-only folder: %v", err)
 	}
-	if err := CheckStore(filepath.Join(dir, "knowledge")); err == nil || !strings.Contains(err.Error(), "retry-state store "+filepath.Join(dir, "knowledge")+" cannot be written to") {
+	if err := tickets.CheckStore(filepath.Join(dir, "knowledge")); err == nil || !strings.Contains(err.Error(), "retry-state store "+filepath.Join(dir, "knowledge")+" cannot be written to") {
 		t.Errorf("store in a read-only folder: %v", err)
 	}
 }

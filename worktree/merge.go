@@ -14,7 +14,7 @@ import (
 
 	"peal/internal/gitrepo"
 	"peal/internal/safefs"
-	"peal/phase"
+	"peal/internal/text"
 )
 
 // noteName is the file of the worktrees folder that names the branch being
@@ -98,9 +98,9 @@ func (s *Set) Merge(ctx context.Context, task int, branch string) (string, error
 	if len(conflict.Files) == 0 {
 		var gerr *gitrepo.Error
 		if errors.As(merr, &gerr) {
-			conflict.Detail = phase.Snippet(strings.TrimSpace(gerr.Stderr+"\n"+gerr.Stdout), 200)
+			conflict.Detail = text.Snippet(strings.TrimSpace(gerr.Stderr+"\n"+gerr.Stdout), 200)
 		} else {
-			conflict.Detail = phase.Snippet(merr.Error(), 200)
+			conflict.Detail = text.Snippet(merr.Error(), 200)
 		}
 	}
 	if err := s.undoMerge(ctx); err != nil {

@@ -15,7 +15,7 @@ import (
 	"peal/config"
 	"peal/internal/fakes"
 	"peal/internal/testgit"
-	"peal/state"
+	"peal/tickets"
 )
 
 // noAgent is the sandbox's environment on a machine without the agent CLI:
@@ -29,14 +29,14 @@ func (s *sandbox) noAgent(extra ...string) []string {
 // closedTicket records one closed attempt of ticket id in the store.
 func closedTicket(t *testing.T, store, id string) {
 	t.Helper()
-	ts := state.NewTicketStore(store)
+	ts := tickets.NewStore(store)
 	defer ts.Close()
-	tk, err := ts.OpenTicket(id, time.Now(), nil)
+	tk, err := ts.Open(id, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tk.Begin(time.Now(), nil)
-	tk.Complete(time.Now(), state.AttemptClosed, nil)
+	tk.Complete(time.Now(), tickets.AttemptClosed, nil)
 	tk.Close()
 }
 

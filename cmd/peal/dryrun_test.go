@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"peal/internal/fakes"
-	"peal/state"
+	"peal/tickets"
 )
 
 // TestDryRun: the schedule with argv and models, no child started, no file
@@ -23,15 +23,15 @@ func TestDryRun(t *testing.T) {
 	// task 2's index) have two blocked attempts: their next attempt is the third.
 	knowledge := filepath.Join(s.dir, "knowledge")
 	for _, i := range []int{2, 3} {
-		store := state.NewTicketStore(knowledge)
+		store := tickets.NewStore(knowledge)
 		defer store.Close()
-		tk, err := store.OpenTicket(s.ticket(i), time.Now(), nil)
+		tk, err := store.Open(s.ticket(i), time.Now(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {
 			tk.Begin(time.Now(), nil)
-			tk.Complete(time.Now(), state.AttemptBlocked, nil)
+			tk.Complete(time.Now(), tickets.AttemptBlocked, nil)
 		}
 		tk.Close()
 	}

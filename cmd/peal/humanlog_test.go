@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"peal/config"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestLogFormats(t *testing.T) {
 		{"json", true, "{"},
 	} {
 		var out bytes.Buffer
-		h := console{w: &out, terminal: tc.terminal}.handler(tc.format, slog.LevelInfo)
+		h := console{w: &out, terminal: tc.terminal}.handler(config.LogFormat(tc.format), slog.LevelInfo)
 		r := slog.NewRecord(time.Date(2026, 1, 2, 14, 2, 7, 0, time.Local), slog.LevelInfo, "task started", 0)
 		r.Add("task", 1)
 		h.Handle(context.Background(), r)

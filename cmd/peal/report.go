@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"peal/config"
 	"peal/internal/procs"
 	"peal/internal/safefs"
 	"peal/report"
@@ -100,9 +101,9 @@ func (c *ReportCmd) Run(e *env) error {
 // stepSummary appends the Markdown summary (md, or rendered from rep when
 // nil) to $GITHUB_STEP_SUMMARY when it is set and report_step_summary is on
 // (unset: on when CI=true).
-func (c *ReportCmd) stepSummary(e *env, rep report.Report, md []byte, on string) error {
+func (c *ReportCmd) stepSummary(e *env, rep report.Report, md []byte, on config.StepSummary) error {
 	path := lookupEnv(e.environ, "GITHUB_STEP_SUMMARY")
-	enabled := on == "true" || on == "auto" && lookupEnv(e.environ, "CI") == "true"
+	enabled := on == config.StepSummaryTrue || on == config.StepSummaryAuto && lookupEnv(e.environ, "CI") == "true"
 	if path == "" || !enabled {
 		return nil
 	}

@@ -290,7 +290,7 @@ func checkRetried(t *testing.T, rep report.Report) {
 		t.Fatalf("task 3 is %q, want failed", r)
 	}
 	for _, task := range rep.Tasks {
-		if task.Index == 3 && !slices.Equal(task.Phases[len(task.Phases)-1].Failures, []string{"timeout", "ordinary"}) {
+		if task.Index == 3 && !slices.Equal(task.Phases[len(task.Phases)-1].Failures, []report.CallOutcome{"timeout", "ordinary"}) {
 			t.Fatalf("task 3 phases %+v", task.Phases)
 		}
 	}

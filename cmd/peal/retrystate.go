@@ -13,7 +13,7 @@ import (
 
 	"peal/config"
 	"peal/runner"
-	"peal/state"
+	"peal/tickets"
 )
 
 // RetryStateCmd is `peal retry-state`: the retry-state store shared with
@@ -54,21 +54,21 @@ type RetryStateShowCmd struct {
 
 // Run prints the ticket's state.
 func (c *RetryStateShowCmd) Run(e *env) error {
-	if !state.ValidTicketID(c.Ticket) {
+	if !tickets.ValidID(c.Ticket) {
 		return failf("%s is not a ticket id (like planlinoj-2 or pt-te9b: peal status shows each task's ticket)", config.Quote(c.Ticket))
 	}
 	cfg, err := c.loadStore(e)
 	if err != nil {
 		return failf("%v", err)
 	}
-	st, err := state.LoadRetryState(cfg.KnowledgeDir, c.Ticket)
+	st, err := tickets.Load(cfg.KnowledgeDir, c.Ticket)
 	for _, store := range cfg.NotedStores() {
 		if !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 		// Started outside the folder of the run: its state folder is
 		// noted in the repository.
-		if st, err = state.LoadRetryState(store, c.Ticket); err == nil {
+		if st, err = tickets.Load(store, c.Ticket); err == nil {
 			fmt.Fprintf(e.stderr, "peal: note: ticket %s is in the store %s, of a state folder the repository notes\n", c.Ticket, store)
 			cfg.KnowledgeDir = store
 		}
@@ -105,7 +105,7 @@ func ticketsIn(store string) []string {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && state.ValidTicketID(e.Name()) {
+		if e.IsDir() && tickets.ValidID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -115,7 +115,7 @@ func ticketsIn(store string) []string {
 	return ids
 }
 
-func printRetryState(w io.Writer, st state.RetryState, cfg *config.Config) {
+func printRetryState(w io.Writer, st tickets.RetryState, cfg *config.Config) {
 	fmt.Fprintf(w, "ticket %s: status %s, retryCount %d, last attempt at %s\n\n", st.TicketID, st.Status, st.RetryCount, st.LastAttemptAt)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\ttrigger\tstatus\tstarted\tcompleted\tcritical/major/minor/warnings/suggestions\tmodels (fixer, second opinion, worker)")
@@ -137,7 +137,7 @@ func printRetryState(w io.Writer, st state.RetryState, cfg *config.Config) {
 		fmt.Fprintf(w, "\nnext attempt %d: base models (escalation is off)\n", next)
 		return
 	}
-	esc := state.ModelsFor(next, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
+	esc := tickets.ModelsFor(next, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
 	fmt.Fprintf(w, "\nnext attempt %d: %s", next, models(&esc))
 	if st.Exhausted(int(cfg.EscalationMaxRetries)) {
 		fmt.Fprintf(w, " — but the ticket is exhausted (%d blocked attempts, max_retries %d): a run skips it", st.RetryCount, cfg.EscalationMaxRetries)
@@ -145,7 +145,7 @@ func printRetryState(w io.Writer, st state.RetryState, cfg *config.Config) {
 	fmt.Fprintln(w)
 }
 
-func models(e *state.Escalation) string {
+func models(e *tickets.Escalation) string {
 	if e == nil {
 		return "-"
 	}
@@ -166,7 +166,7 @@ type RetryStateResetCmd struct {
 
 // Run renames the ticket's retry-state.json aside and prints the backup's name.
 func (c *RetryStateResetCmd) Run(e *env) error {
-	if !state.ValidTicketID(c.Ticket) {
+	if !tickets.ValidID(c.Ticket) {
 		return failf("%s is not a ticket id (like planlinoj-2 or pt-te9b: peal status shows each task's ticket)", config.Quote(c.Ticket))
 	}
 	cfg, err := c.loadStore(e)
@@ -174,11 +174,11 @@ func (c *RetryStateResetCmd) Run(e *env) error {
 		return failf("%v", err)
 	}
 	dir := cfg.KnowledgeDir
-	backup, err := state.ResetTicket(dir, c.Ticket, e.now())
+	backup, err := tickets.Reset(dir, c.Ticket, e.now())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return failf("no retry state for ticket %s in %s", c.Ticket, dir)
-	case errors.Is(err, state.ErrTicketLocked):
+	case errors.Is(err, tickets.ErrLocked):
 		return failf("ticket %s is being worked on by a peal run: try again when it ends", c.Ticket)
 	case err != nil:
 		return failf("ticket %s: %v", c.Ticket, err)
@@ -204,7 +204,7 @@ func (c *RetryStateDetectCmd) Run(e *env) error {
 	if err != nil {
 		return failf("%v", err)
 	}
-	report, err := state.Detect(c.Dir, cfg.FailOn)
+	report, err := tickets.Detect(c.Dir, cfg.FailOn)
 	if err != nil {
 		return failf("%v", err)
 	}
@@ -221,7 +221,7 @@ func (c *RetryStateDetectCmd) Run(e *env) error {
 		source = "-"
 	}
 	fmt.Fprintf(e.stdout, "blocked: %v\nsource: %s\nclose status: %s\n", report.Blocked, source, report.CloseStatus)
-	for _, sev := range state.Severities {
+	for _, sev := range tickets.Severities {
 		if n, ok := report.Counts[sev]; ok {
 			fmt.Fprintf(e.stdout, "%s: %s\n", sev, n)
 		}

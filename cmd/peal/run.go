@@ -189,11 +189,11 @@ type console struct {
 
 // handler is the console's log handler at level, in the form log_format
 // names: on a terminal, auto is the human form.
-func (c console) handler(format string, level slog.Level) slog.Handler {
+func (c console) handler(format config.LogFormat, level slog.Level) slog.Handler {
 	switch {
-	case format == "json":
+	case format == config.LogJSON:
 		return slog.NewJSONHandler(c.w, &slog.HandlerOptions{Level: level})
-	case format == "human" || format == "auto" && c.terminal:
+	case format == config.LogHuman || format == config.LogAuto && c.terminal:
 		return newHumanHandler(c.w, level, c.width)
 	}
 	return slog.NewTextHandler(c.w, &slog.HandlerOptions{Level: level, ReplaceAttr: roundDurations})

@@ -19,6 +19,7 @@ import (
 	"peal/internal/testgit"
 	"peal/runner"
 	"peal/state"
+	"peal/tickets"
 )
 
 // ticket is the id of task i's ticket under the default ticket prefix.
@@ -50,15 +51,15 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("task 3: %d %s", r.code, r.stderr)
 	}
 	// Task 4's ticket used up its retries.
-	store := state.NewTicketStore(filepath.Join(s.stateDir, "knowledge"))
+	store := tickets.NewStore(filepath.Join(s.stateDir, "knowledge"))
 	defer store.Close()
-	tk, err := store.OpenTicket(s.ticket(4), time.Now(), nil)
+	tk, err := store.Open(s.ticket(4), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
 		tk.Begin(time.Now(), nil)
-		tk.Complete(time.Now(), state.AttemptBlocked, nil)
+		tk.Complete(time.Now(), tickets.AttemptBlocked, nil)
 	}
 	tk.Close()
 

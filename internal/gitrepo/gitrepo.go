@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"peal/internal/safefs"
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -317,8 +318,8 @@ func explain(res phase.Result) string {
 		return last
 	}
 	for _, l := range lines(res.Stderr) {
-		if strings.HasPrefix(l, "error:") && phase.Meaningful(l) {
-			return phase.Quote(l) + "; " + last
+		if strings.HasPrefix(l, "error:") && text.Meaningful(l) {
+			return text.Quote(l) + "; " + last
 		}
 	}
 	return last

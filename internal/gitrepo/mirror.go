@@ -3,9 +3,8 @@ package gitrepo
 import (
 	"context"
 	"fmt"
+	"peal/internal/text"
 	"strings"
-
-	"peal/phase"
 )
 
 // What a worktree that mirrors the work tree (the run's worktree of a
@@ -186,7 +185,7 @@ func (g *Repo) Status(ctx context.Context) (Status, error) {
 				st.Unstaged = append(st.Unstaged, Change{Path: f[8], Old: f[7], Deleted: f[5] == "000000", Gitlink: f[4] == "160000" || f[5] == "160000"})
 			}
 		case strings.HasPrefix(rec, "u "), strings.HasPrefix(rec, "2 "):
-			return Status{}, fmt.Errorf("the worktree %s holds a merge or rename git status cannot list as changes: %q", g.top, phase.Snippet(rec, 80))
+			return Status{}, fmt.Errorf("the worktree %s holds a merge or rename git status cannot list as changes: %q", g.top, text.Snippet(rec, 80))
 		}
 	}
 	return st, nil

@@ -1,4 +1,4 @@
-package state
+package tickets
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"peal/internal/jsonobj"
 	"peal/internal/safefs"
 )
 
@@ -49,15 +50,15 @@ const (
 	TriggerRalphRetry  = "ralph_retry"
 )
 
-// TicketIDPattern is the form of a ticket id in tf's schema, e.g. pt-te9b.
-const TicketIDPattern = `^[a-z]+-[a-z0-9]+$`
+// IDPattern is the form of a ticket id in tf's schema, e.g. pt-te9b.
+const IDPattern = `^[a-z]+-[a-z0-9]+$`
 
-var ticketIDRe = regexp.MustCompile(TicketIDPattern)
+var ticketIDRe = regexp.MustCompile(IDPattern)
 
-// ErrInvalidTicketID is wrapped by every call given an id that does not match
-// TicketIDPattern; checking first also keeps an id like "../x" from naming a
+// ErrInvalidID is wrapped by every call given an id that does not match
+// IDPattern; checking first also keeps an id like "../x" from naming a
 // folder outside the knowledge folder.
-var ErrInvalidTicketID = errors.New("invalid ticket id")
+var ErrInvalidID = errors.New("invalid ticket id")
 
 // ErrUnreadable is matched by the error for a retry-state file that tf would
 // not load either: not JSON, not an object, or without one of the members
@@ -88,8 +89,8 @@ func unusable(format string, args ...any) error {
 	return &fileProblem{ErrUnusable, fmt.Sprintf(format, args...)}
 }
 
-// ValidTicketID reports whether id matches TicketIDPattern.
-func ValidTicketID(id string) bool { return ticketIDRe.MatchString(id) }
+// ValidID reports whether id matches IDPattern.
+func ValidID(id string) bool { return ticketIDRe.MatchString(id) }
 
 // ticketDir is the folder of ticket id: <knowledgeDir>/tickets/<id>.
 func ticketDir(knowledgeDir, id string) string {
@@ -97,8 +98,8 @@ func ticketDir(knowledgeDir, id string) string {
 }
 
 func checkTicketID(id string) error {
-	if !ValidTicketID(id) {
-		return fmt.Errorf("%w %s: it must match %s", ErrInvalidTicketID, quote(id), TicketIDPattern)
+	if !ValidID(id) {
+		return fmt.Errorf("%w %s: it must match %s", ErrInvalidID, jsonobj.Quote(id), IDPattern)
 	}
 	return nil
 }
@@ -221,11 +222,11 @@ func (s RetryState) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(s))
 }
 
-// LoadRetryState reads the retry state of ticket id without locking it, for
+// Load reads the retry state of ticket id without locking it, for
 // read-only use such as showing it. A missing file gives an error wrapping
 // fs.ErrNotExist; a file tf would not load either an error matching
 // ErrUnreadable; one peal cannot use an error matching ErrUnusable.
-func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
+func Load(knowledgeDir, id string) (RetryState, error) {
 	if err := checkTicketID(id); err != nil {
 		return RetryState{}, err
 	}
@@ -248,7 +249,7 @@ func LoadRetryState(knowledgeDir, id string) (RetryState, error) {
 // openTicketDir opens the existing folder <knowledgeDir>/tickets/<id>
 // without following a link at tickets or at the ticket's folder: a link
 // there could lead peal to write outside the store. The store itself is the
-// configured folder, links and all. (TicketStore opens and creates the
+// configured folder, links and all. (Store opens and creates the
 // folders of the tickets a run works on.)
 func openTicketDir(knowledgeDir, id string) (*safefs.Dir, error) {
 	tickets, err := openTicketsDir(knowledgeDir, false)
@@ -304,48 +305,48 @@ var requiredMembers = []string{"version", "ticketId", "attempts", "lastAttemptAt
 // decodeRetryState reads a retry-state file of ticket id: the view, and the
 // document for a rewrite. Its errors say why in plain words and match
 // ErrUnreadable or ErrUnusable.
-func decodeRetryState(data []byte, id string) (RetryState, *object, error) {
-	doc, err := parseObject(data)
+func decodeRetryState(data []byte, id string) (RetryState, *jsonobj.Object, error) {
+	doc, err := jsonobj.Parse(data)
 	if err != nil {
-		return RetryState{}, nil, unreadable("%s", jsonProblem(data, err))
+		return RetryState{}, nil, unreadable("%s", jsonobj.Problem(data, err))
 	}
 	for _, k := range requiredMembers {
-		if !doc.has(k) {
+		if !doc.Has(k) {
 			return RetryState{}, nil, unreadable("it has no %s", k)
 		}
 	}
 	st := RetryState{raw: data}
 	warn := func(format string, args ...any) { st.Warnings = append(st.Warnings, fmt.Sprintf(format, args...)) }
-	switch v, k := intOf(doc, "version"); {
-	case k == kindOK && v == RetryStateVersion:
+	switch v, k := jsonobj.IntOf(doc, "version"); {
+	case k == jsonobj.OK && v == RetryStateVersion:
 		st.Version = v
-	case k == kindNull:
+	case k == jsonobj.Null:
 		st.Version = RetryStateVersion
 		warn("its version is null; read as version %d", RetryStateVersion)
 	default:
-		raw, _ := doc.get("version")
-		return RetryState{}, nil, unusable("it has schema version %s, and this peal knows version %d only", quote(string(raw)), RetryStateVersion)
+		raw, _ := doc.Get("version")
+		return RetryState{}, nil, unusable("it has schema version %s, and this peal knows version %d only", jsonobj.Quote(string(raw)), RetryStateVersion)
 	}
-	switch s, k := stringOf(doc, "ticketId"); {
-	case k == kindOK && s == id:
+	switch s, k := jsonobj.StringOf(doc, "ticketId"); {
+	case k == jsonobj.OK && s == id:
 		st.TicketID = s
-	case k == kindOK:
+	case k == jsonobj.OK:
 		st.TicketID = s
-		warn("it names ticket %s, but it is the file of ticket %s", quote(s), id)
+		warn("it names ticket %s, but it is the file of ticket %s", jsonobj.Quote(s), id)
 	default:
 		st.TicketID = id
 		warn("its ticketId is not a string; read as %s, its folder's", id)
 	}
-	items, k := arrayOf(doc, "attempts")
+	items, k := jsonobj.ArrayOf(doc, "attempts")
 	switch k {
-	case kindNull:
+	case jsonobj.Null:
 		warn("its attempts are null; read as none")
-	case kindWrong:
+	case jsonobj.Wrong:
 		return RetryState{}, nil, unusable("its attempts are not a list")
 	}
 	st.Attempts = make([]Attempt, 0, len(items))
 	for i, item := range items {
-		o, err := parseObject(item)
+		o, err := jsonobj.Parse(item)
 		if err != nil {
 			return RetryState{}, nil, unusable("attempt %d of its list is not an object", i+1)
 		}
@@ -355,46 +356,46 @@ func decodeRetryState(data []byte, id string) (RetryState, *object, error) {
 		}
 		st.Attempts = append(st.Attempts, a)
 	}
-	st.LastAttemptAt, _ = stringOf(doc, "lastAttemptAt")
-	st.Status, _ = stringOf(doc, "status")
-	n, k := intOf(doc, "retryCount")
-	if k == kindWrong || n < 0 {
-		raw, _ := doc.get("retryCount")
-		return RetryState{}, nil, unusable("its retryCount %s is not a whole number of at least 0", quote(string(raw)))
+	st.LastAttemptAt, _ = jsonobj.StringOf(doc, "lastAttemptAt")
+	st.Status, _ = jsonobj.StringOf(doc, "status")
+	n, k := jsonobj.IntOf(doc, "retryCount")
+	if k == jsonobj.Wrong || n < 0 {
+		raw, _ := doc.Get("retryCount")
+		return RetryState{}, nil, unusable("its retryCount %s is not a whole number of at least 0", jsonobj.Quote(string(raw)))
 	}
 	st.RetryCount = n
 	return st, doc, nil
 }
 
 // readAttempt reads the attempt at position i (0-based) of the list.
-func readAttempt(o *object, i int, warn func(string, ...any)) (Attempt, error) {
+func readAttempt(o *jsonobj.Object, i int, warn func(string, ...any)) (Attempt, error) {
 	var a Attempt
-	n, k := intOf(o, "attemptNumber")
+	n, k := jsonobj.IntOf(o, "attemptNumber")
 	switch {
-	case k == kindOK && n >= 1:
+	case k == jsonobj.OK && n >= 1:
 		a.AttemptNumber = n
-	case k == kindMissing || k == kindNull:
+	case k == jsonobj.Missing || k == jsonobj.Null:
 		a.AttemptNumber = i + 1
 		warn("attempt %d of its list has no attemptNumber; read as %d", i+1, i+1)
 	default:
-		raw, _ := o.get("attemptNumber")
-		return a, unusable("attempt %d of its list has attemptNumber %s, not a whole number of at least 1", i+1, quote(string(raw)))
+		raw, _ := o.Get("attemptNumber")
+		return a, unusable("attempt %d of its list has attemptNumber %s, not a whole number of at least 1", i+1, jsonobj.Quote(string(raw)))
 	}
-	a.StartedAt, _ = stringOf(o, "startedAt")
-	a.CompletedAt, _ = stringOf(o, "completedAt")
-	a.Status, _ = stringOf(o, "status")
-	a.Trigger, _ = stringOf(o, "trigger")
-	a.CloseSummaryRef, _ = stringOf(o, "closeSummaryRef")
-	if g, k := objectOf(o, "qualityGate"); k == kindOK {
+	a.StartedAt, _ = jsonobj.StringOf(o, "startedAt")
+	a.CompletedAt, _ = jsonobj.StringOf(o, "completedAt")
+	a.Status, _ = jsonobj.StringOf(o, "status")
+	a.Trigger, _ = jsonobj.StringOf(o, "trigger")
+	a.CloseSummaryRef, _ = jsonobj.StringOf(o, "closeSummaryRef")
+	if g, k := jsonobj.ObjectOf(o, "qualityGate"); k == jsonobj.OK {
 		a.QualityGate = readGate(g)
 	}
-	if e, k := objectOf(o, "escalation"); k == kindOK {
+	if e, k := jsonobj.ObjectOf(o, "escalation"); k == jsonobj.OK {
 		a.Escalation = &Escalation{}
 		for _, role := range []struct {
 			name string
 			to   **string
 		}{{"fixer", &a.Escalation.Fixer}, {"reviewerSecondOpinion", &a.Escalation.ReviewerSecondOpinion}, {"worker", &a.Escalation.Worker}} {
-			if s, k := stringOf(e, role.name); k == kindOK {
+			if s, k := jsonobj.StringOf(e, role.name); k == jsonobj.OK {
 				*role.to = &s
 			}
 		}
@@ -402,32 +403,32 @@ func readAttempt(o *object, i int, warn func(string, ...any)) (Attempt, error) {
 	return a, nil
 }
 
-func readGate(o *object) *QualityGate {
+func readGate(o *jsonobj.Object) *QualityGate {
 	g := &QualityGate{FailOn: []string{}}
-	items, _ := arrayOf(o, "failOn")
+	items, _ := jsonobj.ArrayOf(o, "failOn")
 	for _, it := range items {
 		var s string
 		if json.Unmarshal(it, &s) == nil {
 			g.FailOn = append(g.FailOn, s)
 		}
 	}
-	if c, k := objectOf(o, "counts"); k == kindOK {
+	if c, k := jsonobj.ObjectOf(o, "counts"); k == jsonobj.OK {
 		for _, name := range Severities {
-			*g.Counts.field(name), _ = intOf(c, name)
+			*g.Counts.field(name), _ = jsonobj.IntOf(c, name)
 		}
 	}
 	return g
 }
 
 // freshDoc is the state of a ticket without a file, as tf creates it.
-func freshDoc(id string, now time.Time) *object {
-	o := &object{}
-	o.set("version", RetryStateVersion)
-	o.set("ticketId", id)
-	o.set("attempts", []any{})
-	o.set("lastAttemptAt", stamp(now))
-	o.set("status", TicketActive)
-	o.set("retryCount", 0)
+func freshDoc(id string, now time.Time) *jsonobj.Object {
+	o := &jsonobj.Object{}
+	o.Set("version", RetryStateVersion)
+	o.Set("ticketId", id)
+	o.Set("attempts", []any{})
+	o.Set("lastAttemptAt", stamp(now))
+	o.Set("status", TicketActive)
+	o.Set("retryCount", 0)
 	return o
 }
 
@@ -455,4 +456,14 @@ func (s RetryState) NextAttempt() int {
 		return s.Attempts[n-1].AttemptNumber
 	}
 	return len(s.Attempts) + 1
+}
+
+// cause is the innermost error, e.g. "permission denied" for a *PathError
+// whose path the message already names.
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

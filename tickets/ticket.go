@@ -1,4 +1,4 @@
-package state
+package tickets
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"peal/internal/jsonobj"
 	"peal/internal/safefs"
 )
 
@@ -31,12 +32,12 @@ const (
 	ReviewFile       = "review.md"
 )
 
-// ErrTicketLocked is wrapped when another holder (another peal process, or
+// ErrLocked is wrapped when another holder (another peal process, or
 // another task of the same run) has the ticket's lock.
-var ErrTicketLocked = errors.New("ticket locked")
+var ErrLocked = errors.New("ticket locked")
 
 // Ticket is the retry state of one ticket, held under an exclusive lock from
-// OpenTicket until Close, so that two peal runs never interleave their
+// Open until Close, so that two peal runs never interleave their
 // attempts.
 type Ticket struct {
 	mu   sync.Mutex // State may be read while the runner completes an attempt
@@ -62,22 +63,22 @@ type attempt struct {
 	raw       json.RawMessage // as this handle last wrote it
 }
 
-// TicketStore is a retry-state store whose tickets folder is opened once
+// Store is a retry-state store whose tickets folder is opened once
 // and then kept open, for a run that opens many tickets. Its methods are
 // safe for concurrent use.
-type TicketStore struct {
+type Store struct {
 	knowledgeDir string
 	mu           sync.Mutex
 	tickets      *safefs.Dir // nil until the first ticket, or after a failure
 }
 
-// NewTicketStore is the store in knowledgeDir; nothing is opened yet.
-func NewTicketStore(knowledgeDir string) *TicketStore {
-	return &TicketStore{knowledgeDir: knowledgeDir}
+// NewStore is the store in knowledgeDir; nothing is opened yet.
+func NewStore(knowledgeDir string) *Store {
+	return &Store{knowledgeDir: knowledgeDir}
 }
 
 // Close closes the tickets folder; the store opens it again if need be.
-func (s *TicketStore) Close() {
+func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tickets != nil {
@@ -89,7 +90,7 @@ func (s *TicketStore) Close() {
 // ticketDir opens (creating it) the folder of ticket id, and tells whether
 // it was created just now. When the kept tickets folder fails (it was
 // removed, say), the store opens it afresh once.
-func (s *TicketStore) ticketDir(id string) (*safefs.Dir, bool, error) {
+func (s *Store) ticketDir(id string) (*safefs.Dir, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for try := 1; ; try++ {
@@ -112,8 +113,8 @@ func (s *TicketStore) ticketDir(id string) (*safefs.Dir, bool, error) {
 	}
 }
 
-// OpenTicket is OpenTicket of the package, in this store.
-func (s *TicketStore) OpenTicket(id string, now time.Time, warn func(string)) (*Ticket, error) {
+// Open is Open of the package, in this store.
+func (s *Store) Open(id string, now time.Time, warn func(string)) (*Ticket, error) {
 	if err := checkTicketID(id); err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (s *TicketStore) OpenTicket(id string, now time.Time, warn func(string)) (*
 	if err != nil {
 		dir.Close()
 		if errors.Is(err, safefs.ErrLocked) {
-			return nil, fmt.Errorf("%w: %s is being worked on by another peal run or task, which holds %s", ErrTicketLocked, id, dir.Join(LockFile))
+			return nil, fmt.Errorf("%w: %s is being worked on by another peal run or task, which holds %s", ErrLocked, id, dir.Join(LockFile))
 		}
 		return nil, fmt.Errorf("lock of ticket %s: %w", id, err)
 	}
@@ -150,19 +151,19 @@ func (s *TicketStore) OpenTicket(id string, now time.Time, warn func(string)) (*
 // reload reads the file again (the caller holds mu and the lock) and
 // returns the view and the document to change. An unreadable file is kept
 // aside; warnings are told only when the text changed since the last read.
-func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
+func (t *Ticket) reload(now time.Time) (RetryState, *jsonobj.Object, error) {
 	data, err := readRetryFile(t.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		t.data = nil
 		doc := freshDoc(t.id, t.now)
-		st, _, _ := decodeRetryState(doc.file(), t.id)
+		st, _, _ := decodeRetryState(doc.File(), t.id)
 		return st, doc, nil
 	}
 	if err != nil && !errors.Is(err, ErrUnreadable) {
 		return RetryState{}, nil, err
 	}
 	var st RetryState
-	var doc *object
+	var doc *jsonobj.Object
 	if err == nil {
 		st, doc, err = decodeRetryState(data, t.id)
 	}
@@ -181,7 +182,7 @@ func (t *Ticket) reload(now time.Time) (RetryState, *object, error) {
 		t.warn(fmt.Sprintf("retry state %s is unreadable (%v): kept it as %s and started fresh", path, problemOf(err), aside))
 		t.data = nil
 		doc := freshDoc(t.id, now)
-		st, _, _ := decodeRetryState(doc.file(), t.id)
+		st, _, _ := decodeRetryState(doc.File(), t.id)
 		return st, doc, nil
 	}
 	if !bytes.Equal(data, t.data) {
@@ -214,7 +215,7 @@ func (t *Ticket) State() RetryState {
 	defer t.mu.Unlock()
 	data := t.data
 	if data == nil {
-		data = freshDoc(t.id, t.now).file()
+		data = freshDoc(t.id, t.now).File()
 	}
 	st, _, _ := decodeRetryState(data, t.id)
 	return st
@@ -243,16 +244,16 @@ func (t *Ticket) Begin(now time.Time, escalation func(attemptNumber int) Escalat
 	var view Attempt
 	var resumed bool
 	var mine *attempt
-	err := t.update(now, false, func(st RetryState, doc *object) error {
-		items, _ := arrayOf(doc, "attempts")
+	err := t.update(now, false, func(st RetryState, doc *jsonobj.Object) error {
+		items, _ := jsonobj.ArrayOf(doc, "attempts")
 		n := len(st.Attempts)
 		resumed = n > 0 && st.Attempts[n-1].Status == AttemptInProgress
-		var a *object
+		var a *jsonobj.Object
 		var number int
 		var started string
 		if resumed {
 			number, started = st.Attempts[n-1].AttemptNumber, st.Attempts[n-1].StartedAt
-			a, _ = parseObject(items[n-1])
+			a, _ = jsonobj.Parse(items[n-1])
 		} else {
 			trigger := TriggerManualRetry
 			switch {
@@ -262,11 +263,11 @@ func (t *Ticket) Begin(now time.Time, escalation func(attemptNumber int) Escalat
 				trigger = TriggerQualityGate
 			}
 			number, started = n+1, stamp(now)
-			a = &object{}
-			a.set("attemptNumber", number)
-			a.set("startedAt", started)
-			a.set("status", AttemptInProgress)
-			a.set("trigger", trigger)
+			a = &jsonobj.Object{}
+			a.Set("attemptNumber", number)
+			a.Set("startedAt", started)
+			a.Set("status", AttemptInProgress)
+			a.Set("trigger", trigger)
 			items = append(items, nil)
 		}
 		var e Escalation
@@ -274,11 +275,11 @@ func (t *Ticket) Begin(now time.Time, escalation func(attemptNumber int) Escalat
 			e = escalation(number)
 		}
 		setEscalation(a, e)
-		items[len(items)-1] = a.compact()
-		doc.setRaw("attempts", array(items))
-		doc.set("lastAttemptAt", stamp(now))
-		doc.set("status", TicketActive)
-		mine = &attempt{number: number, startedAt: started, raw: a.compact()}
+		items[len(items)-1] = a.Compact()
+		doc.SetRaw("attempts", jsonobj.Array(items))
+		doc.Set("lastAttemptAt", stamp(now))
+		doc.Set("status", TicketActive)
+		mine = &attempt{number: number, startedAt: started, raw: a.Compact()}
 		var err error
 		view, err = readAttempt(a, len(items)-1, func(string, ...any) {})
 		return err
@@ -292,16 +293,16 @@ func (t *Ticket) Begin(now time.Time, escalation func(attemptNumber int) Escalat
 
 // setEscalation records the models of an attempt. Members another program
 // added to an escalation object stay.
-func setEscalation(a *object, e Escalation) {
-	eo, k := objectOf(a, "escalation")
-	if k != kindOK {
-		a.set("escalation", e)
+func setEscalation(a *jsonobj.Object, e Escalation) {
+	eo, k := jsonobj.ObjectOf(a, "escalation")
+	if k != jsonobj.OK {
+		a.Set("escalation", e)
 		return
 	}
-	eo.set("fixer", e.Fixer)
-	eo.set("reviewerSecondOpinion", e.ReviewerSecondOpinion)
-	eo.set("worker", e.Worker)
-	a.setRaw("escalation", eo.compact())
+	eo.Set("fixer", e.Fixer)
+	eo.Set("reviewerSecondOpinion", e.ReviewerSecondOpinion)
+	eo.Set("worker", e.Worker)
+	a.SetRaw("escalation", eo.Compact())
 }
 
 // Complete records how this handle's attempt ended and saves durably, with
@@ -326,9 +327,9 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 		return fmt.Errorf("completing attempt of %s: this run has no attempt in progress", t.id)
 	}
 	var warnings []string
-	err := t.update(now, true, func(st RetryState, doc *object) error {
+	err := t.update(now, true, func(st RetryState, doc *jsonobj.Object) error {
 		warnings = warnings[:0]
-		items, _ := arrayOf(doc, "attempts")
+		items, _ := jsonobj.ArrayOf(doc, "attempts")
 		i := -1
 		for j := len(st.Attempts) - 1; j >= 0; j-- {
 			if st.Attempts[j].AttemptNumber == t.mine.number && st.Attempts[j].StartedAt == t.mine.startedAt {
@@ -336,10 +337,10 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 				break
 			}
 		}
-		var a *object
+		var a *jsonobj.Object
 		if i < 0 {
-			a, _ = parseObject(t.mine.raw)
-			a.set("attemptNumber", len(items)+1)
+			a, _ = jsonobj.Parse(t.mine.raw)
+			a.Set("attemptNumber", len(items)+1)
 			warnings = append(warnings, fmt.Sprintf("retry state %s no longer holds attempt %d of this run (another program rewrote it): recorded it again as attempt %d",
 				t.dir.Join(RetryStateFile), t.mine.number, len(items)+1))
 			items = append(items, nil)
@@ -347,39 +348,39 @@ func (t *Ticket) Complete(now time.Time, status string, gate *QualityGate) error
 		} else {
 			if s := st.Attempts[i].Status; s != AttemptInProgress {
 				warnings = append(warnings, fmt.Sprintf("retry state %s: attempt %d of this run was ended by another program as %s; recording this run's result %s",
-					t.dir.Join(RetryStateFile), t.mine.number, quote(s), status))
+					t.dir.Join(RetryStateFile), t.mine.number, jsonobj.Quote(s), status))
 			}
-			a, _ = parseObject(items[i])
+			a, _ = jsonobj.Parse(items[i])
 		}
-		a.set("completedAt", stamp(now))
-		a.set("status", status)
+		a.Set("completedAt", stamp(now))
+		a.Set("status", status)
 		if gate != nil {
 			g := *gate
 			if g.FailOn == nil {
 				g.FailOn = []string{}
 			}
-			a.set("qualityGate", g)
+			a.Set("qualityGate", g)
 		}
 		// An errored run usually stopped before writing a close summary: a
 		// file found there is an earlier attempt's, whose verdict must not
 		// be read as this attempt's.
 		if status != AttemptError || t.summary != "" {
-			a.set("closeSummaryRef", CloseSummaryFile)
+			a.Set("closeSummaryRef", CloseSummaryFile)
 		}
-		items[i] = a.compact()
-		doc.setRaw("attempts", array(items))
+		items[i] = a.Compact()
+		doc.SetRaw("attempts", jsonobj.Array(items))
 		last := i == len(items)-1
 		switch status {
 		case AttemptClosed:
 			if last {
-				doc.set("retryCount", 0)
-				doc.set("status", TicketClosed)
+				doc.Set("retryCount", 0)
+				doc.Set("status", TicketClosed)
 			}
 		case AttemptBlocked:
-			n, _ := intOf(doc, "retryCount")
-			doc.set("retryCount", n+1)
+			n, _ := jsonobj.IntOf(doc, "retryCount")
+			doc.Set("retryCount", n+1)
 			if last {
-				doc.set("status", TicketActive)
+				doc.Set("status", TicketActive)
 			}
 		}
 		return nil
@@ -407,11 +408,11 @@ const maxRetries = 20
 // check and the rename can be lost. The check reads the file just before the
 // rename, which is why the edit need not read it first as well. sync also
 // makes the folder durable, with every write the handle did in it.
-func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc *object) error) error {
+func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc *jsonobj.Object) error) error {
 	path := t.dir.Join(RetryStateFile)
 	for try := 1; ; try++ {
 		var st RetryState
-		var doc *object
+		var doc *jsonobj.Object
 		var err error
 		if try == 1 {
 			st, doc, err = t.cached()
@@ -425,7 +426,7 @@ func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc
 		if err := change(st, doc); err != nil {
 			return err
 		}
-		data := doc.file()
+		data := doc.File()
 		if bytes.Equal(data, base) {
 			return nil // nothing to change: no write
 		}
@@ -456,10 +457,10 @@ func (t *Ticket) update(now time.Time, sync bool, change func(st RetryState, doc
 
 // cached is the view and document of the file as this handle last read or
 // wrote it (a fresh state when there was none).
-func (t *Ticket) cached() (RetryState, *object, error) {
+func (t *Ticket) cached() (RetryState, *jsonobj.Object, error) {
 	data := t.data
 	if data == nil {
-		data = freshDoc(t.id, t.now).file()
+		data = freshDoc(t.id, t.now).File()
 	}
 	st, doc, err := decodeRetryState(data, t.id)
 	if err != nil {
@@ -528,13 +529,13 @@ func (t *Ticket) closedError() error {
 	return fmt.Errorf("ticket %s: the handle is closed and no longer holds the lock", t.id)
 }
 
-// ResetTicket moves ticket id's retry-state.json to
+// Reset moves ticket id's retry-state.json to
 // retry-state.json.bak.<UTC YYYYMMDDTHHMMSSZ> (with .1, .2… appended if that
 // name is taken) and returns the new path, so the next attempt starts at 1
 // and nothing is lost. It takes the ticket's lock for the rename, so it fails
-// with ErrTicketLocked while a run works on the ticket; call it before
-// OpenTicket. A missing file gives an error wrapping fs.ErrNotExist.
-func ResetTicket(knowledgeDir, id string, now time.Time) (string, error) {
+// with ErrLocked while a run works on the ticket; call it before
+// Open. A missing file gives an error wrapping fs.ErrNotExist.
+func Reset(knowledgeDir, id string, now time.Time) (string, error) {
 	if err := checkTicketID(id); err != nil {
 		return "", err
 	}
@@ -550,7 +551,7 @@ func ResetTicket(knowledgeDir, id string, now time.Time) (string, error) {
 	}
 	lock, err := dir.Lock(LockFile)
 	if errors.Is(err, safefs.ErrLocked) {
-		return "", fmt.Errorf("%w: %s is being worked on by a peal run, which holds %s", ErrTicketLocked, id, dir.Join(LockFile))
+		return "", fmt.Errorf("%w: %s is being worked on by a peal run, which holds %s", ErrLocked, id, dir.Join(LockFile))
 	}
 	if err != nil {
 		return "", fmt.Errorf("resetting retry state of %s: %w", id, err)

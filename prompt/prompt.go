@@ -1,13 +1,9 @@
-package phase
+package prompt
 
 import (
 	"fmt"
 	"strings"
 )
-
-// Every prompt sent to the agent is built in this file. Payloads (task text,
-// plan text, documents, review output) sit between fence lines so that the
-// agent can tell data from instructions.
 
 const (
 	fenceTask = "---TASK---"
@@ -19,14 +15,14 @@ func fenced(fence, payload string) string {
 	return fence + "\n" + payload + "\n" + fence
 }
 
-// PlanPrompt asks for a plan of one task.
-func PlanPrompt(task string) string {
+// Plan asks for a plan of one task.
+func Plan(task string) string {
 	return "Write an implementation plan for the task between the fence lines. " +
 		"Reply with the plan only.\n\n" + fenced(fenceTask, task)
 }
 
-// ExecutePrompt asks the agent to carry out a plan.
-func ExecutePrompt(plan string) string {
+// Execute asks the agent to carry out a plan.
+func Execute(plan string) string {
 	return "Carry out the plan between the fence lines: implement it and run the tests. " +
 		"Do not write a new plan.\n\n" + fenced(fencePlan, plan)
 }
@@ -39,8 +35,8 @@ const DefaultNormalizeTemplate = "Rewrite the document between the fence lines a
 	"and its description follows under the heading. Print only the plan.\n\n" +
 	fenceDoc + "\n{{DOC}}\n" + fenceDoc
 
-// NormalizePrompt fills the template ("" for the built-in one) with the document.
-func NormalizePrompt(template, doc string) string {
+// Normalize fills the template ("" for the built-in one) with the document.
+func Normalize(template, doc string) string {
 	if template == "" {
 		template = DefaultNormalizeTemplate
 	}
@@ -82,11 +78,11 @@ type CheckFailure struct {
 
 const fenceCheck = "---CHECK---"
 
-// AddressPrompt asks the agent to fix the findings of a review, with the
+// Address asks the agent to fix the findings of a review, with the
 // reviewer's suggestions (one per line) in their own fenced block when there
 // are any, and the failing checks, each in a fenced block of its own with
 // its command, how it ended and the tail of its output.
-func AddressPrompt(f Fixes) string {
+func Address(f Fixes) string {
 	var parts []string
 	if f.Findings {
 		p := "Fix the findings of the code review between the fence lines, then run the tests.\n\n" + fenced(fenceStet, f.Review)
@@ -131,8 +127,8 @@ func unfence(payload, fence string) string {
 	return strings.Join(lines, "\n")
 }
 
-// TriagePrompt asks whether a review has anything worth addressing.
-func TriagePrompt(review string) string {
+// Triage asks whether a review has anything worth addressing.
+func Triage(review string) string {
 	return "Read the code review between the fence lines and say which findings, by id, really need a fix; " +
 		"say \"nothing to address\" if none do.\n\n" + fenced(fenceStet, review) + "\n\n" + TriageQuestion
 }

@@ -1,4 +1,4 @@
-package state
+package jsonobj
 
 import "encoding/json"
 
@@ -10,9 +10,9 @@ import "encoding/json"
 // happens twice per task, spent most of its time there.
 
 // splitObject splits valid JSON text into the members of its object;
-// errNotObject when the value is not an object.
-func splitObject(data []byte) (*object, error) {
-	o := &object{}
+// ErrNotObject when the value is not an object.
+func splitObject(data []byte) (*Object, error) {
+	o := &Object{}
 	ok, err := splitParts(data, '{', '}', func(i int) (int, error) {
 		end := stringEnd(data, i)
 		key, err := jsonKey(data[i:end])
@@ -28,7 +28,7 @@ func splitObject(data []byte) (*object, error) {
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, errNotObject
+		return nil, ErrNotObject
 	}
 	return o, nil
 }

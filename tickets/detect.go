@@ -1,4 +1,4 @@
-package state
+package tickets
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"peal/internal/jsonobj"
 	"peal/internal/safefs"
 )
 
@@ -229,7 +230,7 @@ func DetectBlockedFromReview(path string, failOn []string) (*BlockedResult, erro
 func checkFailOn(failOn []string) error {
 	for _, sev := range failOn {
 		if _, ok := severityRes[sev]; !ok {
-			return fmt.Errorf("unknown severity %s: fail_on takes %s", quote(sev), strings.Join(Severities, ", "))
+			return fmt.Errorf("unknown severity %s: fail_on takes %s", jsonobj.Quote(sev), strings.Join(Severities, ", "))
 		}
 	}
 	return nil

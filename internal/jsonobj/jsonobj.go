@@ -1,4 +1,11 @@
-package state
+// Package jsonobj holds the JSON objects of the files peal rewrites but does
+// not own alone (state.json, the retry-state store shared with ticketflow,
+// the sessions and notes): an object read keeps its members in order and
+// each value as written, so that a rewrite changes only what peal sets, and
+// typed readers of one member tell a missing or null member from one of the
+// wrong type. Problem and Quote put what is wrong with a file into a plain,
+// bounded line. It imports nothing of peal.
+package jsonobj
 
 import (
 	"bytes"
@@ -10,11 +17,11 @@ import (
 	"strconv"
 )
 
-// object is a JSON object kept as it was written: its members in order, each
+// Object is a JSON object kept as it was written: its members in order, each
 // value as its original text. Rewriting a file through it changes only the
 // members peal sets: a number written 1.0, a null, a member peal does not
 // know all stay as they were.
-type object struct {
+type Object struct {
 	members []member
 }
 
@@ -23,22 +30,22 @@ type member struct {
 	value json.RawMessage
 }
 
-// errNotObject: the text is JSON, but not an object.
-var errNotObject = errors.New("not a JSON object")
+// ErrNotObject: the text is JSON, but not an object.
+var ErrNotObject = errors.New("not a JSON object")
 
-// parseObject reads one JSON object and nothing after it. Text that is
+// Parse reads one JSON object and nothing after it. Text that is
 // valid JSON is split where its members begin and end (splitObject); other
 // text goes through encoding/json's decoder, which says where and why it
 // is not JSON.
-func parseObject(data []byte) (*object, error) {
+func Parse(data []byte) (*Object, error) {
 	if json.Valid(data) {
 		return splitObject(data)
 	}
-	return decodeObject(data)
+	return Decode(data)
 }
 
-// decodeObject is parseObject through json.Decoder.
-func decodeObject(data []byte) (*object, error) {
+// Decode is Parse through json.Decoder.
+func Decode(data []byte) (*Object, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
@@ -48,9 +55,9 @@ func decodeObject(data []byte) (*object, error) {
 		if err := skipRest(dec); err != nil {
 			return nil, err
 		}
-		return nil, errNotObject
+		return nil, ErrNotObject
 	}
-	o := &object{}
+	o := &Object{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -86,9 +93,9 @@ func skipRest(dec *json.Decoder) error {
 	return nil
 }
 
-// get returns the value of key: the last one when the key is repeated, as
+// Get returns the value of key: the last one when the key is repeated, as
 // Python's json module and Go's both read it.
-func (o *object) get(key string) (json.RawMessage, bool) {
+func (o *Object) Get(key string) (json.RawMessage, bool) {
 	for i := len(o.members) - 1; i >= 0; i-- {
 		if o.members[i].key == key {
 			return o.members[i].value, true
@@ -97,23 +104,25 @@ func (o *object) get(key string) (json.RawMessage, bool) {
 	return nil, false
 }
 
-func (o *object) has(key string) bool {
-	_, ok := o.get(key)
+// Has reports whether the object has member key.
+func (o *Object) Has(key string) bool {
+	_, ok := o.Get(key)
 	return ok
 }
 
-// set gives key the JSON form of v: in the place of its last occurrence
+// Set gives key the JSON form of v: in the place of its last occurrence
 // (earlier repetitions go), or as a new last member.
-func (o *object) set(key string, v any) {
-	raw, err := marshal(v)
+func (o *Object) Set(key string, v any) {
+	raw, err := Marshal(v)
 	if err != nil {
 		// Only peal's own values are set, all of which marshal.
-		panic(fmt.Sprintf("state: marshaling %s: %v", key, err))
+		panic(fmt.Sprintf("jsonobj: marshaling %s: %v", key, err))
 	}
-	o.setRaw(key, raw)
+	o.SetRaw(key, raw)
 }
 
-func (o *object) setRaw(key string, raw json.RawMessage) {
+// SetRaw is Set with a value that is already JSON text.
+func (o *Object) SetRaw(key string, raw json.RawMessage) {
 	last := -1
 	for i, m := range o.members {
 		if m.key == key {
@@ -132,7 +141,8 @@ func (o *object) setRaw(key string, raw json.RawMessage) {
 	}
 }
 
-func (o *object) delete(key string) {
+// Delete removes every member named key.
+func (o *Object) Delete(key string) {
 	out := o.members[:0]
 	for _, m := range o.members {
 		if m.key != key {
@@ -142,12 +152,13 @@ func (o *object) delete(key string) {
 	o.members = out
 }
 
-func (o *object) clone() *object {
-	return &object{members: append([]member(nil), o.members...)}
+// Clone is a copy of the object whose members can be changed apart.
+func (o *Object) Clone() *Object {
+	return &Object{members: append([]member(nil), o.members...)}
 }
 
-// compact is the object's JSON text, values as written.
-func (o *object) compact() []byte {
+// Compact is the object's JSON text, values as written.
+func (o *Object) Compact() []byte {
 	n := 2
 	for _, m := range o.members {
 		n += len(m.key) + len(m.value) + 4
@@ -166,12 +177,12 @@ func (o *object) compact() []byte {
 }
 
 // appendKey appends key as a JSON string: as it is between quotes when it
-// is printable ASCII without a quote or a backslash, as marshal writes it
+// is printable ASCII without a quote or a backslash, as Marshal writes it
 // otherwise.
 func appendKey(b []byte, key string) []byte {
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			k, _ := marshal(key)
+			k, _ := Marshal(key)
 			return append(b, k...)
 		}
 	}
@@ -180,22 +191,22 @@ func appendKey(b []byte, key string) []byte {
 	return append(b, '"')
 }
 
-// file is the object as a file's text: indented by two spaces, as both
+// File is the object as a file's text: indented by two spaces, as both
 // ticketflow and Peal write their files, and ending in a newline. Only the
 // layout changes: json.Indent keeps every number and string as written.
-func (o *object) file() []byte {
-	compact := o.compact()
+func (o *Object) File() []byte {
+	compact := o.Compact()
 	var b bytes.Buffer
 	b.Grow(2*len(compact) + 64)
 	if err := json.Indent(&b, compact, "", "  "); err != nil {
-		panic(fmt.Sprintf("state: indenting a document: %v", err)) // every value was valid JSON
+		panic(fmt.Sprintf("jsonobj: indenting a document: %v", err)) // every value was valid JSON
 	}
 	b.WriteByte('\n')
 	return b.Bytes()
 }
 
-// array is the JSON text of raw values.
-func array(items []json.RawMessage) json.RawMessage {
+// Array is the JSON text of raw values.
+func Array(items []json.RawMessage) json.RawMessage {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, it := range items {
@@ -208,9 +219,9 @@ func array(items []json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
-// marshal is json.Marshal without HTML escaping, so that a model name such
+// Marshal is json.Marshal without HTML escaping, so that a model name such
 // as "a<b>" is written as it is.
-func marshal(v any) (json.RawMessage, error) {
+func Marshal(v any) (json.RawMessage, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -220,53 +231,53 @@ func marshal(v any) (json.RawMessage, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// The readers below interpret one raw value. kind says what it was, so that
+// The readers below interpret one raw value. Kind says what it was, so that
 // a caller can tell a missing or null member (often fine) from one of the
 // wrong type.
-type kind int
+type Kind int
 
 const (
-	kindMissing kind = iota
-	kindNull
-	kindOK
-	kindWrong
+	Missing Kind = iota
+	Null
+	OK
+	Wrong
 )
 
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+func IsNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 // memberOf reads member key with read, which tells whether the value is of
 // the type the member must hold.
-func memberOf[T any](o *object, key string, read func(json.RawMessage) (T, bool)) (T, kind) {
+func memberOf[T any](o *Object, key string, read func(json.RawMessage) (T, bool)) (T, Kind) {
 	var zero T
-	raw, ok := o.get(key)
+	raw, ok := o.Get(key)
 	switch {
 	case !ok:
-		return zero, kindMissing
-	case isNull(raw):
-		return zero, kindNull
+		return zero, Missing
+	case IsNull(raw):
+		return zero, Null
 	}
 	v, ok := read(raw)
 	if !ok {
-		return zero, kindWrong
+		return zero, Wrong
 	}
-	return v, kindOK
+	return v, OK
 }
 
-// decoded is a read of memberOf for the types encoding/json decodes as such.
-func decoded[T any](raw json.RawMessage) (T, bool) {
+// Decoded is a read of memberOf for the types encoding/json decodes as such.
+func Decoded[T any](raw json.RawMessage) (T, bool) {
 	var v T
 	return v, json.Unmarshal(raw, &v) == nil
 }
 
-// stringOf reads a string member.
-func stringOf(o *object, key string) (string, kind) { return memberOf(o, key, decoded[string]) }
+// StringOf reads a string member.
+func StringOf(o *Object, key string) (string, Kind) { return memberOf(o, key, Decoded[string]) }
 
-// intOf reads a member that must hold a whole number: 3 and 3.0 alike, as
+// IntOf reads a member that must hold a whole number: 3 and 3.0 alike, as
 // Python compares them.
-func intOf(o *object, key string) (int, kind) { return memberOf(o, key, wholeNumber) }
+func IntOf(o *Object, key string) (int, Kind) { return memberOf(o, key, WholeNumber) }
 
-// wholeNumber reads a JSON number with an integer value that fits an int.
-func wholeNumber(raw json.RawMessage) (int, bool) {
+// WholeNumber reads a JSON number with an integer value that fits an int.
+func WholeNumber(raw json.RawMessage) (int, bool) {
 	raw = bytes.TrimSpace(raw)
 	var num json.Number
 	// json.Number would also take a string holding a number.
@@ -283,45 +294,45 @@ func wholeNumber(raw json.RawMessage) (int, bool) {
 	return int(f), true
 }
 
-// objectOf reads a member that holds an object.
-func objectOf(o *object, key string) (*object, kind) {
-	return memberOf(o, key, func(raw json.RawMessage) (*object, bool) {
-		sub, err := parseObject(raw)
+// ObjectOf reads a member that holds an object.
+func ObjectOf(o *Object, key string) (*Object, Kind) {
+	return memberOf(o, key, func(raw json.RawMessage) (*Object, bool) {
+		sub, err := Parse(raw)
 		return sub, err == nil
 	})
 }
 
-// arrayOf reads a member that holds an array, as its raw items.
-func arrayOf(o *object, key string) ([]json.RawMessage, kind) {
+// ArrayOf reads a member that holds an array, as its raw items.
+func ArrayOf(o *Object, key string) ([]json.RawMessage, Kind) {
 	return memberOf(o, key, func(raw json.RawMessage) ([]json.RawMessage, bool) {
 		if json.Valid(raw) {
 			return splitArray(raw)
 		}
-		return decoded[[]json.RawMessage](raw)
+		return Decoded[[]json.RawMessage](raw)
 	})
 }
 
-// jsonProblem says in plain words why data is not the JSON it should be,
+// Problem says in plain words why data is not the JSON it should be,
 // without Go's type names.
-func jsonProblem(data []byte, err error) string {
+func Problem(data []byte, err error) string {
 	var syn *json.SyntaxError
 	switch {
 	case errors.As(err, &syn):
-		line, col := position(data, syn.Offset)
+		line, col := Position(data, syn.Offset)
 		return fmt.Sprintf("it is not valid JSON (line %d, column %d)", line, col)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		if len(bytes.TrimSpace(data)) == 0 {
 			return "it is empty"
 		}
 		return "it ends in the middle of its JSON"
-	case errors.Is(err, errNotObject):
+	case errors.Is(err, ErrNotObject):
 		return "it is JSON, but not an object"
 	}
 	return "it is not valid JSON"
 }
 
-// position is the 1-based line and column of a byte offset.
-func position(data []byte, offset int64) (line, col int) {
+// Position is the 1-based line and column of a byte offset.
+func Position(data []byte, offset int64) (line, col int) {
 	if offset > int64(len(data)) {
 		offset = int64(len(data))
 	}
@@ -331,10 +342,10 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// quote shows a value read from a file in a message: quoted, with control
+// Quote shows a value read from a file in a message: quoted, with control
 // characters escaped and cut to 60 characters, so that a planted value can
 // neither forge lines nor flood the terminal.
-func quote(s string) string {
+func Quote(s string) string {
 	if r := []rune(s); len(r) > 60 {
 		s = string(r[:60]) + "…"
 	}

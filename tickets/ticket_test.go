@@ -1,4 +1,4 @@
-package state
+package tickets
 
 import (
 	"bufio"
@@ -79,7 +79,7 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("fresh state %+v", st)
 	}
 	if _, err := os.Stat(filepath.Join(tk.Dir(), RetryStateFile)); !errors.Is(err, fs.ErrNotExist) {
-		t.Error("OpenTicket wrote the state before any attempt")
+		t.Error("Open wrote the state before any attempt")
 	}
 	esc := escalateWith("zai/glm-4.7", "openai/gpt", "")
 	gate := &QualityGate{FailOn: []string{"Critical", "Major"}, Counts: Counts{Major: 2, Minor: 3, Warnings: 1}}
@@ -398,8 +398,8 @@ func TestOpenTicketRefusesWhatItCannotUse(t *testing.T) {
 			if kept, _ := os.ReadFile(path); string(kept) != tc.content {
 				t.Errorf("the file changed: %q", kept)
 			}
-			if _, err := LoadRetryState(kdir, "pt-bad"); !errors.Is(err, ErrUnusable) {
-				t.Errorf("LoadRetryState: %v", err)
+			if _, err := Load(kdir, "pt-bad"); !errors.Is(err, ErrUnusable) {
+				t.Errorf("Load: %v", err)
 			}
 			// The lock was let go.
 			if tk, _, err := open(kdir, "pt-bad", at(6)); !errors.Is(err, ErrUnusable) {
@@ -416,11 +416,11 @@ func TestOpenTicketRefusesInvalidID(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
 	for _, id := range []string{"../../etc", "", "PT-1", "pt-1/x"} {
-		if _, _, err := open(kdir, id, at(0)); !errors.Is(err, ErrInvalidTicketID) {
-			t.Errorf("OpenTicket(%q): %v", id, err)
+		if _, _, err := open(kdir, id, at(0)); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("Open(%q): %v", id, err)
 		}
-		if _, err := ResetTicket(kdir, id, at(0)); !errors.Is(err, ErrInvalidTicketID) {
-			t.Errorf("ResetTicket(%q): %v", id, err)
+		if _, err := Reset(kdir, id, at(0)); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("Reset(%q): %v", id, err)
 		}
 	}
 	if entries, _ := os.ReadDir(kdir); len(entries) != 0 {
@@ -433,11 +433,11 @@ func TestTicketLockInProcess(t *testing.T) {
 	kdir := t.TempDir()
 	tk := openTicket(t, kdir, "pt-lock")
 	_, _, err := open(kdir, "pt-lock", at(0))
-	if !errors.Is(err, ErrTicketLocked) || !strings.Contains(err.Error(), "pt-lock") {
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "pt-lock") {
 		t.Fatalf("second open: %v", err)
 	}
 	tk.Begin(at(0), nil)
-	if _, err := ResetTicket(kdir, "pt-lock", at(0)); !errors.Is(err, ErrTicketLocked) {
+	if _, err := Reset(kdir, "pt-lock", at(0)); !errors.Is(err, ErrLocked) {
 		t.Errorf("reset while locked: %v", err)
 	}
 	other := openTicket(t, kdir, "pt-other") // other tickets are independent
@@ -469,7 +469,7 @@ func TestLockHolderProcess(t *testing.T) {
 }
 
 // TestTicketLockAcrossProcesses: while another process holds the ticket,
-// OpenTicket fails at once; when that process is killed (no chance to clean
+// Open fails at once; when that process is killed (no chance to clean
 // up, as in a crash) the lock is free again.
 func TestTicketLockAcrossProcesses(t *testing.T) {
 	t.Parallel()
@@ -505,7 +505,7 @@ func TestTicketLockAcrossProcesses(t *testing.T) {
 	}
 
 	_, _, err = open(kdir, "pt-proc", at(0))
-	if !errors.Is(err, ErrTicketLocked) {
+	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("open while another process holds the lock: %v", err)
 	}
 
@@ -527,7 +527,7 @@ func TestTicketLockAcrossProcesses(t *testing.T) {
 func TestResetTicket(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
-	if _, err := ResetTicket(kdir, "pt-reset", at(0)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Reset(kdir, "pt-reset", at(0)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("reset of a missing state: %v", err)
 	}
 	if _, err := os.Stat(ticketDir(kdir, "pt-reset")); !errors.Is(err, fs.ErrNotExist) {
@@ -541,7 +541,7 @@ func TestResetTicket(t *testing.T) {
 	}
 	run(0)
 	before, _ := os.ReadFile(filepath.Join(ticketDir(kdir, "pt-reset"), RetryStateFile))
-	backup, err := ResetTicket(kdir, "pt-reset", time.Date(2026, 2, 10, 13, 4, 5, 999, time.FixedZone("X", 3600)))
+	backup, err := Reset(kdir, "pt-reset", time.Date(2026, 2, 10, 13, 4, 5, 999, time.FixedZone("X", 3600)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +552,7 @@ func TestResetTicket(t *testing.T) {
 	if kept, _ := os.ReadFile(backup); string(kept) != string(before) {
 		t.Error("backup differs from the reset file")
 	}
-	if _, err := LoadRetryState(kdir, "pt-reset"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Load(kdir, "pt-reset"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("state still there: %v", err)
 	}
 	tk := openTicket(t, kdir, "pt-reset")
@@ -561,7 +561,7 @@ func TestResetTicket(t *testing.T) {
 	}
 	tk.Close()
 	// A second reset in the same second keeps the first backup.
-	second, err := ResetTicket(kdir, "pt-reset", at(4*60+5))
+	second, err := Reset(kdir, "pt-reset", at(4*60+5))
 	if err != nil || second != want+".1" {
 		t.Errorf("second backup %s, %v", second, err)
 	}
@@ -646,7 +646,7 @@ func TestSaveStartsOverFromAnotherWriter(t *testing.T) {
 func TestTicketStoreReopensARemovedFolder(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
-	s := NewTicketStore(kdir)
+	s := NewStore(kdir)
 	defer s.Close()
 	for i, id := range []string{"pt-1", "pt-2"} {
 		if i == 1 {
@@ -654,7 +654,7 @@ func TestTicketStoreReopensARemovedFolder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tk, err := s.OpenTicket(id, at(0), nil)
+		tk, err := s.Open(id, at(0), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -669,9 +669,9 @@ func TestTicketStoreReopensARemovedFolder(t *testing.T) {
 }
 
 // openTicketIn opens ticket id in the store of knowledgeDir, as a run opens
-// it (TicketStore.OpenTicket), with a store of its own.
+// it (Store.Open), with a store of its own.
 func openTicketIn(knowledgeDir, id string, now time.Time, warn func(string)) (*Ticket, error) {
-	s := NewTicketStore(knowledgeDir)
+	s := NewStore(knowledgeDir)
 	defer s.Close()
-	return s.OpenTicket(id, now, warn)
+	return s.Open(id, now, warn)
 }

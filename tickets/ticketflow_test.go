@@ -1,4 +1,4 @@
-package state
+package tickets
 
 import (
 	"bytes"
@@ -248,7 +248,7 @@ print("{}")`, tk.Dir(), fmt.Sprint(rounds))
 			mine++
 		}
 	}
-	st, err := LoadRetryState(kdir, "pt-both")
+	st, err := Load(kdir, "pt-both")
 	if err != nil {
 		t.Fatal(err)
 	}

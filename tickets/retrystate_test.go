@@ -1,4 +1,4 @@
-package state
+package tickets
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"peal/internal/jsonobj"
 	"reflect"
 	"regexp"
 	"slices"
@@ -22,8 +23,8 @@ func TestValidTicketID(t *testing.T) {
 		"": false, "pt": false, "pt-": false, "-x": false, "PT-te9b": false, "pt-te9b-2": false,
 		"pt_te9b": false, "1pt-x": false, "../x": false, "pt-x/..": false, "pt-x\n": false, "pt-té": false,
 	} {
-		if got := ValidTicketID(id); got != want {
-			t.Errorf("ValidTicketID(%q) = %v", id, got)
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v", id, got)
 		}
 	}
 	if got := ticketDir("/k", "pt-1"); got != filepath.Join("/k", "tickets", "pt-1") {
@@ -262,21 +263,21 @@ func TestConcurrentWriterKeepsItsWork(t *testing.T) {
 	// tf, as its start_attempt and complete_attempt do: it takes over the
 	// attempt in progress, ends it, and runs two more of its own.
 	data, _ := os.ReadFile(path)
-	doc, err := parseObject(data)
+	doc, err := jsonobj.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	items, _ := arrayOf(doc, "attempts")
-	first, _ := parseObject(items[0])
-	first.set("trigger", "ralph_retry")
-	items[0] = first.compact()
+	items, _ := jsonobj.ArrayOf(doc, "attempts")
+	first, _ := jsonobj.Parse(items[0])
+	first.Set("trigger", "ralph_retry")
+	items[0] = first.Compact()
 	items = append(items,
 		json.RawMessage(`{"attemptNumber": 2, "startedAt": "2026-02-10T12:05:00Z", "completedAt": "2026-02-10T12:06:00Z", "status": "blocked", "trigger": "ralph_retry", "note": "tf"}`),
 		json.RawMessage(`{"attemptNumber": 3, "startedAt": "2026-02-10T12:07:00Z", "status": "in_progress", "trigger": "ralph_retry"}`))
-	doc.setRaw("attempts", array(items))
-	doc.set("retryCount", 1)
-	doc.set("extra", "tf's")
-	os.WriteFile(path, doc.file(), 0o644)
+	doc.SetRaw("attempts", jsonobj.Array(items))
+	doc.Set("retryCount", 1)
+	doc.Set("extra", "tf's")
+	os.WriteFile(path, doc.File(), 0o644)
 
 	if err := tk.Complete(at(600), AttemptBlocked, nil); err != nil {
 		t.Fatal(err)
@@ -302,7 +303,7 @@ func TestConcurrentWriterKeepsItsWork(t *testing.T) {
 
 	// A writer that starts the file over: peal's result is recorded again.
 	tk.Begin(at(700), nil) // resumes tf's attempt 3, which is in progress
-	os.WriteFile(path, freshDoc("pt-race", at(0)).file(), 0o644)
+	os.WriteFile(path, freshDoc("pt-race", at(0)).File(), 0o644)
 	if err := tk.Complete(at(800), AttemptClosed, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -318,25 +319,25 @@ func TestConcurrentWriterKeepsItsWork(t *testing.T) {
 func TestLoadRetryState(t *testing.T) {
 	t.Parallel()
 	kdir := t.TempDir()
-	if _, err := LoadRetryState(kdir, "pt-none"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Load(kdir, "pt-none"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: %v", err)
 	}
-	if _, err := LoadRetryState(kdir, "../etc"); !errors.Is(err, ErrInvalidTicketID) {
+	if _, err := Load(kdir, "../etc"); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("invalid id: %v", err)
 	}
 	dir := ticketDir(kdir, "pt-bad")
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, RetryStateFile), []byte("{"), 0o644)
-	if _, err := LoadRetryState(kdir, "pt-bad"); !errors.Is(err, ErrUnreadable) {
+	if _, err := Load(kdir, "pt-bad"); !errors.Is(err, ErrUnreadable) {
 		t.Errorf("unreadable: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, RetryStateFile)); err != nil {
-		t.Error("LoadRetryState moved or removed an unreadable file")
+		t.Error("Load moved or removed an unreadable file")
 	}
 	tk := openTicket(t, kdir, "pt-ok")
 	tk.Begin(at(0), nil)
 	tk.Close()
-	st, err := LoadRetryState(kdir, "pt-ok")
+	st, err := Load(kdir, "pt-ok")
 	if err != nil || len(st.Attempts) != 1 {
 		t.Errorf("%+v, %v", st, err)
 	}
@@ -484,7 +485,7 @@ func checkSchema(t *testing.T, data []byte) {
 	if top["version"] != json.Number("1") {
 		t.Errorf("version %v", top["version"])
 	}
-	if id, _ := top["ticketId"].(string); !ValidTicketID(id) {
+	if id, _ := top["ticketId"].(string); !ValidID(id) {
 		t.Errorf("ticketId %v", top["ticketId"])
 	}
 	stampOK(top["lastAttemptAt"], "lastAttemptAt")

@@ -1,0 +1,81 @@
+package text
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClean(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"\x1b[31mred\x1b[0m":       "red",
+		"\x1b]0;title\x07after":    "after",
+		"a\tb\nc":                  "a\tb\nc",
+		"bell\x07 and \x00nul\x7f": "bell and nul",
+		"bad \xff byte":            "bad  byte",
+		"plain":                    "plain",
+	}
+	for in, want := range cases {
+		if got := Clean(in); got != want {
+			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := StripTerminalCodes("\x1b[1mbold\x1b[0m\x00"); got != "bold\x00" {
+		t.Errorf("StripTerminalCodes kept or removed too much: %q", got)
+	}
+}
+
+func TestQuoteAndSnippet(t *testing.T) {
+	t.Parallel()
+	if got := Quote("  a\n\tb   \x1b[2mc\x1b[0m  "); got != "a b c" {
+		t.Errorf("Quote: %q", got)
+	}
+	long := strings.Repeat("é", maxLineLen+5)
+	if got := Quote(long); got != strings.Repeat("é", maxLineLen)+"…" {
+		t.Errorf("Quote of a long line: %d runes", len([]rune(got)))
+	}
+	if got := Snippet("one  two\nthree", 7); got != "one two…" {
+		t.Errorf("Snippet: %q", got)
+	}
+	if got := Snippet("short", 7); got != "short" {
+		t.Errorf("Snippet of a short text: %q", got)
+	}
+}
+
+func TestMeaningful(t *testing.T) {
+	t.Parallel()
+	for line, want := range map[string]bool{
+		"error: no such file":    true,
+		"   ---   ":              false,
+		"":                       false,
+		"Error: [object Object]": false,
+		"42":                     true,
+	} {
+		if got := Meaningful(line); got != want {
+			t.Errorf("Meaningful(%q) = %v", line, got)
+		}
+	}
+	if got := LastMeaningful("first line\nlast   words\n---\n\n"); got != "last words" {
+		t.Errorf("LastMeaningful: %q", got)
+	}
+	if got := LastMeaningful("--\n\n"); got != "" {
+		t.Errorf("LastMeaningful of nothing meaningful: %q", got)
+	}
+}
+
+func TestSecondsAndAttempts(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		600 * time.Second:       "600 s",
+		0:                       "0 s",
+		1500 * time.Millisecond: "1.5s",
+	} {
+		if got := Seconds(d); got != want {
+			t.Errorf("Seconds(%v) = %q, want %q", d, got, want)
+		}
+	}
+	if AttemptCount(1) != "1 attempt" || AttemptCount(3) != "3 attempts" {
+		t.Errorf("AttemptCount: %q, %q", AttemptCount(1), AttemptCount(3))
+	}
+}
