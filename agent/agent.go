@@ -12,6 +12,7 @@ package agent
 
 import (
 	"fmt"
+	"peal/phase"
 	"slices"
 	"sort"
 	"strings"
@@ -30,8 +31,8 @@ const (
 )
 
 // ModeOf is the mode of a call of the given phase.
-func ModeOf(phaseName string) Mode {
-	if phaseName == "execute" || phaseName == "address" {
+func ModeOf(phaseName phase.Name) Mode {
+	if phaseName == phase.Execute || phaseName == phase.Address {
 		return Write
 	}
 	return ReadOnly
@@ -39,9 +40,9 @@ func ModeOf(phaseName string) Mode {
 
 // Call is what one agent call asks for.
 type Call struct {
-	Phase      string // plan, normalize, triage, execute, address
-	Repo       string // the repository: working folder and workspace
-	Model      string // "" for the CLI's default
+	Phase      phase.Name // plan, normalize, triage, execute, address
+	Repo       string     // the repository: working folder and workspace
+	Model      string     // "" for the CLI's default
 	Prompt     string
 	Structured bool // ask for the CLI's event stream instead of plain text
 	// Session, when set, is the id of the agent session the call begins
@@ -156,7 +157,7 @@ const MaxArgLen = 128<<10 - 1
 // PromptTooLongError: the prompt cannot be an argument of the CLI.
 type PromptTooLongError struct {
 	Kind  string
-	Phase string
+	Phase phase.Name
 	Len   int
 }
 

@@ -43,7 +43,7 @@ func TestArgvAndStdin(t *testing.T) {
 			t.Fatal(err)
 		}
 		covered[tc.kind] = true
-		inv, err := k.Invocation("/bin/x", Call{Phase: tc.phase, Repo: "/r", Model: tc.model, Prompt: "P", Structured: tc.structured, Options: opts})
+		inv, err := k.Invocation("/bin/x", Call{Phase: phase.Name(tc.phase), Repo: "/r", Model: tc.model, Prompt: "P", Structured: tc.structured, Options: opts})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string, pr
 		return AuthStatus{Detail: fmt.Sprintf("none of %s is set, and the %s CLI cannot say whether it has a session", strings.Join(a.Env, ", "), k.Name)}
 	}
 	argv := append([]string{path}, a.Status...)
-	spec := phase.Spec{Phase: "auth", Argv: argv, Dir: dir, Env: env, Timeout: StatusTimeout, KillGrace: time.Second}
+	spec := phase.Spec{Phase: phase.Auth, Argv: argv, Dir: dir, Env: env, Timeout: StatusTimeout, KillGrace: time.Second}
 	if prepare != nil {
 		prepare(&spec)
 	}

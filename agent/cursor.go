@@ -1,6 +1,10 @@
 package agent
 
-import "time"
+import (
+	"time"
+
+	"peal/phase"
+)
 
 // The Cursor CLI (binary `agent`). Its argv is Peal's, plus --trust on every
 // call and --force on writing calls (each can be turned off); it takes the
@@ -78,7 +82,7 @@ func cursorArgs(c Call) []string {
 		format = "stream-json"
 	}
 	var args []string
-	if c.Phase == "plan" || c.Phase == "normalize" {
+	if c.Phase == phase.Plan || c.Phase == phase.Normalize {
 		args = []string{"--print", "--plan", "--workspace", c.Repo, "--output-format", format}
 	} else {
 		args = []string{"--print", "--workspace", c.Repo, "--sandbox", c.Options.Sandbox}

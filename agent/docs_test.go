@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"peal/phase"
 	"slices"
 	"sort"
 	"strings"
@@ -232,14 +233,14 @@ func exitCodes(k *Kind) string {
 
 // docCall is a call as the tables show it: placeholders for the values a
 // run fills in.
-func docCall(phaseName string, structured bool, model string) Call {
+func docCall(phaseName phase.Name, structured bool, model string) Call {
 	return Call{Phase: phaseName, Repo: "REPO", Model: model, Prompt: "PROMPT", Structured: structured,
 		Options: Options{Sandbox: "SANDBOX", Trust: true, Force: true}}
 }
 
 // shownArgv is the argv of a call after the program, the model shown as
 // optional: `[--model M]`.
-func shownArgv(t *testing.T, k *Kind, phaseName string) string {
+func shownArgv(t *testing.T, k *Kind, phaseName phase.Name) string {
 	t.Helper()
 	inv, err := k.Invocation("", docCall(phaseName, false, "M"))
 	if err != nil {
@@ -266,7 +267,7 @@ func sessionArgv(t *testing.T, k *Kind, resume bool) string {
 
 // argvByPhase is the argv of the phases, in code spans; phases whose argv
 // differ are named.
-func argvByPhase(t *testing.T, k *Kind, phases ...string) string {
+func argvByPhase(t *testing.T, k *Kind, phases ...phase.Name) string {
 	var order []string // the distinct argvs, in the order of the phases
 	byArgv := map[string][]string{}
 	for _, p := range phases {
@@ -274,7 +275,7 @@ func argvByPhase(t *testing.T, k *Kind, phases ...string) string {
 		if _, seen := byArgv[a]; !seen {
 			order = append(order, a)
 		}
-		byArgv[a] = append(byArgv[a], p)
+		byArgv[a] = append(byArgv[a], string(p))
 	}
 	if len(order) == 1 {
 		return "`" + order[0] + "`"

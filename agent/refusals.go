@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"peal/phase"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,7 +48,8 @@ func (e *QuotaError) EndsRun() bool { return true }
 // a fresh one is such a change, and this error is how the caller tells the
 // case apart (errors.As) to try that once.
 type ContextWindowError struct {
-	Kind, Phase string
+	Kind  string
+	Phase phase.Name
 	// Tokens and Limit are the prompt's size and the model's window, in
 	// tokens, as the CLI or the API says; 0 when it does not.
 	Tokens, Limit int

@@ -38,7 +38,7 @@ func TestSessionArgv(t *testing.T) {
 	for _, tc := range cases {
 		k, _ := Lookup(tc.kind)
 		covered[tc.kind] = true
-		inv, err := k.Invocation("/bin/x", Call{Phase: tc.phase, Repo: "/r", Model: "m", Prompt: "P", Structured: true,
+		inv, err := k.Invocation("/bin/x", Call{Phase: phase.Name(tc.phase), Repo: "/r", Model: "m", Prompt: "P", Structured: true,
 			Session: tc.id, Resume: tc.resume, Options: Options{Sandbox: "enabled"}, Extra: []string{"--x"}})
 		if err != nil {
 			t.Fatal(err)

@@ -166,7 +166,7 @@ func (e *Ending) Error() string {
 // outlast what is left of the call's wait on rate limits.
 type Watcher struct {
 	rules      *Rules
-	phase      string
+	phase      phase.Name
 	structured bool
 	stall      time.Duration // 0: off
 	linger     time.Duration // how long a process may live on after its final result
@@ -205,7 +205,7 @@ type Watcher struct {
 
 // WatchOptions configure a Watcher.
 type WatchOptions struct {
-	Phase      string
+	Phase      phase.Name
 	Structured bool
 	// NetworkStall ends an attempt that printed nothing but network errors
 	// for this long (0: off).

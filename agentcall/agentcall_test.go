@@ -34,10 +34,10 @@ type recorder struct {
 	confined int
 }
 
-func (r *recorder) Usage(task int, name, call string, u agent.Usage, session, id string) {
+func (r *recorder) Usage(task int, name phase.Name, call string, u agent.Usage, session, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.usage = append(r.usage, name+" "+session)
+	r.usage = append(r.usage, string(name)+" "+session)
 }
 
 func (r *recorder) Confined(*confine.Call, string, int, phase.Result, End) (string, bool) {

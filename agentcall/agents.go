@@ -41,7 +41,7 @@ type Options struct {
 	Sessions *Sessions
 	// Model is the model a call of the phase for the task asks for, and
 	// the setting that chose it (nil: model, as configured).
-	Model func(task int, phaseName string) (model, key string)
+	Model func(task int, phaseName phase.Name) (model, key string)
 	// TaskEnv are the variables a call of the task gets (its ticket).
 	TaskEnv func(task int) []string
 	// Prober tells whether an agent can authenticate (nil: the kind's own
@@ -50,14 +50,14 @@ type Options struct {
 	Prober func(ctx context.Context, k *agent.Kind, path, dir string, env []string, prepare func(*phase.Spec)) agent.AuthStatus
 	// CallStart, when set, runs at the start of every call (tests make a
 	// call panic with it).
-	CallStart func(name string, task int)
+	CallStart func(name phase.Name, task int)
 }
 
 // Recorder hears what a call's attempts reported and were refused.
 type Recorder interface {
 	// Usage: an attempt (its call id) reported tokens and cost, and stood
 	// to its session as session ("began", "continued", "") with id.
-	Usage(task int, phaseName, call string, u agent.Usage, session, id string)
+	Usage(task int, phaseName phase.Name, call string, u agent.Usage, session, id string)
 	// Confined: the attempt of a confined call that ran in dir ended (end);
 	// the recorder notes what the confinement refused it and returns the
 	// line that explains its failure by the confinement ("" when nothing
@@ -105,10 +105,10 @@ type Agents struct {
 	counted bool // some call reported usage
 	// missing are the models an agent's API said it does not know, by
 	// role: no later call asks that agent for them again.
-	missing map[string]map[string]bool
+	missing map[phase.Role]map[string]bool
 	// outOfQuota are the agents whose account is out of quota or credit,
 	// by role: no later call of the run uses them.
-	outOfQuota map[string]bool
+	outOfQuota map[phase.Role]bool
 }
 
 // side is one agent a call can use: the primary, or the fallback of even
@@ -117,7 +117,7 @@ type side struct {
 	kind  *agent.Kind
 	rules *agent.Rules // the kind's failure patterns merged with the user's, made once per run
 	path  string
-	role  string
+	role  phase.Role
 	model func(base string) string // the model of this side given the primary's
 }
 
@@ -134,7 +134,7 @@ func New(o Options) *Agents {
 		o.Linger = DefaultLinger
 	}
 	if o.Model == nil {
-		o.Model = func(int, string) (string, string) { return cfg.Model, "model" }
+		o.Model = func(int, phase.Name) (string, string) { return cfg.Model, "model" }
 	}
 	if o.Prober == nil {
 		o.Prober = func(ctx context.Context, k *agent.Kind, path, dir string, env []string, prepare func(*phase.Spec)) agent.AuthStatus {
@@ -182,7 +182,7 @@ func (a *Agents) sides() []*side {
 }
 
 // sideOf is the agent of role.
-func (a *Agents) sideOf(role string) *side {
+func (a *Agents) sideOf(role phase.Role) *side {
 	if role == phase.RoleFallback && a.fallback != nil {
 		return a.fallback
 	}
@@ -193,7 +193,7 @@ func (a *Agents) sideOf(role string) *side {
 type Side struct {
 	Kind *agent.Kind
 	Path string
-	Role string
+	Role phase.Role
 }
 
 // Sides are the run's agents, primary first.
@@ -208,7 +208,7 @@ func (a *Agents) Sides() []Side {
 // Request is what an agent call of phase name at dir asks of the agent of
 // role, for model: its argv, environment and prompt follow from it
 // (agent.Kind.Invocation).
-func (a *Agents) Request(dir, role, name, model, prompt string) agent.Call {
+func (a *Agents) Request(dir string, role phase.Role, name phase.Name, model, prompt string) agent.Call {
 	s := a.sideOf(role)
 	return agent.Call{Phase: name, Repo: dir, Model: s.model(model), Prompt: prompt, Structured: a.cfg.Structured(),
 		Options: agent.Options{Sandbox: a.cfg.Sandbox, Trust: a.cfg.CursorTrust, Force: a.cfg.CursorForce}, Extra: a.cfg.AgentExtraArgs}
@@ -249,7 +249,7 @@ func (a *Agents) CheckAuth(ctx context.Context, at Site) error {
 				continue
 			}
 			if ctx.Err() != nil {
-				a.authErr = &phase.InterruptedError{Phase: "auth", Cause: context.Cause(ctx)}
+				a.authErr = &phase.InterruptedError{Phase: phase.Auth, Cause: context.Cause(ctx)}
 				return
 			}
 			a.authErr = &agent.AuthError{Kind: s.kind.Name, Detail: st.Detail, Hint: s.kind.Auth.LoginHint}

@@ -29,7 +29,7 @@ type Site struct {
 // run's, and each attempt's go to the Recorder with the session it began or
 // continued; once they reach max_cost_usd, every later call returns a
 // *CostLimitError without starting.
-func (a *Agents) Call(ctx context.Context, at Site, name string, task, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
+func (a *Agents) Call(ctx context.Context, at Site, name phase.Name, task, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
 	if a.opts.CallStart != nil {
 		a.opts.CallStart(name, task)
 	}
@@ -63,7 +63,7 @@ type SiteAgent struct {
 }
 
 // Call runs the call; see Agents.Call.
-func (s SiteAgent) Call(ctx context.Context, name string, task, attempts int, prompt string) (string, error) {
+func (s SiteAgent) Call(ctx context.Context, name phase.Name, task, attempts int, prompt string) (string, error) {
 	res, err := s.a.Call(ctx, s.at, name, task, attempts, nil, prompt)
 	return res.Stdout, err
 }
@@ -74,11 +74,11 @@ type call struct {
 	ctx   context.Context
 	a     *Agents
 	at    Site
-	name  string
+	name  phase.Name
 	task  int
 	log   *slog.Logger
-	sides map[string]*callSide // by role
-	env   []string             // the task's variables
+	sides map[phase.Role]*callSide // by role
+	env   []string                 // the task's variables
 	files *agentlog.Call
 	usage agent.Usage // what the call's attempts reported
 	cur   attempt
@@ -106,11 +106,11 @@ type attempt struct {
 
 // newCall prepares a call: each agent's invocation, session, model and
 // judgement of an attempt.
-func (a *Agents) newCall(ctx context.Context, at Site, name string, task int, failure func(phase.Result) error, prompt string) (*call, error) {
-	c := &call{ctx: ctx, a: a, at: at, name: name, task: task, log: a.log.With("task", task), sides: map[string]*callSide{}}
+func (a *Agents) newCall(ctx context.Context, at Site, name phase.Name, task int, failure func(phase.Result) error, prompt string) (*call, error) {
+	c := &call{ctx: ctx, a: a, at: at, name: name, task: task, log: a.log.With("task", task), sides: map[phase.Role]*callSide{}}
 	c.cur.accounted = true
 	model, key := a.opts.Model(task, name)
-	models := map[string]callModel{}
+	models := map[phase.Role]callModel{}
 	for _, s := range a.sides() {
 		req := a.Request(at.Caller.Dir, s.role, name, model, prompt)
 		inv, err := s.kind.Invocation(s.path, req)
@@ -137,7 +137,7 @@ func (a *Agents) newCall(ctx context.Context, at Site, name string, task int, fa
 
 // skip: an agent the run knows cannot serve the call (its model missing,
 // its account out of quota) is not tried.
-func (c *call) skip(role string) bool {
+func (c *call) skip(role phase.Role) bool {
 	return c.a.isMissing(role, c.sides[role].model) || c.a.isOutOfQuota(role)
 }
 

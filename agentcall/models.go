@@ -68,7 +68,7 @@ func (e *ModelError) Error() string {
 // failure ends the call, unless the other agent of the run asks for another
 // model that is not known to be missing: then the call goes on with it
 // (phase.Verdict.AgentOnly). The same model is never asked for again.
-func (a *Agents) modelAware(role string, models map[string]callModel, classify phase.Classifier) phase.Classifier {
+func (a *Agents) modelAware(role phase.Role, models map[phase.Role]callModel, classify phase.Classifier) phase.Classifier {
 	return func(res phase.Result) phase.Verdict {
 		v := classify(res)
 		var unknown *agent.UnknownModelError
@@ -89,11 +89,11 @@ func (a *Agents) modelAware(role string, models map[string]callModel, classify p
 	}
 }
 
-func (a *Agents) setMissing(role string, m callModel) {
+func (a *Agents) setMissing(role phase.Role, m callModel) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.missing == nil {
-		a.missing = map[string]map[string]bool{}
+		a.missing = map[phase.Role]map[string]bool{}
 	}
 	if a.missing[role] == nil {
 		a.missing[role] = map[string]bool{}
@@ -101,7 +101,7 @@ func (a *Agents) setMissing(role string, m callModel) {
 	a.missing[role][m.id()] = true
 }
 
-func (a *Agents) isMissing(role string, m callModel) bool {
+func (a *Agents) isMissing(role phase.Role, m callModel) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.missing[role][m.id()]
@@ -114,7 +114,7 @@ func (a *Agents) isMissing(role string, m callModel) bool {
 // account, which no later call of the run asks again; a prompt over the
 // context window (*agent.ContextWindowError) when the other asks for
 // another model.
-func (a *Agents) refusalAware(role string, models map[string]callModel, classify phase.Classifier) phase.Classifier {
+func (a *Agents) refusalAware(role phase.Role, models map[phase.Role]callModel, classify phase.Classifier) phase.Classifier {
 	return func(res phase.Result) phase.Verdict {
 		v := classify(res)
 		other, ok := models[otherRole(role)]
@@ -133,23 +133,23 @@ func (a *Agents) refusalAware(role string, models map[string]callModel, classify
 }
 
 // otherRole is the agent of a call that is not role.
-func otherRole(role string) string {
+func otherRole(role phase.Role) phase.Role {
 	if role == phase.RolePrimary {
 		return phase.RoleFallback
 	}
 	return phase.RolePrimary
 }
 
-func (a *Agents) setOutOfQuota(role string) {
+func (a *Agents) setOutOfQuota(role phase.Role) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.outOfQuota == nil {
-		a.outOfQuota = map[string]bool{}
+		a.outOfQuota = map[phase.Role]bool{}
 	}
 	a.outOfQuota[role] = true
 }
 
-func (a *Agents) isOutOfQuota(role string) bool {
+func (a *Agents) isOutOfQuota(role phase.Role) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.outOfQuota[role]

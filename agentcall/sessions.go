@@ -51,7 +51,7 @@ type Sessions struct {
 // sessionKey names one task's conversation with one agent of the run.
 type sessionKey struct {
 	task int
-	role string
+	role phase.Role
 }
 
 // liveSession is a session as the run knows it: its id, the CLI and folder
@@ -146,12 +146,12 @@ type callSession struct {
 // call is the session part of an agent call of the given phase for task,
 // made by side s in dir; nil when the call continues no session (fresh
 // sessions, a call of no task, triage and normalize, a CLI that cannot).
-func (b *Sessions) call(task int, name string, s *side, dir string, log *slog.Logger) *callSession {
+func (b *Sessions) call(task int, name phase.Name, s *side, dir string, log *slog.Logger) *callSession {
 	if !b.on || task == phase.NoTask || s.kind.Session == nil {
 		return nil
 	}
 	switch name {
-	case "plan", "execute", "address":
+	case phase.Plan, phase.Execute, phase.Address:
 	default:
 		return nil
 	}
@@ -167,7 +167,7 @@ func (c *callSession) current() *liveSession {
 	b := c.book
 	ls, known := b.live[c.key]
 	if !known {
-		if kept, ok := b.store.Get(c.key.task, c.key.role); ok {
+		if kept, ok := b.store.Get(c.key.task, string(c.key.role)); ok {
 			ls = &liveSession{id: kept.ID, kind: kept.Kind, dir: kept.Dir, began: kept.Began, resume: true}
 			if kept.Count != nil {
 				u := agent.Usage{InputTokens: kept.Count.InputTokens, OutputTokens: kept.Count.OutputTokens, CachedTokens: kept.Count.CachedTokens, CostUSD: kept.Count.CostUSD}
@@ -200,7 +200,7 @@ func (c *callSession) current() *liveSession {
 // caller holds b.mu.
 func (c *callSession) forget() {
 	delete(c.book.live, c.key)
-	if err := c.book.store.Drop(c.key.task, c.key.role); err != nil {
+	if err := c.book.store.Drop(c.key.task, string(c.key.role)); err != nil {
 		c.log.Warn("could not drop an agent session from the state folder", "task", c.key.task, "err", err)
 	}
 }
@@ -208,7 +208,7 @@ func (c *callSession) forget() {
 // keep writes the session to the state folder; the caller holds b.mu. A
 // write that fails is a warning: the session goes on for this run.
 func (c *callSession) keep(ls *liveSession) {
-	x := state.Session{Task: c.key.task, Role: c.key.role, Kind: ls.kind, ID: ls.id, Dir: ls.dir, Began: ls.began.UTC()}
+	x := state.Session{Task: c.key.task, Role: string(c.key.role), Kind: ls.kind, ID: ls.id, Dir: ls.dir, Began: ls.began.UTC()}
 	if ls.count != nil {
 		x.Count = &state.Usage{InputTokens: ls.count.InputTokens, OutputTokens: ls.count.OutputTokens, CachedTokens: ls.count.CachedTokens, CostUSD: ls.count.CostUSD}
 	}
@@ -358,9 +358,11 @@ func again(v phase.Verdict, err error) phase.Verdict {
 // (the id unknown to it, its files gone, another folder); the next attempt
 // begins a fresh session at once, without spending a retry.
 type SessionLostError struct {
-	Kind, Phase, ID string
-	Said            string // the CLI's words, quoted
-	Err             error  // the attempt's failure
+	Kind  string
+	Phase phase.Name
+	ID    string
+	Said  string // the CLI's words, quoted
+	Err   error  // the attempt's failure
 }
 
 func (e *SessionLostError) Error() string {
@@ -373,9 +375,11 @@ func (e *SessionLostError) Unwrap() error { return e.Err }
 // context window; the next attempt begins a fresh session at once, without
 // spending a retry, before the refusal is fatal.
 type SessionTooLongError struct {
-	Kind, Phase, ID string
-	Said            string // the CLI's words, quoted
-	Err             error  // the attempt's failure (*agent.ContextWindowError)
+	Kind  string
+	Phase phase.Name
+	ID    string
+	Said  string // the CLI's words, quoted
+	Err   error  // the attempt's failure (*agent.ContextWindowError)
 }
 
 func (e *SessionTooLongError) Error() string {

@@ -31,7 +31,7 @@ const (
 
 // Phase is the phase name of a check's call in logs, the run record and
 // the environment of the command (PEAL_PHASE).
-const Phase = "check"
+const Phase = phase.Check
 
 // Result is how one check ended.
 type Result struct {

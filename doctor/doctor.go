@@ -157,7 +157,7 @@ func (p *probeRules) close() {
 // version runs the CLI's version command, readied by prepare (nil: as it
 // is).
 func version(ctx context.Context, name string, k *agent.Kind, path, dir string, env []string, prepare func(*phase.Spec)) Line {
-	spec := phase.Spec{Phase: "version", Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
+	spec := phase.Spec{Phase: phase.Version, Argv: append([]string{path}, k.VersionArgs...), Dir: dir, Env: env,
 		Timeout: agent.StatusTimeout, KillGrace: time.Second}
 	if prepare != nil {
 		prepare(&spec)

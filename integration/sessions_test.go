@@ -156,7 +156,7 @@ func measureSessions(t *testing.T, a agent, mode string) sessionRun {
 		if c.Usage == nil {
 			continue
 		}
-		if pc := out.phases[c.Phase]; pc != nil {
+		if pc := out.phases[string(c.Phase)]; pc != nil {
 			pc.tokensIn += c.Usage.InputTokens
 		}
 		out.total.tokensIn += c.Usage.InputTokens

@@ -237,9 +237,9 @@ func TestAgentOnlyFailureSwitchesAgent(t *testing.T) {
 		{"without a fallback: fatal", Policy{Attempts: 3}, []fakes.Outcome{modelFail}, "primary", 0, fatal},
 		{"both agents' models missing: fatal", Policy{Attempts: 3, Fallback: true}, []fakes.Outcome{modelFail},
 			"primary fallback", 0, fatal},
-		{"an agent skipped from the start", Policy{Attempts: 2, Fallback: true, Skip: func(role string) bool { return role == RolePrimary }},
+		{"an agent skipped from the start", Policy{Attempts: 2, Fallback: true, Skip: func(role Role) bool { return role == RolePrimary }},
 			[]fakes.Outcome{plainFail, success}, "fallback fallback", 1, func(err error) bool { return err == nil }},
-		{"both skipped: the roles alternate as usual", Policy{Attempts: 2, Fallback: true, Skip: func(string) bool { return true }},
+		{"both skipped: the roles alternate as usual", Policy{Attempts: 2, Fallback: true, Skip: func(Role) bool { return true }},
 			[]fakes.Outcome{plainFail, success}, "primary fallback", 1, func(err error) bool { return err == nil }},
 	}
 	for _, tc := range cases {

@@ -13,8 +13,8 @@ type Limits struct {
 
 // CallEnv is the context a child sees in its environment (PEAL_PHASE,
 // PEAL_TASK_INDEX, PEAL_ATTEMPT). A call of NoTask gets no PEAL_TASK_INDEX.
-func CallEnv(phaseName string, task int, attempt int) []string {
-	env := []string{"PEAL_PHASE=" + phaseName, "PEAL_ATTEMPT=" + strconv.Itoa(attempt)}
+func CallEnv(phaseName Name, task int, attempt int) []string {
+	env := []string{"PEAL_PHASE=" + string(phaseName), "PEAL_ATTEMPT=" + strconv.Itoa(attempt)}
 	if task != NoTask {
 		env = append(env, "PEAL_TASK_INDEX="+strconv.Itoa(task))
 	}
@@ -34,10 +34,10 @@ type Caller struct {
 }
 
 // Spec is the Spec of attempt a of a call of the given phase for task.
-func (c Caller) Spec(phase string, task int, a Attempt, argv []string, prompt bool) Spec {
+func (c Caller) Spec(phase Name, task int, a Attempt, argv []string, prompt bool) Spec {
 	env := append(CallEnv(phase, task, a.N), c.Env...)
 	if prompt && a.Role != "" {
-		env = append(env, "PEAL_AGENT_ROLE="+a.Role)
+		env = append(env, "PEAL_AGENT_ROLE="+string(a.Role))
 	}
 	return Spec{
 		Phase: phase, Argv: argv, Prompt: prompt, Dir: c.Dir, Env: env,
@@ -49,7 +49,7 @@ func (c Caller) Spec(phase string, task int, a Attempt, argv []string, prompt bo
 // Command is the Spec of a call that is no agent call (git, a post-run
 // command): run once, with no PEAL_* call context, under timeout and
 // without the idle timeout, which is for agents (a build may well be silent).
-func (c Caller) Command(name string, argv []string, timeout time.Duration) Spec {
+func (c Caller) Command(name Name, argv []string, timeout time.Duration) Spec {
 	spec := c.Spec(name, NoTask, Attempt{N: 1, Of: 1}, argv, false)
 	spec.Env = c.Env
 	spec.Timeout = timeout

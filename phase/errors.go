@@ -26,7 +26,7 @@ func (e *StartError) Unwrap() error { return e.Err }
 // InterruptedError: the run was cancelled (a signal) while the call ran
 // or waited; the child's group has been stopped.
 type InterruptedError struct {
-	Phase string
+	Phase Name
 	Cause error
 }
 
@@ -37,7 +37,7 @@ func (e *InterruptedError) Unwrap() error { return e.Cause }
 
 // TimeoutError: one attempt hit the call timeout or the idle timeout.
 type TimeoutError struct {
-	Phase string
+	Phase Name
 	Limit time.Duration
 	Idle  bool
 	Line  string // the line of its output that best explains it; "" when silent
@@ -56,7 +56,7 @@ func (e *TimeoutError) Error() string {
 
 // ExitError: one attempt exited with a non-zero status.
 type ExitError struct {
-	Phase string
+	Phase Name
 	Code  int
 	Line  string // the line of its output that explains the failure
 }
@@ -74,7 +74,7 @@ func (e *ExitError) Error() string {
 
 // FailedError: every attempt of a call failed; Last is the last attempt's failure.
 type FailedError struct {
-	Phase    string
+	Phase    Name
 	Attempts int
 	Last     error
 }
@@ -87,7 +87,7 @@ func (e *FailedError) Unwrap() error { return e.Last }
 // FatalError: a failure that no retry can heal (the agent is not logged in,
 // its key is invalid, it refused); the call was not retried.
 type FatalError struct {
-	Phase string
+	Phase Name
 	Last  error
 }
 
@@ -99,7 +99,7 @@ func (e *FatalError) Unwrap() error { return e.Last }
 // UnreachableError: every attempt of a call failed with a network error; the
 // agent looks unreachable, and the next task would meet the same outage.
 type UnreachableError struct {
-	Phase    string
+	Phase    Name
 	Attempts int
 	Last     error
 }
@@ -112,7 +112,7 @@ func (e *UnreachableError) Unwrap() error { return e.Last }
 // RateLimitError: the agent stayed rate limited longer than the call may
 // wait; the next task would meet the same limit.
 type RateLimitError struct {
-	Phase    string
+	Phase    Name
 	Attempts int
 	Waited   time.Duration
 	Limit    time.Duration // 0: no cap on the total wait, the retries ran out

@@ -41,7 +41,7 @@ type CallInfo struct {
 	// StdoutLog and StderrLog are the files the call's stdout and stderr
 	// are copied to, when its sinks are files (agent_log_dir); "" otherwise.
 	StdoutLog, StderrLog string
-	Phase                string
+	Phase                Name
 	Task                 int     // NoTask: the call belongs to no task
 	Attempt              Attempt // N and Of at least 1; Role is empty for calls without a prompt (not agent calls)
 	Started              time.Time

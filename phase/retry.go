@@ -131,22 +131,16 @@ type Policy struct {
 	// Skip, when set, names the agents (RolePrimary, RoleFallback) that are
 	// known, before the call, to be unable to serve it: with a fallback,
 	// every attempt uses the other one.
-	Skip func(role string) bool
+	Skip func(role Role) bool
 	// Sleep waits between attempts; nil waits on a timer (tests pass a
 	// recorder).
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Agent roles, in the environment of every agent call as PEAL_AGENT_ROLE.
-const (
-	RolePrimary  = "primary"
-	RoleFallback = "fallback"
-)
-
 // Attempt is what the loop hands to the caller's build function.
 type Attempt struct {
-	N, Of int    // 1-based attempt number and the most attempts the call can make
-	Role  string // RolePrimary or RoleFallback
+	N, Of int  // 1-based attempt number and the most attempts the call can make
+	Role  Role // RolePrimary or RoleFallback
 	// Allowed is the call's own attempts (Policy.Attempts) and Network the
 	// retries its network budget adds on top; 0 for calls outside Do.
 	Allowed, Network int
@@ -250,14 +244,14 @@ type loop struct {
 	allNetwork bool
 	spent      time.Duration // the call's attempts and waits so far
 	counted    int           // the number of the next attempt among the counted ones
-	skipped    map[string]bool
-	again      map[string]bool // the agents granted an attempt again
+	skipped    map[Role]bool
+	again      map[Role]bool // the agents granted an attempt again
 	turn       int
-	same       string // the agent of an attempt granted again
+	same       Role // the agent of an attempt granted again
 }
 
 func newLoop(p Policy) *loop {
-	l := &loop{p: p, classify: p.Classify, sleep: p.Sleep, allNetwork: true, counted: 1, skipped: map[string]bool{}, again: map[string]bool{}}
+	l := &loop{p: p, classify: p.Classify, sleep: p.Sleep, allNetwork: true, counted: 1, skipped: map[Role]bool{}, again: map[Role]bool{}}
 	if l.classify == nil {
 		l.classify = byFailure(p.Failure)
 	}
@@ -278,7 +272,7 @@ func newLoop(p Policy) *loop {
 		b.Backoff.Reset()
 	}
 	if p.Fallback && p.Skip != nil {
-		for _, role := range []string{RolePrimary, RoleFallback} {
+		for _, role := range []Role{RolePrimary, RoleFallback} {
 			l.skipped[role] = p.Skip(role)
 		}
 	}
@@ -390,7 +384,7 @@ func (l *loop) spend(log *slog.Logger, n int, spec Spec, res Result, v Verdict) 
 }
 
 // otherRole is the agent that is not role.
-func otherRole(role string) string {
+func otherRole(role Role) Role {
 	if role == RoleFallback {
 		return RolePrimary
 	}

@@ -31,7 +31,7 @@ const NoTask = -1
 
 // Spec describes one child process.
 type Spec struct {
-	Phase string   // plan, execute, address, triage, normalize, stet, git, post-run
+	Phase Name     // plan, execute, address, triage, normalize, stet, git, post-run
 	Argv  []string // program first
 	// Prompt marks an agent call. Its prompt is the last argument, logged
 	// as <prompt len=N>, unless Stdin carries it.
@@ -81,7 +81,7 @@ type Spec struct {
 
 // Result is what a finished child left behind.
 type Result struct {
-	Phase           string
+	Phase           Name
 	Stdout, Stderr  string
 	ExitCode        int  // -1 when killed by a signal
 	TimedOut        bool // the call timeout or the idle timeout fired
@@ -464,11 +464,11 @@ func removeTempDir(dir string) {
 	}
 }
 
-func interrupted(phase string, ctx context.Context) error {
+func interrupted(phase Name, ctx context.Context) error {
 	return &InterruptedError{Phase: phase, Cause: context.Cause(ctx)}
 }
 
-func interruptedIf(ctx context.Context, phase string) error {
+func interruptedIf(ctx context.Context, phase Name) error {
 	if ctx.Err() != nil {
 		return interrupted(phase, ctx)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"peal/phase"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,10 +27,10 @@ func largeRun(tasks, callsPerTask int) Input {
 	add(state.Event{Ev: state.EvRunStart, Time: start, Run: "bench", PID: 1, PlanPath: "/work/plan.md", RepoPath: "/work/repo", Parallel: true})
 	var status state.StatusReport
 	id := 0
-	call := func(task int, at time.Time, phase string, attempt int, d time.Duration, class string, wait time.Duration) time.Time {
+	call := func(task int, at time.Time, name string, attempt int, d time.Duration, class string, wait time.Duration) time.Time {
 		id++
 		cid := fmt.Sprintf("abc/1/%d", id)
-		add(state.Event{Ev: state.EvCallStart, Time: at, Task: state.TaskOf(task), Call: cid, Phase: phase, Attempt: attempt, Of: 2, Allowed: 2,
+		add(state.Event{Ev: state.EvCallStart, Time: at, Task: state.TaskOf(task), Call: cid, Phase: phase.Name(name), Attempt: attempt, Of: 2, Allowed: 2,
 			Network: 2, Role: "primary", Argv: []string{"agent", "--print", "--workspace", "/work/repo", "--model", "gpt-5", "--sandbox", "disabled", "--trust", "--force", "<prompt len=4182>"}})
 		code := 0
 		if class != "success" {

@@ -27,18 +27,18 @@ var page = template.Must(template.New("page").Parse(pageText))
 // barData is what the page's script shows of a call on hover or click; the
 // short names keep a page of 5,000 calls small.
 type barData struct {
-	Task    int      `json:"t"`
-	Phase   string   `json:"p"`
-	Attempt string   `json:"a"`
-	Role    string   `json:"r,omitempty"`
-	Argv    []string `json:"v"`
-	Started string   `json:"s"`
-	Dur     string   `json:"d"`
-	Exit    string   `json:"x"`
-	Outcome string   `json:"o"`
-	Reason  string   `json:"why,omitempty"`
-	Wait    string   `json:"w,omitempty"`
-	Log     []string `json:"l,omitempty"`
+	Task    int        `json:"t"`
+	Phase   phase.Name `json:"p"`
+	Attempt string     `json:"a"`
+	Role    phase.Role `json:"r,omitempty"`
+	Argv    []string   `json:"v"`
+	Started string     `json:"s"`
+	Dur     string     `json:"d"`
+	Exit    string     `json:"x"`
+	Outcome string     `json:"o"`
+	Reason  string     `json:"why,omitempty"`
+	Wait    string     `json:"w,omitempty"`
+	Log     []string   `json:"l,omitempty"`
 	// Out is the end of a check's output.
 	Out string `json:"out,omitempty"`
 	// Confined is what the confinement refused the call.
@@ -72,7 +72,7 @@ type pageData struct {
 	CutOff         []string
 	Notes          []string
 	Calls          template.JS
-	Phases         []string
+	Phases         []phase.Name
 	Script         template.HTML
 }
 
@@ -84,7 +84,7 @@ type tick struct{ Left, Label string }
 func HTML(w io.Writer, r Report) error {
 	d := pageData{Title: "peal run " + r.Run.ID, RunLine: runLine(r), Totals: totalsLine(r.Totals), Notes: r.Notes}
 	start, total := span(r)
-	tl := &timeline{r: r, d: &d, lanes: map[int]int{}, total: total, phases: map[string]bool{}}
+	tl := &timeline{r: r, d: &d, lanes: map[int]int{}, total: total, phases: map[phase.Name]bool{}}
 	// The run's own lane comes first, then the tasks in index order.
 	if hasNoTask(r.Calls) {
 		tl.laneOf(-1)
@@ -132,7 +132,7 @@ type timeline struct {
 	d      *pageData
 	lanes  map[int]int // lane index by task (-1: the run's)
 	total  int64       // the run's span, in milliseconds
-	phases map[string]bool
+	phases map[phase.Name]bool
 }
 
 // pos is where a time ms into the run lies in a lane: the run spans 99% of
@@ -170,7 +170,7 @@ func (tl *timeline) callBar(i int, c Call, off int64) barData {
 	if c.Phase == check.Phase && outcome == CallExited {
 		outcome = CallOrdinary // a failed check is a failure, drawn as one
 	}
-	bar := pageBar{I: i, Class: "ph-" + cssName(c.Phase) + " oc-" + string(outcome), Left: tl.pos(off), Width: tl.pos(c.DurationMS)}
+	bar := pageBar{I: i, Class: "ph-" + cssName(string(c.Phase)) + " oc-" + string(outcome), Left: tl.pos(off), Width: tl.pos(c.DurationMS)}
 	if c.WaitMS > 0 {
 		bar.WaitLeft, bar.Wait = tl.pos(off+c.DurationMS), tl.pos(c.WaitMS)
 	}
@@ -202,18 +202,18 @@ func (tl *timeline) callBar(i int, c Call, off int64) barData {
 // its task's lane and returns what its hover shows.
 func (tl *timeline) mergeBar(i int, m Merge, off int64) barData {
 	lane := tl.laneOf(m.Task)
-	lane.Bars = append(lane.Bars, pageBar{I: i, Class: "ph-merge mg-" + cssName(m.Result), Left: tl.pos(off), Width: tl.pos(m.DurationMS)})
-	tl.phases["merge"] = true
-	return barData{Task: m.Task, Phase: "merge", Attempt: strings.ReplaceAll(m.Result, "_", " "),
+	lane.Bars = append(lane.Bars, pageBar{I: i, Class: "ph-merge mg-" + cssName(string(m.Result)), Left: tl.pos(off), Width: tl.pos(m.DurationMS)})
+	tl.phases[phase.Merge] = true
+	return barData{Task: m.Task, Phase: phase.Merge, Attempt: strings.ReplaceAll(string(m.Result), "_", " "),
 		Argv: []string{"git", "merge", "--no-ff", m.Branch}, Started: m.Started.UTC().Format("2006-01-02 15:04:05.000Z"),
 		Dur: formatMS(m.DurationMS), Exit: "–", Outcome: mergeText(m)}
 }
 
 // phaseOrder are the phases the bars show, in the order of a task, then
 // any other.
-func (tl *timeline) phaseOrder() []string {
-	var out []string
-	for _, p := range []string{"normalize", "plan", "execute", "check", "stet", "triage", "address", "merge", "git", "post-run"} {
+func (tl *timeline) phaseOrder() []phase.Name {
+	var out []phase.Name
+	for _, p := range []phase.Name{phase.Normalize, phase.Plan, phase.Execute, phase.Check, phase.Stet, phase.Triage, phase.Address, phase.Merge, phase.Git, phase.PostRun} {
 		if tl.phases[p] {
 			out = append(out, p)
 			delete(tl.phases, p)

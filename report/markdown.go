@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"peal/phase"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,7 +185,7 @@ func totalsLine(t Totals) string {
 	if len(t.CallMSByPhase) == 0 {
 		return ""
 	}
-	phases := make([]string, 0, len(t.CallMSByPhase))
+	phases := make([]phase.Name, 0, len(t.CallMSByPhase))
 	for p := range t.CallMSByPhase {
 		phases = append(phases, p)
 	}
@@ -206,9 +207,9 @@ func totalsLine(t Totals) string {
 	}
 	if len(t.Merges) > 0 {
 		results := make([]string, 0, len(t.Merges))
-		for _, res := range []string{MergeMerged, MergeConflict, MergeChecksFailed, MergeFailed, MergeInterrupted} {
+		for _, res := range []MergeResult{MergeMerged, MergeConflict, MergeChecksFailed, MergeFailed, MergeInterrupted} {
 			if n := t.Merges[res]; n > 0 {
-				results = append(results, fmt.Sprintf("%d %s", n, strings.ReplaceAll(res, "_", " ")))
+				results = append(results, fmt.Sprintf("%d %s", n, strings.ReplaceAll(string(res), "_", " ")))
 			}
 		}
 		s += " Merges: " + strings.Join(results, ", ") + "."
@@ -401,7 +402,7 @@ func agentCallLines(r Report) []string {
 		}
 		role := ""
 		if c.Role != "" {
-			role = " (" + c.Role + ")"
+			role = " (" + string(c.Role) + ")"
 		}
 		lines = append(lines, fmt.Sprintf("%s %s, attempt %d%s: %s", who, c.Phase, max(c.Attempt, 1), role, strings.Join(parts, "; ")))
 	}
@@ -443,7 +444,7 @@ func confinedLines(r Report) []string {
 		}
 		who := fmt.Sprintf("task %d %s", c.Task, c.Phase)
 		if c.Task < 0 {
-			who = c.Phase
+			who = string(c.Phase)
 		}
 		if n := c.Attempt; n > 0 {
 			if c.Counted > 0 {

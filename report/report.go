@@ -83,27 +83,30 @@ type Report struct {
 // calls each count), the time waited before retries, and the attempts that
 // failed by outcome.
 type Totals struct {
-	CallMSByPhase  map[string]int64 `json:"call_ms_by_phase"`
-	WaitMS         int64            `json:"wait_ms"`
-	FailedAttempts map[string]int   `json:"failed_attempts"`
+	CallMSByPhase  map[phase.Name]int64 `json:"call_ms_by_phase"`
+	WaitMS         int64                `json:"wait_ms"`
+	FailedAttempts map[string]int       `json:"failed_attempts"`
 	// CheckRuns and FailedChecks count the runs of the checks and those
 	// that did not pass; Merges counts the merges by result.
-	CheckRuns    int            `json:"check_runs,omitempty"`
-	FailedChecks int            `json:"failed_checks,omitempty"`
-	Merges       map[string]int `json:"merges,omitempty"`
+	CheckRuns    int                 `json:"check_runs,omitempty"`
+	FailedChecks int                 `json:"failed_checks,omitempty"`
+	Merges       map[MergeResult]int `json:"merges,omitempty"`
 	// RefusedConnections counts the connections the confinement's proxy
 	// refused; DeniedCalls the calls that failed on what it refused.
 	RefusedConnections int `json:"refused_connections,omitempty"`
 	DeniedCalls        int `json:"denied_calls,omitempty"`
 }
 
+// CheckOutcome is how one run of a check ended.
+type CheckOutcome string
+
 // Check outcomes.
 const (
-	CheckPassed      = "passed"
-	CheckFailed      = "failed"
-	CheckTimeout     = "timeout"
-	CheckInterrupted = "interrupted"
-	CheckNotStarted  = "not_started" // the command could not be started
+	CheckPassed      CheckOutcome = "passed"
+	CheckFailed      CheckOutcome = "failed"
+	CheckTimeout     CheckOutcome = "timeout"
+	CheckInterrupted CheckOutcome = "interrupted"
+	CheckNotStarted  CheckOutcome = "not_started" // the command could not be started
 )
 
 // CheckRun is one run of one of the project's checks.
@@ -113,38 +116,41 @@ type CheckRun struct {
 	// Stage says when it ran: start, before (a task, after work that did
 	// not complete), execute, address (after round Round), merge (the work
 	// tree, once the task was merged), end.
-	Stage      string    `json:"stage"`
-	Round      int       `json:"round,omitempty"`
-	Command    string    `json:"command"`
-	Call       string    `json:"call,omitempty"`
-	Ended      time.Time `json:"ended"`
-	DurationMS int64     `json:"duration_ms"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	Outcome    string    `json:"outcome"`
+	Stage      string       `json:"stage"`
+	Round      int          `json:"round,omitempty"`
+	Command    string       `json:"command"`
+	Call       string       `json:"call,omitempty"`
+	Ended      time.Time    `json:"ended"`
+	DurationMS int64        `json:"duration_ms"`
+	ExitCode   *int         `json:"exit_code,omitempty"`
+	Outcome    CheckOutcome `json:"outcome"`
 	// Tail is the end of its output as the run record keeps it.
 	Tail string `json:"tail,omitempty"`
 }
 
+// MergeResult is how a parallel block's task came back to the work tree.
+type MergeResult string
+
 // Merge results.
 const (
-	MergeMerged       = "merged"
-	MergeConflict     = "conflict"      // git could not merge it: undone, the work kept
-	MergeChecksFailed = "checks_failed" // the merged tree failed the checks: undone, the work kept
-	MergeFailed       = "failed"
-	MergeInterrupted  = "interrupted"
+	MergeMerged       MergeResult = state.MergeMerged
+	MergeConflict     MergeResult = state.MergeConflict
+	MergeChecksFailed MergeResult = state.MergeChecksFailed
+	MergeFailed       MergeResult = state.MergeFailed
+	MergeInterrupted  MergeResult = state.MergeInterrupted
 )
 
 // Merge is the merge of a task of a parallel block into the work tree.
 type Merge struct {
-	Task       int       `json:"task"`
-	Result     string    `json:"result"`
-	Branch     string    `json:"branch,omitempty"`
-	Kept       string    `json:"kept,omitempty"`   // where the work is kept when it was not merged
-	Files      []string  `json:"files,omitempty"`  // the conflicting files
-	Checks     []string  `json:"checks,omitempty"` // the checks the merged tree failed
-	Detail     string    `json:"detail,omitempty"`
-	Started    time.Time `json:"started"`
-	DurationMS int64     `json:"duration_ms"`
+	Task       int         `json:"task"`
+	Result     MergeResult `json:"result"`
+	Branch     string      `json:"branch,omitempty"`
+	Kept       string      `json:"kept,omitempty"`   // where the work is kept when it was not merged
+	Files      []string    `json:"files,omitempty"`  // the conflicting files
+	Checks     []string    `json:"checks,omitempty"` // the checks the merged tree failed
+	Detail     string      `json:"detail,omitempty"`
+	Started    time.Time   `json:"started"`
+	DurationMS int64       `json:"duration_ms"`
 	// RanAgain: the task ran again, alone, after its merge was undone.
 	RanAgain bool `json:"ran_again,omitempty"`
 }
@@ -205,7 +211,7 @@ type Task struct {
 
 // Phase is what one phase of a task took.
 type Phase struct {
-	Name string `json:"name"`
+	Name phase.Name `json:"name"`
 	// Calls counts the phase's calls (an address round is a call), Attempts
 	// their attempts.
 	Calls    int `json:"calls"`
@@ -228,10 +234,10 @@ type CheckPass struct {
 
 // Call is one attempt of a supervised call: one child process.
 type Call struct {
-	ID      string `json:"id"`
-	Task    int    `json:"task"`
-	Phase   string `json:"phase"`
-	Attempt int    `json:"attempt"`
+	ID      string     `json:"id"`
+	Task    int        `json:"task"`
+	Phase   phase.Name `json:"phase"`
+	Attempt int        `json:"attempt"`
 	// Of is how many attempts the call could take when this one started;
 	// Allowed is the call's own attempts, Network the retries on network
 	// failures on top (0 for calls that are not retried).
@@ -241,7 +247,7 @@ type Call struct {
 	// Counted is the attempt's number among those the retry counts allow
 	// (absent: every attempt counts).
 	Counted int        `json:"counted,omitempty"`
-	Role    string     `json:"role,omitempty"`
+	Role    phase.Role `json:"role,omitempty"`
 	Argv    []string   `json:"argv"`
 	Started time.Time  `json:"started"`
 	Ended   *time.Time `json:"ended,omitempty"`
@@ -374,7 +380,7 @@ func (b *builder) add(ev state.Event) {
 			DurationMS: ev.DurationMS, ExitCode: ev.ExitCode, Outcome: checkOutcome(ev), Tail: ev.Tail}
 		b.rep.Checks = append(b.rep.Checks, run)
 	case state.EvMerge:
-		m := Merge{Task: task, Result: ev.Result, Branch: ev.Branch, Kept: ev.Kept, Files: ev.Files, Checks: ev.Checks,
+		m := Merge{Task: task, Result: MergeResult(ev.Result), Branch: ev.Branch, Kept: ev.Kept, Files: ev.Files, Checks: ev.Checks,
 			Detail: ev.Detail, Started: t, DurationMS: ev.DurationMS}
 		if m.Result != MergeMerged {
 			b.undone[task] = len(b.rep.Merges)
@@ -482,7 +488,7 @@ func (b *builder) addToCall(c *Call, ev state.Event, t time.Time) {
 }
 
 // checkOutcome is how a check's line of the record says it ended.
-func checkOutcome(ev state.Event) string {
+func checkOutcome(ev state.Event) CheckOutcome {
 	switch {
 	case ev.Interrupted:
 		return CheckInterrupted
@@ -565,7 +571,7 @@ func (b *builder) finish() Report {
 		}
 		rep.Run.DurationMS = max(stop.Sub(*rep.Run.Started).Milliseconds(), 0)
 	}
-	rep.Totals = Totals{CallMSByPhase: map[string]int64{}, FailedAttempts: map[string]int{}}
+	rep.Totals = Totals{CallMSByPhase: map[phase.Name]int64{}, FailedAttempts: map[string]int{}}
 	for _, c := range rep.Calls {
 		rep.Totals.CallMSByPhase[c.Phase] += c.DurationMS
 		rep.Totals.WaitMS += c.WaitMS
@@ -585,7 +591,7 @@ func (b *builder) finish() Report {
 	}
 	for _, m := range rep.Merges {
 		if rep.Totals.Merges == nil {
-			rep.Totals.Merges = map[string]int{}
+			rep.Totals.Merges = map[MergeResult]int{}
 		}
 		rep.Totals.Merges[m.Result]++
 	}
@@ -721,7 +727,7 @@ func addPhaseCall(t *Task, c Call) {
 	p.Attempts++
 	if c.Attempt <= 1 {
 		p.Calls++
-		if c.Phase == "address" {
+		if c.Phase == phase.Address {
 			t.ReviewRounds++
 		}
 	}

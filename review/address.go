@@ -246,7 +246,7 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur standing, revie
 			}
 		}
 		before := cur.count()
-		if _, err := rv.agent.Call(ctx, "address", task, rv.Phase3Attempts(), prompt.Address(cur.fixes())); err != nil {
+		if _, err := rv.agent.Call(ctx, phase.Address, task, rv.Phase3Attempts(), prompt.Address(cur.fixes())); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
 		if rv.Commits() {
@@ -443,7 +443,7 @@ func (s *Session) flushDismissals(ctx context.Context, task int) {
 func (s *Session) askTriage(ctx context.Context, task int, cur Review) (string, error) {
 	rv := s.rv
 	ask := prompt.Triage(cur.Output)
-	answer, err := rv.agent.Call(ctx, "triage", task, rv.Phase3Attempts(), ask)
+	answer, err := rv.agent.Call(ctx, phase.Triage, task, rv.Phase3Attempts(), ask)
 	switch {
 	case err == nil:
 		return answer, nil

@@ -32,10 +32,10 @@ import (
 
 // Agent runs the agent calls of Phase 3.
 type Agent interface {
-	// Call runs one agent call of the given phase ("triage" or "address")
+	// Call runs one agent call of the given phase (phase.Triage or phase.Address)
 	// for task, with up to attempts attempts for ordinary failures, and
 	// returns its stdout, or the typed error of package phase that ended it.
-	Call(ctx context.Context, phase string, task, attempts int, prompt string) (string, error)
+	Call(ctx context.Context, name phase.Name, task, attempts int, prompt string) (string, error)
 }
 
 // Options are what a Reviewer needs from the run.
@@ -353,7 +353,7 @@ func (rv *Reviewer) Open(ctx context.Context) error {
 // for it too, in case it runs stet.
 func (rv *Reviewer) customSpec(task int, a phase.Attempt, argv []string) phase.Spec {
 	state, worktrees := filepath.Join(rv.dir, "stet"), filepath.Join(rv.dir, "worktrees")
-	spec := rv.caller.Spec("stet", task, a, argv, false)
+	spec := rv.caller.Spec(phase.Stet, task, a, argv, false)
 	spec.Env = append(spec.Env, "STET_STATE_DIR="+state, "STET_WORKTREE_ROOT="+worktrees)
 	spec.IdleTimeout = 0
 	if rv.confine != nil {

@@ -101,7 +101,7 @@ func (s *stet) ready() error {
 // takes, and stet bounds each model request itself; phase_timeout_sec
 // bounds the whole command.
 func (s *stet) spec(task int, a phase.Attempt, argv []string) phase.Spec {
-	spec := s.caller.Spec("stet", task, a, argv, false)
+	spec := s.caller.Spec(phase.Stet, task, a, argv, false)
 	spec.Env = append(spec.Env, s.env()...)
 	spec.IdleTimeout = 0
 	return spec

@@ -72,7 +72,7 @@ func TestEveryKindEndToEnd(t *testing.T) {
 				t.Fatalf("calls %v, kind %q", fakes.Keys(c), c[0].Kind)
 			}
 			// The calls a run makes: the repository, the default options.
-			argv := func(phaseName string) []string {
+			argv := func(phaseName phase.Name) []string {
 				inv, err := k.Invocation("", agent.Call{Phase: phaseName, Repo: h.workDir(), Prompt: "P",
 					Options: agent.Options{Sandbox: "disabled", Trust: true, Force: true}})
 				if err != nil {

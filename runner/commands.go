@@ -41,7 +41,7 @@ func (r *run) postRun(ctx context.Context) {
 		// No call-id scope: the command runs after the state folder is
 		// released, and the next run on the folder must not take it for
 		// what a dead run left.
-		spec := r.caller.Command("post-run", argv, timeout)
+		spec := r.caller.Command(phase.PostRun, argv, timeout)
 		spec.Scope = ""
 		if r.confined.PostRunConfined() {
 			r.confineCommand(&spec)

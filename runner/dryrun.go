@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"peal/phase"
 	"peal/plan"
 	"strings"
 
@@ -48,7 +49,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	}
 	if len(tasks) == 0 {
 		fmt.Fprintf(w, "\nthe plan has no task heading: a run first asks the agent to normalize it (up to %d attempts):\n  %s\n"+
-			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv("normalize", cfg.Model, prompt.Normalize("", text), ""))
+			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv(phase.Normalize, cfg.Model, prompt.Normalize("", text), ""))
 		return nil
 	}
 	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
@@ -191,8 +192,8 @@ func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 	}
 	fmt.Fprintf(d.w, "  task %d: ticket %s, attempt %d\n", t.Index, id, attempt)
 	phases := phaseAttempts(d.r.cfg)
-	d.describeCall("    ", attempt, "plan", phases, prompt.Plan(t.Body), "")
-	d.describeCall("    ", attempt, "execute", phases, "", "<prompt: the plan text>")
+	d.describeCall("    ", attempt, phase.Plan, phases, prompt.Plan(t.Body), "")
+	d.describeCall("    ", attempt, phase.Execute, phases, "", "<prompt: the plan text>")
 	if sequential {
 		d.describePhase3([]plan.Task{t}, "    ")
 	}
@@ -201,7 +202,7 @@ func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 
 // describeCall prints one agent call of a ticket's attempt: its model,
 // attempts and argv.
-func (d *dryRun) describeCall(indent string, attempt int, name string, attempts int, prompt, promptLen string) {
+func (d *dryRun) describeCall(indent string, attempt int, name phase.Name, attempts int, prompt, promptLen string) {
 	model := modelFor(d.r.cfg, attempt, name)
 	shown := model
 	if shown == "" {
@@ -248,7 +249,7 @@ func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 	}
 	fmt.Fprintf(d.w, "%swhile %s, up to %d rounds:\n", indent, what, d.r.cfg.MaxAddressRounds)
 	if rv.Builtin() && !d.r.cfg.StetDisableLLMTriage {
-		d.describeCall(indent, attempt, "triage", rv.Phase3Attempts(), "", "<prompt: the review and the triage question>")
+		d.describeCall(indent, attempt, phase.Triage, rv.Phase3Attempts(), "", "<prompt: the review and the triage question>")
 	}
 	prompt := "<prompt: the review and its suggestions>"
 	switch {
@@ -257,7 +258,7 @@ func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 	case checks != "":
 		prompt = "<prompt: the failing checks' output>"
 	}
-	d.describeCall(indent, attempt, "address", rv.Phase3Attempts(), "", prompt)
+	d.describeCall(indent, attempt, phase.Address, rv.Phase3Attempts(), "", prompt)
 	commit("address round <N>")
 	again()
 }
@@ -265,20 +266,20 @@ func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 // shownArgv is the argv of a call of the primary agent as the dry run shows
 // it: the prompt as <prompt len=N> (or shown, when given), as the last
 // argument or after "<" when it goes on stdin.
-func (d *dryRun) shownArgv(name, model, prompt, shown string) string {
+func (d *dryRun) shownArgv(name phase.Name, model, prompt, shown string) string {
 	s := d.r.agents.Sides()[0]
 	c := d.r.agents.Request(d.at.caller.Dir, s.Role, name, model, "")
 	// With agent_session = "task", a task's plan begins its session and
 	// the calls after it continue it (triage stays fresh); the id, which
 	// the run chooses or learns, shows as <session>.
 	id := ""
-	if d.r.cfg.AgentSession == config.SessionTask && s.Kind.Session != nil && name != "triage" {
+	if d.r.cfg.AgentSession == config.SessionTask && s.Kind.Session != nil && name != phase.Triage {
 		for _, try := range []string{agent.NewID(), "ses_0000000000000000"} {
 			if s.Kind.Session.ValidID(try) {
 				id = try
 			}
 		}
-		c.Session, c.Resume = id, name != "plan"
+		c.Session, c.Resume = id, name != phase.Plan
 	}
 	inv, _ := s.Kind.Invocation(s.Path, c)
 	argv := inv.Argv

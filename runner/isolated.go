@@ -322,7 +322,7 @@ func (b *block) settleBranches(ctx context.Context) {
 			// with a branch is merged or has failed.
 			r.log.Warn("task completed in its worktree but was not merged (the run was interrupted): its work is kept on a branch, and the task runs again next time",
 				"task", bt.task.Index, "branch", kept)
-			bt.res = taskResult{err: &phase.InterruptedError{Phase: "merge", Cause: context.Cause(ctx)}}
+			bt.res = taskResult{err: &phase.InterruptedError{Phase: phase.Merge, Cause: context.Cause(ctx)}}
 		}
 	}
 }

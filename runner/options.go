@@ -50,7 +50,7 @@ type settings struct {
 	// in a parallel block); callStart at the start of every agent call.
 	// Tests use them to make a task or a call panic.
 	taskStart func(plan.Task)
-	callStart func(name string, task int)
+	callStart func(name phase.Name, task int)
 	// ticketClosed, when set, runs when a task's ticket attempt has ended,
 	// before its outcome is saved.
 	ticketClosed func(plan.Task)

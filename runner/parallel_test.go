@@ -997,7 +997,7 @@ func TestBlockReviewPanic(t *testing.T) {
 	env := h.withStet(fakes.StetScenario{})
 	h.scenario(map[string][]fakes.Outcome{"execute:1": plants(twoFindings()...)})
 	h.extra = append(h.extra, func(s *settings) {
-		s.callStart = func(name string, task int) {
+		s.callStart = func(name phase.Name, task int) {
 			if name == "address" {
 				panic("boom in review")
 			}

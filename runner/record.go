@@ -137,20 +137,20 @@ func (o *recorder) merge(bt blockTask) {
 		return
 	}
 	ev := state.Event{Ev: state.EvMerge, Time: m.start.UTC(), Task: state.TaskOf(bt.task.Index), DurationMS: m.end.Sub(m.start).Milliseconds(),
-		Result: "merged", Branch: r.trees.Of(bt.task.Index).Branch}
+		Result: state.MergeMerged, Branch: r.trees.Of(bt.task.Index).Branch}
 	c := bt.conflict
 	switch {
 	case bt.merged:
 	case m.interrupted:
-		ev.Result, ev.Kept = "interrupted", bt.branch
+		ev.Result, ev.Kept = state.MergeInterrupted, bt.branch
 	case c != nil:
 		rec := c.record()
-		ev.Result, ev.Kept, ev.Files, ev.Detail, ev.Checks = "conflict", c.branch(), rec.Files, rec.Detail, rec.Checks
+		ev.Result, ev.Kept, ev.Files, ev.Detail, ev.Checks = state.MergeConflict, c.branch(), rec.Files, rec.Detail, rec.Checks
 		if len(rec.Checks) > 0 {
-			ev.Result = "checks_failed"
+			ev.Result = state.MergeChecksFailed
 		}
 	default:
-		ev.Result, ev.Kept = "failed", bt.branch
+		ev.Result, ev.Kept = state.MergeFailed, bt.branch
 		if bt.res.err != nil {
 			ev.Detail = text.Snippet(bt.res.err.Error(), 500)
 		}
@@ -162,7 +162,7 @@ func (o *recorder) merge(bt blockTask) {
 // id) reported, and how it stood to its session (began or continued, the
 // id; "" without agent_session = "task"). An attempt that reported nothing
 // and belongs to no session is not noted.
-func (o *recorder) Usage(task int, name, call string, u agent.Usage, session, id string) {
+func (o *recorder) Usage(task int, name phase.Name, call string, u agent.Usage, session, id string) {
 	if u == (agent.Usage{}) && session == "" {
 		return
 	}

@@ -188,7 +188,9 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	r.sessions = agentcall.NewSessions(cfg.AgentSession == config.SessionTask, log, now)
 	r.agents = agentcall.New(agentcall.Options{Config: cfg, Log: log, Now: now, Sleep: s.sleep, Env: s.env, Linger: s.linger,
 		LaunchGap: s.launchGap, Recorder: r.rec, Sessions: r.sessions, CallStart: s.callStart,
-		Model: func(task int, name string) (string, string) { return modelSetting(cfg, r.tickets.attempt(task), name) },
+		Model: func(task int, name phase.Name) (string, string) {
+			return modelSetting(cfg, r.tickets.attempt(task), name)
+		},
 		TaskEnv: func(task int) []string {
 			if tr := r.tickets.of(task); tr != nil {
 				return []string{"PEAL_TICKET_ID=" + tr.id}
@@ -374,7 +376,7 @@ func (r *run) finish(ctx context.Context, out Outcome, err error) (Outcome, erro
 	if err == nil && ctx.Err() != nil {
 		// The signal came after the last call had ended: the run still ends
 		// as interrupted, with the signal's exit code.
-		err = &phase.InterruptedError{Phase: "run", Cause: context.Cause(ctx)}
+		err = &phase.InterruptedError{Phase: phase.RunName, Cause: context.Cause(ctx)}
 	}
 	if err != nil {
 		// Every error path of a run passes here: the state is on disk before
@@ -400,7 +402,7 @@ func (r *run) finish(ctx context.Context, out Outcome, err error) (Outcome, erro
 	r.postRun(ctx)
 	if ctx.Err() != nil {
 		// A signal during the post-run commands ends the run with its code.
-		return out, &phase.InterruptedError{Phase: "post-run", Cause: context.Cause(ctx)}
+		return out, &phase.InterruptedError{Phase: phase.PostRun, Cause: context.Cause(ctx)}
 	}
 	return out, nil
 }
@@ -445,7 +447,7 @@ func (r *run) callSite(at *site) agentcall.Site {
 }
 
 // agentCall runs one agent call at a site (see agentcall.Agents.Call).
-func (r *run) agentCall(ctx context.Context, at *site, name string, task, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
+func (r *run) agentCall(ctx context.Context, at *site, name phase.Name, task, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
 	return r.agents.Call(ctx, r.callSite(at), name, task, attempts, failure, prompt)
 }
 
@@ -564,7 +566,7 @@ func phaseAttempts(cfg *config.Config) int { return 1 + int(cfg.PhaseRetryCount)
 func (r *run) planTask(ctx context.Context, at *site, t plan.Task) (string, error) {
 	attempts := phaseAttempts(r.cfg)
 	ask := prompt.Plan(t.Body)
-	res, err := r.agentCall(ctx, at, "plan", t.Index, attempts, nil, ask)
+	res, err := r.agentCall(ctx, at, phase.Plan, t.Index, attempts, nil, ask)
 	if err != nil {
 		return "", err
 	}
@@ -573,7 +575,7 @@ func (r *run) planTask(ctx context.Context, at *site, t plan.Task) (string, erro
 		return text, nil
 	}
 	r.log.Warn("plan text is empty or too short, running the plan call once more", "task", t.Index, "len", len(text))
-	if res, err = r.agentCall(ctx, at, "plan", t.Index, attempts, nil, ask); err != nil {
+	if res, err = r.agentCall(ctx, at, phase.Plan, t.Index, attempts, nil, ask); err != nil {
 		return "", err
 	}
 	if text = strings.TrimSpace(res.Stdout); !planTextValid(r.cfg, text) {
@@ -599,7 +601,7 @@ func minPlanLen(cfg *config.Config) string {
 
 // execute runs Phase 2 at a site.
 func (r *run) execute(ctx context.Context, at *site, t plan.Task, planText string) error {
-	_, err := r.agentCall(ctx, at, "execute", t.Index, phaseAttempts(r.cfg), nil, prompt.Execute(planText))
+	_, err := r.agentCall(ctx, at, phase.Execute, t.Index, phaseAttempts(r.cfg), nil, prompt.Execute(planText))
 	return err
 }
 
@@ -632,7 +634,7 @@ func (r *run) normalize(ctx context.Context, doc string) ([]plan.Task, error) {
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
 	// In the work tree itself: a call in plan mode, which writes nothing.
-	if _, err := r.agentCall(ctx, r.main, "normalize", phase.NoTask, attempts, failure, prompt.Normalize(template, doc)); err != nil {
+	if _, err := r.agentCall(ctx, r.main, phase.Normalize, phase.NoTask, attempts, failure, prompt.Normalize(template, doc)); err != nil {
 		return nil, fmt.Errorf("plan %s could not be normalized: %w", r.cfg.PlanPath, err)
 	}
 	return tasks, nil

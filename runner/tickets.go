@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"peal/phase"
 	"peal/plan"
 	"slices"
 	"sync"
@@ -131,14 +132,14 @@ func (ts *runTickets) escalationFor(n int) tickets.Escalation {
 // curve — the fixer from attempt 2 for address; the second opinion for
 // triage and the worker for plan and execute from attempt 3. It depends on
 // nothing else, so a dry run asks it exactly as a run does.
-func modelFor(cfg *config.Config, n int, phaseName string) string {
+func modelFor(cfg *config.Config, n int, phaseName phase.Name) string {
 	model, _ := modelSetting(cfg, n, phaseName)
 	return model
 }
 
 // modelSetting is modelFor and the key that set the model: model, an
 // escalation key, or "" when no model is set (the CLI's default).
-func modelSetting(cfg *config.Config, n int, phaseName string) (model, key string) {
+func modelSetting(cfg *config.Config, n int, phaseName phase.Name) (model, key string) {
 	base := func() (string, string) {
 		if cfg.Model == "" {
 			return "", ""
@@ -151,11 +152,11 @@ func modelSetting(cfg *config.Config, n int, phaseName string) (model, key strin
 	esc := tickets.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
 	var escalated *string
 	switch phaseName {
-	case "address":
+	case phase.Address:
 		escalated, key = esc.Fixer, "escalation.fixer"
-	case "triage":
+	case phase.Triage:
 		escalated, key = esc.ReviewerSecondOpinion, "escalation.reviewer_second_opinion"
-	case "plan", "execute":
+	case phase.Plan, phase.Execute:
 		escalated, key = esc.Worker, "escalation.worker"
 	}
 	if escalated != nil && *escalated != "" {

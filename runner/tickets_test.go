@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"peal/phase"
 	"slices"
 	"strings"
 	"testing"
@@ -378,10 +379,10 @@ func TestModelFor(t *testing.T) {
 		{3, "triage", "base", "model"}, {4, "normalize", "base", "model"},
 	}
 	for _, tc := range cases {
-		if got := modelFor(cfg, tc.attempt, tc.phase); got != tc.want {
+		if got := modelFor(cfg, tc.attempt, phase.Name(tc.phase)); got != tc.want {
 			t.Errorf("attempt %d, %s: %q, want %q", tc.attempt, tc.phase, got, tc.want)
 		}
-		if got, key := modelSetting(cfg, tc.attempt, tc.phase); got != tc.want || key != tc.key {
+		if got, key := modelSetting(cfg, tc.attempt, phase.Name(tc.phase)); got != tc.want || key != tc.key {
 			t.Errorf("attempt %d, %s: %q set by %q, want %q set by %q", tc.attempt, tc.phase, got, key, tc.want, tc.key)
 		}
 	}

@@ -50,7 +50,7 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 		return nil
 	}
 	r.log.Info("worktree setup command", "task", tt.Task, "command", r.cfg.WorktreeSetupCommand, "worktree", tt.Path)
-	spec := r.caller.Command("setup", argv, r.caller.Limits.Timeout)
+	spec := r.caller.Command(phase.Setup, argv, r.caller.Limits.Timeout)
 	spec.Dir = tt.Dir
 	spec.Task = tt.Task
 	r.confineCommand(&spec)
@@ -64,7 +64,7 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return &phase.InterruptedError{Phase: "setup", Cause: context.Cause(ctx)}
+			return &phase.InterruptedError{Phase: phase.Setup, Cause: context.Cause(ctx)}
 		}
 		return fmt.Errorf("worktree_setup_command %q failed in %s: %w", r.cfg.WorktreeSetupCommand, tt.Dir, err)
 	}

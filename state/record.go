@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"peal/phase"
 	"sync"
 	"time"
 
@@ -48,6 +49,16 @@ const (
 	EvConfined = "confined"
 )
 
+// The results of a merge event: how a parallel block's task came back to
+// the work tree.
+const (
+	MergeMerged       = "merged"
+	MergeConflict     = "conflict"      // git could not merge it: undone, the work kept
+	MergeChecksFailed = "checks_failed" // the merged tree failed the checks: undone, the work kept
+	MergeFailed       = "failed"
+	MergeInterrupted  = "interrupted"
+)
+
 // Event is one line of the run record. Which members are set depends on
 // Ev; Task is -1 for what belongs to no task.
 type Event struct {
@@ -69,18 +80,18 @@ type Event struct {
 	Tasks []int `json:"tasks,omitempty"` // the tasks the run selected
 
 	// call_start, call_end, attempt
-	Call    string `json:"call,omitempty"`
-	Phase   string `json:"phase,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
-	Of      int    `json:"of,omitempty"`
-	Allowed int    `json:"allowed,omitempty"`
-	Network int    `json:"network,omitempty"`
+	Call    string     `json:"call,omitempty"`
+	Phase   phase.Name `json:"phase,omitempty"`
+	Attempt int        `json:"attempt,omitempty"`
+	Of      int        `json:"of,omitempty"`
+	Allowed int        `json:"allowed,omitempty"`
+	Network int        `json:"network,omitempty"`
 	// Counted is the attempt's number among those the retry counts
 	// allow (an attempt after a wait on a rate limit takes the number of
 	// the one before it); absent where every attempt counts.
-	Counted int      `json:"counted,omitempty"`
-	Role    string   `json:"role,omitempty"`
-	Argv    []string `json:"argv,omitempty"`
+	Counted int        `json:"counted,omitempty"`
+	Role    phase.Role `json:"role,omitempty"`
+	Argv    []string   `json:"argv,omitempty"`
 	// StdoutLog and StderrLog are the call's agent log files (agent_log_dir).
 	StdoutLog string `json:"stdout_log,omitempty"`
 	StderrLog string `json:"stderr_log,omitempty"`

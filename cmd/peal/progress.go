@@ -178,7 +178,7 @@ func (p *progress) line(c phase.CallInfo, now time.Time) string {
 	case c.Task != phase.NoTask:
 		parts = append(parts, fmt.Sprintf("task %d", c.Task))
 	}
-	parts = append(parts, c.Phase)
+	parts = append(parts, string(c.Phase))
 	if c.Detail != nil {
 		if d := c.Detail(); d != "" {
 			parts = append(parts, d)
@@ -186,7 +186,7 @@ func (p *progress) line(c phase.CallInfo, now time.Time) string {
 	}
 	parts = append(parts, c.Attempt.String())
 	if c.Attempt.Role != "" {
-		parts = append(parts, c.Attempt.Role)
+		parts = append(parts, string(c.Attempt.Role))
 	}
 	parts = append(parts, fmt.Sprintf("%ds", int(now.Sub(c.Started).Seconds())))
 	return "peal: " + strings.Join(parts, " | ")

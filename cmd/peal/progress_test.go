@@ -29,7 +29,7 @@ func TestProgressDisplay(t *testing.T) {
 			t.Fatalf("after %s the screen shows\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
-	call := func(task int, phaseName string, n, of int, role string) phase.CallInfo {
+	call := func(task int, phaseName phase.Name, n, of int, role phase.Role) phase.CallInfo {
 		return phase.CallInfo{Phase: phaseName, Task: task, Attempt: phase.Attempt{N: n, Of: of, Role: role}, Started: now}
 	}
 

@@ -540,7 +540,7 @@ func TestReportOutputs(t *testing.T) {
 func (s *sandbox) recorded(ev, phase, task string) bool {
 	events, _, _ := state.ReadRecord(filepath.Join(s.stateDir, state.RecordName))
 	for _, e := range events {
-		if e.Ev == ev && e.Phase == phase && e.Task != nil && strconv.Itoa(*e.Task) == task {
+		if e.Ev == ev && string(e.Phase) == phase && e.Task != nil && strconv.Itoa(*e.Task) == task {
 			return true
 		}
 	}

@@ -56,7 +56,7 @@ type Call struct {
 
 // Call numbers the next call of phase for task. On a nil *Logs it
 // returns nil, whose methods do nothing.
-func (l *Logs) Call(phaseName string, task int) *Call {
+func (l *Logs) Call(phaseName phase.Name, task int) *Call {
 	if l == nil {
 		return nil
 	}
@@ -64,7 +64,7 @@ func (l *Logs) Call(phaseName string, task int) *Call {
 	if task != phase.NoTask {
 		who = "task-" + strconv.Itoa(task)
 	}
-	key := who + "-" + phaseName
+	key := who + "-" + string(phaseName)
 	l.mu.Lock()
 	l.calls[key]++
 	n := l.calls[key]
