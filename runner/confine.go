@@ -67,7 +67,7 @@ func (r *run) siteOf(dir string) *site {
 	return r.main
 }
 
-// noteConfined records what the confinement refused a call that ended (its
+// Confined records what the confinement refused a call that ended (its
 // result res; call its confinement, dir its folder): the connections the
 // proxy refused it, and, when it failed, the line that explains the
 // failure by the confinement, which it returns ("" when nothing points at
@@ -76,7 +76,8 @@ func (r *run) siteOf(dir string) *site {
 // likeliest cause of a failure that names none (a side request's refusal
 // is no cause): it is given, never for a failure that says its own cause.
 // The line is logged too.
-func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (line string, borne bool) {
+func (o *recorder) Confined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (line string, borne bool) {
+	r := o.run
 	if r.confined == nil || call == nil || res.CallID == "" {
 		return "", false
 	}
@@ -108,16 +109,16 @@ func (r *run) noteConfined(call *confine.Call, dir string, task int, res phase.R
 	return line, borne
 }
 
-// explainDenial is the line that explains the failure of a confined
-// command that is no task's (a post-run command, after the run record
+// explainDenial is the line that explains the failure of a command that
+// is no task's, confined by rules (a post-run command, after the run record
 // closed) by the confinement: what its output says was refused, or the
 // connection the proxy refused it; "" when nothing points at it.
-func (r *run) explainDenial(call *confine.Call, dir string, res phase.Result) string {
-	if r.confined == nil || call == nil || res.CallID == "" {
+func explainDenial(rules *policy.Rules, call *confine.Call, dir string, res phase.Result) string {
+	if rules == nil || call == nil || res.CallID == "" {
 		return ""
 	}
-	refused, _ := r.confined.Proxy().Refusals(res.CallID)
-	r.confined.Proxy().Forget(res.CallID)
+	refused, _ := rules.Proxy().Refusals(res.CallID)
+	rules.Proxy().Forget(res.CallID)
 	if line := confine.Explain(&call.Policy, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused); line != "" {
 		return line
 	}

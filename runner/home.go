@@ -50,7 +50,7 @@ func (r *run) atHome(ctx context.Context) (*site, error) {
 	if err := r.mirror.Use(ctx); err != nil {
 		return nil, err
 	}
-	r.home.writable = r.linkedWritable(r.mirror.Linked)
+	r.home.writable = linkedWritable(r.main.tree, r.mirror.Linked)
 	return r.home, nil
 }
 
@@ -71,13 +71,13 @@ func (r *run) homeSite(t *worktree.Tree) *site {
 	return at
 }
 
-// linkedWritable are the entries of the work tree that linked (relative,
+// linkedWritable are the entries of the work tree tree that linked (relative,
 // a folder's with a trailing /) name: the run's worktree's calls write
 // them through their links.
-func (r *run) linkedWritable(linked []string) []string {
+func linkedWritable(tree string, linked []string) []string {
 	out := make([]string, len(linked))
 	for i, p := range linked {
-		out[i] = filepath.Join(r.main.tree, filepath.FromSlash(strings.TrimSuffix(p, "/")))
+		out[i] = filepath.Join(tree, filepath.FromSlash(strings.TrimSuffix(p, "/")))
 	}
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"peal/agent"
 	"peal/agentcall"
 	"peal/check"
-	"peal/confine"
 	"peal/internal/text"
 	"peal/phase"
 	"peal/review"
@@ -120,7 +119,7 @@ func (o *recorder) check(res check.Result) {
 		if !res.Passed() {
 			end = agentcall.Failed
 		}
-		r.noteConfined(call, res.Dir, res.Task, phase.Result{Phase: check.Phase, CallID: res.CallID, Stdout: res.Tail}, end)
+		r.rec.Confined(call, res.Dir, res.Task, phase.Result{Phase: check.Phase, CallID: res.CallID, Stdout: res.Tail}, end)
 	}
 	code := res.ExitCode
 	r.journal.Add(state.Event{Ev: state.EvCheck, Time: r.now().UTC(), Task: state.TaskOf(res.Task), Call: res.CallID,
@@ -170,11 +169,6 @@ func (o *recorder) Usage(task int, name phase.Name, call string, u agent.Usage, 
 	su := agentcall.ToState(u)
 	r.journal.Add(state.Event{Ev: state.EvUsage, Time: r.now().UTC(), Task: state.TaskOf(task), Phase: name, Call: call, Usage: &su,
 		Session: session, SessionID: id})
-}
-
-// Confined notes what the confinement refused a call (see noteConfined).
-func (o *recorder) Confined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (string, bool) {
-	return o.run.noteConfined(call, dir, task, res, end)
 }
 
 func (o *recorder) CallBegan(info phase.CallInfo) {

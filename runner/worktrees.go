@@ -59,7 +59,7 @@ func (r *run) prepareTree(ctx context.Context, tt *worktree.Tree) error {
 	if err != nil {
 		end = agentcall.Failed
 	}
-	if line, _ := r.noteConfined(spec.Confine, spec.Dir, tt.Task, res, end); line != "" && err != nil {
+	if line, _ := r.rec.Confined(spec.Confine, spec.Dir, tt.Task, res, end); line != "" && err != nil {
 		err = &agentcall.ConfinedError{Err: err, Line: line}
 	}
 	if err != nil {
