@@ -50,7 +50,11 @@ func systemEscapes(who string) {
 // systemWork is the work with sockets a task does.
 func systemWork(who string) {
 	work(who+"unix-socket-in-tree", func() error { return serveAndDial("unix", fmt.Sprintf("s%d.sock", os.Getpid())) })
-	work(who+"abstract-socket-own", func() error { return serveAndDial("unix", fmt.Sprintf("@peal-escape-%d", os.Getpid())) })
+	// Named apart from every other call's: a call's pid is its PID
+	// namespace's, which other calls' repeat.
+	work(who+"abstract-socket-own", func() error {
+		return serveAndDial("unix", fmt.Sprintf("@peal-escape-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	})
 	work(who+"stream-socketpair", func() error { return socketpair(syscall.SOCK_STREAM) })
 	if os.Getenv("ESCAPE_TCP_ANY") != "" {
 		work(who+"tcp-server", func() error { return serveAndDial("tcp", "127.0.0.1:0") })
