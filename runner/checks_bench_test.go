@@ -67,7 +67,7 @@ func BenchmarkBlock4TasksChecks(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				env := []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + fakeAgent,
+				env := []string{"PEAL_PLAN_PATH=" + planOf(b, planPath, stateDir), "PEAL_REPO_PATH=" + repo, "PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + fakeAgent,
 					"PEAL_MAX_PARALLEL=4", "PEAL_CHECK_COMMANDS=" + checks}
 				cfg, err := config.Load(config.Inputs{Env: env})
 				if err == nil {

@@ -68,14 +68,7 @@ func BenchmarkConfinedRun(b *testing.B) {
 			n++
 			stateDir = filepath.Join(dir, fmt.Sprintf("state-%d", n))
 		}
-		// A plan's state stays where its first run kept it: each state
-		// folder gets a plan of its own.
-		own := stateDir + ".plan.md"
-		if _, err := os.Stat(own); err != nil {
-			data, _ := os.ReadFile(planPath)
-			os.WriteFile(own, data, 0o644)
-		}
-		planPath = own
+		planPath = planOf(b, planPath, stateDir)
 		cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
 			"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + agent, "PEAL_CONFINE=" + mode,
 			"PEAL_CONFINE_ENV_PASS=BENCH_WAIT"}})
@@ -144,4 +137,22 @@ func BenchmarkConfinedRun(b *testing.B) {
 		b.ReportMetric(cpu[0].Seconds()*1000/float64(runs), "off-cpu-ms")
 		b.ReportMetric(cpu[1].Seconds()*1000/float64(runs), "on-cpu-ms")
 	})
+}
+
+// planOf is a copy of the plan planPath for a run on the state folder
+// stateDir: a plan's state stays where its first run kept it (the note in
+// the repository says where), so a benchmark that starts a plan over on a
+// fresh state folder gives each folder a plan of its own.
+func planOf(b *testing.B, planPath, stateDir string) string {
+	own := stateDir + ".plan.md"
+	if _, err := os.Stat(own); err != nil {
+		data, err := os.ReadFile(planPath)
+		if err == nil {
+			err = os.WriteFile(own, data, 0o644)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return own
 }

@@ -191,7 +191,7 @@ func benchPlan50(b *testing.B, bin, dir string) {
 		n++
 		stateDir := filepath.Join(dir, fmt.Sprintf("state-%d", n))
 		syscall.Sync()
-		cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
+		cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planOf(b, planPath, stateDir), "PEAL_REPO_PATH=" + repo,
 			"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + bin}})
 		if err == nil {
 			err = cfg.Validate()

@@ -94,7 +94,7 @@ func (bb *blockBench) prepare(b *testing.B, env ...string) *config.Config {
 	}
 	// Confined as a user's run is (confine = auto), unless env says
 	// otherwise; the fake agent keeps its variables and writes its record.
-	cfg, err := config.Load(config.Inputs{Env: append([]string{"PEAL_PLAN_PATH=" + bb.planPath, "PEAL_REPO_PATH=" + bb.repo,
+	cfg, err := config.Load(config.Inputs{Env: append([]string{"PEAL_PLAN_PATH=" + planOf(b, bb.planPath, stateDir), "PEAL_REPO_PATH=" + bb.repo,
 		"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + bb.agent,
 		"PEAL_MAX_PARALLEL=4", "PEAL_COMMIT_AFTER_PHASE2=true",
 		"PEAL_CONFINE_ENV_PASS=FAKE_*", "PEAL_CONFINE_WRITE_PATHS=" + bb.agentDir + "," + filepath.Join(bb.dir, "counts")}, env...)})
