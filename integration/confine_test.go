@@ -49,6 +49,7 @@ type confineWorld struct {
 	sb        *sandbox
 	srv       *mockllm.Server
 	trap      *trap
+	side      *sideTraps
 	root      string
 	plan      string
 	state     string
@@ -214,6 +215,7 @@ func newConfineWorld(t *testing.T, a agent, mode string, opts worldOptions, scri
 	gitIn(t, w.sb.repo, w.sb.base, "add", "notes.txt")
 	gitIn(t, w.sb.repo, w.sb.base, "commit", "-q", "-m", "notes")
 	w.trap = newTrap(t)
+	w.side = newSideTraps(t, mark)
 	w.srv = mockllm.New(script(w), mockllm.WithKey(testKey))
 	t.Cleanup(w.srv.Close)
 	u, _ := url.Parse(w.srv.URL)
@@ -294,6 +296,7 @@ func (w *confineWorld) escapeScript(legit string) string {
 	try("listener through the proxy", "curl -sf -m 10 http://127.0.0.1:"+port+"/proxy")
 	try("listener direct", "curl -sf -m 10 --noproxy '*' http://127.0.0.1:"+port+"/direct")
 	try("listener /dev/tcp", "exec 3<>/dev/tcp/127.0.0.1/"+port+" && printf 'GET /devtcp HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3")
+	w.side.tries(try, q)
 	try("token", `test -n "$GITHUB_TOKEN" && printf %s "$GITHUB_TOKEN"`)
 	try("token in the CLI's environment", `tr '\0' '\n' < /proc/$PPID/environ | grep GITHUB_TOKEN`)
 	// Up the line of parents: the CLI, peal (whose environment has the
@@ -364,6 +367,9 @@ func (w *confineWorld) escaped(t *testing.T, extra map[string]func() string) map
 	if slices.Contains(paths, "/direct") || slices.Contains(paths, "/devtcp") || conns > len(paths) {
 		got["listener direct"] = fmt.Sprintf("%d connections, requests %q", conns, paths)
 	}
+	for name, s := range w.side.reached() {
+		got[name] = s
+	}
 	for name, check := range extra {
 		if s := check(); s != "" {
 			got[name] = s
@@ -431,6 +437,10 @@ func (w *confineWorld) ranLegit(t *testing.T) bool {
 // through (so each judgement can fail), under on none did.
 func (w *confineWorld) judge(t *testing.T, names []string, extra map[string]func() string) {
 	t.Helper()
+	names = append(slices.Clone(names), w.side.names()...) // every script tries them
+	if pid := w.side.daemonLeft(); pid != 0 {
+		t.Errorf("confine = %s: the daemon the call started (pid %d) outlived its call", w.mode, pid)
+	}
 	got := w.escaped(t, extra)
 	if w.mode == "off" {
 		for _, name := range names {
