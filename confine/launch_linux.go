@@ -20,9 +20,10 @@ import (
 
 // peal's side of the launcher (package launch): peal builds the call's
 // Landlock ruleset itself, so that a path that cannot be used fails the
-// call in peal, with its key; it hands the launcher the ruleset and its
-// end of the control socket, and starts it in the namespaces this machine
-// allows. Once the launcher has started the program, peal serves what it
+// call in peal, with its key, before anything starts; it hands the
+// launcher its end of the control socket and starts it in the namespaces
+// this machine allows, listing the folders the policy narrows and building
+// the ruleset meanwhile, which it then sends the launcher. Once the launcher has started the program, peal serves what it
 // handed over: the seccomp listener (every connect of the call, decided
 // and made by peal) and the listeners of the call's network namespace (the
 // proxy, and the loopback ports the call may reach, bridged to peal's).
@@ -196,9 +197,9 @@ func (l *Launch) recv() (kind byte, text string, fds []int, err error) {
 	return message(buf[:n], oob[:oobn])
 }
 
-// Wait waits, once the launcher has started, until it has started the
-// program confined (nil) or has exited without running it (a
-// *LaunchError). The launcher answers within a few milliseconds. Then
+// Wait, once the launcher has started, sends it the call's Landlock
+// ruleset and waits until it has started the program confined (nil) or
+// has exited without running it (a *LaunchError). The launcher answers within a few milliseconds. Then
 // peal serves the call's connections and network namespace, and hears of
 // the program's exit (Done). A launch without a launcher has nothing to
 // wait for.

@@ -4,8 +4,8 @@
 // call's program from that thread, and stays as its supervisor: the init
 // of the call's PID namespace (or, without one, the subreaper of the
 // call's processes), so that nothing the program starts outlives the
-// call. It talks to peal over a socket (the control socket): what failed,
-// the file descriptors peal needs (the seccomp listener, the listeners of
+// call. It talks to peal over a socket (the control socket): the Landlock
+// ruleset peal sends it, what failed, the file descriptors peal needs (the seccomp listener, the listeners of
 // the call's network namespace), and the program's exit.
 //
 // The launcher runs from this package's initialiser, before the rest of
