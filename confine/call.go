@@ -109,13 +109,16 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 type Launch struct {
 	endpoint *Endpoint
 	// ctl is peal's end of the launcher's control socket; child are the
-	// launcher's files (its end, the ruleset), closed once it started.
+	// launcher's files (its end), closed once it started.
 	ctl   *net.UnixConn
 	child []*os.File
-	cmd   *exec.Cmd
-	flags uint32 // the launcher's (package launch)
-	rules *netRules
-	sup   *supervisor
+	// ruleset is the call's Landlock ruleset, being built until Wait
+	// sends it to the launcher (nil without Landlock, or once sent).
+	ruleset chan builtRuleset
+	cmd     *exec.Cmd
+	flags   uint32 // the launcher's (package launch)
+	rules   *netRules
+	sup     *supervisor
 	// done closes when the program has exited (status, exited) or the
 	// launcher has ended.
 	done   chan struct{}
@@ -190,6 +193,7 @@ func (l *Launch) Close() {
 	}
 	l.once.Do(func() {
 		l.closeChild()
+		l.dropRuleset()
 		l.closeServed()
 		if l.endpoint != nil {
 			l.endpoint.Close()

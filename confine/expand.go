@@ -37,32 +37,53 @@ type bound struct{ path, key string }
 // narrow from t. It is the whole of the policy's meaning: what it returns is
 // what the kernel is asked to enforce.
 func Expand(p Policy, t Tree) (Plan, error) {
-	if err := p.Validate(); err != nil {
+	x, err := check(p, t)
+	if err != nil {
 		return Plan{}, err
+	}
+	return x.plan(), nil
+}
+
+// check is the first half of Expand, which fails where the policy does:
+// every path resolved and checked against what is denied and protected.
+// What is left (plan) is listing the folders it narrows, which fails
+// nowhere.
+func check(p Policy, t Tree) (*expander, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	t = &memoTree{Tree: t, modes: map[string]memoMode{}}
 	deny, err := bounds(t, p.Deny)
 	if err != nil {
-		return Plan{}, err
+		return nil, err
 	}
 	protect, err := bounds(t, p.Protect)
 	if err != nil {
-		return Plan{}, err
+		return nil, err
 	}
 	hide, err := bounds(t, p.Hide)
 	if err != nil {
-		return Plan{}, err
+		return nil, err
 	}
-	e := expander{t: t, rules: map[string]Rule{}, hide: hide}
+	e := &expander{t: t, rules: map[string]Rule{}, hide: hide}
 	for _, g := range p.Write {
 		if err := e.grant(g, true, deny, protect); err != nil {
-			return Plan{}, err
+			return nil, err
 		}
 	}
 	for _, g := range p.Read {
 		if err := e.grant(g, false, deny, nil); err != nil {
-			return Plan{}, err
+			return nil, err
 		}
+	}
+	return e, nil
+}
+
+// plan is the second half of Expand: the grants checked, walked in the
+// order of the policy.
+func (e *expander) plan() Plan {
+	for _, w := range e.grants {
+		e.walk(w.path, w.dir, w.write, w.excl)
 	}
 	plan := Plan{Missing: e.missing, Narrowed: e.narrowed, Unlisted: e.unlisted}
 	for _, r := range e.rules {
@@ -71,7 +92,7 @@ func Expand(p Policy, t Tree) (Plan, error) {
 	slices.SortFunc(plan.Rules, func(a, b Rule) int { return strings.Compare(a.Path, b.Path) })
 	slices.Sort(plan.Narrowed)
 	plan.Narrowed = slices.Compact(plan.Narrowed)
-	return plan, nil
+	return plan
 }
 
 // bounds resolves denied or protected paths. Only the real path counts:
@@ -91,10 +112,18 @@ func bounds(t Tree, paths []Path) ([]bound, error) {
 
 type expander struct {
 	t                  Tree
+	grants             []checked
 	rules              map[string]Rule
 	hide               []bound
 	missing            []Path
 	narrowed, unlisted []string
+}
+
+// checked is a grant checked, to be walked.
+type checked struct {
+	path       string
+	dir, write bool
+	excl       []string
 }
 
 func (e *expander) grant(g Path, write bool, deny, protect []bound) error {
@@ -125,7 +154,7 @@ func (e *expander) grant(g Path, write bool, deny, protect []bound) error {
 			excl = append(excl, p.path)
 		}
 	}
-	e.walk(real, typ.IsDir(), write, excl)
+	e.grants = append(e.grants, checked{real, typ.IsDir(), write, excl})
 	return nil
 }
 

@@ -20,9 +20,10 @@ import (
 
 // peal's side of the launcher (package launch): peal builds the call's
 // Landlock ruleset itself, so that a path that cannot be used fails the
-// call in peal, with its key; it hands the launcher the ruleset and its
-// end of the control socket, and starts it in the namespaces this machine
-// allows. Once the launcher has started the program, peal serves what it
+// call in peal, with its key, before anything starts; it hands the
+// launcher its end of the control socket and starts it in the namespaces
+// this machine allows, listing the folders the policy narrows and building
+// the ruleset meanwhile, which it then sends the launcher. Once the launcher has started the program, peal serves what it
 // handed over: the seccomp listener (every connect of the call, decided
 // and made by peal) and the listeners of the call's network namespace (the
 // proxy, and the loopback ports the call may reach, bridged to peal's).
@@ -37,24 +38,30 @@ const (
 // launcher makes cmd start as the launcher of its program under pol, with
 // what sup enforces.
 func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Policy, sup Support) error {
-	cfg := launch.Config{Ruleset: -1, Program: cmd.Path, Extra: len(cmd.ExtraFiles)}
-	var ruleset *os.File
+	cfg := launch.Config{Program: cmd.Path, Extra: len(cmd.ExtraFiles)}
 	if sup.Files {
-		plan, err := Expand(pol, OS)
+		// What fails in the policy fails here; the rest of the expansion
+		// (listing the folders it narrows) and the ruleset (an open and a
+		// rule per path) are made while the launcher starts, which waits
+		// for them (Wait sends the ruleset).
+		x, err := check(pol, OS)
 		if err != nil {
 			return err
 		}
-		llc, rules := rulesOf(plan, pol.TCP, sup)
-		fd, flags, err := llc.BestEffort().NewRulesetFD(rules...)
-		if err != nil {
-			return fmt.Errorf("confine: cannot build the Landlock rules: %w", err)
-		}
-		if fd < 0 {
-			return errNoRules
-		}
-		ruleset = os.NewFile(uintptr(fd), "landlock-ruleset")
+		built := make(chan builtRuleset, 1)
+		go func() {
+			llc, rules := rulesOf(x.plan(), pol.TCP, sup)
+			fd, flags, err := llc.BestEffort().NewRulesetFD(rules...)
+			switch {
+			case err != nil:
+				err = fmt.Errorf("confine: cannot build the Landlock rules: %w", err)
+			case fd < 0:
+				err = errNoRules
+			}
+			built <- builtRuleset{fd: fd, flags: flags, err: err}
+		}()
+		l.ruleset = built
 		cfg.Flags |= launch.Landlock
-		cfg.LLFlags = uint32(flags)
 	}
 	if sup.Seccomp {
 		cfg.Flags |= launch.Seccomp
@@ -78,27 +85,17 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Policy, sup Support) error
 	}
 	ctl, theirs, err := controlPair()
 	if err != nil {
-		if ruleset != nil {
-			ruleset.Close()
-		}
 		return err
 	}
 	conn, err := net.FileConn(ctl)
 	ctl.Close()
 	if err != nil {
 		theirs.Close()
-		if ruleset != nil {
-			ruleset.Close()
-		}
 		return err
 	}
 	l.ctl, l.flags, l.cmd = conn.(*net.UnixConn), cfg.Flags, cmd
 	cfg.Control = 3 + len(cmd.ExtraFiles)
 	l.child = []*os.File{theirs}
-	if ruleset != nil {
-		cfg.Ruleset = cfg.Control + 1
-		l.child = append(l.child, ruleset)
-	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, l.child...)
 	cmd.Env = append(cmd.Env, launch.Env+"="+cfg.Encode())
 	cmd.Path = "/proc/self/exe"
@@ -200,9 +197,9 @@ func (l *Launch) recv() (kind byte, text string, fds []int, err error) {
 	return message(buf[:n], oob[:oobn])
 }
 
-// Wait waits, once the launcher has started, until it has started the
-// program confined (nil) or has exited without running it (a
-// *LaunchError). The launcher answers within a few milliseconds. Then
+// Wait, once the launcher has started, sends it the call's Landlock
+// ruleset and waits until it has started the program confined (nil) or
+// has exited without running it (a *LaunchError). The launcher answers within a few milliseconds. Then
 // peal serves the call's connections and network namespace, and hears of
 // the program's exit (Done). A launch without a launcher has nothing to
 // wait for.
@@ -211,6 +208,12 @@ func (l *Launch) Wait() error {
 		return nil
 	}
 	l.closeChild()
+	if err := l.sendRuleset(); err != nil {
+		// The launcher, which waits for the ruleset, ends without running
+		// the program.
+		l.ctl.Close()
+		return err
+	}
 	kind, text, fds, err := l.recv()
 	switch {
 	case err != nil:
@@ -226,6 +229,44 @@ func (l *Launch) Wait() error {
 	l.done = make(chan struct{})
 	go l.watch()
 	return nil
+}
+
+// builtRuleset is the call's Landlock ruleset, built, or why it could
+// not be.
+type builtRuleset struct {
+	fd    int
+	flags uint32
+	err   error
+}
+
+// sendRuleset sends the launcher the call's ruleset (with Landlock), once
+// built; peal's copy is closed.
+func (l *Launch) sendRuleset() error {
+	if l.ruleset == nil {
+		return nil
+	}
+	r := <-l.ruleset
+	l.ruleset = nil
+	if r.err != nil {
+		return &LaunchError{Msg: r.err.Error()}
+	}
+	defer unix.Close(r.fd)
+	msg := strconv.AppendUint([]byte{launch.MsgRuleset}, uint64(r.flags), 10)
+	if _, _, err := l.ctl.WriteMsgUnix(msg, unix.UnixRights(r.fd), nil); err != nil {
+		return &LaunchError{Msg: "confine: the launcher ended before it got the Landlock rules"}
+	}
+	return nil
+}
+
+// dropRuleset closes the call's ruleset should it never be sent.
+func (l *Launch) dropRuleset() {
+	if l.ruleset == nil {
+		return
+	}
+	if r := <-l.ruleset; r.err == nil {
+		unix.Close(r.fd)
+	}
+	l.ruleset = nil
 }
 
 // serve takes up what the launcher handed over: the seccomp listener and

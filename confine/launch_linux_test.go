@@ -408,3 +408,76 @@ func TestPrepareRefusesBadPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestLaunchWaitsForRuleset: the launcher starts the program only once it
+// has the call's ruleset from peal; a ruleset peal could not build, or a
+// message that is not one, ends it before the program ran.
+func TestLaunchWaitsForRuleset(t *testing.T) {
+	needLandlock(t)
+	s := newScratch(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	cases := []struct {
+		name string
+		// send, when set, is what peal sends the launcher instead of the
+		// ruleset; else the ruleset's build fails.
+		send []byte
+		fds  []int
+		want string
+	}{
+		{name: "build failed", want: "confine: cannot build the Landlock rules: refused"},
+		{name: "no descriptor", send: []byte("R0"), want: "confine: the launcher did not get the Landlock rules: peal sent no ruleset"},
+		{name: "another message", send: []byte("S"), fds: []int{int(devNull.Fd())}, want: "confine: the launcher did not get the Landlock rules: peal sent no ruleset"},
+		{name: "bad flags", send: []byte("Rx"), fds: []int{int(devNull.Fd())}, want: "confine: the launcher did not get the Landlock rules: peal sent no ruleset"},
+		{name: "two descriptors", send: []byte("R0"), fds: []int{int(devNull.Fd()), int(devNull.Fd())}, want: "confine: the launcher did not get the Landlock rules: peal sent no ruleset"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ran := s.tree + "/ran-" + strings.ReplaceAll(c.name, " ", "-")
+			call := &Call{Mode: On, Policy: s.policy(s.tree)}
+			cmd := exec.Command(exe, "write", ran)
+			cmd.Env = call.Environ(append(os.Environ(), helperEnv+"=1"))
+			l, err := call.Prepare(cmd, "x", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if l.ruleset == nil {
+				t.Fatal("no ruleset under way")
+			}
+			l.dropRuleset()
+			if c.send == nil {
+				failed := make(chan builtRuleset, 1)
+				failed <- builtRuleset{fd: -1, err: errors.New("confine: cannot build the Landlock rules: refused")}
+				l.ruleset = failed
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if c.send != nil {
+				if _, _, err := l.ctl.WriteMsgUnix(c.send, unix.UnixRights(c.fds...), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = l.Wait()
+			werr := cmd.Wait()
+			var le *LaunchError
+			if !errors.As(err, &le) || le.Msg != c.want {
+				t.Fatalf("Wait = %v, want %s", err, c.want)
+			}
+			if werr == nil || cmd.ProcessState.ExitCode() != 126 {
+				t.Errorf("the launcher exited with %v", werr)
+			}
+			if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the program ran (%v)", err)
+			}
+		})
+	}
+}

@@ -21,3 +21,8 @@ func (l *Launch) closeServed() {}
 type netRules struct{}
 
 type supervisor struct{}
+
+// builtRuleset is Linux's.
+type builtRuleset struct{}
+
+func (l *Launch) dropRuleset() {}

@@ -139,7 +139,7 @@ func namespaceWhy(err error, user bool) string {
 
 // probeLauncher runs the launcher in probe mode in the namespaces asked.
 func probeLauncher(pid, net, user bool) error {
-	cfg := launch.Config{Ruleset: -1, Flags: launch.Probe}
+	cfg := launch.Config{Flags: launch.Probe}
 	if pid {
 		cfg.Flags |= launch.Init
 	}

@@ -4,8 +4,8 @@
 // call's program from that thread, and stays as its supervisor: the init
 // of the call's PID namespace (or, without one, the subreaper of the
 // call's processes), so that nothing the program starts outlives the
-// call. It talks to peal over a socket (the control socket): what failed,
-// the file descriptors peal needs (the seccomp listener, the listeners of
+// call. It talks to peal over a socket (the control socket): the Landlock
+// ruleset peal sends it, what failed, the file descriptors peal needs (the seccomp listener, the listeners of
 // the call's network namespace), and the program's exit.
 //
 // The launcher runs from this package's initialiser, before the rest of
@@ -36,7 +36,8 @@ const (
 	// Network: the launcher is in a new network namespace: it brings the
 	// loopback interface up and listens on 127.0.0.1 at each of Ports.
 	Network
-	// Landlock: apply the ruleset of Ruleset.
+	// Landlock: apply the Landlock ruleset peal sends (MsgRuleset)
+	// before the program starts.
 	Landlock
 	// Seccomp: install the seccomp filter of the call.
 	Seccomp
@@ -49,9 +50,7 @@ const (
 
 // Config is what peal tells the launcher, through Env.
 type Config struct {
-	Control int    // the launcher's end of the control socket
-	Ruleset int    // the Landlock ruleset (with Landlock)
-	LLFlags uint32 // landlock_restrict_self's flags
+	Control int // the launcher's end of the control socket
 	Flags   uint32
 	// Extra is how many of the caller's own files follow standard
 	// error (fd 3 and up): the program gets them; the launcher's own
@@ -64,10 +63,6 @@ type Config struct {
 // Encode is the value of Env that carries c.
 func (c Config) Encode() string {
 	b := itoa(nil, int64(c.Control))
-	b = append(b, ',')
-	b = itoa(b, int64(c.Ruleset))
-	b = append(b, ',')
-	b = itoa(b, int64(c.LLFlags))
 	b = append(b, ',')
 	b = itoa(b, int64(c.Flags))
 	b = append(b, ',')
@@ -87,28 +82,28 @@ var errMalformed = errors.New("malformed")
 
 // Parse reads a value of Env.
 func Parse(v string) (Config, error) {
-	var f [7]string
-	for i := range 6 {
+	var f [5]string
+	for i := range 4 {
 		j := index(v, ',')
 		if j < 0 {
 			return Config{}, errMalformed
 		}
 		f[i], v = v[:j], v[j+1:]
 	}
-	f[6] = v
-	var n [5]int64
+	f[4] = v
+	var n [3]int64
 	for i := range n {
 		var ok bool
 		if n[i], ok = atoi(f[i]); !ok {
 			return Config{}, errMalformed
 		}
 	}
-	c := Config{Control: int(n[0]), Ruleset: int(n[1]), Extra: int(n[4]), Program: f[6]}
-	if n[2] < 0 || n[2] > 1<<32-1 || n[3] < 0 || n[3] > 1<<32-1 {
+	c := Config{Control: int(n[0]), Extra: int(n[2]), Program: f[4]}
+	if n[1] < 0 || n[1] > 1<<32-1 {
 		return Config{}, errMalformed
 	}
-	c.LLFlags, c.Flags = uint32(n[2]), uint32(n[3])
-	for ports := f[5]; ports != ""; {
+	c.Flags = uint32(n[1])
+	for ports := f[3]; ports != ""; {
 		s := ports
 		if j := index(ports, ':'); j >= 0 {
 			s, ports = ports[:j], ports[j+1:]
@@ -127,9 +122,16 @@ func Parse(v string) (Config, error) {
 	return c, nil
 }
 
-// The launcher's messages to peal, one per packet of the control socket:
-// the first byte says which, the rest is its text.
+// The messages of the control socket, one per packet: the first byte says
+// which, the rest is its text.
 const (
+	// MsgRuleset, peal's one message to the launcher (with Landlock): the
+	// call's Landlock ruleset, the packet's one file descriptor; the text
+	// is landlock_restrict_self's flags. peal builds it while the launcher
+	// starts, and the launcher applies it before the program starts; it
+	// starts nothing without it.
+	MsgRuleset = 'R'
+
 	// MsgStarted: the program runs. The packet carries, in this order,
 	// the seccomp listener (with Supervise) and one listener per port
 	// (with Network).

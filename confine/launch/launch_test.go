@@ -7,16 +7,16 @@ import (
 
 func TestConfigRoundTrip(t *testing.T) {
 	for _, c := range []Config{
-		{Control: 3, Ruleset: 4, LLFlags: 0, Flags: Init | Network | Landlock | Seccomp | Supervise, Extra: 0, Ports: []uint16{8080, 1}, Program: "/usr/bin/env"},
-		{Control: 5, Ruleset: -1, Flags: Subreaper, Extra: 2, Program: "/odd,path:with,commas"},
-		{Control: 3, Ruleset: -1, Flags: Probe | Network},
+		{Control: 3, Flags: Init | Network | Landlock | Seccomp | Supervise, Extra: 0, Ports: []uint16{8080, 1}, Program: "/usr/bin/env"},
+		{Control: 5, Flags: Subreaper, Extra: 2, Program: "/odd,path:with,commas"},
+		{Control: 3, Flags: Probe | Network},
 	} {
 		got, err := Parse(c.Encode())
 		if err != nil || !reflect.DeepEqual(got, c) {
 			t.Errorf("Parse(Encode(%+v)) = %+v, %v (%q)", c, got, err, c.Encode())
 		}
 	}
-	for _, bad := range []string{"", "x", "3,4,0,1,0,,", "3,4,0,1,0,99999,/p", "a,4,0,1,0,,/p", "3,4,0,1,-1,,/p", "3,4,0,4294967296,0,,/p", "3,4,0,1,0,0,/p"} {
+	for _, bad := range []string{"", "x", "3,1,0,,", "3,1,0,99999,/p", "a,1,0,,/p", "3,1,-1,,/p", "3,4294967296,0,,/p", "3,1,0,0,/p"} {
 		if c, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) = %+v", bad, c)
 		}

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"runtime"
 	"syscall"
 )
@@ -15,9 +16,10 @@ import (
 //     outlive;
 //  2. brings the namespace's loopback up and listens on the ports peal
 //     bridges in (Network), and mounts the PID namespace's /proc (Init);
-//  3. on its main thread, sets no_new_privs, applies the Landlock ruleset
-//     peal built, drops the capabilities a call never holds, installs the
-//     seccomp filter, and starts the program from that thread: the rules
+//  3. waits for the Landlock ruleset, which peal builds meanwhile and sends
+//     over the control socket (it starts nothing without it); on its main
+//     thread, sets no_new_privs, applies that ruleset, drops the
+//     capabilities a call never holds, installs the seccomp filter, and starts the program from that thread: the rules
 //     are the thread's, and the program inherits them. Nothing of the call
 //     can trace the launcher (it is not dumpable and the call holds no
 //     CAP_SYS_PTRACE), nor signal it as the init of its PID namespace;
@@ -74,12 +76,6 @@ func launcher(v string) int {
 		if err := mountProc(); err != nil {
 			return fail(ExitSetup, "the launcher could not mount the /proc of the call's PID namespace", err)
 		}
-		// peal's rules name the /proc peal sees; the call reads its own.
-		if cfg.Flags&Landlock != 0 {
-			if err := readable(cfg.Ruleset, "/proc"); err != nil {
-				return fail(ExitSetup, "the launcher could not let the call read its /proc", err)
-			}
-		}
 	}
 	if cfg.Flags&Probe != 0 {
 		send(ctl, MsgStarted, "", nil)
@@ -102,7 +98,22 @@ func launcher(v string) int {
 	for i := range cfg.Extra {
 		files = append(files, uintptr(3+i))
 	}
-	st := confineAndStart(cfg, argv, env, files)
+	// peal builds the ruleset while the launcher starts: the launcher
+	// waits for it here, and starts nothing without it.
+	rs := ruleset{fd: -1}
+	if cfg.Flags&Landlock != 0 {
+		if rs, err = recvRuleset(ctl); err != nil {
+			return fail(ExitSetup, "the launcher did not get the Landlock rules", err)
+		}
+		// peal's rules name the /proc peal sees; the call reads its own.
+		if cfg.Flags&Init != 0 {
+			if err := readable(rs.fd, "/proc"); err != nil {
+				syscall.Close(rs.fd)
+				return fail(ExitSetup, "the launcher could not let the call read its /proc", err)
+			}
+		}
+	}
+	st := confineAndStart(cfg, rs, argv, env, files)
 	if st.err != nil {
 		return fail(st.code, st.msg, st.err)
 	}
@@ -134,16 +145,18 @@ type start struct {
 
 // confineAndStart confines the calling thread and starts the program from
 // it.
-func confineAndStart(cfg Config, argv, env []string, files []uintptr) start {
+func confineAndStart(cfg Config, rs ruleset, argv, env []string, files []uintptr) start {
 	failed := func(msg string, err error) start { return start{code: ExitSetup, msg: msg, err: err, listener: -1} }
+	if cfg.Flags&Landlock != 0 {
+		defer syscall.Close(rs.fd)
+	}
 	if _, errno := prctl(prSetNoNewPrivs, 1); errno != 0 {
 		return failed("the launcher could not set no_new_privs", errno)
 	}
 	if cfg.Flags&Landlock != 0 {
-		if _, _, errno := syscall.RawSyscall(sysLandlockRestrictSelf, uintptr(cfg.Ruleset), uintptr(cfg.LLFlags), 0); errno != 0 {
+		if _, _, errno := syscall.RawSyscall(sysLandlockRestrictSelf, uintptr(rs.fd), uintptr(rs.flags), 0); errno != 0 {
 			return failed("the kernel refused the Landlock rules", errno)
 		}
-		syscall.Close(cfg.Ruleset)
 	}
 	// What is kept for want of CAP_SETPCAP, the start line names.
 	if err := dropCaps(); err != nil {
@@ -167,6 +180,49 @@ func confineAndStart(cfg Config, argv, env []string, files []uintptr) start {
 		return start{code: ExitNotFound, msg: "cannot run " + cfg.Program, err: err, listener: -1}
 	}
 	return start{pid: pid, listener: listener}
+}
+
+// ruleset is the Landlock ruleset peal sent, and the flags to apply it
+// with.
+type ruleset struct {
+	fd    int
+	flags uint32
+}
+
+var errNoRuleset = errors.New("peal sent no ruleset")
+
+// recvRuleset waits for peal's MsgRuleset on the control socket.
+func recvRuleset(ctl int) (ruleset, error) {
+	buf := make([]byte, 64)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := syscall.Recvmsg(ctl, buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return ruleset{}, err
+		}
+		var fds []int
+		if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for i := range msgs {
+				if r, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
+					fds = append(fds, r...)
+				}
+			}
+		}
+		flags, ok := int64(0), false
+		if n > 0 && buf[0] == MsgRuleset {
+			flags, ok = atoi(string(buf[1:n]))
+		}
+		if !ok || flags < 0 || flags > 1<<32-1 || len(fds) != 1 {
+			for _, fd := range fds {
+				syscall.Close(fd)
+			}
+			return ruleset{}, errNoRuleset
+		}
+		return ruleset{fd: fds[0], flags: uint32(flags)}, nil
+	}
 }
 
 // cmdline is the launcher's own arguments, which are the program's.
