@@ -14,9 +14,9 @@ import (
 // its ID. The start time tells the process from a later one given the same
 // id, in the same namespace or in a new one the kernel named alike.
 type ID struct {
-	PID   int    `json:"pid"`
-	NS    string `json:"pidns,omitempty"`
-	Start uint64 `json:"started,omitempty"` // in clock ticks since the machine booted
+	PID   int
+	NS    string
+	Start uint64 // in clock ticks since the machine booted
 }
 
 // Self is the running process's ID.
