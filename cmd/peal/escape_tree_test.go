@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"peal/internal/fakes"
@@ -131,23 +128,6 @@ func (s *treeTry) noted() {
 		s.t.Fatal(err)
 	}
 	s.gitConfig = string(data)
-}
-
-// run runs peal, as the try's user.
-func (s *treeTry) run(env []string, args ...string) result {
-	s.t.Helper()
-	cmd := exec.Command(s.bin("peal"), args...)
-	cmd.Dir, cmd.Env = s.dir, env
-	if s.uid != 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), Groups: []uint32{}}}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		s.t.Fatal(err)
-	}
-	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }
 
 // planted is a program of the agent's: run, it notes that it ran, with
