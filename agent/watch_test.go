@@ -309,7 +309,10 @@ func TestWatcherOwnRetriesRun(t *testing.T) {
 // what is left of rate_limit_max_wait_sec ends the attempt at once.
 func TestWatcherServerAsksTooMuch(t *testing.T) {
 	t.Parallel()
-	w, e := watch(t, "gemini", WatchOptions{Phase: "execute", RateLimitCap: 10 * time.Second, RateLimitWaited: 9 * time.Second})
+	// A clock of the test's: no time passes between the two lines, however
+	// busy the machine.
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	w, e := watch(t, "gemini", WatchOptions{Phase: "execute", RateLimitCap: 10 * time.Second, RateLimitWaited: 9 * time.Second, Now: c.now})
 	w.Line(phase.Stderr, []byte(geminiTry[0]))
 	w.Line(phase.Stderr, []byte("Please retry in 30s."))
 	ed := ending(t, e)
