@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"errors"
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 	"strings"
 	"testing"
 	"time"

@@ -15,9 +15,9 @@ import (
 	"peal/agent"
 	"peal/config"
 	"peal/confine"
-	"peal/internal/fakes"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 	"peal/phase"
 )
 

@@ -44,7 +44,7 @@ func (a *Agents) Call(ctx context.Context, at Site, name phase.Name, task, attem
 		return phase.Result{Phase: name}, err
 	}
 	defer c.close()
-	policy := a.policy(attempts, c.judge)
+	policy := a.retry(attempts, c.judge)
 	policy.Skip = c.skip
 	res, _, err := phase.Do(ctx, c.log, policy, c.start)
 	c.finish(&res, err)

@@ -19,14 +19,18 @@ import (
 	"peal/prompt"
 )
 
-// Stages: when a run of the checks happens.
+// Stage is when a run of the checks happens. After an execute or an address
+// round, it is the phase's own name.
+type Stage string
+
+// The stages.
 const (
-	Start   = "start"   // the starting tree, before the first task
-	Before  = "before"  // before a task, when earlier work left the tree in a state not yet checked
-	Execute = "execute" // after a task's execute
-	Address = "address" // after an address round (Round says which)
-	Merge   = "merge"   // the work tree, once a task of a parallel block was merged into it
-	End     = "end"     // the final tree, when the work of a task that did not complete changed it since the last run
+	Start   Stage = "start"              // the starting tree, before the first task
+	Before  Stage = "before"             // before a task, when earlier work left the tree in a state not yet checked
+	Execute       = Stage(phase.Execute) // after a task's execute
+	Address       = Stage(phase.Address) // after an address round (Round says which)
+	Merge   Stage = "merge"              // the work tree, once a task of a parallel block was merged into it
+	End     Stage = "end"                // the final tree, when the work of a task that did not complete changed it since the last run
 )
 
 // Phase is the phase name of a check's call in logs, the run record and
@@ -36,9 +40,9 @@ const Phase = phase.Check
 // Result is how one check ended.
 type Result struct {
 	Command string
-	Task    int    // phase.NoTask for the starting tree
-	Stage   string // Start, Before, Execute, Address or Merge
-	Round   int    // the address round after which it ran (Stage Address)
+	Task    int   // phase.NoTask for the starting tree
+	Stage   Stage // Start, Before, Execute, Address, Merge or End
+	Round   int   // the address round after which it ran (Stage Address)
 	// ExitCode is -1 for a command killed by a signal (a timeout too).
 	ExitCode int
 	TimedOut bool
@@ -257,7 +261,7 @@ func (c *Checks) Dir() string { return c.caller.Dir }
 // Run runs every check once, in order, whatever the earlier ones did, so
 // that one round shows every failure. The error is an interruption, after
 // which the results hold the checks that ended.
-func (c *Checks) Run(ctx context.Context, task int, stage string, round int) (Results, error) {
+func (c *Checks) Run(ctx context.Context, task int, stage Stage, round int) (Results, error) {
 	if c == nil {
 		return nil, nil
 	}
@@ -279,7 +283,7 @@ func (c *Checks) Run(ctx context.Context, task int, stage string, round int) (Re
 }
 
 // one runs check i (cmd).
-func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, cmd string) (Result, error) {
+func (c *Checks) one(ctx context.Context, task int, stage Stage, round, i int, cmd string) (Result, error) {
 	res := Result{Command: cmd, Task: task, Stage: stage, Round: round, Dir: c.caller.Dir}
 	spec := c.caller.Spec(Phase, task, phase.Attempt{N: 1, Of: 1}, []string{"sh", "-c", cmd}, false)
 	spec.Timeout, spec.IdleTimeout, spec.CombinedOutput = c.timeout, 0, true
@@ -323,7 +327,7 @@ func (c *Checks) one(ctx context.Context, task int, stage string, round, i int, 
 
 // When says when a run of the checks happens, in words: "on the starting
 // tree", "after execute", "after round 2", "on the merged tree".
-func When(stage string, round int) string {
+func When(stage Stage, round int) string {
 	switch stage {
 	case Start:
 		return "on the starting tree"
@@ -336,5 +340,5 @@ func When(stage string, round int) string {
 	case End:
 		return "on the final tree"
 	}
-	return "after " + stage
+	return "after " + string(stage)
 }

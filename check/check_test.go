@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/testbin"
+	"peal/internal/testkit/testbin"
 	"peal/internal/text"
 	"peal/phase"
 )

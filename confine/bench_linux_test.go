@@ -13,10 +13,10 @@ import (
 	"time"
 )
 
-// benchPolicy is an agent call's policy with a scratch home shaped like a
+// benchAccess is an agent call's access with a scratch home shaped like a
 // developer's (100 entries, a .config of 30, the secrets), so that it is
 // narrowed as a real one would be.
-func benchPolicy(b *testing.B) (Policy, string) {
+func benchAccess(b *testing.B) (Access, string) {
 	root := b.TempDir()
 	home, tree := filepath.Join(root, "home"), filepath.Join(root, "tree")
 	for i := range 100 {
@@ -39,9 +39,9 @@ func benchPolicy(b *testing.B) (Policy, string) {
 	return p, tree
 }
 
-// BenchmarkExpand is the expansion of a call's policy into rules.
+// BenchmarkExpand is the expansion of a call's access into rules.
 func BenchmarkExpand(b *testing.B) {
-	p, _ := benchPolicy(b)
+	p, _ := benchAccess(b)
 	var n int
 	for b.Loop() {
 		plan, err := Expand(p, OS)
@@ -59,8 +59,8 @@ func BenchmarkPrepare(b *testing.B) {
 	if !Probe().Files {
 		b.Skip("no Landlock")
 	}
-	p, tree := benchPolicy(b)
-	call := &Call{Mode: On, Policy: p}
+	p, tree := benchAccess(b)
+	call := &Call{Mode: On, Access: p}
 	for b.Loop() {
 		cmd := exec.Command("/bin/true")
 		cmd.Dir = tree
@@ -82,17 +82,17 @@ func BenchmarkStart(b *testing.B) {
 	if !sup.Files {
 		b.Skip("no Landlock")
 	}
-	p, tree := benchPolicy(b)
+	p, tree := benchAccess(b)
 	calls := []struct {
 		name string
 		call *Call
-	}{{"plain", nil}, {"confined", &Call{Mode: On, Policy: p}}}
+	}{{"plain", nil}, {"confined", &Call{Mode: On, Access: p}}}
 	if sup.NetNamespaceAllowed {
 		s := sup.WithNetNamespace()
 		calls = append(calls, struct {
 			name string
 			call *Call
-		}{"confined-netns", &Call{Mode: On, Policy: p, Support: &s}})
+		}{"confined-netns", &Call{Mode: On, Access: p, Support: &s}})
 	}
 	if sup.PIDNamespace {
 		s := sup
@@ -100,7 +100,7 @@ func BenchmarkStart(b *testing.B) {
 		calls = append(calls, struct {
 			name string
 			call *Call
-		}{"confined-no-namespaces", &Call{Mode: Auto, Policy: p, Support: &s}})
+		}{"confined-no-namespaces", &Call{Mode: Auto, Access: p, Support: &s}})
 	}
 	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {
@@ -171,7 +171,7 @@ func BenchmarkConnect(b *testing.B) {
 		}
 	}()
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	p, tree := benchPolicy(b)
+	p, tree := benchAccess(b)
 	p.TCP.Connect = append(p.TCP.Connect, port)
 	exe, err := os.Executable()
 	if err != nil {
@@ -181,13 +181,13 @@ func BenchmarkConnect(b *testing.B) {
 	calls := []struct {
 		name string
 		call *Call
-	}{{"plain", &Call{Mode: Off}}, {"confined", &Call{Mode: On, Policy: p, EnvPass: []string{helperEnv}}}}
+	}{{"plain", &Call{Mode: Off}}, {"confined", &Call{Mode: On, Access: p, EnvPass: []string{helperEnv}}}}
 	if sup.NetNamespaceAllowed {
 		s := sup.WithNetNamespace()
 		calls = append(calls, struct {
 			name string
 			call *Call
-		}{"confined-netns", &Call{Mode: On, Policy: p, EnvPass: []string{helperEnv}, Support: &s}})
+		}{"confined-netns", &Call{Mode: On, Access: p, EnvPass: []string{helperEnv}, Support: &s}})
 	}
 	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {

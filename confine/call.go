@@ -17,10 +17,10 @@ import (
 // and Prepare when it starts the child.
 type Call struct {
 	Mode Mode
-	// Policy is what the kernel enforces. The call's temporary folder is
-	// added by Prepare; with a Proxy and Policy.TCP set, so is the
+	// Access is what the kernel enforces. The call's temporary folder is
+	// added by Prepare; with a Proxy and Access.TCP set, so is the
 	// endpoint's port.
-	Policy Policy
+	Access Access
 	// EnvPass are the variables of peal's environment that pass besides
 	// BasicEnv: names or PREFIX_* patterns (the kind's own variables,
 	// confine_env_pass).
@@ -60,7 +60,7 @@ func (c *Call) Environ(env []string) []string {
 // (when not "") is the call's temporary folder, which it may write. It
 // returns nil when there is nothing to do (Off, or cmd could not be
 // resolved: its Start then fails as it would have). Under On it fails when
-// this machine cannot hold the policy (Support.Lacks); under Auto it
+// this machine cannot hold the access (Support.Lacks); under Auto it
 // enforces what the machine has.
 func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 	if c.Mode == Off || cmd.Err != nil {
@@ -69,7 +69,7 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 	if cmd.Env == nil {
 		cmd.Env = c.Environ(os.Environ())
 	}
-	pol := c.Policy.Clone()
+	pol := c.Access.Clone()
 	if tempDir != "" {
 		pol.Write = append(pol.Write, Path{Path: tempDir, Key: KeyTemp})
 	}

@@ -24,7 +24,7 @@ func TestPrepareWithoutLandlock(t *testing.T) {
 	// Under On nothing starts.
 	cmd := exec.Command("true")
 	cmd.Env = []string{"PATH=/usr/bin"}
-	_, err := (&Call{Mode: On, Policy: pol, Proxy: p, Allow: allow}).Prepare(cmd, "c1", "")
+	_, err := (&Call{Mode: On, Access: pol, Proxy: p, Allow: allow}).Prepare(cmd, "c1", "")
 	if err == nil || err.Error() != "confine = on, but this machine cannot confine files: files and TCP are confined on Linux only" {
 		t.Fatalf("On: %v", err)
 	}
@@ -34,7 +34,7 @@ func TestPrepareWithoutLandlock(t *testing.T) {
 	cmd = exec.Command("true")
 	cmd.Env = []string{"PATH=/usr/bin"}
 	path := cmd.Path
-	l, err := (&Call{Mode: Auto, Policy: pol, Proxy: p, Allow: allow}).Prepare(cmd, "c1", "")
+	l, err := (&Call{Mode: Auto, Access: pol, Proxy: p, Allow: allow}).Prepare(cmd, "c1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestPrepareWithoutLandlock(t *testing.T) {
 
 func TestPrepareOff(t *testing.T) {
 	cmd := exec.Command("true")
-	l, err := (&Call{Mode: Off, Policy: Policy{Write: Paths("x", "relative")}, Proxy: NewProxy(nil)}).Prepare(cmd, "c1", "")
+	l, err := (&Call{Mode: Off, Access: Access{Write: Paths("x", "relative")}, Proxy: NewProxy(nil)}).Prepare(cmd, "c1", "")
 	if l != nil || err != nil || cmd.Env != nil || strings.HasPrefix(cmd.Path, "/proc") {
 		t.Errorf("Off prepared something: %v %v %q", l, err, cmd.Env)
 	}

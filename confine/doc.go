@@ -1,7 +1,7 @@
 // Package confine owns the kernel-enforced confinement of one child process
 // (an agent call or a project check): what this machine can enforce
-// (Probe: Landlock, seccomp, the namespaces the system allows), the policy
-// of a call (Policy: the paths it may write, read, never read, never
+// (Probe: Landlock, seccomp, the namespaces the system allows), the access
+// of a call (Access: the paths it may write, read, never read, never
 // write; the TCP ports and UNIX sockets it may reach), its expansion into
 // Landlock rules (Expand), the start of the call through the launcher
 // (package launch: peal's own binary, which sets up the call's
@@ -12,7 +12,7 @@
 // (Proxy), and the one line that explains a failure caused by a denial
 // (Explain).
 //
-// What it does not own: which calls are confined and with what (the run's
+// What it does not own: which calls are confined and with what (package
 // policy, the agent kinds' declarations, the configuration keys); phase
 // starts the child and asks this package to confine it (phase.Spec.Confine),
 // and ends what the call left when it ends.

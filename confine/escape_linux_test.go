@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"peal/internal/testbin"
+	"peal/internal/testkit/testbin"
 )
 
 // These tests try, from a confined call, the ways out that the launcher's
@@ -162,7 +162,7 @@ func TestContainment(t *testing.T) {
 	sc := newScratch(t)
 	lock := filepath.Join(sc.root, "daemon.lock")
 	writeFile(t, lock, "")
-	c := child{call: &Call{Mode: On, Policy: sc.policy(sc.tree)}, dir: sc.tree}
+	c := child{call: &Call{Mode: On, Access: sc.access(sc.tree)}, dir: sc.tree}
 	if got, err := c.run(t, "daemon", lock); got != "ok" {
 		t.Fatalf("the daemon: %q (%v)", got, err)
 	}
@@ -293,7 +293,7 @@ func confinedOnTerminal(pts string) int {
 	home, tree := os.Getenv("CONFINE_TEST_HOME"), os.Getenv("CONFINE_TEST_TREE")
 	pol := Base(home)
 	pol.Write = append(pol.Write, Paths("work tree", tree)...)
-	call := &Call{Mode: On, Policy: pol, EnvPass: []string{helperEnv}}
+	call := &Call{Mode: On, Access: pol, EnvPass: []string{helperEnv}}
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe, "tty", pts)
 	cmd.Dir = tree
@@ -354,7 +354,7 @@ func TestNoTerminal(t *testing.T) {
 // an allowed loopback port, and a UNIX socket outside the call's tree are
 // refused; the proxy, an allowed loopback server, UNIX sockets of its own
 // (in its tree, in its temporary folder, abstract), one named in the
-// policy, and a stream socketpair work.
+// access, and a stream socketpair work.
 func TestSockets(t *testing.T) {
 	for _, m := range modes(t) {
 		t.Run(m.name, func(t *testing.T) { trySockets(t, m) })
@@ -440,10 +440,10 @@ func trySockets(t *testing.T, m mode) {
 	}()
 	outside := outsideIPv4()
 	var proxyPort string
-	pol := s.policy(s.tree)
+	pol := s.access(s.tree)
 	pol.TCP.Connect = append(pol.TCP.Connect, uint16(port))
 	pol.UnixSockets = Paths(KeyUnixSockets, namedSock)
-	c := child{call: &Call{Mode: On, Policy: pol, Proxy: NewProxy(nil), Allow: allow, Support: m.sup}, dir: s.tree, tempDir: s.temp,
+	c := child{call: &Call{Mode: On, Access: pol, Proxy: NewProxy(nil), Allow: allow, Support: m.sup}, dir: s.tree, tempDir: s.temp,
 		before: func(l *Launch) {
 			proxyPort = strconv.Itoa(int(l.Endpoint().Port()))
 			trap("127.0.0.2:" + proxyPort)
@@ -464,7 +464,7 @@ func trySockets(t *testing.T, m mode) {
 		{"a UNIX socket of its tree", []string{"unixserve", "s.sock"}, "ok"},
 		{"a UNIX socket of its temporary folder", []string{"unixserve", filepath.Join(s.temp, "t.sock")}, "ok"},
 		{"an abstract UNIX socket of its own", []string{"abstract", "peal-test-" + strconv.Itoa(os.Getpid())}, "ok"},
-		{"a UNIX socket named in the policy", []string{"unix", namedSock}, "ok"},
+		{"a UNIX socket named in the access", []string{"unix", namedSock}, "ok"},
 		{"a stream socketpair", []string{"socketpair", "stream"}, "ok"},
 		{"the proxy", []string{"tunnel", allowedHost}, "ok"},
 	})
@@ -496,9 +496,9 @@ func TestSocketsTCPAny(t *testing.T) {
 	for _, m := range modes(t) {
 		t.Run(m.name, func(t *testing.T) {
 			s := newScratch(t)
-			pol := s.policy(s.tree)
+			pol := s.access(s.tree)
 			pol.TCP = nil
-			c := child{call: &Call{Mode: On, Policy: pol, Support: m.sup}, dir: s.tree}
+			c := child{call: &Call{Mode: On, Access: pol, Support: m.sup}, dir: s.tree}
 			tries := []attempt{{"a TCP server of its own", []string{"tcpserve", "-"}, "ok"}}
 			if outside := outsideIPv4(); outside != "" {
 				ln, err := net.Listen("tcp", net.JoinHostPort(outside, "0"))

@@ -47,7 +47,7 @@ func Example() {
 	if err != nil {
 		return
 	}
-	agentCall := &confine.Call{Mode: mode, Policy: pol, EnvPass: []string{"ANTHROPIC_*", "CLAUDE_*"}, Proxy: proxy, Allow: allow}
+	agentCall := &confine.Call{Mode: mode, Access: pol, EnvPass: []string{"ANTHROPIC_*", "CLAUDE_*"}, Proxy: proxy, Allow: allow}
 
 	// A check runs the code the agent wrote: the same tree, no CLI folders,
 	// no model's host, only what the user allowed (a module proxy, say).
@@ -55,11 +55,11 @@ func Example() {
 	checkPol.Write = append(checkPol.Write, confine.Path{Path: tree, Key: "work tree"})
 	checkPol.TCP = &confine.TCP{}
 	checkAllow, _ := confine.ParseAllow(confine.KeyNetworkAllow, "proxy.golang.org", "sum.golang.org")
-	check := &confine.Call{Mode: mode, Policy: checkPol, Proxy: proxy, Allow: checkAllow}
+	check := &confine.Call{Mode: mode, Access: checkPol, Proxy: proxy, Allow: checkAllow}
 
 	// Each goes into its phase.Spec (Confine: agentCall, Confine: check);
 	// after a failed call, the line that explains a denial:
 	//   refused, _ := proxy.Refusals(res.CallID)
-	//   line := confine.Explain(&agentCall.Policy, spec.Dir, outputLines, refused)
+	//   line := confine.Explain(&agentCall.Access, spec.Dir, outputLines, refused)
 	_, _ = agentCall, check
 }

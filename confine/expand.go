@@ -15,7 +15,7 @@ type Rule struct {
 	Dir   bool // a folder: the rule covers everything beneath it
 }
 
-// Plan is a policy expanded into the rules that enforce it.
+// Plan is an access expanded into the rules that enforce it.
 type Plan struct {
 	Rules []Rule
 	// Missing are the grants that name nothing: they grant nothing (a
@@ -33,10 +33,10 @@ type Plan struct {
 // bound is a denied or protected path, resolved.
 type bound struct{ path, key string }
 
-// Expand turns a policy into Landlock rules, reading the folders it must
-// narrow from t. It is the whole of the policy's meaning: what it returns is
+// Expand turns an access into Landlock rules, reading the folders it must
+// narrow from t. It is the whole of the access's meaning: what it returns is
 // what the kernel is asked to enforce.
-func Expand(p Policy, t Tree) (Plan, error) {
+func Expand(p Access, t Tree) (Plan, error) {
 	x, err := check(p, t)
 	if err != nil {
 		return Plan{}, err
@@ -44,11 +44,11 @@ func Expand(p Policy, t Tree) (Plan, error) {
 	return x.plan(), nil
 }
 
-// check is the first half of Expand, which fails where the policy does:
+// check is the first half of Expand, which fails where the access does:
 // every path resolved and checked against what is denied and protected.
 // What is left (plan) is listing the folders it narrows, which fails
 // nowhere.
-func check(p Policy, t Tree) (*expander, error) {
+func check(p Access, t Tree) (*expander, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func check(p Policy, t Tree) (*expander, error) {
 }
 
 // plan is the second half of Expand: the grants checked, walked in the
-// order of the policy.
+// order of the access.
 func (e *expander) plan() Plan {
 	for _, w := range e.grants {
 		e.walk(w.path, w.dir, w.write, w.excl)
@@ -220,7 +220,7 @@ func beneath(path, folder string) bool {
 func within(path, folder string) bool { return path == folder || beneath(path, folder) }
 
 // memoTree remembers the types it was asked for during one expansion: the
-// paths of a policy share their first folders, which need one look each.
+// paths of an access share their first folders, which need one look each.
 type memoTree struct {
 	Tree
 	modes map[string]memoMode

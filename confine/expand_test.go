@@ -127,26 +127,26 @@ func TestExpand(t *testing.T) {
 		"/cache -> /home/u/go", "/sneaky -> /home/u/.ssh",
 		"/work/locked/a", "/work/locked/.secret",
 	)
-	home := func(p *Policy) {
+	home := func(p *Access) {
 		p.Deny = append(p.Deny, Paths(KeySecret, "/home/u/.ssh", "/home/u/.aws", "/home/u/.config/gh")...)
 	}
 	for _, c := range []struct {
 		name     string
-		policy   func(*Policy)
+		access   func(*Access)
 		want     []string
 		narrowed []string
 		missing  []string
 		err      string
 	}{
 		{name: "a folder with nothing kept out is one rule",
-			policy: func(p *Policy) { p.Write = Paths("work tree", "/work/repo") },
+			access: func(p *Access) { p.Write = Paths("work tree", "/work/repo") },
 			want:   []string{"w /work/repo/"}},
 		{name: "secrets narrow the whole file system down to them; links (/cache, /sneaky, notes) are never granted",
-			policy:   func(p *Policy) { p.Read = Paths(KeySystem, "/"); home(p) },
+			access:   func(p *Access) { p.Read = Paths(KeySystem, "/"); home(p) },
 			want:     []string{"r /etc/", "r /home/u/.config/go/", "r /home/u/.profile", "r /home/u/go/", "r /usr/", "r /work/"},
 			narrowed: []string{"/", "/home", "/home/u", "/home/u/.config"}},
 		{name: "a missing secret narrows all the same",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Read = Paths(KeySystem, "/work")
 				p.Deny = Paths(KeySecret, "/work/repo/.aws/credentials")
 			},
@@ -154,7 +154,7 @@ func TestExpand(t *testing.T) {
 				"r /work/repo/src/"},
 			narrowed: []string{"/work", "/work/repo"}},
 		{name: "a protected .git narrows the work tree, which stays readable",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Read = Paths(KeySystem, "/work")
 				p.Write = Paths("work tree", "/work/repo")
 				p.Protect = Paths(KeyGit, "/work/repo/.git")
@@ -162,7 +162,7 @@ func TestExpand(t *testing.T) {
 			want:     []string{"r /work/", "w /work/repo/.peal/", "w /work/repo/README", "w /work/repo/src/"},
 			narrowed: []string{"/work/repo"}},
 		{name: "a write grant beneath a protected folder is honoured",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Write = Paths("work tree", "/work/repo")
 				p.Write = append(p.Write, Path{"/work/repo/.peal/tmp/call-1", KeyTemp})
 				p.Protect = Paths(KeyGit, "/work/repo/.git")
@@ -171,7 +171,7 @@ func TestExpand(t *testing.T) {
 			want:     []string{"w /work/repo/.peal/tmp/call-1/", "w /work/repo/README", "w /work/repo/src/"},
 			narrowed: []string{"/work/repo"}},
 		{name: "deny and protect together, down to a file",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Write = Paths("work tree", "/work/repo")
 				p.Protect = Paths(KeyGit, "/work/repo/.git/hooks", "/work/repo/.git/config")
 				p.Deny = Paths(KeySecret, "/work/repo/.peal/state.json")
@@ -179,27 +179,27 @@ func TestExpand(t *testing.T) {
 			want:     []string{"w /work/repo/.git/objects/", "w /work/repo/.peal/tmp/", "w /work/repo/README", "w /work/repo/src/"},
 			narrowed: []string{"/work/repo", "/work/repo/.git", "/work/repo/.peal"}},
 		{name: "a grant through a link is the target's",
-			policy: func(p *Policy) { p.Write = Paths(KeyWritePaths, "/cache"); home(p) },
+			access: func(p *Access) { p.Write = Paths(KeyWritePaths, "/cache"); home(p) },
 			want:   []string{"w /home/u/go/"}},
 		{name: "a file grant is a file rule; read and write of one path merge",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Read = Paths(KeySystem, "/etc/passwd")
 				p.Write = Paths(KeySystem, "/etc/passwd")
 			},
 			want: []string{"w /etc/passwd"}},
 		{name: "a missing grant grants nothing",
-			policy:  func(p *Policy) { p.Write = Paths(KeyWritePaths, "/home/u/.npm", "/work/repo") },
+			access:  func(p *Access) { p.Write = Paths(KeyWritePaths, "/home/u/.npm", "/work/repo") },
 			want:    []string{"w /work/repo/"},
 			missing: []string{"/home/u/.npm"}},
 		{name: "an unlistable narrowed folder grants nothing beneath it",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Read = Paths(KeySystem, "/work")
 				p.Deny = Paths(KeySecret, "/work/locked/.secret")
 			},
 			want:     []string{"r /work/repo/"},
 			narrowed: []string{"/work", "/work/locked"}},
 		{name: "a hidden folder narrows the grants that enclose it; a grant beneath it is honoured",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Read = Paths(KeySystem, "/")
 				p.Read = append(p.Read, Paths("toolchains", "/home/u/go", "/home/u/.config")...)
 				p.Hide = Paths("home", "/home/u")
@@ -208,7 +208,7 @@ func TestExpand(t *testing.T) {
 			want:     []string{"r /etc/", "r /home/u/.config/go/", "r /home/u/go/", "r /usr/", "r /work/"},
 			narrowed: []string{"/", "/home", "/home/u/.config"}},
 		{name: "a grant at a hidden folder is honoured whole, but its secrets",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Read = Paths(KeyReadPaths, "/home/u")
 				p.Hide = Paths("home", "/home/u")
 				home(p)
@@ -216,30 +216,30 @@ func TestExpand(t *testing.T) {
 			want:     []string{"r /home/u/.config/go/", "r /home/u/.profile", "r /home/u/go/"},
 			narrowed: []string{"/home/u", "/home/u/.config"}},
 		{name: "writing a secret is an error",
-			policy: func(p *Policy) { p.Write = Paths(KeyWritePaths, "/home/u/.ssh/sub"); home(p) },
+			access: func(p *Access) { p.Write = Paths(KeyWritePaths, "/home/u/.ssh/sub"); home(p) },
 			err:    `confine: confine_write_paths: "/home/u/.ssh/sub" lies in /home/u/.ssh, which is never readable (secret)`},
 		{name: "reaching a secret through a link is an error",
-			policy: func(p *Policy) { p.Read = Paths(KeyWritePaths, "/sneaky"); home(p) },
+			access: func(p *Access) { p.Read = Paths(KeyWritePaths, "/sneaky"); home(p) },
 			err:    `confine: confine_write_paths: "/sneaky" lies in /home/u/.ssh, which is never readable (secret)`},
 		{name: "reaching a secret through .. is an error",
-			policy: func(p *Policy) { p.Read = Paths(KeyWritePaths, "/home/u/notes/../.ssh"); home(p) },
+			access: func(p *Access) { p.Read = Paths(KeyWritePaths, "/home/u/notes/../.ssh"); home(p) },
 			err:    `confine: confine_write_paths: "/home/u/notes/../.ssh" lies in /home/u/.ssh, which is never readable (secret)`},
 		{name: "writing a protected path is an error",
-			policy: func(p *Policy) {
+			access: func(p *Access) {
 				p.Write = Paths(KeyWritePaths, "/work/repo/.git/")
 				p.Protect = Paths(KeyGit, "/work/repo/.git")
 			},
 			err: `confine: confine_write_paths: "/work/repo/.git/" is never writable (the repository's .git)`},
 		{name: "a relative path is an error",
-			policy: func(p *Policy) { p.Write = Paths(KeyWritePaths, "cache") },
+			access: func(p *Access) { p.Write = Paths(KeyWritePaths, "cache") },
 			err:    `confine: confine_write_paths: "cache" is not a full path`},
 		{name: "an empty path is an error",
-			policy: func(p *Policy) { p.Deny = Paths(KeyReadDeny, "") },
+			access: func(p *Access) { p.Deny = Paths(KeyReadDeny, "") },
 			err:    `confine: confine_read_deny: "" is empty`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var p Policy
-			c.policy(&p)
+			var p Access
+			c.access(&p)
 			plan, err := Expand(p, fsys)
 			if c.err != "" {
 				if err == nil || err.Error() != c.err {
@@ -272,7 +272,7 @@ func TestExpand(t *testing.T) {
 func TestExpandKeepsOut(t *testing.T) {
 	fsys := tree("/a/b/c/secret", "/a/b/c/ok", "/a/b/d/", "/a/x -> b/c", "/a/git/hooks/h", "/a/git/objects/o", "/z/",
 		"/h/.npmrc", "/h/granted/tool")
-	p := Policy{
+	p := Access{
 		Read:    Paths(KeySystem, "/", "/h/granted"),
 		Write:   Paths("work tree", "/a"),
 		Deny:    Paths(KeySecret, "/a/b/c/secret", "/z/none"),

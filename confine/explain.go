@@ -59,7 +59,7 @@ var writeRe = regexp.MustCompile(`(?i)cannot (?:create|touch|make|remove|move|co
 // What the output speaks of wins: a refusal by the proxy whose host the
 // output names first, then the last denial in the output (the one closest
 // to the failure).
-func Explain(p *Policy, dir string, lines []string, refused []Refusal) string {
+func Explain(p *Access, dir string, lines []string, refused []Refusal) string {
 	for i := len(refused) - 1; i >= 0; i-- {
 		host, _, err := net.SplitHostPort(refused[i].Host)
 		if err != nil {
@@ -89,7 +89,7 @@ func LastRefusal(refused []Refusal) string {
 	return RefusalLine(refused[len(refused)-1].Host)
 }
 
-func explainLine(p *Policy, dir, line string) string {
+func explainLine(p *Access, dir, line string) string {
 	if !deniedRe.MatchString(line) {
 		return ""
 	}
@@ -141,11 +141,11 @@ func looksLikePath(s string) bool {
 	return strings.ContainsRune(s, '/') || strings.HasPrefix(s, ".") || !strings.ContainsAny(s, " \t")
 }
 
-// explainPath says why path was refused, or "" when the policy allows
+// explainPath says why path was refused, or "" when the access allows
 // writing it (the denial is not the confinement's). write: the line says
 // the call was writing; else a path of a hidden folder that no grant opens
 // is taken for a read.
-func explainPath(p *Policy, dir, path string, write bool) string {
+func explainPath(p *Access, dir, path string, write bool) string {
 	if strings.HasPrefix(path, "/dev/tcp/") || strings.HasPrefix(path, "/dev/udp/") {
 		return ""
 	}

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// explainPolicy is an agent call's policy in /w (a main work tree), with a
+// explainAccess is an agent call's access in /w (a main work tree), with a
 // temporary folder in peal's state folder.
-func explainPolicy() *Policy {
+func explainAccess() *Access {
 	p := Base("/home/u")
 	p.Write = append(p.Write, Paths("work tree", "/w")...)
 	p.Write = append(p.Write, Path{"/w/.peal/tmp/call-1", KeyTemp})
@@ -22,7 +22,7 @@ func explainPolicy() *Policy {
 }
 
 func TestExplain(t *testing.T) {
-	p := explainPolicy()
+	p := explainAccess()
 	outside := func(path, dir string) string {
 		return "the call was refused writing " + path + `: it is outside what the call may write; confine_write_paths = ["` + dir + `"] would allow it`
 	}
@@ -90,7 +90,7 @@ func TestExplain(t *testing.T) {
 }
 
 func TestExplainOrder(t *testing.T) {
-	p := explainPolicy()
+	p := explainAccess()
 	lines := []string{"open /opt/first: permission denied", "something else", "open /opt/last: permission denied", "exit 1"}
 	if got := Explain(p, "/w", lines, nil); !strings.Contains(got, "/opt/last:") {
 		t.Errorf("the last denial does not win: %q", got)
@@ -138,7 +138,7 @@ func FuzzExplain(f *testing.F) {
 	} {
 		f.Add(s, "/w")
 	}
-	p := explainPolicy()
+	p := explainAccess()
 	f.Fuzz(func(t *testing.T, line, dir string) {
 		got := Explain(p, dir, []string{line}, nil)
 		if got == "" {

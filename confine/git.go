@@ -67,7 +67,7 @@ func readSmallFile(path string) ([]byte, error) {
 	return b, err
 }
 
-// Paths are the policy's paths for the work tree's git data, on the rule
+// Paths are the access's paths for the work tree's git data, on the rule
 // this package recommends:
 //
 //   - The repository's .git is never written: not its hooks, config and

@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"peal/confine"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testgit"
 )
 
 // The agent's own git under the recommended .git rule (Git.Paths), in a
 // linked worktree and in the main work tree. An external test package: the
-// tests' git (internal/testgit) stands on phase, which stands on confine.
+// tests' git (internal/testkit/testgit) stands on phase, which stands on confine.
 
 // gitChild runs the test binary as the helper (see TestMain) under call in
 // dir and returns its output line and error.
@@ -111,7 +111,7 @@ func TestLandlockGitWorktree(t *testing.T) {
 	pol.Write = append(pol.Write, write...)
 	pol.Protect = append(pol.Protect, protect...)
 	pol.Protect = append(pol.Protect, confine.Paths("main work tree", repo)...)
-	call := &confine.Call{Mode: confine.On, Policy: pol}
+	call := &confine.Call{Mode: confine.On, Access: pol}
 	tryGit(t, call, wt, []gitAttempt{
 		{"edit a file", []string{"run", "echo change >> README && echo new > added.txt"}, "ok"},
 		{"git status", []string{"run", "git status --porcelain >/dev/null"}, "ok"},
@@ -147,7 +147,7 @@ func TestLandlockGitMainTree(t *testing.T) {
 		t.Fatalf("a main work tree's git data made writable: %v", write)
 	}
 	pol.Protect = append(pol.Protect, protect...)
-	call := &confine.Call{Mode: confine.On, Policy: pol}
+	call := &confine.Call{Mode: confine.On, Access: pol}
 	addLine := "fatal: Unable to create '" + repo + "/.git/index.lock': Permission denied"
 	tryGit(t, call, repo, []gitAttempt{
 		{"edit a file in a folder", []string{"run", "echo change >> src/main.go && echo new > src/added.go"}, "ok"},

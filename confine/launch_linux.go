@@ -22,7 +22,7 @@ import (
 // Landlock ruleset itself, so that a path that cannot be used fails the
 // call in peal, with its key, before anything starts; it hands the
 // launcher its end of the control socket and starts it in the namespaces
-// this machine allows, listing the folders the policy narrows and building
+// this machine allows, listing the folders the access narrows and building
 // the ruleset meanwhile, which it then sends the launcher. Once the launcher has started the program, peal serves what it
 // handed over: the seccomp listener (every connect of the call, decided
 // and made by peal) and the listeners of the call's network namespace (the
@@ -37,10 +37,10 @@ const (
 
 // launcher makes cmd start as the launcher of its program under pol, with
 // what sup enforces.
-func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Policy, sup Support) error {
+func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error {
 	cfg := launch.Config{Program: cmd.Path, Extra: len(cmd.ExtraFiles)}
 	if sup.Files {
-		// What fails in the policy fails here; the rest of the expansion
+		// What fails in the access fails here; the rest of the expansion
 		// (listing the folders it narrows) and the ruleset (an open and a
 		// rule per path) are made while the launcher starts, which waits
 		// for them (Wait sends the ruleset).

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// These tests run a child under a real Landlock policy: the test binary
+// These tests run a child under a real Landlock access: the test binary
 // itself (see helper), started through the launcher, tries one thing. They
 // skip only on a kernel without Landlock.
 
@@ -65,8 +65,8 @@ func writeFile(t *testing.T, path, data string) {
 	}
 }
 
-// policy is the policy of an agent call whose work tree is tree.
-func (s scratch) policy(tree string) Policy {
+// access is the access of an agent call whose work tree is tree.
+func (s scratch) access(tree string) Access {
 	p := Base(s.home)
 	p.Write = append(p.Write, Paths("work tree", tree)...)
 	p.TCP = &TCP{}
@@ -182,7 +182,7 @@ func landlockFiles(t *testing.T, m mode) {
 	if err := os.Symlink(s.home+"/.aws", s.tree+"/aws"); err != nil {
 		t.Fatal(err)
 	}
-	c := child{call: &Call{Mode: On, Policy: s.policy(s.tree), Support: m.sup}, dir: s.tree, tempDir: s.temp,
+	c := child{call: &Call{Mode: On, Access: s.access(s.tree), Support: m.sup}, dir: s.tree, tempDir: s.temp,
 		env: []string{"GITHUB_TOKEN=ghp_secret", "AWS_SECRET_ACCESS_KEY=x", "NPM_TOKEN=x", "LANG=C.UTF-8"}}
 	// Landlock refuses a confined process the access to a process outside
 	// it: its memory and, to a process without the capabilities the
@@ -225,7 +225,7 @@ func landlockFiles(t *testing.T, m mode) {
 		{"shell writes outside", []string{"run", "echo x > " + s.outside + "/y"}, "exit status 2: sh: 1: cannot create " + s.outside + "/y: Permission denied"},
 	})
 	// The same child, unconfined, reaches all of it: the attempts above
-	// fail because of the policy, not of the scratch set-up.
+	// fail because of the access, not of the scratch set-up.
 	open := child{call: &Call{Mode: Off}, dir: s.tree, env: []string{"GITHUB_TOKEN=ghp_secret"}}
 	open.try(t, []attempt{
 		{"unconfined reads the key", []string{"read", s.tree + "/key"}, "ok"},
@@ -295,7 +295,7 @@ func TestLandlockNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := child{call: &Call{Mode: On, Policy: s.policy(s.tree), Proxy: proxy, Allow: allow}, dir: s.tree, id: "call-net"}
+	c := child{call: &Call{Mode: On, Access: s.access(s.tree), Proxy: proxy, Allow: allow}, dir: s.tree, id: "call-net"}
 	strayAddr := stray.Addr().String()
 	c.try(t, []attempt{
 		{"connect to a listener that is not the proxy", []string{"dial", strayAddr}, "dial tcp " + strayAddr + ": connect" + denied},
@@ -320,12 +320,12 @@ func TestLandlockNetwork(t *testing.T) {
 	if proxy.Refused() != 2 {
 		t.Errorf("total refusals = %d", proxy.Refused())
 	}
-	if got, want := Explain(&c.call.Policy, s.tree, []string{"dial tcp " + strayAddr + ": connect" + denied}, nil),
+	if got, want := Explain(&c.call.Access, s.tree, []string{"dial tcp " + strayAddr + ": connect" + denied}, nil),
 		"the call was refused a direct connection to "+strayAddr+": confined calls connect only through peal's proxy (HTTPS_PROXY); confine_network_allow names the hosts it may reach"; got != want {
 		t.Errorf("Explain = %q, want %q", got, want)
 	}
 	// Unconfined, the same child reaches the stray listener: the attempt
-	// above failed because of the policy.
+	// above failed because of the access.
 	open := child{call: &Call{Mode: Off}, dir: s.tree}
 	open.try(t, []attempt{{"unconfined connects", []string{"dial", strayAddr}, "ok"}})
 	if !pendingConns(t, stray) {
@@ -336,7 +336,7 @@ func TestLandlockNetwork(t *testing.T) {
 func TestLaunchFailure(t *testing.T) {
 	needLandlock(t)
 	s := newScratch(t)
-	// A program the policy does not let the call run: the launcher cannot
+	// A program the access does not let the call run: the launcher cannot
 	// exec it and the call fails before anything of it ran.
 	prog := s.home + "/.ssh/tool"
 	exe, err := os.Executable()
@@ -350,7 +350,7 @@ func TestLaunchFailure(t *testing.T) {
 	if err := os.WriteFile(prog, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	call := &Call{Mode: On, Policy: s.policy(s.tree)}
+	call := &Call{Mode: On, Access: s.access(s.tree)}
 	cmd := exec.Command(prog, "write", s.tree+"/ran")
 	cmd.Env = call.Environ(append(os.Environ(), helperEnv+"=1"))
 	l, err := call.Prepare(cmd, "x", "")
@@ -375,30 +375,30 @@ func TestLaunchFailure(t *testing.T) {
 	}
 }
 
-func TestPrepareRefusesBadPolicy(t *testing.T) {
+func TestPrepareRefusesBadAccess(t *testing.T) {
 	needLandlock(t)
 	s := newScratch(t)
 	for _, c := range []struct {
 		name string
-		add  func(*Policy)
+		add  func(*Access)
 		want string
 	}{
-		{"relative path", func(p *Policy) { p.Write = append(p.Write, Paths(KeyWritePaths, "cache")...) },
+		{"relative path", func(p *Access) { p.Write = append(p.Write, Paths(KeyWritePaths, "cache")...) },
 			`confine: confine_write_paths: "cache" is not a full path`},
-		{"write a secret", func(p *Policy) { p.Write = append(p.Write, Paths(KeyWritePaths, s.home+"/.ssh")...) },
+		{"write a secret", func(p *Access) { p.Write = append(p.Write, Paths(KeyWritePaths, s.home+"/.ssh")...) },
 			`confine: confine_write_paths: "` + s.home + `/.ssh" lies in ` + s.home + `/.ssh, which is never readable (secret)`},
-		{"dot-dot into a secret", func(p *Policy) { p.Read = append(p.Read, Paths(KeyWritePaths, s.tree+"/../home/.aws")...) },
+		{"dot-dot into a secret", func(p *Access) { p.Read = append(p.Read, Paths(KeyWritePaths, s.tree+"/../home/.aws")...) },
 			`confine: confine_write_paths: "` + s.tree + `/../home/.aws" lies in ` + s.home + `/.aws, which is never readable (secret)`},
-		{"link to a secret", func(p *Policy) {
+		{"link to a secret", func(p *Access) {
 			os.Symlink(s.home+"/.aws", s.root+"/aws-link")
 			p.Write = append(p.Write, Paths(KeyWritePaths, s.root+"/aws-link")...)
 		}, `confine: confine_write_paths: "` + s.root + `/aws-link" lies in ` + s.home + `/.aws, which is never readable (secret)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pol := s.policy(s.tree)
+			pol := s.access(s.tree)
 			c.add(&pol)
 			cmd := exec.Command("true")
-			_, err := (&Call{Mode: Auto, Policy: pol}).Prepare(cmd, "x", "")
+			_, err := (&Call{Mode: Auto, Access: pol}).Prepare(cmd, "x", "")
 			if err == nil || err.Error() != c.want {
 				t.Fatalf("Prepare = %v, want %s", err, c.want)
 			}
@@ -441,7 +441,7 @@ func TestLaunchWaitsForRuleset(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ran := s.tree + "/ran-" + strings.ReplaceAll(c.name, " ", "-")
-			call := &Call{Mode: On, Policy: s.policy(s.tree)}
+			call := &Call{Mode: On, Access: s.access(s.tree)}
 			cmd := exec.Command(exe, "write", ran)
 			cmd.Env = call.Environ(append(os.Environ(), helperEnv+"=1"))
 			l, err := call.Prepare(cmd, "x", "")

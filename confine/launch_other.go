@@ -8,7 +8,7 @@ import (
 )
 
 // launcher is never reached where Probe finds nothing to enforce.
-func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Policy, sup Support) error {
+func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error {
 	return errors.New("confine: the launcher is Linux's")
 }
 

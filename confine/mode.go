@@ -8,7 +8,7 @@ type Mode int
 const (
 	// Auto enforces what the kernel allows and runs the call either way.
 	Auto Mode = iota
-	// On refuses to run a call whose file-system policy cannot be
+	// On refuses to run a call whose file-system access cannot be
 	// enforced.
 	On
 	// Off confines nothing.

@@ -25,7 +25,7 @@ type Support struct {
 	// raw and packet sockets (and io_uring, and the 32-bit ABI's sockets).
 	Seccomp bool
 	// Supervise: every connect() of a call is handed to peal, which
-	// connects the call's socket itself where the policy allows: TCP to
+	// connects the call's socket itself where the access allows: TCP to
 	// the allowed loopback addresses and ports, UNIX sockets in what the
 	// call may write or in confine_unix_sockets.
 	Supervise bool
@@ -61,7 +61,7 @@ func (s Support) WithNetNamespace() Support {
 	return s
 }
 
-// Minimum Landlock ABI versions of each part of a policy.
+// Minimum Landlock ABI versions of each part of an access.
 const (
 	filesABI = 1
 	referABI = 2 // renames and links between folders
@@ -160,7 +160,7 @@ func (s Support) directPath() string {
 		return ""
 	}
 	if s.TCP {
-		return "connects directly to any host on the ports its policy opens"
+		return "connects directly to any host on the ports its access opens"
 	}
 	return "connects directly to any host"
 }

@@ -50,7 +50,7 @@ type netRules struct {
 	bridged []uint16
 	// The UNIX sockets: beneath named (confine_unix_sockets), or beneath
 	// roots (what the call writes) unless a deny entry is nearer.
-	pol      Policy
+	pol      Access
 	resolved sync.Once
 	named    []string
 	roots    []string
@@ -59,13 +59,13 @@ type netRules struct {
 
 // newNetRules are the rules of a call under pol and allow, whose proxy
 // endpoint (0: none) listens on port. A call connects directly to what its
-// policy's TCP ports open (on 127.0.0.1 and ::1, or at the loopback
+// access's TCP ports open (on 127.0.0.1 and ::1, or at the loopback
 // address an allow-list entry names with that port), or, without TCP
 // rules (confine_tcp = any), to any loopback address and port; in its
 // network namespace the launcher listens for peal on the proxy's port, on
 // those ports and, without TCP rules, on the ports of the allow list's
 // loopback entries.
-func newNetRules(pol Policy, allow Allow, netns bool, port uint16) *netRules {
+func newNetRules(pol Access, allow Allow, netns bool, port uint16) *netRules {
 	r := &netRules{netns: netns, anyPort: pol.TCP == nil, ports: map[uint16]bool{}, pairs: map[netip.AddrPort]bool{}, pol: pol}
 	add := func(p uint16) {
 		if p != 0 && !slicesContains(r.bridged, p) {
@@ -151,7 +151,7 @@ func (r *netRules) unixPath(p string) bool {
 	return allowed
 }
 
-// resolve makes the policy's paths real, once, at the first UNIX
+// resolve makes the access's paths real, once, at the first UNIX
 // connection of the call.
 func (r *netRules) resolve() {
 	real := func(list []Path, skip string) []string {

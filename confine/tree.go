@@ -104,5 +104,5 @@ func resolve(t Tree, name string) (real string, typ fs.FileMode, exists bool, er
 }
 
 // errNotDir is what a lookup beneath a file fails with (ENOTDIR on Unix);
-// for a policy it is a path that does not exist.
+// for an access it is a path that does not exist.
 var errNotDir = notDirError()

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
-	"peal/internal/mockllm"
+	"peal/internal/testkit/mockllm"
 )
 
 // testKey is the only credential the tests use: a fake key that the mock

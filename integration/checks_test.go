@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
-	"peal/internal/mockllm"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/mockllm"
+	"peal/internal/testkit/testgit"
 	"peal/state"
 )
 

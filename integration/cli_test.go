@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/mockllm"
+	"peal/internal/testkit/mockllm"
 )
 
 // The scripted task: a plan prompt (fenced like peal's) is answered with

@@ -22,7 +22,7 @@ import (
 
 	pealagent "peal/agent"
 	"peal/confine"
-	"peal/internal/mockllm"
+	"peal/internal/testkit/mockllm"
 )
 
 // The confinement tier: each real CLI runs a task through peal with

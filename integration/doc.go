@@ -1,6 +1,6 @@
 // Package integration holds the tests that run the real coding-agent CLIs
 // (the kinds whose mock set-up is in agents_test.go) against mock model APIs
-// served on 127.0.0.1 by peal/internal/mockllm: first the CLIs alone, then
+// served on 127.0.0.1 by peal/internal/testkit/mockllm: first the CLIs alone, then
 // peal driving them. Nothing reaches the network and no real credential is
 // used; each test gives the CLI a fresh HOME, TMPDIR and git repository.
 //

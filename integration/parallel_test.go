@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"peal/confine"
-	"peal/internal/fakes"
 	"peal/internal/gitrepo"
-	"peal/internal/mockllm"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/mockllm"
+	"peal/internal/testkit/testgit"
 )
 
 // The block of TestPealParallelWorktrees: tasks 1 and 2 write files of their

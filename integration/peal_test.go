@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/mockllm"
-	"peal/internal/testbin"
+	"peal/internal/testkit/mockllm"
+	"peal/internal/testkit/testbin"
 )
 
 var (

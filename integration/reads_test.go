@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"peal/internal/gitrepo"
-	"peal/internal/mockllm"
+	"peal/internal/testkit/mockllm"
 )
 
 // readFiles are the files of the home folder that hold credentials which

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/mockllm"
+	"peal/internal/testkit/mockllm"
 )
 
 // The CLIs' own words for an account out of credit, and for a prompt over

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/mockllm"
-	"peal/internal/testgit"
+	"peal/internal/testkit/mockllm"
+	"peal/internal/testkit/testgit"
 )
 
 // The block of TestPealSparseWorktrees: each task notes, in a file of its

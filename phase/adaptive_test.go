@@ -11,7 +11,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 var (
@@ -49,7 +49,7 @@ func byText(wait time.Duration) Classifier {
 	}
 }
 
-func adaptiveCall(t *testing.T, p Policy, outcomes ...fakes.Outcome) (string, []fakes.Call, error) {
+func adaptiveCall(t *testing.T, p Retry, outcomes ...fakes.Outcome) (string, []fakes.Call, error) {
 	t.Helper()
 	dir := setup(t, outcomes...)
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
@@ -74,46 +74,46 @@ func TestClassesHaveTheirOwnBudgets(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		policy   Policy
+		policy   Retry
 		outcomes []fakes.Outcome
 		calls    int
 		check    func(error) bool
 	}{
-		{"network retries without a phase retry count", Policy{Attempts: 1, Budgets: withNet(2)}, []fakes.Outcome{netFail, netFail, success}, 3,
+		{"network retries without a phase retry count", Retry{Attempts: 1, Budgets: withNet(2)}, []fakes.Outcome{netFail, netFail, success}, 3,
 			func(err error) bool { return err == nil }},
-		{"every attempt a network failure: unreachable", Policy{Attempts: 1, Budgets: withNet(2)}, []fakes.Outcome{netFail}, 3,
+		{"every attempt a network failure: unreachable", Retry{Attempts: 1, Budgets: withNet(2)}, []fakes.Outcome{netFail}, 3,
 			func(err error) bool { var u *UnreachableError; return errors.As(err, &u) && u.Attempts == 3 }},
-		{"network budget does not use the phase budget", Policy{Attempts: 2, Budgets: withNet(1)}, []fakes.Outcome{netFail, plainFail, success}, 3,
+		{"network budget does not use the phase budget", Retry{Attempts: 2, Budgets: withNet(1)}, []fakes.Outcome{netFail, plainFail, success}, 3,
 			func(err error) bool { return err == nil }},
-		{"a mix is an ordinary failure", Policy{Attempts: 2, Budgets: withNet(1)}, []fakes.Outcome{plainFail, netFail, netFail}, 3,
+		{"a mix is an ordinary failure", Retry{Attempts: 2, Budgets: withNet(1)}, []fakes.Outcome{plainFail, netFail, netFail}, 3,
 			func(err error) bool {
 				var f *FailedError
 				var u *UnreachableError
 				return errors.As(err, &f) && !errors.As(err, &u)
 			}},
-		{"a class without a budget is ordinary", Policy{Attempts: 2}, []fakes.Outcome{netFail}, 2,
+		{"a class without a budget is ordinary", Retry{Attempts: 2}, []fakes.Outcome{netFail}, 2,
 			func(err error) bool { var f *FailedError; return errors.As(err, &f) }},
-		{"fatal is never retried", Policy{Attempts: 3, Budgets: withNet(2)}, []fakes.Outcome{fatalFail, success}, 1,
+		{"fatal is never retried", Retry{Attempts: 3, Budgets: withNet(2)}, []fakes.Outcome{fatalFail, success}, 1,
 			func(err error) bool {
 				var f *FatalError
 				return errors.As(err, &f) && strings.Contains(err.Error(), "not logged in")
 			}},
-		{"rate limits do not spend the ordinary budget", Policy{Attempts: 1, Budgets: rate(5, 0)}, []fakes.Outcome{rateFail, rateFail, success}, 3,
+		{"rate limits do not spend the ordinary budget", Retry{Attempts: 1, Budgets: rate(5, 0)}, []fakes.Outcome{rateFail, rateFail, success}, 3,
 			func(err error) bool { return err == nil }},
-		{"rate limit budget spent", Policy{Attempts: 3, Budgets: rate(1, 0)}, []fakes.Outcome{rateFail}, 2,
+		{"rate limit budget spent", Retry{Attempts: 3, Budgets: rate(1, 0)}, []fakes.Outcome{rateFail}, 2,
 			func(err error) bool { var r *RateLimitError; return errors.As(err, &r) && r.Attempts == 2 }},
-		{"rate limit waits stop at the cap", Policy{Attempts: 3, Budgets: rate(10, 90*time.Second)}, []fakes.Outcome{rateFail}, 3,
+		{"rate limit waits stop at the cap", Retry{Attempts: 3, Budgets: rate(10, 90*time.Second)}, []fakes.Outcome{rateFail}, 3,
 			func(err error) bool {
 				var r *RateLimitError
 				return errors.As(err, &r) && r.Waited == 90*time.Second && strings.Contains(err.Error(), "rate_limit_max_wait_sec (90 s)")
 			}},
-		{"no network retry starts past the give-up time", Policy{Attempts: 1, Budgets: map[Class]Budget{
+		{"no network retry starts past the give-up time", Retry{Attempts: 1, Budgets: map[Class]Budget{
 			Network: {Retries: 5, Backoff: backoff.NewConstantBackOff(time.Minute), GiveUp: 150 * time.Second}}}, []fakes.Outcome{netFail}, 3,
 			// Waits of 60 s: the third attempt starts at 120 s, a fourth would at 180 s.
 			func(err error) bool { var u *UnreachableError; return errors.As(err, &u) && u.Attempts == 3 }},
-		{"transient retried without the budget", Policy{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 3}}}, []fakes.Outcome{raceFail, raceFail, success}, 3,
+		{"transient retried without the budget", Retry{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 3}}}, []fakes.Outcome{raceFail, raceFail, success}, 3,
 			func(err error) bool { return err == nil }},
-		{"transient budget spent", Policy{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 1}}}, []fakes.Outcome{raceFail}, 2,
+		{"transient budget spent", Retry{Attempts: 1, Budgets: map[Class]Budget{Transient: {Retries: 1}}}, []fakes.Outcome{raceFail}, 2,
 			func(err error) bool { var f *FailedError; return errors.As(err, &f) }},
 	}
 	for _, tc := range cases {
@@ -151,7 +151,7 @@ func TestRateLimitWaits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var s fakes.Sleeps
-			p := Policy{Attempts: 1, Classify: byText(tc.reset), Sleep: s.Sleep,
+			p := Retry{Attempts: 1, Classify: byText(tc.reset), Sleep: s.Sleep,
 				Budgets: map[Class]Budget{RateLimited: {Retries: 10, Backoff: backoff.NewConstantBackOff(time.Minute), MaxWait: tc.maxWait}}}
 			outcomes := []fakes.Outcome{rateFail, rateFail, success}
 			_, c, err := adaptiveCall(t, p, outcomes...)
@@ -181,7 +181,7 @@ func slicesEqual(a, b []time.Duration) bool {
 func TestAttemptOfCountsBudgetsLeft(t *testing.T) {
 	t.Parallel()
 	var s fakes.Sleeps
-	p := Policy{Attempts: 2, Budgets: withNet(1), Classify: byText(0), Sleep: s.Sleep}
+	p := Retry{Attempts: 2, Budgets: withNet(1), Classify: byText(0), Sleep: s.Sleep}
 	_, c, err := adaptiveCall(t, p, netFail, plainFail, success)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestAttemptOfCountsBudgetsLeft(t *testing.T) {
 
 func TestFallbackAlternates(t *testing.T) {
 	t.Parallel()
-	_, c, err := adaptiveCall(t, Policy{Attempts: 4, Fallback: true}, plainFail, plainFail, plainFail, success)
+	_, c, err := adaptiveCall(t, Retry{Attempts: 4, Fallback: true}, plainFail, plainFail, plainFail, success)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestFallbackAlternates(t *testing.T) {
 	if strings.Join(roles, " ") != "primary fallback primary fallback" {
 		t.Fatalf("roles %q", roles)
 	}
-	_, c, _ = adaptiveCall(t, Policy{Attempts: 2}, plainFail, success)
+	_, c, _ = adaptiveCall(t, Retry{Attempts: 2}, plainFail, success)
 	if c[1].Env["PEAL_AGENT_ROLE"] != "primary" {
 		t.Fatalf("without a fallback every attempt is primary: %v", c[1].Env)
 	}
@@ -224,22 +224,22 @@ func TestAgentOnlyFailureSwitchesAgent(t *testing.T) {
 	failed := func(err error) bool { var f *FailedError; return errors.As(err, &f) && f.Attempts == 4 }
 	cases := []struct {
 		name     string
-		policy   Policy
+		policy   Retry
 		outcomes []fakes.Outcome
 		roles    string
 		waits    int // ordinary retries: the switch waits for nothing
 		check    func(error) bool
 	}{
-		{"no retry count: the fallback still runs", Policy{Attempts: 1, Fallback: true}, []fakes.Outcome{modelFail, success},
+		{"no retry count: the fallback still runs", Retry{Attempts: 1, Fallback: true}, []fakes.Outcome{modelFail, success},
 			"primary fallback", 0, func(err error) bool { return err == nil }},
-		{"the retries all go to the fallback", Policy{Attempts: 3, Fallback: true}, []fakes.Outcome{modelFail, plainFail},
+		{"the retries all go to the fallback", Retry{Attempts: 3, Fallback: true}, []fakes.Outcome{modelFail, plainFail},
 			"primary fallback fallback fallback", 2, failed},
-		{"without a fallback: fatal", Policy{Attempts: 3}, []fakes.Outcome{modelFail}, "primary", 0, fatal},
-		{"both agents' models missing: fatal", Policy{Attempts: 3, Fallback: true}, []fakes.Outcome{modelFail},
+		{"without a fallback: fatal", Retry{Attempts: 3}, []fakes.Outcome{modelFail}, "primary", 0, fatal},
+		{"both agents' models missing: fatal", Retry{Attempts: 3, Fallback: true}, []fakes.Outcome{modelFail},
 			"primary fallback", 0, fatal},
-		{"an agent skipped from the start", Policy{Attempts: 2, Fallback: true, Skip: func(role Role) bool { return role == RolePrimary }},
+		{"an agent skipped from the start", Retry{Attempts: 2, Fallback: true, Skip: func(role Role) bool { return role == RolePrimary }},
 			[]fakes.Outcome{plainFail, success}, "fallback fallback", 1, func(err error) bool { return err == nil }},
-		{"both skipped: the roles alternate as usual", Policy{Attempts: 2, Fallback: true, Skip: func(Role) bool { return true }},
+		{"both skipped: the roles alternate as usual", Retry{Attempts: 2, Fallback: true, Skip: func(Role) bool { return true }},
 			[]fakes.Outcome{plainFail, success}, "primary fallback", 1, func(err error) bool { return err == nil }},
 	}
 	for _, tc := range cases {
@@ -276,20 +276,20 @@ func TestAgainChangesTheRequestAtOnce(t *testing.T) {
 	ok := func(err error) bool { return err == nil }
 	cases := []struct {
 		name     string
-		policy   Policy
+		policy   Retry
 		outcomes []fakes.Outcome
 		roles    string
 		counted  string // PEAL_ATTEMPT is the attempt's number; the counted one is in the log line
 		waits    int
 		check    func(error) bool
 	}{
-		{"no retry count: the changed request still runs", Policy{Attempts: 1}, []fakes.Outcome{lost, success},
+		{"no retry count: the changed request still runs", Retry{Attempts: 1}, []fakes.Outcome{lost, success},
 			"primary primary", "1 2", 0, ok},
-		{"a second is judged by its class", Policy{Attempts: 1}, []fakes.Outcome{lost, lost},
+		{"a second is judged by its class", Retry{Attempts: 1}, []fakes.Outcome{lost, lost},
 			"primary primary", "1 2", 0, failed(2)},
-		{"with a fallback the same agent goes again", Policy{Attempts: 2, Fallback: true}, []fakes.Outcome{lost, plainFail, success},
+		{"with a fallback the same agent goes again", Retry{Attempts: 2, Fallback: true}, []fakes.Outcome{lost, plainFail, success},
 			"primary primary fallback", "1 2 3", 1, ok},
-		{"each agent is granted once", Policy{Attempts: 2, Fallback: true}, []fakes.Outcome{lost, plainFail, lost, success},
+		{"each agent is granted once", Retry{Attempts: 2, Fallback: true}, []fakes.Outcome{lost, plainFail, lost, success},
 			"primary primary fallback fallback", "1 2 3 4", 1, ok},
 	}
 	for _, tc := range cases {
@@ -316,7 +316,7 @@ func TestAgainChangesTheRequestAtOnce(t *testing.T) {
 func TestNetworkDelayHonoured(t *testing.T) {
 	t.Parallel()
 	var s fakes.Sleeps
-	p := Policy{Attempts: 1, Classify: byText(0), Sleep: s.Sleep,
+	p := Retry{Attempts: 1, Classify: byText(0), Sleep: s.Sleep,
 		Budgets: map[Class]Budget{Network: {Retries: 1, Backoff: backoff.NewConstantBackOff(time.Second)}}}
 	_, _, err := adaptiveCall(t, p, netFail, success)
 	if err != nil || !slicesEqual(s.Waits(), []time.Duration{time.Second}) {
@@ -330,7 +330,7 @@ func TestNetworkDelayCancelled(t *testing.T) {
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
 	ctx, cancel := context.WithCancel(context.Background())
 	classify := byText(0)
-	p := Policy{Attempts: 1, Budgets: map[Class]Budget{Network: {Retries: 3, Backoff: backoff.NewConstantBackOff(time.Hour)}},
+	p := Retry{Attempts: 1, Budgets: map[Class]Budget{Network: {Retries: 3, Backoff: backoff.NewConstantBackOff(time.Hour)}},
 		Classify: func(r Result) Verdict { cancel(); return classify(r) }}
 	start := time.Now()
 	_, n, err := Do(ctx, nil, p, func(a Attempt) Spec { return caller.Spec("plan", 1, a, []string{fakeAgent, "x"}, true) })
@@ -364,7 +364,7 @@ func TestMessagesQuoteTheExplainingLine(t *testing.T) {
 }
 
 // attemptsOf runs a call under p and returns the Attempt each build got.
-func attemptsOf(t *testing.T, p Policy, log *slog.Logger, outcomes ...fakes.Outcome) ([]Attempt, error) {
+func attemptsOf(t *testing.T, p Retry, log *slog.Logger, outcomes ...fakes.Outcome) ([]Attempt, error) {
 	t.Helper()
 	dir := setup(t, outcomes...)
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
@@ -384,7 +384,7 @@ func TestWaitsAreNotAttempts(t *testing.T) {
 	t.Parallel()
 	var s fakes.Sleeps
 	var log strings.Builder
-	p := Policy{Attempts: 2, Classify: byText(0), Sleep: s.Sleep, Budgets: map[Class]Budget{
+	p := Retry{Attempts: 2, Classify: byText(0), Sleep: s.Sleep, Budgets: map[Class]Budget{
 		RateLimited: {Retries: 10, Backoff: backoff.NewConstantBackOff(time.Minute), MaxWait: time.Hour},
 		Transient:   {Retries: 3}}}
 	got, err := attemptsOf(t, p, slog.New(slog.NewTextHandler(&log, nil)), rateFail, rateFail, plainFail, raceFail, success)
@@ -418,7 +418,7 @@ func TestRateLimitWaitedInsideAttempt(t *testing.T) {
 	t.Parallel()
 	var s fakes.Sleeps
 	inner := byText(0)
-	p := Policy{Attempts: 1, Sleep: s.Sleep,
+	p := Retry{Attempts: 1, Sleep: s.Sleep,
 		Classify: func(r Result) Verdict {
 			v := inner(r)
 			if v.Class == RateLimited {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // noop is the no-op binary of the overhead benchmarks.

@@ -46,7 +46,7 @@ func BenchmarkRunConfined100(b *testing.B) {
 	pol.Write = append(pol.Write, confine.Paths("work tree", tree)...)
 	pol.TCP = &confine.TCP{}
 	spec := Spec{Phase: "execute", Argv: []string{bin}, Dir: tree, Timeout: time.Minute, IdleTimeout: time.Minute, KillGrace: 5 * time.Second,
-		Confine: &confine.Call{Mode: confine.On, Policy: pol, Proxy: confine.NewProxy(nil)}}
+		Confine: &confine.Call{Mode: confine.On, Access: pol, Proxy: confine.NewProxy(nil)}}
 	before := cpuTime()
 	for b.Loop() {
 		for range 100 {

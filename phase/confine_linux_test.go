@@ -43,7 +43,7 @@ echo out > ` + outside + `/x`},
 		KillGrace:      time.Second,
 		TempRoot:       filepath.Join(root, "tmp"),
 		CombinedOutput: true,
-		Confine:        &confine.Call{Mode: confine.On, Policy: pol, Proxy: confine.NewProxy(nil)},
+		Confine:        &confine.Call{Mode: confine.On, Access: pol, Proxy: confine.NewProxy(nil)},
 	}
 	res, err := Run(context.Background(), spec)
 	if err != nil {
@@ -62,7 +62,7 @@ echo out > ` + outside + `/x`},
 		c.Close()
 		t.Errorf("the call's proxy endpoint %s outlived it", proxyAddr)
 	}
-	if got := confine.Explain(&spec.Confine.Policy, tree, lines, nil); got != "the call was refused writing "+outside+"/x: it is outside what the call may write; confine_write_paths = [\""+outside+"\"] would allow it" {
+	if got := confine.Explain(&spec.Confine.Access, tree, lines, nil); got != "the call was refused writing "+outside+"/x: it is outside what the call may write; confine_write_paths = [\""+outside+"\"] would allow it" {
 		t.Errorf("Explain = %q", got)
 	}
 }
@@ -85,7 +85,7 @@ func TestRunConfinedLaunchFails(t *testing.T) {
 	}
 	spec := Spec{
 		Phase: "check", Argv: []string{prog}, Dir: root, Timeout: time.Minute, KillGrace: time.Second,
-		Confine: &confine.Call{Mode: confine.On, Policy: confine.Base(home)},
+		Confine: &confine.Call{Mode: confine.On, Access: confine.Base(home)},
 	}
 	res, err := Run(context.Background(), spec)
 	var se *StartError

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"peal/confine"
-	"peal/internal/testbin"
+	"peal/internal/testkit/testbin"
 )
 
 func init() {
@@ -129,7 +129,7 @@ func TestContainedDaemon(t *testing.T) {
 			pol.Write = append(pol.Write, confine.Paths("work tree", tree)...)
 			sup := m.sup
 			spec := Spec{Phase: "execute", Argv: []string{exe, "contain-daemon", lock}, Dir: tree, Timeout: time.Minute, KillGrace: 5 * time.Second,
-				Confine: &confine.Call{Mode: confine.On, Policy: pol, Support: &sup}}
+				Confine: &confine.Call{Mode: confine.On, Access: pol, Support: &sup}}
 			res, err := Run(context.Background(), spec)
 			if err != nil || res.ExitCode != 3 || res.Stdout != "daemon started\n" {
 				t.Fatalf("Run = %v, exit %d, %q %q", err, res.ExitCode, res.Stdout, res.Stderr)
@@ -181,7 +181,7 @@ func TestContainedCallTimeout(t *testing.T) {
 	pol := confine.Base(filepath.Join(root, "home"))
 	pol.Write = append(pol.Write, confine.Paths("work tree", root)...)
 	spec := Spec{Phase: "execute", Argv: []string{"/bin/sh", "-c", `trap 'echo term; exit 7' TERM; echo up; while :; do sleep 0.01; done`}, Dir: root,
-		Timeout: 300 * time.Millisecond, KillGrace: 10 * time.Second, Confine: &confine.Call{Mode: confine.On, Policy: pol}}
+		Timeout: 300 * time.Millisecond, KillGrace: 10 * time.Second, Confine: &confine.Call{Mode: confine.On, Access: pol}}
 	res, err := Run(context.Background(), spec)
 	if err != nil || !res.TimedOut || res.ExitCode != 7 || res.Stdout != "up\nterm\n" {
 		t.Fatalf("Run = %v, %+v", err, res)

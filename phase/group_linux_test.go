@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"peal/internal/fakes"
 	"peal/internal/procs"
+	"peal/internal/testkit/fakes"
 )
 
 // A daemon the agent started in a session of its own (out of the call's

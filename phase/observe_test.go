@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 type observed struct {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"peal/internal/fakes"
 	"peal/internal/procs"
-	"peal/internal/testbin"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
 )
 
 var fakeAgent string
@@ -369,7 +369,7 @@ func TestDoRetries(t *testing.T) {
 			t.Parallel()
 			dir := setup(t, tc.outcomes...)
 			caller := Caller{Dir: dir, Limits: Limits{Timeout: timeout(tc.outcomes), KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
-			res, n, err := Do(context.Background(), nil, Policy{Attempts: tc.attempts}, func(a Attempt) Spec {
+			res, n, err := Do(context.Background(), nil, Retry{Attempts: tc.attempts}, func(a Attempt) Spec {
 				return caller.Spec("plan", 4, a, []string{fakeAgent, "p"}, true)
 			})
 			c := calls(t, dir)
@@ -397,7 +397,7 @@ func TestDoRetries(t *testing.T) {
 
 func TestDoStartErrorNotRetried(t *testing.T) {
 	t.Parallel()
-	_, n, err := Do(context.Background(), nil, Policy{Attempts: 3}, func(a Attempt) Spec {
+	_, n, err := Do(context.Background(), nil, Retry{Attempts: 3}, func(a Attempt) Spec {
 		return Spec{Phase: "plan", Argv: []string{"/nonexistent/agent"}, Timeout: time.Second, KillGrace: time.Second}
 	})
 	var se *StartError
@@ -411,7 +411,7 @@ func TestDoCustomFailureAndBackoff(t *testing.T) {
 	dir := setup(t, fakes.Outcome{Stdout: "bad"}, fakes.Outcome{Stdout: "bad"}, fakes.Outcome{Stdout: "good"})
 	caller := Caller{Dir: dir, Limits: Limits{Timeout: 10 * time.Second, KillGrace: time.Second}, Env: []string{"FAKE_AGENT_DIR=" + dir}}
 	delays := &countingBackOff{}
-	res, n, err := Do(context.Background(), nil, Policy{
+	res, n, err := Do(context.Background(), nil, Retry{
 		Attempts: 5,
 		Backoff:  delays,
 		Failure: func(r Result) error {
@@ -437,7 +437,7 @@ func TestDoDelayCancelled(t *testing.T) {
 	start := time.Now()
 	// The first attempt's failure cancels the run: Do must not sit out the hour.
 	failure := func(r Result) error { cancel(); return CheckExit(r) }
-	_, n, err := Do(ctx, nil, Policy{Attempts: 3, Backoff: backoff.NewConstantBackOff(time.Hour), Failure: failure}, func(a Attempt) Spec {
+	_, n, err := Do(ctx, nil, Retry{Attempts: 3, Backoff: backoff.NewConstantBackOff(time.Hour), Failure: failure}, func(a Attempt) Spec {
 		return caller.Spec("execute", 1, a, []string{fakeAgent, "x"}, true)
 	})
 	var ie *InterruptedError

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // recording is a Recorder that notes every call and judgement.
@@ -71,7 +71,7 @@ func TestRecorderHearsEveryAttempt(t *testing.T) {
 		return Verdict{Class: Succeeded}
 	}
 	var sleeps []time.Duration
-	p := Policy{Attempts: 2, Classify: classify, Budgets: map[Class]Budget{Network: {Retries: 2, Backoff: Exponential(time.Second, time.Second, 0)}},
+	p := Retry{Attempts: 2, Classify: classify, Budgets: map[Class]Budget{Network: {Retries: 2, Backoff: Exponential(time.Second, time.Second, 0)}},
 		Sleep: func(_ context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil }}
 	_, n, err := Do(context.Background(), log, p, func(a Attempt) Spec {
 		s := agentSpec(dir, 30*time.Second, time.Second)

@@ -17,7 +17,7 @@ const (
 	// Succeeded: the attempt did what was asked.
 	Succeeded Class = iota
 	// Ordinary: a timeout, a non-zero exit or a bad answer; retried by the
-	// call's own budget (Policy.Attempts).
+	// call's own budget (Retry.Attempts).
 	Ordinary
 	// Fatal: no retry can heal it (not logged in, invalid key, a refusal).
 	Fatal
@@ -108,11 +108,11 @@ func NetworkBudget(retries int, first, most, giveUp time.Duration) Budget {
 	return Budget{Retries: retries, Backoff: Exponential(first, most, 0.2), GiveUp: giveUp}
 }
 
-// Policy is everything that differs between kinds of calls as far as
+// Retry is everything that differs between kinds of calls as far as
 // retrying goes: how a result is classified, the budget and delays of each
 // class of failure, and which agent the next attempt uses. The loop that
 // applies it exists once, in Do.
-type Policy struct {
+type Retry struct {
 	// Attempts is the budget of ordinary failures: 1 + the retry count.
 	Attempts int
 	// Classify judges each attempt. nil means: Failure (CheckExit when nil)
@@ -141,7 +141,7 @@ type Policy struct {
 type Attempt struct {
 	N, Of int  // 1-based attempt number and the most attempts the call can make
 	Role  Role // RolePrimary or RoleFallback
-	// Allowed is the call's own attempts (Policy.Attempts) and Network the
+	// Allowed is the call's own attempts (Retry.Attempts) and Network the
 	// retries its network budget adds on top; 0 for calls outside Do.
 	Allowed, Network int
 	// Counted is the attempt's number among those the retry counts allow
@@ -207,7 +207,7 @@ type budgetState struct {
 // failure was a network failure, *RateLimitError for a rate limit that
 // outlasts its budget, *FailedError otherwise. A start failure or an
 // interruption ends the loop at once.
-func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spec) (Result, int, error) {
+func Do(ctx context.Context, log *slog.Logger, p Retry, build func(Attempt) Spec) (Result, int, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -236,7 +236,7 @@ func Do(ctx context.Context, log *slog.Logger, p Policy, build func(Attempt) Spe
 // loop is the state of one call's retry loop: the budgets left, which
 // agent's turn it is, what was spent.
 type loop struct {
-	p        Policy
+	p        Retry
 	classify Classifier
 	sleep    func(context.Context, time.Duration) error
 	budgets  map[Class]*budgetState
@@ -250,7 +250,7 @@ type loop struct {
 	same       Role // the agent of an attempt granted again
 }
 
-func newLoop(p Policy) *loop {
+func newLoop(p Retry) *loop {
 	l := &loop{p: p, classify: p.Classify, sleep: p.Sleep, allNetwork: true, counted: 1, skipped: map[Role]bool{}, again: map[Role]bool{}}
 	if l.classify == nil {
 		l.classify = byFailure(p.Failure)
@@ -439,7 +439,7 @@ func byFailure(failure func(Result) error) Classifier {
 }
 
 // Exponential is a delay that starts at first and doubles up to most, with
-// ±jitter, and never gives up by itself (a Policy's budgets decide).
+// ±jitter, and never gives up by itself (a Retry's budgets decide).
 func Exponential(first, most time.Duration, jitter float64) backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = first

@@ -1,7 +1,7 @@
 // Package phase owns one call of a child process (agent, stet, git, a post-run
 // command): its argv and prompt, its supervision under a timeout as a whole
 // process group, and the single retry loop that every kind of call goes
-// through with its own Policy. It knows nothing of plans or state.
+// through with its own Retry. It knows nothing of plans or state.
 package phase
 
 import (

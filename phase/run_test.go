@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // A prompt on stdin reaches the child whole, beyond the 128 KiB an argument

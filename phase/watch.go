@@ -23,7 +23,7 @@ func (s Stream) String() string {
 // Watcher reads a call's output while it runs and may end the call before
 // the child exits: an agent that printed its final result and lingers, a
 // login prompt that would wait forever, an outage that only repeats itself.
-// What the ending means is for the caller's Policy to judge: Result.Ended
+// What the ending means is for the caller's Retry to judge: Result.Ended
 // carries the cause.
 type Watcher interface {
 	// Begin is called once the child runs. end stops the call: its group is

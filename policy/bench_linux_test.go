@@ -10,7 +10,7 @@ import (
 	"peal/agent"
 	"peal/config"
 	"peal/confine"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testgit"
 )
 
 // benchRules are the rules of a run on a machine whose home folder is shaped
@@ -68,12 +68,12 @@ func BenchmarkPrepare(b *testing.B) {
 		rules, site := benchRules(b, c.euid)
 		call := rules.ForCall(site, claude, nil)
 		if !c.allow {
-			call.Policy.Hide = nil
-			call.Policy.Read = confine.Paths(confine.KeySystem, "/")
+			call.Access.Hide = nil
+			call.Access.Read = confine.Paths(confine.KeySystem, "/")
 		}
 		name := c.name
 		b.Run(name, func(b *testing.B) {
-			plan, err := confine.Expand(call.Policy, confine.OS)
+			plan, err := confine.Expand(call.Access, confine.OS)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -121,8 +121,8 @@ func BenchmarkStart(b *testing.B) {
 		rules, site := benchRules(b, c.euid)
 		call := rules.ForCall(site, claude, nil)
 		if !c.allow {
-			call.Policy.Hide = nil
-			call.Policy.Read = confine.Paths(confine.KeySystem, "/")
+			call.Access.Hide = nil
+			call.Access.Read = confine.Paths(confine.KeySystem, "/")
 		}
 		if c.name == "plain" {
 			call = nil

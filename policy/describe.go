@@ -77,9 +77,9 @@ func Describe(cfg *config.Config) (Description, error) {
 	}
 	checks = c.ForCall(site, nil, nil)
 	d.Lines = append(d.Lines, checksLine+" "+describeCall(checks, nil),
-		"read only where a call is allowed to: "+grouped(checks.Policy.Hide, nil),
-		"never read: "+grouped(checks.Policy.Deny, nil),
-		"never written: "+grouped(checks.Policy.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree)
+		"read only where a call is allowed to: "+grouped(checks.Access.Hide, nil),
+		"never read: "+grouped(checks.Access.Deny, nil),
+		"never written: "+grouped(checks.Access.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree)
 	if c.postRunUnconfined {
 		d.Lines = append(d.Lines, "post_run_commands run unconfined (post_run_confined = false), with peal's whole environment")
 	}
@@ -93,11 +93,11 @@ const checksLine = "checks and worktree_setup_command (and post_run_commands, st
 // environment.
 func describeCall(call *confine.Call, k *agent.Kind) string {
 	var writes []string
-	if slices.ContainsFunc(call.Policy.Write, func(p confine.Path) bool { return p.Key == keyWorkTree }) {
+	if slices.ContainsFunc(call.Access.Write, func(p confine.Path) bool { return p.Key == keyWorkTree }) {
 		writes = append(writes, "its work tree")
 	}
 	writes = append(writes, "its "+confine.KeyTemp)
-	if rest := grouped(call.Policy.Write, []string{confine.KeySystem, keyWorkTree}); rest != "nothing" {
+	if rest := grouped(call.Access.Write, []string{confine.KeySystem, keyWorkTree}); rest != "nothing" {
 		writes = append(writes, rest)
 	}
 	hosts := "none"
@@ -116,8 +116,8 @@ func describeCall(call *confine.Call, k *agent.Kind) string {
 		env = strings.Join(call.EnvPass, ", ")
 	}
 	reads := "nothing else"
-	if len(call.Policy.Hide) > 0 {
-		reads = grouped(call.Policy.Read, []string{confine.KeySystem})
+	if len(call.Access.Hide) > 0 {
+		reads = grouped(call.Access.Read, []string{confine.KeySystem})
 	}
 	return fmt.Sprintf("write %s; read besides, in the home folders, %s; reach %s; keep the basic variables and %s",
 		strings.Join(writes, ", "), reads, hosts, env)

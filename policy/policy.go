@@ -60,7 +60,7 @@ type Rules struct {
 	// base is what every call's policy starts from: the system read, the
 	// secrets (and every kind's credentials) denied, the build caches and
 	// confine_write_paths written, peal's own folders protected.
-	base    confine.Policy
+	base    confine.Access
 	allow   confine.Allow // confine_network_allow
 	envPass []string      // confine_env_pass
 	// tcp: the kernel's TCP rules apply (confine_tcp = proxy); loopback
@@ -318,7 +318,7 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	if c.tcp {
 		pol.TCP = &confine.TCP{Connect: slices.Clone(c.loopback)}
 	}
-	call := &confine.Call{Mode: c.mode, Policy: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass)}
+	call := &confine.Call{Mode: c.mode, Access: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass)}
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
 	}
@@ -330,15 +330,15 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 		return call
 	}
 	own := credentialOf + kind.Name
-	call.Policy.Deny = slices.DeleteFunc(call.Policy.Deny, func(p confine.Path) bool { return p.Key == own })
+	call.Access.Deny = slices.DeleteFunc(call.Access.Deny, func(p confine.Path) bool { return p.Key == own })
 	for _, d := range c.paths(kind.Confine.Folders) {
 		if !c.describing {
 			os.MkdirAll(d, 0o700) // the CLI makes it itself when it can; a grant of a missing folder grants nothing
 		}
-		call.Policy.Write = append(call.Policy.Write, confine.Path{Path: d, Key: kind.Name + "'s folders"})
+		call.Access.Write = append(call.Access.Write, confine.Path{Path: d, Key: kind.Name + "'s folders"})
 	}
-	call.Policy.Read = append(call.Policy.Read, confine.Paths(kind.Name+"'s configuration", c.paths(kind.Confine.Reads)...)...)
-	call.Policy.Read = append(call.Policy.Read, confine.Paths(keyAgentInstall, c.agents...)...)
+	call.Access.Read = append(call.Access.Read, confine.Paths(kind.Name+"'s configuration", c.paths(kind.Confine.Reads)...)...)
+	call.Access.Read = append(call.Access.Read, confine.Paths(keyAgentInstall, c.agents...)...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.Env...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.BaseURLs...)
 	hosts := slices.Clone(kind.Confine.Hosts)
@@ -348,11 +348,11 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 			continue
 		}
 		hosts = append(hosts, net.JoinHostPort(host, port))
-		if p, ok := loopbackPort(net.JoinHostPort(host, port)); ok && call.Policy.TCP != nil {
+		if p, ok := loopbackPort(net.JoinHostPort(host, port)); ok && call.Access.TCP != nil {
 			// A loopback API (a local model): some clients never send a
 			// loopback request through a proxy, so the port is open to
 			// the call directly too.
-			call.Policy.TCP.Connect = append(call.Policy.TCP.Connect, p)
+			call.Access.TCP.Connect = append(call.Access.TCP.Connect, p)
 		}
 	}
 	if allow, err := call.Allow.With(kind.Name+"'s API", hosts...); err == nil {

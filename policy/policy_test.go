@@ -9,7 +9,7 @@ import (
 
 	"peal/config"
 	"peal/confine"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testgit"
 )
 
 // configOf is a configuration of a scratch repository with env on top.
@@ -64,7 +64,7 @@ func TestDescribeIsThePolicy(t *testing.T) {
 	}
 	call := c.ForCall(Site{Tree: cfg.RepoPath}, nil, nil)
 	text := strings.Join(d.Lines, "\n")
-	for _, p := range slices.Concat(call.Policy.Write, call.Policy.Read, call.Policy.Deny, call.Policy.Hide, call.Policy.Protect) {
+	for _, p := range slices.Concat(call.Access.Write, call.Access.Read, call.Access.Deny, call.Access.Hide, call.Access.Protect) {
 		if p.Key == confine.KeySystem || p.Key == keyWorkTree {
 			continue
 		}

@@ -13,7 +13,7 @@ import (
 	"peal/config"
 	"peal/confine"
 	"peal/internal/gitrepo"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testgit"
 	"peal/phase"
 )
 
@@ -224,7 +224,7 @@ func TestCallReadsTheAllowList(t *testing.T) {
 	site := Site{Tree: repo}
 	for _, kind := range []*agent.Kind{claude, nil} {
 		call := c.ForCall(site, kind, nil)
-		plan, err := confine.Expand(call.Policy, confine.OS)
+		plan, err := confine.Expand(call.Access, confine.OS)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -116,7 +116,7 @@ type CheckRun struct {
 	// Stage says when it ran: start, before (a task, after work that did
 	// not complete), execute, address (after round Round), merge (the work
 	// tree, once the task was merged), end.
-	Stage      string       `json:"stage"`
+	Stage      check.Stage  `json:"stage"`
 	Round      int          `json:"round,omitempty"`
 	Command    string       `json:"command"`
 	Call       string       `json:"call,omitempty"`
@@ -225,8 +225,8 @@ type Phase struct {
 // CheckPass is one run of every check at one point of a task: after its
 // execute, after an address round, on the merged tree.
 type CheckPass struct {
-	Stage string `json:"stage"`
-	Round int    `json:"round,omitempty"`
+	Stage check.Stage `json:"stage"`
+	Round int         `json:"round,omitempty"`
 	// Failed are the commands that did not pass (none: every check passed).
 	Failed []string `json:"failed"`
 	ran    []string
@@ -376,7 +376,7 @@ func (b *builder) add(ev state.Event) {
 	case state.EvTaskStart, state.EvTaskEnd:
 		b.addTask(ev, task, t)
 	case state.EvCheck:
-		run := CheckRun{Task: task, Stage: ev.Stage, Round: ev.Round, Command: ev.Command, Call: ev.Call, Ended: t,
+		run := CheckRun{Task: task, Stage: check.Stage(ev.Stage), Round: ev.Round, Command: ev.Command, Call: ev.Call, Ended: t,
 			DurationMS: ev.DurationMS, ExitCode: ev.ExitCode, Outcome: checkOutcome(ev), Tail: ev.Tail}
 		b.rep.Checks = append(b.rep.Checks, run)
 	case state.EvMerge:
@@ -787,7 +787,7 @@ func attemptsText(t Task) string {
 
 // stageText names when checks ran: "execute", "round 2", "merged tree",
 // "before", "starting tree", "final tree".
-func stageText(stage string, round int) string {
+func stageText(stage check.Stage, round int) string {
 	switch stage {
 	case check.Address:
 		return fmt.Sprintf("round %d", round)
@@ -798,7 +798,7 @@ func stageText(stage string, round int) string {
 	case check.End:
 		return "final tree"
 	}
-	return stage
+	return string(stage)
 }
 
 // checksText is how a task's checks went, pass by pass: "execute failed,

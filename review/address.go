@@ -176,7 +176,7 @@ func (s *Session) skipLoop(ctx context.Context, task int, res loopResult, loopEr
 }
 
 // check runs the project's checks once (none without checks).
-func (s *Session) check(ctx context.Context, task int, stage string, round int) (check.Results, error) {
+func (s *Session) check(ctx context.Context, task int, stage check.Stage, round int) (check.Results, error) {
 	return s.rv.checks.Run(ctx, task, stage, round)
 }
 
@@ -193,7 +193,7 @@ func (s *Session) review(ctx context.Context, task int) (Review, error) {
 	if err := rv.guarded(); err != nil {
 		return Review{}, err
 	}
-	res, _, err := phase.Do(ctx, rv.log.With("task", task), phase.Policy{Attempts: attempts, Failure: onlyTimeout}, func(a phase.Attempt) phase.Spec {
+	res, _, err := phase.Do(ctx, rv.log.With("task", task), phase.Retry{Attempts: attempts, Failure: onlyTimeout}, func(a phase.Attempt) phase.Spec {
 		return rv.customSpec(task, a, argv)
 	})
 	if err != nil {

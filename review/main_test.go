@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"peal/internal/testbin"
+	"peal/internal/testkit/testbin"
 )
 
 // TestMain gives the tests' scratch folders a memory file system when there

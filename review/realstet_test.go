@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"peal/confine"
-	"peal/internal/fakes"
 	"peal/internal/gitrepo"
-	"peal/internal/testbin"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
 )
 
 // TestRealStet runs peal end to end with the real stet CLI named by

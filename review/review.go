@@ -331,7 +331,7 @@ func (rv *Reviewer) Open(ctx context.Context) error {
 	for _, argv := range rv.custom {
 		err := rv.guarded()
 		if err == nil {
-			_, _, err = phase.Do(ctx, rv.log, phase.Policy{Attempts: attempts}, func(a phase.Attempt) phase.Spec {
+			_, _, err = phase.Do(ctx, rv.log, phase.Retry{Attempts: attempts}, func(a phase.Attempt) phase.Spec {
 				return rv.customSpec(phase.NoTask, a, argv)
 			})
 		}
@@ -363,7 +363,7 @@ func (rv *Reviewer) customSpec(task int, a phase.Attempt, argv []string) phase.S
 		if spec.Confine != nil {
 			for _, d := range []string{state, worktrees} {
 				os.MkdirAll(d, 0o755) // a grant of a missing folder grants nothing; a folder that cannot be made is refused as any path
-				spec.Confine.Policy.Write = append(spec.Confine.Policy.Write, confine.Path{Path: d, Key: "stet's folders"})
+				spec.Confine.Access.Write = append(spec.Confine.Access.Write, confine.Path{Path: d, Key: "stet's folders"})
 			}
 		}
 	}

@@ -208,7 +208,7 @@ func (s *stet) callRule(ctx context.Context, task int, args []string, attempts i
 		return phase.Result{}, err
 	}
 	argv := append([]string{s.path}, args...)
-	policy := phase.Policy{Attempts: attempts, Classify: rule, Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
+	policy := phase.Retry{Attempts: attempts, Classify: rule, Budgets: map[phase.Class]phase.Budget{phase.Network: s.network()}}
 	res, _, err := phase.Do(ctx, s.log.With("task", task), policy, func(a phase.Attempt) phase.Spec {
 		if a.N > 1 && prepare != nil {
 			prepare(ctx)
@@ -362,7 +362,7 @@ func (s *stet) open(ctx context.Context, task int) (bool, error) {
 	if err := s.ready(); err != nil {
 		return false, err
 	}
-	res, _, err := phase.Do(ctx, s.log, phase.Policy{Attempts: 1, Failure: statusRule}, func(a phase.Attempt) phase.Spec {
+	res, _, err := phase.Do(ctx, s.log, phase.Retry{Attempts: 1, Failure: statusRule}, func(a phase.Attempt) phase.Spec {
 		return s.spec(task, a, []string{s.path, "status"})
 	})
 	if err != nil {

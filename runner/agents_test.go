@@ -13,7 +13,7 @@ import (
 	"peal/agent"
 	"peal/agentcall"
 	"peal/config"
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 	"peal/internal/text"
 	"peal/phase"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"peal/config"
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 )
 
 // BenchmarkParallelMakespan measures the makespan of a block of 8 tasks on 4

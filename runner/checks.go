@@ -198,7 +198,7 @@ func (k *checking) before(ctx context.Context, t plan.Task) (check.Set, error) {
 // fresh is the set of checks failing on the work tree now: what they
 // last said, or, when the tree may have changed since, what they say when
 // run again (for task, at stage).
-func (k *checking) fresh(ctx context.Context, task int, stage string) (check.Set, error) {
+func (k *checking) fresh(ctx context.Context, task int, stage check.Stage) (check.Set, error) {
 	r := k.r
 	red, stale := k.state()
 	if k.all() == nil || !stale {

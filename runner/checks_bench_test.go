@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"peal/config"
-	"peal/internal/fakes"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 )
 
 // BenchmarkBlock4TasksChecks: what the project's checks cost a parallel

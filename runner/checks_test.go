@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"peal/internal/fakes"
 	"peal/internal/procs"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/internal/text"
 	"peal/review"
 	"peal/state"

@@ -34,7 +34,7 @@ func (r *run) confineCommand(spec *phase.Spec) {
 func (r *run) confineHook(spec *phase.Spec, write []string) {
 	r.confineCommand(spec)
 	if spec.Confine != nil {
-		spec.Confine.Policy.Write = append(spec.Confine.Policy.Write, confine.Paths(keyMessage, write...)...)
+		spec.Confine.Access.Write = append(spec.Confine.Access.Write, confine.Paths(keyMessage, write...)...)
 	}
 }
 
@@ -84,7 +84,7 @@ func (o *recorder) Confined(call *confine.Call, dir string, task int, res phase.
 	refused, count := r.confined.Proxy().Refusals(res.CallID)
 	r.confined.Proxy().Forget(res.CallID)
 	if end != agentcall.Succeeded {
-		line = confine.Explain(&call.Policy, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused)
+		line = confine.Explain(&call.Access, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused)
 		borne = line != ""
 	}
 	if line == "" && end == agentcall.Failed {
@@ -119,7 +119,7 @@ func explainDenial(rules *policy.Rules, call *confine.Call, dir string, res phas
 	}
 	refused, _ := rules.Proxy().Refusals(res.CallID)
 	rules.Proxy().Forget(res.CallID)
-	if line := confine.Explain(&call.Policy, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused); line != "" {
+	if line := confine.Explain(&call.Access, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused); line != "" {
 		return line
 	}
 	return confine.LastRefusal(refused)

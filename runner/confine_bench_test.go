@@ -14,8 +14,8 @@ import (
 	"peal/config"
 	"peal/confine"
 	"peal/internal/procs"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 )
 
 // BenchmarkConfinedRun measures what confinement costs a run, side by side

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"peal/confine"
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 )
 
 // unenforced confines a run as a machine whose kernel confines no files

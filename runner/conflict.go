@@ -74,16 +74,16 @@ func asConflict(err error) (conflict, bool) {
 	return nil, false
 }
 
-// conflictPolicy is what a conflict does to its task: parallel_conflict.
-type conflictPolicy config.ConflictAction
+// conflictAction is what a conflict does to its task: parallel_conflict.
+type conflictAction config.ConflictAction
 
 // retries reports whether a conflicting task runs again, alone, after its
 // block; fails whether the conflict is the task's failure at once.
-func (p conflictPolicy) retries() bool { return config.ConflictAction(p) == config.ConflictRetry }
-func (p conflictPolicy) fails() bool   { return config.ConflictAction(p) == config.ConflictFail }
+func (p conflictAction) retries() bool { return config.ConflictAction(p) == config.ConflictRetry }
+func (p conflictAction) fails() bool   { return config.ConflictAction(p) == config.ConflictFail }
 
 // describe says what a conflict does to the task, for the dry run.
-func (p conflictPolicy) describe() string {
+func (p conflictAction) describe() string {
 	if p.retries() {
 		return "the task runs again, alone, in the work tree after the block"
 	}

@@ -174,7 +174,7 @@ func (d *dryRun) describeIsolated(tasks []plan.Task, completed map[int]bool) {
 	}
 	fmt.Fprintf(d.w, "  merge back: each completed task in plan order, git merge --no-ff -m \"peal: merge task N (<branch>)\" <branch>%s; "+
 		"a conflict is undone and its branch kept under %s; then (parallel_conflict = %s) %s\n", checked, worktree.KeptPrefix, cfg.ParallelConflict,
-		conflictPolicy(cfg.ParallelConflict).describe())
+		conflictAction(cfg.ParallelConflict).describe())
 }
 
 // describeTask prints one task's calls as a run would make them now, Phase 3

@@ -216,7 +216,7 @@ func (b *block) mergeReady(ctx context.Context) {
 			b.tasks[i].merged = true
 		case ok:
 			b.tasks[i].conflict = c
-			if conflictPolicy(r.cfg.ParallelConflict).fails() {
+			if conflictAction(r.cfg.ParallelConflict).fails() {
 				// A failure, final: the block stops starting tasks if
 				// recording it would stop the run.
 				b.tasks[i].err = c
@@ -352,7 +352,7 @@ func (b *block) finishIsolated(ctx context.Context, tl *tally) error {
 		if !bt.merged { // a merged task's attempt ended at its merge
 			r.tickets.finishTask(bt.task, res)
 		}
-		if bt.conflict != nil && conflictPolicy(r.cfg.ParallelConflict).retries() && ctx.Err() == nil {
+		if bt.conflict != nil && conflictAction(r.cfg.ParallelConflict).retries() && ctx.Err() == nil {
 			r.rec.taskEnd(bt.task, res) // the retry records its own start and end
 			again = append(again, bt.task)
 			continue

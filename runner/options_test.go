@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 	"peal/phase"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"peal/config"
 	"peal/internal/procs"
-	"peal/internal/testbin"
+	"peal/internal/testkit/testbin"
 )
 
 // BenchmarkPlan50TasksOverhead runs a 50-task plan whose agent is a no-op

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"peal/config"
-	"peal/internal/fakes"
 	"peal/internal/procs"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/phase"
 	"peal/tickets"
 )

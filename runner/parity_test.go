@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"peal/confine"
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/tickets"
 )
 

@@ -123,7 +123,7 @@ func (o *recorder) check(res check.Result) {
 	}
 	code := res.ExitCode
 	r.journal.Add(state.Event{Ev: state.EvCheck, Time: r.now().UTC(), Task: state.TaskOf(res.Task), Call: res.CallID,
-		Stage: res.Stage, Round: res.Round, Command: res.Command, ExitCode: &code, TimedOut: res.TimedOut,
+		Stage: string(res.Stage), Round: res.Round, Command: res.Command, ExitCode: &code, TimedOut: res.TimedOut,
 		Interrupted: res.Interrupted, DurationMS: res.Duration.Milliseconds(), Tail: check.Within(res.Tail, maxRecordedTail), StartErr: res.StartErr})
 }
 

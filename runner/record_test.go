@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 	"peal/phase"
 	"peal/state"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"peal/agent"
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 	"peal/phase"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"peal/agent"
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/phase"
 	"peal/review"
 )

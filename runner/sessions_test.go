@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"peal/agent"
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 	"peal/phase"
 	"peal/state"
 )

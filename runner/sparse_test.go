@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/worktree"
 )
 

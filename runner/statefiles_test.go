@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
-	"peal/internal/safefs/safefstest"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/safefstest"
 	"peal/state"
 	"peal/tickets"
 )

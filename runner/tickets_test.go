@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"peal/config"
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/tickets"
 )
 

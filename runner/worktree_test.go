@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
 	"peal/internal/gitrepo"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/phase"
 	"peal/state"
 	"peal/tickets"

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"peal/internal/safefs/safefstest"
+	"peal/internal/testkit/safefstest"
 	"peal/tickets"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testgit"
 	"peal/phase"
 )
 

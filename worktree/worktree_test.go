@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 	"peal/phase"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // BenchmarkPeakRSS200MiB runs the peal binary on a task whose execute call

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // cli puts the fake agent into dir under a CLI's name.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 	"peal/tickets"
 )
 

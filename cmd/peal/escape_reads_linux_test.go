@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"peal/internal/fakes"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 )
 
 // TestReadsUnprivileged: the read tries of TestReadsOfCallsAndChecks with

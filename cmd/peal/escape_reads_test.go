@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"peal/internal/fakes"
-	"peal/internal/testbin"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
 )
 
 // readMarker is in every file the read tries look for: found anywhere

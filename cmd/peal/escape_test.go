@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"peal/confine"
-	"peal/internal/fakes"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 )
 
 // escapeSandbox is a sandbox for the escape suite: a scratch HOME with

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"peal/internal/fakes"
 	"peal/internal/gitrepo"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 )
 
 // The escape suite's tries through what peal runs after a call, on what a

@@ -13,7 +13,7 @@ import (
 
 // testSupport are the packages of the tests: no package of peal itself may
 // import them.
-var testSupport = []string{"internal/fakes", "internal/testgit", "internal/testbin", "internal/mockllm", "internal/safefs/safefstest", "integration", "testdata"}
+var testSupport = []string{"internal/testkit", "integration", "testdata"}
 
 // TestFloors: every package of peal is on a floor of docs/architecture.md's
 // table, and its code imports only packages of lower floors (a higher

@@ -17,11 +17,11 @@ import (
 
 	"peal/config"
 	"peal/confine"
-	"peal/internal/fakes"
 	"peal/internal/gitrepo"
 	"peal/internal/procs"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 )
 
 var bins map[string]string

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // openPTY opens a pseudo-terminal pair, cols columns wide; it skips the test

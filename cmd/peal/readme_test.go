@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"peal/check"
-	"peal/internal/fakes"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 	"peal/state"
 )
 
@@ -142,7 +142,7 @@ func TestReadmeQuickStart(t *testing.T) {
 				events, _, err := state.ReadRecord(filepath.Join(proj, ".peal", state.RecordName))
 				passed := 0
 				for _, ev := range events {
-					if ev.Ev == state.EvCheck && ev.Command == "go test ./..." && ev.Stage == check.Execute && ev.ExitCode != nil && *ev.ExitCode == 0 {
+					if ev.Ev == state.EvCheck && ev.Command == "go test ./..." && check.Stage(ev.Stage) == check.Execute && ev.ExitCode != nil && *ev.ExitCode == 0 {
 						passed++
 					}
 				}

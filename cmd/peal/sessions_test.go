@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // TestSessionContinuesAfterKill: a run killed (SIGKILL: nothing of peal's

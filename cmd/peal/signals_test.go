@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"peal/confine"
-	"peal/internal/fakes"
 	"peal/internal/procs"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 )
 
 // startPeal starts `peal run` in the sandbox and returns it with a channel

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 )
 
 // A block of sparse worktrees with a linked folder, killed (SIGKILL) while

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 	"peal/state"
 )
 

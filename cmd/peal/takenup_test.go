@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 )
 
 // TestKilledConfinedRunTakenUp: a confined run that does not commit is

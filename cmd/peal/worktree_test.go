@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"peal/internal/fakes"
-	"peal/internal/testgit"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testgit"
 )
 
 const parallelPlan3 = "## Task 1 (parallel)\nA\n## Task 2 (parallel)\nB\n## Task 3 (parallel)\nC\n"

@@ -69,7 +69,7 @@ func BenchmarkCommit(b *testing.B) {
 					pol.Write = append(pol.Write, confine.Paths("work tree", repo)...)
 					pol.Write = append(pol.Write, confine.Paths("hooks", write...)...)
 					pol.Protect = append(pol.Protect, confine.Paths(confine.KeyGit, filepath.Join(repo, ".git"))...)
-					spec.Confine = &confine.Call{Mode: confine.On, Policy: pol}
+					spec.Confine = &confine.Call{Mode: confine.On, Access: pol}
 				}})
 			}
 			ctx := context.Background()

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"peal/internal/owndir"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testgit"
 )
 
 func TestMake(t *testing.T) {

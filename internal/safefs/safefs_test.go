@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"peal/internal/safefs/safefstest"
+	"peal/internal/testkit/safefstest"
 )
 
 func mkfifo(t *testing.T, path string) {

@@ -22,9 +22,9 @@ import (
 	"runtime"
 	"strings"
 
-	"peal/internal/fakes"
 	"peal/internal/gitrepo"
-	"peal/internal/testbin"
+	"peal/internal/testkit/fakes"
+	"peal/internal/testkit/testbin"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"peal/internal/fakes"
+	"peal/internal/testkit/fakes"
 )
 
 // cliKind is the CLI the fake imitates, from the name it was started under;

@@ -1,6 +1,6 @@
 // Command fakeagent stands in for the coding-agent CLI in tests: it records
 // each call in $FAKE_AGENT_DIR/calls.jsonl and behaves as the scenario in
-// $FAKE_AGENT_DIR/scenario.json says (see package peal/internal/fakes).
+// $FAKE_AGENT_DIR/scenario.json says (see package peal/internal/testkit/fakes).
 package main
 
 import (
@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"peal/internal/fakes"
 	"peal/internal/procs"
+	"peal/internal/testkit/fakes"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 // Command fakestet stands in for the stet code-review CLI in tests. It keeps
 // the contract of the real stet that peal depends on (see package
-// peal/internal/fakes): a session in STET_STATE_DIR (default <repo>/.review),
+// peal/internal/testkit/fakes): a session in STET_STATE_DIR (default <repo>/.review),
 // worktrees under STET_WORKTREE_ROOT, reviews of committed changes only,
 // session-wide findings, exit codes 0/1/2, --stream events. It records each
 // call in $FAKE_STET_DIR/stet-calls.jsonl and follows the scenario in
@@ -22,9 +22,9 @@ import (
 	"syscall"
 	"time"
 
-	"peal/internal/fakes"
 	"peal/internal/gitrepo"
 	"peal/internal/procs"
+	"peal/internal/testkit/fakes"
 	"peal/internal/unidiff"
 )
 

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"peal/internal/procs"
-	"peal/internal/testbin"
-	"peal/internal/testgit"
+	"peal/internal/testkit/testbin"
+	"peal/internal/testkit/testgit"
 )
 
 var agentBin, stetBin string

@@ -6,15 +6,15 @@ import (
 	"peal/phase"
 )
 
-// policy is the retry policy of agent calls: fatal failures are never
+// retry is the retry retry of agent calls: fatal failures are never
 // retried; network failures have their own budget and growing delays; rate
 // limits wait for the announced reset, or back off, within
 // rate_limit_max_wait_sec; transient failures of the CLI are retried at
 // once; ordinary retries wait retry_delay_sec (doubling); with a fallback
 // agent even attempts use it.
-func (a *Agents) policy(attempts int, classify phase.Classifier) phase.Policy {
+func (a *Agents) retry(attempts int, classify phase.Classifier) phase.Retry {
 	cfg := a.cfg
-	p := phase.Policy{Attempts: attempts, Classify: classify, Fallback: a.fallback != nil, Sleep: a.opts.Sleep}
+	p := phase.Retry{Attempts: attempts, Classify: classify, Fallback: a.fallback != nil, Sleep: a.opts.Sleep}
 	if d := cfg.RetryDelaySec; d > 0 {
 		p.Backoff = phase.Exponential(time.Duration(d)*time.Second, 10*time.Minute, 0)
 	}

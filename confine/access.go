@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Path is one path of a policy and the setting or origin that put it there,
+// Path is one path of an access and the setting or origin that put it there,
 // so that an error or a denial can name it ("confine_write_paths", "work
 // tree", "secret").
 type Path struct {
@@ -23,7 +23,7 @@ func Paths(key string, paths ...string) []Path {
 	return out
 }
 
-// Policy is the kernel-enforced policy of one call. Every path is a full
+// Access is the kernel-enforced access of one call. Every path is a full
 // path; a path is taken as the kernel takes it: symbolic links are followed
 // and ".." goes to the parent of what the path names so far.
 //
@@ -51,7 +51,7 @@ func Paths(key string, paths ...string) []Path {
 // directly in it, and it cannot be listed. A symbolic link is never
 // granted: what it points at is granted or not on its own, so a link in a
 // work tree that points at a secret opens nothing.
-type Policy struct {
+type Access struct {
 	Write   []Path
 	Read    []Path
 	Deny    []Path
@@ -72,13 +72,13 @@ type Policy struct {
 	UnixSockets []Path
 }
 
-// TCP is the TCP part of a policy.
+// TCP is the TCP part of an access.
 type TCP struct {
 	Connect []uint16
 	Bind    []uint16
 }
 
-// PathError is a policy path that cannot be used, with the key that gave it.
+// PathError is an access path that cannot be used, with the key that gave it.
 type PathError struct {
 	Key, Path string
 	Reason    string
@@ -90,7 +90,7 @@ func (e *PathError) Error() string {
 
 // Validate makes the cheap checks of every path: present, full, no NUL.
 // It is done in peal, before the call, so that the error names the key.
-func (p *Policy) Validate() error {
+func (p *Access) Validate() error {
 	for _, list := range [][]Path{p.Write, p.Read, p.Deny, p.Hide, p.Protect, p.UnixSockets} {
 		for _, e := range list {
 			switch {
@@ -113,8 +113,8 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
-// Clone copies p, so that a caller can add to a shared policy.
-func (p Policy) Clone() Policy {
+// Clone copies p, so that a caller can add to a shared access.
+func (p Access) Clone() Access {
 	p.Write = append([]Path(nil), p.Write...)
 	p.Read = append([]Path(nil), p.Read...)
 	p.Deny = append([]Path(nil), p.Deny...)
@@ -133,7 +133,7 @@ const (
 	KeySystem = "system"
 	KeySecret = "secret"
 	KeyTemp   = "temporary folder"
-	// KeyUnixSockets names the setting of Policy.UnixSockets.
+	// KeyUnixSockets names the setting of Access.UnixSockets.
 	KeyUnixSockets = "confine_unix_sockets"
 )
 
@@ -178,8 +178,8 @@ var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // dropped by the launcher (see droppedCaps). A /proc narrowed to some
 // processes would not hold the call's own, which start after the rules
 // are made (/proc/self).
-func Base(home string) Policy {
-	p := Policy{
+func Base(home string) Access {
+	p := Access{
 		Read:  Paths(KeySystem, "/"),
 		Write: Paths(KeySystem, Devices...),
 		Deny:  Paths(KeySecret, SystemSecrets...),

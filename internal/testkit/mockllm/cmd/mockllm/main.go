@@ -18,7 +18,7 @@ import (
 	"strings"
 	"syscall"
 
-	"peal/internal/mockllm"
+	"peal/internal/testkit/mockllm"
 )
 
 func main() {
