@@ -222,9 +222,6 @@ func branchName(s string) bool {
 // is in use. Like every clean-up, it runs to its end (under a bound) even
 // when a signal has come meanwhile.
 func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
-	if _, err := os.Lstat(s.root); err != nil {
-		return // no block ever ran on this state folder
-	}
 	ctx, cancel := s.CleanupContext(ctx)
 	defer cancel()
 	s.mu.Lock()
@@ -233,6 +230,9 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 	paths, err := s.git.Worktrees(ctx)
 	if err != nil {
 		s.log.Warn("could not list the worktrees an earlier run may have left; their folders are removed and git's records pruned", "err", err)
+	}
+	if _, serr := os.Lstat(s.root); serr != nil && err == nil && !s.leftInGit(ctx, paths) {
+		return // no worktree ever made on this state folder, or all of it gone
 	}
 	home := s.Home()
 	// The home worktree outlives runs: a whole one is kept, with its notes.
@@ -250,7 +250,7 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 		s.sweepMerge(ctx, n, completed)
 	}
 	entries, err := os.ReadDir(s.root)
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("could not read the worktrees folder to empty it", "folder", s.root, "err", err)
 	}
 	for _, e := range entries {
@@ -298,6 +298,20 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 	if len(removed) > 0 || len(tasks) > 0 {
 		s.log.Warn("removed the task worktrees and branches an earlier run left (it died in a parallel block); their tasks run again", "worktrees", len(removed), "branches", tasks)
 	}
+}
+
+// leftInGit reports whether git still holds something of this state
+// folder's runs although its worktrees folder is gone (the state folder was
+// removed to start over): a worktree registered in it (paths, as git lists
+// them), or a branch of its runs. git refuses to check a branch out twice,
+// so a registration left behind would fail the next run's first worktree.
+// Callers hold mu.
+func (s *Set) leftInGit(ctx context.Context, paths []string) bool {
+	if slices.ContainsFunc(paths, func(p string) bool { return safefs.Within(p, s.root) }) {
+		return true
+	}
+	branches, err := s.git.Branches(ctx, s.prefix)
+	return err != nil || len(branches) > 0
 }
 
 // sweepMerge undoes what the merge of an earlier run's task, named by its
