@@ -55,6 +55,7 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 	}
 	want := []string{
 		"plan of 3",
+		"start git:-1 1/1 ", "end git:-1 1/1 ", // the worktrees git knows of: one an earlier run left is swept
 		"start git:-1 1/1 ", "end git:-1 1/1 ", // where the repository's git data is
 		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
 		"start execute:2 1/2 primary", "end execute:2 1/2 primary",

@@ -231,8 +231,12 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 	if err != nil {
 		s.log.Warn("could not list the worktrees an earlier run may have left; their folders are removed and git's records pruned", "err", err)
 	}
-	if _, serr := os.Lstat(s.root); serr != nil && err == nil && !s.leftInGit(ctx, paths) {
-		return // no worktree ever made on this state folder, or all of it gone
+	if _, serr := os.Lstat(s.root); serr != nil && err == nil && !slices.ContainsFunc(paths, func(p string) bool { return safefs.Within(p, s.root) }) {
+		// No worktree ever made on this state folder, or none left in git.
+		// One left registered after the folder was removed (to start over)
+		// would fail the next run's first worktree: git refuses to check a
+		// branch out twice. It is forgotten below.
+		return
 	}
 	home := s.Home()
 	// The home worktree outlives runs: a whole one is kept, with its notes.
@@ -298,20 +302,6 @@ func (s *Set) Sweep(ctx context.Context, completed func(task int) bool) {
 	if len(removed) > 0 || len(tasks) > 0 {
 		s.log.Warn("removed the task worktrees and branches an earlier run left (it died in a parallel block); their tasks run again", "worktrees", len(removed), "branches", tasks)
 	}
-}
-
-// leftInGit reports whether git still holds something of this state
-// folder's runs although its worktrees folder is gone (the state folder was
-// removed to start over): a worktree registered in it (paths, as git lists
-// them), or a branch of its runs. git refuses to check a branch out twice,
-// so a registration left behind would fail the next run's first worktree.
-// Callers hold mu.
-func (s *Set) leftInGit(ctx context.Context, paths []string) bool {
-	if slices.ContainsFunc(paths, func(p string) bool { return safefs.Within(p, s.root) }) {
-		return true
-	}
-	branches, err := s.git.Branches(ctx, s.prefix)
-	return err != nil || len(branches) > 0
 }
 
 // sweepMerge undoes what the merge of an earlier run's task, named by its
