@@ -96,6 +96,17 @@ func (b *Sessions) Open(stateDir string, plan state.Plan, completed func(int) bo
 	b.mu.Unlock()
 }
 
+// Renumber follows the plan's tasks to their numbers now (now:
+// state.Changes.Now), before any call: a task's sessions go with its text,
+// and those of a task no longer in the plan are dropped.
+func (b *Sessions) Renumber(now func(was int) (int, bool)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.store.Renumber(now); err != nil {
+		b.log.Warn("could not renumber the agent sessions of the plan's tasks", "err", err)
+	}
+}
+
 // Close lets go of the sessions file.
 func (b *Sessions) Close() {
 	b.mu.Lock()

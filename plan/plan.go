@@ -6,6 +6,8 @@ package plan
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
@@ -20,6 +22,19 @@ type Task struct {
 	Index    int
 	Parallel bool
 	Body     string
+}
+
+// Key is what a task is known by from one run to the next: a digest of its
+// text with every run of white space made one space, so that re-wrapping a
+// paragraph or indenting it changes nothing, while any change of its words
+// does. Its number and its (parallel) mark are not part of it: a task moved
+// to another number, or into a block, is the same task.
+func (t Task) Key() string { return TextKey(t.Body) }
+
+// TextKey is the key of a text (see Task.Key).
+func TextKey(text string) string {
+	sum := sha256.Sum256([]byte(strings.Join(strings.Fields(text), " ")))
+	return hex.EncodeToString(sum[:12])
 }
 
 // Segment is a run of tasks scheduled together: one sequential task, or a

@@ -408,6 +408,37 @@ func (rv *Reviewer) readMarker() (marker, bool) {
 	return marker{}, false
 }
 
+// Renumber follows the tasks of an unfinished review to their numbers now
+// (now: state.Changes.Now), before any task begins: its work stays its
+// task's wherever the task moved. A review whose task is no longer in the
+// plan (its text changed, or it was removed) is not continued: its work is
+// no task's now, and stet says so if it is left uncommitted.
+func (rv *Reviewer) Renumber(now func(was int) (int, bool)) {
+	if rv == nil || !rv.Builtin() {
+		return
+	}
+	m, ok := rv.readMarker()
+	if !ok {
+		return
+	}
+	moved := false
+	for i, t := range m.Tasks {
+		n, ok := now(t)
+		if !ok {
+			rv.log.Warn("the unfinished review of a task whose text changed or that was removed from the plan is not continued", "task", t, "baseline", m.Baseline)
+			rv.removeMarker()
+			return
+		}
+		moved = moved || n != t
+		m.Tasks[i] = n
+	}
+	if moved {
+		if err := rv.writeMarker(m); err != nil {
+			rv.log.Warn("could not renumber the unfinished review of a task that moved in the plan", "err", err)
+		}
+	}
+}
+
 func (rv *Reviewer) writeMarker(m marker) error {
 	if err := owndir.Make(rv.dir); err != nil {
 		return err

@@ -52,12 +52,18 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv(phase.Normalize, cfg.Model, prompt.Normalize("", text), ""))
 		return nil
 	}
+	all := tasks
 	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return err
 	}
 	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})
 	if err != nil {
 		return err
+	}
+	st, changes := st.Align(state.Texts(all, ""))
+	r.tickets.part = st.Ticket
+	if line := changes.Line(); line != "" {
+		warnings = append(warnings, line)
 	}
 	for _, warning := range warnings {
 		fmt.Fprintf(w, "note: %s\n", warning)

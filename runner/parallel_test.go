@@ -801,7 +801,7 @@ func TestBlockInterrupted(t *testing.T) {
 }
 
 // ticketOf is the ticket of a task in a run of cfg.
-func ticketOf(cfg *config.Config, task int) string { return ticketID(cfg, task) }
+func ticketOf(cfg *config.Config, task int) string { return ticketID(cfg, nil, task) }
 
 // TestSignalAfterTheLastCall: a signal that arrives while a block finishes,
 // after every call has ended, still ends the run as interrupted (never exit

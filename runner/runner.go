@@ -132,6 +132,7 @@ type run struct {
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store
+	changes   state.Changes // the plan's, since its last run
 	agentLogs *agentlog.Logs
 	journal   *state.Recorder
 	// rec writes the run record (see recorder).
@@ -355,7 +356,8 @@ func (r *run) prepare(ctx context.Context, tasks []plan.Task, text string) ([]pl
 	for _, n := range r.reviewNotes {
 		r.log.Log(ctx, n.Level, n.Msg, n.Args...)
 	}
-	r.trees.Sweep(ctx, r.store.Completed)
+	// What a killed run left is named in the numbers of its plan.
+	r.trees.Sweep(ctx, func(was int) bool { n, ok := r.changes.Now(was); return ok && r.store.Completed(n) })
 	if err := r.noteGit(ctx); err != nil {
 		return nil, err
 	}
@@ -518,7 +520,8 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 // its text), and filters it.
 func (r *run) loadPlan(ctx context.Context, tasks []plan.Task, text string) ([]plan.Task, error) {
 	var err error
-	if len(tasks) == 0 {
+	normalized := len(tasks) == 0
+	if normalized {
 		if err := r.noteGit(ctx); err != nil {
 			return nil, err
 		}
@@ -529,7 +532,29 @@ func (r *run) loadPlan(ctx context.Context, tasks []plan.Task, text string) ([]p
 	if r.observer != nil {
 		r.observer.PlanLoaded(len(tasks))
 	}
+	doc := ""
+	if normalized {
+		doc = text
+	}
+	r.align(tasks, doc)
 	return plan.Select(tasks, r.cfg.Task, r.cfg.FromTask)
+}
+
+// align ties the state to every task of the plan as it is now (see
+// state.Store.Align) and says in one line what changed since the plan's
+// last run; a task's ticket, agent sessions and unfinished review follow
+// its text to its number.
+func (r *run) align(tasks []plan.Task, doc string) {
+	ch := r.store.Align(state.Texts(tasks, doc))
+	r.changes, r.tickets.part = ch, r.store.Ticket
+	switch line := ch.Line(); {
+	case ch.Warning != "" || len(ch.Again) > 0:
+		r.log.Warn(line)
+	case line != "":
+		r.log.Info(line)
+	}
+	r.sessions.Renumber(ch.Now)
+	r.main.reviewer.Renumber(ch.Now)
 }
 
 // maxPlanBytes bounds what peal reads of a plan or a prompt template: far

@@ -21,6 +21,7 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 	if len(tasks) == 0 {
 		return state.StatusReport{}, nil, fmt.Errorf("plan %s has no `## Task N` heading: its tasks are only known after a run normalizes it", cfg.PlanPath)
 	}
+	all := tasks
 	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return state.StatusReport{}, nil, err
 	}
@@ -28,9 +29,15 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 	if err != nil {
 		return state.StatusReport{}, nil, err
 	}
-	report := state.StatusReport{Tasks: []state.TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink}
+	// The state as a run would take it: tied to the plan as it is now.
+	st, changes := st.Align(state.Texts(all, ""))
+	report := state.StatusReport{Tasks: []state.TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink,
+		Changes: changes.Line()}
+	failed := func(task int) bool {
+		return report.LastRun != nil && slices.ContainsFunc(report.LastRun.TasksFailed, func(was int) bool { n, ok := changes.Now(was); return ok && n == task })
+	}
 	for _, t := range tasks {
-		ts := state.TaskStatus{Index: t.Index, Ticket: ticketID(cfg, t.Index), Status: "pending"}
+		ts := state.TaskStatus{Index: t.Index, Ticket: ticketID(cfg, st.Ticket, t.Index), Status: "pending"}
 		rs, rerr := tickets.Load(cfg.KnowledgeDir, ts.Ticket)
 		if rerr == nil {
 			ts.Attempts, ts.RetryCount, ts.LastAttemptStatus = len(rs.Attempts), rs.RetryCount, rs.LastStatus()
@@ -43,7 +50,7 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 			ts.Status = "deferred"
 		case exhausted:
 			ts.Status = "skipped"
-		case report.LastRun != nil && slices.Contains(report.LastRun.TasksFailed, t.Index),
+		case failed(t.Index),
 			ts.LastAttemptStatus == tickets.AttemptError, ts.LastAttemptStatus == tickets.AttemptBlocked:
 			ts.Status = "failed"
 		}

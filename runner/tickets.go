@@ -40,6 +40,9 @@ type runTickets struct {
 	closed func(plan.Task)
 
 	store *tickets.Store // the store's tickets folder, kept open for the run
+	// part is a task's part of its ticket id (state.State.Ticket), once
+	// the state knows the plan's tasks.
+	part func(task int) string
 
 	mu        sync.Mutex
 	byTask    map[int]*ticketRun // per-task mode
@@ -53,15 +56,19 @@ func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *run
 }
 
 // id is the ticket of a task.
-func (ts *runTickets) id(task int) string { return ticketID(ts.cfg, task) }
+func (ts *runTickets) id(task int) string { return ticketID(ts.cfg, ts.part, task) }
 
 // ticketID is the ticket of a task under cfg: the run's ticket (ticket
-// mode), else the plan's prefix and the task's index.
-func ticketID(cfg *config.Config, task int) string {
+// mode), else the plan's prefix and the task's part (part, nil: its
+// number), which stays the task's when it moves (state.TaskEntry.Ticket).
+func ticketID(cfg *config.Config, part func(int) string, task int) string {
 	if cfg.TicketID != "" {
 		return cfg.TicketID
 	}
-	return fmt.Sprintf("%s-%d", cfg.TicketPrefix, task)
+	if part == nil {
+		return fmt.Sprintf("%s-%d", cfg.TicketPrefix, task)
+	}
+	return cfg.TicketPrefix + "-" + part(task)
 }
 
 // of is the attempt a task's calls belong to (nil outside one).

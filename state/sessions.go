@@ -230,6 +230,37 @@ func (s *Sessions) DropIf(done func(task int) bool) error {
 	return s.save()
 }
 
+// Renumber gives the sessions of this plan's tasks the numbers their tasks
+// have now (now: Changes.Now) and forgets those of tasks no longer in the
+// plan (their text changed, or they were removed): a conversation belongs
+// to the task's text, never to the number another task took. It writes
+// the file when that changed it.
+func (s *Sessions) Renumber(now func(was int) (int, bool)) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	s.list = slices.DeleteFunc(s.list, func(x Session) bool {
+		if !s.mine(x) {
+			return false
+		}
+		n, ok := now(x.Task)
+		changed = changed || !ok || n != x.Task
+		return !ok
+	})
+	if !changed {
+		return nil
+	}
+	for i, x := range s.list {
+		if s.mine(x) {
+			s.list[i].Task, _ = now(x.Task)
+		}
+	}
+	return s.save()
+}
+
 // save writes the file (the caller holds mu), durably.
 func (s *Sessions) save() error {
 	data, err := json.MarshalIndent(sessionsFile{Sessions: nonNilSessions(s.list)}, "", "  ")

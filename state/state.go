@@ -64,6 +64,11 @@ type State struct {
 	// DeferredTaskIndices are tasks left with findings under
 	// on_findings_remaining = "defer"; the next run tries them again.
 	DeferredTaskIndices []int `json:"deferred_task_indices,omitempty"`
+	// Tasks are the plan's tasks, each known by its text, as its last run
+	// read them (see tasks.go); nil in a state written without them.
+	Tasks []TaskEntry `json:"tasks,omitempty"`
+	// tasksProblem says why a member "tasks" that is there was not used.
+	tasksProblem string
 }
 
 // Store is the state of one run's plan, held under the state folder's lock
@@ -307,6 +312,9 @@ func readEntry(o *jsonobj.Object) (st State, problem string) {
 	if st.DeferredTaskIndices, k = indicesOf(o, "deferred_task_indices"); k == jsonobj.Wrong {
 		return st, memberProblem("deferred_task_indices", k, "a list of task numbers")
 	}
+	if raw, ok := o.Get("tasks"); ok && !jsonobj.IsNull(raw) {
+		st.Tasks, st.tasksProblem = tasksOf(raw)
+	}
 	return st, ""
 }
 
@@ -370,12 +378,25 @@ func (s *Store) Completed(i int) bool {
 	return found
 }
 
+// Align ties the progress read to the plan's tasks as they are now (every
+// task of the plan; see State.Align) and returns what changed since its
+// last run. From then on the store's task numbers are those of now, and a
+// save writes the tasks' texts. It writes nothing itself.
+func (s *Store) Align(now []TaskText) Changes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ch := s.state.Align(now)
+	s.state = st
+	return ch
+}
+
 // Complete records task i as completed and saves the file durably.
 func (s *Store) Complete(i int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state.CompletedTaskIndices = normalize(append(s.state.CompletedTaskIndices, i))
 	s.state.DeferredTaskIndices = slices.DeleteFunc(s.state.DeferredTaskIndices, func(d int) bool { return d == i })
+	s.state.mark(i, taskCompleted)
 	return s.save()
 }
 
@@ -384,7 +405,15 @@ func (s *Store) Defer(i int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state.DeferredTaskIndices = normalize(append(s.state.DeferredTaskIndices, i))
+	s.state.mark(i, taskDeferred)
 	return s.save()
+}
+
+// Ticket is task i's part of its ticket id (State.Ticket).
+func (s *Store) Ticket(i int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.Ticket(i)
 }
 
 // Snapshot returns a copy of the state.
@@ -394,6 +423,7 @@ func (s *Store) Snapshot() State {
 	st := s.state
 	st.CompletedTaskIndices = slices.Clone(st.CompletedTaskIndices)
 	st.DeferredTaskIndices = slices.Clone(st.DeferredTaskIndices)
+	st.Tasks = slices.Clone(st.Tasks)
 	return st
 }
 
@@ -428,6 +458,9 @@ func (s *Store) save() error {
 		out.Set("deferred_task_indices", s.state.DeferredTaskIndices)
 	} else {
 		out.Delete("deferred_task_indices")
+	}
+	if s.state.Tasks != nil {
+		out.Set("tasks", s.state.Tasks)
 	}
 	out.Delete(otherPlans)
 	if len(s.others) > 0 {

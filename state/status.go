@@ -40,6 +40,9 @@ type WorktreeStatus struct {
 type StatusReport struct {
 	Tasks   []TaskStatus `json:"tasks"`
 	LastRun *RunSummary  `json:"last_run"`
+	// Changes says in one line what changed in the plan since its last
+	// run (Changes.Line); "" when it has none.
+	Changes string `json:"changes,omitempty"`
 	// SparsePaths and Links are what the worktrees of parallel blocks
 	// check out and link under this configuration (worktree_sparse_paths,
 	// worktree_link).

@@ -68,6 +68,9 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if report.Changes != "" {
+		fmt.Fprintln(e.stdout, "\n"+report.Changes)
+	}
 	printWorktrees(e, report)
 	fmt.Fprintln(e.stdout)
 	last := "last run"
