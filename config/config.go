@@ -162,6 +162,14 @@ type Config struct {
 	// validation decided that a person would want to know (the state folder
 	// found from the repository).
 	Warnings, Notes []string
+	// ReadOnly is set by the commands that only read a plan's state
+	// (status, report, the dry run): where the state lives never stops
+	// them; they read it where it is and say so (see findStateDir).
+	ReadOnly bool
+	// TicketStore is the retry-state store of the state folder a ticket's
+	// previous run kept its state in, when this run of the ticket has a
+	// state folder of its own (see findStateDir and ResolveStore).
+	TicketStore string
 	// StateNotes is the folder, in the repository's git folder, where runs
 	// note where each plan's state lives (see findStateDir); "" when the
 	// repository's git folder is not known.

@@ -262,6 +262,11 @@ func TestValidate(t *testing.T) {
 	plan := filepath.Join(t.TempDir(), "plan.md")
 	os.WriteFile(plan, []byte("## Task 1\nx\n"), 0o644)
 	notGit := t.TempDir()
+	bare := t.TempDir()
+	for _, d := range []string{"objects", "refs"} {
+		os.Mkdir(filepath.Join(bare, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(bare, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	agent := filepath.Join(t.TempDir(), "agent")
 	os.WriteFile(agent, []byte("#!/bin/sh\n"), 0o755)
 	notExec := filepath.Join(t.TempDir(), "agent")
@@ -285,6 +290,7 @@ func TestValidate(t *testing.T) {
 		{"repo missing", with("PEAL_REPO_PATH=/nonexistent/repo"), nil, []string{"/nonexistent/repo", "does not exist"}},
 		{"repo is a file", with("PEAL_REPO_PATH=" + plan), nil, []string{"not a folder"}},
 		{"repo not git", with("PEAL_REPO_PATH=" + notGit), nil, []string{"not inside a git work tree"}},
+		{"repo bare", with("PEAL_REPO_PATH=" + bare), nil, []string{"repo " + bare + " is a bare repository (git's data, without a work tree for the tasks to change): clone it (git clone " + bare + " FOLDER) and point PEAL_REPO_PATH at the clone"}},
 		{"agent not on PATH", with("PEAL_AGENT_CMD=no-such-agent-cli"), nil, []string{`"no-such-agent-cli"`, "not on PATH", "PEAL_AGENT_CMD"}},
 		{"agent not executable", with("PEAL_AGENT_CMD=" + notExec), nil, []string{"not an executable file"}},
 		{"agent from flag", base(), map[string]any{"agent_cmd": "/nonexistent/agent"}, []string{"--agent-cmd"}},

@@ -59,6 +59,9 @@ func (c *Config) ValidateWithoutAgent() error {
 		return fmt.Errorf("repo folder %s does not exist: check %s", c.RepoPath, describe("repo_path", c.Sources))
 	case !info.IsDir():
 		return fmt.Errorf("repo %s is not a folder: check %s", c.RepoPath, describe("repo_path", c.Sources))
+	case !insideGitWorkTree(c.RepoPath) && gitFolder(c.RepoPath):
+		return fmt.Errorf("repo %s is a bare repository (git's data, without a work tree for the tasks to change): clone it (git clone %s FOLDER) and point %s at the clone",
+			c.RepoPath, c.RepoPath, describe("repo_path", c.Sources))
 	case !insideGitWorkTree(c.RepoPath):
 		return fmt.Errorf("repo %s is not inside a git work tree: run `git init` there or point %s at a git checkout", c.RepoPath, describe("repo_path", c.Sources))
 	}
@@ -188,12 +191,27 @@ func (c *Config) ResolveStore() error {
 		if info, err := os.Stat(filepath.Join(c.RepoPath, ".tf")); err == nil && info.IsDir() {
 			// A ticketflow project: share its store.
 			c.KnowledgeDir = filepath.Join(c.RepoPath, ".tf", "knowledge")
+		} else if c.ticketIn(c.TicketStore) && !c.ticketIn(c.KnowledgeDir) {
+			// The ticket's attempts are in the store of its previous run's
+			// state folder: this run is their next one.
+			c.Notes = append(c.Notes, fmt.Sprintf("ticket %s: its attempts are in %s, where this run records its own", c.TicketID, c.TicketStore))
+			c.KnowledgeDir = c.TicketStore
 		}
 	}
 	if c.KnowledgeDir, err = filepath.Abs(c.KnowledgeDir); err != nil {
 		return fmt.Errorf("knowledge dir %s: %w", c.KnowledgeDir, err)
 	}
 	return nil
+}
+
+// ticketIn reports whether the store knowledge ("" none) has a folder of
+// the run's ticket.
+func (c *Config) ticketIn(knowledge string) bool {
+	if knowledge == "" || c.TicketID == "" || !tickets.ValidID(c.TicketID) {
+		return false
+	}
+	info, err := os.Lstat(filepath.Join(knowledge, "tickets", c.TicketID))
+	return err == nil && info.IsDir()
 }
 
 // absolutePaths makes every path key absolute, relative to the working
@@ -417,6 +435,24 @@ func Describe(name string, sources map[string]Source) string {
 // insideGitWorkTree reports whether dir or one of its parents holds a .git
 // entry (a folder, or a file for worktrees and submodules).
 func insideGitWorkTree(dir string) bool { return workTreeTop(dir) != "" }
+
+// gitFolder reports whether dir, or a folder above it, is git's data
+// itself (a bare repository, or a .git folder): HEAD, objects and refs.
+func gitFolder(dir string) bool {
+	for {
+		_, head := os.Stat(filepath.Join(dir, "HEAD"))
+		objects, oerr := os.Stat(filepath.Join(dir, "objects"))
+		refs, rerr := os.Stat(filepath.Join(dir, "refs"))
+		if head == nil && oerr == nil && rerr == nil && objects.IsDir() && refs.IsDir() {
+			return true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
+}
 
 // checkConfine refuses the confinement keys' values that could not be
 // applied, naming the key, and makes the paths full (expandConfinePaths);

@@ -56,11 +56,10 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return err
 	}
-	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})
+	st, changes, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, state.Texts(all, ""))
 	if err != nil {
 		return err
 	}
-	st, changes := st.Align(state.Texts(all, ""))
 	r.tickets.part = st.Ticket
 	if line := changes.Line(); line != "" {
 		warnings = append(warnings, line)

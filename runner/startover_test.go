@@ -2,10 +2,13 @@ package runner
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"peal/internal/testkit/fakes"
 )
 
 // TestStartOverAfterRemovingTheStateFolder: removing the state folder
@@ -92,5 +95,35 @@ func TestTasksKnownByText(t *testing.T) {
 				t.Errorf("the run's start does not say %q", tc.line)
 			}
 		})
+	}
+}
+
+// TestMovedPlanKeepsItsProgress: a plan file moved to another path in the
+// same repository, with the same tasks, goes on where it was.
+func TestMovedPlanKeepsItsProgress(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "## Task 1\nwrite A\n## Task 2\nwrite B\n")
+	h.scenario(map[string][]fakes.Outcome{"execute:2": {fail}})
+	if _, err := h.run(); err == nil {
+		t.Fatal("task 2 did not fail")
+	}
+	moved := filepath.Join(filepath.Dir(h.plan), "docs", "plan.md")
+	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(h.plan, moved); err != nil {
+		t.Fatal(err)
+	}
+	h.scenario(nil)
+	before := h.keys()
+	out, err := h.run("PEAL_PLAN_PATH=" + moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(strings.TrimPrefix(h.keys(), before)); got != "plan:2 execute:2" || !slices.Equal(out.AlreadyCompleted, []int{1}) {
+		t.Fatalf("calls after the move %q, outcome %+v", got, out)
+	}
+	if want := "the plan was at " + h.plan + " when its progress was kept: it goes on from there"; !strings.Contains(h.log.String(), want) {
+		t.Errorf("the run's start does not say %q", want)
 	}
 }

@@ -25,12 +25,11 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 	if tasks, err = plan.Select(tasks, cfg.Task, cfg.FromTask); err != nil {
 		return state.StatusReport{}, nil, err
 	}
-	st, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath})
+	// The state as a run would take it: tied to the plan as it is now.
+	st, changes, warnings, err := state.Peek(cfg.StateDir, state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}, state.Texts(all, ""))
 	if err != nil {
 		return state.StatusReport{}, nil, err
 	}
-	// The state as a run would take it: tied to the plan as it is now.
-	st, changes := st.Align(state.Texts(all, ""))
 	report := state.StatusReport{Tasks: []state.TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink,
 		Changes: changes.Line()}
 	failed := func(task int) bool {

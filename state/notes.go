@@ -161,3 +161,34 @@ func NotedStateDirs(notes string) []string {
 	}
 	return dirs
 }
+
+// NotedMoved is the state folder notes names for a plan of plan's
+// repository whose file is no longer there (was): where the state of plan
+// is when plan is that file moved. ok is false when no note says so, or
+// when dir holds plan's state already.
+func NotedMoved(notes string, plan Plan, dir string) (was, in string, ok bool) {
+	d, err := safefs.OpenDir(notes, false)
+	if err != nil {
+		return "", "", false
+	}
+	defer d.Close()
+	entries, err := os.ReadDir(notes)
+	if err != nil || Holds(dir, plan) {
+		return "", "", false
+	}
+	for _, e := range entries {
+		data, err := d.ReadFile(e.Name(), maxNote)
+		var n note
+		if err != nil || json.Unmarshal(data, &n) != nil || !filepath.IsAbs(n.StateDir) || !filepath.IsAbs(n.PlanPath) ||
+			!safefs.Same(n.RepoPath, plan.Repo) || safefs.Same(n.PlanPath, plan.Path) || safefs.Same(n.StateDir, dir) {
+			continue
+		}
+		if _, err := os.Lstat(n.PlanPath); err == nil {
+			continue
+		}
+		if Holds(n.StateDir, Plan{Path: n.PlanPath, Repo: plan.Repo}) {
+			return n.PlanPath, filepath.Clean(n.StateDir), true
+		}
+	}
+	return "", "", false
+}

@@ -25,7 +25,7 @@ func TestFIFOStateFile(t *testing.T) {
 	if _, _, err := Open(dir, p, at(0)); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Open: %v", err)
 	}
-	if _, _, err := Peek(dir, p); err == nil || !strings.HasPrefix(err.Error(), want) {
+	if _, _, _, err := Peek(dir, p, nil); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Peek: %v", err)
 	}
 }

@@ -81,6 +81,10 @@ type Store struct {
 	others []json.RawMessage // other_plans, as read
 	state  State
 	saved  []byte // the file's text as last read or written
+	// plan is the store's; fresh: the file held no progress of it (Align
+	// looks for it under the path the plan had before it moved).
+	plan  Plan
+	fresh bool
 }
 
 // Open locks the state folder dir for a run of plan and loads its progress.
@@ -127,7 +131,10 @@ func (s *Store) take() error {
 		_, err = d.RemoveTemps(FileName, SummaryName, safefs.WriteCheck)
 	}
 	var nr *safefs.NotRegularError
+	var full *safefs.FullError
 	switch {
+	case errors.As(err, &full):
+		return full
 	case errors.As(err, &nr):
 		return fmt.Errorf("%w: peal does not follow links or use special files in its state folder; remove it, or choose another state folder (state_dir, --state-dir)", err)
 	case err != nil:
@@ -177,31 +184,49 @@ func (s *Store) load(plan Plan, now time.Time) ([]string, error) {
 	}
 	s.entry, s.others, warnings = f.pick(plan, warnings, s.dir.Join(FileName))
 	s.state = mustEntry(s.entry)
+	s.plan, s.fresh = plan, !f.has(plan)
 	return warnings, nil
 }
 
-// Peek reads the state a run of plan would start from, without locking or
-// changing anything (for dry runs and status).
-func Peek(dir string, plan Plan) (State, []string, error) {
+// Peek reads the state a run of plan would start from, tied to the plan's
+// tasks as they are now (every task of the plan; see State.Align; nil:
+// the progress as read, in the numbers of the plan's last run), without
+// locking or changing anything (for dry runs and status).
+func Peek(dir string, plan Plan, now []TaskText) (State, Changes, []string, error) {
 	d, err := safefs.OpenDir(dir, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return mustEntry(freshEntry(plan)), nil, nil
+		if now == nil {
+			return mustEntry(freshEntry(plan)), Changes{}, nil, nil
+		}
+		st, ch := mustEntry(freshEntry(plan)).Align(now)
+		return st, ch, nil, nil
 	}
 	if err != nil {
-		return State{}, nil, folderError(dir, err)
+		return State{}, Changes{}, nil, folderError(dir, err)
 	}
 	defer d.Close()
 	f, problem, err := readStateFile(d)
 	if err != nil {
-		return State{}, nil, err
+		return State{}, Changes{}, nil, err
 	}
 	var warnings []string
 	if problem != "" {
 		warnings = append(warnings, fmt.Sprintf("state file %s is unreadable (%s): a run would keep it aside and start fresh", d.Join(FileName), problem))
 		f = stateFile{}
 	}
-	entry, _, warnings := f.pick(plan, warnings, d.Join(FileName))
-	return mustEntry(entry), warnings, nil
+	entry, others, warnings := f.pick(plan, warnings, d.Join(FileName))
+	from := ""
+	if !f.has(plan) {
+		if o, _, was := moved(others, plan, now); o != nil {
+			entry, from = o, was
+		}
+	}
+	if now == nil {
+		return mustEntry(entry), Changes{}, warnings, nil
+	}
+	st, ch := mustEntry(entry).Align(now)
+	ch.MovedFrom = from
+	return st, ch, warnings, nil
 }
 
 // stateFile is state.json as read: the top level (the latest run's plan) and
@@ -385,8 +410,15 @@ func (s *Store) Completed(i int) bool {
 func (s *Store) Align(now []TaskText) Changes {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	from := ""
+	if s.fresh {
+		if o, rest, was := moved(s.others, s.plan, now); o != nil {
+			s.entry, s.others, s.state, from = o, rest, mustEntry(o), was
+			s.fresh = false
+		}
+	}
 	st, ch := s.state.Align(now)
-	s.state = st
+	s.state, ch.MovedFrom = st, from
 	return ch
 }
 

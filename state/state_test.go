@@ -87,7 +87,7 @@ func TestOpenLocksTheFolder(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("message\n got %s\nwant %s", err, want)
 	}
-	if _, _, err := Peek(dir, p); err != nil {
+	if _, _, _, err := Peek(dir, p, nil); err != nil {
 		t.Errorf("Peek while locked: %v", err)
 	}
 	if err := first.Complete(1); err != nil {
@@ -148,13 +148,13 @@ func TestPlansNeverCross(t *testing.T) {
 		doc["other_plans"].([]any)[0].(map[string]any)["plan_path"] != b.Path {
 		t.Fatalf("after a again: %v", doc)
 	}
-	if st, _, _ := Peek(dir, b); !slices.Equal(st.CompletedTaskIndices, []int{1}) || st.PlanPath != b.Path {
+	if st, _, _, _ := Peek(dir, b, nil); !slices.Equal(st.CompletedTaskIndices, []int{1}) || st.PlanPath != b.Path {
 		t.Errorf("Peek of b: %+v", st)
 	}
 	// The same plan in another repository is another plan.
 	c := a
 	c.Repo = filepath.Join(base, "other-repo")
-	if st, _, _ := Peek(dir, c); len(st.CompletedTaskIndices) != 0 || st.RepoPath != c.Repo {
+	if st, _, _, _ := Peek(dir, c, nil); len(st.CompletedTaskIndices) != 0 || st.RepoPath != c.Repo {
 		t.Errorf("Peek of a in another repository: %+v", st)
 	}
 }
@@ -219,7 +219,7 @@ func TestPealStateResumes(t *testing.T) {
 	// Relative to another folder, the same text names another plan.
 	elsewhere := p
 	elsewhere.Base = filepath.Join(base, "plans")
-	if st, _, _ := Peek(dir, elsewhere); len(st.CompletedTaskIndices) != 0 {
+	if st, _, _, _ := Peek(dir, elsewhere, nil); len(st.CompletedTaskIndices) != 0 {
 		t.Errorf("matched from another working folder: %+v", st)
 	}
 }
@@ -279,7 +279,7 @@ func TestStaleTemporaryFilesRemoved(t *testing.T) {
 	for _, name := range append(stale, "keep.txt") {
 		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644)
 	}
-	if _, _, err := Peek(dir, p); err != nil {
+	if _, _, _, err := Peek(dir, p, nil); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*")); len(left) != len(stale) {
@@ -330,7 +330,7 @@ func TestSpecialStateFiles(t *testing.T) {
 			}
 			for _, err := range []error{
 				func() error { _, _, err := Open(dir, p, at(0)); return err }(),
-				func() error { _, _, err := Peek(dir, p); return err }(),
+				func() error { _, _, _, err := Peek(dir, p, nil); return err }(),
 			} {
 				if err == nil || !strings.Contains(err.Error(), "not a regular file: peal neither reads it nor writes through it; remove it") {
 					t.Errorf("error %v", err)
@@ -363,7 +363,7 @@ func TestReadOnlyStateFolder(t *testing.T) {
 	if _, _, err := Open(dir, p, at(0)); err == nil || errors.Is(err, ErrStateLocked) {
 		t.Fatalf("second open: %v", err)
 	}
-	if _, _, err := Peek(dir, p); err != nil {
+	if _, _, _, err := Peek(dir, p, nil); err != nil {
 		t.Errorf("reading a read-only folder: %v", err)
 	}
 	if err := tickets.CheckStore(filepath.Join(dir, "knowledge")); err == nil || !strings.Contains(err.Error(), "retry-state store "+filepath.Join(dir, "knowledge")+" cannot be written to") {
@@ -395,7 +395,7 @@ func TestStateFolderIsAFile(t *testing.T) {
 	if _, _, err := Open(file, p, at(0)); err == nil || err.Error() != "state folder "+file+" cannot be used (not a directory): fix it, or choose another state folder (state_dir, --state-dir)" {
 		t.Errorf("Open: %v", err)
 	}
-	if _, _, err := Peek(file, p); err == nil || err.Error() != "state folder "+file+" is not a folder: choose another state folder (state_dir, --state-dir)" {
+	if _, _, _, err := Peek(file, p, nil); err == nil || err.Error() != "state folder "+file+" is not a folder: choose another state folder (state_dir, --state-dir)" {
 		t.Errorf("Peek: %v", err)
 	}
 }

@@ -3,10 +3,13 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"peal/internal/jsonobj"
+	"peal/internal/safefs"
 	planfmt "peal/plan"
 )
 
@@ -88,6 +91,9 @@ type Changes struct {
 	Again []int
 	// Warning says why the texts kept in the state were not used.
 	Warning string
+	// MovedFrom is the path the plan had when its progress was kept: the
+	// plan file moved (same repository, mostly the same tasks).
+	MovedFrom string
 	// now maps the number a task had at the last run to its number now;
 	// a task that is no longer in the plan has none.
 	now map[int]int
@@ -111,6 +117,18 @@ func (c Changes) None() bool {
 // Line says in one line what changed since the plan's last run; "" for a
 // plan with no earlier run.
 func (c Changes) Line() string {
+	line := c.line()
+	if c.MovedFrom != "" {
+		moved := "the plan was at " + c.MovedFrom + " when its progress was kept: it goes on from there"
+		if line == "" {
+			return moved
+		}
+		return moved + "; " + line
+	}
+	return line
+}
+
+func (c Changes) line() string {
 	switch {
 	case c.Warning != "":
 		return c.Warning
@@ -349,4 +367,46 @@ func tasksOf(raw json.RawMessage) (tasks []TaskEntry, problem string) {
 		tasks = []TaskEntry{}
 	}
 	return tasks, ""
+}
+
+// moved finds among others the progress of plan kept under the path the
+// plan had before it moved: an entry of the same repository whose plan
+// file is gone and whose tasks are, for the most part, the plan's tasks
+// now. It returns that entry, with the plan's path now, the others without
+// it, and the path it had.
+func moved(others []json.RawMessage, plan Plan, now []TaskText) (*jsonobj.Object, []json.RawMessage, string) {
+	for i, raw := range others {
+		o, err := jsonobj.Parse(raw)
+		if err != nil {
+			continue
+		}
+		st, problem := readEntry(o)
+		if problem != "" || st.Tasks == nil || !safefs.Same(plan.resolve(st.RepoPath), plan.Repo) {
+			continue
+		}
+		was := plan.resolve(st.PlanPath)
+		if _, err := os.Lstat(was); err == nil || safefs.Same(was, plan.Path) || !mostlySame(st.Tasks, now) {
+			continue
+		}
+		o.Set("plan_path", plan.Path)
+		return o, append(slices.Clone(others[:i]), others[i+1:]...), was
+	}
+	return nil, others, ""
+}
+
+// mostlySame reports whether more than half of the tasks of the larger of
+// the two lists have their text in the other.
+func mostlySame(kept []TaskEntry, now []TaskText) bool {
+	left := map[string]int{}
+	for _, e := range kept {
+		left[e.Text]++
+	}
+	same := 0
+	for _, t := range now {
+		if left[t.Key] > 0 {
+			left[t.Key]--
+			same++
+		}
+	}
+	return 2*same > max(len(kept), len(now))
 }

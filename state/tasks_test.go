@@ -166,11 +166,10 @@ func TestUnusableTasksMember(t *testing.T) {
 		dir := t.TempDir()
 		p := plan(t, t.TempDir(), "plan.md")
 		os.WriteFile(filepath.Join(dir, FileName), []byte(`{"plan_path": "`+p.Path+`", "repo_path": "`+p.Repo+`", "completed_task_indices": [1], "tasks": `+tasks+`}`), 0o644)
-		st, warnings, err := Peek(dir, p)
+		st, ch, warnings, err := Peek(dir, p, texts("A"))
 		if err != nil || len(warnings) != 0 {
 			t.Fatal(err, warnings)
 		}
-		st, ch := st.Align(texts("A"))
 		if !strings.HasPrefix(ch.Line(), "the tasks kept in the state cannot be used (") || !slices.Equal(st.CompletedTaskIndices, []int{1}) {
 			t.Errorf("%s: %q, %v", tasks, ch.Line(), st.CompletedTaskIndices)
 		}

@@ -34,6 +34,7 @@ var reportKeys = append(append([]string(nil), statusKeys...), "report_step_summa
 func (c *ReportCmd) Run(e *env) error {
 	cfg, err := c.load(e)
 	if err == nil {
+		cfg.ReadOnly = true
 		err = cfg.ValidateWithoutAgent()
 	}
 	if err != nil {

@@ -45,7 +45,7 @@ type taskFlags struct {
 func (c *RunCmd) Run(e *env) error {
 	cfg, err := c.load(e)
 	if err == nil {
-		cfg.Task, cfg.FromTask, cfg.RetryReset = c.Task, c.FromTask, c.RetryReset
+		cfg.Task, cfg.FromTask, cfg.RetryReset, cfg.ReadOnly = c.Task, c.FromTask, c.RetryReset, c.DryRun
 		err = cfg.ValidateWithoutAgent()
 	}
 	if err != nil {

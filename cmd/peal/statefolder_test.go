@@ -27,8 +27,9 @@ func (s *sandbox) pealIn(dir string, env []string, args ...string) result {
 // its state in .peal there; `peal status`, `peal report` and `peal run`
 // started from another folder find it (and say where it is), and give the
 // same answers as from the repository. A state_dir set to a folder that
-// holds none of the plan's state, or state in two folders, stops a command
-// with one line saying where the state is; nothing starts the plan over.
+// holds none of the plan's state, or state in two folders, stops a run
+// with one line saying where the state is (nothing starts the plan over),
+// while status and report read the state where it is and say so.
 func TestStateFoundFromTheRepository(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
@@ -71,9 +72,17 @@ func TestStateFoundFromTheRepository(t *testing.T) {
 	fresh := filepath.Join(elsewhere, "fresh")
 	want := "peal: error: the state of plan " + s.plan + " is in " + state + ", where its last run kept it, and state_dir " + fresh +
 		" (set by PEAL_STATE_DIR) holds none: point state_dir at " + state + " to go on, or remove that folder to start the plan over\n"
-	for _, args := range [][]string{{"run"}, {"status"}, {"report"}} {
-		if r := s.pealIn(elsewhere, append(env, "PEAL_STATE_DIR="+fresh), args...); r.code != 1 || r.stderr != want || r.stdout != "" {
-			t.Fatalf("%v with a fresh state folder: exit %d, stdout %q, stderr %q; want %q", args, r.code, r.stdout, r.stderr, want)
+	if r := s.pealIn(elsewhere, append(env, "PEAL_STATE_DIR="+fresh), "run"); r.code != 1 || r.stderr != want || r.stdout != "" {
+		t.Fatalf("run with a fresh state folder: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+	}
+	// The commands that only read never refuse over where the state is:
+	// they read it there, and say so.
+	read := "peal: note: state folder " + state + ": where the last run of this plan kept its state; " + fresh +
+		" (set by PEAL_STATE_DIR) holds none of it, and a run there would be refused\n"
+	for _, args := range [][]string{{"status"}, {"report"}} {
+		r, here := s.pealIn(elsewhere, append(env, "PEAL_STATE_DIR="+fresh), args...), s.pealIn(s.repo, env, args...)
+		if r.code != 0 || r.stderr != read || r.stdout != here.stdout {
+			t.Fatalf("%v with a fresh state folder: exit %d, stdout %q, stderr %q; want %q", args, r.code, r.stdout, r.stderr, read)
 		}
 	}
 	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
@@ -88,6 +97,11 @@ func TestStateFoundFromTheRepository(t *testing.T) {
 		" (.peal in the working folder): choose one with --state-dir or PEAL_STATE_DIR\n"
 	if r := s.pealIn(elsewhere, env, "run"); r.code != 1 || r.stderr != want {
 		t.Fatalf("state in two folders: exit %d, stderr %q; want %q", r.code, r.stderr, want)
+	}
+	read = "peal: note: state folder " + state + ": where the last run of this plan kept its state; " + filepath.Join(elsewhere, ".peal") +
+		" (.peal in the working folder) holds some too, and a run there would be refused\n"
+	if r := s.pealIn(elsewhere, env, "status"); r.code != 0 || r.stderr != read {
+		t.Fatalf("status, state in two folders: exit %d, stderr %q; want %q", r.code, r.stderr, read)
 	}
 	if r := s.pealIn(elsewhere, append(env, "PEAL_STATE_DIR=.peal"), "status"); r.code != 0 ||
 		r.stderr != "peal: warning: plan "+s.plan+" also has state in "+state+", where its last run kept it; this command uses "+filepath.Join(elsewhere, ".peal")+" (set by PEAL_STATE_DIR)\n" {
