@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"peal/internal/safefs"
 	"peal/internal/text"
 	"peal/phase"
 	"peal/prompt"
@@ -259,8 +260,9 @@ func (c *Checks) Timeout() time.Duration { return c.timeout }
 func (c *Checks) Dir() string { return c.caller.Dir }
 
 // Run runs every check once, in order, whatever the earlier ones did, so
-// that one round shows every failure. The error is an interruption, after
-// which the results hold the checks that ended.
+// that one round shows every failure. The error is an interruption, or a
+// check that failed on a full disk (*safefs.FullError), after which the
+// results hold the checks that ended.
 func (c *Checks) Run(ctx context.Context, task int, stage Stage, round int) (Results, error) {
 	if c == nil {
 		return nil, nil
@@ -321,6 +323,11 @@ func (c *Checks) one(ctx context.Context, task int, stage Stage, round, i int, c
 	}
 	if c.hooks.Ran != nil {
 		c.hooks.Ran(res)
+	}
+	if !res.Passed() && safefs.DiskFull(c.caller.Dir) {
+		// Not a failure of the check's to charge anyone: the disk it
+		// wrote on is full, and the run stops saying so.
+		return res, &safefs.FullError{Dir: c.caller.Dir, Err: fmt.Errorf("check %s %s there", Quoted([]string{cmd}), res.Outcome())}
 	}
 	return res, nil
 }

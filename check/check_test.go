@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/internal/safefs"
 	"peal/internal/testkit/testbin"
 	"peal/internal/text"
 	"peal/phase"
@@ -238,5 +239,27 @@ func TestWithin(t *testing.T) {
 		if got := Within(c.tail, c.n); got != c.want {
 			t.Errorf("Within(%q, %d) = %q, want %q", c.tail, c.n, got, c.want)
 		}
+	}
+}
+
+// TestCheckOnAFullDisk: a check that fails where the disk is full is said
+// as a full disk, naming the folder (a run then stops), not as a check to
+// charge the task with; one that passes there is a pass.
+func TestCheckOnAFullDisk(t *testing.T) {
+	t.Parallel()
+	dir := testbin.FullDisk(t)
+	rec := &recorded{}
+	c := newChecks(t, dir, time.Minute, rec, `true`, `echo result > out.txt`)
+	results, err := c.Run(context.Background(), 1, Execute, 0)
+	var full *safefs.FullError
+	if !errors.As(err, &full) || full.Dir != dir || !phase.EndsRun(err) {
+		t.Fatalf("err %v", err)
+	}
+	want := "the disk holding " + dir + " is full (check `echo result > out.txt` exited with status 1 there): free space there, then run peal again"
+	if err.Error() != want {
+		t.Fatalf("line %q\nwant %q", err, want)
+	}
+	if len(results) != 1 || !results[0].Passed() {
+		t.Fatalf("results %+v", results)
 	}
 }

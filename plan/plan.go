@@ -1,5 +1,6 @@
 // Package plan owns the plan format: the `## Task N` sections of a
-// markdown plan, read into tasks (Parse), the tasks a run selects (--task,
+// markdown plan, read into tasks (Read, Parse), what a task is known by
+// from one run to the next (Task.Key), the tasks a run selects (--task,
 // --from-task), the parallel blocks they form, and the prompt that teaches
 // an LLM to write a plan (`peal prompt`).
 package plan
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"peal/internal/safefs"
 )
 
 // Task is one `## Task N` section of a plan.
@@ -215,4 +218,31 @@ func IndexList(tasks []Task) string {
 		parts[i] = strconv.Itoa(t.Index)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// MaxBytes bounds what peal reads of a plan or a prompt template: far beyond
+// any real plan, and never a surprise of memory.
+const MaxBytes = 16 << 20
+
+// Read reads and parses the plan file at path. No task and no error means
+// the plan needs normalizing (normalize: normalize_plan is on); its text is
+// returned for it. A file without a task heading is an error otherwise, and
+// an empty one always.
+func Read(path string, normalize bool) ([]Task, string, error) {
+	data, err := safefs.ReadFile(path, MaxBytes)
+	if err != nil {
+		return nil, "", fmt.Errorf("plan %s: %w", path, safefs.Reason(err))
+	}
+	text := string(data)
+	if strings.TrimSpace(text) == "" {
+		return nil, "", fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", path)
+	}
+	tasks, err := Parse(text)
+	if err != nil {
+		return nil, "", fmt.Errorf("plan %s: %w", path, err)
+	}
+	if len(tasks) == 0 && !normalize {
+		return nil, "", fmt.Errorf("plan %s has no `## Task N` heading: add task headings (see `peal prompt`) or enable normalize_plan (--normalize)", path)
+	}
+	return tasks, text, nil
 }

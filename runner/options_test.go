@@ -57,6 +57,7 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 		"plan of 3",
 		"start git:-1 1/1 ", "end git:-1 1/1 ", // the worktrees git knows of: one an earlier run left is swept
 		"start git:-1 1/1 ", "end git:-1 1/1 ", // where the repository's git data is
+		"start git:-1 1/1 ", "end git:-1 1/1 ", // the identity peal's commits are made as
 		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
 		"start execute:2 1/2 primary", "end execute:2 1/2 primary",
 		"start execute:2 2/2 fallback", "end execute:2 2/2 fallback",

@@ -21,6 +21,7 @@ import (
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testgit"
 	"peal/phase"
+	"peal/state"
 	"peal/tickets"
 )
 
@@ -801,7 +802,7 @@ func TestBlockInterrupted(t *testing.T) {
 }
 
 // ticketOf is the ticket of a task in a run of cfg.
-func ticketOf(cfg *config.Config, task int) string { return ticketID(cfg, nil, task) }
+func ticketOf(cfg *config.Config, task int) string { return ticketID(cfg, state.State{}.Ticket, task) }
 
 // TestSignalAfterTheLastCall: a signal that arrives while a block finishes,
 // after every call has ended, still ends the run as interrupted (never exit

@@ -38,6 +38,9 @@ func (o *recorder) start() {
 		return
 	}
 	r.journal = rec
+	if rec.Torn != "" {
+		r.log.Warn("the previous run record's last line was torn (a kill or a full disk cut its write): the record ends with its last whole line now, the torn bytes are kept", "kept", rec.Torn)
+	}
 	now := r.now().UTC()
 	rec.Add(state.Event{Ev: state.EvRunStart, Time: now, Version: state.RecordVersion,
 		Run: fmt.Sprintf("%s-%d", now.Format("20060102T150405Z"), os.Getpid()), PID: os.Getpid(),

@@ -132,6 +132,7 @@ type run struct {
 	// Set once the run holds its state folder: the state, the agent logs
 	// (nil: agent_log_dir unset) and the run record (nil: none).
 	store     *state.Store
+	repo      *state.RepoHold
 	changes   state.Changes // the plan's, since its last run
 	agentLogs *agentlog.Logs
 	journal   *state.Recorder
@@ -293,17 +294,23 @@ func (r *run) preflight(ctx context.Context) ([]plan.Task, string, error) {
 func (r *run) hold(ctx context.Context) (release func(), err error) {
 	cfg, log := r.cfg, r.log
 	if err := owndir.Make(cfg.StateDir); err != nil {
-		return nil, fmt.Errorf("state folder %s (state_dir): %w", cfg.StateDir, err)
+		return nil, fmt.Errorf("state folder %s (state_dir): %w", cfg.StateDir, safefs.Full(err, cfg.StateDir))
 	}
 	p := state.Plan{Path: cfg.PlanPath, Repo: cfg.RepoPath}
 	store, warnings, err := state.Open(cfg.StateDir, p, r.now())
 	if err != nil {
 		return nil, err
 	}
+	// One run at a time on the repository too, whatever its plan.
+	if r.repo, err = state.LockRepo(cfg.StateNotes, r.main.tree, state.NewRunNote(cfg.PlanPath, cfg.StateDir, r.now())); err != nil {
+		store.Close()
+		return nil, err
+	}
 	release = func() {
 		r.sessions.Close()
 		r.tickets.store.Close()
 		store.Close()
+		r.repo.Close()
 	}
 	for _, w := range warnings {
 		log.Warn(w)
@@ -401,6 +408,7 @@ func (r *run) finish(ctx context.Context, out Outcome, err error) (Outcome, erro
 	// The result is on disk: the next run may start while post-run commands
 	// run.
 	r.store.Close()
+	r.repo.Close()
 	r.postRun(ctx)
 	if ctx.Err() != nil {
 		// A signal during the post-run commands ends the run with its code.
@@ -421,6 +429,10 @@ func (r *run) noteGit(ctx context.Context) error {
 	}
 	if err := r.main.git.Pin(ctx); err != nil {
 		return fmt.Errorf("finding the repository's git folder: %w", err)
+	}
+	// What no agent call can fix stops the run before the first one.
+	if err := r.main.git.Ready(ctx, r.main.commits); err != nil {
+		return err
 	}
 	if r.confined != nil {
 		var err error
@@ -520,8 +532,9 @@ func (r *run) runSegments(ctx context.Context, tasks []plan.Task) (out Outcome, 
 // its text), and filters it.
 func (r *run) loadPlan(ctx context.Context, tasks []plan.Task, text string) ([]plan.Task, error) {
 	var err error
-	normalized := len(tasks) == 0
-	if normalized {
+	doc := ""
+	if len(tasks) == 0 {
+		doc = text
 		if err := r.noteGit(ctx); err != nil {
 			return nil, err
 		}
@@ -532,18 +545,13 @@ func (r *run) loadPlan(ctx context.Context, tasks []plan.Task, text string) ([]p
 	if r.observer != nil {
 		r.observer.PlanLoaded(len(tasks))
 	}
-	doc := ""
-	if normalized {
-		doc = text
-	}
 	r.align(tasks, doc)
 	return plan.Select(tasks, r.cfg.Task, r.cfg.FromTask)
 }
 
-// align ties the state to every task of the plan as it is now (see
-// state.Store.Align) and says in one line what changed since the plan's
-// last run; a task's ticket, agent sessions and unfinished review follow
-// its text to its number.
+// align ties the state to every task of the plan as it is now and says in
+// one line what changed since its last run; a task's ticket, sessions and
+// unfinished review follow its text.
 func (r *run) align(tasks []plan.Task, doc string) {
 	ch := r.store.Align(state.Texts(tasks, doc))
 	r.changes, r.tickets.part = ch, r.store.Ticket
@@ -557,30 +565,9 @@ func (r *run) align(tasks []plan.Task, doc string) {
 	r.main.reviewer.Renumber(ch.Now)
 }
 
-// maxPlanBytes bounds what peal reads of a plan or a prompt template: far
-// beyond any real plan, and never a surprise of memory.
-const maxPlanBytes = 16 << 20
-
-// readPlan reads and parses the plan of cfg. No task and no error means the
-// plan needs normalizing (normalize_plan is on); the text is returned for
-// it.
+// readPlan reads and parses the plan of cfg (see plan.Read).
 func readPlan(cfg *config.Config) ([]plan.Task, string, error) {
-	data, err := safefs.ReadFile(cfg.PlanPath, maxPlanBytes)
-	if err != nil {
-		return nil, "", fmt.Errorf("plan %s: %w", cfg.PlanPath, safefs.Reason(err))
-	}
-	text := string(data)
-	if strings.TrimSpace(text) == "" {
-		return nil, "", fmt.Errorf("plan %s is empty: add tasks as `## Task N` sections (see `peal prompt`)", cfg.PlanPath)
-	}
-	tasks, err := plan.Parse(text)
-	if err != nil {
-		return nil, "", fmt.Errorf("plan %s: %w", cfg.PlanPath, err)
-	}
-	if len(tasks) == 0 && !cfg.NormalizePlan {
-		return nil, "", fmt.Errorf("plan %s has no `## Task N` heading: add task headings (see `peal prompt`) or enable normalize_plan (--normalize)", cfg.PlanPath)
-	}
-	return tasks, text, nil
+	return plan.Read(cfg.PlanPath, cfg.NormalizePlan)
 }
 
 // phaseAttempts is how many attempts a plan or execute call of cfg has:
@@ -635,7 +622,7 @@ func (r *run) execute(ctx context.Context, at *site, t plan.Task, planText strin
 func (r *run) normalize(ctx context.Context, doc string) ([]plan.Task, error) {
 	template := ""
 	if p := r.cfg.NormalizePromptPath; p != "" {
-		data, err := safefs.ReadFile(p, maxPlanBytes)
+		data, err := safefs.ReadFile(p, plan.MaxBytes)
 		if err != nil {
 			return nil, fmt.Errorf("normalize prompt %s: %w", p, safefs.Reason(err))
 		}

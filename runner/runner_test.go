@@ -127,12 +127,16 @@ func (h *harness) scenario(rules map[string][]fakes.Outcome) {
 	}
 }
 
-func (h *harness) config(env ...string) *config.Config {
-	h.t.Helper()
-	base := []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
+// configEnv are the variables of the harness's configuration.
+func (h *harness) configEnv() []string {
+	return []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
 		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1",
 		"PEAL_CONFINE=" + h.confine, "PEAL_CONFINE_WRITE_PATHS=" + strings.Join(append([]string{h.agentDir, pipes(h.t)}, h.writable...), ",")}
-	cfg, err := config.Load(config.Inputs{Env: append(base, env...)})
+}
+
+func (h *harness) config(env ...string) *config.Config {
+	h.t.Helper()
+	cfg, err := config.Load(config.Inputs{Env: append(h.configEnv(), env...)})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"peal/plan"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"peal/config"
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/safefstest"
 	"peal/state"
@@ -251,5 +253,54 @@ func TestPealStateFileResumes(t *testing.T) {
 	}
 	if st := h.state(); !slices.Equal(st.CompletedTaskIndices, []int{1, 2}) {
 		t.Fatalf("state %+v", st)
+	}
+}
+
+// TestSecondRunOnTheRepositoryStopsAtOnce: a run of another plan, with a
+// state folder of its own, on a repository another run is using stops at
+// once, before any call, with one line naming the other run; the first
+// run ends as if alone, and the repository is free again after it.
+func TestSecondRunOnTheRepositoryStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, twoTasks)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hold := func(s *settings) {
+		s.taskStart = func(task plan.Task) { once.Do(func() { close(held); <-release }) }
+	}
+	a := startCfg(h, h.config(), hold)
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("run A never started its first task")
+	}
+	// The same plan with a state folder of its own: refused, without a
+	// word of removing the folder the running run uses.
+	fresh := filepath.Join(h.tmp, "fresh-state")
+	cfgFresh, err := config.Load(config.Inputs{Env: append(h.configEnv(), "PEAL_STATE_DIR="+fresh)})
+	if err == nil {
+		err = cfgFresh.Validate()
+	}
+	if want := fmt.Sprintf("holds none: a peal run is using that folder now (pid %d, started ", os.Getpid()); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "remove") {
+		t.Errorf("a fresh state folder while a run uses the plan's: %v", err)
+	}
+	other := filepath.Join(h.tmp, "other.md")
+	os.WriteFile(other, []byte("## Task 1\nZ\n"), 0o644)
+	otherState := filepath.Join(h.tmp, "other-state")
+	cfgB := h.config("PEAL_PLAN_PATH="+other, "PEAL_STATE_DIR="+otherState)
+	_, err = h.runCfg(cfgB)
+	close(release)
+	want := fmt.Sprintf("repository %s is in use by another peal run (pid %d, plan %s, state folder %s, started ", h.repo, os.Getpid(), h.plan, h.stateDir)
+	if !errors.Is(err, state.ErrRepoInUse) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("run B: %v\nwant %s…", err, want)
+	}
+	if _, err := a.wait(t); err != nil {
+		t.Fatalf("run A: %v", err)
+	}
+	if got := h.keys(); got != "plan:1 execute:1 plan:2 execute:2" {
+		t.Fatalf("calls %q: run B called the agent", got)
+	}
+	if _, err := h.runCfg(cfgB); err != nil {
+		t.Fatalf("run B after run A: %v", err)
 	}
 }

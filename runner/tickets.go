@@ -14,6 +14,7 @@ import (
 	"peal/check"
 	"peal/config"
 	"peal/review"
+	"peal/state"
 	"peal/tickets"
 )
 
@@ -40,8 +41,7 @@ type runTickets struct {
 	closed func(plan.Task)
 
 	store *tickets.Store // the store's tickets folder, kept open for the run
-	// part is a task's part of its ticket id (state.State.Ticket), once
-	// the state knows the plan's tasks.
+	// part is a task's part of its ticket id (state.State.Ticket).
 	part func(task int) string
 
 	mu        sync.Mutex
@@ -52,21 +52,18 @@ type runTickets struct {
 }
 
 func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *runTickets {
-	return &runTickets{cfg: cfg, log: log, now: now, store: tickets.NewStore(cfg.KnowledgeDir), byTask: map[int]*ticketRun{}}
+	return &runTickets{cfg: cfg, log: log, now: now, store: tickets.NewStore(cfg.KnowledgeDir), byTask: map[int]*ticketRun{}, part: state.State{}.Ticket}
 }
 
 // id is the ticket of a task.
 func (ts *runTickets) id(task int) string { return ticketID(ts.cfg, ts.part, task) }
 
 // ticketID is the ticket of a task under cfg: the run's ticket (ticket
-// mode), else the plan's prefix and the task's part (part, nil: its
-// number), which stays the task's when it moves (state.TaskEntry.Ticket).
+// mode), else the plan's prefix and the task's part, which stays the
+// task's when it moves (state.TaskEntry.Ticket).
 func ticketID(cfg *config.Config, part func(int) string, task int) string {
 	if cfg.TicketID != "" {
 		return cfg.TicketID
-	}
-	if part == nil {
-		return fmt.Sprintf("%s-%d", cfg.TicketPrefix, task)
 	}
 	return cfg.TicketPrefix + "-" + part(task)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -175,8 +176,13 @@ func TaskOf(task int) *int { return &task }
 // the record names every call whose process can be seen, and Close writes
 // what is left.
 type Recorder struct {
+	// Torn is where StartRecord kept the torn last line of the previous
+	// run's record ("" when it was whole): see repairTail.
+	Torn string
+
 	mu      sync.Mutex
 	f       *os.File
+	size    int64       // what the record holds of whole lines
 	failed  func(error) // told of the first failure
 	done    bool
 	pending []Event
@@ -189,6 +195,10 @@ type Recorder struct {
 // folder's lock.
 func StartRecord(dir string, failed func(error)) (*Recorder, error) {
 	path := filepath.Join(dir, RecordName)
+	torn, err := repairTail(path, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	if err := os.Rename(path, filepath.Join(dir, RecordPrevName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -196,7 +206,7 @@ func StartRecord(dir string, failed func(error)) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorder{f: f, failed: failed, kick: make(chan struct{}, 1)}
+	r := &Recorder{Torn: torn, f: f, failed: failed, kick: make(chan struct{}, 1)}
 	go r.writer()
 	return r, nil
 }
@@ -246,11 +256,62 @@ func (r *Recorder) flushLocked() {
 		r.pending[i] = Event{} // what the event points to is not kept alive
 	}
 	r.pending = r.pending[:0]
-	if _, err := r.f.Write(r.buf); err != nil {
-		r.done = true
-		if r.failed != nil {
-			r.failed(err)
+	n, err := r.f.Write(r.buf)
+	if err == nil {
+		r.size += int64(n)
+		return
+	}
+	r.done = true
+	// A write cut short (a full disk) leaves no torn line behind: the
+	// record ends with the last whole one.
+	if n > 0 {
+		r.f.Truncate(r.size)
+	}
+	if r.failed != nil {
+		r.failed(safefs.Full(err, filepath.Dir(r.f.Name())))
+	}
+}
+
+// repairTail cuts a torn last line from the record at path (a write cut by
+// a kill, or by a full disk before a run could cut it), so that the record
+// ends with a whole line, and keeps the cut bytes aside as
+// path.torn-<UTC stamp>, whose path it returns ("" when the record was
+// whole or is missing). A record that is not a regular file is left alone.
+func repairTail(path string, now time.Time) (string, error) {
+	info, err := os.Lstat(path)
+	if err != nil || !info.Mode().IsRegular() || info.Size() == 0 {
+		return "", nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	size := info.Size()
+	// From the end back to the last newline, in growing reads: a line is
+	// short, and the rest of the record is not read.
+	for window := int64(64 << 10); ; window *= 4 {
+		start := max(size-window, 0)
+		buf := make([]byte, size-start)
+		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+			return "", err
 		}
+		if buf[len(buf)-1] == '\n' {
+			return "", nil
+		}
+		i := bytes.LastIndexByte(buf, '\n')
+		if i < 0 && start > 0 {
+			continue
+		}
+		cut := start + int64(i) + 1 // i = -1: the whole record is one torn line
+		kept := fmt.Sprintf("%s.torn-%s", path, now.UTC().Format("20060102T150405Z"))
+		if err := safefs.WriteFile(kept, buf[cut-start:]); err != nil {
+			return "", fmt.Errorf("keeping the torn last line of run record %s: %w", path, err)
+		}
+		if err := f.Truncate(cut); err != nil {
+			return "", err
+		}
+		return kept, nil
 	}
 }
 

@@ -1,12 +1,17 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"peal/internal/safefs"
+	"peal/internal/testkit/testbin"
 )
 
 func startRecord(t *testing.T) (*Recorder, string) {
@@ -154,5 +159,66 @@ func TestRecordWriteFailureEndsTheRecord(t *testing.T) {
 	}
 	if data, err := os.ReadFile(path); err != nil || len(data) != 0 {
 		t.Fatalf("the record holds %q after its write failed (%v)", data, err)
+	}
+}
+
+// TestTornRecordRepaired: a record whose last line a kill or a full disk
+// cut is repaired when the next run reads it to start its own: the torn
+// bytes are kept aside, and the previous record ends with its last whole
+// line, which every reader takes without a line skipped.
+func TestTornRecordRepaired(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, text, torn string }{
+		{"torn last line", "{\"ev\":\"run_start\"}\n{\"ev\":\"task_st", "{\"ev\":\"task_st"},
+		{"one torn line", "{\"ev\":\"run_st", "{\"ev\":\"run_st"},
+		{"whole", "{\"ev\":\"run_start\"}\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, RecordName), []byte(tc.text), 0o600)
+			rec, err := StartRecord(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Close()
+			prev, _ := os.ReadFile(filepath.Join(dir, RecordPrevName))
+			if want := strings.TrimSuffix(tc.text, tc.torn); string(prev) != want {
+				t.Fatalf("previous record %q, want %q", prev, want)
+			}
+			if _, skipped, err := ReadRecord(filepath.Join(dir, RecordPrevName)); err != nil || skipped != 0 {
+				t.Fatalf("read: %v, %d skipped", err, skipped)
+			}
+			if tc.torn == "" {
+				if rec.Torn != "" {
+					t.Fatalf("a whole record was repaired: %s", rec.Torn)
+				}
+				return
+			}
+			kept, err := os.ReadFile(rec.Torn)
+			if err != nil || string(kept) != tc.torn || !strings.HasPrefix(filepath.Base(rec.Torn), RecordName+".torn-") {
+				t.Fatalf("torn bytes kept as %s: %q, %v", rec.Torn, kept, err)
+			}
+		})
+	}
+}
+
+// TestRecordOnAFullDisk: a write the disk refuses ends the record with its
+// last whole line and reports a full disk naming the folder.
+func TestRecordOnAFullDisk(t *testing.T) {
+	t.Parallel()
+	dir := testbin.FullDisk(t)
+	failed := make(chan error, 1)
+	rec, err := StartRecord(dir, func(err error) { failed <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Add(Event{Ev: EvCallStart, Task: TaskOf(1), Call: "c1", Detail: strings.Repeat("x", 64<<10)})
+	rec.Close()
+	var full *safefs.FullError
+	if err := <-failed; !errors.As(err, &full) || full.Dir != dir {
+		t.Fatalf("failure %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, RecordName)); len(data) > 0 && data[len(data)-1] != '\n' {
+		t.Fatalf("a torn line is left: %q", data[max(0, len(data)-20):])
 	}
 }

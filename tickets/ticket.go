@@ -572,6 +572,10 @@ func Reset(knowledgeDir, id string, now time.Time) (string, error) {
 // before any agent works.
 func CheckStore(knowledgeDir string) error {
 	fail := func(err error) error {
+		var full *safefs.FullError
+		if errors.As(err, &full) {
+			return full
+		}
 		return fmt.Errorf("retry-state store %s cannot be written to (%w): fix its permissions, or choose another store (knowledge_dir, --knowledge-dir)", knowledgeDir, cause(err))
 	}
 	root, err := safefs.OpenDir(knowledgeDir, true)

@@ -389,8 +389,10 @@ func TestSignalDuringStartupCleanup(t *testing.T) {
 		var stderr bytes.Buffer
 		r, w, _ := os.Pipe()
 		go func() { stderr.ReadFrom(r) }()
-		cmd, done := startPeal(t, s, s.env("PEAL_STET_PATH="+bins["fakestet"], fakes.StetDirEnv+"="+stetDir,
-			"PEAL_KILL_GRACE_SEC="+grace, "PEAL_PHASE_TIMEOUT_SEC=600"), w)
+		// A git identity: with stet peal commits, and a run without one
+		// is refused before it gets this far.
+		cmd, done := startPeal(t, s, s.env(append([]string{"PEAL_STET_PATH=" + bins["fakestet"], fakes.StetDirEnv + "=" + stetDir,
+			"PEAL_KILL_GRACE_SEC=" + grace, "PEAL_PHASE_TIMEOUT_SEC=600"}, testgit.Env...)...), w)
 		w.Close()
 		if _, err := os.ReadFile(ready); err != nil { // the finish runs
 			t.Fatal(err)

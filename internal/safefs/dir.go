@@ -227,7 +227,7 @@ func (d *Dir) Prepare(name string, data []byte) (*Pending, error) {
 	}
 	f, tmp, err := d.createTemp(TempPrefix(name))
 	if err != nil {
-		return nil, err
+		return nil, Full(err, d.Path())
 	}
 	done := false
 	defer func() {
@@ -236,8 +236,9 @@ func (d *Dir) Prepare(name string, data []byte) (*Pending, error) {
 			d.root.Remove(tmp)
 		}
 	}()
+	// A full disk is said as such, naming the folder.
 	if _, err := f.Write(data); err != nil {
-		return nil, d.named(err, tmp)
+		return nil, Full(d.named(err, tmp), d.Path())
 	}
 	if haveOld {
 		if err := f.Chmod(keep); err != nil {
@@ -245,10 +246,10 @@ func (d *Dir) Prepare(name string, data []byte) (*Pending, error) {
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return nil, d.named(err, tmp)
+		return nil, Full(d.named(err, tmp), d.Path())
 	}
 	if err := f.Close(); err != nil {
-		return nil, d.named(err, tmp)
+		return nil, Full(d.named(err, tmp), d.Path())
 	}
 	done = true
 	return &Pending{d: d, name: name, tmp: tmp}, nil
@@ -314,10 +315,17 @@ const WriteCheck = "peal-write-check"
 func (d *Dir) CheckWritable() error {
 	f, name, err := d.createTemp(TempPrefix(WriteCheck))
 	if err != nil {
-		return err
+		return Full(err, d.path)
 	}
 	f.Close()
-	return d.named(d.root.Remove(name), name)
+	if err := d.named(d.root.Remove(name), name); err != nil {
+		return err
+	}
+	if DiskFull(d.path) {
+		// An empty file still fits where nothing else will.
+		return &FullError{Dir: d.path, Err: errors.New("less than 64 KiB left")}
+	}
+	return nil
 }
 
 // RemoveTemps removes the temporary files that writes of name left behind

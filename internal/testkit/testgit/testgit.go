@@ -116,7 +116,7 @@ func readTree(root string) (fstest.MapFS, error) {
 // WorktreeLeftovers are what a run may leave behind in repo after a
 // parallel block in worktrees: worktrees git knows of besides repo itself,
 // branches of a run's namespace (peal-<id>/; not peal-kept/, which are
-// kept on purpose), lock files in the git folder, entries of the
+// kept on purpose), git's lock files in the git folder, entries of the
 // worktrees folder of stateDir, and a run's section of info/exclude (the
 // paths its worktrees link).
 func WorktreeLeftovers(t interface {
@@ -140,6 +140,9 @@ func WorktreeLeftovers(t interface {
 		}
 	}
 	filepath.WalkDir(filepath.Join(repo, ".git"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && p == filepath.Join(repo, ".git", "peal") {
+			return filepath.SkipDir // peal's notes: the run lock there is no git lock, and outlives runs
+		}
 		if err == nil && strings.HasSuffix(p, ".lock") {
 			out = append(out, "lock "+p)
 		}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package testbin
+
+import "testing"
+
+// FullDisk: a file system of the test's own is only mounted on Linux.
+func FullDisk(t *testing.T) string {
+	t.Skip("a full disk is made on Linux only")
+	return ""
+}
