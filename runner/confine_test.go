@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"peal/confine"
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testgit"
+	"peal/plan"
+	"peal/worktree"
 )
 
 // unenforced confines a run as a machine whose kernel confines no files
@@ -181,5 +184,37 @@ func TestConfinedUnfinishedWork(t *testing.T) {
 				t.Errorf("%s, commits %v: kept %q, status %q", mode, commits, kept, testgit.Git(t, h.repo, "status", "--porcelain"))
 			}
 		}
+	}
+}
+
+// TestConcurrentEditNamed: a file the person changes in the work tree while
+// a confined task changes it too in the run's worktree: the work tree
+// refuses the task's work, and the line names the file, the branch that
+// keeps the work and the next steps; the person's change stays.
+func TestConcurrentEditNamed(t *testing.T) {
+	t.Parallel()
+	h := confinedHarness(t, "## Task 1\nA\n")
+	os.WriteFile(filepath.Join(h.repo, "notes.txt"), []byte("v1\n"), 0o644)
+	testgit.Git(t, h.repo, "add", "notes.txt")
+	testgit.Git(t, h.repo, "commit", "-q", "-m", "notes")
+	h.scenario(map[string][]fakes.Outcome{"execute": {{WriteFiles: map[string]string{"notes.txt": "the task's\n"}}}})
+	edit := withTaskStart(func(plan.Task) { os.WriteFile(filepath.Join(h.repo, "notes.txt"), []byte("the person's\n"), 0o644) })
+	_, err := h.runCfg(h.config("PEAL_COMMIT_AFTER_PHASE2=true"), edit)
+	var be *worktree.BringError
+	if !errors.As(err, &be) || be.Path != "notes.txt" {
+		t.Fatalf("run: %v", err)
+	}
+	msg := err.Error()
+	kept := msg[strings.Index(msg, "kept on branch ")+len("kept on branch ") : strings.Index(msg, ": commit or stash")]
+	want := "task 1: the work tree cannot take the change of notes.txt: it changed in the work tree while the run worked, and the run's work changes it too; the run's work is kept on branch " +
+		kept + ": commit or stash your change of notes.txt, then take the run's work with git merge " + kept + " (or run peal again)"
+	if msg != want || !strings.HasPrefix(kept, "peal-kept/") {
+		t.Fatalf("line %q\nwant %q", msg, want)
+	}
+	if data, _ := os.ReadFile(filepath.Join(h.repo, "notes.txt")); string(data) != "the person's\n" {
+		t.Fatalf("the person's change: %q", data)
+	}
+	if got := testgit.Git(t, h.repo, "show", kept+":notes.txt"); got != "the task's" {
+		t.Fatalf("the kept branch holds %q", got)
 	}
 }

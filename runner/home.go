@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -103,6 +104,11 @@ func (r *run) bringBack(ctx context.Context) error {
 	r.mirror, r.home = nil, r.main
 	if kerr != nil {
 		return fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", err, kerr)
+	}
+	if be := (*worktree.BringError)(nil); errors.As(err, &be) && be.Edited {
+		// A path the person changed meanwhile: what to do next.
+		return fmt.Errorf("%w; the run's work is kept on branch %s: commit or stash your change of %s, then take the run's work with git merge %s (or run peal again)",
+			err, kept, be.Path, kept)
 	}
 	return fmt.Errorf("%w; the run's work is kept on branch %s", err, kept)
 }

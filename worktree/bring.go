@@ -27,6 +27,8 @@ import (
 // (something else changed it since), or it is no file peal writes.
 type BringError struct {
 	Path, Why string
+	// Edited: the person changed the path meanwhile (a concurrent edit).
+	Edited bool
 }
 
 func (e *BringError) Error() string {
@@ -71,7 +73,7 @@ func (s *Set) Bring(changes []gitrepo.Change) (skipped []string, err error) {
 		case c.Old == "" && have != nil:
 			return skipped, &BringError{Path: c.Path, Why: untrackedWhy}
 		case !have.is(c.Old):
-			return skipped, &BringError{Path: c.Path, Why: "it changed in the work tree while the run worked on it"}
+			return skipped, &BringError{Path: c.Path, Why: "it changed in the work tree while the run worked on it", Edited: true}
 		}
 		if now == nil {
 			removals = append(removals, c)
@@ -387,7 +389,7 @@ func (s *Set) discardIgnored(rel string) error {
 func moveInto(from, to, rel string) error {
 	dst := filepath.Join(to, rel)
 	if _, err := os.Lstat(dst); err == nil {
-		return &BringError{Path: filepath.ToSlash(rel), Why: "the work tree made it too while the run worked"}
+		return &BringError{Path: filepath.ToSlash(rel), Why: "the work tree made it too while the run worked", Edited: true}
 	}
 	d, _, err := openParent(to, rel, true)
 	var nr *safefs.NotRegularError

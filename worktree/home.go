@@ -369,7 +369,30 @@ func (s *Set) FastForward(ctx context.Context) error {
 		return err
 	}
 	if err := s.git.Merge(ctx, h.Branch, "", true); err != nil {
+		if path := s.editedToo(ctx, h.Branch); path != "" {
+			return &BringError{Path: path, Why: "it changed in the work tree while the run worked, and the run's work changes it too", Edited: true}
+		}
 		return fmt.Errorf("the work tree cannot take the run's work, fast-forward: %w", err)
 	}
 	return nil
+}
+
+// editedToo is a path that both the work tree's uncommitted changes and the
+// commits of branch change (a concurrent edit of the person's), "" when
+// there is none; the caller holds mu.
+func (s *Set) editedToo(ctx context.Context, branch string) string {
+	changed, err := s.git.Changes(ctx)
+	if err != nil {
+		return ""
+	}
+	theirs, err := s.git.ChangedFiles(ctx, "HEAD", branch)
+	if err != nil {
+		return ""
+	}
+	for _, p := range changed {
+		if slices.Contains(theirs, p) {
+			return p
+		}
+	}
+	return ""
 }
