@@ -26,7 +26,7 @@ type StatusCmd struct {
 func (c *StatusCmd) Run(e *env) error {
 	cfg, err := c.load(e)
 	if err == nil {
-		cfg.Task, cfg.FromTask = c.Task, c.FromTask
+		cfg.Task, cfg.FromTask, cfg.ReadOnly = c.Task, c.FromTask, true
 		err = cfg.ValidateWithoutAgent()
 	}
 	if err != nil {
