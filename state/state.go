@@ -67,6 +67,9 @@ type State struct {
 	// Tasks are the plan's tasks, each known by its text, as its last run
 	// read them (see tasks.go); nil in a state written without them.
 	Tasks []TaskEntry `json:"tasks,omitempty"`
+	// Earlier are tasks of texts the plan no longer holds that were
+	// completed or deferred, latest first: an edit undone takes them back.
+	Earlier []TaskEntry `json:"earlier_tasks,omitempty"`
 	// tasksProblem says why a member "tasks" that is there was not used.
 	tasksProblem string
 }
@@ -340,6 +343,9 @@ func readEntry(o *jsonobj.Object) (st State, problem string) {
 	if raw, ok := o.Get("tasks"); ok && !jsonobj.IsNull(raw) {
 		st.Tasks, st.tasksProblem = tasksOf(raw)
 	}
+	if raw, ok := o.Get("earlier_tasks"); ok && st.Tasks != nil {
+		st.Earlier = earlierOf(raw)
+	}
 	return st, ""
 }
 
@@ -455,7 +461,7 @@ func (s *Store) Snapshot() State {
 	st := s.state
 	st.CompletedTaskIndices = slices.Clone(st.CompletedTaskIndices)
 	st.DeferredTaskIndices = slices.Clone(st.DeferredTaskIndices)
-	st.Tasks = slices.Clone(st.Tasks)
+	st.Tasks, st.Earlier = slices.Clone(st.Tasks), slices.Clone(st.Earlier)
 	return st
 }
 
@@ -493,6 +499,10 @@ func (s *Store) save() error {
 	}
 	if s.state.Tasks != nil {
 		out.Set("tasks", s.state.Tasks)
+		out.Delete("earlier_tasks")
+		if len(s.state.Earlier) > 0 {
+			out.Set("earlier_tasks", s.state.Earlier)
+		}
 	}
 	out.Delete(otherPlans)
 	if len(s.others) > 0 {

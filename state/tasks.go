@@ -64,6 +64,9 @@ type TaskEntry struct {
 	Ticket string `json:"ticket,omitempty"`
 }
 
+// maxEarlier caps the tasks kept of texts the plan no longer holds.
+const maxEarlier = 200
+
 // The states of a TaskEntry.
 const (
 	taskCompleted = "completed"
@@ -87,8 +90,9 @@ type Changes struct {
 	Moved    []Move
 	Removed  []int
 	// Again are the tasks of Changed that were completed or deferred:
-	// they run again.
-	Again []int
+	// they run again. Back are tasks whose text is one the plan had before
+	// its last run (an edit undone): they take back the state they had.
+	Again, Back []int
 	// Warning says why the texts kept in the state were not used.
 	Warning string
 	// MovedFrom is the path the plan had when its progress was kept: the
@@ -142,6 +146,9 @@ func (c Changes) line() string {
 	var parts []string
 	if len(c.Changed) > 0 {
 		p := fmt.Sprintf("%s changed", tasksWord(c.Changed))
+		if len(c.Back) > 0 {
+			p += fmt.Sprintf(" (%s back to an earlier text, whose state it takes)", tasksWord(c.Back))
+		}
 		if len(c.Again) > 0 {
 			who := tasksWord(c.Again) + " was"
 			switch {
@@ -249,25 +256,50 @@ func (st State) Align(now []TaskText) (State, Changes) {
 			}
 		}
 	}
+	// What the plan no longer holds (a text changed away, a task removed)
+	// is kept, latest first, for an edit that is undone.
+	earlier, gone := slices.Clone(st.Earlier), []TaskEntry(nil)
 	for i, t := range now {
 		if matched[i] {
 			continue
 		}
 		out.Tasks[i] = TaskEntry{Task: t.Index, Text: t.Key}
+		// A text the plan had before its last run (an edit undone) takes
+		// back the state and ticket it had.
+		back := false
+		if k := slices.IndexFunc(earlier, func(e TaskEntry) bool { return e.Text == t.Key }); k >= 0 {
+			out.Tasks[i].State, out.Tasks[i].Ticket, back = earlier[k].State, earlier[k].ticket(), true
+			earlier = slices.Delete(earlier, k, k+1)
+		}
 		if j := slices.IndexFunc(old, func(o TaskEntry) bool { return o.Task == t.Index }); j >= 0 && !used[j] {
-			used[j] = true
+			used[j], gone = true, append(gone, old[j])
 			ch.Changed = append(ch.Changed, t.Index)
-			if old[j].State != "" {
+			switch {
+			case back:
+				ch.Back = append(ch.Back, t.Index)
+			case old[j].State != "":
 				ch.Again = append(ch.Again, t.Index)
 			}
 			continue
+		}
+		if back {
+			ch.Back = append(ch.Back, t.Index)
 		}
 		ch.Inserted = append(ch.Inserted, t.Index)
 	}
 	for j, o := range old {
 		if !used[j] {
 			ch.Removed = append(ch.Removed, o.Task)
+			gone = append(gone, o)
 		}
+	}
+	out.Earlier = append(gone, earlier...)
+	out.Earlier = slices.DeleteFunc(out.Earlier, func(e TaskEntry) bool { return e.State == "" })
+	if len(out.Earlier) > maxEarlier {
+		out.Earlier = out.Earlier[:maxEarlier]
+	}
+	if len(out.Earlier) == 0 {
+		out.Earlier = nil
 	}
 	slices.SortFunc(ch.Moved, func(a, b Move) int { return a.To - b.To })
 	slices.Sort(ch.Removed)
@@ -348,6 +380,18 @@ func (st *State) mark(task int, state string) {
 			st.Tasks[i].State = state
 		}
 	}
+}
+
+// earlierOf reads the member "earlier_tasks" of an entry: nothing when it
+// cannot be used (it only brings back the state of an edit undone).
+func earlierOf(raw json.RawMessage) []TaskEntry {
+	var tasks []TaskEntry
+	if json.Unmarshal(raw, &tasks) != nil {
+		return nil
+	}
+	return slices.DeleteFunc(tasks, func(e TaskEntry) bool {
+		return e.Text == "" || (e.State != taskCompleted && e.State != taskDeferred)
+	})
 }
 
 // tasksOf reads the member "tasks" of an entry; problem says why it cannot

@@ -39,6 +39,7 @@ func ran(tasks []TaskText, completed ...int) State {
 func TestAlign(t *testing.T) {
 	t.Parallel()
 	ab := texts("write A", "write B")
+	edited, _ := ran(ab, 1, 2).Align(texts("write A2", "write B"))
 	cases := []struct {
 		name          string
 		before        State
@@ -69,6 +70,8 @@ func TestAlign(t *testing.T) {
 		{name: "written by Peal", before: State{CompletedTaskIndices: []int{1, 2}}, now: texts("write A", "write NEW", "write B"), completed: []int{1, 2}, tickets: []string{"1", "2", "3"},
 			line: "the state holds no texts of the tasks (written by Peal or an earlier peal): its task numbers are taken as they are, and the tasks' texts are recorded from now on"},
 		{name: "first run", now: ab, completed: []int{}, tickets: []string{"1", "2"}},
+		{name: "an edit undone", before: edited, now: ab, completed: []int{1, 2}, tickets: []string{"1", "2"},
+			changed: []int{1}, line: "the plan changed since its last run: task 1 changed (task 1 back to an earlier text, whose state it takes)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
