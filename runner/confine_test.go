@@ -205,7 +205,8 @@ func TestConcurrentEditNamed(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 	msg := err.Error()
-	kept := msg[strings.Index(msg, "kept on branch ")+len("kept on branch ") : strings.Index(msg, ": commit or stash")]
+	_, kept, _ := strings.Cut(msg, "kept on branch ")
+	kept, _, _ = strings.Cut(kept, ": ")
 	want := "task 1: the work tree cannot take the change of notes.txt: it changed in the work tree while the run worked, and the run's work changes it too; the run's work is kept on branch " +
 		kept + ": commit or stash your change of notes.txt, then take the run's work with git merge " + kept + " (or run peal again)"
 	if msg != want || !strings.HasPrefix(kept, "peal-kept/") {

@@ -235,10 +235,33 @@ func (c *Cmd) Run(ctx context.Context) (string, error) {
 		return res.Stdout, err
 	}
 	if res.TimedOut || res.ExitCode != 0 {
-		return res.Stdout, &Error{Args: c.args, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit,
+		gerr := &Error{Args: c.args, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit,
 			Stderr: tail(res.Stderr), Stdout: tail(res.Stdout), Line: explain(res)}
+		if full := fullDisk(c.dir, pin); full != "" && !res.TimedOut {
+			// A full disk is said as such: git's own words would read as a
+			// failure of the command (or of the identity, for a commit).
+			return res.Stdout, &safefs.FullError{Dir: full, Err: gerr}
+		}
+		return res.Stdout, gerr
 	}
 	return res.Stdout, nil
+}
+
+// fullDisk is the folder, dir or the git data the command named (pin:
+// GIT_DIR=, GIT_COMMON_DIR=), whose disk is full; "" when none is.
+func fullDisk(dir string, pin []string) string {
+	if safefs.DiskFull(dir) {
+		return dir
+	}
+	for _, kv := range pin {
+		if v, ok := strings.CutPrefix(kv, "GIT_COMMON_DIR="); ok && safefs.DiskFull(v) {
+			return v
+		}
+		if v, ok := strings.CutPrefix(kv, "GIT_DIR="); ok && safefs.DiskFull(v) {
+			return v
+		}
+	}
+	return ""
 }
 
 // runPlain runs the command of a Plain Repo.

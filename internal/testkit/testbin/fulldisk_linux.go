@@ -11,15 +11,18 @@ import (
 
 // FullDisk is a folder on a file system of its own that is full: a tmpfs
 // of 256 KiB mounted for the test (unmounted at its end), filled to its
-// last byte. It skips the test where no file system can be mounted (not
-// root).
-func FullDisk(t *testing.T) string {
+// last byte after prepare (each) has put there what the test needs. It
+// skips the test where no file system can be mounted (not root).
+func FullDisk(t *testing.T, prepare ...func(dir string)) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=256k,nr_inodes=64"); err != nil {
 		t.Skipf("no file system of the test's own can be mounted: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	for _, p := range prepare {
+		p(dir)
+	}
 	f, err := os.Create(filepath.Join(dir, "filler"))
 	if err != nil {
 		t.Fatal(err)
