@@ -146,9 +146,6 @@ func (c Changes) line() string {
 	var parts []string
 	if len(c.Changed) > 0 {
 		p := fmt.Sprintf("%s changed", tasksWord(c.Changed))
-		if len(c.Back) > 0 {
-			p += fmt.Sprintf(" (%s back to an earlier text, whose state it takes)", tasksWord(c.Back))
-		}
 		if len(c.Again) > 0 {
 			who := tasksWord(c.Again) + " was"
 			switch {
@@ -165,6 +162,9 @@ func (c Changes) line() string {
 	}
 	if len(c.Inserted) > 0 {
 		parts = append(parts, fmt.Sprintf("%s new", tasksWord(c.Inserted)))
+	}
+	if len(c.Back) > 0 {
+		parts = append(parts, fmt.Sprintf("%s back to an earlier text (the state it had goes with it)", tasksWord(c.Back)))
 	}
 	if len(c.Moved) > 0 {
 		moves := make([]string, len(c.Moved))

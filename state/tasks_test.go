@@ -71,7 +71,7 @@ func TestAlign(t *testing.T) {
 			line: "the state holds no texts of the tasks (written by Peal or an earlier peal): its task numbers are taken as they are, and the tasks' texts are recorded from now on"},
 		{name: "first run", now: ab, completed: []int{}, tickets: []string{"1", "2"}},
 		{name: "an edit undone", before: edited, now: ab, completed: []int{1, 2}, tickets: []string{"1", "2"},
-			changed: []int{1}, line: "the plan changed since its last run: task 1 changed (task 1 back to an earlier text, whose state it takes)"},
+			changed: []int{1}, line: "the plan changed since its last run: task 1 changed; task 1 back to an earlier text (the state it had goes with it)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
