@@ -50,7 +50,7 @@ func newCLI(args ...string) *CLI {
 			cli.RetryState.Reset.Plugins = keyFlags(storeKeys, storeNotes)
 			cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
 		},
-		"doctor": func() { cli.Doctor.Plugins = keyFlags(doctorKeys, nil) },
+		"doctor": func() { cli.Doctor.Plugins = keyFlags(doctorKeys, storeNotes) },
 		"report": func() { cli.Report.Plugins = keyFlags(reportKeys, needsPlan) },
 	}
 	if len(args) > 0 && flags[args[0]] != nil {
