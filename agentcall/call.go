@@ -107,7 +107,7 @@ type attempt struct {
 // newCall prepares a call: each agent's invocation, session, model and
 // judgement of an attempt.
 func (a *Agents) newCall(ctx context.Context, at Site, name phase.Name, task int, failure func(phase.Result) error, prompt string) (*call, error) {
-	c := &call{ctx: ctx, a: a, at: at, name: name, task: task, log: a.log.With("task", task), sides: map[phase.Role]*callSide{}}
+	c := &call{ctx: ctx, a: a, at: at, name: name, task: task, log: a.log.With(phase.TaskAttr(task)), sides: map[phase.Role]*callSide{}}
 	c.cur.accounted = true
 	model, key := a.opts.Model(task, name)
 	models := map[phase.Role]callModel{}

@@ -134,9 +134,7 @@ func (r Report) sections() []section {
 			errs = append(errs, fmt.Sprintf("task %d: %s", t.Index, t.Error))
 		}
 	}
-	if len(errs) > 0 {
-		out = append(out, section{lines: errs})
-	}
+	list("Errors", errs)
 	for _, n := range r.Notes {
 		out = append(out, section{para: "Note: " + n})
 	}

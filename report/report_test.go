@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"peal/phase"
 	"peal/state"
@@ -96,6 +97,11 @@ func TestGoldenMarkdownAndJSON(t *testing.T) {
 			golden(t, r.name+".md", md.Bytes())
 			golden(t, r.name+".json", append(js, '\n'))
 			golden(t, r.name+".txt", txt.Bytes())
+			for _, line := range strings.Split(txt.String(), "\n") {
+				if n := utf8.RuneCountInString(line); n > TextWidth {
+					t.Errorf("a line of %d columns in the text form: %q", n, line)
+				}
+			}
 		})
 	}
 }
@@ -139,18 +145,20 @@ func TestTextForm(t *testing.T) {
 	if strings.Contains(txt.String(), `\`) || strings.Contains(txt.String(), "|") || strings.Contains(txt.String(), "##") {
 		t.Fatalf("Markdown in the text form:\n%s", txt.String())
 	}
+	words := strings.Join(strings.Fields(txt.String()), " ")
 	for _, line := range strings.Split(md.String(), "\n") {
-		// Every list line of the Markdown is a line of the text, unescaped.
+		// Every list line of the Markdown is in the text, unescaped (over
+		// lines of its own when it is long).
 		if item, ok := strings.CutPrefix(line, "- "); ok {
 			unescaped := strings.NewReplacer(`\`, "", "&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(item)
-			if !strings.Contains(txt.String(), unescaped) {
+			if !strings.Contains(words, strings.Join(strings.Fields(unescaped), " ")) {
 				t.Errorf("the text lacks %q", unescaped)
 			}
 		}
 	}
 	lines := strings.Split(txt.String(), "\n")
 	head := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Task  Result") })
-	if head < 0 || !strings.HasPrefix(lines[head+1], "   1  completed") {
+	if head < 0 || !slices.ContainsFunc(lines[head+1:], func(l string) bool { return strings.HasPrefix(l, "   1  completed") }) {
 		t.Fatalf("table:\n%s", txt.String())
 	}
 	rep = Report{Run: Run{State: RunFinished, ExitCode: new(int), Reason: "a\x1b[2Jb"},
