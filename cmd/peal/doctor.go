@@ -17,7 +17,9 @@ type DoctorCmd struct {
 func (c *DoctorCmd) Run(e *env) error {
 	// The project doctor checks is the one it is started in, unless
 	// repo_path names another, as for the retry-state commands.
-	cfg, err := config.Load(config.Inputs{Flags: flagValues(e.kctx), Env: e.environ, ConfigPath: c.Config, DefaultRepo: "."})
+	in := c.inputs(e)
+	in.DefaultRepo = "."
+	cfg, err := config.Load(in)
 	if err == nil {
 		err = cfg.ResolvePaths()
 	}

@@ -470,4 +470,30 @@ func TestPromptCommand(t *testing.T) {
 	if r := s.peal(nil, "prompt", "--output", filepath.Join(blocker, "x.md")); r.code != 1 || !strings.HasPrefix(r.stderr, "peal: error:") {
 		t.Fatalf("write error: exit %d, %q", r.code, r.stderr)
 	}
+	// What to build: in the arguments, or on stdin (a pipe, a file, or
+	// "-"); a terminal is never read.
+	fenced := "---WHAT TO BUILD---\nA CLI that counts words.\n---WHAT TO BUILD---\n"
+	prompt := func(stdin io.Reader, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bins["peal"], append([]string{"prompt"}, args...)...)
+		cmd.Dir, cmd.Stdin = s.dir, stdin
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("peal prompt %q: %v", args, err)
+		}
+		return string(out)
+	}
+	words := strings.NewReader("A CLI that counts words.\n")
+	for name, got := range map[string]string{
+		"arguments": prompt(nil, "A", "CLI", "that counts words."),
+		"a pipe":    prompt(io.MultiReader(words)),
+		"-":         prompt(strings.NewReader("A CLI that counts words."), "-"),
+	} {
+		if !strings.Contains(got, fenced) || !strings.HasSuffix(got, "Reply with the plan only, in this format.\n") {
+			t.Errorf("%s: the prompt lacks what to build:\n%s", name, got)
+		}
+	}
+	if got := prompt(nil); strings.Contains(got, "WHAT TO BUILD") {
+		t.Errorf("/dev/null on stdin: %s", got)
+	}
 }
