@@ -199,6 +199,9 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 		c.release()
 		return nil, &StartError{Program: spec.Argv[0], Err: err}
 	}
+	if nul := nulIn(spec.Argv, spec.Env); nul != nil {
+		return fail(nul) // the system would only say "invalid argument"
+	}
 	var err error
 	if c.out, err = newStreams(spec); err != nil {
 		return fail(err)
