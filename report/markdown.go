@@ -71,7 +71,7 @@ func (tab taskTable) columns() []column {
 		{"Task", true, func(r taskRow) string { return strconv.Itoa(r.Index) }},
 		{"Result", false, func(r taskRow) string { return r.Result }},
 		{"Phases and attempts", false, func(r taskRow) string { return r.Phases }},
-		{"Review rounds", true, func(r taskRow) string { return strconv.Itoa(r.Rounds) }},
+		{"Review rounds", true, func(r taskRow) string { return r.Rounds }},
 		{"Findings left", false, func(r taskRow) string { return r.Findings }},
 	}
 	if tab.WithChecks {

@@ -573,3 +573,39 @@ func TestWaitsAreNotAttemptsInTheTimeline(t *testing.T) {
 		t.Fatalf("markdown:\n%s", md.String())
 	}
 }
+
+// TestWhyNoRound: a task with no review round says why, when the record
+// does, in the table of both forms and in the JSON document; one with
+// rounds, or from a record that does not say, shows the count alone.
+func TestWhyNoRound(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 24, 13, 0, 0, 0, time.UTC)
+	var events []state.Event
+	add := func(ev state.Event) {
+		ev.Time = at
+		at = at.Add(time.Second)
+		events = append(events, ev)
+	}
+	add(state.Event{Ev: state.EvRunStart, Version: 1, Run: "r", PID: 1, PlanPath: "/p.md", RepoPath: "/r"})
+	for i, why := range []string{"unreviewed", "no_findings", "all_dismissed", "review_skipped", ""} {
+		add(state.Event{Ev: state.EvTaskStart, Task: state.TaskOf(i + 1)})
+		add(state.Event{Ev: state.EvTaskEnd, Task: state.TaskOf(i + 1), Result: "completed", NoRound: why})
+	}
+	code := 0
+	add(state.Event{Ev: state.EvRunEnd, ExitCode: &code})
+	rep := Build(Input{Events: events, Now: at})
+	var txt, md bytes.Buffer
+	Text(&txt, rep)
+	Markdown(&md, rep)
+	for i, want := range []string{"0 (no review)", "0 (no findings)", "0 (all dismissed)", "0 (review skipped)", "0"} {
+		if got := rep.table().Rows[i].Rounds; got != want {
+			t.Errorf("task %d: review rounds %q, want %q", i+1, got, want)
+		}
+		if want != "0" && (!strings.Contains(txt.String(), want) || !strings.Contains(md.String(), "| "+want+" |")) {
+			t.Errorf("task %d: %q missing:\n%s\n%s", i+1, want, txt.String(), md.String())
+		}
+	}
+	if rep.Tasks[2].NoRound != NoRoundAllDismissed || rep.Tasks[4].NoRound != "" {
+		t.Errorf("no_round in the document: %q, %q", rep.Tasks[2].NoRound, rep.Tasks[4].NoRound)
+	}
+}

@@ -124,6 +124,9 @@ type Event struct {
 	Result   string          `json:"result,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Findings *tickets.Counts `json:"findings,omitempty"`
+	// NoRound (task_end): why the task's Phase 3 asked for no address
+	// round (unreviewed, review_skipped, no_findings, all_dismissed).
+	NoRound string `json:"no_round,omitempty"`
 
 	// run_end (ExitCode too); confined: the line explaining a failure
 	Message string `json:"message,omitempty"`
