@@ -364,6 +364,7 @@ type builder struct {
 	pid      int
 	last     time.Time // the latest time recorded
 	ended    bool
+	killed   bool // the guard noted the run's peal was killed
 	selected []int
 	// undone are the merges (indices in rep.Merges) of tasks whose work
 	// was not merged, by task, until the task starts again.
@@ -414,6 +415,11 @@ func (b *builder) add(ev state.Event) {
 			c.Logs = append(c.Logs, f.path)
 		}
 		b.rep.Calls = append(b.rep.Calls, c)
+	case state.EvKilled:
+		// The guard saw the run's peal die at ev.Time: the calls it cut
+		// off ran until then (b.last), and the run is no longer running,
+		// whatever process now has its pid.
+		b.killed = true
 	case state.EvCallEnd, state.EvConfined, state.EvAttempt:
 		if i, ok := b.calls[ev.Call]; ok {
 			b.addToCall(&b.rep.Calls[i], ev, t)
@@ -557,7 +563,7 @@ func (b *builder) finish() Report {
 		}
 	case b.ended:
 		rep.Run.State = RunFinished
-	case b.pid != 0 && b.in.Alive != nil && b.in.Alive(b.pid):
+	case b.pid != 0 && !b.killed && b.in.Alive != nil && b.in.Alive(b.pid):
 		rep.Run.State = RunRunning
 	default:
 		rep.Run.State = RunCutOff

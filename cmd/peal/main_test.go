@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 type sandbox struct {
 	t                                   *testing.T
 	dir, repo, plan, stateDir, agentDir string
+	killedAt                            time.Time // when runKilled killed peal
 }
 
 func newSandbox(t *testing.T, plan string) *sandbox {
