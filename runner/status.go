@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"peal/config"
+	"peal/review"
 	"peal/state"
 	"peal/tickets"
 	"peal/worktree"
@@ -29,6 +30,11 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 		return state.StatusReport{}, nil, err
 	}
 	report := state.StatusReport{Tasks: []state.TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink}
+	rv, _ := review.New(review.Options{Config: cfg}) // no command runs: it only finds stet
+	report.Commits = cfg.CommitAfterPhase2 || rv.Commits()
+	if home, ok := worktree.InspectHome(cfg.StateDir); ok {
+		report.RunWorktree = &state.WorktreeStatus{Path: home.Path, Branch: home.Branch, Now: true}
+	}
 	for _, t := range tasks {
 		ts := state.TaskStatus{Index: t.Index, Ticket: ticketID(cfg, t.Index), Status: "pending"}
 		rs, rerr := tickets.Load(cfg.KnowledgeDir, ts.Ticket)

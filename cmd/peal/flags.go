@@ -30,6 +30,7 @@ var (
 	showKeys  = append(slices.Clone(storeKeys), "escalation.enabled", "escalation.max_retries",
 		"escalation.fixer", "escalation.reviewer_second_opinion", "escalation.worker")
 	detectKeys = []string{"fail_on"}
+	cleanKeys  = []string{"repo_path", "state_dir"}
 	doctorKeys = []string{"repo_path", "state_dir", "agent_kind", "agent_cmd", "fallback_agent_kind", "fallback_agent_cmd", "stet_path"}
 
 	// needsPlan notes the keys that run and status cannot do without.

@@ -33,6 +33,7 @@ type CLI struct {
 	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
 	Report     ReportCmd        `cmd:"" help:"Tell the last run of this configuration: a Markdown job summary, a JSON document or a one-file HTML timeline of every call."`
 	Doctor     DoctorCmd        `cmd:"" help:"Check that the agent CLI (and the fallback agent) is installed and can authenticate, and whether stet is found; exit 1 when a check fails."`
+	Clean      CleanCmd         `cmd:"" help:"Remove the worktree and branches the runs on the state folder keep in the repository between runs, as far as they hold no work of their own; never while a run uses them."`
 }
 
 // newCLI is the command tree with the configuration flags of each command.
@@ -51,6 +52,7 @@ func newCLI(args ...string) *CLI {
 			cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
 		},
 		"doctor": func() { cli.Doctor.Plugins = keyFlags(doctorKeys, storeNotes) },
+		"clean":  func() { cli.Clean.Plugins = keyFlags(cleanKeys, storeNotes) },
 		"report": func() { cli.Report.Plugins = keyFlags(reportKeys, needsPlan) },
 	}
 	if len(args) > 0 && flags[args[0]] != nil {
