@@ -65,9 +65,17 @@ func withoutLaunchGap() Option {
 	return func(s *settings) { s.launchGap = func(*agent.Kind) time.Duration { return 0 } }
 }
 
-// opts are the options every run of the harness gets.
+// withGitTimeout bounds peal's git commands by d (settings.gitTimeout).
+func withGitTimeout(d time.Duration) Option {
+	return func(s *settings) { s.gitTimeout = d }
+}
+
+// opts are the options every run of the harness gets: git's commands are
+// bounded by a minute, whatever phase_timeout_sec a test sets to time an
+// agent, stet or setup call out, so that none fails because a loaded
+// machine ran one of them in over a second.
 func (h *harness) opts(more ...Option) []Option {
-	base := []Option{withEnv(h.env...)}
+	base := []Option{withEnv(h.env...), withGitTimeout(time.Minute)}
 	if !h.launchGap {
 		base = append(base, withoutLaunchGap())
 	}

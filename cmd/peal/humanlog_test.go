@@ -47,12 +47,16 @@ func TestHumanLines(t *testing.T) {
 		"14:02:07 INFO  a long line  argv=\"[agent --print --workspace\n" +
 		"               /work/repo/with/a/long/path --sandbox disabled --trust --force\n" +
 		"               --model gpt-5]\"\n" +
-		"14:02:07 INFO  a long word  argv=" + strings.Repeat("x", 79-33) + "\n" +
-		"               " + strings.Repeat("x", 100-(79-33)) + "\n" +
+		// A word longer than a line starts a line of its own, broken
+		// inside.
+		"14:02:07 INFO  a long word\n" +
+		"               argv=" + strings.Repeat("x", 79-20) + "\n" +
+		"               " + strings.Repeat("x", 100-(79-20)) + "\n" +
 		// Then 99 of an unknown width.
-		"14:02:07 INFO  a long word  argv=" + strings.Repeat("x", 99-33) + "\n" +
+		"14:02:07 INFO  a long word\n" +
+		"               argv=" + strings.Repeat("x", 99-20) + "\n" +
 		"               " + strings.Repeat("x", 99-15) + "\n" +
-		"               " + strings.Repeat("x", 200-(99-33)-(99-15)) + "\n"
+		"               " + strings.Repeat("x", 200-(99-20)-(99-15)) + "\n"
 	if out.String() != want {
 		t.Fatalf("lines:\n%s\nwant:\n%s", out.String(), want)
 	}

@@ -181,7 +181,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	// No command at all is a usage error too, naming the commands.
 	s := newSandbox(t, plan3)
-	if r := s.peal(s.env()); r.code != 1 || r.stderr != "peal: error: no command given: use one of run, prompt, config, status, retry-state, report or doctor (peal --help describes them)\n" {
+	if r := s.peal(s.env()); r.code != 1 || r.stderr != "peal: error: no command given: use one of run, prompt, config, status, retry-state, report, doctor or clean (peal --help describes them)\n" {
 		t.Fatalf("no command: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -438,6 +438,13 @@ func TestFlagNamesMatchKeys(t *testing.T) {
 			k, ok := config.KeyByName(key)
 			if !ok {
 				t.Fatalf("%s: flag --%s names unknown key %q", node.Name, f.Name, key)
+			}
+			if f.Tag.Has("was") {
+				// A flag's old name, hidden, still taken.
+				if f.Name != k.OldFlag || f.Target.Type() != k.GoType || !f.Hidden {
+					t.Errorf("%s: old flag --%s (%s, hidden %v) for key %s, want --%s, hidden", node.Name, f.Name, f.Target.Type(), f.Hidden, key, k.OldFlag)
+				}
+				continue
 			}
 			seen[key] = true
 			if f.Name != k.Flag || f.Target.Type() != k.GoType || f.Hidden {

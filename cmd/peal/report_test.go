@@ -403,7 +403,7 @@ func checkMerged(t *testing.T, rep report.Report, md string) {
 		t.Fatalf("merges %+v", rep.Merges)
 	}
 	for _, line := range []string{
-		"| 2 | completed | plan 2, execute 2 | 0 | – | conflict in shared.txt, undone, work kept on " + strings.ReplaceAll(rep.Merges[1].Kept, "_", "\\_") + ", ran again alone |",
+		"| 2 | completed | plan 2, execute 2 | 0 (no review) | – | conflict in shared.txt, undone, work kept on " + strings.ReplaceAll(rep.Merges[1].Kept, "_", "\\_") + ", ran again alone |",
 		"Merges: 1 merged, 1 conflict.",
 		"| planaruoa-2 | 2 |",
 	} {
