@@ -135,10 +135,14 @@ func (h *harness) scenario(rules map[string][]fakes.Outcome) {
 	}
 }
 
+// config is the harness's configuration, env added. Its phase timeout is a
+// bound against a hang only, generous enough for a loaded machine under the
+// race detector (a call that streams megabytes through the watch there took
+// over 20 s): a test that times a call out sets its own.
 func (h *harness) config(env ...string) *config.Config {
 	h.t.Helper()
 	base := []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
-		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1",
+		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=180", "PEAL_KILL_GRACE_SEC=1",
 		"PEAL_CONFINE=" + h.confine, "PEAL_CONFINE_WRITE_PATHS=" + strings.Join(append([]string{h.agentDir, pipes(h.t)}, h.writable...), ",")}
 	cfg, err := config.Load(config.Inputs{Env: append(base, env...)})
 	if err != nil {

@@ -26,8 +26,10 @@ func TestChangeWatch(t *testing.T) {
 		// are the user's, shared with every process it runs (other test
 		// packages, other jobs on a loaded machine). Then the tree may
 		// have changed whatever happens, which is all there is to check.
-		if !w.Changed() || !w.Changed() {
-			t.Fatal("a broken watch says the tree did not change")
+		for range 2 { // asked again: still
+			if !w.Changed() {
+				t.Fatal("a broken watch says the tree did not change")
+			}
 		}
 		t.Skip("a watch of the tree could not be made: this user's inotify watches are used up here")
 	}
