@@ -19,8 +19,9 @@ type Auth struct {
 	// nil when it has none.
 	Status []string
 	// LoggedIn reads that command's output and exit code: known is false
-	// when the output does not say.
-	LoggedIn func(out string, exit int) (loggedIn, known bool)
+	// when the output does not say; line is the line of the output that
+	// says it, the one a message quotes ("" for none).
+	LoggedIn func(out string, exit int) (loggedIn, known bool, line string)
 	// BeforeRun makes peal check before the first call and stop at once
 	// when the CLI cannot authenticate (it would otherwise wait or retry).
 	BeforeRun bool
@@ -38,7 +39,11 @@ type AuthStatus struct {
 	// tell; the kind's refusal and login-prompt messages still end that
 	// call at once.
 	Unclear bool
-	Detail  string // how it knows, for one line of output
+	// Err: the status command could not run (it did not start, or was
+	// interrupted); Detail says so. It says nothing of the credentials, so
+	// no login hint goes with it.
+	Err    error
+	Detail string // how it knows, for one line of output
 }
 
 // StatusTimeout bounds the CLI's status command.
@@ -72,13 +77,15 @@ func (k *Kind) CheckAuth(ctx context.Context, path, dir string, env []string, pr
 	shown := strings.Join(append([]string{k.DefaultCmd}, a.Status...), " ")
 	switch {
 	case err != nil:
-		return AuthStatus{Detail: fmt.Sprintf("`%s` could not run: %v", shown, err)}
+		return AuthStatus{Err: err, Detail: fmt.Sprintf("`%s` could not run: %v", shown, err)}
 	case res.TimedOut:
 		return AuthStatus{Detail: fmt.Sprintf("`%s` did not answer within %s", shown, StatusTimeout)}
 	}
 	out := text.Clean(res.Stdout + "\n" + res.Stderr)
-	in, known := a.LoggedIn(out, res.ExitCode)
-	line := text.LastMeaningful(out)
+	in, known, line := a.LoggedIn(out, res.ExitCode)
+	if line = text.Quote(line); line == "" {
+		line = text.LastMeaningful(out)
+	}
 	switch {
 	case known && in:
 		return AuthStatus{OK: true, Known: true, Detail: fmt.Sprintf("`%s` reports a session: %s", shown, line)}
@@ -114,14 +121,23 @@ func lookup(env []string, name string) string {
 }
 
 // saysLoggedIn is the usual reading of a status command: "not logged in"
-// says no, "logged in" says yes.
-func saysLoggedIn(out string, _ int) (bool, bool) {
-	l := strings.ToLower(out)
-	switch {
-	case strings.Contains(l, "not logged in"), strings.Contains(l, "not authenticated"), strings.Contains(l, "logged out"):
-		return false, true
-	case strings.Contains(l, "logged in"), strings.Contains(l, "authenticated as"):
-		return true, true
+// says no, "logged in" says yes; the line quoted is the one that says it.
+func saysLoggedIn(out string, _ int) (bool, bool, string) {
+	for _, says := range []struct {
+		in      bool
+		phrases []string
+	}{
+		{false, []string{"not logged in", "not authenticated", "logged out"}},
+		{true, []string{"logged in", "authenticated as"}},
+	} {
+		for _, l := range strings.Split(out, "\n") {
+			low := strings.ToLower(l)
+			for _, p := range says.phrases {
+				if strings.Contains(low, p) {
+					return says.in, true, l
+				}
+			}
+		}
 	}
-	return false, false
+	return false, false, ""
 }

@@ -55,12 +55,21 @@ func init() {
 		Auth: Auth{
 			Env:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
 			Status: []string{"auth", "status"},
-			LoggedIn: func(out string, _ int) (bool, bool) {
+			// `claude auth status` prints a JSON object, "loggedIn" first
+			// of its members: its line is the one to quote.
+			LoggedIn: func(out string, _ int) (bool, bool, string) {
 				var s struct {
 					LoggedIn *bool `json:"loggedIn"`
 				}
 				if i := strings.IndexByte(out, '{'); i >= 0 && json.Unmarshal([]byte(out[i:]), &s) == nil && s.LoggedIn != nil {
-					return *s.LoggedIn, true
+					line := ""
+					for _, l := range strings.Split(out[i:], "\n") {
+						if strings.Contains(l, `"loggedIn"`) {
+							line = strings.TrimSuffix(strings.TrimSpace(l), ",")
+							break
+						}
+					}
+					return *s.LoggedIn, true, line
 				}
 				return saysLoggedIn(out, 0)
 			},

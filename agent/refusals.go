@@ -77,7 +77,8 @@ func (e *ContextWindowError) Unwrap() error { return e.Err }
 // connection refused on the side) is to be blamed for it.
 func SaysItsCause(err error) bool {
 	var auth *AuthError
-	return advised(err) || errors.As(err, &auth)
+	var unreachable *UnreachableHostError
+	return advised(err) || errors.As(err, &auth) || errors.As(err, &unreachable)
 }
 
 // advised reports whether err carries its own advice, so that the kind's

@@ -201,6 +201,10 @@ type Watcher struct {
 	// it once.
 	session   string
 	onSession func(id string)
+	// reached: peal's proxy has made a connection for the call to one of
+	// its hosts; cutOff, the failure that ended the call before Begin.
+	reached bool
+	cutOff  *Ending
 }
 
 // WatchOptions configure a Watcher.
@@ -244,7 +248,53 @@ func (w *Watcher) Begin(end func(error)) {
 	w.mu.Lock()
 	w.end = end
 	w.workAt = w.now()
+	cut := w.cutOff
 	w.mu.Unlock()
+	if cut != nil {
+		end(cut)
+	}
+}
+
+// UnreachableHostError: the call could not reach a host it needs at all
+// through peal's proxy, before it had reached any: this machine has no
+// network there, or cannot resolve the host's name. The call is stopped at
+// once rather than left to the CLI's own silent retries (a minute and more
+// for some), and it is a network failure.
+type UnreachableHostError struct {
+	Phase phase.Name
+	Host  string
+	Err   error
+}
+
+func (e *UnreachableHostError) Error() string {
+	return fmt.Sprintf("%s call stopped: peal's proxy cannot reach %s for it (%v): this machine has no network there, or cannot resolve the name",
+		e.Phase, e.Host, e.Err)
+}
+
+func (e *UnreachableHostError) Unwrap() error { return e.Err }
+
+// Reached hears how peal's proxy fared with a connection the call asked
+// for to one of its hosts: made (err nil), which is progress; not made for
+// want of any route or name (noRoute) before any was made, which ends the
+// call at once as a network failure naming the host; or not made
+// otherwise, a network error as far as the stall goes.
+func (w *Watcher) Reached(hostport string, err error, noRoute bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil:
+		w.reached = true
+		w.stopStall()
+	case noRoute && !w.reached:
+		cut := &Ending{Class: phase.Network, Err: &UnreachableHostError{Phase: w.phase, Host: hostport, Err: err}}
+		if w.end == nil {
+			w.cutOff = cut // it connected before its watch began
+			return
+		}
+		w.end(cut)
+	case w.end != nil:
+		w.networkError(fmt.Sprintf("peal's proxy could not reach %s: %v", hostport, err))
+	}
 }
 
 // Line implements phase.Watcher.

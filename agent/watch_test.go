@@ -435,3 +435,42 @@ func TestWatcherSilentRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcherEndsWhenNoHostIsReached: a call whose CLI cannot reach any of
+// its hosts through peal's proxy (no route, no name) is ended at once, as a
+// network failure that names the host and says its own cause (no refused
+// side request is then put forward); once a host was reached, a failure is
+// only a network error of the stall; one the proxy told before the watch
+// began ends the call as it begins.
+func TestWatcherEndsWhenNoHostIsReached(t *testing.T) {
+	t.Parallel()
+	offline := errors.New("dial tcp: lookup opencode.ai: no such host")
+	w, e := watch(t, "opencode", WatchOptions{Phase: "plan"})
+	w.Reached("opencode.ai:443", offline, true)
+	ed := ending(t, e)
+	var un *UnreachableHostError
+	if ed.Class != phase.Network || !errors.As(ed.Err, &un) || un.Host != "opencode.ai:443" || !SaysItsCause(ed.Err) ||
+		ed.Error() != "plan call stopped: peal's proxy cannot reach opencode.ai:443 for it (dial tcp: lookup opencode.ai: no such host): this machine has no network there, or cannot resolve the name" {
+		t.Fatalf("%s: %v", ed.Class, ed)
+	}
+
+	w, e = watch(t, "opencode", WatchOptions{Phase: "plan"})
+	w.Reached("api.anthropic.com:443", nil, false)
+	w.Reached("opencode.ai:443", offline, true)
+	w.Reached("api.anthropic.com:443", errors.New("connection refused"), false)
+	select {
+	case err := <-e:
+		t.Fatalf("a call that reached its host was ended: %v", err)
+	default:
+	}
+
+	k, _ := Lookup("opencode")
+	w = k.Rules(builtin).Watcher(WatchOptions{Phase: "execute"})
+	w.Reached("opencode.ai:443", offline, true)
+	e = make(ends, 1)
+	w.Begin(e.end)
+	t.Cleanup(w.Done)
+	if ed := ending(t, e); ed.Class != phase.Network {
+		t.Fatalf("before the watch began: %s: %v", ed.Class, ed)
+	}
+}

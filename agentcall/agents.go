@@ -252,6 +252,11 @@ func (a *Agents) CheckAuth(ctx context.Context, at Site) error {
 				a.authErr = &phase.InterruptedError{Phase: phase.Auth, Cause: context.Cause(ctx)}
 				return
 			}
+			if st.Err != nil {
+				// The check never ran: its cause, not a login hint.
+				a.authErr = fmt.Errorf("the %s CLI's login check: %w", s.kind.Name, st.Err)
+				return
+			}
 			a.authErr = &agent.AuthError{Kind: s.kind.Name, Detail: st.Detail, Hint: s.kind.Auth.LoginHint}
 			return
 		}

@@ -107,7 +107,7 @@ type attempt struct {
 // newCall prepares a call: each agent's invocation, session, model and
 // judgement of an attempt.
 func (a *Agents) newCall(ctx context.Context, at Site, name phase.Name, task int, failure func(phase.Result) error, prompt string) (*call, error) {
-	c := &call{ctx: ctx, a: a, at: at, name: name, task: task, log: a.log.With("task", task), sides: map[phase.Role]*callSide{}}
+	c := &call{ctx: ctx, a: a, at: at, name: name, task: task, log: a.log.With(phase.TaskAttr(task)), sides: map[phase.Role]*callSide{}}
 	c.cur.accounted = true
 	model, key := a.opts.Model(task, name)
 	models := map[phase.Role]callModel{}
@@ -163,14 +163,23 @@ func (c *call) start(n phase.Attempt) phase.Spec {
 	spec.Stdin = inv.Stdin
 	spec.Env = append(append(spec.Env, inv.Env...), c.env...)
 	spec.TempRoot = filepath.Join(c.a.cfg.StateDir, "tmp")
-	if c.at.Confine != nil {
-		spec.Confine = c.at.Confine(cs.s.kind, spec.Env)
-	}
-	c.cur.confined = spec.Confine
 	c.cur.watcher = cs.s.rules.Watcher(agent.WatchOptions{Phase: c.name, Structured: c.a.cfg.Structured(),
 		NetworkStall: time.Duration(c.a.cfg.NetworkStallSec) * time.Second, Linger: c.a.opts.Linger,
 		RateLimitCap: n.RateLimitCap, RateLimitWaited: n.RateLimitWaited, OnSession: onSession})
 	spec.Watch = c.cur.watcher
+	if c.at.Confine != nil {
+		spec.Confine = c.at.Confine(cs.s.kind, spec.Env)
+	}
+	if spec.Confine != nil {
+		// The watch hears what the proxy sees of the call's hosts: a call
+		// that cannot reach any is stopped at once, not left to the CLI's
+		// own silent retries.
+		w := c.cur.watcher
+		confined := *spec.Confine
+		confined.Reached = func(hostport string, err error) { w.Reached(hostport, err, confine.NoRoute(err)) }
+		spec.Confine = &confined
+	}
+	c.cur.confined = spec.Confine
 	c.files.Attach(&spec, n.N)
 	c.a.launch.wait(c.ctx, cs.s.kind)
 	c.cur.launched = true

@@ -278,7 +278,7 @@ func (c *Checks) Run(ctx context.Context, task int, stage Stage, round int) (Res
 		if !r.Passed() {
 			level = slog.LevelWarn
 		}
-		c.log.Log(ctx, level, "check "+r.Outcome(), "task", task, "stage", stage, "round", round, "command", cmd,
+		c.log.Log(ctx, level, "check "+r.Outcome(), phase.TaskAttr(task), "stage", stage, "round", round, "command", cmd,
 			"duration", r.Duration.Round(time.Millisecond), "last_line", r.LastLine())
 	}
 	return results, nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,7 +41,10 @@ const (
 //
 //	key         TOML name (dotted for a key in a table); the variable is PEAL_
 //	            and the key upper-cased, dots becoming underscores
-//	flag        flag name when it is not the key with dashes; "-" for none
+//	flag        flag name when it is not the key with dashes, or its first
+//	            words (--plan for plan_path); "-" for none
+//	wasflag     an old name of the flag, still taken, with a warning that
+//	            names the new one: one name per setting in every layer
 //	kind        path, commands, args, severities or loglevel when the Go type
 //	            alone does not tell; a number named *_sec is in seconds,
 //	            bounded by MaxSeconds
@@ -84,8 +88,8 @@ type Config struct {
 	OnStetFail                 StetFailAction   `key:"on_stet_fail" enum:"@on_stet_fail" default:"fail" help:"What a failed stet call does"`
 	StetPath                   string           `key:"stet_path" kind:"path" help:"stet executable (unset: stet on PATH)"`
 	StetStartRef               string           `key:"stet_start_ref" placeholder:"REF" help:"No effect (a warning): each task's review session starts at the commit before the task"`
-	StetStartExtraArgs         []string         `key:"stet_start_extra_args" flag:"stet-start-args" kind:"args" help:"Extra arguments of stet start (comma or space separated)"`
-	StetRunExtraArgs           []string         `key:"stet_run_extra_args" flag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated); --stream, --json and --output are dropped with a warning"`
+	StetStartExtraArgs         []string         `key:"stet_start_extra_args" wasflag:"stet-start-args" kind:"args" help:"Extra arguments of stet start (comma or space separated)"`
+	StetRunExtraArgs           []string         `key:"stet_run_extra_args" wasflag:"stet-run-args" kind:"args" help:"Extra arguments of stet run (comma or space separated); --stream, --json and --output are dropped with a warning"`
 	StetCommands               []string         `key:"stet_commands" flag:"-" kind:"commands" help:"Custom review commands replacing the built-in stet sequence"`
 	StetDisableLLMTriage       bool             `key:"stet_disable_llm_triage" default:"false" help:"Dismiss findings by stet_dismiss_patterns instead of asking the agent"`
 	StetDismissPatterns        []DismissPattern `key:"stet_dismiss_patterns" flag:"-" help:"Findings to dismiss when LLM triage is disabled"`
@@ -100,7 +104,7 @@ type Config struct {
 	RunSummaryPath             string           `key:"run_summary_path" kind:"path" defaultdoc:"{state_dir}/run_summary.json" help:"Where the run summary is written"`
 	CommitAfterPhase2          bool             `key:"commit_after_phase2" default:"false" help:"git add -A and commit after each successful execute (with stet: always)"`
 	LogLevel                   string           `key:"log_level" kind:"loglevel" default:"info" help:"Level of the log on stderr (log_file gets every level): debug, info, warn, error, off, or directives such as peal=trace,warn"`
-	LogFormat                  LogFormat        `key:"log_format" enum:"@log_format" default:"auto" help:"Form of the log on stderr: human (a short line a record, as wide as the terminal: time, level, task, event; log_file keeps the details), logfmt (key=value lines), json (one object a line) or auto (human when stderr is a terminal, else logfmt)"`
+	LogFormat                  LogFormat        `key:"log_format" enum:"@log_format" default:"auto" help:"Form of the log on stderr: human (a record a line for a person: time, level, task, event, fields; a record wider than the terminal goes on over indented lines, nothing cut), logfmt (key=value lines), json (one object a line) or auto (human when stderr is a terminal, else logfmt)"`
 	LogFile                    string           `key:"log_file" kind:"path" help:"File that JSON log lines of every level (debug included) are appended to"`
 	ReportStepSummary          StepSummary      `key:"report_step_summary" enum:"@report_step_summary" default:"auto" help:"Whether peal report also appends its Markdown summary to the file $GITHUB_STEP_SUMMARY names, when that variable is set (auto: when CI=true)"`
 	AgentLogDir                string           `key:"agent_log_dir" kind:"path" help:"Folder that gets the whole stdout and stderr of every agent call attempt, one file each (unset: off)"`
@@ -140,7 +144,7 @@ type Config struct {
 	ConfineNetworkNamespace    bool             `key:"confine_network_namespace" default:"false" help:"Give each confined call a network namespace of its own (loopback only, peal's proxy inside) where the system allows one: no route out but the proxy even for a program that bypasses the connect supervisor; costs about 1 ms a call"`
 	ConfineUnixSockets         []string         `key:"confine_unix_sockets" help:"UNIX sockets (or folders of them) a confined call may connect to besides those in what it may write, where peal decides the calls' connections (full paths, ~ for the home folder; comma separated)"`
 	EscalationEnabled          bool             `key:"escalation.enabled" flag:"escalation" default:"false" help:"Escalate models on retried tickets and skip exhausted ones"`
-	EscalationMaxRetries       uint32           `key:"escalation.max_retries" flag:"max-retries" default:"3" help:"Blocked attempts after which a ticket is skipped"`
+	EscalationMaxRetries       uint32           `key:"escalation.max_retries" wasflag:"max-retries" default:"3" help:"Blocked attempts after which a ticket is skipped"`
 	EscalationFixer            string           `key:"escalation.fixer" placeholder:"MODEL" help:"Model of address calls from attempt 2 (unset: the base model)"`
 	EscalationSecondOpinion    string           `key:"escalation.reviewer_second_opinion" placeholder:"MODEL" help:"Model of triage calls from attempt 3 (unset: the base model)"`
 	EscalationWorker           string           `key:"escalation.worker" placeholder:"MODEL" help:"Model of plan and execute calls from attempt 3 (unset: the base model)"`
@@ -185,6 +189,9 @@ type Inputs struct {
 	Env []string
 	// ConfigPath is the --config argument ("" when not given).
 	ConfigPath string
+	// OldFlags are the old names of flags given on the command line
+	// (Key.OldFlag), each warned of once.
+	OldFlags []string
 	// DefaultRepo stands in for repo_path when no layer sets it (the
 	// retry-state commands: the working folder), for the ticketflow settings
 	// and the store; "" leaves repo_path unset.
@@ -225,6 +232,7 @@ func Load(in Inputs) (*Config, error) {
 		}
 	}
 	cfg := &Config{ConfigPath: in.ConfigPath, Sources: map[string]Source{}, Warnings: append(warnings, unknownVariables(in.Env)...)}
+	cfg.Warnings = append(cfg.Warnings, oldFlags(in.OldFlags)...)
 	rv := reflect.ValueOf(cfg).Elem()
 	for _, k := range Keys {
 		cfg.Sources[k.Name] = SourceDefault // unset keys are default too
@@ -246,6 +254,18 @@ func Load(in Inputs) (*Config, error) {
 		cfg.Sources["run_summary_path"] = SourceDefault
 	}
 	return cfg, nil
+}
+
+// oldFlags are the warnings for the old flag names given: each once,
+// naming the flag that replaced it.
+func oldFlags(given []string) []string {
+	var out []string
+	for _, k := range Keys {
+		if k.OldFlag != "" && slices.Contains(given, k.OldFlag) {
+			out = append(out, fmt.Sprintf("--%s is the old name of --%s (%s, %s): it still works; use --%s", k.OldFlag, k.Flag, k.Name, k.Env(), k.Flag))
+		}
+	}
+	return out
 }
 
 // pealLogEnv is the variable Peal read its log filter from, above every

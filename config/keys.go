@@ -63,8 +63,11 @@ var enumLists = map[string]func() []string{
 // Key describes one configuration key: its names in every layer, its type,
 // its default and its help. Keys are derived from the fields of Config.
 type Key struct {
-	Name     string       // TOML key (dotted inside a table)
-	Flag     string       // flag name without dashes; "" when the key has no flag
+	Name string // TOML key (dotted inside a table)
+	Flag string // flag name without dashes; "" when the key has no flag
+	// OldFlag is an old name of the flag, without dashes, still taken
+	// with a warning; "" for none.
+	OldFlag  string
 	Field    string       // name of the Config field holding the value
 	GoType   reflect.Type // type of that field
 	Kind     Kind
@@ -194,6 +197,7 @@ func keyOf(f reflect.StructField, name string) (Key, error) {
 	k := Key{Name: name, Field: f.Name, GoType: f.Type, Help: tag.Get("help"), DefaultDoc: tag.Get("defaultdoc"),
 		placeholder: tag.Get("placeholder")}
 	_, k.Required = tag.Lookup("required")
+	k.OldFlag = tag.Get("wasflag")
 	switch flag, ok := tag.Lookup("flag"); {
 	case flag == "-":
 	case ok:

@@ -352,3 +352,28 @@ func TestQuoteBounded(t *testing.T) {
 		t.Fatalf("escape not shown quoted: %q", err)
 	}
 }
+
+// TestOneNamePerSetting: a key's flag is its name written as a flag, or
+// its first words (--plan for plan_path, --check-command once per item of
+// check_commands), so that the flag, the key, its variable and every
+// message name a setting with the same words; an old flag name is kept
+// apart, hidden, and never a name of another key.
+func TestOneNamePerSetting(t *testing.T) {
+	t.Parallel()
+	flags := map[string]string{}
+	for _, k := range Keys {
+		if k.Flag == "" {
+			continue
+		}
+		dashed := strings.NewReplacer("_", "-", ".", "-").Replace(k.Name)
+		if k.Flag != dashed && !strings.HasPrefix(dashed, k.Flag+"-") && dashed != k.Flag+"s" {
+			t.Errorf("%s: flag --%s is not its name (--%s) nor its first words", k.Name, k.Flag, dashed)
+		}
+		for _, f := range []string{k.Flag, k.OldFlag} {
+			if other, taken := flags[f]; f != "" && taken {
+				t.Errorf("--%s names both %s and %s", f, other, k.Name)
+			}
+			flags[f] = k.Name
+		}
+	}
+}

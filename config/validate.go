@@ -214,6 +214,18 @@ func (c *Config) ticketIn(knowledge string) bool {
 	return err == nil && info.IsDir()
 }
 
+// ResolvePaths makes every path key absolute, as a run reads it (relative
+// to the working folder), and resolves the retry-state store: what the
+// commands that need no plan (`peal doctor`, `peal config`) do before they
+// probe or describe what a run would do, so that they take every path form
+// a run takes (".peal", "--repo ."). It checks nothing else.
+func (c *Config) ResolvePaths() error {
+	if err := c.absolutePaths(); err != nil {
+		return err
+	}
+	return c.ResolveStore()
+}
+
 // absolutePaths makes every path key absolute, relative to the working
 // folder as documented: children run in the repository, so a relative path
 // (a stet_path of tools/stet) would otherwise be looked up there instead.

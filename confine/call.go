@@ -29,6 +29,11 @@ type Call struct {
 	// own that reaches only Allow, and its environment points at it.
 	Proxy *Proxy
 	Allow Allow
+	// Reached, when set, hears of each connection the proxy makes for the
+	// call to a host of Allow (err nil), or fails to make: what the call's
+	// watcher needs to tell a call that cannot reach its API from one that
+	// is slow.
+	Reached func(hostport string, err error)
 	// Support, when set, is what the call may use of what this machine
 	// enforces, in Probe's place: less than Probe finds (a test of a
 	// fallback), never more.
@@ -75,7 +80,7 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 	}
 	l := &Launch{}
 	if c.Proxy != nil {
-		ep, err := c.Proxy.Open(id, c.Allow)
+		ep, err := c.Proxy.OpenReached(id, c.Allow, c.Reached)
 		if err != nil {
 			return nil, err
 		}

@@ -74,7 +74,10 @@ const (
 )
 
 // String is the one line that says what is enforced and what is not.
-func (s Support) String() string {
+func (s Support) String() string { return strings.Join(s.Parts(), "; ") }
+
+// Parts say what is enforced and what is not, a thing each.
+func (s Support) Parts() []string {
 	var parts []string
 	switch {
 	case s.TCP:
@@ -97,7 +100,7 @@ func (s Support) String() string {
 	if why := s.directPath(); why != "" {
 		parts = append(parts, "a call that ignores the proxy variables "+why)
 	}
-	return strings.Join(parts, "; ")
+	return parts
 }
 
 // namespaces says what holds a call's processes and network.

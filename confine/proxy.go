@@ -139,8 +139,11 @@ type Endpoint struct {
 	p     *Proxy
 	call  string
 	allow Allow
-	ln    net.Listener
-	srv   *http.Server
+	// reached hears of each tunnel to a host on the allow list: made, or
+	// not (Call.Reached).
+	reached func(hostport string, err error)
+	ln      net.Listener
+	srv     *http.Server
 
 	mu      sync.Mutex
 	closed  bool
@@ -149,11 +152,17 @@ type Endpoint struct {
 
 // Open starts call's endpoint on a free port of 127.0.0.1.
 func (p *Proxy) Open(call string, allow Allow) (*Endpoint, error) {
+	return p.OpenReached(call, allow, nil)
+}
+
+// OpenReached is Open, with reached told of each connection to a host of
+// allow, made or not (nil: none).
+func (p *Proxy) OpenReached(call string, allow Allow, reached func(hostport string, err error)) (*Endpoint, error) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("confine: proxy: %w", err)
 	}
-	e := &Endpoint{p: p, call: call, allow: allow, ln: ln, tunnels: map[net.Conn]struct{}{}}
+	e := &Endpoint{p: p, call: call, allow: allow, ln: ln, tunnels: map[net.Conn]struct{}{}, reached: reached}
 	e.srv = &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -249,6 +258,7 @@ func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	up, err := e.p.dial(r.Context(), hostport)
+	e.upstream(hostport, err)
 	if err != nil {
 		http.Error(w, "peal's proxy could not reach "+hostport+": "+err.Error(), http.StatusBadGateway)
 		return

@@ -3,7 +3,9 @@ package confine
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -185,6 +187,53 @@ func TestProxyUnreachable(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 502 || !strings.HasPrefix(string(body), "peal's proxy could not reach "+closed+": ") {
 		t.Errorf("answered %s: %q", resp.Status, body)
+	}
+}
+
+// TestProxyTellsWhatItReached: the endpoint tells its call of each
+// connection to a host of its list, made or not; a name that does not
+// resolve is no route at all, a refused connection is not.
+func TestProxyTellsWhatItReached(t *testing.T) {
+	echo := echoServer(t)
+	l, _ := net.Listen("tcp4", "127.0.0.1:0")
+	closed := l.Addr().String()
+	l.Close()
+	p := NewProxy(nil)
+	// No DNS here: every name fails to resolve, as on a machine without
+	// a network, and nothing leaves the machine.
+	p.dialer.Resolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no DNS server here")
+	}}
+	a, err := ParseAllow(KeyNetworkAllow, echo, closed, "api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var told []string
+	ep, err := p.OpenReached("c1", a, func(hostport string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		how := "reached"
+		switch {
+		case err != nil && NoRoute(err):
+			how = "no route"
+		case err != nil:
+			how = "failed"
+		}
+		told = append(told, hostport+" "+how)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	for _, target := range []string{echo, closed, "api.example.com:443"} {
+		dialConnect(t, ep, target, "")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{echo + " reached", closed + " failed", "api.example.com:443 no route"}
+	if !slices.Equal(told, want) {
+		t.Fatalf("told %q, want %q", told, want)
 	}
 }
 

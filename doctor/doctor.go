@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"peal/agent"
@@ -25,6 +24,9 @@ type Line struct {
 	Name   string
 	Status string // OK, Warn or Fail
 	Detail string
+	// Items are what Detail lists, a thing each (a path, a host), for a
+	// line of their own each.
+	Items []string
 }
 
 // Statuses of a Line.
@@ -60,18 +62,18 @@ func Check(ctx context.Context, cfg *config.Config, env []string) []Line {
 	for _, w := range wants {
 		k, err := agent.Lookup(w.kind)
 		if err != nil {
-			lines = append(lines, Line{w.role + " kind", Fail, err.Error()})
+			lines = append(lines, Line{w.role + " kind", Fail, err.Error(), nil})
 			continue
 		}
 		name := fmt.Sprintf("%s (%s)", w.role, k.Name)
 		path, err := config.ResolveCommand(w.cmd)
 		if err != nil {
-			lines = append(lines, Line{name + " binary", Fail, fmt.Sprintf("%q %v: install the %s CLI or set agent_cmd", w.cmd, err, k.Name)})
+			lines = append(lines, Line{name + " binary", Fail, fmt.Sprintf("%q %v: install the %s CLI or set agent_cmd", w.cmd, err, k.Name), nil})
 			continue
 		}
-		lines = append(lines, Line{name + " binary", OK, path})
+		lines = append(lines, Line{name + " binary", OK, path, nil})
 		if cerr != nil {
-			lines = append(lines, Line{name + " version and login", Fail, "not checked: the confinement cannot be set up: " + cerr.Error()})
+			lines = append(lines, Line{name + " version and login", Fail, "not checked: the confinement cannot be set up: " + cerr.Error(), nil})
 			continue
 		}
 		prepare := confined.prepare(k)
@@ -79,11 +81,20 @@ func Check(ctx context.Context, cfg *config.Config, env []string) []Line {
 		st := k.CheckAuth(ctx, path, dir, env, prepare)
 		switch {
 		case st.OK:
-			lines = append(lines, Line{name + " login", OK, st.Detail})
+			lines = append(lines, Line{name + " login", OK, st.Detail, nil})
+		case st.Err != nil:
+			// Why it could not run is the one thing to fix: a login
+			// hint would send the person after credentials instead.
+			status := Warn
+			if k.Auth.BeforeRun {
+				status = Fail
+			}
+			lines = append(lines, Line{name + " login", status, st.Detail, nil})
 		case st.Known || (k.Auth.BeforeRun && !st.Unclear):
-			lines = append(lines, Line{name + " login", Fail, st.Detail + "; " + k.Auth.LoginHint})
+			// What the check found, then what to do, a line each.
+			lines = append(lines, Line{name + " login", Fail, st.Detail, []string{k.Auth.LoginHint}})
 		default:
-			lines = append(lines, Line{name + " login", Warn, st.Detail})
+			lines = append(lines, Line{name + " login", Warn, st.Detail, nil})
 		}
 	}
 	lines = append(lines, stetLine(cfg))
@@ -91,20 +102,24 @@ func Check(ctx context.Context, cfg *config.Config, env []string) []Line {
 }
 
 // confinementLines are what the confinement of cfg gives each kind of call
-// here: a failure when confine = on cannot be enforced, a warning when
-// auto cannot enforce files.
+// here, a line a section with its items: a failure when confine = on
+// cannot be enforced, a warning when auto cannot enforce files.
 func confinementLines(cfg *config.Config) []Line {
 	d, err := policy.Describe(cfg)
 	if err != nil {
-		return []Line{{"confinement", Fail, err.Error()}}
+		return []Line{{"confinement", Fail, err.Error(), nil}}
 	}
 	status := OK
 	if !d.Off && !d.Support.Files {
 		status = Warn
 	}
-	out := []Line{{"confinement", status, d.Lines[0]}}
-	for _, l := range d.Lines[1:] {
-		out = append(out, Line{"confinement", OK, l})
+	var out []Line
+	for i, sec := range d.Sections {
+		st := OK
+		if i == 0 {
+			st = status
+		}
+		out = append(out, Line{"confinement", st, sec.Head, sec.Items})
 	}
 	return out
 }
@@ -167,29 +182,29 @@ func version(ctx context.Context, name string, k *agent.Kind, path, dir string, 
 		err = phase.CheckExit(res)
 	}
 	if err != nil {
-		return Line{name + " version", Fail, err.Error()}
+		return Line{name + " version", Fail, err.Error(), nil}
 	}
 	v := text.LastMeaningful(res.Stdout)
 	if v == "" {
 		v = text.LastMeaningful(res.Stderr)
 	}
-	return Line{name + " version", OK, v}
+	return Line{name + " version", OK, v, nil}
 }
 
 // stetLine says how Phase 3 would review, as a run would resolve it.
 func stetLine(cfg *config.Config) Line {
 	switch {
 	case len(cfg.StetCommands) > 0:
-		return Line{"stet", OK, "custom review commands: " + strings.Join(cfg.StetCommands, "; ")}
+		return Line{"stet", OK, "custom review commands", cfg.StetCommands}
 	case cfg.StetPath != "":
 		if !review.Executable(cfg.StetPath) {
-			return Line{"stet", Fail, fmt.Sprintf("stet_path %s is not an executable file: a run would skip Phase 3", cfg.StetPath)}
+			return Line{"stet", Fail, fmt.Sprintf("stet_path %s is not an executable file: a run would skip Phase 3", cfg.StetPath), nil}
 		}
-		return Line{"stet", OK, cfg.StetPath}
+		return Line{"stet", OK, cfg.StetPath, nil}
 	}
 	p, err := config.ResolveCommand("stet")
 	if err != nil {
-		return Line{"stet", Warn, "stet is not on PATH: runs skip Phase 3 (review)"}
+		return Line{"stet", Warn, "stet is not on PATH: runs skip Phase 3 (review)", nil}
 	}
-	return Line{"stet", OK, p}
+	return Line{"stet", OK, p, nil}
 }

@@ -3,6 +3,7 @@ package phase
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,12 +17,46 @@ type StartError struct {
 }
 
 func (e *StartError) Error() string {
+	var nul *NULError
+	if errors.As(e.Err, &nul) {
+		return fmt.Sprintf("cannot start %s: %v", e.Program, nul)
+	}
 	if errors.Is(e.Err, syscall.E2BIG) {
 		return fmt.Sprintf("cannot start %s: its arguments (the prompt is the last one) are longer than the system allows for one command", e.Program)
 	}
 	return fmt.Sprintf("cannot start %s: %v", e.Program, e.Err)
 }
 func (e *StartError) Unwrap() error { return e.Err }
+
+// NULError: an argument or a variable of a command holds a NUL byte, which
+// the system cannot pass to a program (it ends a C string): the command
+// never starts. It says which, rather than the system's "invalid argument".
+type NULError struct {
+	What string // "argument 3", "variable GIT_X"
+}
+
+func (e *NULError) Error() string {
+	return e.What + " holds a NUL byte, which no program can be given"
+}
+
+func (e *NULError) Unwrap() error { return syscall.EINVAL }
+
+// nulIn is the argument or variable of argv and env that holds a NUL byte
+// (nil: none).
+func nulIn(argv, env []string) *NULError {
+	for i, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return &NULError{What: fmt.Sprintf("argument %d", i)}
+		}
+	}
+	for _, kv := range env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			name, _, _ := strings.Cut(kv, "=")
+			return &NULError{What: "variable " + strings.ReplaceAll(name, "\x00", `\x00`)}
+		}
+	}
+	return nil
+}
 
 // InterruptedError: the run was cancelled (a signal) while the call ran
 // or waited; the child's group has been stopped.

@@ -3,6 +3,7 @@ package phase
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -391,18 +392,28 @@ func TestStartedSince(t *testing.T) {
 // returns what the guard printed once it has seen peal's end.
 func runGuard(t *testing.T, dead string, count int32, groups ...int32) string {
 	t.Helper()
+	return runGuardNoted(t, dead, nil, count, groups...)
+}
+
+// runGuardNoted is runGuard with a kill note, written by note into the
+// shared memory (nil: none).
+func runGuardNoted(t *testing.T, dead string, note func([]byte), count int32, groups ...int32) string {
+	t.Helper()
 	fd, err := unix.MemfdCreate("guard-test", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mem := os.NewFile(uintptr(fd), "guard-test")
 	defer mem.Close()
-	if err := mem.Truncate(guardSlots * 4); err != nil {
+	if err := mem.Truncate(sharedSize); err != nil {
 		t.Fatal(err)
 	}
-	table, err := mapTable(fd, unix.PROT_READ|unix.PROT_WRITE)
+	table, shared, err := mapShared(fd, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if note != nil {
+		note(shared)
 	}
 	table[0] = count
 	copy(table[1:], groups)
@@ -480,6 +491,52 @@ func TestGuardOfACleanExitStopsNothing(t *testing.T) {
 	}
 	if !procs.Alive(cmd.Process.Pid) {
 		t.Fatal("the guard of a clean exit searched and killed")
+	}
+}
+
+// TestGuardKillNote: a guard whose peal died with calls under way appends
+// the note's line, with the time it saw peal die, to the file the note
+// named, once; to no file put in its place since, and to none when no call
+// was under way.
+func TestGuardKillNote(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record.jsonl")
+	if err := os.WriteFile(record, []byte("{\"ev\":\"call_start\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	note := func(n []byte) { putKillNote(n, record, `{"ev":"killed","t":"`, "\"}\n") }
+	before := time.Now()
+	runGuardNoted(t, "999999996", note, 1)
+	data, _ := os.ReadFile(record)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("record:\n%s", data)
+	}
+	var ev struct {
+		Ev string    `json:"ev"`
+		T  time.Time `json:"t"`
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &ev); err != nil || ev.Ev != "killed" || ev.T.Before(before.Add(-time.Second)) {
+		t.Fatalf("the note's line %q: %+v, %v", lines[1], ev, err)
+	}
+	// A file put in its place since is not the one noted.
+	os.Rename(record, record+".prev")
+	os.WriteFile(record, nil, 0o600)
+	other := func(n []byte) {
+		putKillNote(n, record+".prev", `{"ev":"killed","t":"`, "\"}\n") // noted while it was there
+		os.Rename(record+".prev", record+".old")
+		os.WriteFile(record+".prev", nil, 0o600)
+	}
+	runGuardNoted(t, "999999996", other, 1)
+	if data, _ := os.ReadFile(record + ".prev"); len(data) != 0 {
+		t.Fatalf("written to a file put in the noted one's place: %q", data)
+	}
+	// No call under way: nothing to note.
+	os.WriteFile(record, nil, 0o600)
+	runGuardNoted(t, "999999996", note, 0)
+	if data, _ := os.ReadFile(record); len(data) != 0 {
+		t.Fatalf("a note without a call under way: %q", data)
 	}
 }
 

@@ -2,6 +2,7 @@ package phase
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +45,16 @@ const guardEnv = "PEAL_GUARD_OF"
 // calls at once than slots is harmless: the search by call id finds them.
 const guardSlots = 1024
 
+// noteBytes is the size of the kill note (NoteKill) that follows the table
+// in the shared memory: a sequence number (odd while peal writes the
+// note), the device and inode of the file, the lengths of its path and of
+// the bytes before and after the time, then those three.
+const (
+	noteBytes  = 4096
+	noteHeader = 32
+	sharedSize = guardSlots*4 + noteBytes
+)
+
 func init() {
 	if pid := os.Getenv(guardEnv); pid != "" {
 		os.Exit(guardMain(pid))
@@ -55,8 +67,9 @@ func guardMain(pealPID string) int {
 	// Signals meant for peal's terminal or group are not for the guard: it
 	// lives in a group of its own and ends on EOF alone.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
-	table, err := mapTable(3, unix.PROT_READ)
+	table, note, err := mapShared(3, unix.PROT_READ)
 	io.Copy(io.Discard, os.Stdin)
+	died := time.Now()
 	if err != nil {
 		table = nil // no table: search as if calls were under way
 	}
@@ -73,16 +86,85 @@ func guardMain(pealPID string) int {
 	if killed > 0 {
 		fmt.Fprintf(os.Stderr, "peal: peal (pid %s) died while calls ran; its guard stopped %d process(es) they had started\n", pealPID, killed)
 	}
+	writeKillNote(note, died)
 	return 0
 }
 
-// mapTable maps the shared table of file descriptor fd.
-func mapTable(fd, prot int) ([]int32, error) {
-	mem, err := unix.Mmap(fd, 0, guardSlots*4, prot, unix.MAP_SHARED)
+// mapShared maps the memory peal shares with its guard (file descriptor
+// fd): the table, and the kill note after it.
+func mapShared(fd, prot int) ([]int32, []byte, error) {
+	mem, err := unix.Mmap(fd, 0, sharedSize, prot, unix.MAP_SHARED)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return unsafe.Slice((*int32)(unsafe.Pointer(&mem[0])), guardSlots), nil
+	return unsafe.Slice((*int32)(unsafe.Pointer(&mem[0])), guardSlots), mem[guardSlots*4:], nil
+}
+
+// noteSeq is the sequence number at the start of the note.
+func noteSeq(note []byte) *uint32 { return (*uint32)(unsafe.Pointer(&note[0])) }
+
+// noteKill writes the kill note into the shared memory (see NoteKill); a
+// note that does not fit, or whose file cannot be found, is none.
+func noteKill(path, before, after string) {
+	if path == "" && guard.table == nil {
+		return
+	}
+	guard.once.Do(startGuard)
+	if guard.note == nil {
+		return
+	}
+	guard.mu.Lock()
+	defer guard.mu.Unlock()
+	putKillNote(guard.note, path, before, after)
+}
+
+// putKillNote writes the note of NoteKill into n, the shared memory's.
+func putKillNote(n []byte, path, before, after string) {
+	var st unix.Stat_t
+	size := noteHeader + len(path) + len(before) + len(after)
+	if path != "" && (size > noteBytes || len(path) > 0xffff || len(before) > 0xffff || len(after) > 0xffff || unix.Stat(path, &st) != nil) {
+		path = ""
+	}
+	seq := noteSeq(n)
+	atomic.AddUint32(seq, 1) // odd: a note half written is none
+	clear(n[8:noteHeader])
+	if path != "" {
+		binary.NativeEndian.PutUint64(n[8:], uint64(st.Dev))
+		binary.NativeEndian.PutUint64(n[16:], st.Ino)
+		binary.NativeEndian.PutUint16(n[24:], uint16(len(path)))
+		binary.NativeEndian.PutUint16(n[26:], uint16(len(before)))
+		binary.NativeEndian.PutUint16(n[28:], uint16(len(after)))
+		copy(n[noteHeader:], path+before+after)
+	}
+	atomic.AddUint32(seq, 1)
+}
+
+// writeKillNote is the guard's side: once peal died (at died) with calls
+// under way, it appends the note's line to the file the note names, when
+// that file is still the one peal named (same device and inode, whatever
+// its name now) and no link.
+func writeKillNote(note []byte, died time.Time) {
+	if len(note) < noteHeader || atomic.LoadUint32(noteSeq(note))%2 != 0 {
+		return
+	}
+	pathLen, beforeLen, afterLen := int(binary.NativeEndian.Uint16(note[24:])), int(binary.NativeEndian.Uint16(note[26:])), int(binary.NativeEndian.Uint16(note[28:]))
+	if pathLen == 0 || noteHeader+pathLen+beforeLen+afterLen > len(note) {
+		return
+	}
+	rest := note[noteHeader:]
+	path, before, after := string(rest[:pathLen]), rest[pathLen:pathLen+beforeLen], rest[pathLen+beforeLen:pathLen+beforeLen+afterLen]
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
+		uint64(st.Dev) != binary.NativeEndian.Uint64(note[8:]) || st.Ino != binary.NativeEndian.Uint64(note[16:]) {
+		return
+	}
+	line := append(append(append([]byte(nil), before...), died.UTC().Format(time.RFC3339Nano)...), after...)
+	unix.Write(fd, line)
 }
 
 // guardKill SIGKILLs the groups, then every process whose call id was given
@@ -133,6 +215,8 @@ var guard struct {
 	once  sync.Once
 	pipe  *os.File
 	table []int32
+	note  []byte     // the kill note (NoteKill)
+	mu    sync.Mutex // NoteKill's writers
 }
 
 // guardStarting records, starting the guard on first use, that a child is
@@ -187,10 +271,10 @@ func startGuard() {
 	}
 	mem := os.NewFile(uintptr(fd), "peal-guard")
 	defer mem.Close()
-	if err := mem.Truncate(guardSlots * 4); err != nil {
+	if err := mem.Truncate(sharedSize); err != nil {
 		return
 	}
-	table, err := mapTable(fd, unix.PROT_READ|unix.PROT_WRITE)
+	table, note, err := mapShared(fd, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		return
 	}
@@ -208,6 +292,6 @@ func startGuard() {
 		w.Close()
 		return
 	}
-	guard.pipe, guard.table = w, table
+	guard.pipe, guard.table, guard.note = w, table, note
 	go cmd.Wait() // reaps it should it die before peal
 }

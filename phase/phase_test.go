@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,6 +135,25 @@ func TestRunStartError(t *testing.T) {
 	var se *StartError
 	if !errors.As(err, &se) {
 		t.Fatalf("err = %v, want *StartError", err)
+	}
+}
+
+// TestNULArgumentNamed: an argument or a variable holding a NUL byte is
+// said as such, not as the system's "invalid argument", and nothing runs.
+func TestNULArgumentNamed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		argv, env []string
+		want      string
+	}{
+		{[]string{"/bin/echo", "ok", "a\x00b"}, nil, "cannot start /bin/echo: argument 2 holds a NUL byte, which no program can be given"},
+		{[]string{"/bin/echo"}, []string{"X=a\x00b"}, "cannot start /bin/echo: variable X holds a NUL byte, which no program can be given"},
+	} {
+		_, err := Run(context.Background(), Spec{Phase: "git", Argv: tc.argv, Env: tc.env, Timeout: time.Minute, KillGrace: time.Second})
+		var se *StartError
+		if !errors.As(err, &se) || err.Error() != tc.want || !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%q: %v, want %q", tc.argv, err, tc.want)
+		}
 	}
 }
 

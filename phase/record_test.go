@@ -138,3 +138,25 @@ func TestBookkeepingAtDebug(t *testing.T) {
 		t.Fatalf("an agent call is not logged at info: %q", buf.String())
 	}
 }
+
+// TestAttemptWords: an attempt reads as a person counts it; one past the
+// call's own count is a network retry of its own budget, never "attempt 2
+// of 1".
+func TestAttemptWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a    Attempt
+		want string
+	}{
+		{Attempt{N: 1, Of: 1}, "attempt 1 of 1"},
+		{Attempt{N: 1, Of: 3, Allowed: 1, Network: 2, Counted: 1}, "attempt 1 of 1, +2 on network failures"},
+		{Attempt{N: 2, Of: 3, Allowed: 1, Network: 2, Counted: 2}, "attempt 2: network retry 1 of 2"},
+		{Attempt{N: 3, Of: 4, Allowed: 2, Network: 2, Counted: 3}, "attempt 3: network retry 1 of 2"},
+		{Attempt{N: 4, Of: 4, Allowed: 1, Network: 2, Counted: 2}, "attempt 2: network retry 1 of 2 (+2 not counted)"},
+		{Attempt{N: 2, Of: 3, Allowed: 2, Network: 1, Counted: 2}, "attempt 2 of 2, +1 on network failures"},
+	} {
+		if got := tc.a.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.a, got, tc.want)
+		}
+	}
+}

@@ -159,8 +159,10 @@ type Attempt struct {
 
 // String is the attempt as a person reads it: "attempt 2 of 2" or, when
 // network failures have a budget of their own, "attempt 2 of 2, +2 on
-// network failures"; attempts that did not count (after a wait on a rate
-// limit, for instance) are added: "attempt 1 of 2 (+3 not counted)".
+// network failures", and an attempt past the call's own count is one of
+// those: "attempt 3: network retry 1 of 2"; attempts that did not count
+// (after a wait on a rate limit, for instance) are added: "attempt 1 of 2
+// (+3 not counted)".
 func (a Attempt) String() string {
 	allowed := a.Allowed
 	if allowed == 0 {
@@ -170,9 +172,17 @@ func (a Attempt) String() string {
 	if a.Counted > 0 {
 		n = a.Counted
 	}
-	s := fmt.Sprintf("attempt %d of %d", n, allowed)
-	if a.Network > 0 {
-		s += fmt.Sprintf(", +%d on network failures", a.Network)
+	var s string
+	switch {
+	case n > allowed && a.Network > 0:
+		s = fmt.Sprintf("attempt %d: network retry %d of %d", n, n-allowed, a.Network)
+	case n > allowed:
+		s = fmt.Sprintf("attempt %d", n) // never "attempt 3 of 2"
+	default:
+		s = fmt.Sprintf("attempt %d of %d", n, allowed)
+		if a.Network > 0 {
+			s += fmt.Sprintf(", +%d on network failures", a.Network)
+		}
 	}
 	if a.Counted > 0 && a.N > a.Counted {
 		s += fmt.Sprintf(" (+%d not counted)", a.N-a.Counted)

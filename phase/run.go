@@ -29,6 +29,15 @@ const MaxCapture = 10 << 20
 // session calls, git, post-run commands). Task indices start at 0.
 const NoTask = -1
 
+// TaskAttr is the log attribute that names task: none for NoTask, so that
+// a log never speaks of a "task -1".
+func TaskAttr(task int) slog.Attr {
+	if task == NoTask {
+		return slog.Attr{}
+	}
+	return slog.Int("task", task)
+}
+
 // Spec describes one child process.
 type Spec struct {
 	Phase Name     // plan, execute, address, triage, normalize, stet, git, post-run
@@ -189,6 +198,9 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	fail := func(err error) (*call, error) {
 		c.release()
 		return nil, &StartError{Program: spec.Argv[0], Err: err}
+	}
+	if nul := nulIn(spec.Argv, spec.Env); nul != nil {
+		return fail(nul) // the system would only say "invalid argument"
 	}
 	var err error
 	if c.out, err = newStreams(spec); err != nil {

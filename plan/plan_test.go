@@ -194,3 +194,19 @@ func FuzzParsePlan(f *testing.F) {
 		}
 	})
 }
+
+// TestPromptWithWhatToBuild: the description of what to build goes in the
+// prompt between fence lines, before the last line; without one the prompt
+// is the format alone.
+func TestPromptWithWhatToBuild(t *testing.T) {
+	t.Parallel()
+	if Prompt("  \n") != FormatPrompt || !strings.HasSuffix(FormatPrompt, "Reply with the plan only, in this format.\n") {
+		t.Fatalf("the prompt without a description:\n%s", Prompt(""))
+	}
+	p := Prompt("\nA CLI that counts words.\n")
+	want := "What to build\n\nThe plan is for what is described between the two lines ---WHAT TO BUILD--- below.\n\n" +
+		"---WHAT TO BUILD---\nA CLI that counts words.\n---WHAT TO BUILD---\n\nReply with the plan only, in this format.\n"
+	if !strings.HasPrefix(p, strings.TrimSuffix(FormatPrompt, "Reply with the plan only, in this format.\n")) || !strings.HasSuffix(p, want) {
+		t.Fatalf("prompt:\n%s", p)
+	}
+}

@@ -1,8 +1,31 @@
 package plan
 
+import "strings"
+
 // FormatPrompt is what `peal prompt` prints: instructions that let an LLM
-// write a plan peal can run.
-const FormatPrompt = `You are writing a work plan that an automated tool, peal, will carry out task
+// write a plan peal can run, for a person to follow with what they want
+// built.
+const FormatPrompt = formatRules + replyLine
+
+// Prompt is the prompt with want, the description of what the person wants
+// built, between two fence lines of its own (it is data, not more of the
+// format's rules); without one it is FormatPrompt.
+func Prompt(want string) string {
+	want = strings.TrimSpace(want)
+	if want == "" {
+		return FormatPrompt
+	}
+	return formatRules + "What to build\n\nThe plan is for what is described between the two lines " + wantFence +
+		" below.\n\n" + wantFence + "\n" + want + "\n" + wantFence + "\n\n" + replyLine
+}
+
+// wantFence encloses the description of what to build.
+const wantFence = "---WHAT TO BUILD---"
+
+// replyLine ends the prompt.
+const replyLine = "Reply with the plan only, in this format.\n"
+
+const formatRules = `You are writing a work plan that an automated tool, peal, will carry out task
 by task with a coding agent. peal reads only the structure described here.
 
 Format
@@ -45,5 +68,4 @@ Document the limits and their configuration in docs/api.md.
 ## Task 4
 Add a metric counting rejected requests and a test that checks it increments.
 
-Reply with the plan only, in this format.
 `

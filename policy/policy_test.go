@@ -63,28 +63,33 @@ func TestDescribeIsThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	call := c.ForCall(Site{Tree: cfg.RepoPath}, nil, nil)
-	text := strings.Join(d.Lines, "\n")
+	lines := d.Lines("  ")
+	text := strings.Join(lines, "\n")
 	for _, p := range slices.Concat(call.Access.Write, call.Access.Read, call.Access.Deny, call.Access.Hide, call.Access.Protect) {
 		if p.Key == confine.KeySystem || p.Key == keyWorkTree {
 			continue
 		}
-		if !strings.Contains(text, p.Key+" (") || !strings.Contains(text, p.Path) {
-			t.Errorf("the description does not name %s (%s):\n%s", p.Path, p.Key, text)
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasSuffix(l, p.Path+" ("+p.Key+")") }) {
+			t.Errorf("no line of the description names %s (%s):\n%s", p.Path, p.Key, text)
 		}
 	}
-	var never string
-	for _, l := range d.Lines {
-		if rest, ok := strings.CutPrefix(l, "never written: "); ok {
-			never = rest
+	var never []string
+	for _, sec := range d.Sections {
+		if sec.Head == "never written" {
+			never = sec.Items
 		}
 	}
 	git := filepath.Join(cfg.RepoPath, ".git")
-	if !strings.Contains(never, git) {
+	if !slices.Contains(never, git+" (the repository's .git)") {
 		t.Errorf("never written lacks the repository's .git: %q", never)
 	}
-	for _, l := range d.Lines {
-		if strings.Contains(l, " write ") && strings.Contains(l, git) {
+	for _, l := range lines {
+		if strings.Contains(l, "write: ") && strings.Contains(l, git) {
 			t.Errorf("a line says a call writes the .git it never writes: %q", l)
+		}
+		// One thing a line: a path, a host, a variable.
+		if len(l) > 200 {
+			t.Errorf("a line of %d characters: %q", len(l), l)
 		}
 	}
 	if d.Off || d.Support != confine.Probe() {

@@ -71,7 +71,7 @@ func (tab taskTable) columns() []column {
 		{"Task", true, func(r taskRow) string { return strconv.Itoa(r.Index) }},
 		{"Result", false, func(r taskRow) string { return r.Result }},
 		{"Phases and attempts", false, func(r taskRow) string { return r.Phases }},
-		{"Review rounds", true, func(r taskRow) string { return strconv.Itoa(r.Rounds) }},
+		{"Review rounds", true, func(r taskRow) string { return r.Rounds }},
 		{"Findings left", false, func(r taskRow) string { return r.Findings }},
 	}
 	if tab.WithChecks {
@@ -134,9 +134,7 @@ func (r Report) sections() []section {
 			errs = append(errs, fmt.Sprintf("task %d: %s", t.Index, t.Error))
 		}
 	}
-	if len(errs) > 0 {
-		out = append(out, section{lines: errs})
-	}
+	list("Errors", errs)
 	for _, n := range r.Notes {
 		out = append(out, section{para: "Note: " + n})
 	}

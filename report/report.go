@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,18 @@ const (
 	CallInterrupted CallOutcome = "interrupted" // stopped by a signal to peal
 	CallRunning     CallOutcome = "running"
 	CallCutOff      CallOutcome = "cut_off" // started, and the run was killed before it ended
+)
+
+// NoRound is why a task's Phase 3 asked the agent for no address round:
+// Task.NoRound.
+type NoRound string
+
+// Why no address round.
+const (
+	NoRoundUnreviewed    NoRound = "unreviewed"     // nothing reviewed the work (no stet); the checks, if any, passed
+	NoRoundReviewSkipped NoRound = "review_skipped" // the review failed and was set aside (on_stet_fail = skip)
+	NoRoundNoFindings    NoRound = "no_findings"    // the review found nothing
+	NoRoundAllDismissed  NoRound = "all_dismissed"  // every finding was dismissed (triage, stet_dismiss_patterns)
 )
 
 // Report is the document `peal report` prints.
@@ -194,6 +207,10 @@ type Task struct {
 	// first ran.
 	Phases       []Phase `json:"phases"`
 	ReviewRounds int     `json:"review_rounds"`
+	// NoRound says why there was no review round, for a task that went
+	// through Phase 3 and was asked to fix nothing (absent otherwise, and
+	// in records of earlier versions of peal).
+	NoRound NoRound `json:"no_round,omitempty"`
 	// Checks are the task's runs of the project's checks, grouped by when
 	// they ran (the stage and round), in order.
 	Checks []CheckPass `json:"checks,omitempty"`
@@ -333,6 +350,7 @@ func Build(in Input) Report {
 type taskAcc struct {
 	start, end *time.Time
 	result     string
+	noRound    NoRound
 	err        string
 	findings   *tickets.Counts
 	usage      *state.Usage
@@ -346,6 +364,7 @@ type builder struct {
 	pid      int
 	last     time.Time // the latest time recorded
 	ended    bool
+	killed   bool // the guard noted the run's peal was killed
 	selected []int
 	// undone are the merges (indices in rep.Merges) of tasks whose work
 	// was not merged, by task, until the task starts again.
@@ -396,6 +415,11 @@ func (b *builder) add(ev state.Event) {
 			c.Logs = append(c.Logs, f.path)
 		}
 		b.rep.Calls = append(b.rep.Calls, c)
+	case state.EvKilled:
+		// The guard saw the run's peal die at ev.Time: the calls it cut
+		// off ran until then (b.last), and the run is no longer running,
+		// whatever process now has its pid.
+		b.killed = true
 	case state.EvCallEnd, state.EvConfined, state.EvAttempt:
 		if i, ok := b.calls[ev.Call]; ok {
 			b.addToCall(&b.rep.Calls[i], ev, t)
@@ -429,7 +453,7 @@ func (b *builder) addRun(ev state.Event, t time.Time) {
 func (b *builder) addTask(ev state.Event, task int, t time.Time) {
 	acc := b.task(task)
 	if ev.Ev == state.EvTaskEnd {
-		acc.end, acc.result, acc.err, acc.findings = &t, ev.Result, ev.Error, ev.Findings
+		acc.end, acc.result, acc.err, acc.findings, acc.noRound = &t, ev.Result, ev.Error, ev.Findings, NoRound(ev.NoRound)
 		return
 	}
 	// A task that runs again (after a conflict in its worktree) keeps its
@@ -437,7 +461,7 @@ func (b *builder) addTask(ev state.Event, task int, t time.Time) {
 	if acc.start == nil {
 		acc.start = &t
 	}
-	acc.end, acc.result, acc.err, acc.findings = nil, "", "", nil
+	acc.end, acc.result, acc.err, acc.findings, acc.noRound = nil, "", "", nil, ""
 	if i, ok := b.undone[task]; ok {
 		b.rep.Merges[i].RanAgain = true
 		delete(b.undone, task)
@@ -539,7 +563,7 @@ func (b *builder) finish() Report {
 		}
 	case b.ended:
 		rep.Run.State = RunFinished
-	case b.pid != 0 && b.in.Alive != nil && b.in.Alive(b.pid):
+	case b.pid != 0 && !b.killed && b.in.Alive != nil && b.in.Alive(b.pid):
 		rep.Run.State = RunRunning
 	default:
 		rep.Run.State = RunCutOff
@@ -679,6 +703,9 @@ func (tl *taskLedger) get(i int) *Task {
 // when a task still going is measured to.
 func (b *builder) fillTask(t *Task, acc *taskAcc, end time.Time) {
 	t.Started, t.Ended, t.Error, t.Findings, t.Usage = acc.start, acc.end, acc.err, acc.findings, acc.usage
+	if t.ReviewRounds == 0 {
+		t.NoRound = acc.noRound
+	}
 	switch {
 	case acc.result != "":
 		t.Result = acc.result
@@ -749,7 +776,7 @@ type taskTable struct {
 type taskRow struct {
 	Index                              int
 	Result, Phases, Findings, Duration string
-	Rounds                             int
+	Rounds                             string // the count, and why it is 0 when the record says
 	Tokens, Cost                       string
 	Checks, Merge                      string
 	Ticket                             string
@@ -762,7 +789,7 @@ func (r Report) table() taskTable {
 	for _, t := range r.Tasks {
 		tab.WithUsage = tab.WithUsage || t.Usage != nil
 		row := taskRow{Index: t.Index, Result: resultText(t), Phases: phasesText(t.Phases), Findings: findingsText(t.Findings),
-			Duration: durationText(t), Rounds: t.ReviewRounds, Tokens: "–", Cost: "–", Checks: checksText(t.Checks), Merge: mergesText(t.Merges),
+			Duration: durationText(t), Rounds: roundsText(t), Tokens: "–", Cost: "–", Checks: checksText(t.Checks), Merge: mergesText(t.Merges),
 			Ticket: t.Ticket, Attempts: attemptsText(t), Error: t.Error}
 		if t.Usage != nil {
 			row.Tokens = fmt.Sprintf("%d/%d", t.Usage.InputTokens, t.Usage.OutputTokens)
@@ -926,4 +953,21 @@ func formatMS(ms int64) string {
 		return fmt.Sprintf("%d min %02d s", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	return fmt.Sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// noRoundWords say why a task had no review round.
+var noRoundWords = map[NoRound]string{
+	NoRoundUnreviewed:    "no review",
+	NoRoundReviewSkipped: "review skipped",
+	NoRoundNoFindings:    "no findings",
+	NoRoundAllDismissed:  "all dismissed",
+}
+
+// roundsText is a task's review rounds, with why there were none when the
+// record says: "2", "0 (no review)", "0 (all dismissed)".
+func roundsText(t Task) string {
+	if w, ok := noRoundWords[t.NoRound]; ok && t.ReviewRounds == 0 {
+		return "0 (" + w + ")"
+	}
+	return strconv.Itoa(t.ReviewRounds)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"peal/phase"
 	"peal/state"
@@ -96,6 +97,11 @@ func TestGoldenMarkdownAndJSON(t *testing.T) {
 			golden(t, r.name+".md", md.Bytes())
 			golden(t, r.name+".json", append(js, '\n'))
 			golden(t, r.name+".txt", txt.Bytes())
+			for _, line := range strings.Split(txt.String(), "\n") {
+				if n := utf8.RuneCountInString(line); n > TextWidth {
+					t.Errorf("a line of %d columns in the text form: %q", n, line)
+				}
+			}
 		})
 	}
 }
@@ -139,18 +145,20 @@ func TestTextForm(t *testing.T) {
 	if strings.Contains(txt.String(), `\`) || strings.Contains(txt.String(), "|") || strings.Contains(txt.String(), "##") {
 		t.Fatalf("Markdown in the text form:\n%s", txt.String())
 	}
+	words := strings.Join(strings.Fields(txt.String()), " ")
 	for _, line := range strings.Split(md.String(), "\n") {
-		// Every list line of the Markdown is a line of the text, unescaped.
+		// Every list line of the Markdown is in the text, unescaped (over
+		// lines of its own when it is long).
 		if item, ok := strings.CutPrefix(line, "- "); ok {
 			unescaped := strings.NewReplacer(`\`, "", "&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(item)
-			if !strings.Contains(txt.String(), unescaped) {
+			if !strings.Contains(words, strings.Join(strings.Fields(unescaped), " ")) {
 				t.Errorf("the text lacks %q", unescaped)
 			}
 		}
 	}
 	lines := strings.Split(txt.String(), "\n")
 	head := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Task  Result") })
-	if head < 0 || !strings.HasPrefix(lines[head+1], "   1  completed") {
+	if head < 0 || !slices.ContainsFunc(lines[head+1:], func(l string) bool { return strings.HasPrefix(l, "   1  completed") }) {
 		t.Fatalf("table:\n%s", txt.String())
 	}
 	rep = Report{Run: Run{State: RunFinished, ExitCode: new(int), Reason: "a\x1b[2Jb"},
@@ -563,5 +571,41 @@ func TestWaitsAreNotAttemptsInTheTimeline(t *testing.T) {
 	Markdown(&md, rep)
 	if !strings.Contains(md.String(), "- task 1 plan attempt 2: peal refused the connection to evil.example:443") {
 		t.Fatalf("markdown:\n%s", md.String())
+	}
+}
+
+// TestWhyNoRound: a task with no review round says why, when the record
+// does, in the table of both forms and in the JSON document; one with
+// rounds, or from a record that does not say, shows the count alone.
+func TestWhyNoRound(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 24, 13, 0, 0, 0, time.UTC)
+	var events []state.Event
+	add := func(ev state.Event) {
+		ev.Time = at
+		at = at.Add(time.Second)
+		events = append(events, ev)
+	}
+	add(state.Event{Ev: state.EvRunStart, Version: 1, Run: "r", PID: 1, PlanPath: "/p.md", RepoPath: "/r"})
+	for i, why := range []string{"unreviewed", "no_findings", "all_dismissed", "review_skipped", ""} {
+		add(state.Event{Ev: state.EvTaskStart, Task: state.TaskOf(i + 1)})
+		add(state.Event{Ev: state.EvTaskEnd, Task: state.TaskOf(i + 1), Result: "completed", NoRound: why})
+	}
+	code := 0
+	add(state.Event{Ev: state.EvRunEnd, ExitCode: &code})
+	rep := Build(Input{Events: events, Now: at})
+	var txt, md bytes.Buffer
+	Text(&txt, rep)
+	Markdown(&md, rep)
+	for i, want := range []string{"0 (no review)", "0 (no findings)", "0 (all dismissed)", "0 (review skipped)", "0"} {
+		if got := rep.table().Rows[i].Rounds; got != want {
+			t.Errorf("task %d: review rounds %q, want %q", i+1, got, want)
+		}
+		if want != "0" && (!strings.Contains(txt.String(), want) || !strings.Contains(md.String(), "| "+want+" |")) {
+			t.Errorf("task %d: %q missing:\n%s\n%s", i+1, want, txt.String(), md.String())
+		}
+	}
+	if rep.Tasks[2].NoRound != NoRoundAllDismissed || rep.Tasks[4].NoRound != "" {
+		t.Errorf("no_round in the document: %q, %q", rep.Tasks[2].NoRound, rep.Tasks[4].NoRound)
 	}
 }

@@ -35,7 +35,28 @@ type Result struct {
 	// Plateau: the address loop ended early on a plateau (plateau_rounds):
 	// what was left stopped going down.
 	Plateau bool
+	// NoRound says why the agent was asked for no address round, when it
+	// was not and the task went through its review ("" otherwise).
+	NoRound NoRound
 }
+
+// NoRound is why Phase 3 asked the agent to fix nothing: the report says it
+// beside a task's 0 review rounds.
+type NoRound string
+
+const (
+	// Unreviewed: nothing reviewed the work (no stet, no review commands);
+	// the project's checks, if any, passed.
+	Unreviewed NoRound = "unreviewed"
+	// ReviewSkipped: the review failed and was set aside (on_stet_fail =
+	// skip).
+	ReviewSkipped NoRound = "review_skipped"
+	// NoFindings: the review found nothing (and the checks passed).
+	NoFindings NoRound = "no_findings"
+	// AllDismissed: the review's findings were all dismissed, by triage or
+	// by stet_dismiss_patterns, before any was sent to the agent.
+	AllDismissed NoRound = "all_dismissed"
+)
 
 // standing is what is left to fix after a review and a run of the
 // checks: the review's findings, and the checks that fail and are the
@@ -86,7 +107,7 @@ func (s standing) leftover() *Review {
 // on_findings_remaining what is left after the last round does.
 func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	if s == nil {
-		return Result{}
+		return Result{NoRound: Unreviewed} // no Phase 3: no review, no checks
 	}
 	rv := s.rv
 	defer s.flushDismissals(ctx, task)
@@ -107,7 +128,16 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 		return Result{Err: err}
 	}
 	if !cur.open() {
-		return Result{Skipped: skipped, Checks: cur.checks}
+		why := NoFindings
+		switch {
+		case skipped:
+			why = ReviewSkipped
+		case !reviewing:
+			why = Unreviewed
+		case s.dismissedAll:
+			why = AllDismissed
+		}
+		return Result{Skipped: skipped, Checks: cur.checks, NoRound: why}
 	}
 	res, err := s.addressLoop(ctx, task, cur, reviewing)
 	if err != nil && ctx.Err() == nil && !endsRun(err) && !isFatal(err) && !isTooLarge(err) && !refused(err) {
@@ -125,7 +155,11 @@ func (s *Session) Review(ctx context.Context, task int, red check.Set) Result {
 	last := res.last
 	if res.resolved {
 		rv.log.Info("nothing left to fix: findings resolved, checks pass", "task", task, "rounds", res.rounds)
-		return Result{Skipped: skipped, Checks: last.checks}
+		var why NoRound
+		if res.addressed == 0 {
+			why = AllDismissed // triage set every finding aside before any fix
+		}
+		return Result{Skipped: skipped, Checks: last.checks, NoRound: why}
 	}
 	failing := last.failing()
 	left := Result{Leftover: last.leftover(), Skipped: skipped, Checks: last.checks, FailedChecks: failing, Plateau: res.plateau}
@@ -186,7 +220,9 @@ func (s *Session) review(ctx context.Context, task int) (Review, error) {
 	rv := s.rv
 	if rv.Builtin() {
 		out, err := rv.stet.review(ctx, task)
-		return s.filter(out), err
+		kept := s.filter(out)
+		s.dismissedAll = out.Present && !kept.Present
+		return kept, err
 	}
 	argv := rv.custom[len(rv.custom)-1]
 	attempts := stetAttempts(rv.cfg)
@@ -216,10 +252,11 @@ func onlyTimeout(res phase.Result) error {
 
 // loopResult is where an address loop ended.
 type loopResult struct {
-	resolved bool
-	plateau  bool // it ended early on a plateau
-	rounds   int
-	last     standing // the latest review and checks (the ones before a failure, on error)
+	resolved  bool
+	plateau   bool // it ended early on a plateau
+	rounds    int
+	addressed int      // the address calls it made
+	last      standing // the latest review and checks (the ones before a failure, on error)
 }
 
 // addressLoop is the one address loop of every review mode, and of the
@@ -233,7 +270,8 @@ type loopResult struct {
 func (s *Session) addressLoop(ctx context.Context, task int, cur standing, reviewing bool) (loopResult, error) {
 	rv := s.rv
 	rounds := int(rv.cfg.MaxAddressRounds)
-	stalled := 0 // rounds in a row after which what is left did not go down
+	stalled := 0   // rounds in a row after which what is left did not go down
+	addressed := 0 // address calls made
 	for round := 1; round <= rounds; round++ {
 		rv.log.Info("address round", "task", task, "round", round, "of", rounds, "findings", cur.review.Count(), "failing_checks", len(cur.failing()))
 		if reviewing && rv.Builtin() && cur.review.Present {
@@ -242,10 +280,11 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur standing, revie
 				return loopResult{rounds: round, last: cur}, err
 			}
 			if cur.review = next; !cur.open() {
-				return loopResult{resolved: true, rounds: round, last: cur}, nil
+				return loopResult{resolved: true, rounds: round, addressed: addressed, last: cur}, nil
 			}
 		}
 		before := cur.count()
+		addressed++
 		if _, err := rv.agent.Call(ctx, phase.Address, task, rv.Phase3Attempts(), prompt.Address(cur.fixes())); err != nil {
 			return loopResult{rounds: round, last: cur}, err
 		}
@@ -269,7 +308,7 @@ func (s *Session) addressLoop(ctx context.Context, task int, cur standing, revie
 			return loopResult{rounds: round, last: cur}, err
 		}
 		if cur.checks = checks; !cur.open() {
-			return loopResult{resolved: true, rounds: round, last: cur}, nil
+			return loopResult{resolved: true, rounds: round, addressed: addressed, last: cur}, nil
 		}
 		if stalled++; cur.count() < before {
 			stalled = 0

@@ -465,6 +465,9 @@ type Session struct {
 	ignored    map[string]bool
 	dismissals []dismissal
 	baseline   string // the commit the stet session started at
+	// dismissedAll: the last review's findings were all set aside
+	// already, before any address round.
+	dismissedAll bool
 }
 
 // Begin opens the review session of tasks (one task, or the tasks of a

@@ -79,8 +79,11 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, l := range desc.Lines {
-		fmt.Fprintln(w, "confinement: "+l)
+	for _, sec := range desc.Sections {
+		fmt.Fprintln(w, "confinement: "+sec.Head)
+		for _, it := range sec.Items {
+			fmt.Fprintln(w, "  "+it)
+		}
 	}
 
 	for n, seg := range plan.Segments(tasks) {

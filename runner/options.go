@@ -58,6 +58,11 @@ type settings struct {
 	// no files would (macOS, an older Linux): the guard and the allowed
 	// environment, and no Landlock rules.
 	unenforced bool
+	// gitTimeout, when set, bounds peal's own git commands (and the
+	// clean-ups made of them) instead of phase_timeout_sec: a test that
+	// times an agent, stet or setup call out after a second keeps git's
+	// bookkeeping out of that second, which a loaded machine can pass.
+	gitTimeout time.Duration
 }
 
 // WithObserver makes obs hear of the plan's size and of every call.

@@ -81,7 +81,7 @@ func (o *recorder) taskStart(t plan.Task) {
 // review.
 func (o *recorder) taskEnd(t plan.Task, res taskResult) {
 	r := o.run
-	ev := state.Event{Ev: state.EvTaskEnd, Time: r.now().UTC(), Task: state.TaskOf(t.Index), Result: taskOutcome(res)}
+	ev := state.Event{Ev: state.EvTaskEnd, Time: r.now().UTC(), Task: state.TaskOf(t.Index), Result: taskOutcome(res), NoRound: string(res.noRound)}
 	if res.err != nil {
 		ev.Error = text.Snippet(res.err.Error(), 500)
 	}

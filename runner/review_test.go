@@ -14,6 +14,7 @@ import (
 	"peal/internal/testkit/testgit"
 	"peal/phase"
 	"peal/review"
+	"peal/state"
 )
 
 // withStet sets up the fake stet for the harness: the repository gets a
@@ -206,6 +207,63 @@ func TestPhase3Sequences(t *testing.T) {
 			}
 			if tc.wantLeft && out.ExitCode != ExitWithIssues {
 				t.Fatalf("exit %d with findings left", out.ExitCode)
+			}
+		})
+	}
+}
+
+// TestWhyNoRound: a task that went through Phase 3 and was asked to fix
+// nothing says why in the run record: nothing reviewed it, the review found
+// nothing, or every finding was dismissed; a task whose findings were fixed
+// says nothing.
+func TestWhyNoRound(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		stet     bool
+		findings []fakes.Finding
+		rules    map[string][]fakes.Outcome
+		env      []string
+		want     string
+	}{
+		{"no stet", false, nil, nil, nil, "unreviewed"},
+		{"no findings", true, nil, nil, nil, "no_findings"},
+		{"triage dismissed all", true, twoFindings(), map[string][]fakes.Outcome{"triage": {{Stdout: "Nothing to address here."}}}, nil, "all_dismissed"},
+		{"patterns dismissed all", true, twoFindings()[1:], nil,
+			[]string{"PEAL_STET_DISABLE_LLM_TRIAGE=true", "PEAL_STET_DISMISS_PATTERNS=vendor/|out_of_scope"}, "all_dismissed"},
+		{"fixed in round 1", true, twoFindings(), map[string][]fakes.Outcome{"address": {{StetFix: -1}}}, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			env := tc.env
+			if tc.stet {
+				env = append(h.withStet(fakes.StetScenario{}), tc.env...)
+			}
+			rules := tc.rules
+			if tc.findings != nil {
+				rules = withRules(map[string][]fakes.Outcome{"execute": plants(tc.findings...)}, tc.rules)
+			}
+			h.scenario(rules)
+			if _, err := h.run(env...); err != nil {
+				t.Fatal(err)
+			}
+			events, _, err := state.ReadRecord(filepath.Join(h.stateDir, state.RecordName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends := 0
+			for _, ev := range events {
+				if ev.Ev == state.EvTaskEnd {
+					ends++
+					if ev.NoRound != tc.want || ev.Result != "completed" {
+						t.Errorf("task_end %+v: no_round %q, want %q", ev, ev.NoRound, tc.want)
+					}
+				}
+			}
+			if ends != 1 {
+				t.Fatalf("%d task_end lines, want 1", ends)
 			}
 		})
 	}

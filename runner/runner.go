@@ -221,7 +221,11 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	if s.observer != nil {
 		r.caller.Observer = s.observer
 	}
-	git := gitrepo.New(r.caller, log, r.caller.Limits.Timeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
+	gitTimeout := r.caller.Limits.Timeout
+	if s.gitTimeout > 0 {
+		gitTimeout = s.gitTimeout
+	}
+	git := gitrepo.New(r.caller, log, gitTimeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
 	git.Guard(guardOf{r})
 	git.RunHooks(gitrepo.Hooks{Confine: r.confineHook, Temp: filepath.Join(cfg.StateDir, "tmp")})
 	r.main = &site{caller: r.caller, git: git, tree: git.Top()}

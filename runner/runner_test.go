@@ -65,9 +65,17 @@ func withoutLaunchGap() Option {
 	return func(s *settings) { s.launchGap = func(*agent.Kind) time.Duration { return 0 } }
 }
 
-// opts are the options every run of the harness gets.
+// withGitTimeout bounds peal's git commands by d (settings.gitTimeout).
+func withGitTimeout(d time.Duration) Option {
+	return func(s *settings) { s.gitTimeout = d }
+}
+
+// opts are the options every run of the harness gets: git's commands are
+// bounded by a minute, whatever phase_timeout_sec a test sets to time an
+// agent, stet or setup call out, so that none fails because a loaded
+// machine ran one of them in over a second.
 func (h *harness) opts(more ...Option) []Option {
-	base := []Option{withEnv(h.env...)}
+	base := []Option{withEnv(h.env...), withGitTimeout(time.Minute)}
 	if !h.launchGap {
 		base = append(base, withoutLaunchGap())
 	}
@@ -127,10 +135,13 @@ func (h *harness) scenario(rules map[string][]fakes.Outcome) {
 	}
 }
 
-// configEnv are the variables of the harness's configuration.
+// configEnv are the variables of the harness's configuration. Its phase
+// timeout is a bound against a hang only, generous enough for a loaded
+// machine under the race detector (a call that streams megabytes through
+// the watch there took over 20 s): a test that times a call out sets its own.
 func (h *harness) configEnv() []string {
 	return []string{"PEAL_PLAN_PATH=" + h.plan, "PEAL_REPO_PATH=" + h.repo, "PEAL_STATE_DIR=" + h.stateDir,
-		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=20", "PEAL_KILL_GRACE_SEC=1",
+		"PEAL_AGENT_CMD=" + h.agent, "PEAL_PHASE_TIMEOUT_SEC=180", "PEAL_KILL_GRACE_SEC=1",
 		"PEAL_CONFINE=" + h.confine, "PEAL_CONFINE_WRITE_PATHS=" + strings.Join(append([]string{h.agentDir, pipes(h.t)}, h.writable...), ",")}
 }
 

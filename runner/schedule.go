@@ -28,12 +28,14 @@ type taskResult struct {
 	failedChecks []check.Result
 	// plateau: its address loop ended early on a plateau.
 	plateau bool
+	// noRound: why its Phase 3 asked for no address round.
+	noRound review.NoRound
 }
 
 // phase3Result is a task's result after its Phase 3.
 func phase3Result(res review.Result) taskResult {
 	return taskResult{err: res.Err, findingsLeft: res.FindingsLeft, leftover: res.Leftover, deferred: res.Deferred, reviewSkipped: res.Skipped,
-		checks: res.Checks, failedChecks: res.FailedChecks, plateau: res.Plateau}
+		checks: res.Checks, failedChecks: res.FailedChecks, plateau: res.Plateau, noRound: res.NoRound}
 }
 
 // completed reports whether the result records the task as completed.

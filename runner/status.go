@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"peal/config"
+	"peal/review"
 	"peal/state"
 	"peal/tickets"
 	"peal/worktree"
@@ -32,6 +33,11 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 	}
 	report := state.StatusReport{Tasks: []state.TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink,
 		Changes: changes.Line()}
+	rv, _ := review.New(review.Options{Config: cfg}) // no command runs: it only finds stet
+	report.Commits = cfg.CommitAfterPhase2 || rv.Commits()
+	if home, ok := worktree.InspectHome(cfg.StateDir); ok {
+		report.RunWorktree = &state.WorktreeStatus{Path: home.Path, Branch: home.Branch, Now: true}
+	}
 	failed := func(task int) bool {
 		return report.LastRun != nil && slices.ContainsFunc(report.LastRun.TasksFailed, func(was int) bool { n, ok := changes.Now(was); return ok && n == task })
 	}

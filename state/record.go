@@ -48,6 +48,10 @@ const (
 	// the proxy refused (Refused), and, for a call that failed, the line
 	// that explains it (Message).
 	EvConfined = "confined"
+	// EvKilled: the run's peal died while calls ran (SIGKILL, which peal
+	// cannot see): written by its guard, with the time it saw peal die,
+	// the end of the calls it cut off (phase.NoteKill).
+	EvKilled = "killed"
 )
 
 // The results of a merge event: how a parallel block's task came back to
@@ -125,6 +129,9 @@ type Event struct {
 	Result   string          `json:"result,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Findings *tickets.Counts `json:"findings,omitempty"`
+	// NoRound (task_end): why the task's Phase 3 asked for no address
+	// round (unreviewed, review_skipped, no_findings, all_dismissed).
+	NoRound string `json:"no_round,omitempty"`
 
 	// run_end (ExitCode too); confined: the line explaining a failure
 	Message string `json:"message,omitempty"`
@@ -206,6 +213,7 @@ func StartRecord(dir string, failed func(error)) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteKill(path)
 	r := &Recorder{Torn: torn, f: f, failed: failed, kick: make(chan struct{}, 1)}
 	go r.writer()
 	return r, nil
@@ -328,8 +336,36 @@ func (r *Recorder) Close() {
 	r.flushLocked()
 	r.done = true
 	close(r.kick)
+	forgetKill(r.f.Name())
 	r.f.Close()
 	r.f = nil
+}
+
+// killNote is the record the guard of this process notes a kill in: the
+// last one started that is not closed.
+var killNote struct {
+	sync.Mutex
+	path string
+}
+
+// noteKill has the guard append an EvKilled line to the record at path
+// should peal die while its calls run.
+func noteKill(path string) {
+	killNote.Lock()
+	defer killNote.Unlock()
+	killNote.path = path
+	phase.NoteKill(path, `{"ev":"`+EvKilled+`","t":"`, "\"}\n")
+}
+
+// forgetKill drops the note of the record at path, once closed (and not
+// when another record's note replaced it).
+func forgetKill(path string) {
+	killNote.Lock()
+	defer killNote.Unlock()
+	if killNote.path == path {
+		killNote.path = ""
+		phase.NoteKill("", "", "")
+	}
 }
 
 // maxRecordFile caps what is read of a run record.

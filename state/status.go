@@ -48,4 +48,12 @@ type StatusReport struct {
 	// worktree_link).
 	SparsePaths []string `json:"worktree_sparse_paths,omitempty"`
 	Links       []string `json:"worktree_link,omitempty"`
+	// Commits: a run of this configuration commits each task's work (stet
+	// reviews commits, or commit_after_phase2); without, the work stays
+	// uncommitted in the work tree.
+	Commits bool `json:"commits"`
+	// RunWorktree is the worktree the runs on the state folder keep
+	// between runs (where the kernel confines files, their tasks work
+	// there), when there is one now; `peal clean` removes it.
+	RunWorktree *WorktreeStatus `json:"run_worktree,omitempty"`
 }

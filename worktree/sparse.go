@@ -96,8 +96,16 @@ type Status struct {
 // Inspect is the worktree of task in stateDir when there is one now (the
 // task runs there, or a run that died left it), read from git's files
 // without running git.
-func Inspect(stateDir string, task int) (Status, bool) {
-	p := treePath(stateDir, task)
+func Inspect(stateDir string, task int) (Status, bool) { return inspectAt(treePath(stateDir, task)) }
+
+// InspectHome is the run's worktree of the runs on stateDir (home.go) when
+// there is one now, read as Inspect reads a task's.
+func InspectHome(stateDir string) (Status, bool) {
+	return inspectAt(filepath.Join(stateDir, Folder, homeName))
+}
+
+// inspectAt is the worktree at p, read from git's files.
+func inspectAt(p string) (Status, bool) {
 	link, err := safefs.ReadFile(filepath.Join(p, ".git"), 4096)
 	if err != nil {
 		return Status{}, false

@@ -21,6 +21,18 @@ func TestChangeWatch(t *testing.T) {
 		t.Skip("no inotify here")
 	}
 	defer w.Close()
+	if w.broken {
+		// A watch could not be made: the inotify watches and instances
+		// are the user's, shared with every process it runs (other test
+		// packages, other jobs on a loaded machine). Then the tree may
+		// have changed whatever happens, which is all there is to check.
+		for range 2 { // asked again: still
+			if !w.Changed() {
+				t.Fatal("a broken watch says the tree did not change")
+			}
+		}
+		t.Skip("a watch of the tree could not be made: this user's inotify watches are used up here")
+	}
 	sh := func(script string) {
 		t.Helper()
 		cmd := exec.Command("sh", "-c", script)

@@ -52,12 +52,19 @@ func (c *ConfigCmd) Run(e *env) error {
 		}
 		fmt.Fprintf(e.stdout, "%-*s = %-40s (%s)%s\n", width, k.Name, tomlText(cfg.Value(k.Name)), cfg.Sources[k.Name], mark)
 	}
-	desc, err := policy.Describe(cfg)
+	// The values are shown as they were set; the confinement is described
+	// with the paths a run makes of them.
+	resolved := *cfg
+	var desc policy.Description
+	if err = resolved.ResolvePaths(); err == nil {
+		desc, err = policy.Describe(&resolved)
+	}
+	lines := desc.Lines("  ")
 	if err != nil {
-		desc.Lines = []string{err.Error()}
+		lines = []string{err.Error()}
 	}
 	fmt.Fprintln(e.stdout, "\nconfinement on this machine:")
-	for _, l := range desc.Lines {
+	for _, l := range lines {
 		fmt.Fprintln(e.stdout, "  "+l)
 	}
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,6 +29,11 @@ func TestDoctor(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, "## Task 1\nA\n")
 	agentBin, codexBin := cli(t, s.dir, "agent"), cli(t, s.dir, "codex")
+	// broken is an executable file whose interpreter is missing.
+	broken := filepath.Join(s.dir, "bin", "broken")
+	if err := os.WriteFile(broken, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	noKey := func(env []string) []string {
 		return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "CURSOR_API_KEY=") })
 	}
@@ -36,36 +42,42 @@ func TestDoctor(t *testing.T) {
 		env   []string
 		code  int
 		lines []string
+		not   string // what no line may say
 	}{
 		{"ready", s.env("PEAL_AGENT_CMD="+agentBin, "PEAL_STET_PATH="+bins["fakestet"]), 0, []string{
 			"ok    agent (cursor) binary: " + agentBin,
 			"ok    agent (cursor) version: fake cursor 1.0.0",
 			"ok    agent (cursor) login: CURSOR_API_KEY is set",
 			"ok    stet: " + bins["fakestet"],
-		}},
+		}, ""},
 		{"no key and no session", noKey(s.env("PEAL_AGENT_CMD=" + agentBin)), 1, []string{
-			"FAIL  agent (cursor) login: no credential variable set (CURSOR_API_KEY) and `agent status` says: Not logged in; in CI set CURSOR_API_KEY",
-		}},
+			"FAIL  agent (cursor) login: no credential variable set (CURSOR_API_KEY) and `agent status` says: Not logged in\n        in CI set CURSOR_API_KEY",
+		}, ""},
 		{"a stand-in that cannot say", noKey(s.env("PEAL_AGENT_CMD=echo")), 0, []string{
 			"warn  agent (cursor) login: `agent status` exited 0 without saying whether there is a session: status",
-		}},
+		}, ""},
 		{"a session", noKey(s.env("PEAL_AGENT_CMD="+agentBin, fakes.SessionEnv+"=1")), 0, []string{
 			"ok    agent (cursor) login: `agent status` reports a session: ✓ Logged in as fake@example.com",
-		}},
+		}, ""},
 		{"missing binary and a fallback of another kind", s.env("PEAL_AGENT_CMD=/nonexistent/agent", "PEAL_FALLBACK_AGENT_KIND=codex",
 			"PEAL_FALLBACK_AGENT_CMD="+codexBin, "OPENAI_API_KEY=sk-test"), 1, []string{
 			`FAIL  agent (cursor) binary: "/nonexistent/agent" not an executable file`,
 			"ok    fallback agent (codex) version: fake codex 1.0.0",
 			"ok    fallback agent (codex) login: OPENAI_API_KEY is set",
-		}},
+		}, ""},
+		// A CLI that cannot start: the login line says so, with no hint
+		// about credentials, which are not the cause.
+		{"a CLI that cannot start", noKey(s.env("PEAL_AGENT_CMD=" + broken)), 1, []string{
+			"FAIL  agent (cursor) login: `agent status` could not run: cannot start " + broken + ": ",
+		}, "in CI set"},
 		{"stet_path not executable", s.env("PEAL_AGENT_CMD="+agentBin, "PEAL_STET_PATH="+s.plan), 1, []string{
 			"FAIL  stet: stet_path " + s.plan + " is not an executable file",
-		}},
+		}, ""},
 		// A confinement that would write the repository's .git is a
 		// failure, never a policy that says it is written and never written.
 		{"confine_write_paths holds .git", s.env("PEAL_AGENT_CMD="+agentBin, "PEAL_CONFINE=auto", "PEAL_CONFINE_WRITE_PATHS="+s.repo), 1, []string{
 			`FAIL  confinement: confine_write_paths "` + s.repo + `" (set by PEAL_CONFINE_WRITE_PATHS) is or holds the repository's .git (` + filepath.Join(s.repo, ".git") + `)`,
-		}},
+		}, ""},
 	}
 	for _, tc := range cases {
 		r := s.peal(tc.env, "doctor")
@@ -74,7 +86,10 @@ func TestDoctor(t *testing.T) {
 				t.Errorf("%s: stdout lacks %q:\n%s", tc.name, line, r.stdout)
 			}
 		}
-		if strings.Contains(r.stdout, "never written: the repository's .git") && strings.Contains(r.stdout, "confine_write_paths ("+s.repo) {
+		if tc.not != "" && strings.Contains(r.stdout, tc.not) {
+			t.Errorf("%s: stdout says %q:\n%s", tc.name, tc.not, r.stdout)
+		}
+		if strings.Contains(r.stdout, "(the repository's .git)") && strings.Contains(r.stdout, "write: "+s.repo+" (confine_write_paths)") {
 			t.Errorf("%s: a policy that writes what it never writes:\n%s", tc.name, r.stdout)
 		}
 		if r.code != tc.code || (tc.code != 0 && !strings.Contains(r.stderr, "check(s) failed")) {
@@ -83,6 +98,42 @@ func TestDoctor(t *testing.T) {
 	}
 	if calls, _ := fakes.ReadCalls(s.agentDir); len(calls) != 0 {
 		t.Fatalf("doctor made agent calls: %v", fakes.Keys(calls))
+	}
+}
+
+// TestDoctorPathForms: doctor takes every form of the paths a run takes,
+// relative ones included, confined or not: the agent's probes run, and
+// every line holds.
+func TestDoctorPathForms(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n")
+	agentBin := cli(t, s.dir, "agent")
+	for _, tc := range []struct {
+		name string
+		dir  string // where doctor starts: the sandbox or the repository
+		env  []string
+		args []string
+	}{
+		{"as the README writes it", "repo", nil, nil},
+		{"--repo .", "repo", nil, []string{"--repo", "."}},
+		{"--repo repo --state-dir .peal", "", nil, []string{"--repo", "repo", "--state-dir", ".peal"}},
+		{"variables", "", []string{"PEAL_REPO_PATH=repo", "PEAL_STATE_DIR=state"}, nil},
+	} {
+		env := slices.DeleteFunc(s.env("PEAL_AGENT_CMD="+agentBin), func(kv string) bool {
+			return strings.HasPrefix(kv, "PEAL_REPO_PATH=") || strings.HasPrefix(kv, "PEAL_STATE_DIR=") || strings.HasPrefix(kv, "PEAL_PLAN_PATH=")
+		})
+		cmd := exec.Command(bins["peal"], append([]string{"doctor"}, tc.args...)...)
+		cmd.Dir, cmd.Env = filepath.Join(s.dir, tc.dir), append(env, tc.env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Errorf("%s: %v\n%s", tc.name, err, out)
+			continue
+		}
+		for _, want := range []string{"ok    agent (cursor) version: fake cursor 1.0.0\n", "ok    agent (cursor) login: CURSOR_API_KEY is set\n"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s: stdout lacks %q:\n%s", tc.name, want, out)
+			}
+		}
 	}
 }
 

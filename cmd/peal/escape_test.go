@@ -641,19 +641,53 @@ func TestPolicyShown(t *testing.T) {
 	env := s.env("auto", "PEAL_CONFINE_WRITE_PATHS="+shared, "PEAL_CONFINE_NETWORK_ALLOW=proxy.golang.org")
 	for _, args := range [][]string{{"config"}, {"doctor"}, {"run", "--dry-run"}} {
 		r := s.peal(env, args...)
+		lines := described(r.stdout)
 		for _, want := range []string{
-			"confine = auto: files and TCP enforced by Landlock ABI",
-			"claude agent calls write its work tree, its temporary folder",
-			"confine_write_paths (" + shared + ")",
-			"checks and worktree_setup_command (and post_run_commands, stet_commands, the repository's hooks, which also write the repository's objects, refs and logs) write its work tree",
-			"reach proxy.golang.org",
-			"never read: ", filepath.Join(s.home, ".ssh"),
+			"confine = auto", "files and TCP enforced by Landlock ABI *",
+			"claude agent calls", "write: its work tree", "write: its temporary folder",
+			"write: " + shared + " (confine_write_paths)",
+			"checks and worktree_setup_command (and post_run_commands, stet_commands, the repository's hooks, which also write the repository's objects, refs and logs)",
+			"reach: proxy.golang.org",
+			"never read", filepath.Join(s.home, ".ssh") + " (secret)",
 		} {
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("peal %s lacks %q:\n%s", strings.Join(args, " "), want, r.stdout)
+			if !slices.ContainsFunc(lines, func(l string) bool {
+				return l == want || strings.HasSuffix(want, "*") && strings.HasPrefix(l, strings.TrimSuffix(want, "*"))
+			}) {
+				t.Errorf("peal %s lacks a line %q:\n%s", strings.Join(args, " "), want, r.stdout)
+			}
+		}
+		// One thing a line: no line of the description is a paragraph.
+		for _, l := range lines {
+			if len(l) > 200 {
+				t.Errorf("peal %s: a line of %d characters: %q", strings.Join(args, " "), len(l), l)
 			}
 		}
 	}
+}
+
+// described are the lines of the confinement's description in a command's
+// output, whatever the command: from its first line (config's heading,
+// doctor's and the dry run's first "confinement: ") to the blank line
+// after it, trimmed, without doctor's "ok    confinement: " or the dry
+// run's "confinement: " before them.
+func described(out string) []string {
+	var lines []string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case !in && !strings.Contains(l, "confinement"):
+			continue
+		case in && l == "":
+			return lines
+		}
+		in = true
+		for _, prefix := range []string{"ok    confinement: ", "warn  confinement: ", "confinement: "} {
+			l = strings.TrimPrefix(l, prefix)
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 // TestContainerSocketWarned: where neither the kernel nor peal checks

@@ -30,6 +30,7 @@ var (
 	showKeys  = append(slices.Clone(storeKeys), "escalation.enabled", "escalation.max_retries",
 		"escalation.fixer", "escalation.reviewer_second_opinion", "escalation.worker")
 	detectKeys = []string{"fail_on"}
+	cleanKeys  = []string{"repo_path", "state_dir"}
 	doctorKeys = []string{"repo_path", "state_dir", "agent_kind", "agent_cmd", "fallback_agent_kind", "fallback_agent_cmd", "stet_path"}
 
 	// needsPlan notes the keys that run and status cannot do without.
@@ -70,6 +71,14 @@ func keyFlags(shown []string, notes map[string]string) kong.Plugins {
 			tag += ` hidden:""`
 		}
 		fields = append(fields, reflect.StructField{Name: k.Field, Type: k.GoType, Tag: reflect.StructTag(tag)})
+		if k.OldFlag != "" {
+			// The old name sets the same key, hidden from help.
+			old := fmt.Sprintf(`name:%q key:%q was:"" type:"configkey" hidden:""`, k.OldFlag, k.Name)
+			if k.Kind == config.KindBool {
+				old += ` negatable:""`
+			}
+			fields = append(fields, reflect.StructField{Name: k.Field + "Was", Type: k.GoType, Tag: reflect.StructTag(old)})
+		}
 	}
 	return kong.Plugins{reflect.New(reflect.StructOf(fields)).Interface()}
 }
@@ -167,22 +176,39 @@ func flagKey(v *kong.Value) config.Key {
 }
 
 // flagValues collects the configuration flags actually given on the command
-// line, keyed by configuration key, as the key's Go type.
-func flagValues(kctx *kong.Context) map[string]any {
+// line, keyed by configuration key, as the key's Go type, and the old names
+// of flags among them (a key's flag given under both names takes the new
+// one's value).
+func flagValues(kctx *kong.Context) (map[string]any, []string) {
 	out := map[string]any{}
+	var old []string
 	for _, f := range kctx.Flags() {
-		if key := f.Tag.Get("key"); key != "" && f.Set {
-			out[key] = f.Target.Interface()
+		key := f.Tag.Get("key")
+		if key == "" || !f.Set {
+			continue
 		}
+		if f.Tag.Has("was") {
+			old = append(old, f.Name)
+			if _, set := out[key]; set {
+				continue
+			}
+		}
+		out[key] = f.Target.Interface()
 	}
-	return out
+	return out, old
+}
+
+// inputs are the layers of the configuration a command was given.
+func (f *configFlags) inputs(e *env) config.Inputs {
+	flags, old := flagValues(e.kctx)
+	return config.Inputs{Flags: flags, OldFlags: old, Env: e.environ, ConfigPath: f.Config}
 }
 
 // load resolves the configuration from the flags, the environment and the
 // --config file. It validates nothing beyond the values themselves: each
 // command checks what it needs.
 func (f *configFlags) load(e *env) (*config.Config, error) {
-	return config.Load(config.Inputs{Flags: flagValues(e.kctx), Env: e.environ, ConfigPath: f.Config})
+	return config.Load(f.inputs(e))
 }
 
 // helpValue writes each configuration flag's help from its key, with the

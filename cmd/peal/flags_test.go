@@ -34,7 +34,35 @@ func parseConfig(args ...string) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return config.Load(config.Inputs{Flags: flagValues(kctx)})
+	flags, old := flagValues(kctx)
+	return config.Load(config.Inputs{Flags: flags, OldFlags: old})
+}
+
+// TestOldFlagNames: a flag's old name still sets its key, with one warning
+// naming the flag that replaced it; given both, the new name wins.
+func TestOldFlagNames(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig("--stet-start-args", "--a --b", "--stet-start-args", "--c", "--max-retries", "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.StetStartExtraArgs, []string{"--c"}) || cfg.EscalationMaxRetries != 5 {
+		t.Fatalf("start args %q, max retries %d", cfg.StetStartExtraArgs, cfg.EscalationMaxRetries)
+	}
+	want := []string{
+		"--stet-start-args is the old name of --stet-start-extra-args (stet_start_extra_args, PEAL_STET_START_EXTRA_ARGS): it still works; use --stet-start-extra-args",
+		"--max-retries is the old name of --escalation-max-retries (escalation.max_retries, PEAL_ESCALATION_MAX_RETRIES): it still works; use --escalation-max-retries",
+	}
+	if !slices.Equal(cfg.Warnings, want) {
+		t.Fatalf("warnings %q, want %q", cfg.Warnings, want)
+	}
+	cfg, err = parseConfig("--stet-run-args", "--old", "--stet-run-extra-args", "--new")
+	if err != nil || !slices.Equal(cfg.StetRunExtraArgs, []string{"--new"}) || len(cfg.Warnings) != 1 {
+		t.Fatalf("both names: run args %q, warnings %q, %v", cfg.StetRunExtraArgs, cfg.Warnings, err)
+	}
+	if r := runMain("run", "--help"); r.code != 0 || strings.Contains(r.stdout, "--stet-start-args") || !strings.Contains(r.stdout, "--stet-start-extra-args") {
+		t.Fatalf("help shows the old name, or not the new one:\n%s", r.stdout)
+	}
 }
 
 // TestBoolFlagForms: every boolean flag stands alone, negated, or with an
@@ -109,7 +137,7 @@ func TestFlagValuesParsedAtOnce(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want one line starting %q", args, r.code, r.stderr, want)
 		}
 	}
-	cfg, err := parseConfig("--log-level", "peal=trace,warn", "--stet-run-args", "--a,--b --c", "--max-consecutive-task-failures", "0")
+	cfg, err := parseConfig("--log-level", "peal=trace,warn", "--stet-run-extra-args", "--a,--b --c", "--max-consecutive-task-failures", "0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,14 +13,18 @@ import (
 	"unicode"
 
 	"golang.org/x/term"
+
+	"peal/internal/text"
 )
 
-// humanHandler writes the log for a person at a terminal: one short line a
-// record, as wide as the terminal at most: the time, the level, the task
-// and phase it concerns, the event, then as much of its details as fits
-// (log_file keeps them whole).
+// humanHandler writes the log for a person at a terminal: a record a
+// line, as wide as the terminal at most: the time, the level, the task and
+// phase it concerns, the event, then its details. A record longer than the
+// width goes on over the lines below, indented under its event, broken
+// between words where it can: nothing of it is lost.
 //
-//	14:02:07 INFO  task 2 execute: starting call  attempt=attempt 1 of 3 …
+//	14:02:07 INFO  task 2 execute: starting call  attempt="attempt 1 of 3"
+//	               argv="[agent --print …]"
 type humanHandler struct {
 	mu    *sync.Mutex
 	out   io.Writer
@@ -68,6 +72,9 @@ func (h *humanHandler) Handle(_ context.Context, r slog.Record) error {
 	var task, phase string
 	var details []string
 	for _, a := range attrs {
+		if a.Equal(slog.Attr{}) {
+			continue // slog's rule: an empty attribute is no attribute
+		}
 		a.Value = a.Value.Resolve()
 		switch {
 		case a.Key == "task" && task == "":
@@ -87,6 +94,7 @@ func (h *humanHandler) Handle(_ context.Context, r slog.Record) error {
 		b.WriteString(r.Time.Local().Format("15:04:05 "))
 	}
 	fmt.Fprintf(&b, "%-5s ", levelName(r.Level))
+	indent := b.Len() // the lines a record goes on over start under its event
 	switch {
 	case task != "" && phase != "":
 		b.WriteString(task + " " + phase + ": ")
@@ -103,7 +111,9 @@ func (h *humanHandler) Handle(_ context.Context, r slog.Record) error {
 			width = w
 		}
 	}
-	line := fitLine(printable(b.String()), width-1) + "\n"
+	// The last column stays free: a terminal that wraps at it would
+	// otherwise add an empty line.
+	line := strings.Join(text.Wrap(printable(b.String()), max(width-1, 8), indent), "\n") + "\n"
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, err := io.WriteString(h.out, line)
@@ -162,18 +172,6 @@ func printable(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// fitLine cuts s to n columns, ending it with … when it was longer.
-func fitLine(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	if n < 1 {
-		return ""
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // terminalWidth is the width of the terminal behind w, when it is one:

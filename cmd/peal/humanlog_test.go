@@ -6,14 +6,17 @@ import (
 	"encoding/json"
 	"log/slog"
 	"peal/config"
+	"peal/phase"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestHumanLines: a record is one line for a person: the time, the level,
-// the task and phase, the event, then what of its details fits the width;
-// control characters are shown escaped.
+// the task and phase, the event, then its details; one longer than the
+// width goes on over indented lines, broken between words where it can, so
+// that nothing of it is lost; control characters are shown escaped; a
+// call that belongs to no task names none.
 func TestHumanLines(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
@@ -31,15 +34,29 @@ func TestHumanLines(t *testing.T) {
 	log(h, slog.LevelWarn, "call failed, retrying", "delay", 1500*time.Millisecond)
 	log(h, slog.LevelDebug, "hidden")
 	log(h.WithAttrs([]slog.Attr{slog.Int("task", 3)}).WithGroup("g"), slog.LevelError, "refused\x1b[31m", "path", "/a\nb")
-	log(h, slog.LevelInfo, "a long line", "argv", strings.Repeat("x", 100))
+	log(h, slog.LevelInfo, "check passed", phase.TaskAttr(phase.NoTask), "stage", "start")
+	log(h, slog.LevelInfo, "a long line", "argv", "[agent --print --workspace /work/repo/with/a/long/path --sandbox disabled --trust --force --model gpt-5]")
+	log(h, slog.LevelInfo, "a long word", "argv", strings.Repeat("x", 100))
 	width = 0 // unknown: 100 columns
-	log(h, slog.LevelInfo, "a long line", "argv", strings.Repeat("x", 200))
+	log(h, slog.LevelInfo, "a long word", "argv", strings.Repeat("x", 200))
 	want := "14:02:07 INFO  task 2 execute: starting call  attempt=\"attempt 1 of 3\"\n" +
 		"14:02:07 WARN  call failed, retrying  delay=\"1.50 s\"\n" +
 		"14:02:07 ERROR task 3: refused\\x1b[31m  g.path=/a\\nb\n" +
-		// 79 columns of 80, the last one …; then 99 of an unknown width.
-		"14:02:07 INFO  a long line  argv=" + strings.Repeat("x", 79-34) + "…\n" +
-		"14:02:07 INFO  a long line  argv=" + strings.Repeat("x", 99-34) + "…\n"
+		"14:02:07 INFO  check passed  stage=start\n" +
+		// 79 columns of 80, the lines after it under the event.
+		"14:02:07 INFO  a long line  argv=\"[agent --print --workspace\n" +
+		"               /work/repo/with/a/long/path --sandbox disabled --trust --force\n" +
+		"               --model gpt-5]\"\n" +
+		// A word longer than a line starts a line of its own, broken
+		// inside.
+		"14:02:07 INFO  a long word\n" +
+		"               argv=" + strings.Repeat("x", 79-20) + "\n" +
+		"               " + strings.Repeat("x", 100-(79-20)) + "\n" +
+		// Then 99 of an unknown width.
+		"14:02:07 INFO  a long word\n" +
+		"               argv=" + strings.Repeat("x", 99-20) + "\n" +
+		"               " + strings.Repeat("x", 99-15) + "\n" +
+		"               " + strings.Repeat("x", 200-(99-20)-(99-15)) + "\n"
 	if out.String() != want {
 		t.Fatalf("lines:\n%s\nwant:\n%s", out.String(), want)
 	}

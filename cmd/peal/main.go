@@ -33,6 +33,7 @@ type CLI struct {
 	RetryState RetryStateCmd    `cmd:"" name:"retry-state" help:"Inspect and reset the retry-state store shared with ticketflow."`
 	Report     ReportCmd        `cmd:"" help:"Tell the last run of this configuration: a Markdown job summary, a JSON document or a one-file HTML timeline of every call."`
 	Doctor     DoctorCmd        `cmd:"" help:"Check that the agent CLI (and the fallback agent) is installed and can authenticate, and whether stet is found; exit 1 when a check fails."`
+	Clean      CleanCmd         `cmd:"" help:"Remove the worktree and branches the runs on the state folder keep in the repository between runs, as far as they hold no work of their own; never while a run uses them."`
 }
 
 // newCLI is the command tree with the configuration flags of each command.
@@ -50,7 +51,8 @@ func newCLI(args ...string) *CLI {
 			cli.RetryState.Reset.Plugins = keyFlags(storeKeys, storeNotes)
 			cli.RetryState.Detect.Plugins = keyFlags(detectKeys, nil)
 		},
-		"doctor": func() { cli.Doctor.Plugins = keyFlags(doctorKeys, nil) },
+		"doctor": func() { cli.Doctor.Plugins = keyFlags(doctorKeys, storeNotes) },
+		"clean":  func() { cli.Clean.Plugins = keyFlags(cleanKeys, storeNotes) },
 		"report": func() { cli.Report.Plugins = keyFlags(reportKeys, needsPlan) },
 	}
 	if len(args) > 0 && flags[args[0]] != nil {
@@ -66,6 +68,7 @@ func newCLI(args ...string) *CLI {
 // env carries what a command needs from the process, so tests can run main in-process.
 type env struct {
 	ctx     context.Context
+	stdin   io.Reader
 	environ []string
 	stdout  io.Writer
 	stderr  io.Writer
@@ -107,7 +110,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return p.code
 	}
 	kctx := p.kctx
-	e := &env{ctx: ctx, environ: environ, stdout: stdout, stderr: stderr, kctx: kctx, now: time.Now}
+	e := &env{ctx: ctx, stdin: os.Stdin, environ: environ, stdout: stdout, stderr: stderr, kctx: kctx, now: time.Now}
 	if err := kctx.Run(e); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -236,22 +239,57 @@ func versionOf(info *debug.BuildInfo) string {
 	return fmt.Sprintf("peal %s, %s, %s", v, commit, info.GoVersion)
 }
 
-// PromptCmd prints the plan-format prompt.
+// PromptCmd prints the plan-format prompt, with what the person wants
+// built.
 type PromptCmd struct {
-	Output string `help:"Write the prompt to this file (parent folders are created) instead of stdout." placeholder:"PATH" type:"path"`
+	Want   []string `arg:"" optional:"" name:"description" help:"What you want built, put in the prompt (- reads it from stdin; without it, a pipe or a file on stdin is read)."`
+	Output string   `help:"Write the prompt to this file (parent folders are created) instead of stdout." placeholder:"PATH" type:"path"`
 }
+
+// maxWant bounds the description read from stdin.
+const maxWant = 1 << 20
 
 // Run prints or writes the prompt.
 func (c *PromptCmd) Run(e *env) error {
+	want, err := c.want(e)
+	if err != nil {
+		return &exitError{code: 1, msg: "error: " + err.Error()}
+	}
+	prompt := plan.Prompt(want)
 	if c.Output == "" {
-		_, err := io.WriteString(e.stdout, plan.FormatPrompt)
+		_, err := io.WriteString(e.stdout, prompt)
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(c.Output), 0o755); err != nil {
 		return &exitError{code: 1, msg: fmt.Sprintf("error: cannot create the folder of %s: %v", c.Output, err)}
 	}
-	if err := os.WriteFile(c.Output, []byte(plan.FormatPrompt), 0o644); err != nil {
+	if err := os.WriteFile(c.Output, []byte(prompt), 0o644); err != nil {
 		return &exitError{code: 1, msg: fmt.Sprintf("error: cannot write %s: %v", c.Output, err)}
 	}
 	return nil
+}
+
+// want is the description of what to build: the arguments, or stdin when
+// the argument is "-", or when there is none and stdin is a pipe or a file
+// (never a terminal, which would wait for a person who did not mean to
+// type).
+func (c *PromptCmd) want(e *env) (string, error) {
+	read := len(c.Want) == 1 && c.Want[0] == "-"
+	if len(c.Want) == 0 {
+		if f, ok := e.stdin.(*os.File); ok {
+			info, err := f.Stat()
+			read = err == nil && (info.Mode()&os.ModeNamedPipe != 0 || info.Mode().IsRegular())
+		}
+	}
+	if !read {
+		return strings.Join(c.Want, " "), nil
+	}
+	data, err := io.ReadAll(io.LimitReader(e.stdin, maxWant+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("reading what to build from stdin: %w", err)
+	case len(data) > maxWant:
+		return "", fmt.Errorf("what to build, on stdin, is over %d bytes: describe it in fewer words", maxWant)
+	}
+	return strings.ToValidUTF8(string(data), "\uFFFD"), nil
 }

@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 type sandbox struct {
 	t                                   *testing.T
 	dir, repo, plan, stateDir, agentDir string
+	killedAt                            time.Time // when runKilled killed peal
 }
 
 func newSandbox(t *testing.T, plan string) *sandbox {
@@ -180,7 +181,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	// No command at all is a usage error too, naming the commands.
 	s := newSandbox(t, plan3)
-	if r := s.peal(s.env()); r.code != 1 || r.stderr != "peal: error: no command given: use one of run, prompt, config, status, retry-state, report or doctor (peal --help describes them)\n" {
+	if r := s.peal(s.env()); r.code != 1 || r.stderr != "peal: error: no command given: use one of run, prompt, config, status, retry-state, report, doctor or clean (peal --help describes them)\n" {
 		t.Fatalf("no command: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -438,6 +439,13 @@ func TestFlagNamesMatchKeys(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: flag --%s names unknown key %q", node.Name, f.Name, key)
 			}
+			if f.Tag.Has("was") {
+				// A flag's old name, hidden, still taken.
+				if f.Name != k.OldFlag || f.Target.Type() != k.GoType || !f.Hidden {
+					t.Errorf("%s: old flag --%s (%s, hidden %v) for key %s, want --%s, hidden", node.Name, f.Name, f.Target.Type(), f.Hidden, key, k.OldFlag)
+				}
+				continue
+			}
 			seen[key] = true
 			if f.Name != k.Flag || f.Target.Type() != k.GoType || f.Hidden {
 				t.Errorf("%s: flag --%s (%s, hidden %v) for key %s, want --%s (%s), shown", node.Name, f.Name, f.Target.Type(), f.Hidden, key, k.Flag, k.GoType)
@@ -469,5 +477,31 @@ func TestPromptCommand(t *testing.T) {
 	os.WriteFile(blocker, nil, 0o644)
 	if r := s.peal(nil, "prompt", "--output", filepath.Join(blocker, "x.md")); r.code != 1 || !strings.HasPrefix(r.stderr, "peal: error:") {
 		t.Fatalf("write error: exit %d, %q", r.code, r.stderr)
+	}
+	// What to build: in the arguments, or on stdin (a pipe, a file, or
+	// "-"); a terminal is never read.
+	fenced := "---WHAT TO BUILD---\nA CLI that counts words.\n---WHAT TO BUILD---\n"
+	prompt := func(stdin io.Reader, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bins["peal"], append([]string{"prompt"}, args...)...)
+		cmd.Dir, cmd.Stdin = s.dir, stdin
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("peal prompt %q: %v", args, err)
+		}
+		return string(out)
+	}
+	words := strings.NewReader("A CLI that counts words.\n")
+	for name, got := range map[string]string{
+		"arguments": prompt(nil, "A", "CLI", "that counts words."),
+		"a pipe":    prompt(io.MultiReader(words)),
+		"-":         prompt(strings.NewReader("A CLI that counts words."), "-"),
+	} {
+		if !strings.Contains(got, fenced) || !strings.HasSuffix(got, "Reply with the plan only, in this format.\n") {
+			t.Errorf("%s: the prompt lacks what to build:\n%s", name, got)
+		}
+	}
+	if got := prompt(nil); strings.Contains(got, "WHAT TO BUILD") {
+		t.Errorf("/dev/null on stdin: %s", got)
 	}
 }

@@ -147,23 +147,40 @@ func TestProgressOnTerminal(t *testing.T) {
 				t.Fatalf("no cursor-up and erase before a redraw:\n%q", stream)
 			}
 			// What the terminal shows at the end: every status line was
-			// overwritten in place, and each log line is whole.
+			// overwritten in place, and each log record is whole, on
+			// lines that fit.
 			screen := newScreen(t)
 			screen.feed(stream)
 			lines := screen.text()
-			starts := 0
+			var records []string
 			for _, line := range lines {
-				// A person's line: the time, the level, the event; never
-				// wider than the terminal (120 columns).
-				if !humanLine.MatchString(line) || len([]rune(line)) > 119 {
-					t.Fatalf("line %q is not a whole log line that fits; screen:\n%s", line, strings.Join(lines, "\n"))
+				// A person's line: the time, the level, the event, or the
+				// rest of the record above it, indented under its event;
+				// never wider than the terminal (120 columns).
+				switch {
+				case len([]rune(line)) > 119:
+					t.Fatalf("line %q is wider than the terminal; screen:\n%s", line, strings.Join(lines, "\n"))
+				case humanLine.MatchString(line):
+					records = append(records, line)
+				case len(records) > 0 && continued.MatchString(line):
+					records[len(records)-1] += " " + strings.TrimSpace(line)
+				default:
+					t.Fatalf("line %q is no log line; screen:\n%s", line, strings.Join(lines, "\n"))
 				}
-				if strings.Contains(line, ": starting call") {
+			}
+			starts := 0
+			for _, rec := range records {
+				if strings.Contains(rec, ": starting call") {
 					starts++
+					// The argv whole (a path longer than a line is broken
+					// inside), and what follows it.
+					if !strings.Contains(strings.ReplaceAll(rec, " ", ""), bins["fakeagent"]) || !strings.Contains(rec, " stdin_bytes=") {
+						t.Fatalf("a starting call without its argv whole: %q", rec)
+					}
 				}
 			}
 			if starts != 2 {
-				t.Fatalf("%d starting-call lines on the screen, want 2:\n%s", starts, strings.Join(lines, "\n"))
+				t.Fatalf("%d starting-call records on the screen, want 2:\n%s", starts, strings.Join(lines, "\n"))
 			}
 		})
 	}
@@ -171,6 +188,9 @@ func TestProgressOnTerminal(t *testing.T) {
 
 // humanLine is a log line for a person: the time, the level, the event.
 var humanLine = regexp.MustCompile(`^\d\d:\d\d:\d\d (INFO |WARN |ERROR|DEBUG) \S`)
+
+// continued is a line a log record goes on over, under its event.
+var continued = regexp.MustCompile(`^ {15}\S`)
 
 // TestNoProgressOnPipe: with stderr on a pipe (CI), the log is plain lines,
 // even with a TERM that could draw.

@@ -134,8 +134,31 @@ func TestReadmeQuickStart(t *testing.T) {
 			}
 			switch {
 			case strings.HasPrefix(line, "peal prompt") && !strings.Contains(line, ">"):
-				if !strings.Contains(r.stdout, "## Task 1") {
+				if !strings.Contains(r.stdout, "## Task 1") || !strings.Contains(r.stdout, "---WHAT TO BUILD---\ngreet people by name\n") {
 					t.Fatalf("peal prompt printed:\n%s", r.stdout)
+				}
+			case line == "peal doctor":
+				// In the project, with the paths as a run takes them: the
+				// agent's probes run (confined as its calls are).
+				for _, want := range []string{"ok    agent (cursor) version: ", "ok    agent (cursor) login: CURSOR_API_KEY is set", "ok    stet: "} {
+					if !strings.Contains(r.stdout, want) {
+						t.Fatalf("peal doctor lacks %q:\n%s", want, r.stdout)
+					}
+				}
+			case strings.HasPrefix(line, "peal config "):
+				// The confinement is described with the full paths a run
+				// makes of the relative ones.
+				if !strings.Contains(r.stdout, filepath.Join(proj, ".peal")+" (peal's state folder)") {
+					t.Fatalf("%s: the state folder is not named in full:\n%s", line, r.stdout)
+				}
+			case line == "peal clean":
+				// The run's worktree and branch are gone, the work tree is
+				// as the run left it.
+				if got := testgit.Git(t, proj, "worktree", "list", "--porcelain"); strings.Count(got, "worktree ") != 1 {
+					t.Fatalf("%s: worktrees left:\n%s\n%s", line, got, r.stdout)
+				}
+				if got := pealBranches(t, proj); got != "" {
+					t.Fatalf("%s: branches left: %q\n%s", line, got, r.stdout)
 				}
 			case strings.Contains(line, "--check-command 'go test ./...'"):
 				// The project's tests ran, and passed, after each execute.
@@ -156,7 +179,7 @@ func TestReadmeQuickStart(t *testing.T) {
 			}
 		}
 	}
-	if !saved || ran < 8 {
+	if !saved || ran < 10 {
 		t.Fatalf("the Quick start changed: plan saved %v, %d commands run", saved, ran)
 	}
 	if got := strings.Join(fakes.Keys(fakes.Starts(mustCalls(t, agentDir))), " "); got != "plan:1 execute:1 plan:2 execute:2" {

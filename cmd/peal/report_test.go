@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,6 +156,12 @@ func TestReportOfRecordedRuns(t *testing.T) {
 				if r := taskResult(t, rep, 2); r != "cut_off" {
 					t.Fatalf("task 2 is %q, want cut_off", r)
 				}
+				// It ran until peal was killed, as the guard saw it die.
+				events, _, _ := state.ReadRecord(filepath.Join(s.stateDir, state.RecordName))
+				last := events[len(events)-1]
+				if last.Ev != state.EvKilled || last.Time.Before(s.killedAt) || c.DurationMS != last.Time.Sub(c.Started).Milliseconds() {
+					t.Fatalf("the record ends with %+v (killed after %s); the cut-off call ran %d ms from %s", last, s.killedAt, c.DurationMS, c.Started)
+				}
 				md := s.peal(env, "report").stdout
 				if !strings.Contains(md, "Calls cut off when the run was killed:") || !strings.Contains(md, "task 2 execute, attempt 1") {
 					t.Fatalf("markdown does not name the cut-off call:\n%s", md)
@@ -216,8 +223,17 @@ func (s *sandbox) runKilled(env []string, key string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The guard notes the kill in the record as it sees peal die: the test
+	// goes on once it has exited.
+	guard, err := unix.PidfdOpen(guardOf(s.t, cmd.Process.Pid), 0)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer unix.Close(guard)
+	s.killedAt = time.Now()
 	cmd.Process.Kill()
 	cmd.Wait()
+	unix.Poll([]unix.PollFd{{Fd: int32(guard), Events: unix.POLLIN}}, 30_000)
 	calls, _ := fakes.ReadCalls(s.agentDir)
 	starts := fakes.Starts(calls)
 	starts[len(starts)-1].ID().Kill() // the orphaned agent
@@ -387,7 +403,7 @@ func checkMerged(t *testing.T, rep report.Report, md string) {
 		t.Fatalf("merges %+v", rep.Merges)
 	}
 	for _, line := range []string{
-		"| 2 | completed | plan 2, execute 2 | 0 | – | conflict in shared.txt, undone, work kept on " + strings.ReplaceAll(rep.Merges[1].Kept, "_", "\\_") + ", ran again alone |",
+		"| 2 | completed | plan 2, execute 2 | 0 (no review) | – | conflict in shared.txt, undone, work kept on " + strings.ReplaceAll(rep.Merges[1].Kept, "_", "\\_") + ", ran again alone |",
 		"Merges: 1 merged, 1 conflict.",
 		"| planaruoa-2 | 2 |",
 	} {

@@ -28,7 +28,9 @@ type RetryStateCmd struct {
 // store, by the rule of every command (config.Config.ResolveStore), with the
 // working folder standing in for an unset repo_path.
 func (f *configFlags) loadStore(e *env) (*config.Config, error) {
-	cfg, err := config.Load(config.Inputs{Flags: flagValues(e.kctx), Env: e.environ, ConfigPath: f.Config, DefaultRepo: "."})
+	in := f.inputs(e)
+	in.DefaultRepo = "."
+	cfg, err := config.Load(in)
 	if err == nil {
 		err = cfg.ResolveStore()
 	}

@@ -72,6 +72,7 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintln(e.stdout, "\n"+report.Changes)
 	}
 	printWorktrees(e, report)
+	printKept(e, report)
 	fmt.Fprintln(e.stdout)
 	last := "last run"
 	switch rec := lastRecordedRun(cfg.StateDir, cfg.PlanPath, cfg.RepoPath); {
@@ -172,6 +173,20 @@ func printWorktrees(e *env, report state.StatusReport) {
 		default:
 			fmt.Fprintf(e.stdout, "  task %d: ran in a worktree and did not complete (last run)\n", t.Index)
 		}
+	}
+}
+
+// printKept says what the runs of this configuration leave that a person
+// may wonder about: the worktree they keep between runs, and how to remove
+// it; the work they leave uncommitted when nothing commits it.
+func printKept(e *env, report state.StatusReport) {
+	if w := report.RunWorktree; w != nil {
+		fmt.Fprintf(e.stdout, "\nrun's worktree: %s on branch %s, kept between runs (the tasks work there where the kernel confines files); "+
+			"`peal clean` removes it and the runs' branches, as far as they hold no work of their own\n", w.Path, w.Branch)
+	}
+	if !report.Commits {
+		fmt.Fprintln(e.stdout, "\ncommits: none: runs of this configuration review nothing (no stet found, no stet_commands) and commit_after_phase2 is off, "+
+			"so each task's work stays uncommitted in the work tree (git status shows it) for you to review and commit")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"peal/internal/owndir"
+	"peal/internal/text"
 	"peal/internal/unidiff"
 )
 
@@ -197,8 +198,14 @@ func (g *Repo) CommitMessage(ctx context.Context, msg string) (committed bool, e
 	if errors.As(err, &refused) {
 		return false, err
 	}
-	if err != nil {
+	// Only a git that ran and failed may lack an identity: a git that
+	// could not start says why itself.
+	var failed *Error
+	if errors.As(err, &failed) {
 		return false, fmt.Errorf("%w (check git user.name/user.email in the repo)", err)
+	}
+	if err != nil {
+		return false, err
 	}
 	return true, nil
 }
@@ -216,11 +223,14 @@ func commitSubject(tasks []int) string {
 	return "tasks " + strings.Join(parts, ", ")
 }
 
-// firstLine is the first non-blank line of s, at most n characters: a
-// longer line keeps its first n-3 and ends in "...", as Peal cut it.
+// firstLine is the first non-blank line of s, cleaned of control
+// characters and terminal codes (an agent's output can hold any byte, and a
+// NUL is no argument a program can be given), its blanks collapsed, at
+// most n characters: a longer line keeps its first n-3 and ends in "...",
+// as Peal cut it.
 func firstLine(s string, n int) string {
-	for _, line := range strings.Split(s, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
+	for _, line := range strings.Split(strings.ReplaceAll(s, "\r", "\n"), "\n") {
+		if line = strings.Join(strings.Fields(text.Clean(line)), " "); line != "" {
 			if rs := []rune(line); len(rs) > n {
 				return string(rs[:max(n-3, 0)]) + "..."
 			}

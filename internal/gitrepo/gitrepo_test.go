@@ -61,10 +61,33 @@ func TestCommitSubject(t *testing.T) {
 		{"  éàü  ", 3, "éàü"},
 		{"éàüö", 3, "..."},
 		{" \n\t\n", 80, ""},
+		// An agent's output can hold any byte: control characters and
+		// terminal codes are no part of a subject.
+		{"\x00\x00 plan:\x00 add\tthe \x1b[1mlimiter\x1b[0m\r\nmore", 80, "plan: add the limiter"},
+		{"\x00\n\x07\nsecond", 80, "second"},
 	} {
 		if got := firstLine(c.in, c.n); got != c.want {
 			t.Errorf("firstLine(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
 		}
+	}
+}
+
+// TestCommitOfAnyFirstLine: a plan whose first line holds NUL bytes and
+// terminal codes still gives a commit, its subject cleaned.
+func TestCommitOfAnyFirstLine(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	git := testGit(t, repo)
+	git("init", "-q")
+	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644)
+	caller := phase.Caller{Dir: repo, Env: testEnv, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}}
+	g := New(caller, slog.New(slog.DiscardHandler), time.Minute, repo, t.TempDir())
+	committed, err := g.Commit(context.Background(), []int{1}, "\x00Plan:\x00 add a.txt\x1b[31m!\n")
+	if err != nil || !committed {
+		t.Fatalf("committed %v, %v", committed, err)
+	}
+	if got := git("log", "-1", "--format=%s"); got != "peal: task 1 - Plan: add a.txt!" {
+		t.Fatalf("subject %q", got)
 	}
 }
 

@@ -97,3 +97,29 @@ func LastMeaningful(s string) string {
 	}
 	return ""
 }
+
+// Wrap breaks s, one line of text, into lines of n columns at most (a rune
+// a column): the first whole, the others after indent spaces (less when n
+// leaves too little room), each broken at the last space that fits, which
+// it drops, or, for a word longer than a line, inside it. Nothing of s but
+// those spaces is lost: a line too long for a terminal or a table's column
+// is said whole over several.
+func Wrap(s string, n, indent int) []string {
+	n = max(n, 1)
+	indent = min(indent, n/3)
+	var lines []string
+	rest, room, pad := []rune(s), n, ""
+	for len(rest) > room {
+		cut, skip := room, 0 // inside a word
+		for i := room; i > 0; i-- {
+			if rest[i] == ' ' {
+				cut, skip = i, 1
+				break
+			}
+		}
+		lines = append(lines, pad+strings.TrimRight(string(rest[:cut]), " "))
+		rest = rest[cut+skip:]
+		room, pad = n-indent, strings.Repeat(" ", indent)
+	}
+	return append(lines, pad+string(rest))
+}

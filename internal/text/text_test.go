@@ -1,9 +1,11 @@
 package text
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestClean(t *testing.T) {
@@ -77,5 +79,35 @@ func TestSecondsAndAttempts(t *testing.T) {
 	}
 	if AttemptCount(1) != "1 attempt" || AttemptCount(3) != "3 attempts" {
 		t.Errorf("AttemptCount: %q, %q", AttemptCount(1), AttemptCount(3))
+	}
+}
+
+// TestWrap: lines of n columns at most, broken between words where a word
+// fits, inside a word that does not; the lines after the first indented;
+// nothing lost but the spaces at the breaks.
+func TestWrap(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s         string
+		n, indent int
+		want      []string
+	}{
+		{"short", 10, 2, []string{"short"}},
+		{"exactly10!", 10, 2, []string{"exactly10!"}},
+		{"one two three four", 10, 2, []string{"one two", "  three", "  four"}},
+		{"abcdefghijklmnop", 10, 2, []string{"abcdefghij", "  klmnop"}},
+		{"a abcdefghijklmnop", 10, 0, []string{"a", "abcdefghij", "klmnop"}},
+		{"ünïcödé wörds hére", 8, 0, []string{"ünïcödé", "wörds", "hére"}},
+		{"x y", 1, 4, []string{"x", "y"}},
+	} {
+		got := Wrap(tc.s, tc.n, tc.indent)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Wrap(%q, %d, %d) = %q, want %q", tc.s, tc.n, tc.indent, got, tc.want)
+		}
+		for _, l := range got {
+			if utf8.RuneCountInString(l) > tc.n {
+				t.Errorf("Wrap(%q, %d): line %q too long", tc.s, tc.n, l)
+			}
+		}
 	}
 }
