@@ -109,8 +109,13 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 	}); err != nil {
 		res = taskResult{err: err}
 	}
-	failed := res.err != nil || res.skipped
+	// Only a completed task's work is merged; a task that did not complete
+	// (failed, deferred, cut off) has its work kept on a branch.
+	failed := !res.completed()
 	remove := func() {
+		if failed && !res.skipped {
+			r.keepTree(ctx, tt, base, res)
+		}
 		cctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
 		r.guard.Forget(tt.Path)
@@ -145,6 +150,18 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 	}
 	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.Branch)
 	return res, tt.Branch
+}
+
+// keepTree keeps on a branch the work of a task that did not complete in
+// its worktree tt, made from base, and says where in one line.
+func (r *run) keepTree(ctx context.Context, tt *worktree.Tree, base string, res taskResult) {
+	cctx, cancel := r.trees.CleanupContext(ctx)
+	defer cancel()
+	if kept, err := r.trees.KeepTask(cctx, tt, base, whyKept(res), r.now()); err != nil {
+		r.log.Error("could not keep on a branch the work of a task that did not complete", "task", tt.Task, "err", err)
+	} else if kept != nil {
+		r.log.Warn(kept.Line())
+	}
 }
 
 // worktreeSite is where a task of a block works in its worktree tt: its

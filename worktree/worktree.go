@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
+	"peal/state"
 )
 
 // Folder is the folder of state_dir that holds the worktrees of the tasks
@@ -65,6 +66,16 @@ type Set struct {
 	homeLinks []string
 	// homeFound: the home worktree is there, whole (see HomeFound).
 	homeFound bool
+	// own are peal's folders (Own); warnedLarge the ignored files a
+	// warning named as too large to copy before a task (keep.go).
+	own         []string
+	warnedLarge map[string]bool
+	// kept is what the run kept for the user (keep.go).
+	keptMu sync.Mutex
+	kept   []state.Kept
+	left   int // the task of the mark an earlier run left; -1: none read
+	// notesDir is peal's folder in the repository's git folder.
+	notesDir string
 }
 
 // New is the set of worktrees of the runs on stateDir, for the repository
@@ -82,7 +93,7 @@ func New(git *gitrepo.Repo, log *slog.Logger, stateDir, scope string, sparse []s
 		rel = "."
 	}
 	return &Set{log: log, state: state, root: filepath.Join(state, Folder), prefix: "peal-" + scope + "/", git: git, rel: rel,
-		sparse: coneOf(rel, sparse)}
+		sparse: coneOf(rel, sparse), left: -1}
 }
 
 // Root is the folder the worktrees are made in.

@@ -397,7 +397,7 @@ func TestEscapeOverTheUsersEnv(t *testing.T) {
 		r := s.run(append(s.env("on", "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_AGENT_CMD="+filepath.Join(s.dir, "bin", "claude")), testgit.Env...), "run")
 		last := lastLine(r.stderr)
 		if r.code != 1 || !strings.Contains(last, "the work tree cannot take the change of .env: the work tree holds there something git does not track") ||
-			!strings.Contains(last, "the run's work is kept on branch peal-kept/home-") {
+			!strings.Contains(last, "the run's work is kept on branch peal-kept/task-1-") {
 			t.Fatalf("exit %d, last line %q", r.code, last)
 		}
 		info, err := os.Lstat(filepath.Join(s.repo, ".env"))
