@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"peal/confine"
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testgit"
 )
@@ -215,4 +216,92 @@ func TestKilledTaskPutBackByTheNextRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.repo, "half.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("half.txt: %v", err)
 	}
+}
+
+// refsOf are the repository's branches and tags but peal's, with HEAD's
+// branch, as one string.
+func refsOf(t *testing.T, h *harness) string {
+	t.Helper()
+	refs := testgit.Git(t, h.repo, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+	var out []string
+	for _, l := range strings.Split(refs, "\n") {
+		if !strings.Contains(l, " refs/heads/peal-") {
+			out = append(out, l)
+		}
+	}
+	return testgit.Git(t, h.repo, "symbolic-ref", "HEAD") + "; " + strings.Join(out, "; ")
+}
+
+// TestHistoryIsOnlyAddedTo: a task whose agent moves the user's branch
+// backwards, rewrites a commit that was there when it started, or moves,
+// deletes or leaves another ref of the user's, fails with one line naming
+// what moved; every ref is put back where it was, HEAD on its branch, and
+// what the agent made is kept on a branch. Unconfined (off, and auto where
+// the kernel confines no files) the agent's own git can do it; where the
+// kernel confines files it cannot write the repository's refs at all.
+func TestHistoryIsOnlyAddedTo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, cmd, says string
+		keeps           bool // new commits, kept on a branch
+	}{
+		{"reset", "git reset -q --hard HEAD~2", "branch BRANCH moved from SHA to SHA, which does not hold it (a reset, an amended or rebased commit)", false},
+		{"amend", "git commit -q --amend -m rewritten", "branch BRANCH moved from SHA to SHA, which does not hold it (a reset, an amended or rebased commit)", true},
+		{"rebase", "GIT_COMMITTER_DATE=2001-01-01T00:00:00 git rebase -q --force-rebase --root", "branch BRANCH moved from SHA to SHA, which does not hold it (a reset, an amended or rebased commit)", true},
+		{"update-ref", "git update-ref refs/heads/other HEAD~1", "branch other moved from SHA to SHA", false},
+		{"tag", "git tag -f v1 HEAD~1", "tag v1 moved from SHA to SHA", false},
+		{"branch deleted", "git branch -q -D other", "branch other was deleted", false},
+		{"another branch", "git checkout -q other", "HEAD was moved from branch BRANCH to branch other", false},
+	} {
+		for _, mode := range []string{"off", "auto unenforced", "auto"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, "## Task 1\nA\n")
+				h.confine, _, _ = strings.Cut(mode, " ")
+				branch := userRepo(t, h)
+				for _, c := range []string{"two", "three"} {
+					os.WriteFile(filepath.Join(h.repo, c+".txt"), []byte(c+"\n"), 0o644)
+					testgit.Git(t, h.repo, "add", ".")
+					testgit.Git(t, h.repo, "commit", "-q", "-m", c)
+				}
+				testgit.Git(t, h.repo, "branch", "other")
+				testgit.Git(t, h.repo, "tag", "v1")
+				before := refsOf(t, h)
+				h.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{"sh", "-c", tc.cmd}}}}})
+				var opts []Option
+				if mode == "auto unenforced" {
+					opts = append(opts, unenforced())
+				}
+				_, err := h.runCfg(h.config("PEAL_COMMIT_AFTER_PHASE2=true"), opts...)
+				if after := refsOf(t, h); after != before {
+					t.Fatalf("refs %s, want %s (err %v)", after, before, err)
+				}
+				if status := testgit.Git(t, h.repo, "status", "--porcelain"); status != "" {
+					t.Fatalf("status %q", status)
+				}
+				if mode == "auto" && confine.Probe().Files {
+					if err != nil {
+						t.Fatalf("confined, the agent's git could not write the refs, and the task fails: %v", err)
+					}
+					return
+				}
+				var te *TaskError
+				want := "rewrote the repository's history (" + strings.ReplaceAll(tc.says, "BRANCH", branch) + ")"
+				if got := hashes.ReplaceAllString(fmtErr(err), "SHA"); !errors.As(err, &te) || !strings.Contains(got, want) || !strings.Contains(got, "put back where it was") {
+					t.Fatalf("err %v, want %q", err, want)
+				}
+				kept := keptBranches(t, h)
+				if tc.keeps != (len(kept) == 1) || (tc.keeps && !strings.Contains(err.Error(), "what the task made is kept on branch "+kept[0])) {
+					t.Fatalf("kept %q: %v", kept, err)
+				}
+			})
+		}
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

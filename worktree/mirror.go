@@ -274,6 +274,11 @@ func (m *Mirror) bring(ctx context.Context) error {
 		m.brought = Brought{Commit: st.Head}
 		return m.set.NoteBrought(m.brought)
 	}
+	if st.Head != m.brought.Commit && m.brought.Commit != "" && !m.git.IsAncestor(ctx, m.brought.Commit, st.Head) {
+		// History is only added to: the work tree's branch never moves
+		// back, nor to commits that rewrote its own.
+		return &BringError{Path: m.Tree.Branch, Why: "the run's worktree's branch no longer holds the commit the work tree is at (a reset, an amended or rebased commit)"}
+	}
 	state, err := m.git.State(ctx)
 	if err != nil {
 		return err
