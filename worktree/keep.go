@@ -169,6 +169,9 @@ func (s *Set) Mark(ctx context.Context, tasks []int) (*Mark, error) {
 	if err := safefs.WriteFile(filepath.Join(dir, s.markName()+".json"), append(data, '\n')); err != nil {
 		return nil, fmt.Errorf("noting the work tree before the task: %w", safefs.Reason(err))
 	}
+	s.keptMu.Lock()
+	s.marked = m
+	s.keptMu.Unlock()
 	return m, nil
 }
 
@@ -292,6 +295,11 @@ func (s *Set) LeftMark(ctx context.Context) (*Mark, bool) {
 // completed).
 func (s *Set) Settle(ctx context.Context, m *Mark, completed, inPlace bool, why string, now time.Time) (Settled, error) {
 	var out Settled
+	defer func() {
+		s.keptMu.Lock()
+		s.marked = nil
+		s.keptMu.Unlock()
+	}()
 	head, branch, refs, err := s.git.HeadAndRefs(ctx, peals)
 	if err != nil {
 		return out, err
@@ -649,21 +657,62 @@ func (s *Set) keepRemoved(ctx context.Context, m *Mark, now time.Time) (*state.K
 	if err != nil {
 		return nil, err
 	}
-	msg := fmt.Sprintf("peal: your files as they were before task %d, which removed or replaced them\n\n%s\n", m.Tasks[0], strings.Join(gone, "\n"))
+	return s.keptFiles(ctx, m.Tasks[0], tree, gone, fmt.Sprintf("task %d removed or replaced them, and no commit held them", m.Tasks[0]), now)
+}
+
+// keptFiles keeps tree, which holds the files paths, on a ref of its own
+// as one commit, and returns its Kept.
+func (s *Set) keptFiles(ctx context.Context, task int, tree string, paths []string, why string, now time.Time) (*state.Kept, error) {
+	msg := fmt.Sprintf("peal: your files as they were before %s removed or replaced them\n\n%s\n", taskName(task), strings.Join(paths, "\n"))
 	commit, err := s.keeper(s.git).CommitTree(ctx, tree, msg)
 	if err != nil {
 		return nil, err
 	}
-	ref := fmt.Sprintf("refs/%sfiles/task-%d-%s", KeptPrefix, m.Tasks[0], short(commit))
+	ref := fmt.Sprintf("refs/%sfiles/task-%d-%s", KeptPrefix, task, short(commit))
+	if task < 0 {
+		ref = fmt.Sprintf("refs/%sfiles/run-%s", KeptPrefix, short(commit))
+	}
 	if err := s.git.PutRef(ctx, ref, commit); err != nil {
 		return nil, err
 	}
-	k := &state.Kept{Task: m.Tasks[0], What: state.KeptFiles, Ref: ref, At: now.UTC().Format(time.RFC3339), Look: "git show --stat " + ref,
-		Why: fmt.Sprintf("task %d removed or replaced them, and no commit held them", m.Tasks[0])}
-	for _, p := range gone {
+	k := &state.Kept{Task: task, What: state.KeptFiles, Ref: ref, At: now.UTC().Format(time.RFC3339), Look: "git show --stat " + ref, Why: why}
+	for _, p := range paths {
 		k.Files = append(k.Files, state.KeptFile{Path: p, Restore: "git restore --source=" + ref + " --worktree -- " + shellWord(p)})
 	}
 	return k, nil
+}
+
+func taskName(task int) string {
+	if task < 0 {
+		return "the run"
+	}
+	return fmt.Sprintf("task %d", task)
+}
+
+// keepFiles keeps the files paths of the work tree as they are now on a
+// ref of their own, before they go (why says why), notes them and returns
+// their Kept.
+func (s *Set) keepFiles(ctx context.Context, task int, paths []string, why string) (*state.Kept, error) {
+	index, done, err := s.tempIndex()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	tree, err := s.git.PathsTree(ctx, index, paths)
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.keptFiles(ctx, task, tree, paths, why, time.Now())
+	s.record(ctx, k)
+	return k, err
+}
+
+// markHolds reports whether the mark of the task now running holds a copy
+// of the ignored file rel.
+func (s *Set) markHolds(rel string) bool {
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
+	return s.marked != nil && slices.Contains(s.marked.Ignored, rel)
 }
 
 // shellWord is path as one word of a shell command.

@@ -75,6 +75,13 @@ func (s *Set) Merge(ctx context.Context, task int, branch string) (string, error
 		// path, before any merge starts.
 		return "", &ConflictError{Task: task, Branch: branch, Detail: err.Error()}
 	}
+	// What comes back from a call never writes peal's own folders or a
+	// git folder.
+	if base, err := into.Command("merge-base", "HEAD", branch).Run(ctx); err == nil {
+		if err := s.forbiddenIn(ctx, strings.TrimSpace(base), branch); err != nil {
+			return "", &ConflictError{Task: task, Branch: branch, Detail: err.Error()}
+		}
+	}
 	if err := s.writeNote(mergeNote{Task: task, Branch: branch, Before: before}); err != nil {
 		return "", err
 	}

@@ -74,6 +74,8 @@ type Set struct {
 	keptMu sync.Mutex
 	kept   []state.Kept
 	left   int // the task of the mark an earlier run left; -1: none read
+	// marked is the mark of the task running now (nil: none).
+	marked *Mark
 	// notesDir is peal's folder in the repository's git folder.
 	notesDir string
 }
