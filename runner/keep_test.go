@@ -305,3 +305,67 @@ func fmtErr(err error) string {
 	}
 	return err.Error()
 }
+
+// TestUsersFilesKeptWhenATaskRemovesThem: without a review or commits, a
+// task removes the user's uncommitted edit of a tracked file, a staged
+// file and an ignored .env, and replaces an untracked file. The task
+// completes, and each of the user's versions is kept on a ref of its own
+// in the repository, listed with the command that puts it back in the run
+// summary, at the end of the run's log and by `peal status`, which still
+// lists them once the state folder is removed to start over; each command
+// puts its file back.
+func TestUsersFilesKeptWhenATaskRemovesThem(t *testing.T) {
+	t.Parallel()
+	for _, mode := range keepModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			h.confine = mode
+			os.WriteFile(filepath.Join(h.repo, ".gitignore"), []byte(".env\n"), 0o644)
+			os.WriteFile(filepath.Join(h.repo, "README.md"), []byte("committed\n"), 0o644)
+			userRepo(t, h)
+			mine := map[string]string{"README.md": "my edit\n", "staged.txt": "staged\n", "notes.txt": "my notes\n", ".env": "SECRET=1\n"}
+			for name, text := range mine {
+				os.WriteFile(filepath.Join(h.repo, name), []byte(text), 0o644)
+			}
+			testgit.Git(t, h.repo, "add", "staged.txt")
+			h.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{"sh", "-c", "rm -f README.md staged.txt .env && echo theirs > notes.txt && echo theirs > keep.txt"}}}}})
+			out, err := h.run()
+			if err != nil || !slices.Equal(out.Completed, []int{1}) {
+				t.Fatalf("err %v, outcome %+v", err, out)
+			}
+			sum, _ := h.summary()
+			if len(sum.Kept) != 1 || sum.Kept[0].What != "files" || !strings.HasPrefix(sum.Kept[0].Ref, "refs/peal-kept/files/task-1-") {
+				t.Fatalf("summary kept %+v", sum.Kept)
+			}
+			var paths []string
+			for _, f := range sum.Kept[0].Files {
+				paths = append(paths, f.Path)
+			}
+			if !slices.Equal(paths, []string{".env", "README.md", "notes.txt", "staged.txt"}) {
+				t.Fatalf("kept %q", paths)
+			}
+			if !strings.Contains(h.log.String(), "kept for you: files of yours that task 1 removed or replaced are kept on "+sum.Kept[0].Ref+": .env (put it back: git restore --source=") {
+				t.Fatalf("the end of the log does not list them:\n%s", h.log.String())
+			}
+			// Starting over: the state folder goes, what was kept stays.
+			cfg := h.config()
+			if err := os.RemoveAll(h.stateDir); err != nil {
+				t.Fatal(err)
+			}
+			st, _, err := Status(cfg)
+			if err != nil || len(st.Kept) != 1 || st.Kept[0].Ref != sum.Kept[0].Ref || len(st.Kept[0].Files) != 4 {
+				t.Fatalf("status: err %v, kept %+v", err, st.Kept)
+			}
+			for _, f := range st.Kept[0].Files {
+				testgit.Git(t, h.repo, strings.Fields(strings.TrimPrefix(f.Restore, "git "))...)
+				if got := fileIn(t, h.repo, f.Path); got != mine[f.Path] {
+					t.Errorf("%s after %s: %q, want %q", f.Path, f.Restore, got, mine[f.Path])
+				}
+			}
+			if fileIn(t, h.repo, "keep.txt") != "theirs\n" {
+				t.Error("the task's own work on a committed file is not the work tree's")
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"path/filepath"
 	"peal/plan"
 	"slices"
 
@@ -29,6 +30,10 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 		return state.StatusReport{}, nil, err
 	}
 	report := state.StatusReport{Tasks: []state.TaskStatus{}, LastRun: lastRun(cfg), SparsePaths: cfg.WorktreeSparsePaths, Links: cfg.WorktreeLink}
+	if cfg.StateNotes != "" {
+		gitDir := filepath.Dir(filepath.Dir(cfg.StateNotes))
+		report.Kept = state.ReadKept(state.KeptDir(gitDir), func(ref string) bool { return state.RefExists(gitDir, ref) })
+	}
 	for _, t := range tasks {
 		ts := state.TaskStatus{Index: t.Index, Ticket: ticketID(cfg, t.Index), Status: "pending"}
 		rs, rerr := tickets.Load(cfg.KnowledgeDir, ts.Ticket)

@@ -45,4 +45,7 @@ type StatusReport struct {
 	// worktree_link).
 	SparsePaths []string `json:"worktree_sparse_paths,omitempty"`
 	Links       []string `json:"worktree_link,omitempty"`
+	// Kept is what peal keeps for the user in the repository, noted in its
+	// git folder (KeptDir): it outlives the state folder.
+	Kept []Kept `json:"kept,omitempty"`
 }

@@ -69,6 +69,7 @@ func (c *StatusCmd) Run(e *env) error {
 	}
 	tw.Flush()
 	printWorktrees(e, report)
+	printKept(e, report.Kept)
 	fmt.Fprintln(e.stdout)
 	last := "last run"
 	switch rec := lastRecordedRun(cfg.StateDir, cfg.PlanPath, cfg.RepoPath); {
@@ -168,6 +169,30 @@ func printWorktrees(e *env, report state.StatusReport) {
 			fmt.Fprintf(e.stdout, "  task %d: not merged; its work is kept on branch %s (last run)\n", t.Index, w.Branch)
 		default:
 			fmt.Fprintf(e.stdout, "  task %d: ran in a worktree and did not complete (last run)\n", t.Index)
+		}
+	}
+}
+
+// printKept lists what peal keeps for the user in the repository, each
+// with the commands that look at it and take it back: a file kept, one
+// line of its own.
+func printKept(e *env, kept []state.Kept) {
+	if len(kept) == 0 {
+		return
+	}
+	fmt.Fprintln(e.stdout, "\nkept for you (in the repository: removing the state folder keeps them):")
+	for _, k := range kept {
+		if k.What != state.KeptFiles {
+			fmt.Fprintf(e.stdout, "  %s\n", k.Line())
+			continue
+		}
+		who := fmt.Sprintf("task %d", k.Task)
+		if k.Task < 0 {
+			who = "the run"
+		}
+		fmt.Fprintf(e.stdout, "  files of yours that %s removed or replaced, on %s (see them: %s):\n", who, k.Ref, k.Look)
+		for _, f := range k.Files {
+			fmt.Fprintf(e.stdout, "    %s: put it back with %s\n", f.Path, f.Restore)
 		}
 	}
 }
