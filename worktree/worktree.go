@@ -8,9 +8,12 @@
 // It owns too the run's worktree of a confined run (home.go, mirror.go): a
 // worktree that mirrors the work tree, where the run's tasks work when the
 // kernel confines files, and the files of their work brought back into the
-// work tree (bring.go). It knows nothing of plans or agents: when worktrees
-// are made, how many at once and what a conflict does to a task are the
-// runner's policy.
+// work tree (bring.go), data only. It keeps what is the user's (keep.go):
+// the work tree marked before a task and settled after it, so that only a
+// task that completed moves the user's branch, and only forward, and no
+// file of the user's goes without a copy. It knows nothing of plans or
+// agents: when worktrees are made, how many at once and what a conflict or
+// a failure does to a task are the runner's policy.
 package worktree
 
 import (
