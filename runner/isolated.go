@@ -36,6 +36,13 @@ func (b *block) runIsolated(ctx context.Context, tl *tally, base string, red che
 			return err
 		}
 	}
+	var err error
+	if b.refs, err = r.trees.MarkRefs(ctx); err != nil {
+		for _, bt := range b.tasks {
+			r.tickets.release(bt.task)
+		}
+		return err
+	}
 	slots := b.setUp(ctx, base)
 	// One goroutine merges, in index order, while the pool runs the tasks:
 	// a merge, and the checks of the merged tree, never hold a slot.
@@ -108,6 +115,13 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 		res = r.runTask(ctx, at, t, taskRed)
 	}); err != nil {
 		res = taskResult{err: err}
+	}
+	// History is only added to: a ref of the user's the task moved is put
+	// back, and the task fails.
+	if moved, err := r.trees.RefsBack(ctx, b.refs); len(moved) > 0 {
+		res = taskResult{err: &worktree.HistoryError{Task: t.Index, What: moved}}
+	} else if err != nil {
+		r.log.Warn("could not compare the repository's refs with how they were before the block", "task", t.Index, "err", err)
 	}
 	// Only a completed task's work is merged; a task that did not complete
 	// (failed, deferred, cut off) has its work kept on a branch.

@@ -369,3 +369,56 @@ func TestUsersFilesKeptWhenATaskRemovesThem(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryIsOnlyAddedToInABlock: a task of a parallel block, in its own
+// worktree, whose agent moves a tag and deletes a branch of the user's
+// (the repository's refs are every worktree's) fails with one line naming
+// them, and they are put back; the block's other task, which ended before
+// them, is merged.
+func TestHistoryIsOnlyAddedToInABlock(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"off", "auto unenforced"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			h := isolatedHarness(t, parallelPlan("pp"))
+			h.confine, _, _ = strings.Cut(mode, " ")
+			os.WriteFile(filepath.Join(h.repo, "two.txt"), []byte("two\n"), 0o644)
+			testgit.Git(t, h.repo, "add", ".")
+			testgit.Git(t, h.repo, "commit", "-q", "-m", "two")
+			testgit.Git(t, h.repo, "branch", "other")
+			testgit.Git(t, h.repo, "tag", "v1")
+			before := refsOf(t, h)
+			gate := readyPipe(t)
+			h.scenario(map[string][]fakes.Outcome{
+				"plan:1":    {{WaitFile: gate}},
+				"execute:1": {{Commands: [][]string{{"sh", "-c", "git tag -f v1 HEAD~1 && git branch -D other"}}}},
+				"execute:2": {writes("b.txt", "b\n")},
+			})
+			var opts []Option
+			if mode == "auto unenforced" {
+				opts = append(opts, unenforced())
+			}
+			r := startCfg(h, h.config("PEAL_MAX_PARALLEL=2", "PEAL_CONTINUE_WITH_REMAINING_TASKS=true"), opts...)
+			r.events.wait(t, "task 2 ended", 1, func(rec logRecord) bool {
+				return rec.msg == "task ended in its worktree, its work waits to be merged" && rec.attrs["task"] == "2"
+			})
+			os.WriteFile(gate, []byte("go"), 0o644)
+			out, err := r.wait(t)
+			if err != nil || !slices.Equal(out.Failed, []int{1}) || !slices.Equal(out.Completed, []int{2}) {
+				t.Fatalf("err %v, outcome %+v", err, out)
+			}
+			// Task 2's merge moved the user's branch forward; every other
+			// ref is where it was.
+			after := refsOf(t, h)
+			if _, rest, _ := strings.Cut(after, "; "); !strings.Contains(before, rest[strings.Index(rest, " refs/heads/other"):]) {
+				t.Fatalf("refs %s, want %s", after, before)
+			}
+			if fileIn(t, h.repo, "b.txt") != "b\n" {
+				t.Fatal("task 2 was not merged")
+			}
+			if !strings.Contains(h.log.String(), "rewrote the repository's history (branch other was deleted; tag v1 moved from ") {
+				t.Fatalf("the log does not name what moved:\n%s", h.log.String())
+			}
+		})
+	}
+}

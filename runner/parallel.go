@@ -62,8 +62,8 @@ type block struct {
 	// task's worktree is removed before its slot takes the next task.
 	diskBound bool
 	// mark is the work tree before a block that shares it (see
-	// worktree.Mark).
-	mark *worktree.Mark
+	// worktree.Mark); refs the user's refs before a block in worktrees.
+	mark, refs *worktree.Mark
 }
 
 // start marks task i as started, unless the run is already certain to stop

@@ -342,6 +342,44 @@ func (s *Set) Settle(ctx context.Context, m *Mark, completed, inPlace bool, why 
 	return out, nil
 }
 
+// MarkRefs marks the user's refs and HEAD's branch before a parallel
+// block whose tasks work in worktrees of their own (their files are
+// not the work tree's): see RefsBack.
+func (s *Set) MarkRefs(ctx context.Context) (*Mark, error) {
+	m := &Mark{}
+	var err error
+	m.Head, m.Branch, m.Refs, err = s.git.HeadAndRefs(ctx, peals)
+	return m, err
+}
+
+// RefsBack puts back where m has them the user's refs that a task of a
+// block moved or deleted, and HEAD on its branch, and names each; the
+// branch HEAD names is the block's merges' to move, and is left. The tasks
+// of a block share the repository's refs: the first task to end after one
+// moved is the one told, one at a time.
+func (s *Set) RefsBack(ctx context.Context, m *Mark) ([]string, error) {
+	s.refsMu.Lock()
+	defer s.refsMu.Unlock()
+	head, branch, refs, err := s.git.HeadAndRefs(ctx, peals)
+	if err != nil {
+		return nil, err
+	}
+	var moved []string
+	for _, what := range s.rewrote(ctx, &Mark{Branch: m.Branch, Head: m.Head, Refs: m.Refs}, branch, head, refs) {
+		if !strings.HasPrefix(what, refName(m.Branch, "")+" moved") {
+			moved = append(moved, what)
+		}
+	}
+	if len(moved) == 0 {
+		return nil, nil
+	}
+	others := maps.Clone(m.Refs)
+	delete(others, m.Branch)
+	now := maps.Clone(refs)
+	delete(now, m.Branch)
+	return moved, s.putRefsBack(ctx, &Mark{Branch: m.Branch, Head: head, Refs: others}, branch, now)
+}
+
 // rewrote names what moved since m where history is only added to: the
 // branch moved backwards or to a commit that does not hold the one it
 // was at, another ref of the user's moved or gone, HEAD on another branch.

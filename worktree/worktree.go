@@ -77,8 +77,10 @@ type Set struct {
 	keptMu sync.Mutex
 	kept   []state.Kept
 	left   int // the task of the mark an earlier run left; -1: none read
-	// marked is the mark of the task running now (nil: none).
+	// marked is the mark of the task running now (nil: none); refsMu
+	// keeps the tasks of a block from putting refs back at once.
 	marked *Mark
+	refsMu sync.Mutex
 	// notesDir is peal's folder in the repository's git folder.
 	notesDir string
 }
