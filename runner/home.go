@@ -122,7 +122,7 @@ func (r *run) homeBack(ctx context.Context, tasks []int, res taskResult) taskRes
 		return res
 	}
 	if !res.completed() {
-		cctx, cancel := r.trees.CleanupContext(ctx)
+		cctx, cancel := r.trees.KeepContext(ctx)
 		defer cancel()
 		r.guard.Forget(r.mirror.Tree.Path)
 		kept, err := r.mirror.KeepTask(cctx, tasks[0], whyKept(res), r.now())
@@ -179,7 +179,7 @@ func (r *run) settleHome(ctx context.Context, m *worktree.Mark, res taskResult) 
 	if m == nil || res.skipped {
 		return res
 	}
-	cctx, cancel := r.trees.CleanupContext(ctx)
+	cctx, cancel := r.trees.KeepContext(ctx)
 	defer cancel()
 	st, err := r.trees.Settle(cctx, m, res.completed(), !r.confined.Files(), whyKept(res), r.now())
 	for _, k := range []*state.Kept{st.Work, st.Files} {

@@ -169,7 +169,7 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 // keepTree keeps on a branch the work of a task that did not complete in
 // its worktree tt, made from base, and says where in one line.
 func (r *run) keepTree(ctx context.Context, tt *worktree.Tree, base string, res taskResult) {
-	cctx, cancel := r.trees.CleanupContext(ctx)
+	cctx, cancel := r.trees.KeepContext(ctx)
 	defer cancel()
 	if kept, err := r.trees.KeepTask(cctx, tt, base, whyKept(res), r.now()); err != nil {
 		r.log.Error("could not keep on a branch the work of a task that did not complete", "task", tt.Task, "err", err)

@@ -197,8 +197,8 @@ func (s *Set) copiedIgnored(ignored []string) []string {
 		total += info.Size()
 		out = append(out, p)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
 	if s.warnedLarge == nil {
 		s.warnedLarge = map[string]bool{}
 	}
@@ -246,6 +246,17 @@ func (s *Set) tempIndex() (string, func(), error) {
 	}
 	f.Close()
 	return f.Name(), func() { os.Remove(f.Name()) }, nil
+}
+
+// KeepContext is a context for keeping a task's work and putting the work
+// tree back, which must end even once ctx is cancelled: each git command
+// is bounded by git's timeout, and the whole by a short grace once ctx is
+// done (CleanupContext); a signal that comes meanwhile lets it end.
+func (s *Set) KeepContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() != nil {
+		return s.CleanupContext(ctx)
+	}
+	return context.WithCancel(context.WithoutCancel(ctx))
 }
 
 // Unmark drops the note of the mark once the task's outcome is saved.
