@@ -414,6 +414,9 @@ func (s *Set) forbidden(rel string) string {
 	top := s.git.Top()
 	full := filepath.Join(top, filepath.FromSlash(rel))
 	for _, own := range append([]string{filepath.Join(top, ".review")}, s.own...) {
+		if safefs.Same(own, top) {
+			continue // a folder of peal's that is the whole tree guards nothing in it
+		}
 		if safefs.Within(full, own) || safefs.Within(own, full) {
 			where, err := filepath.Rel(top, own)
 			if err != nil {

@@ -73,9 +73,9 @@ type Settled struct {
 	// Rewrote names the refs the task moved where history is only added
 	// to (put back since); none when it moved none.
 	Rewrote []string
-	// Work is the branch that keeps the work that did not land ("" when
-	// there was none); Files what keeps the files of the user's the task
-	// removed or replaced (nil: none).
+	// Work is the branch that keeps the work that did not land, Files the
+	// ref that keeps the files of the user's the task removed or replaced
+	// (nil: none).
 	Work  *state.Kept
 	Files *state.Kept
 }
