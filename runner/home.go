@@ -95,7 +95,7 @@ func (r *run) bringBack(ctx context.Context, task int) error {
 	if r.mirror == nil {
 		return nil
 	}
-	cctx, cancel := r.trees.CleanupContext(ctx)
+	cctx, cancel := r.trees.KeepContext(ctx)
 	defer cancel()
 	err := r.mirror.Bring(cctx)
 	if err == nil {

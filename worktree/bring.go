@@ -101,16 +101,23 @@ func (s *Set) Bring(changes []gitrepo.Change) (skipped []string, err error) {
 // file git ignores there: .env, a dependency folder) is never written.
 const untrackedWhy = "the work tree holds there something git does not track there (a file it ignores, as .env is): peal never overwrites nor removes it"
 
-// InTheWay is the first path the commits from HEAD to rev add where the
+// InTheWay is the first path the commits from HEAD to rev change that no
+// call's work may write (forbidden: peal's own folders, a git folder), or
+// the first they add where the
 // work tree holds something git does not track there, or below a folder
 // of the path that is no folder there (a link, a file): moving the work
 // tree to rev would overwrite or remove what the user keeps there
 // untracked (an ignored .env, say). It is a *BringError; nil when there is
 // none.
 func (s *Set) InTheWay(ctx context.Context, rev string) error {
-	added, err := s.git.AddedFiles(ctx, "HEAD", rev)
+	changed, added, err := s.git.ChangedAndAdded(ctx, "HEAD", rev)
 	if err != nil {
 		return err
+	}
+	for _, p := range changed {
+		if why := s.forbidden(p); why != "" {
+			return &BringError{Path: p, Why: why}
+		}
 	}
 	top := s.git.Top()
 	for _, p := range added {
@@ -426,22 +433,6 @@ func (s *Set) forbidden(rel string) string {
 		}
 	}
 	return ""
-}
-
-// forbiddenIn is the first path that commits from rev from to rev to
-// change that no call's work may write (forbidden), as a *BringError; nil
-// when there is none.
-func (s *Set) forbiddenIn(ctx context.Context, from, to string) error {
-	changed, err := s.git.ChangedFiles(ctx, from, to)
-	if err != nil {
-		return err
-	}
-	for _, p := range changed {
-		if why := s.forbidden(p); why != "" {
-			return &BringError{Path: p, Why: why}
-		}
-	}
-	return nil
 }
 
 // asideName is the folder, in the worktrees folder, where an older peal

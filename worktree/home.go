@@ -348,9 +348,6 @@ func (s *Set) FastForward(ctx context.Context) error {
 	if err := s.InTheWay(ctx, h.Branch); err != nil {
 		return err
 	}
-	if err := s.forbiddenIn(ctx, "HEAD", h.Branch); err != nil {
-		return err
-	}
 	if err := s.git.Merge(ctx, h.Branch, "", true); err != nil {
 		return fmt.Errorf("the work tree cannot take the run's work, fast-forward: %w", err)
 	}

@@ -89,3 +89,36 @@ func TestSettlePutsBack(t *testing.T) {
 		t.Error("the mark outlived its settling")
 	}
 }
+
+// TestMergeRefusesPealsFolders: the work of a task of a parallel block
+// that committed files in peal's state folder or stet's is never merged:
+// the merge is refused before it starts, naming the path, and the work tree
+// stays.
+func TestMergeRefusesPealsFolders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, path := range []string{".peal/state.json", ".review/stet/session.json"} {
+		repo, head := testRepo(t)
+		s := testSet(t, repo, nil)
+		s.Own(filepath.Join(repo, ".peal"))
+		tr, err := s.Add(ctx, 1, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(tr.Path, filepath.Dir(path)), 0o755)
+		os.WriteFile(filepath.Join(tr.Path, path), []byte("planted\n"), 0o644)
+		testgit.Git(t, tr.Path, "add", "-f", path)
+		testgit.Git(t, tr.Path, "commit", "-q", "-m", "plant")
+		_, err = s.Merge(ctx, 1, tr.Branch)
+		var ce *ConflictError
+		if !errors.As(err, &ce) || !strings.Contains(ce.Detail, path) || !strings.Contains(ce.Detail, "peal's own folder") {
+			t.Fatalf("%s: err %v", path, err)
+		}
+		if got := testgit.Git(t, repo, "rev-parse", "HEAD"); got != head {
+			t.Fatalf("%s: the work tree moved", path)
+		}
+		if _, err := os.Lstat(filepath.Join(repo, filepath.Dir(path))); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s reached the work tree: %v", path, err)
+		}
+	}
+}

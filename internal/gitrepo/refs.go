@@ -229,3 +229,22 @@ func (g *Repo) IndexTree(ctx context.Context) (string, error) {
 	out, err := g.Command("write-tree").Run(ctx)
 	return strings.TrimSpace(out), err
 }
+
+// ChangedAndAdded are the files that differ between commits a and b, and
+// those of them b holds and a does not, in one command (renames counted as
+// a deletion and an addition).
+func (g *Repo) ChangedAndAdded(ctx context.Context, a, b string) (changed, added []string, err error) {
+	out, err := g.Command("diff", "--name-status", "-z", "--no-renames", a, b, "--").Run(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs := strings.Split(out, "\x00")
+	for i := 0; i+1 < len(recs); i += 2 {
+		status, path := recs[i], recs[i+1]
+		changed = append(changed, path)
+		if status == "A" {
+			added = append(added, path)
+		}
+	}
+	return changed, added, nil
+}
