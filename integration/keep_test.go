@@ -10,7 +10,8 @@ import (
 )
 
 // TestPealFailedTaskKeptOffTheBranch: through a real CLI against the mock
-// model, the execute deletes every file of the repository (rm -rf ./*);
+// model, the execute deletes every file of the repository (each unlinked:
+// both CLIs refuse `rm -rf ./*` by themselves);
 // the project's check, the real `go test ./...`, fails, and the address
 // round does not fix it. The task fails, and the user's branch and files
 // are as before it: its commit is on a branch peal names, with the
@@ -26,7 +27,7 @@ func TestPealFailedTaskKeptOffTheBranch(t *testing.T) {
 			script := mockllm.Script{Rules: []mockllm.Rule{
 				{Contains: "--- FAIL", Replies: []mockllm.Reply{{Text: "I cannot fix that."}}},
 				{Contains: "go test ./...", Replies: []mockllm.Reply{{Text: "I cannot fix that."}}},
-				{Contains: "PLAN-1:", Replies: []mockllm.Reply{{Text: "Cleaning up.", Tool: shellRun("rm -rf ./*")}, {Text: "DONE-1"}}},
+				{Contains: "PLAN-1:", Replies: []mockllm.Reply{{Text: "Cleaning up.", Tool: shellRun(`for f in *; do unlink "$f"; done`)}, {Text: "DONE-1"}}},
 				{Contains: "TASK-1 ", Replies: []mockllm.Reply{{Text: "PLAN-1: remove what is not needed."}}},
 			}}
 			srv := mockllm.New(script, mockllm.WithKey(testKey))
