@@ -136,7 +136,7 @@ func (r *run) homeBack(ctx context.Context, tasks []int, res taskResult) taskRes
 		} else if kept != nil {
 			r.log.Warn(kept.Line())
 			if res.err != nil {
-				res.err = &keptError{err: res.err, kept: kept}
+				res.err = &worktree.KeptError{Err: res.err, Kept: kept}
 			}
 		}
 		return res
@@ -208,7 +208,7 @@ func (r *run) settleHome(ctx context.Context, m *worktree.Mark, res taskResult) 
 		}
 	}
 	if st.Work != nil && res.err != nil && len(st.Rewrote) == 0 {
-		res.err = &keptError{err: res.err, kept: st.Work}
+		res.err = &worktree.KeptError{Err: res.err, Kept: st.Work}
 	}
 	return res
 }
@@ -251,18 +251,6 @@ func (r *run) settleLeft(ctx context.Context) {
 		r.chk.completedOnTree(m.Tasks[0]) // no work of it is left in the tree
 	}
 }
-
-// keptError is a task's error once its work is kept on a branch: the line
-// it ends the run with names the branch.
-type keptError struct {
-	err  error
-	kept *state.Kept
-}
-
-func (e *keptError) Error() string {
-	return fmt.Sprintf("%v; its work is kept on branch %s, not on your branch (see it: %s; take it: %s)", e.err, e.kept.Ref, e.kept.Look, e.kept.Take)
-}
-func (e *keptError) Unwrap() error { return e.err }
 
 // errCutOff is how a task an earlier run was killed in ended.
 var errCutOff = errors.New("the run it ran in was killed before the task completed")

@@ -96,6 +96,18 @@ func (e *HistoryError) Error() string {
 	return msg
 }
 
+// KeptError is the error of a task whose work is kept on a branch: the
+// line it ends the run with names the branch.
+type KeptError struct {
+	Err  error
+	Kept *state.Kept
+}
+
+func (e *KeptError) Error() string {
+	return fmt.Sprintf("%v; its work is kept on branch %s, not on your branch (see it: %s; take it: %s)", e.Err, e.Kept.Ref, e.Kept.Look, e.Kept.Take)
+}
+func (e *KeptError) Unwrap() error { return e.Err }
+
 // peals starts the branches that are peal's own (peal-<id>/…,
 // peal-kept/…), which no task's history check counts.
 const peals = "refs/heads/peal-"
