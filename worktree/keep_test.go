@@ -24,11 +24,11 @@ import (
 func TestSettlePutsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	repo, head := testRepo(t)
+	repo, _ := testRepo(t)
 	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte(".env\n*.log\ndeps/\nout/\n"), 0o644)
 	testgit.Git(t, repo, "add", ".gitignore")
 	testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
-	head = testgit.Git(t, repo, "rev-parse", "HEAD")
+	head := testgit.Git(t, repo, "rev-parse", "HEAD")
 	os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=1\n"), 0o600)
 	os.WriteFile(filepath.Join(repo, "big.log"), bytes.Repeat([]byte("x"), maxIgnoredFile+1), 0o644)
 	os.MkdirAll(filepath.Join(repo, "deps"), 0o755)
