@@ -101,6 +101,7 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 		return taskResult{err: err}, ""
 	}
 	r.log.Info("task worktree made", "task", t.Index, "worktree", tt.Path, "branch", tt.Branch)
+	ran := false // an agent call may have made work to keep
 	if err := r.recoverTask(t, func() {
 		if err := r.prepareTree(ctx, tt); err != nil {
 			res = taskResult{err: err}
@@ -112,6 +113,7 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 			res = taskResult{err: err}
 			return
 		}
+		ran = true
 		res = r.runTask(ctx, at, t, taskRed)
 	}); err != nil {
 		res = taskResult{err: err}
@@ -127,7 +129,7 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 	// (failed, deferred, cut off) has its work kept on a branch.
 	failed := !res.completed()
 	remove := func() {
-		if failed && !res.skipped {
+		if failed && ran {
 			r.keepTree(ctx, tt, base, res)
 		}
 		cctx, cancel := r.trees.CleanupContext(ctx)
