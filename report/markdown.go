@@ -119,6 +119,11 @@ func (r Report) sections() []section {
 	}
 	list("Agent calls", agentCallLines(r))
 	list("Confinement", confinedLines(r))
+	var kept []string
+	for _, k := range r.Kept {
+		kept = append(kept, k.Line())
+	}
+	list("Kept for you (in the repository; they outlive the state folder)", kept)
 	if len(r.Run.CutOff) > 0 {
 		var cut []string
 		for _, c := range r.Calls {

@@ -88,6 +88,10 @@ type Report struct {
 	Merges []Merge `json:"merges,omitempty"`
 	// Usage is the run's tokens and cost, when agent calls reported them.
 	Usage *state.Usage `json:"usage,omitempty"`
+	// Kept is what peal keeps for the user in the repository (the work of
+	// tasks that did not complete, files a task removed or replaced), each
+	// with the commands that take it back, the newest first.
+	Kept []state.Kept `json:"kept,omitempty"`
 	// Notes say what the report could not read (a missing record).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -550,6 +554,7 @@ func (b *builder) finish() Report {
 	rep := &b.rep
 	rep.Version = Version
 	st := b.in.Status
+	rep.Kept = st.Kept
 	if rep.Run.PlanPath == "" && st.LastRun != nil {
 		rep.Run.PlanPath, rep.Run.RepoPath = st.LastRun.PlanPath, st.LastRun.RepoPath
 	}

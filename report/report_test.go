@@ -609,3 +609,33 @@ func TestWhyNoRound(t *testing.T) {
 		t.Errorf("no_round in the document: %q, %q", rep.Tasks[2].NoRound, rep.Tasks[4].NoRound)
 	}
 }
+
+// TestKeptForYou: what peal keeps for the user in the repository, as
+// `peal status` reads it, is in the report: each with the commands that
+// take it back, in the Markdown, the text and the JSON.
+func TestKeptForYou(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	code := 1
+	kept := []state.Kept{
+		{Task: 2, What: state.KeptWork, Ref: "peal-kept/task-2-1a2b3c4d", Why: "the task did not complete: checks still fail",
+			Look: "git log -p main..peal-kept/task-2-1a2b3c4d", Take: "git merge peal-kept/task-2-1a2b3c4d"},
+		{Task: 1, What: state.KeptFiles, Ref: "refs/peal-kept/files/task-1-5e6f7a8b", Look: "git show --stat refs/peal-kept/files/task-1-5e6f7a8b",
+			Files: []state.KeptFile{{Path: ".env", Restore: "git restore --source=refs/peal-kept/files/task-1-5e6f7a8b --worktree -- .env"}}},
+	}
+	rep := Build(Input{Events: []state.Event{{Ev: state.EvRunEnd, Time: at, ExitCode: &code}}, Status: state.StatusReport{Kept: kept}, Now: at})
+	var md, txt bytes.Buffer
+	Markdown(&md, rep)
+	Text(&txt, rep)
+	for _, want := range []string{
+		"task 2's work is kept on branch peal-kept/task-2-1a2b3c4d, not on your branch (the task did not complete: checks still fail): see it with git log -p main..peal-kept/task-2-1a2b3c4d, take it with git merge peal-kept/task-2-1a2b3c4d",
+		"files of yours that task 1 removed or replaced are kept on refs/peal-kept/files/task-1-5e6f7a8b: .env (put it back: git restore --source=refs/peal-kept/files/task-1-5e6f7a8b --worktree -- .env)",
+	} {
+		if !strings.Contains(md.String(), want) || !strings.Contains(txt.String(), want) {
+			t.Fatalf("no %q in\n%s\n%s", want, md.String(), txt.String())
+		}
+	}
+	data, err := json.Marshal(rep)
+	if err != nil || !strings.Contains(string(data), `"kept":[{"at":"","task":2,"what":"work","ref":"peal-kept/task-2-1a2b3c4d"`) {
+		t.Fatalf("json %s (%v)", data, err)
+	}
+}

@@ -194,8 +194,14 @@ func TestDefer(t *testing.T) {
 	if sum, _ := h.summary(); !slices.Equal(sum.TasksDeferred, []int{1}) || sum.ExitCode != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
-	// The next run tries task 1 again; its session starts after tasks 2 and
-	// 3, so it reviews what this run of task 1 changes, which is nothing.
+	// Task 1's work is kept on a branch, not on the user's.
+	if kept := keptBranches(t, h); len(kept) != 1 || !strings.HasPrefix(kept[0], "peal-kept/task-1-") ||
+		!slices.Equal(h.commits(), []string{"root"}) {
+		t.Fatalf("kept %q, commits %q", kept, h.commits())
+	}
+	// The next run tries task 1 again, from the tree tasks 2 and 3 left;
+	// this time its work has no finding.
+	h.scenario(nil)
 	before := len(h.calls())
 	out, err = h.run(env...)
 	if err != nil || !slices.Equal(out.Completed, []int{1}) || out.ExitCode != ExitOK {

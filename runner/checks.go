@@ -37,6 +37,27 @@ type checking struct {
 	mu    sync.Mutex
 	red   check.Set // failing on the work tree as it is now
 	stale bool      // the tree may have changed since the checks last ran on it
+	// atMark is what red and stale were when the work tree was last
+	// marked before a task (markHome): what they are once it is put back.
+	atMark      check.Set
+	staleAtMark bool
+}
+
+// marked notes what the checks say of the work tree as it is marked.
+func (tc *checking) marked() {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.atMark, tc.staleAtMark = tc.red, tc.stale
+}
+
+// putBack notes that the work tree was put back as it was marked, the work
+// of task kept apart: the checks say what they said then, and no work of
+// task is left unfinished in it.
+func (tc *checking) putBack(task int) {
+	tc.mu.Lock()
+	tc.red, tc.stale = tc.atMark, tc.staleAtMark
+	tc.mu.Unlock()
+	tc.completedOnTree(task)
 }
 
 // seen notes a run of the checks on the work tree as it is now, which

@@ -166,9 +166,9 @@ func TestConfinedRunDirtyTree(t *testing.T) {
 	}
 }
 
-// TestConfinedUnfinishedWork: the work a failed task left uncommitted
-// comes back to the work tree uncommitted, as an unconfined run leaves it,
-// whether the run commits or not.
+// TestConfinedUnfinishedWork: the work a failed task left uncommitted is
+// kept on a branch, as an unconfined run keeps it, and the work tree is as
+// before the task, whether the run commits or not.
 func TestConfinedUnfinishedWork(t *testing.T) {
 	t.Parallel()
 	for _, commits := range []bool{false, true} {
@@ -179,8 +179,9 @@ func TestConfinedUnfinishedWork(t *testing.T) {
 			if _, err := h.run("PEAL_COMMIT_AFTER_PHASE2=" + fmt.Sprint(commits)); err == nil {
 				t.Fatal("the task did not fail")
 			}
-			kept := strings.Fields(testgit.Git(t, h.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))
-			if fileIn(t, h.repo, "half.txt") != "half" || len(kept) != 0 || testgit.Git(t, h.repo, "status", "--porcelain") != "?? half.txt" {
+			kept := keptBranches(t, h)
+			if len(kept) != 1 || testgit.Git(t, h.repo, "show", kept[0]+":half.txt") != "half" || testgit.Git(t, h.repo, "status", "--porcelain") != "" ||
+				testgit.Git(t, h.repo, "log", "--format=%s") != "root" {
 				t.Errorf("%s, commits %v: kept %q, status %q", mode, commits, kept, testgit.Git(t, h.repo, "status", "--porcelain"))
 			}
 		}

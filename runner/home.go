@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"peal/internal/gitrepo"
+	"peal/internal/text"
+	"peal/state"
 	"peal/worktree"
 )
 
@@ -84,15 +87,15 @@ func linkedWritable(tree string, linked []string) []string {
 }
 
 // bringBack brings into the work tree what was done in the run's worktree
-// since its work last came back: after each task that worked there, and at
-// the end of the run. Work the work tree cannot take is kept on a branch,
-// which the error names, and the run's worktree is made again for the
-// next task.
-func (r *run) bringBack(ctx context.Context) error {
+// since its work last came back (the work of task, -1: of no task): after
+// each task that worked there, and at the end of the run. Work the work
+// tree cannot take is kept on a branch, which the error names, and the
+// run's worktree is made again for the next task.
+func (r *run) bringBack(ctx context.Context, task int) error {
 	if r.mirror == nil {
 		return nil
 	}
-	cctx, cancel := r.trees.CleanupContext(ctx)
+	cctx, cancel := r.trees.KeepContext(ctx)
 	defer cancel()
 	err := r.mirror.Bring(cctx)
 	if err == nil {
@@ -100,7 +103,7 @@ func (r *run) bringBack(ctx context.Context) error {
 	}
 	// The worktree goes: peal's git no longer watches its .git file.
 	r.guard.Forget(r.mirror.Tree.Path)
-	kept, kerr := r.mirror.Keep(cctx)
+	kept, kerr := r.mirror.Keep(cctx, task, "the work tree could not take it: "+err.Error())
 	r.mirror, r.home = nil, r.main
 	if kerr != nil {
 		return fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", err, kerr)
@@ -113,12 +116,114 @@ func (r *run) bringBack(ctx context.Context) error {
 	return fmt.Errorf("%w; the run's work is kept on branch %s", err, kept)
 }
 
+// homeBack ends the work of tasks (one task, or a block sharing its work)
+// at the run's home, which ended with res: the work of tasks that
+// completed comes to the work tree (bringBack), a task whose work the work
+// tree cannot take did not complete; the work of tasks that did not is
+// kept on a branch (a task's work reaches the user's branch only once it
+// completed).
+func (r *run) homeBack(ctx context.Context, tasks []int, res taskResult) taskResult {
+	if r.mirror == nil || res.skipped {
+		return res
+	}
+	if !res.completed() {
+		cctx, cancel := r.trees.KeepContext(ctx)
+		defer cancel()
+		r.guard.Forget(r.mirror.Tree.Path)
+		kept, err := r.mirror.KeepTask(cctx, tasks[0], whyKept(res), r.now())
+		if r.mirror.Dropped() {
+			r.mirror, r.home = nil, r.main
+		} else {
+			r.guard.Add(r.mirror.Tree.Path, r.mirror.Tree.Dir)
+		}
+		if err != nil {
+			r.log.Error("could not keep on a branch the work of a task that did not complete", "task", tasks[0], "err", err)
+		} else if kept != nil {
+			r.log.Warn(kept.Line())
+			if res.err != nil {
+				res.err = &worktree.KeptError{Err: res.err, Kept: kept}
+			}
+		}
+		return res
+	}
+	if err := r.bringBack(ctx, tasks[0]); err != nil {
+		return taskResult{err: err}
+	}
+	return res
+}
+
+// whyKept is why the work of a task that ended with res is kept apart.
+func whyKept(res taskResult) string {
+	switch {
+	case res.deferred:
+		return "deferred to the next run with findings or failing checks left (on_findings_remaining = defer)"
+	case isInterrupted(res.err):
+		return "the run was interrupted before the task completed"
+	case res.err != nil:
+		return "the task did not complete: " + text.Snippet(res.err.Error(), 200)
+	}
+	return "the task did not complete"
+}
+
+// markHome marks the work tree before tasks work at the run's home (see
+// worktree.Mark): what the run puts back when they do not complete, or
+// rewrite history.
+func (r *run) markHome(ctx context.Context, tasks []int) (*worktree.Mark, error) {
+	m, err := r.trees.Mark(ctx, tasks)
+	if err != nil {
+		return nil, fmt.Errorf("noting the work tree before task %d (so that it can be put back): %w", tasks[0], err)
+	}
+	r.chk.marked()
+	return m, nil
+}
+
+// settleHome ends the mark m of tasks that ended with res (see
+// worktree.Set.Settle), and says in one line what it kept: a task that
+// rewrote history failed, its refs put back.
+func (r *run) settleHome(ctx context.Context, m *worktree.Mark, res taskResult) taskResult {
+	if m == nil || res.skipped {
+		return res
+	}
+	cctx, cancel := r.trees.KeepContext(ctx)
+	defer cancel()
+	st, err := r.trees.Settle(cctx, m, res.completed(), !r.confined.Files(), whyKept(res), r.now())
+	for _, k := range []*state.Kept{st.Work, st.Files} {
+		if k != nil {
+			r.log.Warn(k.Line())
+		}
+	}
+	if len(st.Rewrote) > 0 {
+		res = taskResult{err: &worktree.HistoryError{Task: m.Tasks[0], What: st.Rewrote, Kept: st.Work}}
+	}
+	switch {
+	case err != nil && res.completed() && endsRun(err):
+		// peal's git refuses to run (the guard): the work stays as it
+		// landed, and the run ends at its next git command.
+		r.log.Error("could not compare the work tree with how it was before the task", "task", m.Tasks[0], "err", err)
+	case err != nil:
+		r.log.Error("could not put the work tree back as it was before the task, or keep what it removed: it is as the task left it", "task", m.Tasks[0], "err", err)
+		if res.completed() {
+			res = taskResult{err: err}
+		}
+	}
+	if !st.Landed {
+		r.homeMoved() // the work tree was put back
+		if err == nil {
+			r.chk.putBack(m.Tasks[0])
+		}
+	}
+	if st.Work != nil && res.err != nil && len(st.Rewrote) == 0 {
+		res.err = &worktree.KeptError{Err: res.err, Kept: st.Work}
+	}
+	return res
+}
+
 // leaveHome ends the run's use of its worktree, whatever ended the run:
 // what was done there since it last came back comes to the work tree. The
 // worktree stays for the next run. The error is the work tree's refusal of
 // that work (kept on a branch).
 func (r *run) leaveHome(ctx context.Context) error {
-	err := r.bringBack(ctx)
+	err := r.bringBack(ctx, -1)
 	if r.mirror != nil {
 		r.guard.Forget(r.mirror.Tree.Path)
 		r.mirror.Close()
@@ -126,3 +231,31 @@ func (r *run) leaveHome(ctx context.Context) error {
 	r.mirror, r.home = nil, r.main
 	return err
 }
+
+// settleLeft settles the task an earlier run was killed in (or before its
+// outcome was saved), as that run would have: its work stays when it is
+// saved as completed, and is otherwise kept on a branch, the work tree put
+// back as it was before the task.
+func (r *run) settleLeft(ctx context.Context) {
+	m, ok := r.trees.LeftMark(ctx)
+	if !ok {
+		return
+	}
+	completed := slices.ContainsFunc(m.Tasks, r.store.Completed)
+	if !completed {
+		r.log.Warn("an earlier run ended before its task completed: the work tree is put back as it was before the task", "task", m.Tasks[0])
+	}
+	res := taskResult{err: errCutOff}
+	if completed {
+		res = taskResult{}
+	}
+	r.settleHome(ctx, m, res)
+	if completed {
+		r.trees.Unmark(ctx)
+	} else {
+		r.chk.completedOnTree(m.Tasks[0]) // no work of it is left in the tree
+	}
+}
+
+// errCutOff is how a task an earlier run was killed in ended.
+var errCutOff = errors.New("the run it ran in was killed before the task completed")

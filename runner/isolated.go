@@ -36,6 +36,13 @@ func (b *block) runIsolated(ctx context.Context, tl *tally, base string, red che
 			return err
 		}
 	}
+	var err error
+	if b.refs, err = r.trees.MarkRefs(ctx); err != nil {
+		for _, bt := range b.tasks {
+			r.tickets.release(bt.task)
+		}
+		return err
+	}
 	slots := b.setUp(ctx, base)
 	// One goroutine merges, in index order, while the pool runs the tasks:
 	// a merge, and the checks of the merged tree, never hold a slot.
@@ -94,6 +101,7 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 		return taskResult{err: err}, ""
 	}
 	r.log.Info("task worktree made", "task", t.Index, "worktree", tt.Path, "branch", tt.Branch)
+	ran := false // an agent call may have made work to keep
 	if err := r.recoverTask(t, func() {
 		if err := r.prepareTree(ctx, tt); err != nil {
 			res = taskResult{err: err}
@@ -105,12 +113,25 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 			res = taskResult{err: err}
 			return
 		}
+		ran = true
 		res = r.runTask(ctx, at, t, taskRed)
 	}); err != nil {
 		res = taskResult{err: err}
 	}
-	failed := res.err != nil || res.skipped
+	// History is only added to: a ref of the user's the task moved is put
+	// back, and the task fails.
+	if moved, err := r.trees.RefsBack(ctx, b.refs); len(moved) > 0 {
+		res = taskResult{err: &worktree.HistoryError{Task: t.Index, What: moved}}
+	} else if err != nil {
+		r.log.Warn("could not compare the repository's refs with how they were before the block", "task", t.Index, "err", err)
+	}
+	// Only a completed task's work is merged; a task that did not complete
+	// (failed, deferred, cut off) has its work kept on a branch.
+	failed := !res.completed()
 	remove := func() {
+		if failed && ran {
+			r.keepTree(ctx, tt, base, res)
+		}
 		cctx, cancel := r.trees.CleanupContext(ctx)
 		defer cancel()
 		r.guard.Forget(tt.Path)
@@ -145,6 +166,18 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 	}
 	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.Branch)
 	return res, tt.Branch
+}
+
+// keepTree keeps on a branch the work of a task that did not complete in
+// its worktree tt, made from base, and says where in one line.
+func (r *run) keepTree(ctx context.Context, tt *worktree.Tree, base string, res taskResult) {
+	cctx, cancel := r.trees.KeepContext(ctx)
+	defer cancel()
+	if kept, err := r.trees.KeepTask(cctx, tt, base, whyKept(res), r.now()); err != nil {
+		r.log.Error("could not keep on a branch the work of a task that did not complete", "task", tt.Task, "err", err)
+	} else if kept != nil {
+		r.log.Warn(kept.Line())
+	}
 }
 
 // worktreeSite is where a task of a block works in its worktree tt: its

@@ -53,17 +53,25 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler), h.opts(WithObserver(&rec))...); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
-		"plan of 3",
-		"start git:-1 1/1 ", "end git:-1 1/1 ", // the worktrees git knows of: one an earlier run left is swept
-		"start git:-1 1/1 ", "end git:-1 1/1 ", // where the repository's git data is
-		"start git:-1 1/1 ", "end git:-1 1/1 ", // the identity peal's commits are made as
+	git := func(n int) []string {
+		var out []string
+		for range n {
+			out = append(out, "start git:-1 1/1 ", "end git:-1 1/1 ")
+		}
+		return out
+	}
+	want := []string{"plan of 3"}
+	// The worktrees git knows of (one an earlier run left is swept), where
+	// the repository's git data is, the identity peal's commits are made
+	// as, then the work tree noted before the task: HEAD's branch, the refs,
+	// what git ignores, its files.
+	want = append(append(want, git(3)...), git(6)...)
+	want = append(want,
 		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
 		"start execute:2 1/2 primary", "end execute:2 1/2 primary",
-		"start execute:2 2/2 fallback", "end execute:2 2/2 fallback",
-		"start git:-1 1/1 ", "end git:-1 1/1 ",
-		"start git:-1 1/1 ", "end git:-1 1/1 ",
-	}
+		"start execute:2 2/2 fallback", "end execute:2 2/2 fallback")
+	// The commit, then the work tree compared with the note.
+	want = append(append(want, git(2)...), git(5)...)
 	if !slices.Equal(rec.events, want) {
 		t.Fatalf("observer heard\n%s\nwant\n%s", strings.Join(rec.events, "\n"), strings.Join(want, "\n"))
 	}

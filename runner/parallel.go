@@ -13,6 +13,7 @@ import (
 	"peal/check"
 	"peal/config"
 	"peal/review"
+	"peal/worktree"
 )
 
 // runsAsBlock reports whether a segment's pending tasks run concurrently:
@@ -60,6 +61,9 @@ type block struct {
 	// diskBound: the disk limits how many worktrees exist at once, so a
 	// task's worktree is removed before its slot takes the next task.
 	diskBound bool
+	// mark is the work tree before a block that shares it (see
+	// worktree.Mark); refs the user's refs before a block in worktrees.
+	mark, refs *worktree.Mark
 }
 
 // start marks task i as started, unless the run is already certain to stop
@@ -164,6 +168,12 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 		return err
 	}
 	r.chk.startsOnTree(tasks[0].Index, red)
+	if b.mark, err = r.markHome(ctx, indices(tasks)); err != nil {
+		for _, t := range tasks {
+			r.tickets.release(t)
+		}
+		return err
+	}
 	// The block's tasks share one work tree and one commit, so they share
 	// one review session, opened before their first agent call.
 	sess, err := at.reviewer.Begin(ctx, indices(tasks))
@@ -273,12 +283,13 @@ func (b *block) finishShared(ctx context.Context, tl *tally, sess *review.Sessio
 	} else {
 		r.chk.seenOf(taskResult{}) // the failed executes may have changed the tree
 	}
-	if err := r.bringBack(ctx); err != nil {
-		if shared != nil && shared.err == nil {
-			*shared = taskResult{err: err} // their work is not in the work tree
-		} else {
-			r.log.Error("the work tree could not take the work of the block's tasks", "err", err)
-		}
+	// The block is one unit of work: it lands when its review completed.
+	all := taskResult{err: errors.New("no task of the block ran its Phase 3")}
+	if shared != nil {
+		all = *shared
+	}
+	if all = r.settleHome(ctx, b.mark, r.homeBack(ctx, b.mark.Tasks, all)); shared != nil {
+		*shared = all
 	}
 	var stop error
 	for _, bt := range b.tasks {

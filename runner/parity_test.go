@@ -66,12 +66,12 @@ func TestConfinedMatchesUnconfined(t *testing.T) {
 			}
 		}},
 		{name: "retry reset", plan: "## Task 1\nA\n", runs: 2, setup: blocked, between: func(h *harness, i int) []string {
-			// The findings are planted no more, but those of the first run's
-			// work are still the task's: a fresh attempt, still blocked.
+			// The findings are planted no more, and the first run's work is
+			// kept on a branch, not in the tree: a fresh attempt completes.
 			h.scenario(nil)
 			return []string{"PEAL_RETRY_RESET=true"}
 		}, must: func(t *testing.T, runs []string) {
-			if !strings.HasPrefix(runs[1], "exit 1 findings remaining") {
+			if !strings.HasPrefix(runs[1], "exit 0  completed [1]") {
 				t.Errorf("second run: %s", runs[1])
 			}
 		}},

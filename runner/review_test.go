@@ -632,10 +632,11 @@ func TestResumeReviewsTheEarlierWork(t *testing.T) {
 	}
 }
 
-// TestUnfinishedWorkIsCommittedApart: changes a failed task left are
-// committed as its own before the next task's session starts, so the next
-// task is reviewed on its own work.
-func TestUnfinishedWorkIsCommittedApart(t *testing.T) {
+// TestUnfinishedWorkIsKeptApart: the changes a failed task made are kept
+// on a branch of their own and the work tree put back, so the next task is
+// reviewed on its own work, and the user's branch holds only completed
+// work.
+func TestUnfinishedWorkIsKeptApart(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "## Task 1\nA\n## Task 2\nB\n")
 	env := h.withStet(fakes.StetScenario{})
@@ -647,9 +648,13 @@ func TestUnfinishedWorkIsCommittedApart(t *testing.T) {
 	if err != nil || !slices.Equal(out.Failed, []int{1}) || !slices.Equal(out.Completed, []int{2}) {
 		t.Fatalf("err %v, outcome %+v", err, out)
 	}
-	want := []string{"root", "peal: task 1 - unfinished work (the task did not complete)", "peal: task 2 - fake plan output for task 2"}
+	want := []string{"root", "peal: task 2 - fake plan output for task 2"}
 	if got := h.commits(); !slices.Equal(got, want) {
 		t.Fatalf("commits %q, want %q", got, want)
+	}
+	kept := keptBranches(t, h)
+	if len(kept) != 1 || !strings.Contains(testgit.Git(t, h.repo, "show", kept[0]+":a.go"), "F001") {
+		t.Fatalf("task 1's work is not on a kept branch: %q", kept)
 	}
 	if h.keys() != "plan:1 execute:1 plan:2 execute:2" {
 		t.Fatalf("task 2 was charged with task 1's findings: %q", h.keys())
@@ -752,11 +757,17 @@ func TestFindingsRemainingError(t *testing.T) {
 	if !errors.As(err, &fe) {
 		t.Fatalf("err = %v", err)
 	}
-	head := testgit.Git(t, h.repo, "rev-parse", "HEAD")
+	// The task's work is kept on a branch, not on the user's: the error
+	// names the commit it was reviewed at, and the branch.
+	kept := keptBranches(t, h)
+	if len(kept) != 1 || testgit.Git(t, h.repo, "log", "--format=%s", "-1") != "root" {
+		t.Fatalf("kept %q, HEAD %s", kept, testgit.Git(t, h.repo, "log", "--format=%s", "-1"))
+	}
+	head := testgit.Git(t, h.repo, "rev-parse", kept[0])
 	if fe.Task != 1 || fe.Rounds != 1 || fe.Remaining != 2 || fe.Head != head || !strings.Contains(fe.Output, "nil dereference") {
 		t.Fatalf("error %+v", fe)
 	}
-	if !strings.Contains(err.Error(), "task 1:") || !strings.Contains(err.Error(), head) {
+	if !strings.Contains(err.Error(), "task 1:") || !strings.Contains(err.Error(), head) || !strings.Contains(err.Error(), "kept on branch "+kept[0]) {
 		t.Fatalf("message %q", err)
 	}
 }

@@ -234,6 +234,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	r.main.commits = cfg.CommitAfterPhase2 || r.main.reviewer.Commits()
 	r.home = r.main
 	r.trees = worktree.New(git, log, cfg.StateDir, r.caller.Scope, cfg.WorktreeSparsePaths)
+	r.trees.Own(cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
 	return r
 }
 
@@ -372,6 +373,7 @@ func (r *run) prepare(ctx context.Context, tasks []plan.Task, text string) ([]pl
 	if err := r.noteGit(ctx); err != nil {
 		return nil, err
 	}
+	r.settleLeft(ctx)
 	if len(r.cfg.WorktreeLink) > 0 && r.blockHasWorktrees(tasks) {
 		// A path that cannot be linked stops the run before its first
 		// agent call, not at its first block.
@@ -390,6 +392,10 @@ func (r *run) finish(ctx context.Context, out Outcome, err error) (Outcome, erro
 		// The signal came after the last call had ended: the run still ends
 		// as interrupted, with the signal's exit code.
 		err = &phase.InterruptedError{Phase: phase.RunName, Cause: context.Cause(ctx)}
+	}
+	// What the run kept for the user, said again at its end.
+	for _, k := range r.trees.Kept() {
+		r.log.Warn("kept for you: " + k.Line())
 	}
 	if err != nil {
 		// Every error path of a run passes here: the state is on disk before
@@ -674,6 +680,7 @@ func (r *run) writeSummary(out Outcome) {
 		ParallelTasks:              out.Parallel,
 		TasksChecksFailed:          out.ChecksFailed,
 		ChecksFailing:              out.ChecksFailing,
+		Kept:                       r.trees.Kept(),
 	}
 	if err := state.WriteJSONAtomic(r.cfg.RunSummaryPath, sum); err != nil {
 		r.log.Warn("could not write the run summary", "path", r.cfg.RunSummaryPath, "err", err)

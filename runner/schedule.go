@@ -95,10 +95,14 @@ func (r *run) runTicketedTask(ctx context.Context, t plan.Task) (taskResult, err
 		return taskResult{}, err
 	}
 	var res taskResult
-	if err := r.recoverTask(t, func() { res = r.runOnTree(ctx, t) }); err != nil {
+	mark, err := r.markHome(ctx, []int{t.Index})
+	if err == nil {
+		err = r.recoverTask(t, func() { res = r.runOnTree(ctx, t) })
+	}
+	if err != nil {
 		res = taskResult{err: err}
 	}
-	res = r.broughtBack(ctx, t, res)
+	res = r.settleHome(ctx, mark, r.homeBack(ctx, []int{t.Index}, res))
 	r.tickets.finishTask(t, res)
 	return res, nil
 }
@@ -193,24 +197,13 @@ func (r *run) save(ctx context.Context, t plan.Task, res taskResult) error {
 	case res.deferred:
 		return r.store.Defer(t.Index)
 	case res.completed():
-		return r.store.Complete(t.Index)
+		if err := r.store.Complete(t.Index); err != nil {
+			return err
+		}
+		// Saved: the note that would put its work back goes.
+		r.trees.Unmark(ctx)
 	}
 	return nil
-}
-
-// broughtBack is res, the result of task t that worked at the run's home,
-// once its work is in the work tree (see bringBack): a task whose work the
-// work tree cannot take did not complete.
-func (r *run) broughtBack(ctx context.Context, t plan.Task, res taskResult) taskResult {
-	err := r.bringBack(ctx)
-	switch {
-	case err == nil:
-	case res.err == nil && !res.skipped:
-		return taskResult{err: err}
-	default:
-		r.log.Error("the work tree could not take the work of a task that did not complete", "task", t.Index, "err", err)
-	}
-	return res
 }
 
 // runTask runs every phase of one task at its site, one after the other,

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"path/filepath"
 	"peal/plan"
 	"slices"
 
@@ -37,6 +38,10 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 	report.Commits = cfg.CommitAfterPhase2 || rv.Commits()
 	if home, ok := worktree.InspectHome(cfg.StateDir); ok {
 		report.RunWorktree = &state.WorktreeStatus{Path: home.Path, Branch: home.Branch, Now: true}
+	}
+	if cfg.StateNotes != "" {
+		gitDir := filepath.Dir(filepath.Dir(cfg.StateNotes))
+		report.Kept = state.ReadKept(state.KeptDir(gitDir), func(ref string) bool { return state.RefExists(gitDir, ref) })
 	}
 	failed := func(task int) bool {
 		return report.LastRun != nil && slices.ContainsFunc(report.LastRun.TasksFailed, func(was int) bool { n, ok := changes.Now(was); return ok && n == task })

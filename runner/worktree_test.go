@@ -364,9 +364,13 @@ func TestWorktreeInterrupted(t *testing.T) {
 	if left := leftovers(t, h); len(left) > 0 {
 		t.Fatalf("left behind: %q", left)
 	}
+	// Task 2, cut off, and task 3, not merged: their work is kept.
 	kept := keptBranches(t, h)
-	if len(kept) != 1 || !strings.HasPrefix(kept[0], worktree.KeptPrefix+"task-3-") {
+	if len(kept) != 2 || !strings.HasPrefix(kept[0], worktree.KeptPrefix+"task-2-") || !strings.HasPrefix(kept[1], worktree.KeptPrefix+"task-3-") {
 		t.Fatalf("kept branches %q", kept)
+	}
+	if got := testgit.Git(t, h.repo, "show", kept[0]+":two.txt"); got != "2" {
+		t.Fatalf("task 2's work on its kept branch: %q", got)
 	}
 
 	h.scenario(nil)

@@ -564,6 +564,10 @@ type RunSummary struct {
 	// the tree the run leaves (check_commands; absent without checks).
 	TasksChecksFailed []int    `json:"tasks_checks_failed,omitzero"`
 	ChecksFailing     []string `json:"checks_failing,omitzero"`
+	// Kept is what the run kept for the user: the work of tasks that did
+	// not complete (never on the user's branch), the files of the user's a
+	// task removed or replaced, each with the commands that take it back.
+	Kept []Kept `json:"kept,omitzero"`
 }
 
 // ParallelTask is how a task of a parallel block that ran in a worktree of

@@ -56,4 +56,7 @@ type StatusReport struct {
 	// between runs (where the kernel confines files, their tasks work
 	// there), when there is one now; `peal clean` removes it.
 	RunWorktree *WorktreeStatus `json:"run_worktree,omitempty"`
+	// Kept is what peal keeps for the user in the repository, noted in its
+	// git folder (KeptDir): it outlives the state folder.
+	Kept []Kept `json:"kept,omitempty"`
 }

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"peal/internal/gitrepo"
 	"peal/internal/safefs"
@@ -55,6 +54,9 @@ func (s *Set) Bring(changes []gitrepo.Change) (skipped []string, err error) {
 		rel := filepath.FromSlash(c.Path)
 		if !filepath.IsLocal(rel) {
 			return skipped, &BringError{Path: c.Path, Why: "it is not a path inside the tree"}
+		}
+		if why := s.forbidden(c.Path); why != "" {
+			return skipped, &BringError{Path: c.Path, Why: why}
 		}
 		now, err := entryOf(from, rel)
 		if err != nil {
@@ -101,16 +103,23 @@ func (s *Set) Bring(changes []gitrepo.Change) (skipped []string, err error) {
 // file git ignores there: .env, a dependency folder) is never written.
 const untrackedWhy = "the work tree holds there something git does not track there (a file it ignores, as .env is): peal never overwrites nor removes it"
 
-// InTheWay is the first path the commits from HEAD to rev add where the
+// InTheWay is the first path the commits from HEAD to rev change that no
+// call's work may write (forbidden: peal's own folders, a git folder), or
+// the first they add where the
 // work tree holds something git does not track there, or below a folder
 // of the path that is no folder there (a link, a file): moving the work
 // tree to rev would overwrite or remove what the user keeps there
 // untracked (an ignored .env, say). It is a *BringError; nil when there is
 // none.
 func (s *Set) InTheWay(ctx context.Context, rev string) error {
-	added, err := s.git.AddedFiles(ctx, "HEAD", rev)
+	changed, added, err := s.git.ChangedAndAdded(ctx, "HEAD", rev)
 	if err != nil {
 		return err
+	}
+	for _, p := range changed {
+		if why := s.forbidden(p); why != "" {
+			return &BringError{Path: p, Why: why}
+		}
 	}
 	top := s.git.Top()
 	for _, p := range added {
@@ -307,32 +316,45 @@ func copyInto(from, to, rel string) error {
 // there): a linked entry whose link is gone was removed, and is removed
 // from the work tree; an entry that is not one of the links (made by the
 // task: a build's output, a dependency folder made again) is moved to the
-// work tree, in place of the entry there, and linked back. It returns the
-// entries linked into the home worktree now, and whether it brought any.
+// work tree, in place of the entry there, and linked back. What it moves
+// is data only (dataOnly), every entry checked before any moves: else the
+// error is a *BringError naming the first that is not, and nothing is
+// brought. It returns the entries linked into the home worktree now, and
+// whether it brought any.
 func (s *Set) BringIgnored(ctx context.Context, ignored []string) (linked []string, brought bool, err error) {
 	h, top := s.Home(), s.git.Top()
 	links := s.readLinks()
 	name := func(p string) string { return strings.TrimSuffix(p, "/") }
+	var gone, made []string
 	for _, p := range links {
-		rel := filepath.FromSlash(name(p))
-		if _, err := os.Lstat(filepath.Join(h.Path, rel)); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(h.Path, filepath.FromSlash(name(p)))); !errors.Is(err, fs.ErrNotExist) {
 			linked = append(linked, p)
-			continue
+		} else {
+			gone = append(gone, p)
 		}
-		if err := s.discardIgnored(rel); err != nil {
-			return links, brought, err
-		}
-		brought = true
 	}
 	for _, p := range ignored {
 		rel := filepath.FromSlash(name(p))
 		if name(p) == ".review" || strings.HasPrefix(p, ".review/") || linkedTo(filepath.Join(top, rel), filepath.Join(h.Path, rel)) {
 			continue
 		}
+		if err := s.dataOnly(h.Path, rel); err != nil {
+			return links, false, err
+		}
+		made = append(made, p)
+	}
+	for _, p := range gone {
+		if err := s.discardIgnored(ctx, filepath.FromSlash(name(p))); err != nil {
+			return links, brought, err
+		}
+		brought = true
+	}
+	for _, p := range made {
+		rel := filepath.FromSlash(name(p))
 		was := slices.IndexFunc(linked, func(l string) bool { return name(l) == name(p) })
 		if was >= 0 {
 			// The task made again what it had through the link.
-			if err := s.discardIgnored(rel); err != nil {
+			if err := s.discardIgnored(ctx, rel); err != nil {
 				return links, brought, err
 			}
 		}
@@ -353,16 +375,80 @@ func (s *Set) BringIgnored(ctx context.Context, ignored []string) (linked []stri
 	return linked, brought, err
 }
 
-// asideName is the folder, in the worktrees folder, that keeps the files
-// git ignores in the work tree that a task removed or replaced.
+// dataOnly checks that the entry rel of the tree root, and everything a
+// folder holds, may come back to the work tree: what comes back from a
+// call is data only. Files, links and folders come; a set-uid, set-gid or
+// sticky bit, a named pipe, a socket or a device does not (a set-uid copy
+// of a shell in an ignored build/ would run as its owner for anyone), nor
+// anything in peal's own folders or a git folder (forbidden). The error is
+// a *BringError naming the first entry that may not come.
+func (s *Set) dataOnly(root, rel string) error {
+	if why := s.forbidden(filepath.ToSlash(rel)); why != "" {
+		return &BringError{Path: filepath.ToSlash(rel), Why: why}
+	}
+	return filepath.WalkDir(filepath.Join(root, rel), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		r, rerr := filepath.Rel(root, p)
+		if rerr != nil {
+			return rerr
+		}
+		if strings.EqualFold(d.Name(), ".git") {
+			return &BringError{Path: filepath.ToSlash(r), Why: "it is a git folder, which no call's work brings (git would run what it holds)"}
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch m := info.Mode(); {
+		case m&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0:
+			return &BringError{Path: filepath.ToSlash(r), Why: fmt.Sprintf("it is set-uid, set-gid or sticky (mode %s): what comes back from a call is data only", m)}
+		case !m.IsRegular() && !m.IsDir() && m&fs.ModeSymlink == 0:
+			return &BringError{Path: filepath.ToSlash(r), Why: "it is a named pipe, a socket or a device: what comes back from a call is data only"}
+		}
+		return nil
+	})
+}
+
+// forbidden says why no call's work may write the path rel (slash form,
+// from the top of the work tree): a git folder among its names, or peal's
+// own folders (state_dir, knowledge_dir, agent_log_dir, stet's .review) at
+// it, within it or below it; "" when it may.
+func (s *Set) forbidden(rel string) string {
+	parts := strings.Split(rel, "/")
+	if slices.ContainsFunc(parts, func(p string) bool { return strings.EqualFold(p, ".git") }) {
+		return "it is in a git folder, which no call's work writes (git would run what it holds)"
+	}
+	top := s.git.Top()
+	full := filepath.Join(top, filepath.FromSlash(rel))
+	for _, own := range append([]string{filepath.Join(top, ".review")}, s.own...) {
+		if safefs.Same(own, top) {
+			continue // a folder of peal's that is the whole tree guards nothing in it
+		}
+		if safefs.Within(full, own) || safefs.Within(own, full) {
+			where, err := filepath.Rel(top, own)
+			if err != nil {
+				where = own
+			}
+			return "it is, or holds, peal's own folder " + filepath.ToSlash(where) + ", which no call's work writes"
+		}
+	}
+	return ""
+}
+
+// asideName is the folder, in the worktrees folder, where an older peal
+// kept the files git ignores that a task removed or replaced; a sweep
+// leaves it.
 const asideName = homeName + ".aside"
 
 // discardIgnored takes out of the work tree the entry rel that git ignores
 // there, which a task in the home worktree removed or made anew: a folder
 // (a build's output, dependencies) goes; a file or a link (a .env, a
-// setting of the user's) is moved aside into the worktrees folder, named in
-// a warning, never lost.
-func (s *Set) discardIgnored(rel string) error {
+// setting of the user's) goes too once a copy of it is kept: the task's
+// mark of the work tree holds one (Mark), or it is kept now on a ref of
+// its own, noted and named.
+func (s *Set) discardIgnored(ctx context.Context, rel string) error {
 	path := filepath.Join(s.git.Top(), rel)
 	info, err := os.Lstat(path)
 	switch {
@@ -373,15 +459,14 @@ func (s *Set) discardIgnored(rel string) error {
 	case info.IsDir():
 		return os.RemoveAll(path)
 	}
-	aside := filepath.Join(s.root, asideName, time.Now().UTC().Format("20060102T150405.000000000Z"))
-	if err := os.MkdirAll(aside, 0o700); err != nil {
-		return err
+	if !s.markHolds(filepath.ToSlash(rel)) {
+		kept, err := s.keepFiles(ctx, -1, []string{filepath.ToSlash(rel)}, "the run's checks removed or replaced it in the run's worktree")
+		if err != nil {
+			return fmt.Errorf("keeping %s before it goes: %w", rel, err)
+		}
+		s.log.Warn(kept.Line())
 	}
-	if err := moveInto(s.git.Top(), aside, rel); err != nil {
-		return err
-	}
-	s.log.Warn("a task removed or replaced a file git ignores in the work tree: the work tree's copy is kept aside", "file", rel, "kept", filepath.Join(aside, rel))
-	return nil
+	return os.Remove(path)
 }
 
 // moveInto moves rel of from to the same place under to, where nothing may

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"peal/internal/gitrepo"
 	"peal/internal/safefs"
 )
 
@@ -305,25 +304,6 @@ func (s *Set) writeHomeNote(name string, v any) error {
 	}
 	defer d.Close()
 	return safefs.Reason(d.WriteFile(name, append(data, '\n')))
-}
-
-// KeepHome keeps what the home worktree holds, its uncommitted changes
-// committed by git (whose identity the caller set), on a branch of its own
-// under KeptPrefix, whose name it returns, and removes the home worktree:
-// the next run makes it again. It is for work the work tree cannot take.
-func (s *Set) KeepHome(ctx context.Context, git *gitrepo.Repo) (string, error) {
-	h := s.Home()
-	if _, err := git.CommitMessage(ctx, "peal: the work of the run's worktree that the work tree could not take"); err != nil {
-		return "", fmt.Errorf("committing the work of the run's worktree: %w", err)
-	}
-	kept := ""
-	if _, err := s.git.Resolve(ctx, "refs/heads/"+h.Branch, 0); err == nil {
-		var kerr error
-		if kept, kerr = s.Keep(ctx, -1, h.Branch); kerr != nil {
-			return "", kerr
-		}
-	}
-	return kept, s.DropHome(ctx)
 }
 
 // DropHome removes the home worktree, its branch, its notes and its

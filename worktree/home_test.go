@@ -6,16 +6,20 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"peal/internal/gitrepo"
+	"peal/internal/testkit/testbin"
 	"peal/internal/testkit/testgit"
 	"peal/phase"
+	"peal/state"
 )
 
 // homeSet is the set of the state folder state for repo.
@@ -247,11 +251,113 @@ func TestBringIgnored(t *testing.T) {
 	if got := testgit.Git(t, h.Path, "status", "--porcelain"); got != "" {
 		t.Errorf("git status in the home worktree: %q", got)
 	}
-	// The user's .env is never lost: it is kept aside, named.
-	kept, _ := filepath.Glob(filepath.Join(s.Root(), asideName, "*", ".env"))
-	if len(kept) != 1 || fileIn(t, filepath.Dir(kept[0]), ".env") != "SECRET=mine\n" {
-		t.Errorf("the user's .env kept aside: %q", kept)
+	// The user's .env is never lost: with no task's mark to hold a copy,
+	// it is kept on a ref of its own, noted in the repository's git
+	// folder, with the command that puts it back.
+	kept := s.Kept()
+	if len(kept) != 1 || len(kept[0].Files) != 1 || kept[0].Files[0].Path != ".env" ||
+		testgit.Git(t, repo, "show", kept[0].Ref+":.env") != "SECRET=mine" {
+		t.Fatalf("the user's .env kept: %+v", kept)
 	}
+	if noted := state.ReadKept(state.KeptDir(filepath.Join(repo, ".git")), nil); len(noted) != 1 || noted[0].Ref != kept[0].Ref {
+		t.Fatalf("noted %+v", noted)
+	}
+	os.Remove(filepath.Join(repo, ".env"))
+	testgit.Git(t, repo, strings.Fields(strings.TrimPrefix(kept[0].Files[0].Restore, "git "))...)
+	if fileIn(t, repo, ".env") != "SECRET=mine\n" {
+		t.Fatal("the restore command does not put .env back")
+	}
+}
+
+// TestBringIgnoredDataOnly: what a task made in the home worktree and git
+// ignores comes back as data only: a set-uid copy of a shell, a set-gid
+// file, a sticky folder, a named pipe, a socket, anything in peal's own
+// folders or a git folder is refused with a *BringError naming it, and
+// nothing at all is brought. As root, and as an unprivileged user.
+func TestBringIgnoredDataOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Skip("no /bin/sh to copy")
+	}
+	for _, c := range []struct {
+		name, path, why string
+		make            func(home string) error
+	}{
+		{"set-uid shell", "build/sh", "set-uid", func(home string) error {
+			if err := os.WriteFile(filepath.Join(home, "build", "sh"), sh, 0o755); err != nil {
+				return err
+			}
+			return os.Chmod(filepath.Join(home, "build", "sh"), 0o755|fs.ModeSetuid)
+		}},
+		{"set-gid", "build/tool", "set-gid", func(home string) error {
+			os.WriteFile(filepath.Join(home, "build", "tool"), []byte("x"), 0o755)
+			return os.Chmod(filepath.Join(home, "build", "tool"), 0o755|fs.ModeSetgid)
+		}},
+		{"sticky folder", "build/tmp", "sticky", func(home string) error {
+			os.Mkdir(filepath.Join(home, "build", "tmp"), 0o755)
+			return os.Chmod(filepath.Join(home, "build", "tmp"), 0o777|fs.ModeSticky)
+		}},
+		{"named pipe", "build/pipe", "named pipe", func(home string) error { return syscall.Mkfifo(filepath.Join(home, "build", "pipe"), 0o644) }},
+		{"socket", "build/s", "socket", func(home string) error {
+			l, err := net.Listen("unix", filepath.Join(home, "build", "s"))
+			if err != nil {
+				return err
+			}
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			return l.Close()
+		}},
+		{"a git folder", "build/dep/.git", "git folder", func(home string) error {
+			os.MkdirAll(filepath.Join(home, "build", "dep", ".git", "hooks"), 0o755)
+			return os.WriteFile(filepath.Join(home, "build", "dep", ".git", "config"), []byte("[core]\n"), 0o644)
+		}},
+		{"peal's state folder", ".peal", "peal's own folder .peal", func(home string) error {
+			os.MkdirAll(filepath.Join(home, ".peal"), 0o755)
+			return os.WriteFile(filepath.Join(home, ".peal", "state.json"), []byte("{}"), 0o644)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			repo, _ := testRepo(t)
+			os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("build/\n.peal/\nout.txt\n"), 0o644)
+			testgit.Git(t, repo, "add", ".gitignore")
+			testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
+			s := homeSet(repo, filepath.Join(t.TempDir(), "state"), &bytes.Buffer{})
+			s.Own(filepath.Join(repo, ".peal"))
+			h, err := s.AddHome(ctx, testgit.Git(t, repo, "rev-parse", "HEAD"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Beside the entry refused, a plain output the task made too.
+			os.MkdirAll(filepath.Join(h.Path, "build"), 0o755)
+			os.WriteFile(filepath.Join(h.Path, "out.txt"), []byte("out\n"), 0o644)
+			if err := c.make(h.Path); err != nil {
+				t.Skipf("cannot make it here: %v", err)
+			}
+			st, err := gitrepo.Plain(h.Path).Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, brought, err := s.BringIgnored(ctx, st.Ignored)
+			var be *BringError
+			if !errors.As(err, &be) || be.Path != c.path || !strings.Contains(be.Why, c.why) || brought {
+				t.Fatalf("err %v (%+v), brought %v; want %s refused (%s)", err, be, brought, c.path, c.why)
+			}
+			for _, p := range []string{"build", ".peal", "out.txt"} {
+				if _, err := os.Lstat(filepath.Join(repo, p)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s reached the work tree: %v", p, err)
+				}
+			}
+		})
+	}
+}
+
+// TestBringIgnoredDataOnlyAsAUser runs TestBringIgnoredDataOnly as an
+// unprivileged user: what such a user may make (a set-uid file of its own,
+// a sticky folder) is refused the same.
+func TestBringIgnoredDataOnlyAsAUser(t *testing.T) {
+	testbin.RerunAsUser(t, "^TestBringIgnoredDataOnly$")
 }
 
 // TestNeverOverIgnored: work that puts something where the work tree holds

@@ -71,8 +71,9 @@ func (s *Set) Merge(ctx context.Context, task int, branch string) (string, error
 		return "", fmt.Errorf("the work tree's HEAD before merging task %d: %w", task, err)
 	}
 	if err := s.InTheWay(ctx, branch); err != nil {
-		// git would refuse it too (--no-overwrite-ignore); this says which
-		// path, before any merge starts.
+		// git would refuse it too (--no-overwrite-ignore), or it would write
+		// peal's own folders or a git folder; this says which path, before
+		// any merge starts.
 		return "", &ConflictError{Task: task, Branch: branch, Detail: err.Error()}
 	}
 	if err := s.writeNote(mergeNote{Task: task, Branch: branch, Before: before}); err != nil {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"peal/internal/gitrepo"
+	"peal/state"
 )
 
 // Mirror is the home worktree as a run uses it: a mirror of the work tree
@@ -40,6 +42,8 @@ type Mirror struct {
 	// watch tells whether anything changed there since its work last came
 	// back (nil: it cannot tell, so the worktree is always looked at).
 	watch *changeWatch
+	// dropped: the home worktree was removed, its work kept on a branch.
+	dropped bool
 }
 
 // OpenMirror makes the home worktree, or takes up the one an earlier run
@@ -168,13 +172,72 @@ func (m *Mirror) Bring(ctx context.Context) error {
 	return nil
 }
 
-// Keep keeps what the home worktree holds on a branch of its own, whose
-// name it returns, and removes the worktree (the next OpenMirror makes it
-// again): work the work tree could not take.
-func (m *Mirror) Keep(ctx context.Context) (string, error) {
-	m.Close()
-	return m.set.KeepHome(ctx, m.keeper())
+// Keep keeps what the home worktree holds (the work of task, or of no
+// task: -1) on a branch of its own, noted with why, and removes the
+// worktree (the next OpenMirror makes it again): work the work tree could
+// not take. It returns the branch ("" when there was nothing to keep).
+func (m *Mirror) Keep(ctx context.Context, task int, why string) (string, error) {
+	k, err := m.keepHome(ctx, task, why, time.Now())
+	if k == nil {
+		return "", err
+	}
+	return k.Ref, err
 }
+
+// KeepTask keeps what task did in the home worktree, which did not
+// complete (why says how it ended), on a branch of its own (its commits,
+// and what it left uncommitted as one commit on top), instead of bringing
+// it to the work tree, and removes the home worktree (the next Use makes
+// it again): a task's work reaches the user's branch only once it
+// completed. Nothing is kept when the task made nothing.
+func (m *Mirror) KeepTask(ctx context.Context, task int, why string, now time.Time) (*state.Kept, error) {
+	if !m.busy {
+		return nil, nil
+	}
+	m.busy = false
+	if !m.watch.Changed() {
+		return nil, nil // nothing ran there since its work last came back
+	}
+	return m.keepHome(ctx, task, why, now)
+}
+
+// keepHome keeps what the home worktree holds beyond what the work tree
+// took on a branch (see Set.keepWork), notes it, and removes the home
+// worktree.
+func (m *Mirror) keepHome(ctx context.Context, task int, why string, now time.Time) (*state.Kept, error) {
+	head, err := m.git.HeadOrNone(ctx)
+	if err != nil {
+		return nil, err
+	}
+	from, err := m.from(ctx, m.brought)
+	if !m.commits && err == nil {
+		// Nothing is committed there: its index holds what the work tree
+		// took.
+		from, err = m.git.IndexTree(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	branch, err := m.main.HeadRef(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := m.set.keepWork(ctx, m.git, &Mark{Head: m.brought.Commit, Branch: branch, Tree: from}, task, head, now)
+	if err != nil {
+		return nil, fmt.Errorf("keeping the work of the run's worktree on a branch: %w", err)
+	}
+	if kept != nil {
+		kept.Why = why
+		m.set.record(ctx, kept)
+	}
+	m.Close()
+	m.dropped = true
+	return kept, m.set.DropHome(ctx)
+}
+
+// Dropped reports whether the home worktree was removed (Keep, KeepTask):
+// the run makes a new Mirror for its next use.
+func (m *Mirror) Dropped() bool { return m.dropped }
 
 // bring is Bring's work: the home worktree's commits become the work
 // tree's (fast-forward when it holds nothing uncommitted), what it holds
@@ -210,6 +273,11 @@ func (m *Mirror) bring(ctx context.Context) error {
 		}
 		m.brought = Brought{Commit: st.Head}
 		return m.set.NoteBrought(m.brought)
+	}
+	if st.Head != m.brought.Commit && m.brought.Commit != "" && !m.git.IsAncestor(ctx, m.brought.Commit, st.Head) {
+		// History is only added to: the work tree's branch never moves
+		// back, nor to commits that rewrote its own.
+		return &BringError{Path: m.Tree.Branch, Why: "the run's worktree's branch no longer holds the commit the work tree is at (a reset, an amended or rebased commit)"}
 	}
 	state, err := m.git.State(ctx)
 	if err != nil {
@@ -286,14 +354,12 @@ func (m *Mirror) takeUp(ctx context.Context, head string) error {
 		return nil
 	case !noted || b.Commit != head:
 		m.set.log.Warn("an earlier run left work in the run's worktree, and the work tree moved since (or what it took was not noted)", "worktree", m.Tree.Path)
-		return m.keepLeft(ctx)
+	default:
+		// Work of a task that never completed: it never reaches the
+		// user's branch.
+		m.set.log.Warn("an earlier run died while a task worked in the run's worktree, before the task completed", "worktree", m.Tree.Path)
 	}
-	m.set.log.Warn("an earlier run died while its tasks worked in the run's worktree: its work comes to the work tree, as it would have been left there", "worktree", m.Tree.Path)
-	if err := m.bring(ctx); err != nil {
-		m.set.log.Warn("the work tree cannot take the work an earlier run left in the run's worktree", "err", err)
-		return m.keepLeft(ctx)
-	}
-	return nil
+	return m.keepLeft(ctx)
 }
 
 // leftNothing reports whether the home worktree holds nothing beyond what
@@ -329,19 +395,14 @@ func (m *Mirror) leftNothing(ctx context.Context, b Brought, noted bool) (bool, 
 // keepLeft keeps what an earlier run left in the home worktree on a
 // branch, which it names in a warning, and removes the worktree.
 func (m *Mirror) keepLeft(ctx context.Context) error {
-	kept, err := m.set.KeepHome(ctx, m.keeper())
+	m.set.LeftMark(ctx)
+	task := m.set.leftTask()
+	kept, err := m.keepHome(ctx, task, "an earlier run ended before its work in the run's worktree was brought to the work tree", time.Now())
 	if err != nil {
 		return fmt.Errorf("keeping the work an earlier run left in the run's worktree: %w", err)
 	}
-	m.set.log.Warn("work an earlier run left in the run's worktree is kept on a branch; merge it by hand if you want it", "branch", kept)
+	if kept != nil {
+		m.set.log.Warn(kept.Line())
+	}
 	return nil
-}
-
-// keeper is a git of the home worktree that commits under peal's own
-// identity (the work kept on a branch never reaches the work tree's
-// history).
-func (m *Mirror) keeper() *gitrepo.Repo {
-	k := m.main.At(m.Tree.Path)
-	k.Identity("peal", "peal@localhost")
-	return k
 }

@@ -8,9 +8,12 @@
 // It owns too the run's worktree of a confined run (home.go, mirror.go): a
 // worktree that mirrors the work tree, where the run's tasks work when the
 // kernel confines files, and the files of their work brought back into the
-// work tree (bring.go). It knows nothing of plans or agents: when worktrees
-// are made, how many at once and what a conflict does to a task are the
-// runner's policy.
+// work tree (bring.go), data only. It keeps what is the user's (keep.go):
+// the work tree marked before a task and settled after it, so that only a
+// task that completed moves the user's branch, and only forward, and no
+// file of the user's goes without a copy. It knows nothing of plans or
+// agents: when worktrees are made, how many at once and what a conflict or
+// a failure does to a task are the runner's policy.
 package worktree
 
 import (
@@ -25,6 +28,7 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
+	"peal/state"
 )
 
 // Folder is the folder of state_dir that holds the worktrees of the tasks
@@ -65,6 +69,20 @@ type Set struct {
 	homeLinks []string
 	// homeFound: the home worktree is there, whole (see HomeFound).
 	homeFound bool
+	// own are peal's folders (Own); warnedLarge the ignored files a
+	// warning named as too large to copy before a task (keep.go).
+	own         []string
+	warnedLarge map[string]bool
+	// kept is what the run kept for the user (keep.go).
+	keptMu sync.Mutex
+	kept   []state.Kept
+	left   int // the task of the mark an earlier run left; -1: none read
+	// marked is the mark of the task running now (nil: none); refsMu
+	// keeps the tasks of a block from putting refs back at once.
+	marked *Mark
+	refsMu sync.Mutex
+	// notesDir is peal's folder in the repository's git folder.
+	notesDir string
 }
 
 // New is the set of worktrees of the runs on stateDir, for the repository
@@ -82,7 +100,7 @@ func New(git *gitrepo.Repo, log *slog.Logger, stateDir, scope string, sparse []s
 		rel = "."
 	}
 	return &Set{log: log, state: state, root: filepath.Join(state, Folder), prefix: "peal-" + scope + "/", git: git, rel: rel,
-		sparse: coneOf(rel, sparse)}
+		sparse: coneOf(rel, sparse), left: -1}
 }
 
 // Root is the folder the worktrees are made in.

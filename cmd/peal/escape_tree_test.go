@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -397,7 +399,7 @@ func TestEscapeOverTheUsersEnv(t *testing.T) {
 		r := s.run(append(s.env("on", "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_AGENT_CMD="+filepath.Join(s.dir, "bin", "claude")), testgit.Env...), "run")
 		last := lastLine(r.stderr)
 		if r.code != 1 || !strings.Contains(last, "the work tree cannot take the change of .env: the work tree holds there something git does not track") ||
-			!strings.Contains(last, "the run's work is kept on branch peal-kept/home-") {
+			!strings.Contains(last, "the run's work is kept on branch peal-kept/task-1-") {
 			t.Fatalf("exit %d, last line %q", r.code, last)
 		}
 		info, err := os.Lstat(filepath.Join(s.repo, ".env"))
@@ -415,4 +417,29 @@ func fileText(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestEscapeThroughASetUIDShell: the agent copies /bin/sh into an ignored
+// build/ and makes it set-uid: what comes back from a call is data only,
+// so the work tree never holds it; the task fails with one line naming it
+// and the branch its work is kept on.
+func TestEscapeThroughASetUIDShell(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	asEach(t, "## Task 1\nWork\n", func(t *testing.T, s *treeTry) {
+		s.commit(map[string]string{".gitignore": "build/\n"}, 0o644)
+		s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"work.txt": "work\n"},
+			Commands: [][]string{{"sh", "-c", "mkdir -p build && cp /bin/sh build/sh && chmod 4755 build/sh"}}}}})
+		s.own()
+		r := s.run(append(s.env("on", "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_AGENT_CMD="+filepath.Join(s.dir, "bin", "claude")), testgit.Env...), "run")
+		last := lastLine(r.stderr)
+		if r.code != 1 || !strings.Contains(last, "the work tree cannot take the change of build/sh: it is set-uid") ||
+			!strings.Contains(last, "kept on branch peal-kept/task-1-") {
+			t.Fatalf("exit %d, last line %q", r.code, last)
+		}
+		if _, err := os.Lstat(filepath.Join(s.repo, "build")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("build/ reached the work tree: %v", err)
+		}
+		s.outside(r)
+	})
 }

@@ -72,7 +72,8 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintln(e.stdout, "\n"+report.Changes)
 	}
 	printWorktrees(e, report)
-	printKept(e, report)
+	printKept(e, report.Kept)
+	printBetweenRuns(e, report)
 	fmt.Fprintln(e.stdout)
 	last := "last run"
 	switch rec := lastRecordedRun(cfg.StateDir, cfg.PlanPath, cfg.RepoPath); {
@@ -176,10 +177,34 @@ func printWorktrees(e *env, report state.StatusReport) {
 	}
 }
 
-// printKept says what the runs of this configuration leave that a person
-// may wonder about: the worktree they keep between runs, and how to remove
-// it; the work they leave uncommitted when nothing commits it.
-func printKept(e *env, report state.StatusReport) {
+// printKept lists what peal keeps for the user in the repository, each
+// with the commands that look at it and take it back: a file kept, one
+// line of its own.
+func printKept(e *env, kept []state.Kept) {
+	if len(kept) == 0 {
+		return
+	}
+	fmt.Fprintln(e.stdout, "\nkept for you (in the repository: removing the state folder keeps them):")
+	for _, k := range kept {
+		if k.What != state.KeptFiles {
+			fmt.Fprintf(e.stdout, "  %s\n", k.Line())
+			continue
+		}
+		who := fmt.Sprintf("task %d", k.Task)
+		if k.Task < 0 {
+			who = "the run"
+		}
+		fmt.Fprintf(e.stdout, "  files of yours that %s removed or replaced, on %s (see them: %s):\n", who, k.Ref, k.Look)
+		for _, f := range k.Files {
+			fmt.Fprintf(e.stdout, "    %s: put it back with %s\n", f.Path, f.Restore)
+		}
+	}
+}
+
+// printBetweenRuns says what the runs of this configuration leave that a
+// person may wonder about: the worktree they keep between runs, and how to
+// remove it; the work they leave uncommitted when nothing commits it.
+func printBetweenRuns(e *env, report state.StatusReport) {
 	if w := report.RunWorktree; w != nil {
 		fmt.Fprintf(e.stdout, "\nrun's worktree: %s on branch %s, kept between runs (the tasks work there where the kernel confines files); "+
 			"`peal clean` removes it and the runs' branches, as far as they hold no work of their own\n", w.Path, w.Branch)

@@ -171,3 +171,35 @@ func TestStatusDuringARun(t *testing.T) {
 		t.Fatalf("status after a run that failed hard:\n%s", r.stdout)
 	}
 }
+
+// TestStatusListsWhatWasKept: `peal status` lists what peal keeps for the
+// user in the repository (here the work of a task that failed, on a branch,
+// with the commands to look at it and take it), also once the state folder
+// is removed to start over, and no longer once the user deleted the
+// branch.
+func TestStatusListsWhatWasKept(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nA\n")
+	env := append(s.env(), testgit.Env...)
+	s.git(env, "commit", "-q", "--allow-empty", "-m", "root")
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"half.txt": "half\n"}, Exit: 1}}})
+	if r := s.peal(env, "run"); r.code != 1 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	branch := strings.TrimSpace(s.git(env, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))
+	if !strings.HasPrefix(branch, "peal-kept/task-1-") {
+		t.Fatalf("kept %q", branch)
+	}
+	want := "kept for you (in the repository: removing the state folder keeps them):\n  task 1's work is kept on branch " + branch + ", not on your branch"
+	for _, when := range []string{"after the run", "after the state folder was removed"} {
+		r := s.peal(env, "status")
+		if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "take it with git merge "+branch) {
+			t.Fatalf("%s: exit %d:\n%s%s", when, r.code, r.stdout, r.stderr)
+		}
+		os.RemoveAll(s.stateDir)
+	}
+	s.git(env, "branch", "-q", "-D", branch)
+	if r := s.peal(env, "status"); r.code != 0 || strings.Contains(r.stdout, "kept for you") {
+		t.Fatalf("a deleted branch is still listed: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -14,11 +14,11 @@ import (
 
 // TestKilledConfinedRunTakenUp: a confined run that does not commit is
 // killed (SIGKILL) while task 2 works in the run's worktree, after task 1's
-// work came back to the work tree. The next run takes the worktree up
-// again: task 2's half-done work is still there for it, task 1's work is
-// not brought back twice, and the work tree ends with both tasks' work,
-// uncommitted, as an unconfined run leaves it, and nothing of the run's
-// worktree left.
+// work came back to the work tree. The next run keeps task 2's half-done
+// work on a branch (a task that did not complete never brings its work to
+// the user's), runs task 2 again from the tree task 1 left, and the work
+// tree ends with both tasks' work, uncommitted, task 1's brought once, and
+// nothing of the run's worktree left.
 func TestKilledConfinedRunTakenUp(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
@@ -55,10 +55,18 @@ func TestKilledConfinedRunTakenUp(t *testing.T) {
 	}
 
 	r := s.peal(env, "run")
-	if r.code != 0 || !strings.Contains(r.stderr, "an earlier run died while its tasks worked in the run's worktree: its work comes to the work tree") {
+	if r.code != 0 || !strings.Contains(r.stderr, "an earlier run died while a task worked in the run's worktree, before the task completed") {
 		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
 	}
-	uncommittedWork(t, s, map[string]string{"one.txt": "1\n", "half.txt": "half\n", "two.txt": "2\n"}, "?? half.txt\n?? one.txt\n?? two.txt")
+	kept := strings.Fields(s.git(nil, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))
+	if len(kept) != 1 || !strings.HasPrefix(kept[0], "peal-kept/task-2-") || s.git(nil, "show", kept[0]+":half.txt") != "half\n" ||
+		!strings.Contains(r.stderr, "task 2's work is kept on branch "+kept[0]) {
+		t.Fatalf("kept %q:\n%s", kept, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(s.repo, "half.txt")); err == nil {
+		t.Fatal("the killed task's half-done work reached the work tree")
+	}
+	uncommittedWork(t, s, map[string]string{"one.txt": "1\n", "two.txt": "2\n"}, "?? one.txt\n?? two.txt")
 	if left := testgit.WorktreeLeftovers(t, s.repo, s.stateDir); len(left) > 0 {
 		t.Errorf("left behind: %q", left)
 	}
@@ -122,9 +130,10 @@ func uncommittedWork(t *testing.T, s *escapeSandbox, files map[string]string, st
 	if log, got := testgit.Git(t, s.repo, "log", "--format=%s"), testgit.Git(t, s.repo, "status", "--porcelain"); log != "root" || got != status {
 		t.Errorf("log %q, status %q, want %q", log, got, status)
 	}
-	// The run's worktree stays for the next run, on its branch.
+	// The run's worktree stays for the next run, on its branch; what was
+	// kept for the user stays too.
 	for _, b := range strings.Fields(testgit.Git(t, s.repo, "branch", "--format=%(refname:short)")) {
-		if strings.HasPrefix(b, "peal") && !strings.HasSuffix(b, "/home") {
+		if strings.HasPrefix(b, "peal") && !strings.HasSuffix(b, "/home") && !strings.HasPrefix(b, "peal-kept/") {
 			t.Errorf("branch left: %q", b)
 		}
 	}

@@ -256,26 +256,32 @@ func ListPaths(paths []string, n int) string {
 // from a copy of the repository's index (so that git hashes again only
 // what changed); the repository's own index is not touched.
 func (g *Repo) Snapshot(ctx context.Context, index string) (string, error) {
-	own, err := g.Command("rev-parse", "--path-format=absolute", "--git-path", "index").Run(ctx)
-	if err != nil {
+	if err := g.stageAll(ctx, index); err != nil {
 		return "", err
 	}
-	if err := copyFile(strings.TrimSpace(own), index); err != nil {
-		return "", err
-	}
-	env := "GIT_INDEX_FILE=" + index
-	exclude, err := g.addExcludes(ctx)
-	if err != nil {
-		return "", err
-	}
-	if _, err := g.Command(append([]string{"add", "-A", "--"}, exclude...)...).Env(env).Run(ctx); err != nil {
-		return "", err
-	}
-	tree, err := g.Command("write-tree").Env(env).Run(ctx)
+	tree, err := g.Command("write-tree").Env("GIT_INDEX_FILE=" + index).Run(ctx)
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSpace(tree), nil
+}
+
+// stageAll fills index, a file of the caller's, from a copy of the
+// repository's index, with what the work tree holds (see Snapshot).
+func (g *Repo) stageAll(ctx context.Context, index string) error {
+	own, err := g.IndexPath(ctx)
+	if err != nil {
+		return err
+	}
+	if err := copyFile(own, index); err != nil {
+		return err
+	}
+	exclude, err := g.addExcludes(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = g.Command(append([]string{"add", "-A", "--"}, exclude...)...).Env("GIT_INDEX_FILE=" + index).Run(ctx)
+	return err
 }
 
 // CheckOutTree makes the work tree and the index of a clean work tree at
