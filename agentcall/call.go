@@ -10,6 +10,7 @@ import (
 	"peal/confine"
 	"peal/internal/agentlog"
 	"peal/phase"
+	"peal/prompt"
 )
 
 // Site is where a call runs: its folder and observer, and how a call there
@@ -150,7 +151,11 @@ func (c *call) start(n phase.Attempt) phase.Spec {
 	var onSession func(string)
 	if cs.session != nil {
 		req := cs.req
-		if req.Session, req.Resume = cs.session.begin(); req.Session != "" {
+		var putBack bool
+		if req.Session, req.Resume, putBack = cs.session.begin(); req.Session != "" {
+			if req.Resume && putBack {
+				req.Prompt = prompt.PutBack(req.Prompt)
+			}
 			// The id is one the CLI takes (begin checks it), and the prompt
 			// fitted before: this cannot fail.
 			if si, err := cs.s.kind.Invocation(cs.s.path, req); err == nil {

@@ -35,7 +35,10 @@ import (
 //     rate limit, a wrong answer): the session is continued.
 //
 // A task that completes, or whose address loop ended on a plateau, drops
-// its sessions: whatever runs it next begins afresh.
+// its sessions: whatever runs it next begins afresh. A task whose work was
+// kept on a branch and the tree put back keeps them, marked (PutBack): the
+// next call that continues one is first told that its earlier work is
+// gone (prompt.PutBack), until a call of it succeeds.
 
 // Sessions are what a run knows of its tasks' agent sessions.
 type Sessions struct {
@@ -64,6 +67,9 @@ type liveSession struct {
 	// count is the session's usage so far, for a CLI whose events count
 	// the whole session.
 	count *agent.Usage
+	// putBack: the work the conversation did is no longer in the tree
+	// (state.Session.PutBack).
+	putBack bool
 }
 
 // NewSessions are the sessions of a run: none unless on (agent_session =
@@ -104,6 +110,27 @@ func (b *Sessions) Renumber(now func(was int) (int, bool)) {
 	defer b.mu.Unlock()
 	if err := b.store.Renumber(now); err != nil {
 		b.log.Warn("could not renumber the agent sessions of the plan's tasks", "err", err)
+	}
+}
+
+// PutBack notes that the work of tasks was kept on a branch and the tree
+// put back as it was before them: the next call that continues one of
+// their sessions is told so first.
+func (b *Sessions) PutBack(tasks ...int) {
+	if !b.on {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, task := range tasks {
+		for k, ls := range b.live {
+			if k.task == task {
+				ls.putBack = true
+			}
+		}
+		if err := b.store.MarkPutBack(task, true); err != nil {
+			b.log.Warn("could not note in the state folder that a task's work was put back", "task", task, "err", err)
+		}
 	}
 }
 
@@ -179,7 +206,7 @@ func (c *callSession) current() *liveSession {
 	ls, known := b.live[c.key]
 	if !known {
 		if kept, ok := b.store.Get(c.key.task, string(c.key.role)); ok {
-			ls = &liveSession{id: kept.ID, kind: kept.Kind, dir: kept.Dir, began: kept.Began, resume: true}
+			ls = &liveSession{id: kept.ID, kind: kept.Kind, dir: kept.Dir, began: kept.Began, resume: true, putBack: kept.PutBack}
 			if kept.Count != nil {
 				u := agent.Usage{InputTokens: kept.Count.InputTokens, OutputTokens: kept.Count.OutputTokens, CachedTokens: kept.Count.CachedTokens, CostUSD: kept.Count.CostUSD}
 				ls.count = &u
@@ -219,7 +246,7 @@ func (c *callSession) forget() {
 // keep writes the session to the state folder; the caller holds b.mu. A
 // write that fails is a warning: the session goes on for this run.
 func (c *callSession) keep(ls *liveSession) {
-	x := state.Session{Task: c.key.task, Role: string(c.key.role), Kind: ls.kind, ID: ls.id, Dir: ls.dir, Began: ls.began.UTC()}
+	x := state.Session{Task: c.key.task, Role: string(c.key.role), Kind: ls.kind, ID: ls.id, Dir: ls.dir, Began: ls.began.UTC(), PutBack: ls.putBack}
 	if ls.count != nil {
 		x.Count = &state.Usage{InputTokens: ls.count.InputTokens, OutputTokens: ls.count.OutputTokens, CachedTokens: ls.count.CachedTokens, CostUSD: ls.count.CostUSD}
 	}
@@ -229,26 +256,27 @@ func (c *callSession) keep(ls *liveSession) {
 }
 
 // begin is the session of the next attempt: the one to resume, or a new id
-// (a CLI whose ids peal chooses), or none yet (a CLI that chooses the id).
-// A new id is kept at once, so that a run killed during the call continues
-// that session.
-func (c *callSession) begin() (id string, resume bool) {
+// (a CLI whose ids peal chooses), or none yet (a CLI that chooses the id);
+// putBack says that the session to resume did work that is no longer in
+// the tree. A new id is kept at once, so that a run killed during the call
+// continues that session.
+func (c *callSession) begin() (id string, resume, putBack bool) {
 	b := c.book
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c.id, c.resumed = "", false
 	if ls := c.current(); ls != nil && ls.resume {
 		c.id, c.resumed = ls.id, true
-		return ls.id, true
+		return ls.id, true, ls.putBack
 	}
 	if !c.kind.Session.Chosen {
-		return "", false
+		return "", false, false
 	}
 	ls := &liveSession{id: agent.NewID(), kind: c.kind.Name, dir: c.dir, began: b.now()}
 	b.live[c.key] = ls
 	c.keep(ls)
 	c.id = ls.id
-	return ls.id, false
+	return ls.id, false, false
 }
 
 // named hears of the session id the attempt's events named first. A CLI
@@ -334,6 +362,11 @@ func (c *callSession) ended(res phase.Result, v phase.Verdict, named bool) phase
 	}
 	if v.Class == phase.Succeeded {
 		ls.resume = true
+		if ls.putBack {
+			// The agent has been told: the conversation goes on as any.
+			ls.putBack = false
+			c.keep(ls)
+		}
 		return v
 	}
 	var window *agent.ContextWindowError

@@ -27,6 +27,16 @@ func Execute(plan string) string {
 		"Do not write a new plan.\n\n" + fenced(fencePlan, plan)
 }
 
+// PutBack opens the prompt of a call that continues a conversation whose
+// work did not stay: the task did not complete, its changes were kept
+// aside for the user and the tree put back as it was before the task. The
+// agent must not take its earlier work for done.
+func PutBack(ask string) string {
+	return "Everything you changed for this task earlier in this conversation was undone: the task did not complete, " +
+		"your changes were kept aside, and the files are back as they were before the task began. " +
+		"Do not assume any of that work is present; look at the files as they are now.\n\n" + ask
+}
+
 // DefaultNormalizeTemplate converts a free-form document into the plan format;
 // {{DOC}} stands for the document.
 const DefaultNormalizeTemplate = "Rewrite the document between the fence lines as a task plan. " +

@@ -207,7 +207,8 @@ func (r *run) settleHome(ctx context.Context, m *worktree.Mark, res taskResult) 
 		}
 	}
 	if !st.Landed {
-		r.homeMoved() // the work tree was put back
+		r.sessions.PutBack(m.Tasks...) // their conversations are told before they go on
+		r.homeMoved()                  // the work tree was put back
 		if err == nil {
 			r.chk.putBack(m.Tasks[0])
 		}

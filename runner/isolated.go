@@ -341,6 +341,9 @@ func (b *block) settleBranches(ctx context.Context) {
 				r.log.Warn("could not rename a task's branch to keep it; the next run deletes it", "task", bt.task.Index, "branch", bt.branch, "err", err)
 			}
 			bt.branch = kept
+			// Its work is not in the work tree: the next call that
+			// continues its conversation is told so.
+			r.sessions.PutBack(bt.task.Index)
 			switch {
 			case bt.conflict != nil:
 				bt.conflict.setBranch(kept)

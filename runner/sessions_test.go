@@ -14,6 +14,7 @@ import (
 	"peal/agent"
 	"peal/internal/testkit/fakes"
 	"peal/phase"
+	"peal/prompt"
 	"peal/state"
 )
 
@@ -99,6 +100,30 @@ func (h *harness) keptSessions() []string {
 		out = append(out, fmt.Sprintf("%d:%s:%s:%s", x.Task, x.Role, x.Kind, x.ID))
 	}
 	return out
+}
+
+// sessionsPutBack reports whether every session the state folder keeps is
+// marked as one whose work was put back.
+func (h *harness) sessionsPutBack() bool {
+	h.t.Helper()
+	data, err := os.ReadFile(filepath.Join(h.stateDir, state.SessionsName))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var f struct{ Sessions []state.Session }
+	if err := json.Unmarshal(data, &f); err != nil {
+		h.t.Fatal(err)
+	}
+	return len(f.Sessions) > 0 && !slices.ContainsFunc(f.Sessions, func(x state.Session) bool { return !x.PutBack })
+}
+
+// promptOf is the prompt a fake agent's call was given: what it read on
+// its standard input, or its last argument.
+func promptOf(c fakes.Call) string {
+	if c.Stdin != "" {
+		return c.Stdin
+	}
+	return c.Argv[len(c.Argv)-1]
 }
 
 // sessionTask is one task whose plan call tries to edit (refused: it is
@@ -312,6 +337,9 @@ func TestSessionsContinueOnTheNextRun(t *testing.T) {
 			if kept := h.keptSessions(); !slices.Equal(kept, []string{"1:primary:" + k.Name + ":" + id}) {
 				t.Fatalf("kept %q, want the task's session %s", kept, id)
 			}
+			if !h.sessionsPutBack() {
+				t.Fatal("the session of the task whose work was put back is not marked so")
+			}
 			rules["address"] = []fakes.Outcome{fixesWhenShown}
 			h.scenario(rules)
 			if _, err := h.run(env...); err != nil {
@@ -321,6 +349,15 @@ func TestSessionsContinueOnTheNextRun(t *testing.T) {
 			if c[0].Phase != "plan" || c[0].Session != id || !c[0].Resumed || !slices.Equal(c[0].History, []string{"plan", "execute", "address"}) ||
 				!slices.Equal(sessionArgs(k, c[0].Argv), wantSessionArgs(k, id, true)) {
 				t.Fatalf("the next run's plan call %+v does not continue %s", c[0], id)
+			}
+			// Its work was put back: the conversation is told so once, by
+			// the first call that continues it.
+			told := prompt.PutBack("")
+			if p := promptOf(c[0]); !strings.HasPrefix(p, told) || !strings.Contains(p, "---TASK---") {
+				t.Fatalf("the plan call that continues the session was not told its work was put back:\n%s", p)
+			}
+			if p := promptOf(c[1]); c[1].Phase != "execute" || strings.Contains(p, told) {
+				t.Fatalf("the execute call %s was told again:\n%s", c[1].Phase, p)
 			}
 			if kept := h.keptSessions(); len(kept) != 0 {
 				t.Fatalf("kept %q after the task completed", kept)

@@ -45,6 +45,10 @@ type Session struct {
 	// a CLI whose events count the whole session (codex): a later call's
 	// own usage is the difference from it.
 	Count *Usage `json:"count,omitempty"`
+	// PutBack: the work the conversation did was kept on a branch and the
+	// tree put back as it was before the task, since its last call. The
+	// next call that continues it is told so first.
+	PutBack bool `json:"put_back,omitempty"`
 }
 
 // sessionsFile is the sessions file as written.
@@ -208,6 +212,26 @@ func (s *Sessions) Drop(task int, role string) error {
 	n := len(s.list)
 	s.list = slices.DeleteFunc(s.list, func(x Session) bool { return x.Task == task && (role == "" || x.Role == role) && s.mine(x) })
 	if len(s.list) == n {
+		return nil
+	}
+	return s.save()
+}
+
+// MarkPutBack notes on every kept session of task whether its work was
+// put back (Session.PutBack), and writes the file when that changed it.
+func (s *Sessions) MarkPutBack(task int, putBack bool) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	for i, x := range s.list {
+		if x.Task == task && s.mine(x) && x.PutBack != putBack {
+			s.list[i].PutBack, changed = putBack, true
+		}
+	}
+	if !changed {
 		return nil
 	}
 	return s.save()
