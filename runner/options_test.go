@@ -56,9 +56,11 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 	want := []string{
 		"plan of 3",
 		"start git:-1 1/1 ", "end git:-1 1/1 ", // where the repository's git data is
+		"start git:-1 1/1 ", "end git:-1 1/1 ", // the repositories the user keeps in the work tree
 		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
 		"start execute:2 1/2 primary", "end execute:2 1/2 primary",
 		"start execute:2 2/2 fallback", "end execute:2 2/2 fallback",
+		"start git:-1 1/1 ", "end git:-1 1/1 ", // a repository a call made in the tree?
 		"start git:-1 1/1 ", "end git:-1 1/1 ",
 		"start git:-1 1/1 ", "end git:-1 1/1 ",
 	}

@@ -409,7 +409,8 @@ func (r *run) finish(ctx context.Context, out Outcome, err error) (Outcome, erro
 
 // noteGit notes, once, before any agent call: where the repository's git
 // data is, so that no git of peal's (nor stet's) looks for it in a tree a
-// call may write (gitrepo.Repo.Pin); confined, what git and stet will run
+// call may write (gitrepo.Repo.Pin); the repositories the user keeps in
+// the work tree untracked (gitrepo.Repo.NoteEmbedded); confined, what git and stet will run
 // (the hooks and the configuration, gitrepo.Watch); and the review
 // settings the user keeps in the work tree, which stet gets from peal
 // (review.Reviewer.NoteSettings).
@@ -419,6 +420,11 @@ func (r *run) noteGit(ctx context.Context) error {
 	}
 	if err := r.main.git.Pin(ctx); err != nil {
 		return fmt.Errorf("finding the repository's git folder: %w", err)
+	}
+	// The repositories the user keeps in the work tree are theirs; one a
+	// call makes is refused (gitrepo.EmbeddedError).
+	if err := r.main.git.NoteEmbedded(ctx); err != nil {
+		return fmt.Errorf("listing the repositories the work tree holds: %w", err)
 	}
 	if r.confined != nil {
 		var err error

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"peal/check"
+	"peal/internal/gitrepo"
 	"peal/phase"
 	"peal/review"
 	"peal/state"
@@ -201,9 +202,14 @@ func (r *run) save(ctx context.Context, t plan.Task, res taskResult) error {
 // work tree cannot take did not complete.
 func (r *run) broughtBack(ctx context.Context, t plan.Task, res taskResult) taskResult {
 	err := r.bringBack(ctx)
+	var embedded *gitrepo.EmbeddedError
 	switch {
 	case err == nil:
 	case res.err == nil && !res.skipped:
+		return taskResult{err: err}
+	case errors.As(res.err, &embedded) && errors.As(err, &embedded):
+		// The task failed for what its work is kept for: the line that
+		// names the branch says it all.
 		return taskResult{err: err}
 	default:
 		r.log.Error("the work tree could not take the work of a task that did not complete", "task", t.Index, "err", err)

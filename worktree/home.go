@@ -313,7 +313,7 @@ func (s *Set) writeHomeNote(name string, v any) error {
 // the next run makes it again. It is for work the work tree cannot take.
 func (s *Set) KeepHome(ctx context.Context, git *gitrepo.Repo) (string, error) {
 	h := s.Home()
-	if _, err := git.CommitMessage(ctx, "peal: the work of the run's worktree that the work tree could not take"); err != nil {
+	if err := commitKept(ctx, git); err != nil {
 		return "", fmt.Errorf("committing the work of the run's worktree: %w", err)
 	}
 	kept := ""
@@ -324,6 +324,25 @@ func (s *Set) KeepHome(ctx context.Context, git *gitrepo.Repo) (string, error) {
 		}
 	}
 	return kept, s.DropHome(ctx)
+}
+
+// commitKept commits what the home worktree holds, for a branch that keeps
+// it. A repository a call made there (which peal never commits, nor runs
+// git in) is kept as its files: its .git goes, with the worktree.
+func commitKept(ctx context.Context, git *gitrepo.Repo) error {
+	const msg = "peal: the work of the run's worktree that the work tree could not take"
+	for range 8 { // a repository inside another comes out next
+		_, err := git.CommitMessage(ctx, msg)
+		var embedded *gitrepo.EmbeddedError
+		if !errors.As(err, &embedded) {
+			return err
+		}
+		if err := git.Unembed(embedded.Paths); err != nil {
+			return err
+		}
+	}
+	_, err := git.CommitMessage(ctx, msg)
+	return err
 }
 
 // DropHome removes the home worktree, its branch, its notes and its

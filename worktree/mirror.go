@@ -185,6 +185,9 @@ func (m *Mirror) bring(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(st.Embedded) > 0 {
+		return &gitrepo.EmbeddedError{Tree: m.Tree.Path, Paths: st.Embedded}
+	}
 	if err := m.bringIgnored(ctx, st.Ignored); err != nil {
 		return err
 	}
