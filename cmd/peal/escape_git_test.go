@@ -120,3 +120,69 @@ func (s *treeTry) stet() func() []string {
 		return []string{"PEAL_STET_PATH=" + s.bin("fakestet"), fakes.StetDirEnv + "=" + stetDir}
 	}
 }
+
+// gitConfigTokens is the secret of every credential the user's git
+// configuration holds in TestEscapeThroughTheUsersGitConfig.
+const gitConfigTokens = "ghp_gitconfig_token_0123456789"
+
+// gitProbe is a script a call runs to find the user's credentials through
+// git: the user's configuration read as a file and through git, and a
+// credential asked of git for two hosts; what it saw goes to the file its
+// argument names.
+const gitProbe = `{ cat "$HOME/.gitconfig"; git config --list --show-origin
+printf 'protocol=https\nhost=github.com\n\n' | git credential fill
+printf 'protocol=https\nhost=gitlab.com\n\n' | git credential fill
+echo "name=$(git config user.name)"; } > "$1" 2>&1
+exit 0
+`
+
+// TestEscapeThroughTheUsersGitConfig: the user's ~/.gitconfig holds a
+// token in the shapes git takes one that the start's check of the
+// configuration did not know (an inline credential helper,
+// sendemail.smtpPass, github.token, a helper that reads
+// ~/.git-credentials), then in every shape (a URL of url.*.insteadOf, an
+// extra header too). An agent call and a check read it, list git's
+// configuration and ask git for a credential: they see none of it, and git
+// gives them the user's identity. The run is not stopped for it: no call
+// reads that file.
+func TestEscapeThroughTheUsersGitConfig(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	unknown := "[user]\n\tname = The User\n\temail = user@example.com\n" +
+		"[credential]\n\thelper = \"!f() { echo username=u; echo password=" + gitConfigTokens + "; }; f\"\n" +
+		"[credential \"https://gitlab.com\"]\n\thelper = store\n" +
+		"[sendemail]\n\tsmtpPass = " + gitConfigTokens + "\n[github]\n\ttoken = " + gitConfigTokens + "\n"
+	every := unknown + "[url \"https://x:" + gitConfigTokens + "@github.com/\"]\n\tinsteadOf = https://github.com/\n" +
+		"[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic " + gitConfigTokens + "\n"
+	for name, gitconfig := range map[string]string{"shapes the start did not know": unknown, "every shape": every} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			asEach(t, "## Task 1\nWork\n", func(t *testing.T, s *treeTry) {
+				os.WriteFile(filepath.Join(s.home, ".gitconfig"), []byte(gitconfig), 0o600)
+				os.WriteFile(filepath.Join(s.home, ".git-credentials"), []byte("https://u:"+gitConfigTokens+"@gitlab.com\n"), 0o600)
+				call, check, probe := filepath.Join(s.agentDir, "seen-call"), filepath.Join(s.agentDir, "seen-check"), filepath.Join(s.agentDir, "probe.sh")
+				os.WriteFile(probe, []byte(gitProbe), 0o644)
+				s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"work.txt": "work\n"}, Commands: [][]string{{"sh", probe, call}}}}})
+				s.own()
+				r := s.run(s.env("on", "PEAL_AGENT_CMD="+filepath.Join(s.dir, "bin", "claude"), "PEAL_CHECK_COMMANDS=sh "+probe+" "+check), "run")
+				if r.code != 0 {
+					t.Fatalf("exit %d: %s", r.code, r.stderr)
+				}
+				for _, f := range []string{call, check} {
+					data, err := os.ReadFile(f)
+					if err != nil {
+						t.Fatalf("the probe wrote nothing: %v", err)
+					}
+					seen := string(data)
+					if strings.Contains(seen, gitConfigTokens) || strings.Contains(seen, "smtppass") || strings.Contains(seen, "password=") {
+						t.Errorf("%s saw a credential:\n%s", filepath.Base(f), seen)
+					}
+					if !strings.Contains(seen, "name=The User") {
+						t.Errorf("%s's git has not the user's identity:\n%s", filepath.Base(f), seen)
+					}
+				}
+				s.outside(r)
+			})
+		})
+	}
+}
