@@ -40,6 +40,9 @@ type Mirror struct {
 	// watch tells whether anything changed there since its work last came
 	// back (nil: it cannot tell, so the worktree is always looked at).
 	watch *changeWatch
+	// modules are the work tree's submodules, checked out there too
+	// (modules.go).
+	modules []*module
 }
 
 // OpenMirror makes the home worktree, or takes up the one an earlier run
@@ -67,9 +70,13 @@ func (s *Set) OpenMirror(ctx context.Context, gitOf func(*Tree) *gitrepo.Repo, c
 		m.git = gitOf(m.Tree)
 		m.fresh, m.brought = true, Brought{Commit: head}
 	}
-	if m.Linked, err = s.LinkIgnored(ctx, own); err != nil {
+	if err := m.openModules(ctx); err != nil {
+		return nil, fmt.Errorf("making the run's worktree for confined tasks: %w", err)
+	}
+	if m.Linked, err = s.linkIgnored(ctx, own, m.modules); err != nil {
 		return nil, fmt.Errorf("linking what git ignores in the work tree into the run's worktree: %w", err)
 	}
+	m.leaveModules()
 	// A task that changed nothing costs no git command to bring back.
 	m.watch = watchTree(m.Tree.Path)
 	return m, nil
@@ -125,6 +132,13 @@ func (m *Mirror) mirror(ctx context.Context) error {
 			return err
 		}
 	}
+	// The submodules: those the work tree has now, as it has them.
+	if err := m.openModules(ctx); err != nil {
+		return err
+	}
+	if err := m.mirrorModules(ctx); err != nil {
+		return err
+	}
 	m.brought = Brought{Commit: head, Tree: tree}
 	if tree == head {
 		m.brought.Tree = "" // the commit's own tree
@@ -173,7 +187,23 @@ func (m *Mirror) Bring(ctx context.Context) error {
 // again): work the work tree could not take.
 func (m *Mirror) Keep(ctx context.Context) (string, error) {
 	m.Close()
-	return m.set.KeepHome(ctx, m.keeper())
+	return m.keepAll(ctx)
+}
+
+// keepAll keeps what the home worktree holds, and what its checkouts of
+// the submodules hold that the work tree did not take, each on a branch,
+// which it names, and removes the worktree.
+func (m *Mirror) keepAll(ctx context.Context) (string, error) {
+	mods, err := m.keepModules(ctx)
+	if err != nil {
+		return "", err
+	}
+	kept, err := m.set.KeepHome(ctx, m.keeper())
+	m.forgetModules(ctx)
+	if mods != "" {
+		kept += ", and on " + mods
+	}
+	return kept, err
 }
 
 // bring is Bring's work: the home worktree's commits become the work
@@ -188,7 +218,18 @@ func (m *Mirror) bring(ctx context.Context) error {
 	if len(st.Embedded) > 0 {
 		return &gitrepo.EmbeddedError{Tree: m.Tree.Path, Paths: st.Embedded}
 	}
-	if err := m.bringIgnored(ctx, st.Ignored); err != nil {
+	mods, err := m.moduleWork(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.bringIgnored(ctx, append(st.Ignored, mods.ignored...)); err != nil {
+		return err
+	}
+	// The submodules' files come as files, and stay uncommitted there.
+	if err := m.bringFiles(mods.changes); err != nil {
+		return err
+	}
+	if err := noteModules(ctx, mods.changed); err != nil {
 		return err
 	}
 	if !m.commits {
@@ -258,8 +299,10 @@ func (m *Mirror) from(ctx context.Context, b Brought) (string, error) {
 // bringFiles writes changes made in the home worktree into the work tree.
 func (m *Mirror) bringFiles(changes []gitrepo.Change) error {
 	skipped, err := m.set.Bring(changes)
-	if len(skipped) > 0 {
-		m.set.log.Warn("changes of submodules made in the run's worktree are not brought into the work tree", "paths", gitrepo.ListPaths(skipped, 3))
+	if err == nil && len(skipped) > 0 {
+		// What a submodule's checkout there holds comes as its files; a
+		// gitlink that moved is no file to bring, and is never dropped.
+		return &BringError{Path: gitrepo.ListPaths(skipped, 3), Why: "the submodule's commit changed in the run's worktree, which peal does not bring into the work tree"}
 	}
 	return err
 }
@@ -270,6 +313,7 @@ func (m *Mirror) bringIgnored(ctx context.Context, ignored []string) error {
 	linked, brought, err := m.set.BringIgnored(ctx, ignored)
 	if err == nil && brought {
 		m.Linked = linked
+		m.leaveModules()
 	}
 	return err
 }
@@ -281,6 +325,9 @@ func (m *Mirror) bringIgnored(ctx context.Context, ignored []string) error {
 func (m *Mirror) takeUp(ctx context.Context, head string) error {
 	b, noted := m.set.HomeBrought()
 	m.brought, m.clean = b, b.Tree == ""
+	if err := m.openModules(ctx); err != nil {
+		return err
+	}
 	nothing, err := m.leftNothing(ctx, b, noted)
 	switch {
 	case err != nil:
@@ -309,8 +356,12 @@ func (m *Mirror) leftNothing(ctx context.Context, b Brought, noted bool) (bool, 
 	if err != nil {
 		return false, err
 	}
+	mods, err := m.moduleWork(ctx)
+	if err != nil || len(mods.changes) > 0 || len(st.Embedded) > 0 {
+		return false, err
+	}
 	links := m.set.Linked()
-	for _, p := range st.Ignored {
+	for _, p := range append(st.Ignored, mods.ignored...) {
 		if !slices.Contains(links, p) {
 			return false, nil // made by a task: a build's output
 		}
@@ -332,7 +383,7 @@ func (m *Mirror) leftNothing(ctx context.Context, b Brought, noted bool) (bool, 
 // keepLeft keeps what an earlier run left in the home worktree on a
 // branch, which it names in a warning, and removes the worktree.
 func (m *Mirror) keepLeft(ctx context.Context) error {
-	kept, err := m.set.KeepHome(ctx, m.keeper())
+	kept, err := m.keepAll(ctx)
 	if err != nil {
 		return fmt.Errorf("keeping the work an earlier run left in the run's worktree: %w", err)
 	}
@@ -346,5 +397,6 @@ func (m *Mirror) keepLeft(ctx context.Context) error {
 func (m *Mirror) keeper() *gitrepo.Repo {
 	k := m.main.At(m.Tree.Path)
 	k.Identity("peal", "peal@localhost")
+	k.Leave(ownModules(m.modules))
 	return k
 }

@@ -56,8 +56,8 @@ type Repo struct {
 	// GIT_COMMITTER_*).
 	ident []string
 	// users are the repositories the user keeps in the work tree, untracked
-	// (NoteEmbedded); fixed are the pathspecs of the gitlinks its commits
-	// leave as they are (KeepGitlinks).
+	// (NoteEmbedded); fixed are the pathspecs of what its commits leave as
+	// the index holds it (Leave).
 	users, fixed []string
 }
 

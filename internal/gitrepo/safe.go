@@ -154,14 +154,15 @@ func (g *Repo) stageable(ctx context.Context, exclude []string, all bool) ([]str
 	return append(exclude, g.fixed...), nil
 }
 
-// KeepGitlinks makes peal's `git add -A` leave the gitlinks at paths (slash
-// form, from the top) as they are in the index: the submodules the run's
-// worktree holds as checkouts of their own, whose .git file a call could
-// rewrite to name a repository of its own.
-func (g *Repo) KeepGitlinks(paths []string) {
+// Leave makes peal's `git add -A` leave paths (slash form, from the top,
+// taken literally) as the index holds them: in the run's worktree, the
+// submodules it holds as checkouts of their own (whose .git file a call
+// could rewrite to name a repository of its own), and in such a checkout,
+// its own submodules and the entries linked into it from the work tree.
+func (g *Repo) Leave(paths []string) {
 	g.fixed = nil
 	for _, p := range paths {
-		g.fixed = append(g.fixed, ":(top,exclude,literal)"+p)
+		g.fixed = append(g.fixed, ":(top,exclude,literal)"+strings.TrimSuffix(p, "/"))
 	}
 }
 
