@@ -126,6 +126,13 @@ func (m *Mirror) mirror(ctx context.Context) error {
 		if tree, err = m.main.EmptyTree(ctx); err != nil {
 			return err
 		}
+	case len(m.modules) > 0:
+		// git status says nothing of a submodule checked out at another
+		// commit than the one recorded (peal's git never looks into one):
+		// the snapshot does, as a commit in the work tree would take it.
+		if changes, tree, err = m.movedModules(ctx, head); err != nil {
+			return err
+		}
 	}
 	if !m.fresh || len(changes) > 0 || head != m.brought.Commit {
 		if err := m.git.Mirror(ctx, head, tree); err != nil {

@@ -189,6 +189,22 @@ func (m *Mirror) dropModule(ctx context.Context, mod *module) {
 	}
 }
 
+// movedModules are the snapshot of the work tree, whose HEAD is head and
+// which git status says holds nothing uncommitted, and its submodules (by
+// the paths the snapshot changes), when a checkout of one is at another
+// commit than the one recorded; none, and head, otherwise.
+func (m *Mirror) movedModules(ctx context.Context, head string) ([]string, string, error) {
+	tree, err := m.snapshot(ctx, m.main)
+	if err != nil {
+		return nil, "", err
+	}
+	changed, err := m.main.ChangedFiles(ctx, head, tree)
+	if err != nil || len(changed) == 0 {
+		return nil, head, err
+	}
+	return changed, tree, nil
+}
+
 // mirrorModules makes each submodule's checkout in the home worktree hold
 // what the work tree's holds: its HEAD and its uncommitted changes (in its
 // index, as the home worktree's own: what the work tree took), the entries

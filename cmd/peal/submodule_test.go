@@ -166,3 +166,30 @@ func TestSubmoduleWorkKept(t *testing.T) {
 		t.Error("the call's repository reached the work tree")
 	}
 }
+
+// TestSubmoduleMovedByTheUser: the user committed in a submodule and did
+// not record its new commit in the repository; a task's commit takes it, as
+// git add -A in the work tree does, whether the task worked there or in the
+// run's worktree. The suite runs it under both.
+func TestSubmoduleMovedByTheUser(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1\nWork\n")
+	submoduleRepo(t, s)
+	lib := filepath.Join(s.repo, "lib")
+	testgit.Git(t, lib, "commit", "-q", "-a", "-m", "the user's")
+	moved := testgit.Git(t, lib, "rev-parse", "HEAD")
+	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"top.txt": "top\n"}}}})
+	r := s.peal(append(claudeEnv(t, s, "PEAL_COMMIT_AFTER_PHASE2=true"), testgit.Env...), "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if files := testgit.Git(t, s.repo, "show", "--name-only", "--format=", "HEAD"); files != "lib\ntop.txt" {
+		t.Errorf("the task's commit holds %q", files)
+	}
+	if got := testgit.Git(t, s.repo, "rev-parse", "HEAD:lib"); got != moved {
+		t.Errorf("the task's commit records lib at %s, want %s", got, moved)
+	}
+	if got := testgit.Git(t, lib, "rev-parse", "HEAD"); got != moved {
+		t.Errorf("lib moved to %s", got)
+	}
+}
