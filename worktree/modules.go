@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
+	"peal/internal/safefs"
 )
 
 // Submodules in the home worktree. A submodule the work tree has checked
@@ -109,6 +110,15 @@ func (m *Mirror) openModules(ctx context.Context) error {
 		at := filepath.Join(m.Tree.Path, filepath.FromSlash(mod.path))
 		mod.home = mod.main.At(at)
 		if mod.home.Registered() {
+			// Its .git file is a call's to rewrite: peal's git never reads
+			// it, the next task's own git does.
+			gitDir, _ := mod.home.GitDir()
+			pointer := "gitdir: " + gitDir + "\n"
+			if now, err := safefs.ReadFile(filepath.Join(at, ".git"), 4096); err != nil || string(now) != pointer {
+				if err := safefs.WriteFile(filepath.Join(at, ".git"), []byte(pointer)); err != nil {
+					return fmt.Errorf("the submodule %s in the run's worktree: %w", mod.path, err)
+				}
+			}
 			continue
 		}
 		if err := m.clearModule(at); err != nil {
