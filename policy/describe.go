@@ -79,7 +79,8 @@ func Describe(cfg *config.Config) (Description, error) {
 	d.Lines = append(d.Lines, checksLine+" "+describeCall(checks, nil),
 		"read only where a call is allowed to: "+grouped(checks.Access.Hide, nil),
 		"never read: "+grouped(checks.Access.Deny, nil),
-		"never written: "+grouped(checks.Access.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree)
+		"never written: "+grouped(checks.Access.Protect, nil)+"; from a parallel block's worktree, "+keyMainTree,
+		c.gitLine())
 	if c.postRunUnconfined {
 		d.Lines = append(d.Lines, "post_run_commands run unconfined (post_run_confined = false), with peal's whole environment")
 	}

@@ -300,6 +300,12 @@ func callsGitEnv(file string) []string {
 	return env
 }
 
+// gitLine says what a call's own git reads of the user's configuration.
+func (c *Rules) gitLine() string {
+	return "a call's git reads peal's configuration for the calls, never yours or the system's: " +
+		strings.Join(append(slices.Clone(gitPass), c.gitPass...), ", ") + " of yours, and no credential helper"
+}
+
 // checkGitPass refuses a confine_git_pass pattern that could pass a
 // credential.
 func checkGitPass(pass []string, sources map[string]config.Source) error {
