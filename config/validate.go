@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"peal/agent"
@@ -474,6 +475,11 @@ func (c *Config) checkConfine() error {
 	if err := c.expandConfinePaths(); err != nil {
 		return err
 	}
+	for _, p := range c.ConfineGitPass {
+		if !validGitPattern(p) {
+			return fmt.Errorf("confine_git_pass %q (set by %s): want a git setting's name (section.name, e.g. core.editor), or a section ending in .* (e.g. alias.*)", p, describe("confine_git_pass", c.Sources))
+		}
+	}
 	for _, p := range c.ConfineEnvPass {
 		if !confine.ValidEnvPattern(p) {
 			return fmt.Errorf("confine_env_pass %q (set by %s): want a variable's name, or a prefix ending in * (e.g. NPM_CONFIG_*)", p, describe("confine_env_pass", c.Sources))
@@ -484,6 +490,13 @@ func (c *Config) checkConfine() error {
 	}
 	return nil
 }
+
+// gitSetting is a git setting's name (section[.subsection].name) or a
+// section's (or subsection's) settings, section.*.
+var gitSetting = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*\.(\*|([^\x00\n]+\.)?([A-Za-z][A-Za-z0-9-]*|\*))$`)
+
+// validGitPattern tells whether p names git settings for confine_git_pass.
+func validGitPattern(p string) bool { return gitSetting.MatchString(p) }
 
 // fullPath is p with a leading ~ made the home folder; an error when it is
 // not then a full path, or holds a ".." segment.

@@ -25,6 +25,9 @@ type Call struct {
 	// BasicEnv: names or PREFIX_* patterns (the kind's own variables,
 	// confine_env_pass).
 	EnvPass []string
+	// Env are variables the policy sets for the call, over what it
+	// inherits (the git configuration peal writes for it).
+	Env []string
 	// Proxy, when set, is the run's proxy: the call gets an endpoint of its
 	// own that reaches only Allow, and its environment points at it.
 	Proxy *Proxy
@@ -51,9 +54,9 @@ func (c *Call) support() Support {
 // what peal adds on purpose for the call comes after it and is kept.
 func (c *Call) Environ(env []string) []string {
 	if c.Mode == Off {
-		return env
+		return append(env, c.Env...)
 	}
-	return FilterEnv(env, c.EnvPass)
+	return append(FilterEnv(env, c.EnvPass), c.Env...)
 }
 
 // Prepare makes cmd, not started yet, start confined: with the proxy's

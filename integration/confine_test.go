@@ -32,7 +32,8 @@ import (
 // files of the home folder (readFiles), any file of it and peal's
 // configuration file, follow a link
 // of the work tree to a planted key, plant a git hook and change the
-// repository's configuration, reach a listener on 127.0.0.1 that nothing
+// repository's configuration, have git print the credentials of the user's
+// git configuration, reach a listener on 127.0.0.1 that nothing
 // allows (through the proxy and around it), print GITHUB_TOKEN (set in
 // peal's environment), write the main work tree and peal's state and log
 // folders. Every attempt is judged from outside: the files, the listener,
@@ -181,7 +182,6 @@ func newConfineWorld(t *testing.T, a agent, mode string, opts worldOptions, scri
 	w.sb = newSandbox(t, filepath.Dir(w.bin))
 	w.root = filepath.Dir(w.sb.repo)
 	w.plan, w.state, w.logs = filepath.Join(w.root, "plan.md"), filepath.Join(w.root, "state"), filepath.Join(w.root, "agent-logs")
-	writeFile(t, filepath.Join(w.sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n")
 	mark := randomHex(t)
 	w.token = "ghp_PEALTEST" + mark
 	w.bashrc = "# the user's own .bashrc " + mark + "\n"
@@ -190,6 +190,12 @@ func newConfineWorld(t *testing.T, a agent, mode string, opts worldOptions, scri
 		"ssh key": {filepath.Join(w.sb.home, ".ssh", "id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY-----\nPEAL-TEST-SSH-" + mark + "\n", "PEAL-TEST-SSH-" + mark},
 		"aws":     {filepath.Join(w.sb.home, ".aws", "credentials"), "[default]\naws_secret_access_key = PEAL-TEST-AWS-" + mark + "\n", "PEAL-TEST-AWS-" + mark},
 		"linked":  {filepath.Join(w.sb.home, ".ssh", "id_ecdsa"), "PEAL-TEST-LINKED-KEY-" + mark + "\n", "PEAL-TEST-LINKED-KEY-" + mark},
+		// The user's git configuration: the identity, and a token in
+		// shapes git hands out (a credential helper that prints it, a
+		// setting of its own).
+		"git credential": {filepath.Join(w.sb.home, ".gitconfig"), "[user]\n\tname = t\n\temail = t@example.invalid\n" +
+			"[credential]\n\thelper = \"!f() { echo username=u; echo password=PEAL-TEST-GITCONFIG-" + mark + "; }; f\"\n" +
+			"[sendemail]\n\tsmtpPass = PEAL-TEST-GITCONFIG-" + mark + "\n", "PEAL-TEST-GITCONFIG-" + mark},
 	}
 	// The other kinds' credentials, where their declarations put them.
 	for _, name := range pealagent.Names() {
@@ -287,6 +293,9 @@ func (w *confineWorld) escapeScript(legit string) string {
 	try("hook via git", `d=$(git rev-parse --path-format=absolute --git-common-dir) && printf '#!/bin/sh\necho planted\n' > "$d/hooks/post-merge"`)
 	try("git config", "git config core.hooksPath /tmp/peal-escape-hooks")
 	try("git config file", "printf '[core]\\n\\thooksPath = /tmp/peal-escape-hooks-file\\n' >> "+q(filepath.Join(repo, ".git", "config")))
+	// (Gemini CLI's shell tool gives git no user configuration itself:
+	// the file is read too.)
+	try("git credential", `{ printf 'protocol=https\nhost=github.com\n\n' | git credential fill; git config --get sendemail.smtppass; cat ~/.gitconfig; } 2>&1 | grep PEAL-TEST`)
 	try("main tree", "printf x > "+q(filepath.Join(repo, "escaped-main.txt")))
 	try("state", "printf x > "+q(filepath.Join(w.state, "escaped-state.txt")))
 	try("logs", "printf x > "+q(filepath.Join(w.logs, "escaped-logs.txt")))
@@ -323,7 +332,7 @@ func legitWork(file string) string {
 // escaped): a file changed or made, a connection or a request that reached
 // the trap, a secret found outside its file.
 var escapeNames = append([]string{
-	"bashrc", "ssh key", "aws", "linked", "credentials of others", "hook", "hook via git", "git config",
+	"bashrc", "ssh key", "aws", "linked", "credentials of others", "hook", "hook via git", "git config", "git credential",
 	"main tree", "state", "logs", "listener through the proxy", "listener direct", "token",
 }, readNames...)
 

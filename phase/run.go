@@ -47,9 +47,14 @@ type Spec struct {
 	Prompt bool
 	// Stdin is written to the child's standard input, which is then closed;
 	// nil means standard input is /dev/null.
-	Stdin       []byte
-	Dir         string
-	Env         []string // added to the parent environment
+	Stdin []byte
+	Dir   string
+	Env   []string // added to the parent environment
+	// InheritOnly, when set, keeps of the parent environment the basic
+	// variables (confine.BasicEnv) and those it names (names or PREFIX_*
+	// patterns): a child that runs no program of a call's (peal's own git)
+	// but must still never see a token peal was given.
+	InheritOnly []string
 	Timeout     time.Duration
 	IdleTimeout time.Duration // 0: off
 	KillGrace   time.Duration
@@ -209,6 +214,9 @@ func start(ctx context.Context, spec Spec) (*call, error) {
 	callID := fmt.Sprintf("%s/%d/%d", spec.Scope, os.Getpid(), callSeq.Add(1))
 	c.id = callID
 	inherited := os.Environ()
+	if spec.InheritOnly != nil {
+		inherited = confine.FilterEnv(inherited, spec.InheritOnly)
+	}
 	if spec.Confine != nil {
 		inherited = spec.Confine.Environ(inherited)
 	}

@@ -104,7 +104,8 @@ func Describe(cfg *config.Config) (Description, error) {
 	d.Sections = append(d.Sections, Section{Head: checksLine, Items: describeCall(checks, nil)},
 		Section{Head: "read only where a call is allowed to", Items: orNothing(grouped(checks.Access.Hide, nil))},
 		Section{Head: "never read", Items: orNothing(grouped(checks.Access.Deny, nil))},
-		Section{Head: "never written", Items: append(grouped(checks.Access.Protect, nil), "from a parallel block's worktree: "+keyMainTree)})
+		Section{Head: "never written", Items: append(grouped(checks.Access.Protect, nil), "from a parallel block's worktree: "+keyMainTree)},
+		c.gitSection())
 	if c.postRunUnconfined {
 		d.Sections = append(d.Sections, Section{Head: "post_run_commands run unconfined (post_run_confined = false)",
 			Items: []string{"with peal's whole environment, file system and network"}})

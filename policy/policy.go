@@ -50,8 +50,9 @@ type Site struct {
 // folders). A
 // call writes its work tree, its temporary folder, its CLI's folders, the
 // build caches and confine_write_paths; reads everything but the secrets;
-// inherits only the allowed variables; and reaches only its allowed hosts,
-// through the run's proxy.
+// inherits only the allowed variables; reads the git configuration peal
+// writes for it (gitconfig.go), never the user's; and reaches only its
+// allowed hosts, through the run's proxy.
 type Rules struct {
 	mode    confine.Mode
 	support confine.Support
@@ -94,6 +95,15 @@ type Rules struct {
 	sources        map[string]config.Source
 	// getenv reads peal's environment (a test's own, in tests).
 	getenv func(string) string
+	// gitPass are the settings confine_git_pass adds to those of the
+	// user's git configuration the calls' git gets; gitConfig is that
+	// configuration (Repository), written at gitConfigPath before the
+	// first call; gitEnv are the variables that give it to every call.
+	gitPass       []string
+	gitConfig     []byte
+	gitConfigPath string
+	gitEnv        []string
+	log           *slog.Logger
 }
 
 // Keys of the paths the run adds to a policy, as denials name them.
@@ -149,7 +159,14 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	}
 	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != config.TCPAny,
 		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0,
-		gitCredentials:    cfg.ConfineGitCredentials == config.GitCredentialsAllow, sources: cfg.Sources, getenv: m.getenv}
+		gitCredentials:    cfg.ConfineGitCredentials == config.GitCredentialsAllow, sources: cfg.Sources, getenv: m.getenv,
+		gitPass: cfg.ConfineGitPass, log: log}
+	if err := checkGitPass(cfg.ConfineGitPass, cfg.Sources); err != nil {
+		return nil, err
+	}
+	if cfg.StateDir != "" {
+		c.gitConfigPath = filepath.Join(cfg.StateDir, "tmp", "calls.gitconfig")
+	}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)
@@ -288,6 +305,7 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 				os.MkdirAll(d, 0o755) // a folder that cannot be made is listed as missing, and grants nothing
 			}
 		}
+		c.gitEnv = c.writeGitConfig()
 	})
 	pol := c.base.Clone()
 	pol.Write = append(pol.Write, confine.Path{Path: at.Tree, Key: keyWorkTree})
@@ -318,7 +336,7 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	if c.tcp {
 		pol.TCP = &confine.TCP{Connect: slices.Clone(c.loopback)}
 	}
-	call := &confine.Call{Mode: c.mode, Access: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass)}
+	call := &confine.Call{Mode: c.mode, Access: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass), Env: slices.Clone(c.gitEnv)}
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
 	}

@@ -97,14 +97,11 @@ var toolchainFolders = []string{
 	"${ASDF_DATA_DIR:-~/.asdf}", "${MISE_DATA_DIR:-~/.local/share/mise}", "${DOTNET_ROOT:-~/.dotnet}",
 }
 
-// gitFiles are the files of git's configuration a call's own git reads in
-// the home folder: the user's configuration, excludes and attributes.
-// (What the configuration includes, and the files it names, come from git
-// itself: see Repository.)
-var gitFiles = []string{
-	"${GIT_CONFIG_GLOBAL:-~/.gitconfig}", "${XDG_CONFIG_HOME:-~/.config}/git/config",
-	"${XDG_CONFIG_HOME:-~/.config}/git/ignore", "${XDG_CONFIG_HOME:-~/.config}/git/attributes",
-}
+// gitFiles are the files a call's own git reads in the home folder where
+// its configuration names none: the user's excludes and attributes. Never
+// the user's configuration: a call's git reads peal's (gitconfig.go). (The
+// files the configuration names come from git itself: see Repository.)
+var gitFiles = []string{"${XDG_CONFIG_HOME:-~/.config}/git/ignore", "${XDG_CONFIG_HOME:-~/.config}/git/attributes"}
 
 // toolchains are the folders of the toolchains a call's PATH and the
 // toolchains' variables lead to, beneath a hidden folder (the others are

@@ -238,7 +238,7 @@ func TestCallReadsTheAllowList(t *testing.T) {
 			{".codex/config.toml", false, false},
 			{".cache/x", true, true},
 			{"go/bin/tool", true, false},
-			{".gitconfig", true, false},
+			{".gitconfig", false, false},
 			{".config/git/ignore", true, false},
 			{"repo/.git/config", true, false},
 			{"repo/README.md", true, true},
@@ -263,8 +263,10 @@ func TestCallReadsTheAllowList(t *testing.T) {
 
 // TestGitCredential: what in git's configuration is a credential a call
 // could read: an extra header, a password in a URL (in a value, or in a
-// key's URL), a token as a URL's user; a user alone, an ordinary URL or
-// setting is none. The line that names a key never shows the credential.
+// key's URL), a token as a URL's user, an inline helper that prints a
+// secret, a setting named for one (smtpPass, github.token), a token in any
+// value; a user alone, an ordinary URL or setting, a helper that is a
+// program, the program that asks for a password is none. The line that names a key never shows the credential.
 func TestGitCredential(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -285,6 +287,22 @@ func TestGitCredential(t *testing.T) {
 		{"remote.origin.url", "ssh://git@example.com/r.git", false},
 		{"user.email", "t@example.com", false},
 		{"http.https://github.com/.sslverify", "true", false},
+		{"credential.helper", "!f() { echo username=u; echo password=s3cret; }; f", true},
+		{"credential.https://github.com.helper", "!echo password=x", true},
+		{"credential.helper", "!f() { echo ghp_0123456789abcdef; }; f", true},
+		{"sendemail.smtpPass", "hunter2", true},
+		{"sendemail.work.smtppass", "hunter2", true},
+		{"github.token", "0123456789abcdef", true},
+		{"hub.oauthtoken", "x", true},
+		{"gitlab.example.com.password", "x", true},
+		{"alias.publish", "!curl -H 'Authorization: token ghp_0123456789abcdef' https://api.github.com", true},
+		{"credential.helper", "store", false},
+		{"credential.helper", "!gh auth git-credential", false},
+		{"credential.https://example.com.username", "me", false},
+		{"core.askPass", "/usr/bin/ksshaskpass", false},
+		{"http.sslCertPasswordProtected", "true", false},
+		{"github.user", "me", false},
+		{"sendemail.smtpPass", "", false},
 	} {
 		what, fix := gitCredential(c.key, c.value)
 		if (what != "") != c.credential || (what == "") != (fix == "") {

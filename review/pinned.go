@@ -226,7 +226,10 @@ func kindOf(m fs.FileMode) string {
 // in the task's tree it names the tree's git folder (GIT_DIR,
 // GIT_WORK_TREE, GIT_COMMON_DIR), never read from the tree's .git; in
 // stet's own worktrees (worktrees) git finds them there, in peal's
-// folders; anywhere else it refuses to run. It runs no hook. It returns
+// folders; anywhere else it refuses to run. It runs with the settings of
+// peal's own git (gitrepo.SafeArgs: no hook, no file system monitor, no
+// look into a submodule), and its diffs without textconv, as peal reads
+// the lines stet reviews (gitrepo.Repo.Covered). It returns
 // the folder to put first on PATH, "" where there is no such git (Windows,
 // or git not found): stet then runs git as it finds it, under the guard.
 func gitShim(dir string, git *gitrepo.Repo, worktrees string) (string, error) {
@@ -254,7 +257,9 @@ func gitShim(dir string, git *gitrepo.Repo, worktrees string) (string, error) {
 	script := fmt.Sprintf(`#!/bin/sh
 # peal's git for stet's commands: in the task's tree it names the tree's git
 # folder (never read from the tree's .git, which an agent may rewrite); in
-# stet's own worktrees git finds them in peal's folders; it runs no hook.
+# stet's own worktrees git finds them in peal's folders; it runs with the
+# settings of peal's own git: no hook, no file system monitor, no look into
+# a submodule.
 top=%s
 here=$(pwd -P)
 case "$here/" in
@@ -267,8 +272,13 @@ case "$here/" in
 	echo "peal: stet ran git in $here, outside the task's tree and stet's worktrees: refused" >&2
 	exit 128 ;;
 esac
-exec %s -c core.hooksPath=/dev/null "$@"
-`, shQuote(top), shQuote(worktrees), shQuote(gitDir), shQuote(common), shQuote(real))
+# A diff is of the files as they are, as peal's own reads it.
+if [ "$1" = diff ]; then
+	shift
+	set -- diff --no-textconv "$@"
+fi
+exec %s %s "$@"
+`, shQuote(top), shQuote(worktrees), shQuote(gitDir), shQuote(common), shQuote(real), shArgs(gitrepo.SafeArgs()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -280,6 +290,15 @@ exec %s -c core.hooksPath=/dev/null "$@"
 		return "", err
 	}
 	return dir, os.Chmod(path, 0o755)
+}
+
+// shArgs quotes each of args for sh, space-separated.
+func shArgs(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shQuote(a)
+	}
+	return strings.Join(quoted, " ")
 }
 
 // shQuote quotes s for sh.

@@ -199,3 +199,51 @@ func BenchmarkStetGit(b *testing.B) {
 		})
 	}
 }
+
+// TestStetGitIntoNoRepository: stet's git runs nothing a tree holds. The
+// tree holds a repository a call made (staged, as a commit's git add -A
+// would have left it, with a file changed since), whose configuration
+// names a file system monitor; a textconv program of the repository's
+// configuration converts the tree's files for diffs. stet's status does
+// not go into the repository, its diff shows the files as they are, and
+// neither program runs.
+func TestStetGitIntoNoRepository(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	testgit.Init(t, repo)
+	testgit.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "root")
+	wt := filepath.Join(t.TempDir(), "wt")
+	testgit.Git(t, repo, "worktree", "add", "-q", "-b", "w", wt)
+	dir := t.TempDir()
+	out, marker := filepath.Join(dir, "out"), filepath.Join(dir, "marker")
+	prog := filepath.Join(dir, "planted.sh")
+	os.WriteFile(prog, []byte("#!/bin/sh\necho \"$0 $*\" >> "+marker+"\ncat \"$1\" 2>/dev/null | tr a-z A-Z\n"), 0o755)
+	testgit.Git(t, repo, "config", "diff.shout.textconv", prog)
+
+	os.WriteFile(filepath.Join(wt, ".gitattributes"), []byte("*.txt diff=shout\n"), 0o644)
+	os.WriteFile(filepath.Join(wt, "a.txt"), []byte("quiet\n"), 0o644)
+	sub := filepath.Join(wt, "sub")
+	testgit.Git(t, wt, "init", "-q", sub)
+	os.WriteFile(filepath.Join(sub, "f"), []byte("f\n"), 0o644)
+	testgit.Git(t, sub, "add", "f")
+	testgit.Git(t, sub, "commit", "-q", "-m", "x")
+	testgit.Git(t, sub, "config", "core.fsmonitor", prog)
+	testgit.Git(t, wt, "add", "-A")
+	testgit.Git(t, wt, "commit", "-q", "-m", "work")
+	os.WriteFile(filepath.Join(sub, "f"), []byte("g\n"), 0o644)
+
+	script := filepath.Join(dir, "stet")
+	os.WriteFile(script, []byte("#!/bin/sh\nexec env -i PATH=\"$PATH\" HOME=\"$HOME\" sh -c 'git status --porcelain >> "+out+
+		" && git diff --no-color --no-ext-diff HEAD~1..HEAD -- a.txt >> "+out+"'\n"), 0o755)
+	s := stetAt(t, repo, wt, script)
+	if _, err := s.open(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(out)
+	if strings.Contains(string(data), " M sub") || !strings.Contains(string(data), "+quiet") {
+		t.Fatalf("stet's git said:\n%s", data)
+	}
+	if ran, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("stet's git ran a program of the tree's:\n%s", ran)
+	}
+}

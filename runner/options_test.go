@@ -63,15 +63,17 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 	want := []string{"plan of 3"}
 	// The worktrees git knows of (one an earlier run left is swept), where
 	// the repository's git data is, the identity peal's commits are made
-	// as, then the work tree noted before the task: HEAD's branch, the refs,
-	// what git ignores, its files.
-	want = append(append(want, git(3)...), git(6)...)
+	// as, the repositories the user keeps in the work tree, then the work
+	// tree noted before the task: HEAD's branch, the refs, what git
+	// ignores, its files.
+	want = append(append(want, git(4)...), git(6)...)
 	want = append(want,
 		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
 		"start execute:2 1/2 primary", "end execute:2 1/2 primary",
 		"start execute:2 2/2 fallback", "end execute:2 2/2 fallback")
-	// The commit, then the work tree compared with the note.
-	want = append(append(want, git(2)...), git(5)...)
+	// A repository a call made in the tree?, the commit, then the work
+	// tree compared with the note.
+	want = append(append(want, git(3)...), git(5)...)
 	if !slices.Equal(rec.events, want) {
 		t.Fatalf("observer heard\n%s\nwant\n%s", strings.Join(rec.events, "\n"), strings.Join(want, "\n"))
 	}

@@ -429,7 +429,8 @@ func (r *run) finish(ctx context.Context, out Outcome, err error) (Outcome, erro
 
 // noteGit notes, once, before any agent call: where the repository's git
 // data is, so that no git of peal's (nor stet's) looks for it in a tree a
-// call may write (gitrepo.Repo.Pin); confined, what git and stet will run
+// call may write (gitrepo.Repo.Pin); the repositories the user keeps in
+// the work tree untracked (gitrepo.Repo.NoteEmbedded); confined, what git and stet will run
 // (the hooks and the configuration, gitrepo.Watch); and the review
 // settings the user keeps in the work tree, which stet gets from peal
 // (review.Reviewer.NoteSettings).
@@ -443,6 +444,11 @@ func (r *run) noteGit(ctx context.Context) error {
 	// What no agent call can fix stops the run before the first one.
 	if err := r.main.git.Ready(ctx, r.main.commits); err != nil {
 		return err
+	}
+	// The repositories the user keeps in the work tree are theirs; one a
+	// call makes is refused (gitrepo.EmbeddedError).
+	if err := r.main.git.NoteEmbedded(ctx); err != nil {
+		return fmt.Errorf("listing the repositories the work tree holds: %w", err)
 	}
 	if r.confined != nil {
 		var err error

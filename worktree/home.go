@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"peal/internal/gitrepo"
 	"peal/internal/safefs"
 )
 
@@ -136,9 +137,22 @@ func (s *Set) AddHome(ctx context.Context, base string) (*Tree, error) {
 // info/exclude, so that git in the home worktree never takes a link for a
 // file to commit.
 func (s *Set) LinkIgnored(ctx context.Context, own []string) ([]string, error) {
-	ignored, err := s.ignored(ctx, own)
+	return s.linkIgnored(ctx, own, nil)
+}
+
+// linkIgnored is LinkIgnored, the entries git ignores in the work tree's
+// checkouts of the submodules mods linked too (each from the top).
+func (s *Set) linkIgnored(ctx context.Context, own []string, mods []*module) ([]string, error) {
+	ignored, err := s.ignored(ctx, s.git, "", own)
 	if err != nil {
 		return nil, err
+	}
+	for _, mod := range mods {
+		in, err := s.ignored(ctx, mod.main, mod.path, own)
+		if err != nil {
+			return nil, fmt.Errorf("the submodule %s: %w", mod.path, err)
+		}
+		ignored = append(ignored, in...)
 	}
 	h := s.Home()
 	top := s.git.Top()
@@ -212,11 +226,12 @@ func (s *Set) readLinks() []string {
 	return links
 }
 
-// ignored lists the entries of the work tree that git ignores (a folder
-// wholly ignored as one entry), from its top, but those in own.
-func (s *Set) ignored(ctx context.Context, own []string) ([]string, error) {
-	top := s.git.Top()
-	out, err := s.git.Command("status", "--porcelain", "-z", "--ignored=matching").Env("GIT_OPTIONAL_LOCKS=0").Dir(top).Run(ctx)
+// ignored lists the entries of the work tree of git (the work tree's, or
+// its checkout of a submodule at prefix) that git ignores (a folder wholly
+// ignored as one entry), from the top of the work tree, but those in own.
+func (s *Set) ignored(ctx context.Context, git *gitrepo.Repo, prefix string, own []string) ([]string, error) {
+	top := git.Top()
+	out, err := git.Command("status", "--porcelain", "-z", "--ignored=matching").Env("GIT_OPTIONAL_LOCKS=0").Dir(top).Run(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +244,9 @@ func (s *Set) ignored(ctx context.Context, own []string) ([]string, error) {
 		full := filepath.Join(top, filepath.FromSlash(strings.TrimSuffix(p, "/")))
 		if p == ".review/" || strings.HasPrefix(p, ".review/") || inAny(full, own) {
 			continue // stet's and peal's own folders
+		}
+		if prefix != "" {
+			p = prefix + "/" + p
 		}
 		list = append(list, p)
 	}

@@ -152,7 +152,7 @@ func (s *Set) Mark(ctx context.Context, tasks []int) (*Mark, error) {
 	if m.Head, m.Branch, m.Refs, err = s.git.HeadAndRefs(ctx, peals); err != nil {
 		return nil, err
 	}
-	ignored, err := s.ignored(ctx, s.own)
+	ignored, err := s.ignored(ctx, s.git, "", s.own)
 	if err != nil {
 		return nil, err
 	}
@@ -593,7 +593,7 @@ func (s *Set) putBack(ctx context.Context, m *Mark) error {
 // does not ignore and the ignored files m copied are as they were. An
 // ignored entry m did not copy (a folder, a large file) stays as it is.
 func (s *Set) putFilesBack(ctx context.Context, m *Mark) error {
-	ignored, err := s.ignored(ctx, s.own)
+	ignored, err := s.ignored(ctx, s.git, "", s.own)
 	if err != nil {
 		return err
 	}

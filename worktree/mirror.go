@@ -44,6 +44,9 @@ type Mirror struct {
 	watch *changeWatch
 	// dropped: the home worktree was removed, its work kept on a branch.
 	dropped bool
+	// modules are the work tree's submodules, checked out there too
+	// (modules.go).
+	modules []*module
 }
 
 // OpenMirror makes the home worktree, or takes up the one an earlier run
@@ -71,9 +74,13 @@ func (s *Set) OpenMirror(ctx context.Context, gitOf func(*Tree) *gitrepo.Repo, c
 		m.git = gitOf(m.Tree)
 		m.fresh, m.brought = true, Brought{Commit: head}
 	}
-	if m.Linked, err = s.LinkIgnored(ctx, own); err != nil {
+	if err := m.openModules(ctx); err != nil {
+		return nil, fmt.Errorf("making the run's worktree for confined tasks: %w", err)
+	}
+	if m.Linked, err = s.linkIgnored(ctx, own, m.modules); err != nil {
 		return nil, fmt.Errorf("linking what git ignores in the work tree into the run's worktree: %w", err)
 	}
+	m.leaveModules()
 	// A task that changed nothing costs no git command to bring back.
 	m.watch = watchTree(m.Tree.Path)
 	return m, nil
@@ -123,11 +130,25 @@ func (m *Mirror) mirror(ctx context.Context) error {
 		if tree, err = m.main.EmptyTree(ctx); err != nil {
 			return err
 		}
+	case len(m.modules) > 0:
+		// git status says nothing of a submodule checked out at another
+		// commit than the one recorded (peal's git never looks into one):
+		// the snapshot does, as a commit in the work tree would take it.
+		if changes, tree, err = m.movedModules(ctx, head); err != nil {
+			return err
+		}
 	}
 	if !m.fresh || len(changes) > 0 || head != m.brought.Commit {
 		if err := m.git.Mirror(ctx, head, tree); err != nil {
 			return err
 		}
+	}
+	// The submodules: those the work tree has now, as it has them.
+	if err := m.openModules(ctx); err != nil {
+		return err
+	}
+	if err := m.mirrorModules(ctx); err != nil {
+		return err
 	}
 	m.brought = Brought{Commit: head, Tree: tree}
 	if tree == head {
@@ -205,6 +226,15 @@ func (m *Mirror) KeepTask(ctx context.Context, task int, why string, now time.Ti
 // took on a branch (see Set.keepWork), notes it, and removes the home
 // worktree.
 func (m *Mirror) keepHome(ctx context.Context, task int, why string, now time.Time) (*state.Kept, error) {
+	// What the tasks did in the submodules' checkouts goes on a branch of
+	// each one's repository first.
+	mods, err := m.keepModules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if mods != "" {
+		m.set.log.Warn("the work of the run's worktree in its submodules, which the work tree did not take, is kept on " + mods)
+	}
 	head, err := m.git.HeadOrNone(ctx)
 	if err != nil {
 		return nil, err
@@ -232,7 +262,9 @@ func (m *Mirror) keepHome(ctx context.Context, task int, why string, now time.Ti
 	}
 	m.Close()
 	m.dropped = true
-	return kept, m.set.DropHome(ctx)
+	err = m.set.DropHome(ctx)
+	m.forgetModules(ctx)
+	return kept, err
 }
 
 // Dropped reports whether the home worktree was removed (Keep, KeepTask):
@@ -248,7 +280,21 @@ func (m *Mirror) bring(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := m.bringIgnored(ctx, st.Ignored); err != nil {
+	if len(st.Embedded) > 0 {
+		return &gitrepo.EmbeddedError{Tree: m.Tree.Path, Paths: st.Embedded}
+	}
+	mods, err := m.moduleWork(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.bringIgnored(ctx, append(st.Ignored, mods.ignored...)); err != nil {
+		return err
+	}
+	// The submodules' files come as files, and stay uncommitted there.
+	if err := m.bringFiles(mods.changes); err != nil {
+		return err
+	}
+	if err := noteModules(ctx, mods.changed); err != nil {
 		return err
 	}
 	if !m.commits {
@@ -323,8 +369,10 @@ func (m *Mirror) from(ctx context.Context, b Brought) (string, error) {
 // bringFiles writes changes made in the home worktree into the work tree.
 func (m *Mirror) bringFiles(changes []gitrepo.Change) error {
 	skipped, err := m.set.Bring(changes)
-	if len(skipped) > 0 {
-		m.set.log.Warn("changes of submodules made in the run's worktree are not brought into the work tree", "paths", gitrepo.ListPaths(skipped, 3))
+	if err == nil && len(skipped) > 0 {
+		// What a submodule's checkout there holds comes as its files; a
+		// gitlink that moved is no file to bring, and is never dropped.
+		return &BringError{Path: gitrepo.ListPaths(skipped, 3), Why: "the submodule's commit changed in the run's worktree, which peal does not bring into the work tree"}
 	}
 	return err
 }
@@ -335,6 +383,7 @@ func (m *Mirror) bringIgnored(ctx context.Context, ignored []string) error {
 	linked, brought, err := m.set.BringIgnored(ctx, ignored)
 	if err == nil && brought {
 		m.Linked = linked
+		m.leaveModules()
 	}
 	return err
 }
@@ -346,6 +395,9 @@ func (m *Mirror) bringIgnored(ctx context.Context, ignored []string) error {
 func (m *Mirror) takeUp(ctx context.Context, head string) error {
 	b, noted := m.set.HomeBrought()
 	m.brought, m.clean = b, b.Tree == ""
+	if err := m.openModules(ctx); err != nil {
+		return err
+	}
 	nothing, err := m.leftNothing(ctx, b, noted)
 	switch {
 	case err != nil:
@@ -372,8 +424,12 @@ func (m *Mirror) leftNothing(ctx context.Context, b Brought, noted bool) (bool, 
 	if err != nil {
 		return false, err
 	}
+	mods, err := m.moduleWork(ctx)
+	if err != nil || len(mods.changes) > 0 || len(st.Embedded) > 0 {
+		return false, err
+	}
 	links := m.set.Linked()
-	for _, p := range st.Ignored {
+	for _, p := range append(st.Ignored, mods.ignored...) {
 		if !slices.Contains(links, p) {
 			return false, nil // made by a task: a build's output
 		}

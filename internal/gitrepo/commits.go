@@ -128,7 +128,7 @@ func (g *Repo) status(ctx context.Context, pathspecs ...string) ([]string, error
 // between the new-side start and end of the hunk's header, context lines
 // included, as stet counts them.
 func (g *Repo) Covered(ctx context.Context, base, file string, line int) (bool, error) {
-	out, err := g.Command("diff", "--no-color", "--no-ext-diff", base+"..HEAD", "--", ":(top,literal)"+file).Run(ctx)
+	out, err := g.Command("diff", "--no-color", "--no-ext-diff", "--no-textconv", base+"..HEAD", "--", ":(top,literal)"+file).Run(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -165,7 +165,8 @@ func (g *Repo) Commit(ctx context.Context, tasks []int, what string) (committed 
 
 // CommitMessage records everything in the work tree but peal's and stet's
 // folders as one commit of message msg; "nothing to commit" is not an
-// error.
+// error. A repository embedded in the work tree that is not the user's
+// (NoteEmbedded) is an *EmbeddedError, and nothing is committed.
 func (g *Repo) CommitMessage(ctx context.Context, msg string) (committed bool, err error) {
 	add := []string{"add", "-A"}
 	if g.sparse {
@@ -175,12 +176,17 @@ func (g *Repo) CommitMessage(ctx context.Context, msg string) (committed bool, e
 	if err != nil {
 		return false, err
 	}
+	if exclude, err = g.stageable(ctx, exclude, false); err != nil {
+		return false, err
+	}
 	if _, err := g.Command(append(append(add, "--"), exclude...)...).Run(ctx); err != nil {
 		return false, err
 	}
 	// Nothing staged is not an error. Asked of git by its exit status, not
-	// read from its message, which git translates.
-	if _, err = g.Command("diff", "--cached", "--quiet").Run(ctx); err == nil {
+	// read from its message, which git translates. A submodule's new
+	// commit counts (git compares the recorded commits, and enters no
+	// submodule for it).
+	if _, err = g.Command("diff", "--cached", "--quiet", "--ignore-submodules=dirty").Run(ctx); err == nil {
 		return false, nil
 	} else if !Exited(err, 1) {
 		return false, err
@@ -251,8 +257,8 @@ func ListPaths(paths []string, n int) string {
 
 // Snapshot writes what the work tree holds as a tree object and returns
 // its id: the files of HEAD as they are now, and those git neither tracks
-// nor ignores, but peal's and stet's folders (what CommitMessage would
-// commit). It stages them in index, a file of the caller's that it fills
+// nor ignores, but peal's and stet's folders and the repositories embedded
+// in it (what CommitMessage would commit). It stages them in index, a file of the caller's that it fills
 // from a copy of the repository's index (so that git hashes again only
 // what changed); the repository's own index is not touched.
 func (g *Repo) Snapshot(ctx context.Context, index string) (string, error) {
@@ -278,6 +284,11 @@ func (g *Repo) stageAll(ctx context.Context, index string) error {
 	}
 	exclude, err := g.addExcludes(ctx)
 	if err != nil {
+		return err
+	}
+	// The repositories embedded in the work tree are left out, whoever
+	// made them: a snapshot commits nothing.
+	if exclude, err = g.stageable(ctx, exclude, true); err != nil {
 		return err
 	}
 	_, err = g.Command(append([]string{"add", "-A", "--"}, exclude...)...).Env("GIT_INDEX_FILE=" + index).Run(ctx)

@@ -55,6 +55,10 @@ type Repo struct {
 	// ident, when set, is the identity of its commits (GIT_AUTHOR_*,
 	// GIT_COMMITTER_*).
 	ident []string
+	// users are the repositories the user keeps in the work tree, untracked
+	// (NoteEmbedded); fixed are the pathspecs of what its commits leave as
+	// the index holds it (Leave).
+	users, fixed []string
 }
 
 // Identity makes g's commits name and email's, whatever git's
@@ -209,7 +213,9 @@ func (c *Cmd) Run(ctx context.Context) (string, error) {
 	if c.g.plain {
 		return c.runPlain(ctx)
 	}
-	argv := append([]string{"git"}, c.args...)
+	// Every command runs with peal's settings (safe.go); the one that asks
+	// git where the hooks are keeps core.hooksPath as configured.
+	argv := append(append([]string{"git"}, safeArgs(c.unpinned)...), c.args...)
 	var pin []string
 	if !c.unpinned {
 		f, err := c.g.resolve(ctx)
@@ -221,12 +227,10 @@ func (c *Cmd) Run(ctx context.Context) (string, error) {
 		if safefs.Within(c.dir, c.g.top) || safefs.Within(c.dir, f.top) {
 			pin = f.env()
 		}
-		// git runs no hook of peal's commands: peal runs those its
-		// commits and merges trigger itself, confined (hooks.go).
-		argv = append([]string{"git", "-c", "core.hooksPath=" + os.DevNull}, c.args...)
 	}
 	spec := c.g.caller.Command("git", argv, c.g.timeout)
 	spec.Dir = c.dir
+	spec.InheritOnly = envPass
 	spec.Env = append(append(append(slices.Clone(spec.Env), pin...), c.g.ident...), c.env...)
 	spec.Stdin = c.stdin
 	spec.StdoutSink = c.out

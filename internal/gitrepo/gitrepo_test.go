@@ -207,16 +207,20 @@ func TestCommand(t *testing.T) {
 	}
 }
 
-// The watch refuses every command once the hooks, the configuration or a
-// watched worktree's .git pointer changed, for good; peal's own change is
-// accepted.
+// TestWatch: the watch refuses every command, for good, once a hook, the
+// repository's configuration, a file it includes from the tree, a watched
+// worktree's .git pointer or a .git on the way to the task's folder
+// changed.
 func TestWatch(t *testing.T) {
 	t.Parallel()
-	for _, change := range []string{"hook", "config", "pointer", "nested", "none"} {
+	for _, change := range []string{"hook", "config", "pointer", "nested", "include", "none"} {
 		repo := t.TempDir()
 		git := testGit(t, repo)
 		git("init", "-q")
 		git("commit", "-q", "--allow-empty", "-m", "root")
+		// The repository's configuration includes a file of the tree.
+		os.WriteFile(filepath.Join(repo, ".gitconfig"), []byte("[core]\n\tquotePath = false\n"), 0o644)
+		git("config", "include.path", "../.gitconfig")
 		wt := filepath.Join(t.TempDir(), "wt")
 		git("worktree", "add", "-q", "-b", "w", wt)
 		os.MkdirAll(filepath.Join(wt, "sub"), 0o755)
@@ -247,6 +251,9 @@ func TestWatch(t *testing.T) {
 		case "nested":
 			path = filepath.Join(wt, "sub", ".git")
 			os.MkdirAll(path, 0o755)
+		case "include":
+			path = filepath.Join(repo, ".gitconfig")
+			os.WriteFile(path, []byte("[filter \"x\"]\n\tclean = /tmp/planted\n"), 0o644)
 		}
 		_, err = g.Head(context.Background())
 		if change == "none" {

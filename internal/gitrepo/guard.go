@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"peal/internal/safefs"
@@ -48,8 +49,8 @@ func (e *plantedError) EndsRun() bool { return true }
 const maxNoted = 4 << 20
 
 // NewWatch notes, through git (before any agent call), the repository's
-// hooks folder (core.hooksPath honoured), its configuration files and the
-// user's and system's git configuration.
+// hooks folder (core.hooksPath honoured), its configuration files, the
+// user's and system's git configuration, and every file they include.
 func NewWatch(ctx context.Context, git *Repo) (*Watch, error) {
 	g := &Watch{noted: map[string][32]byte{}}
 	f, err := git.resolve(ctx)
@@ -75,6 +76,20 @@ func NewWatch(ctx context.Context, git *Repo) (*Watch, error) {
 			xdg = filepath.Join(home, ".config")
 		}
 		files = append(files, filepath.Join(xdg, "git", "config"))
+	}
+	// Every file the configuration includes, as git lists them: one in
+	// the tree (include.path = ../.gitconfig) is a call's to write.
+	out, err := git.Command("config", "--includes", "--list", "--show-origin", "-z").Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, field := range strings.Split(out, "\x00") {
+		if file, ok := strings.CutPrefix(field, "file:"); ok && i%2 == 0 {
+			if !filepath.IsAbs(file) {
+				file = filepath.Join(git.Top(), file)
+			}
+			files = append(files, filepath.Clean(file))
+		}
 	}
 	for _, f := range files {
 		g.noted[f] = fingerprint(f)

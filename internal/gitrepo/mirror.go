@@ -34,7 +34,8 @@ func (g *Repo) EmptyTree(ctx context.Context) (string, error) {
 
 // State is the tree of everything the work tree holds but peal's and stet's
 // folders and what git ignores, staged in its index first (git add -A): its
-// HEAD and its uncommitted changes.
+// HEAD and its uncommitted changes. A repository embedded in it that is not
+// the user's is an *EmbeddedError, and nothing is staged.
 func (g *Repo) State(ctx context.Context) (string, error) {
 	add := []string{"add", "-A"}
 	if g.sparse {
@@ -42,6 +43,9 @@ func (g *Repo) State(ctx context.Context) (string, error) {
 	}
 	exclude, err := g.addExcludes(ctx)
 	if err != nil {
+		return "", err
+	}
+	if exclude, err = g.stageable(ctx, exclude, false); err != nil {
 		return "", err
 	}
 	if _, err := g.Command(append(append(add, "--"), exclude...)...).Run(ctx); err != nil {
@@ -152,12 +156,15 @@ type Status struct {
 	// Ignored are the entries git ignores (a folder wholly ignored as one
 	// entry, with a trailing /), slash form, from the top.
 	Ignored []string
+	// Embedded are the folders holding a repository of their own that git
+	// does not track (with a trailing /), which Unstaged leaves out.
+	Embedded []string
 }
 
 // Status reads the work tree's Status.
 func (g *Repo) Status(ctx context.Context) (Status, error) {
-	out, err := g.Command("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--ignored=matching", "--no-renames",
-		"--ignore-submodules=none").Env("GIT_OPTIONAL_LOCKS=0").Run(ctx)
+	out, err := g.Command("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--ignored=matching", "--no-renames").
+		Env("GIT_OPTIONAL_LOCKS=0").Run(ctx)
 	if err != nil {
 		return Status{}, err
 	}
@@ -168,6 +175,10 @@ func (g *Repo) Status(ctx context.Context) (Status, error) {
 			if oid := strings.TrimPrefix(rec, "# branch.oid "); oid != "(initial)" {
 				st.Head = oid
 			}
+		case strings.HasPrefix(rec, "? ") && strings.HasSuffix(rec, "/"):
+			// Every untracked file is listed alone: a folder is one git
+			// does not go into, a repository of its own.
+			st.Embedded = append(st.Embedded, rec[2:])
 		case strings.HasPrefix(rec, "? "):
 			st.Unstaged = append(st.Unstaged, Change{Path: rec[2:]})
 		case strings.HasPrefix(rec, "! "):

@@ -117,10 +117,11 @@ func (g *Repo) ListTree(ctx context.Context, w io.Writer, rev string, recursive 
 	return err
 }
 
-// ChangedFiles are the files that differ between commits a and b, renames
-// counted as a deletion and an addition.
+// ChangedFiles are the files that differ between commits (or trees) a and
+// b, renames counted as a deletion and an addition; a submodule's path when
+// its commit differs (two trees compared: git looks into no submodule).
 func (g *Repo) ChangedFiles(ctx context.Context, a, b string) ([]string, error) {
-	out, err := g.Command("diff", "--name-only", "-z", "--no-renames", a, b, "--").Run(ctx)
+	out, err := g.Command("diff", "--name-only", "-z", "--no-renames", "--ignore-submodules=dirty", a, b, "--").Run(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +134,10 @@ func (g *Repo) ChangedFiles(ctx context.Context, a, b string) ([]string, error) 
 	return files, nil
 }
 
-// AddedFiles are the files commit b holds and commit a does not.
+// AddedFiles are the files (and submodules) commit b holds and commit a
+// does not.
 func (g *Repo) AddedFiles(ctx context.Context, a, b string) ([]string, error) {
-	out, err := g.Command("diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", a, b, "--").Run(ctx)
+	out, err := g.Command("diff", "--name-only", "-z", "--no-renames", "--ignore-submodules=dirty", "--diff-filter=A", a, b, "--").Run(ctx)
 	if err != nil {
 		return nil, err
 	}
