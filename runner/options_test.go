@@ -64,9 +64,10 @@ func TestObserverHearsEveryAttempt(t *testing.T) {
 	// The worktrees git knows of (one an earlier run left is swept), where
 	// the repository's git data is, the identity peal's commits are made
 	// as, the repositories the user keeps in the work tree, then the work
-	// tree noted before the task: HEAD's branch, the refs, what git
-	// ignores, its files.
-	want = append(append(want, git(4)...), git(6)...)
+	// tree noted before the task: HEAD's branch, the refs, HEAD, what git
+	// ignores, the repositories it holds (never staged), its files staged
+	// and written as a tree.
+	want = append(append(want, git(4)...), git(7)...)
 	want = append(want,
 		"start plan:2 1/2 primary", "end plan:2 1/2 primary",
 		"start execute:2 1/2 primary", "end execute:2 1/2 primary",
