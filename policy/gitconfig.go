@@ -302,8 +302,8 @@ func callsGitEnv(file string) []string {
 
 // gitSection says what a call's own git reads of the user's configuration.
 func (c *Rules) gitSection() Section {
-	return Section{Head: "a call's git reads peal's configuration for the calls, never yours or the system's",
-		Items: []string{"of yours: " + strings.Join(append(slices.Clone(gitPass), c.gitPass...), ", "), "no credential helper"}}
+	return Section{Head: "a call's git reads peal's configuration for the calls, never yours or the system's: no credential helper, and of yours only",
+		Items: append(slices.Clone(gitPass), c.gitPass...)}
 }
 
 // checkGitPass refuses a confine_git_pass pattern that could pass a

@@ -196,11 +196,15 @@ func (m *Mirror) Bring(ctx context.Context) error {
 // Keep keeps what the home worktree holds (the work of task, or of no
 // task: -1) on a branch of its own, noted with why, and removes the
 // worktree (the next OpenMirror makes it again): work the work tree could
-// not take. It returns the branch ("" when there was nothing to keep).
+// not take. It returns where it is kept, as a line names it ("" when there
+// was nothing to keep): the branch, and the submodules' branches.
 func (m *Mirror) Keep(ctx context.Context, task int, why string) (string, error) {
-	k, err := m.keepHome(ctx, task, why, time.Now())
-	if k == nil {
-		return "", err
+	k, mods, err := m.keepHome(ctx, task, why, time.Now())
+	switch {
+	case k == nil:
+		return mods, err
+	case mods != "":
+		return k.Ref + ", and on " + mods, err
 	}
 	return k.Ref, err
 }
@@ -219,25 +223,33 @@ func (m *Mirror) KeepTask(ctx context.Context, task int, why string, now time.Ti
 	if !m.watch.Changed() {
 		return nil, nil // nothing ran there since its work last came back
 	}
-	return m.keepHome(ctx, task, why, now)
+	k, _, err := m.keepHome(ctx, task, why, now) // the submodules' branches are in k.Why
+	return k, err
 }
 
 // keepHome keeps what the home worktree holds beyond what the work tree
-// took on a branch (see Set.keepWork), notes it, and removes the home
-// worktree.
-func (m *Mirror) keepHome(ctx context.Context, task int, why string, now time.Time) (*state.Kept, error) {
+// took on a branch (see Set.keepWork), and what the tasks did in its
+// submodules' checkouts on a branch of each one's repository (mods names
+// them, "" for none), notes it, and removes the home worktree.
+func (m *Mirror) keepHome(ctx context.Context, task int, why string, now time.Time) (kept *state.Kept, mods string, err error) {
 	// What the tasks did in the submodules' checkouts goes on a branch of
 	// each one's repository first.
-	mods, err := m.keepModules(ctx)
-	if err != nil {
-		return nil, err
+	if mods, err = m.keepModules(ctx); err != nil {
+		return nil, "", err
 	}
-	if mods != "" {
-		m.set.log.Warn("the work of the run's worktree in its submodules, which the work tree did not take, is kept on " + mods)
+	// A repository a call made there is kept as its files (its .git goes,
+	// with the worktree): peal commits no repository, and runs no git in
+	// one.
+	made, err := m.git.Made(ctx)
+	if err == nil {
+		err = m.git.Unembed(made)
+	}
+	if err != nil {
+		return nil, mods, err
 	}
 	head, err := m.git.HeadOrNone(ctx)
 	if err != nil {
-		return nil, err
+		return nil, mods, err
 	}
 	from, err := m.from(ctx, m.brought)
 	if !m.commits && err == nil {
@@ -246,25 +258,28 @@ func (m *Mirror) keepHome(ctx context.Context, task int, why string, now time.Ti
 		from, err = m.git.IndexTree(ctx)
 	}
 	if err != nil {
-		return nil, err
+		return nil, mods, err
 	}
 	branch, err := m.main.HeadRef(ctx)
 	if err != nil {
-		return nil, err
+		return nil, mods, err
 	}
-	kept, err := m.set.keepWork(ctx, m.git, &Mark{Head: m.brought.Commit, Branch: branch, Tree: from}, task, head, now)
+	kept, err = m.set.keepWork(ctx, m.git, &Mark{Head: m.brought.Commit, Branch: branch, Tree: from}, task, head, now)
 	if err != nil {
-		return nil, fmt.Errorf("keeping the work of the run's worktree on a branch: %w", err)
+		return nil, mods, fmt.Errorf("keeping the work of the run's worktree on a branch: %w", err)
 	}
 	if kept != nil {
 		kept.Why = why
+		if mods != "" {
+			kept.Why += "; its work in submodules is kept on " + mods
+		}
 		m.set.record(ctx, kept)
 	}
 	m.Close()
 	m.dropped = true
 	err = m.set.DropHome(ctx)
 	m.forgetModules(ctx)
-	return kept, err
+	return kept, mods, err
 }
 
 // Dropped reports whether the home worktree was removed (Keep, KeepTask):
@@ -453,7 +468,7 @@ func (m *Mirror) leftNothing(ctx context.Context, b Brought, noted bool) (bool, 
 func (m *Mirror) keepLeft(ctx context.Context) error {
 	m.set.LeftMark(ctx)
 	task := m.set.leftTask()
-	kept, err := m.keepHome(ctx, task, "an earlier run ended before its work in the run's worktree was brought to the work tree", time.Now())
+	kept, _, err := m.keepHome(ctx, task, "an earlier run ended before its work in the run's worktree was brought to the work tree", time.Now())
 	if err != nil {
 		return fmt.Errorf("keeping the work an earlier run left in the run's worktree: %w", err)
 	}

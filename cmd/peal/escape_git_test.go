@@ -73,7 +73,7 @@ func TestEscapeThroughANestedRepository(t *testing.T) {
 					t.Fatalf("the user's branch moved to %s", now)
 				}
 				kept := strings.Fields(s.git("for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))
-				if len(kept) != 1 || !strings.Contains(last, "the run's work is kept on branch "+kept[0]) {
+				if len(kept) != 1 || !strings.Contains(last, "its work is kept on branch "+kept[0]) {
 					t.Fatalf("kept branches %q; last line %q", kept, last)
 				}
 				if got := s.git("show", kept[0]+":sub/f"); got != "b\n" {

@@ -145,7 +145,7 @@ func TestSubmoduleWorkKept(t *testing.T) {
 	r := s.peal(append(claudeEnv(t, s, "PEAL_CONFINE=on"), testgit.Env...), "run")
 	last := lastLine(r.stderr)
 	if r.code != 1 || !strings.Contains(last, "a git repository that a call made (lib/evil/, with its own .git)") ||
-		!strings.Contains(last, "the run's work is kept on branch peal-kept/home-") || !strings.Contains(last, "of the submodule lib") {
+		!strings.Contains(last, "the run's work is kept on branch peal-kept/task-1-") || !strings.Contains(last, "of the submodule lib") {
 		t.Fatalf("exit %d, last line %q", r.code, last)
 	}
 	lib := filepath.Join(s.repo, "lib")

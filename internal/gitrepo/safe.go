@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,6 +153,21 @@ func (g *Repo) stageable(ctx context.Context, exclude []string, all bool) ([]str
 		return nil, &EmbeddedError{Tree: g.top, Paths: made}
 	}
 	return append(exclude, g.fixed...), nil
+}
+
+// Made are the repositories embedded in the work tree that are not the
+// user's (NoteEmbedded): those a call made.
+func (g *Repo) Made(ctx context.Context) ([]string, error) {
+	exclude, err := g.addExcludes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, err = g.stageable(ctx, exclude, false)
+	var embedded *EmbeddedError
+	if errors.As(err, &embedded) {
+		return embedded.Paths, nil
+	}
+	return nil, err
 }
 
 // Leave makes peal's `git add -A` leave paths (slash form, from the top,
