@@ -370,6 +370,46 @@ func TestUsersFilesKeptWhenATaskRemovesThem(t *testing.T) {
 	}
 }
 
+// TestStagedVersionKept: a file the user staged and then changed again in
+// the work tree holds two versions of theirs; a task whose work is
+// committed (git add -A) takes the staged one's place in the index. The
+// staged version is kept on a ref of its own, whose command puts it back
+// in the index; the work tree's version stays, committed.
+func TestStagedVersionKept(t *testing.T) {
+	t.Parallel()
+	for _, mode := range keepModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "## Task 1\nA\n")
+			h.confine = mode
+			userRepo(t, h)
+			os.WriteFile(filepath.Join(h.repo, "keep.txt"), []byte("staged\n"), 0o644)
+			testgit.Git(t, h.repo, "add", "keep.txt")
+			os.WriteFile(filepath.Join(h.repo, "keep.txt"), []byte("edited after staging\n"), 0o644)
+			h.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"work.txt": "work\n"}}}})
+			out, err := h.run("PEAL_COMMIT_AFTER_PHASE2=true")
+			if err != nil || !slices.Equal(out.Completed, []int{1}) {
+				t.Fatalf("err %v, outcome %+v", err, out)
+			}
+			if got := testgit.Git(t, h.repo, "show", "HEAD:keep.txt"); got != "edited after staging" {
+				t.Fatalf("the task's commit holds keep.txt = %q", got)
+			}
+			sum, _ := h.summary()
+			if len(sum.Kept) != 1 || !strings.HasPrefix(sum.Kept[0].Ref, "refs/peal-kept/staged/task-1-") || len(sum.Kept[0].Files) != 1 {
+				t.Fatalf("summary kept %+v", sum.Kept)
+			}
+			f := sum.Kept[0].Files[0]
+			if f.Path != "keep.txt" || f.Restore != "git restore --source="+sum.Kept[0].Ref+" --staged -- keep.txt" {
+				t.Fatalf("kept %+v", f)
+			}
+			testgit.Git(t, h.repo, strings.Fields(strings.TrimPrefix(f.Restore, "git "))...)
+			if got := testgit.Git(t, h.repo, "show", ":keep.txt"); got != "staged" {
+				t.Fatalf("the index after %s holds %q", f.Restore, got)
+			}
+		})
+	}
+}
+
 // TestHistoryIsOnlyAddedToInABlock: a task of a parallel block, in its own
 // worktree, whose agent moves a tag and deletes a branch of the user's
 // (the repository's refs are every worktree's) fails with one line naming

@@ -62,8 +62,10 @@ type Mark struct {
 	// one, with a trailing /), copied or not: what a task made beyond them
 	// is its own, and goes when the work tree is put back.
 	Entries []string `json:"ignored_entries,omitempty"`
-	// Index: the index was copied beside the note.
-	Index bool `json:"index"`
+	// Index: the index was copied beside the note; Staged is the tree it
+	// held ("" when none, or when it could not be written: a conflict).
+	Index  bool   `json:"index"`
+	Staged string `json:"staged,omitempty"`
 }
 
 // Settled is what Settle did.
@@ -171,6 +173,11 @@ func (s *Set) Mark(ctx context.Context, tasks []int) (*Mark, error) {
 	}
 	_, err = os.Lstat(index)
 	m.Index = err == nil
+	if m.Index {
+		// What was staged, so that a version staged and then changed in
+		// the work tree is not lost to a task's `git add -A`.
+		m.Staged, _ = s.git.TreeOfIndex(ctx, index)
+	}
 	if m.Tree, m.Files, err = s.snapshots(ctx, m.Ignored); err != nil {
 		return nil, fmt.Errorf("noting the work tree's files before the task: %w", err)
 	}
@@ -706,7 +713,68 @@ func (s *Set) keepRemoved(ctx context.Context, m *Mark, now time.Time) (*state.K
 		}
 		gone = append(gone, c.Path)
 	}
-	if len(gone) == 0 {
+	files, err := s.keepOf(ctx, m.Tasks[0], m.Files, gone, false, fmt.Sprintf("task %d removed or replaced them, and no commit held them", m.Tasks[0]), now)
+	if err != nil {
+		return nil, err
+	}
+	staged, err := s.stagedGone(ctx, m, base)
+	if err != nil || len(staged) == 0 {
+		return files, err
+	}
+	// Kept apart from the files: a path's staged version and its work
+	// tree's are two versions, each put back where it was.
+	k, err := s.keepOf(ctx, m.Tasks[0], m.Staged, staged, true, fmt.Sprintf("you had staged them, and task %d's work took their place", m.Tasks[0]), now)
+	if err == nil && files != nil {
+		s.record(ctx, k)
+		return files, nil
+	}
+	return k, err
+}
+
+// stagedGone are the paths whose version staged when m was taken was
+// neither HEAD's (base) nor the work tree's, and that neither the index nor
+// the work tree holds any more: a version only the index held.
+func (s *Set) stagedGone(ctx context.Context, m *Mark, base string) ([]string, error) {
+	if m.Staged == "" {
+		return nil, nil
+	}
+	fromHead, err := s.git.TreeChanges(ctx, m.Staged, base)
+	if err != nil {
+		return nil, err
+	}
+	fromFiles, err := s.git.TreeChanges(ctx, m.Staged, m.Files)
+	if err != nil {
+		return nil, err
+	}
+	index, err := s.git.IndexTree(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fromNow, err := s.git.TreeChanges(ctx, m.Staged, index)
+	if err != nil {
+		return nil, err
+	}
+	changed := func(cs []gitrepo.Change, path string) bool {
+		return slices.ContainsFunc(cs, func(c gitrepo.Change) bool { return c.Path == path })
+	}
+	top := s.git.Top()
+	var gone []string
+	for _, c := range fromHead {
+		if c.Old == "" || c.Gitlink || !changed(fromFiles, c.Path) || !changed(fromNow, c.Path) {
+			continue // a staged removal, HEAD's or the work tree's version, or still staged
+		}
+		if e, err := entryOf(top, filepath.FromSlash(c.Path)); err == nil && e.is(c.Old) {
+			continue
+		}
+		gone = append(gone, c.Path)
+	}
+	return gone, nil
+}
+
+// keepOf keeps the files paths as tree holds them (nil: none), on a ref
+// of their own: see keptFiles.
+func (s *Set) keepOf(ctx context.Context, task int, tree string, paths []string, staged bool, why string, now time.Time) (*state.Kept, error) {
+	if len(paths) == 0 {
 		return nil, nil
 	}
 	index, done, err := s.tempIndex()
@@ -714,31 +782,36 @@ func (s *Set) keepRemoved(ctx context.Context, m *Mark, now time.Time) (*state.K
 		return nil, err
 	}
 	defer done()
-	tree, err := s.git.KeepTree(ctx, index, m.Files, gone)
+	kept, err := s.git.KeepTree(ctx, index, tree, paths)
 	if err != nil {
 		return nil, err
 	}
-	return s.keptFiles(ctx, m.Tasks[0], tree, gone, fmt.Sprintf("task %d removed or replaced them, and no commit held them", m.Tasks[0]), now)
+	return s.keptFiles(ctx, task, kept, paths, staged, why, now)
 }
 
 // keptFiles keeps tree, which holds the files paths, on a ref of its own
-// as one commit, and returns its Kept.
-func (s *Set) keptFiles(ctx context.Context, task int, tree string, paths []string, why string, now time.Time) (*state.Kept, error) {
-	msg := fmt.Sprintf("peal: your files as they were before %s removed or replaced them\n\n%s\n", taskName(task), strings.Join(paths, "\n"))
+// as one commit, and returns its Kept. staged: they are versions the index
+// held, which their commands put back in the index (else in the work tree).
+func (s *Set) keptFiles(ctx context.Context, task int, tree string, paths []string, staged bool, why string, now time.Time) (*state.Kept, error) {
+	kind, what, where := "files", "your files", "--worktree"
+	if staged {
+		kind, what, where = "staged", "what you had staged", "--staged"
+	}
+	msg := fmt.Sprintf("peal: %s as it was before %s removed or replaced it\n\n%s\n", what, taskName(task), strings.Join(paths, "\n"))
 	commit, err := s.keeper(s.git).CommitTree(ctx, tree, msg)
 	if err != nil {
 		return nil, err
 	}
-	ref := fmt.Sprintf("refs/%sfiles/task-%d-%s", KeptPrefix, task, short(commit))
+	ref := fmt.Sprintf("refs/%s%s/task-%d-%s", KeptPrefix, kind, task, short(commit))
 	if task < 0 {
-		ref = fmt.Sprintf("refs/%sfiles/run-%s", KeptPrefix, short(commit))
+		ref = fmt.Sprintf("refs/%s%s/run-%s", KeptPrefix, kind, short(commit))
 	}
 	if err := s.git.PutRef(ctx, ref, commit); err != nil {
 		return nil, err
 	}
 	k := &state.Kept{Task: task, What: state.KeptFiles, Ref: ref, At: now.UTC().Format(time.RFC3339), Look: "git show --stat " + ref, Why: why}
 	for _, p := range paths {
-		k.Files = append(k.Files, state.KeptFile{Path: p, Restore: "git restore --source=" + ref + " --worktree -- " + shellWord(p)})
+		k.Files = append(k.Files, state.KeptFile{Path: p, Restore: "git restore --source=" + ref + " " + where + " -- " + shellWord(p)})
 	}
 	return k, nil
 }
@@ -763,7 +836,7 @@ func (s *Set) keepFiles(ctx context.Context, task int, paths []string, why strin
 	if err != nil {
 		return nil, err
 	}
-	k, err := s.keptFiles(ctx, task, tree, paths, why, time.Now())
+	k, err := s.keptFiles(ctx, task, tree, paths, false, why, time.Now())
 	s.record(ctx, k)
 	return k, err
 }

@@ -230,6 +230,13 @@ func (g *Repo) IndexTree(ctx context.Context) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
+// TreeOfIndex writes what the index file holds (a copy, SaveIndex) as a
+// tree and returns its id.
+func (g *Repo) TreeOfIndex(ctx context.Context, file string) (string, error) {
+	out, err := g.Command("write-tree").Env("GIT_INDEX_FILE=" + file).Run(ctx)
+	return strings.TrimSpace(out), err
+}
+
 // ChangedAndAdded are the files that differ between commits a and b, and
 // those of them b holds and a does not, in one command (renames counted as
 // a deletion and an addition).
