@@ -66,6 +66,8 @@ type Mark struct {
 	// held ("" when none, or when it could not be written: a conflict).
 	Index  bool   `json:"index"`
 	Staged string `json:"staged,omitempty"`
+	// left: an earlier run noted it and died (LeftMark).
+	left bool
 }
 
 // Settled is what Settle did.
@@ -304,6 +306,7 @@ func (s *Set) LeftMark(ctx context.Context) (*Mark, bool) {
 	if err != nil || json.Unmarshal(data, &m) != nil || len(m.Tasks) == 0 || m.Tree == "" || m.Files == "" {
 		return nil, false
 	}
+	m.left = true
 	s.keptMu.Lock()
 	s.left = m.Tasks[0]
 	s.keptMu.Unlock()
@@ -344,6 +347,13 @@ func (s *Set) Settle(ctx context.Context, m *Mark, completed, inPlace bool, why 
 	}
 	if len(out.Rewrote) > 0 {
 		why = fmt.Sprintf("task %d rewrote history (%s): put back", task, strings.Join(out.Rewrote, "; "))
+	}
+	if m.left {
+		// A run that died may have begun bringing the home worktree's work
+		// into the work tree: its files are put back as well (what they
+		// hold now kept on the branch first; as the mark has them, nothing
+		// changes).
+		inPlace = true
 	}
 	keep := &Mark{Head: m.Head, Branch: m.Branch, Tree: m.Tree}
 	if !inPlace {

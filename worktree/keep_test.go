@@ -90,6 +90,48 @@ func TestSettlePutsBack(t *testing.T) {
 	}
 }
 
+// TestSettleLeftPutsFilesBack: a confined run (whose tasks work in the run's
+// worktree) killed while it brought a task's work into the work tree leaves
+// the mark of a task that did not complete; the next run settles it with
+// the work tree put back as the mark has it, files and index, whatever the
+// dead run got to write, which is kept on a branch first.
+func TestSettleLeftPutsFilesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo, _ := testRepo(t)
+	os.WriteFile(filepath.Join(repo, "top.txt"), []byte("my edit\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, "staged.txt"), []byte("staged\n"), 0o644)
+	testgit.Git(t, repo, "add", "staged.txt")
+	status := testgit.Git(t, repo, "status", "--porcelain", "--ignored")
+	state := filepath.Join(t.TempDir(), "state")
+	if _, err := homeSet(repo, state, &bytes.Buffer{}).Mark(ctx, []int{2}); err != nil {
+		t.Fatal(err)
+	}
+	// What the dead run brought before it died: a file replaced, one
+	// added, all staged.
+	os.WriteFile(filepath.Join(repo, "top.txt"), []byte("the task's\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, "half.txt"), []byte("half\n"), 0o644)
+	testgit.Git(t, repo, "add", "-A")
+	s := homeSet(repo, state, &bytes.Buffer{}) // the next run's
+	m, ok := s.LeftMark(ctx)
+	if !ok {
+		t.Fatal("no mark left")
+	}
+	st, err := s.Settle(ctx, m, false, false, "an earlier run ended before its task completed", time.Now())
+	if err != nil || st.Landed || st.Work == nil {
+		t.Fatalf("settled %+v, %v", st, err)
+	}
+	if got := testgit.Git(t, repo, "status", "--porcelain", "--ignored"); got != status {
+		t.Errorf("status %q, want %q", got, status)
+	}
+	if got := fileIn(t, repo, "top.txt"); got != "my edit\n" {
+		t.Errorf("top.txt = %q", got)
+	}
+	if got := testgit.Git(t, repo, "show", st.Work.Ref+":half.txt"); got != "half" {
+		t.Errorf("the kept branch holds half.txt = %q", got)
+	}
+}
+
 // TestMergeRefusesPealsFolders: the work of a task of a parallel block
 // that committed files in peal's state folder or stet's is never merged:
 // the merge is refused before it starts, naming the path, and the work tree

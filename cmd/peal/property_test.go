@@ -291,6 +291,10 @@ func checkKept(t *testing.T, repo string, git func(...string) string, files []pr
 		}
 	}
 	if t.Failed() {
+		if dir := os.Getenv("PEAL_PROPERTY_KEEP"); dir != "" {
+			os.RemoveAll(dir)
+			os.CopyFS(dir, os.DirFS(repo))
+		}
 		t.Fatalf("the work tree now:\n%s\nthe index:\n%s\nrefs:\n%s", git("status", "--porcelain", "--ignored"), git("ls-files", "-s"),
 			git("for-each-ref", "--format=%(refname) %(objectname:short) %(subject)"))
 	}
