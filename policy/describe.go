@@ -73,7 +73,11 @@ func Describe(cfg *config.Config) (Description, error) {
 			continue
 		}
 		call := c.ForCall(site, k, nil)
-		d.Lines = append(d.Lines, name+" agent calls "+describeCall(call, k))
+		line := name + " agent calls " + describeCall(call, k)
+		if keys := c.keys.describe(k); keys != "" {
+			line += "; " + keys
+		}
+		d.Lines = append(d.Lines, line)
 	}
 	checks = c.ForCall(site, nil, nil)
 	d.Lines = append(d.Lines, checksLine+" "+describeCall(checks, nil),
