@@ -316,7 +316,8 @@ func (a *Agents) Usage() *state.RunUsage {
 
 // ToState is u as the state folder's files hold it.
 func ToState(u agent.Usage) state.Usage {
-	return state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens, CostUSD: u.CostUSD}
+	return state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens, CostUSD: u.CostUSD,
+		Requests: u.Requests, BytesSent: u.BytesSent, BytesReceived: u.BytesReceived}
 }
 
 // launchGate staggers the launches of a CLI that cannot start in parallel
