@@ -58,7 +58,7 @@ func newKeyHolds(cfg *config.Config, sup confine.Support, m machine) (keyHolds, 
 		if err != nil {
 			continue
 		}
-		hold := agent.Hold{Why: "the " + k.CLI + " CLI takes no other base URL for its API"}
+		hold := agent.Hold{Why: "its CLI (" + k.CLI + ") takes no other base URL for its API"}
 		if k.Confine.Keys.Hold != nil {
 			hold = k.Confine.Keys.Hold(am)
 		}
