@@ -263,4 +263,10 @@ func TestCallUnreachableThroughEndpoint(t *testing.T) {
 	if err != nil || strings.TrimSpace(res.Stdout) != "done" || len(b.calls()) != 2 {
 		t.Fatalf("res %q err %v, %d attempts", res.Stdout, err, len(b.calls()))
 	}
+	// The attempt's error names the cause.
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Exit: 1, Stderr: "something went wrong"}}})
+	_, err = a.Call(context.Background(), at, "execute", 1, 1, nil, "do it")
+	if err == nil || !strings.Contains(err.Error(), "something went wrong; peal's model endpoint could not reach "+strings.TrimPrefix(api.URL, "http://")) {
+		t.Fatalf("err %v", err)
+	}
 }

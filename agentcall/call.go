@@ -192,10 +192,13 @@ func (c *call) judge(res phase.Result) phase.Verdict {
 	c.land()
 	cs := c.cur.side
 	v := cs.classify(res)
-	if conf := c.cur.confined; conf != nil && conf.Keys != nil && v.Class == phase.Ordinary && conf.Keys.Count.Usage().Unreachable > 0 {
+	if conf := c.cur.confined; conf != nil && conf.Keys != nil && v.Err != nil && conf.Keys.Count.Usage().Unreachable > 0 {
 		// Its model endpoint could not reach the API: an outage, whatever
-		// the CLI made of the broken connection.
-		v.Class = phase.Network
+		// the CLI made of the broken connection, and the line says so.
+		if v.Class == phase.Ordinary {
+			v.Class = phase.Network
+		}
+		v.Err = &ConfinedError{Err: v.Err, Line: conf.Keys.Count.Unreachable()}
 	}
 	end := Succeeded
 	switch {

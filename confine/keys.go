@@ -130,6 +130,29 @@ type KeyUsage struct {
 type KeyCount struct {
 	mu sync.Mutex
 	u  KeyUsage
+	// why is the cause of the last request the endpoint could not forward
+	// because the API could not be reached.
+	why string
+}
+
+// Unreachable says why the endpoint last could not reach the API ("" when
+// it always could).
+func (c *KeyCount) Unreachable() string {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.why
+}
+
+func (c *KeyCount) unreachable(why string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.why = why
+	c.mu.Unlock()
 }
 
 // Usage is what was counted so far.
@@ -530,20 +553,24 @@ func (e *KeyEndpoint) meter(resp *http.Response) error {
 }
 
 // failed answers a request the endpoint could not forward. An API that
-// cannot be reached is shown to the call as it would have met it without
-// peal, a connection broken off, so that its CLI says what it says of an
-// outage (a 502 would read as the API's own failure), and counted
-// (KeyUsage.Unreachable); anything else is a 502 that says why. The error
-// names the URL, which may hold the key in its query: only its cause is
-// told.
+// cannot be reached is shown to the call as a connection broken off, as a
+// tunnel to it through the call's proxy would have been, so that its CLI
+// takes it for the outage it is (a 502 reads as the API's own failure,
+// which some CLIs retry for minutes); the endpoint counts it, with its
+// cause (KeyUsage.Unreachable, KeyCount.Unreachable). Anything else is a
+// 502 that says why. The error names the URL, which may hold the key in
+// its query: only its cause is told.
 func (e *KeyEndpoint) failed(w http.ResponseWriter, r *http.Request, err error) {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	t := target(r.Context())
+	why := "peal's model endpoint could not reach " + t.api.Upstream.Host + ": " + e.mask(err.Error())
 	var op *net.OpError
 	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
 		e.hold.Count.add(func(u *KeyUsage) { u.Unreachable++ })
+		e.hold.Count.unreachable(why)
 		if conn, _, herr := http.NewResponseController(w).Hijack(); herr == nil {
 			if tc, ok := conn.(*net.TCPConn); ok {
 				tc.SetLinger(0) // a reset, as a refused connection is
@@ -552,8 +579,7 @@ func (e *KeyEndpoint) failed(w http.ResponseWriter, r *http.Request, err error) 
 			return
 		}
 	}
-	t := target(r.Context())
-	http.Error(w, "peal's model endpoint could not reach "+t.api.Upstream.Host+": "+e.mask(err.Error()), http.StatusBadGateway)
+	http.Error(w, why, http.StatusBadGateway)
 }
 
 // maxErrorBody caps what is read of a failed answer.

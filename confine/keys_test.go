@@ -474,8 +474,8 @@ func TestPrepareHoldsKeys(t *testing.T) {
 }
 
 // TestKeyEndpointUnreachable: an API that cannot be reached is, to the
-// call, a connection broken off without an answer (as it would have met
-// it without peal), and the endpoint counts it.
+// call, a connection broken off without an answer (as a tunnel to it would
+// have been), and the endpoint counts it, with why.
 func TestKeyEndpointUnreachable(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
@@ -492,6 +492,10 @@ func TestKeyEndpointUnreachable(t *testing.T) {
 	}
 	if got := hold.Count.Usage(); got.Unreachable != 1 || got.Requests != 1 {
 		t.Errorf("count %+v", got)
+	}
+	want := "peal's model endpoint could not reach " + api.Upstream.Host + ": dial tcp " + api.Upstream.Host + ": connect: connection refused"
+	if got := hold.Count.Unreachable(); got != want {
+		t.Errorf("why %q, want %q", got, want)
 	}
 }
 
