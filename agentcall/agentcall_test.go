@@ -270,3 +270,29 @@ func TestCallUnreachableThroughEndpoint(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestCallTokenLimit: once the run's tokens reached max_tokens, counted by
+// a call's model endpoint without structured output, a call does not
+// start.
+func TestCallTokenLimit(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"message","usage":{"input_tokens":600,"output_tokens":400}}`)
+	}))
+	defer api.Close()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Stdout: "done"}}})
+	a, at := b.agents("PEAL_MAX_TOKENS=1000")
+	at, e, _ := keySite(t, at, api.URL)
+	modelRequest(t, e)
+	if _, err := a.Call(context.Background(), at, "execute", 1, 1, nil, "do it"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Call(context.Background(), at, "execute", 2, 1, nil, "do it")
+	var cl *CostLimitError
+	if !errors.As(err, &cl) || cl.Tokens != 1000 || len(b.calls()) != 1 ||
+		err.Error() != "the run's agent calls used 1000 tokens, which reaches max_tokens (1000): stopped after the call that reached it" {
+		t.Fatalf("err %v, calls %d", err, len(b.calls()))
+	}
+}

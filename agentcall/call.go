@@ -27,8 +27,8 @@ type Site struct {
 // an attempt's answer. With structured output the result's Stdout is the
 // answer text of the events. The call's tokens and cost are added to the
 // run's, and each attempt's go to the Recorder with the session it began or
-// continued; once they reach max_cost_usd, every later call returns a
-// *CostLimitError without starting.
+// continued; once they reach max_cost_usd or max_tokens, every later call
+// returns a *CostLimitError without starting.
 func (a *Agents) Call(ctx context.Context, at Site, name phase.Name, task, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
 	if a.opts.CallStart != nil {
 		a.opts.CallStart(name, task)
