@@ -101,6 +101,7 @@ func NewProxy(log *slog.Logger) *Proxy {
 	}
 	p.keyTransport = transport.Clone()
 	p.keyTransport.DisableCompression = false
+	p.keyTransport.ForceAttemptHTTP2 = true // the APIs speak HTTP/2; a custom dialer would turn it off
 	p.forward = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			// The request is in absolute form: it names its server.
