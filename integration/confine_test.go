@@ -309,11 +309,15 @@ func (w *confineWorld) escapeScript(legit string) string {
 	// token), the test; root reads them all unless its capabilities go.
 	try("token in peal's environment", `p=$PPID; while [ "$p" -gt 1 ]; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep GITHUB_TOKEN; p=$(awk '{print $4}' /proc/$p/stat); done; false`)
 	// The model key: peal's model endpoint holds it, the CLI has a
-	// placeholder. Each try prints what it finds (judged by leaks).
-	try("model key", "env | grep -F "+q(testKey))
-	try("model key in the CLI's and peal's environment", `p=$PPID; while [ "$p" -gt 1 ]; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -F `+q(testKey)+`; p=$(awk '{print $4}' /proc/$p/stat); done; false`)
-	try("model key in /proc", `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null | grep -F `+q(testKey)+`; done; false`)
-	try("model key in files", "grep -rIhoF "+q(testKey)+` "$HOME" "$TMPDIR" . 2>/dev/null | head -3; false`)
+	// placeholder. Each try prints what it finds (judged by leaks); the
+	// script, which a check's variant writes into the tree, spells the key
+	// in two halves, so that it finds the key and not itself.
+	half := len(testKey) / 2
+	fmt.Fprintf(&b, "k=%s; k=\"$k\"%s\n", q(testKey[:half]), q(testKey[half:]))
+	try("model key", `env | grep -F "$k"`)
+	try("model key in the CLI's and peal's environment", `p=$PPID; while [ "$p" -gt 1 ]; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -F "$k"; p=$(awk '{print $4}' /proc/$p/stat); done; false`)
+	try("model key in /proc", `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null | grep -F "$k"; done; false`)
+	try("model key in files", `grep -rIhoF "$k" "$HOME" "$TMPDIR" . 2>/dev/null | head -3; false`)
 	b.WriteString(legit + "\n")
 	return b.String()
 }
