@@ -208,7 +208,7 @@ func keySite(t *testing.T, at Site, upstream string) (Site, *confine.KeyEndpoint
 // modelRequest sends one model request through e with its placeholder.
 func modelRequest(t *testing.T, e *confine.KeyEndpoint) {
 	t.Helper()
-	env, _ := e.Env()
+	env, _ := e.Point()
 	req, _ := http.NewRequest("POST", e.URL()+"/v1/messages", strings.NewReader(`{"model":"m"}`))
 	req.Header.Set("X-Api-Key", strings.TrimPrefix(env[0], "ANTHROPIC_API_KEY="))
 	if resp, err := http.DefaultClient.Do(req); err == nil {

@@ -104,7 +104,7 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 		if l.endpoint != nil {
 			l.endpoint.admit(ke.hostport(), ke)
 		}
-		env, args := ke.Env()
+		env, args := ke.Point()
 		cmd.Env = append(withoutVars(cmd.Env, c.Keys.Vars()), env...)
 		if len(args) > 0 && len(cmd.Args) > 0 {
 			cmd.Args = append(append([]string{cmd.Args[0]}, args...), cmd.Args[1:]...)

@@ -349,9 +349,10 @@ func (e *KeyEndpoint) Bases() map[string]string {
 	return out
 }
 
-// Env is what the call's environment gets: each key variable's
-// placeholder, and the variables of the hold's Point.
-func (e *KeyEndpoint) Env() (env, args []string) {
+// Point is what points the call at the endpoint: in its environment, each
+// key variable's placeholder and the variables of the hold's Point; the
+// arguments of the hold's Point, which go right after the program.
+func (e *KeyEndpoint) Point() (env, args []string) {
 	for _, v := range e.hold.Vars() {
 		env = append(env, v+"="+e.byVar[v])
 	}

@@ -112,7 +112,7 @@ func openKeys(t testing.TB, p *Proxy, call string, apis ...HeldAPI) (*KeyEndpoin
 // placeholderOf is the placeholder the endpoint gives name.
 func placeholderOf(t testing.TB, e *KeyEndpoint, name string) string {
 	t.Helper()
-	env, _ := e.Env()
+	env, _ := e.Point()
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, name+"="); ok {
 			return v

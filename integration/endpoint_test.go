@@ -50,7 +50,7 @@ func openEndpoint(tb testing.TB, srv *mockllm.Server, c endpointCase) (*confine.
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { e.Close() })
-	env, _ := e.Env()
+	env, _ := e.Point()
 	return e, strings.TrimPrefix(env[0], "KEY=")
 }
 

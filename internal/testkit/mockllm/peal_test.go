@@ -30,7 +30,7 @@ func endpointFor(t *testing.T, s *Server, p Protocol, key string) (*confine.KeyE
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	env, _ := e.Env()
+	env, _ := e.Point()
 	placeholder, _ := strings.CutPrefix(env[0], "THE_KEY=")
 	return e, hold, placeholder
 }
