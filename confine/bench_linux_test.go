@@ -113,7 +113,9 @@ func BenchmarkStart(b *testing.B) {
 	keys := func() *KeyHold {
 		return &KeyHold{Count: &KeyCount{}, APIs: []HeldAPI{{Name: "anthropic", Upstream: up, Keys: map[string]string{"ANTHROPIC_API_KEY": "sk"},
 			Places: []KeyPlace{{Header: "X-Api-Key"}}, Routes: routes}},
-			Point: func(base, _ map[string]string) ([]string, []string) { return []string{"ANTHROPIC_BASE_URL=" + base["anthropic"]}, nil }}
+			Point: func(base, _ map[string]string) ([]string, []string) {
+				return []string{"ANTHROPIC_BASE_URL=" + base["anthropic"]}, nil
+			}}
 	}
 	calls = append(calls, struct {
 		name string
