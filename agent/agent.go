@@ -3,11 +3,12 @@
 // name and binary, the argv of read-only and writing calls, how the prompt
 // is delivered, the environment that caps the CLI's own retries, its failure
 // messages and exit codes, its structured output, how it tells whether it
-// is logged in, and what docs/agents.md says of it. The rest of peal sees a
-// Kind: the kinds the configuration accepts (agent_kind,
-// fallback_agent_kind) and the per-kind tables of docs/agents.md are derived
-// from the registry (Names, Lookup), and tests that cover every kind range
-// over it.
+// is logged in, which of its logins peal's model endpoint can hold (and the
+// model APIs, declared once: api.go), and what docs/agents.md says of it.
+// The rest of peal sees a Kind: the kinds the configuration accepts
+// (agent_kind, fallback_agent_kind) and the per-kind tables of
+// docs/agents.md are derived from the registry (Names, Lookup), and tests
+// that cover every kind range over it.
 package agent
 
 import (

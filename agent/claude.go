@@ -89,6 +89,19 @@ func init() {
 				"BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "API_TIMEOUT_MS", "CLOUD_ML_REGION", "VERTEX_REGION_*",
 			},
 			BaseURLs: []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL"},
+			Keys: Keys{
+				Logins: []Login{
+					{Name: "`ANTHROPIC_API_KEY`", Held: true, How: "`ANTHROPIC_BASE_URL` names peal's endpoint, which sends the key in `x-api-key`"},
+					{Name: "`ANTHROPIC_AUTH_TOKEN`", Held: true, How: "the same; the endpoint sends the token in `Authorization: Bearer`"},
+					{Name: "`CLAUDE_CODE_OAUTH_TOKEN` (a subscription's token from `claude setup-token`)",
+						How: "in the call's environment: the CLI uses it beyond the model API (its account, its limits)"},
+					{Name: "Bedrock or Vertex AI (`CLAUDE_CODE_USE_BEDROCK`, `CLAUDE_CODE_USE_VERTEX`)",
+						How: "cloud credentials, the user's to pass (`confine_env_pass`)"},
+					{Name: "`/login` (a subscription, `~/.claude/.credentials.json`)", How: "kept in its folder, which its calls read"},
+				},
+				Hold: envKeys{api: AnthropicAPI, keyVars: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"},
+					unheld: []string{"CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"}, baseVar: "ANTHROPIC_BASE_URL"}.hold,
+			},
 			Notes: "measured with 2.1.197: it writes its sessions, plans and shell snapshots in ~/.claude (without it, its Bash tool fails " +
 				"with `EACCES: permission denied, mkdir '~/.claude'` and the call still exits 0). ~/.claude.json, a file directly in the home " +
 				"folder that it rewrites through a lock and a renamed temporary file, stays read-only: it goes on without it (`--debug`: " +

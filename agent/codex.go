@@ -1,6 +1,14 @@
 package agent
 
-import "peal/phase"
+import (
+	"regexp"
+	"strconv"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"peal/confine"
+	"peal/phase"
+)
 
 // Codex (binary `codex`): `codex exec` with the prompt on stdin ("-"), the
 // repository as its folder, a read-only sandbox for read-only calls and no
@@ -60,6 +68,16 @@ func init() {
 			Env: []string{"OPENAI_API_KEY", "OPENAI_ORGANIZATION", "CODEX_API_KEY", "CODEX_HOME", "CODEX_SQLITE_HOME",
 				"CODEX_CA_CERTIFICATE", "CODEX_OSS_PORT"},
 			BaseURLs: []string{"CODEX_OSS_BASE_URL"},
+			Keys: Keys{
+				Logins: []Login{
+					{Name: "`CODEX_API_KEY` (OpenAI's API; `OPENAI_API_KEY`, which `codex exec` does not send, is held too)", Held: true,
+						How: "`-c openai_base_url=…` names peal's endpoint (the `openai_base_url` of `config.toml` is its upstream), which sends the key in `Authorization: Bearer`"},
+					{Name: "the `env_key` of a provider of `~/.codex/config.toml` (`model_provider`)", Held: true,
+						How: "`-c model_providers.<id>.base_url=…` names peal's endpoint; the provider's `base_url` is its upstream"},
+					{Name: "`codex login` (ChatGPT, or a key saved in `~/.codex/auth.json`)", How: "kept in its folder, which its calls read"},
+				},
+				Hold: codexKeys,
+			},
 			Notes: "measured with 0.171.0: it writes ~/.codex (its SQLite databases, `sessions/…/rollout-*.jsonl`, `skills/.system`, " +
 				"shell snapshots); without it, `Error: failed to initialize in-process app-server client: Permission denied (os error 13)`. " +
 				"It takes its base URL from its configuration (`openai_base_url`, `model_providers.*.base_url`), not from OPENAI_BASE_URL, " +
@@ -174,3 +192,71 @@ var codexSession = &Session{
 			"a thread resumes in any folder (`-C`), a worktree included",
 	},
 }
+
+// codexKeys is Codex's hold: the key of the provider its configuration
+// picks (the built-in openai one: CODEX_API_KEY; another: its env_key),
+// read from the user's ~/.codex/config.toml before any call (a call may
+// write that folder).
+func codexKeys(m Machine) Hold {
+	var cfg struct {
+		Provider  string `toml:"model_provider"`
+		OpenAIURL string `toml:"openai_base_url"`
+		Providers map[string]struct {
+			BaseURL string `toml:"base_url"`
+			EnvKey  string `toml:"env_key"`
+		} `toml:"model_providers"`
+	}
+	if path, ok := ExpandPath("${CODEX_HOME:-~/.codex}/config.toml", m.Home, m.Getenv); ok {
+		if data, err := m.ReadFile(path); err == nil {
+			if err := toml.Unmarshal(data, &cfg); err != nil {
+				return Hold{Why: "peal cannot read " + path + ": " + err.Error()}
+			}
+		}
+	}
+	id := cfg.Provider
+	if id == "" {
+		id = "openai"
+	}
+	set := func(key, value string) string { return key + "=" + strconv.Quote(value) }
+	if p, ok := cfg.Providers[id]; ok && id != "openai" {
+		if p.EnvKey == "" {
+			return Hold{Login: "provider " + id, Why: "its provider " + id + " names no env_key: no key to hold"}
+		}
+		keys := setVars(m, p.EnvKey)
+		if len(keys) == 0 {
+			return Hold{Login: "provider " + id, Why: p.EnvKey + ", the env_key of its provider " + id + ", is not set"}
+		}
+		a, err := OpenAIAPI.held(OpenAIAPI.Name, p.BaseURL, "/v1", keys)
+		if err != nil {
+			return Hold{Login: "provider " + id, Why: "the base_url of its provider " + id + ": " + err.Error()}
+		}
+		key := "model_providers." + tomlKey(id) + ".base_url"
+		return Hold{Login: p.EnvKey + " (provider " + id + ")", APIs: []confine.HeldAPI{a}, Point: func(base, _ map[string]string) ([]string, []string) {
+			return nil, []string{"-c", set(key, base[OpenAIAPI.Name])}
+		}}
+	}
+	if id != "openai" {
+		return Hold{Login: "provider " + id, Why: "its provider " + id + " is not one of its configuration's: a local model, no key to hold"}
+	}
+	keys := setVars(m, "CODEX_API_KEY", "OPENAI_API_KEY")
+	if keys["CODEX_API_KEY"] == "" {
+		return Hold{Why: "CODEX_API_KEY is not set: codex exec logs in with what `codex login` keeps in its folder"}
+	}
+	a, err := OpenAIAPI.held(OpenAIAPI.Name, cfg.OpenAIURL, "/v1", keys)
+	if err != nil {
+		return Hold{Login: loginOf(keys), Why: "openai_base_url: " + err.Error()}
+	}
+	return Hold{Login: loginOf(keys), APIs: []confine.HeldAPI{a}, Point: func(base, _ map[string]string) ([]string, []string) {
+		return nil, []string{"-c", set("openai_base_url", base[OpenAIAPI.Name])}
+	}}
+}
+
+// tomlKey is id as one key of a dotted TOML key.
+func tomlKey(id string) string {
+	if bareKey.MatchString(id) {
+		return id
+	}
+	return strconv.Quote(id)
+}
+
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

@@ -34,6 +34,9 @@ type Confinement struct {
 	// BaseURLs are the variables that point it at another API (a proxy, a
 	// local model): the hosts they name are allowed too.
 	BaseURLs []string
+	// Keys is how peal's model endpoint holds its model key instead of
+	// its calls (confine_key_proxy).
+	Keys Keys
 	// Notes say, in a sentence or two, what was measured of the CLI under
 	// confinement and what the declaration leaves out on purpose.
 	Notes string

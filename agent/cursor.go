@@ -49,6 +49,10 @@ func init() {
 				"${XDG_CONFIG_HOME:-~/.config}/cursor/auth.json"},
 			Hosts: []string{"*.cursor.sh", "*.cursorapi.com"},
 			Env:   []string{"CURSOR_API_KEY", "CURSOR_AUTH_TOKEN", "CURSOR_CONFIG_DIR", "XDG_CONFIG_HOME", "NO_OPEN_BROWSER"},
+			Keys: Keys{Logins: []Login{
+				{Name: "`CURSOR_API_KEY`, `CURSOR_AUTH_TOKEN`", How: "in the call's environment: the Cursor CLI takes no other base URL for its API (none documented), so peal cannot stand in front of it"},
+				{Name: "`agent login` (`~/.cursor/cli-config.json`)", How: "kept in its folder, which its calls read"},
+			}},
 			Notes: "not measured (no Cursor CLI on the test machine): taken from its documentation (its configuration, authentication " +
 				"and network pages) and its users' reports. It keeps its configuration and, in recent versions, its login in " +
 				"~/.cursor/cli-config.json (older ones: ~/.config/cursor/auth.json), in $XDG_CONFIG_HOME/cursor when that is set. Its " +

@@ -164,6 +164,8 @@ func docTables(t *testing.T) map[string][]string {
 				c := k.Confine
 				return []string{patterns(c.Folders), patterns(c.Reads), patterns(c.Credentials), patterns(c.Hosts), patterns(c.Env), patterns(c.BaseURLs)}
 			}),
+		"keys":     keysTable(t, kinds),
+		"key-apis": apisTable(),
 		"confine-measured": each([]string{"kind", "under confinement"},
 			func(k *Kind) []string { return []string{k.Confine.Notes} }),
 		"auth": each([]string{"kind", "credential variables (any one)", "status command", "checked before the first call", "how to log in, in CI"},
@@ -325,6 +327,49 @@ func eventsTable(kinds []*Kind) []string {
 	}
 	for _, e := range formats {
 		out = append(out, cells([]string{strings.Join(names[e], ", "), e.Answer, e.End, e.Error, e.Usage}))
+	}
+	return out
+}
+
+// keysTable is the table of the model keys: a row per kind and way to log
+// in, whether peal's model endpoint holds its key.
+func keysTable(t *testing.T, kinds []*Kind) []string {
+	out := table([]string{"kind", "login", "key held by peal", "how (or why not)"})
+	for _, k := range kinds {
+		if len(k.Confine.Keys.Logins) == 0 {
+			t.Errorf("kind %s declares no Confine.Keys.Logins: docs/agents.md needs them", k.Name)
+		}
+		held := false
+		for _, l := range k.Confine.Keys.Logins {
+			yes := "no"
+			if l.Held {
+				yes, held = "yes", true
+			}
+			out = append(out, cells([]string{"`" + k.Name + "`", l.Name, yes, l.How}))
+		}
+		if held != (k.Confine.Keys.Hold != nil) {
+			t.Errorf("kind %s: a login held (%v) but Confine.Keys.Hold set (%v)", k.Name, held, k.Confine.Keys.Hold != nil)
+		}
+	}
+	return out
+}
+
+// apisTable is the table of the model APIs peal's endpoint forwards to.
+func apisTable() []string {
+	out := table([]string{"API", "its own address", "where the key goes", "requests forwarded (all others refused)", "forwarded without a key"})
+	for _, a := range APIs {
+		var places []string
+		for _, p := range a.Places {
+			switch {
+			case p.Query != "":
+				places = append(places, "`?"+p.Query+"=`")
+			case p.Prefix != "":
+				places = append(places, "`"+p.Header+": "+strings.TrimSpace(p.Prefix)+"`")
+			default:
+				places = append(places, "`"+p.Header+"`")
+			}
+		}
+		out = append(out, cells([]string{a.Name, "`" + a.Root + "`", strings.Join(places, ", "), patterns(a.Routes), patterns(a.Open)}))
 	}
 	return out
 }

@@ -1,6 +1,11 @@
 package agent
 
-import "peal/phase"
+import (
+	"encoding/json"
+	"path/filepath"
+
+	"peal/phase"
+)
 
 // Gemini CLI (binary `gemini`): non-interactive with the prompt on stdin,
 // --skip-trust for a repository it has not seen, plan approval mode for
@@ -65,6 +70,15 @@ func init() {
 			Env: []string{"GEMINI_*", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_*",
 				"GOOGLE_APPLICATION_CREDENTIALS"},
 			BaseURLs: []string{"GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL"},
+			Keys: Keys{
+				Logins: []Login{
+					{Name: "`GEMINI_API_KEY`", Held: true, How: "`GOOGLE_GEMINI_BASE_URL` names peal's endpoint, which sends the key in `x-goog-api-key` (or `Authorization: Bearer` under `GEMINI_API_KEY_AUTH_MECHANISM=bearer`)"},
+					{Name: "Vertex AI (`GOOGLE_GENAI_USE_VERTEXAI`, `GOOGLE_API_KEY`, Google Cloud credentials)", How: "cloud credentials, the user's to pass"},
+					{Name: "Login with Google (`GOOGLE_GENAI_USE_GCA`, or chosen in `~/.gemini/settings.json`)", How: "kept in its folder (`oauth_creds.json`), which its calls read"},
+					{Name: "a key the CLI saved, or one in `~/.gemini/.env`", How: "kept in its folder, which its calls read"},
+				},
+				Hold: geminiKeys,
+			},
 			Notes: "measured with 0.61.0: it writes ~/.gemini (projects.json through a renamed temporary file, installation_id, " +
 				"`history/`, `tmp/<project>/chats/session-*.jsonl`); without it, exit 1 on `EACCES: permission denied, open " +
 				"'~/.gemini/projects.json.<uuid>.tmp'`. Refused without effect on the call: play.googleapis.com (its usage statistics, " +
@@ -190,4 +204,26 @@ var geminiSession = &Session{
 		Hazards: "`--resume latest`, `--resume <index>` and `--resume \"\"` take the latest session; a `--session-id` used before is refused " +
 			"(exit 42, `Session ID \"<id>\" already exists`), and a first call that failed leaves its id dead both ways, so its retry takes a new id",
 	},
+}
+
+// geminiKeys is the Gemini CLI's hold: GEMINI_API_KEY, unless its settings
+// choose another way to log in.
+func geminiKeys(m Machine) Hold {
+	home, ok := ExpandPath("${GEMINI_CLI_HOME:-~}/.gemini/settings.json", m.Home, m.Getenv)
+	if ok {
+		var s struct {
+			Security struct {
+				Auth struct {
+					SelectedType string `json:"selectedType"`
+				} `json:"auth"`
+			} `json:"security"`
+		}
+		if data, err := m.ReadFile(filepath.Clean(home)); err == nil && json.Unmarshal(data, &s) == nil {
+			if t := s.Security.Auth.SelectedType; t != "" && t != "gemini-api-key" && t != "gateway" {
+				return Hold{Login: t, Why: "its settings choose the login " + t + ", kept in its folder"}
+			}
+		}
+	}
+	return envKeys{api: GoogleAPI, keyVars: []string{"GEMINI_API_KEY"}, unheld: []string{"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"},
+		baseVar: "GOOGLE_GEMINI_BASE_URL"}.hold(m)
 }

@@ -1,6 +1,14 @@
 package agent
 
-import "regexp"
+import (
+	"encoding/json"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"peal/confine"
+)
 
 // opencode (binary `opencode`): `opencode run` with the prompt on stdin, the
 // plan agent for read-only calls and --auto (approve what is not denied)
@@ -46,6 +54,16 @@ func init() {
 			Env: []string{"OPENCODE_*", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
 				"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY"},
 			BaseURLs: []string{"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"},
+			Keys: Keys{
+				Logins: []Login{
+					{Name: "a built-in provider's variable (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `GOOGLE_GENERATIVE_AI_API_KEY` or `GEMINI_API_KEY`, `OPENROUTER_API_KEY`)", Held: true,
+						How: "`OPENCODE_CONFIG_CONTENT` gives the provider peal's endpoint as its `baseURL` and the placeholder as its `apiKey`; its `baseURL` (or `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`) is the upstream"},
+					{Name: "a provider of its configuration whose `apiKey` is `{env:VAR}` (`npm` one of " + opencodeSDKNames() + ")", Held: true,
+						How: "the same; the provider's `baseURL` is the upstream"},
+					{Name: "a key written in its configuration, or saved by `opencode auth login` (`~/.local/share/opencode/auth.json`)", How: "kept in its files, which its calls read"},
+				},
+				Hold: opencodeKeys,
+			},
 			Notes: "measured with 1.18.33: it writes ~/.local/share/opencode (its database, log and a git folder per project under " +
 				"`snapshot/`), ~/.local/state/opencode (locks), ~/.cache/opencode and a 5 MB library in the call's TMPDIR; without its " +
 				"folders it crashes at start (`Bun v1.3.14 (Linux x64 baseline)`). Its configuration folder ~/.config/opencode stays " +
@@ -154,4 +172,234 @@ var opencodeSession = &Session{
 		Hazards: "`-c`/`--continue` takes the last session and `--session \"\"` starts a new one; a session resumed in another folder (a worktree too) " +
 			"runs in its first folder and never exits, silent",
 	},
+}
+
+// opencode's providers whose key peal can hold: the built-in ones it turns
+// on from a variable, and those of the user's configuration whose apiKey
+// is "{env:VAR}", by the SDK (npm) they use. Each gets a path of its own
+// at the endpoint, given by OPENCODE_CONFIG_CONTENT, which opencode merges
+// over its configuration's files, with the placeholder as its apiKey.
+var (
+	opencodeBuiltins = []struct {
+		id       string
+		sdk      string
+		vars     []string
+		baseVar  string
+		upstream string // "": the API's own
+	}{
+		{"anthropic", "@ai-sdk/anthropic", []string{"ANTHROPIC_API_KEY"}, "ANTHROPIC_BASE_URL", ""},
+		{"openai", "@ai-sdk/openai", []string{"OPENAI_API_KEY"}, "OPENAI_BASE_URL", ""},
+		{"google", "@ai-sdk/google", []string{"GOOGLE_GENERATIVE_AI_API_KEY", "GEMINI_API_KEY"}, "", ""},
+		{"openrouter", "@openrouter/ai-sdk-provider", []string{"OPENROUTER_API_KEY"}, "", "https://openrouter.ai/api/v1"},
+	}
+	opencodeSDKs = map[string]struct {
+		api      *API
+		basePath string
+	}{
+		"@ai-sdk/anthropic":           {AnthropicAPI, "/v1"},
+		"@ai-sdk/openai":              {OpenAIAPI, "/v1"},
+		"@ai-sdk/openai-compatible":   {OpenAIAPI, "/v1"},
+		"@ai-sdk/google":              {GoogleAPI, "/v1beta"},
+		"@openrouter/ai-sdk-provider": {OpenAIAPI, "/v1"},
+	}
+	envRef     = regexp.MustCompile(`^\{env:([A-Za-z_][A-Za-z0-9_]*)\}$`)
+	providerID = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+)
+
+func opencodeSDKNames() string {
+	names := slices.Sorted(maps.Keys(opencodeSDKs))
+	for i, n := range names {
+		names[i] = "`" + n + "`"
+	}
+	return strings.Join(names, ", ")
+}
+
+// opencodeProvider is what peal reads of a provider of opencode's
+// configuration.
+type opencodeProvider struct {
+	NPM     string `json:"npm"`
+	Options struct {
+		BaseURL *string `json:"baseURL"`
+		APIKey  *string `json:"apiKey"`
+	} `json:"options"`
+}
+
+// opencodeKeys is opencode's hold: every provider whose key is in a
+// variable peal can hold, read from the user's configuration (its global
+// files and OPENCODE_CONFIG, never the work tree's) before any call.
+func opencodeKeys(m Machine) Hold {
+	providers := map[string]*opencodeProvider{}
+	var files []string
+	if p, ok := ExpandPath("${XDG_CONFIG_HOME:-~/.config}/opencode", m.Home, m.Getenv); ok {
+		for _, name := range []string{"config.json", "opencode.json", "opencode.jsonc"} {
+			files = append(files, p+"/"+name)
+		}
+	}
+	if p := m.Getenv("OPENCODE_CONFIG"); p != "" {
+		files = append(files, p)
+	}
+	read := func(what string, data []byte) string {
+		var c struct {
+			Provider map[string]json.RawMessage `json:"provider"`
+		}
+		if err := json.Unmarshal(stripJSONComments(data), &c); err != nil {
+			return "peal cannot read " + what + ": " + err.Error()
+		}
+		for id, raw := range c.Provider {
+			p := providers[id]
+			if p == nil {
+				p = &opencodeProvider{}
+				providers[id] = p
+			}
+			json.Unmarshal(raw, p) // the fields set here replace the earlier files'
+		}
+		return ""
+	}
+	for _, f := range files {
+		if data, err := m.ReadFile(f); err == nil {
+			if why := read(f, data); why != "" {
+				return Hold{Why: why}
+			}
+		}
+	}
+	var content map[string]any
+	if c := m.Getenv("OPENCODE_CONFIG_CONTENT"); c != "" {
+		if why := read("OPENCODE_CONFIG_CONTENT", []byte(c)); why != "" {
+			return Hold{Why: why}
+		}
+		json.Unmarshal(stripJSONComments([]byte(c)), &content)
+	}
+	var apis []confine.HeldAPI
+	apiKeyOf := map[string]string{} // provider → the variable of its apiKey
+	var logins []string
+	hold := func(id, sdk, upstream, keyVar string, keys map[string]string) {
+		s, ok := opencodeSDKs[sdk]
+		if !ok || !providerID.MatchString(id) {
+			return
+		}
+		a, err := s.api.held(id, upstream, s.basePath, keys)
+		if err != nil {
+			return
+		}
+		apis = append(apis, a)
+		apiKeyOf[id] = keyVar
+		logins = append(logins, id+" ("+keyVar+")")
+	}
+	for _, id := range slices.Sorted(maps.Keys(providers)) {
+		p := providers[id]
+		if p.Options.APIKey == nil {
+			continue
+		}
+		ref := envRef.FindStringSubmatch(*p.Options.APIKey)
+		if ref == nil {
+			continue // a key written in the configuration stays in reach
+		}
+		keys := setVars(m, ref[1])
+		if len(keys) == 0 {
+			continue
+		}
+		sdk, upstream := p.NPM, ""
+		for _, b := range opencodeBuiltins {
+			if b.id == id {
+				sdk, upstream = nonEmpty(sdk, b.sdk), nonEmpty(m.Getenv(b.baseVar), b.upstream)
+			}
+		}
+		if p.Options.BaseURL != nil {
+			upstream = *p.Options.BaseURL
+		}
+		hold(id, sdk, upstream, ref[1], keys)
+	}
+	for _, b := range opencodeBuiltins {
+		if p := providers[b.id]; p != nil && p.Options.APIKey != nil {
+			continue // its configuration gives its key
+		}
+		keys := setVars(m, b.vars...)
+		if len(keys) == 0 {
+			continue
+		}
+		upstream := b.upstream
+		if b.baseVar != "" && m.Getenv(b.baseVar) != "" {
+			upstream = m.Getenv(b.baseVar)
+		}
+		if p := providers[b.id]; p != nil && p.Options.BaseURL != nil {
+			upstream = *p.Options.BaseURL
+		}
+		first := ""
+		for _, v := range b.vars {
+			if keys[v] != "" {
+				first = v
+				break
+			}
+		}
+		hold(b.id, b.sdk, upstream, first, keys)
+	}
+	if len(apis) == 0 {
+		return Hold{Why: "no provider's key is in a variable peal can hold: a key in its configuration, or saved by `opencode auth login`, is kept in its files"}
+	}
+	return Hold{Login: "providers " + strings.Join(logins, ", "), APIs: apis, Point: func(base, placeholder map[string]string) ([]string, []string) {
+		cfg := map[string]any{}
+		maps.Copy(cfg, content)
+		prov, _ := cfg["provider"].(map[string]any)
+		prov = maps.Clone(prov)
+		if prov == nil {
+			prov = map[string]any{}
+		}
+		for id, v := range apiKeyOf {
+			p, _ := prov[id].(map[string]any)
+			p = maps.Clone(p)
+			if p == nil {
+				p = map[string]any{}
+			}
+			opts, _ := p["options"].(map[string]any)
+			opts = maps.Clone(opts)
+			if opts == nil {
+				opts = map[string]any{}
+			}
+			opts["baseURL"], opts["apiKey"] = base[id], placeholder[v]
+			p["options"] = opts
+			prov[id] = p
+		}
+		cfg["provider"] = prov
+		data, _ := json.Marshal(cfg)
+		return []string{"OPENCODE_CONFIG_CONTENT=" + string(data)}, nil
+	}}
+}
+
+// stripJSONComments is JSONC without its comments (opencode's files may
+// have them).
+func stripJSONComments(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			out = append(out, c)
+			if c == '\\' && i+1 < len(b) {
+				i++
+				out = append(out, b[i])
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+			out = append(out, c)
+		case c == '/' && i+1 < len(b) && b[i+1] == '/':
+			for i < len(b) && b[i] != '\n' {
+				i++
+			}
+			if i < len(b) {
+				out = append(out, '\n')
+			}
+		case c == '/' && i+1 < len(b) && b[i+1] == '*':
+			i += 2
+			for i+1 < len(b) && (b[i] != '*' || b[i+1] != '/') {
+				i++
+			}
+			i++
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }

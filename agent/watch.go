@@ -12,20 +12,26 @@ import (
 	"peal/phase"
 )
 
-// Usage is what calls cost, where the CLI's events say it. InputTokens are
-// all the tokens of the prompts the model was sent, CachedTokens the part
-// of them read from the provider's cache.
+// Usage is what calls cost, where the CLI's events say it or peal's model
+// endpoint counted it. InputTokens are all the tokens of the prompts the
+// model was sent, CachedTokens the part of them read from the provider's
+// cache. Requests, BytesSent and BytesReceived are what the model endpoint
+// forwarded (the bodies of the requests and of their answers).
 type Usage struct {
 	InputTokens  int64
 	OutputTokens int64
 	CachedTokens int64
 	CostUSD      float64
+
+	Requests                 int64
+	BytesSent, BytesReceived int64
 }
 
 // Add sums two usages.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens,
-		CachedTokens: u.CachedTokens + o.CachedTokens, CostUSD: u.CostUSD + o.CostUSD}
+		CachedTokens: u.CachedTokens + o.CachedTokens, CostUSD: u.CostUSD + o.CostUSD,
+		Requests: u.Requests + o.Requests, BytesSent: u.BytesSent + o.BytesSent, BytesReceived: u.BytesReceived + o.BytesReceived}
 }
 
 // Since is what u adds to an earlier usage of the same session, for a CLI

@@ -3,7 +3,11 @@ package agentcall
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -179,6 +183,116 @@ func TestCallCostLimit(t *testing.T) {
 	_, err := a.Call(context.Background(), at, "execute", 2, 1, nil, "do it")
 	var cl *CostLimitError
 	if !errors.As(err, &cl) || len(b.calls()) != 1 {
+		t.Fatalf("err %v, calls %d", err, len(b.calls()))
+	}
+}
+
+// keySite is a site whose calls' model endpoint (opened by the test, whose
+// requests go to upstream) holds a key: the calls themselves run
+// unconfined, their hold's count is what the test sent through.
+func keySite(t *testing.T, at Site, upstream string) (Site, *confine.KeyEndpoint, *confine.KeyHold) {
+	t.Helper()
+	u, _ := url.Parse(upstream)
+	routes, _ := confine.ParseRoutes(agent.AnthropicAPI.Routes...)
+	hold := &confine.KeyHold{Count: &confine.KeyCount{}, APIs: []confine.HeldAPI{{Name: "anthropic", Upstream: u,
+		Keys: map[string]string{"ANTHROPIC_API_KEY": "sk-real"}, Places: agent.AnthropicAPI.Places, Routes: routes, Usage: agent.AnthropicAPI.Usage}}}
+	e, err := confine.NewProxy(nil).OpenKeys("c1", hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	at.Confine = func(*agent.Kind, []string) *confine.Call { return &confine.Call{Mode: confine.Off, Keys: hold} }
+	return at, e, hold
+}
+
+// modelRequest sends one model request through e with its placeholder.
+func modelRequest(t *testing.T, e *confine.KeyEndpoint) {
+	t.Helper()
+	env, _ := e.Point()
+	req, _ := http.NewRequest("POST", e.URL()+"/v1/messages", strings.NewReader(`{"model":"m"}`))
+	req.Header.Set("X-Api-Key", strings.TrimPrefix(env[0], "ANTHROPIC_API_KEY="))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// TestCallUsageThroughEndpoint: an attempt whose model endpoint forwarded
+// requests counts them, their bytes and the tokens the API's answers said,
+// in place of the CLI's own count of tokens; the cost stays the CLI's.
+func TestCallUsageThroughEndpoint(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"message","usage":{"input_tokens":300,"cache_read_input_tokens":100,"output_tokens":40}}`)
+	}))
+	defer api.Close()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Stdout: "done", InputTokens: 10, OutputTokens: 2, CostUSD: 0.25}}})
+	a, at := b.agents("PEAL_STRUCTURED_OUTPUT=true")
+	at, e, _ := keySite(t, at, api.URL)
+	modelRequest(t, e)
+	modelRequest(t, e)
+	if _, err := a.Call(context.Background(), at, "execute", 1, 1, nil, "do it"); err != nil {
+		t.Fatal(err)
+	}
+	u := a.Usage()
+	if u == nil || u.InputTokens != 800 || u.CachedTokens != 200 || u.OutputTokens != 80 || u.CostUSD != 0.25 || u.Requests != 2 ||
+		u.BytesSent != 2*int64(len(`{"model":"m"}`)) || u.BytesReceived == 0 {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+// TestCallUnreachableThroughEndpoint: an attempt that failed after its
+// model endpoint could not reach the API is a network failure, whatever
+// the CLI said: it is retried on the network budget, not the call's own.
+func TestCallUnreachableThroughEndpoint(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	api.Close()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Exit: 1, Stderr: "something went wrong"}, {Stdout: "done"}}})
+	a, at := b.agents("PEAL_NETWORK_RETRY_DELAY_SEC=0")
+	at, e, hold := keySite(t, at, api.URL)
+	modelRequest(t, e)
+	if hold.Count.Usage().Unreachable != 1 {
+		t.Fatalf("count %+v", hold.Count.Usage())
+	}
+	// One attempt allowed: only a network failure gets another.
+	res, err := a.Call(context.Background(), at, "execute", 1, 1, nil, "do it")
+	if err != nil || strings.TrimSpace(res.Stdout) != "done" || len(b.calls()) != 2 {
+		t.Fatalf("res %q err %v, %d attempts", res.Stdout, err, len(b.calls()))
+	}
+	// The attempt's error names the cause.
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Exit: 1, Stderr: "something went wrong"}}})
+	_, err = a.Call(context.Background(), at, "execute", 1, 1, nil, "do it")
+	if err == nil || !strings.Contains(err.Error(), "something went wrong; peal's model endpoint could not reach "+strings.TrimPrefix(api.URL, "http://")) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// TestCallTokenLimit: once the run's tokens reached max_tokens, counted by
+// a call's model endpoint without structured output, a call does not
+// start.
+func TestCallTokenLimit(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"message","usage":{"input_tokens":600,"output_tokens":400}}`)
+	}))
+	defer api.Close()
+	b := newBench(t)
+	b.scenario(map[string][]fakes.Outcome{"execute": {{Stdout: "done"}}})
+	a, at := b.agents("PEAL_MAX_TOKENS=1000")
+	at, e, _ := keySite(t, at, api.URL)
+	modelRequest(t, e)
+	if _, err := a.Call(context.Background(), at, "execute", 1, 1, nil, "do it"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Call(context.Background(), at, "execute", 2, 1, nil, "do it")
+	var cl *CostLimitError
+	if !errors.As(err, &cl) || cl.Tokens != 1000 || len(b.calls()) != 1 ||
+		err.Error() != "the run's agent calls used 1000 tokens, which reaches max_tokens (1000): stopped after the call that reached it" {
 		t.Fatalf("err %v, calls %d", err, len(b.calls()))
 	}
 }

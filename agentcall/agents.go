@@ -277,28 +277,36 @@ func (a *Agents) add(task int, u agent.Usage) bool {
 	return true
 }
 
-// CostLimitError: the run's agent calls reached max_cost_usd; the run stops
-// after the call that reached it (exit 3).
+// CostLimitError: the run's agent calls reached max_cost_usd (or, with
+// TokenLimit set, max_tokens); the run stops after the call that reached
+// it (exit 3).
 type CostLimitError struct {
 	Limit, Spent float64
+	// TokenLimit is max_tokens and Tokens the run's tokens, when those
+	// are what reached it.
+	TokenLimit, Tokens uint64
 }
 
 // EndsRun: every later call would be refused.
 func (e *CostLimitError) EndsRun() bool { return true }
 
 func (e *CostLimitError) Error() string {
+	if e.TokenLimit > 0 {
+		return fmt.Sprintf("the run's agent calls used %d tokens, which reaches max_tokens (%d): stopped after the call that reached it", e.Tokens, e.TokenLimit)
+	}
 	return fmt.Sprintf("the run's agent calls cost $%.4f, which reaches max_cost_usd ($%.4f): stopped after the call that reached it", e.Spent, e.Limit)
 }
 
-// costErr is a *CostLimitError once the run's cost reached max_cost_usd.
+// costErr is a *CostLimitError once the run's cost reached max_cost_usd or
+// its tokens (input and output, however they were counted) max_tokens.
 func (a *Agents) costErr() error {
-	if a.cfg.MaxCostUSD == nil {
-		return nil
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.total.CostUSD >= *a.cfg.MaxCostUSD {
+	if a.cfg.MaxCostUSD != nil && a.total.CostUSD >= *a.cfg.MaxCostUSD {
 		return &CostLimitError{Limit: *a.cfg.MaxCostUSD, Spent: a.total.CostUSD}
+	}
+	if tokens := uint64(a.total.InputTokens + a.total.OutputTokens); a.cfg.MaxTokens != nil && tokens >= *a.cfg.MaxTokens {
+		return &CostLimitError{TokenLimit: *a.cfg.MaxTokens, Tokens: tokens}
 	}
 	return nil
 }
@@ -321,7 +329,8 @@ func (a *Agents) Usage() *state.RunUsage {
 
 // ToState is u as the state folder's files hold it.
 func ToState(u agent.Usage) state.Usage {
-	return state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens, CostUSD: u.CostUSD}
+	return state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens, CostUSD: u.CostUSD,
+		Requests: u.Requests, BytesSent: u.BytesSent, BytesReceived: u.BytesReceived}
 }
 
 // launchGate staggers the launches of a CLI that cannot start in parallel

@@ -28,8 +28,8 @@ type Site struct {
 // an attempt's answer. With structured output the result's Stdout is the
 // answer text of the events. The call's tokens and cost are added to the
 // run's, and each attempt's go to the Recorder with the session it began or
-// continued; once they reach max_cost_usd, every later call returns a
-// *CostLimitError without starting.
+// continued; once they reach max_cost_usd or max_tokens, every later call
+// returns a *CostLimitError without starting.
 func (a *Agents) Call(ctx context.Context, at Site, name phase.Name, task, attempts int, failure func(phase.Result) error, prompt string) (phase.Result, error) {
 	if a.opts.CallStart != nil {
 		a.opts.CallStart(name, task)
@@ -206,6 +206,14 @@ func (c *call) judge(res phase.Result) phase.Verdict {
 	c.land()
 	cs := c.cur.side
 	v := cs.classify(res)
+	if conf := c.cur.confined; conf != nil && conf.Keys != nil && v.Err != nil && conf.Keys.Count.Usage().Unreachable > 0 {
+		// Its model endpoint could not reach the API: an outage, whatever
+		// the CLI made of the broken connection, and the line says so.
+		if v.Class == phase.Ordinary {
+			v.Class = phase.Network
+		}
+		v.Err = &ConfinedError{Err: v.Err, Line: conf.Keys.Count.Unreachable()}
+	}
 	end := Succeeded
 	switch {
 	case v.Class == phase.Fatal || v.Class == phase.RateLimited || agent.SaysItsCause(v.Err):
@@ -239,11 +247,29 @@ func (c *call) account(res phase.Result) {
 	c.cur.accounted = true
 	session := c.cur.side.session
 	own := session.usage(c.cur.watcher.Usage())
+	if conf := c.cur.confined; conf != nil && conf.Keys != nil {
+		own = throughEndpoint(own, conf.Keys.Count.Usage())
+	}
 	c.usage = c.usage.Add(own)
 	how, id := session.attempt()
 	if rec := c.a.opts.Recorder; rec != nil {
 		rec.Usage(c.task, c.name, res.CallID, own, how, id)
 	}
+}
+
+// throughEndpoint is an attempt's usage once its model endpoint's count
+// is known: the requests and bytes it forwarded and, where its answers
+// said them, the tokens as the API counted them (side requests included),
+// which replace what the CLI's events said; the cost stays the CLI's.
+func throughEndpoint(u agent.Usage, k confine.KeyUsage) agent.Usage {
+	if k.Requests == 0 {
+		return u
+	}
+	u.Requests, u.BytesSent, u.BytesReceived = int64(k.Requests), k.Sent, k.Received
+	if k.Tokens != (confine.Tokens{}) {
+		u.InputTokens, u.OutputTokens, u.CachedTokens = k.Input, k.Output, k.Cached
+	}
+	return u
 }
 
 // finish ends the call: the usage of an attempt that was not judged (an
@@ -258,7 +284,7 @@ func (c *call) finish(res *phase.Result, err error) {
 	}
 	if c.a.add(c.task, c.usage) {
 		c.log.Info("agent usage", "phase", c.name, "input_tokens", c.usage.InputTokens, "cached_tokens", c.usage.CachedTokens,
-			"output_tokens", c.usage.OutputTokens, "cost_usd", c.usage.CostUSD)
+			"output_tokens", c.usage.OutputTokens, "cost_usd", c.usage.CostUSD, "requests", c.usage.Requests)
 	}
 }
 

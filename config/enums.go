@@ -125,6 +125,19 @@ const (
 // TCPRules are confine_tcp's values.
 var TCPRules = []TCPRule{TCPProxy, TCPAny}
 
+// KeyProxy is confine_key_proxy: whether peal's model endpoint holds the
+// agents' model keys instead of their calls.
+type KeyProxy string
+
+const (
+	KeyProxyAuto KeyProxy = "auto"
+	KeyProxyOn   KeyProxy = "on"
+	KeyProxyOff  KeyProxy = "off"
+)
+
+// KeyProxies are confine_key_proxy's values.
+var KeyProxies = []KeyProxy{KeyProxyAuto, KeyProxyOn, KeyProxyOff}
+
 // valueNames are an enum's values as text.
 func valueNames[T ~string](values []T) func() []string {
 	return func() []string {

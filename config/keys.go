@@ -58,6 +58,7 @@ var enumLists = map[string]func() []string{
 	"confine":                 valueNames(ConfineModes),
 	"confine_git_credentials": valueNames(GitCredentialsActions),
 	"confine_tcp":             valueNames(TCPRules),
+	"confine_key_proxy":       valueNames(KeyProxies),
 }
 
 // Key describes one configuration key: its names in every layer, its type,

@@ -77,6 +77,14 @@ func (c *Config) ValidateWithoutAgent() error {
 			c.Warnings = append(c.Warnings, "max_cost_usd has no effect without structured_output: only the agent's event stream reports cost")
 		}
 	}
+	if c.MaxTokens != nil {
+		switch {
+		case *c.MaxTokens == 0:
+			return fmt.Errorf("max_tokens must be above 0 (set by %s): it would stop the run before its first call", describe("max_tokens", c.Sources))
+		case !c.Structured() && (c.Confine == ConfineOff || c.ConfineKeyProxy == KeyProxyOff):
+			c.Warnings = append(c.Warnings, "max_tokens has no effect without structured_output or peal's model endpoint (confine and confine_key_proxy): nothing else counts tokens")
+		}
+	}
 	if c.AgentSession == SessionTask {
 		for i, name := range []string{c.AgentKind, c.FallbackKind()} {
 			if k, err := agent.Lookup(name); err == nil && k.Session == nil && (i == 0 || name != c.AgentKind) {

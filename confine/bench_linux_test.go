@@ -3,6 +3,7 @@ package confine
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,8 +76,9 @@ func BenchmarkPrepare(b *testing.B) {
 // BenchmarkStart compares starting /bin/true and waiting for it, plain
 // and confined (the launcher sets up the call's namespaces, applies the
 // rules and the filter, runs the program and reaps it): as this machine
-// confines by default, with a network namespace for the call too, and
-// without namespaces (as where the system refuses them).
+// confines by default, with a network namespace for the call too, without
+// namespaces (as where the system refuses them), and with the run's proxy,
+// then a model endpoint too (as an agent call whose key peal holds).
 func BenchmarkStart(b *testing.B) {
 	sup := Probe()
 	if !sup.Files {
@@ -102,6 +104,26 @@ func BenchmarkStart(b *testing.B) {
 			call *Call
 		}{"confined-no-namespaces", &Call{Mode: Auto, Access: p, Support: &s}})
 	}
+	// With the run's proxy (an endpoint per call), and with a model
+	// endpoint too, holding a key (never used here): what the model
+	// endpoint adds to a call's start and end.
+	proxy := NewProxy(nil)
+	up, _ := url.Parse("https://api.example.com")
+	routes, _ := ParseRoutes("POST /v1/messages")
+	keys := func() *KeyHold {
+		return &KeyHold{Count: &KeyCount{}, APIs: []HeldAPI{{Name: "anthropic", Upstream: up, Keys: map[string]string{"ANTHROPIC_API_KEY": "sk"},
+			Places: []KeyPlace{{Header: "X-Api-Key"}}, Routes: routes}},
+			Point: func(base, _ map[string]string) ([]string, []string) {
+				return []string{"ANTHROPIC_BASE_URL=" + base["anthropic"]}, nil
+			}}
+	}
+	calls = append(calls, struct {
+		name string
+		call *Call
+	}{"confined-proxy", &Call{Mode: On, Access: p, Proxy: proxy}}, struct {
+		name string
+		call *Call
+	}{"confined-proxy-keys", &Call{Mode: On, Access: p, Proxy: proxy}})
 	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {
 			before := cpuOfAll()
@@ -113,7 +135,13 @@ func BenchmarkStart(b *testing.B) {
 				var l *Launch
 				if c.call != nil {
 					var err error
-					if l, err = c.call.Prepare(cmd, "b", ""); err != nil {
+					call := c.call
+					if c.name == "confined-proxy-keys" {
+						held := *call
+						held.Keys = keys() // a hold per call, as policy gives it
+						call = &held
+					}
+					if l, err = call.Prepare(cmd, "b", ""); err != nil {
 						b.Fatal(err)
 					}
 				}

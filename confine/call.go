@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -37,6 +39,11 @@ type Call struct {
 	// watcher needs to tell a call that cannot reach its API from one that
 	// is slow.
 	Reached func(hostport string, err error)
+	// Keys, when set (with a Proxy), are the model keys the call's model
+	// endpoint holds: the call gets a placeholder in each key variable
+	// (whatever it inherited there is dropped) and the endpoint's base
+	// URLs, and never the keys.
+	Keys *KeyHold
 	// Support, when set, is what the call may use of what this machine
 	// enforces, in Probe's place: less than Probe finds (a test of a
 	// fallback), never more.
@@ -88,10 +95,31 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 			return nil, err
 		}
 		l.endpoint = ep
+		l.doors = append(l.doors, ep)
 		cmd.Env = append(cmd.Env, ep.Env()...)
-		if pol.TCP != nil {
-			pol.TCP.Connect = append(pol.TCP.Connect, ep.Port())
+	}
+	if c.Keys != nil {
+		if c.Proxy == nil {
+			l.Close()
+			return nil, errors.New("confine: a call's model endpoint needs the run's proxy")
 		}
+		ke, err := c.Proxy.OpenKeys(id, c.Keys)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.doors = append(l.doors, ke)
+		if l.endpoint != nil {
+			l.endpoint.admit(ke.hostport(), ke)
+		}
+		env, args := ke.Point()
+		cmd.Env = append(withoutVars(cmd.Env, c.Keys.Vars()), env...)
+		if len(args) > 0 && len(cmd.Args) > 0 {
+			cmd.Args = append(append([]string{cmd.Args[0]}, args...), cmd.Args[1:]...)
+		}
+	}
+	if pol.TCP != nil {
+		pol.TCP.Connect = append(pol.TCP.Connect, doorPorts(l.doors)...)
 	}
 	if err := pol.Validate(); err != nil {
 		l.Close()
@@ -112,10 +140,15 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 	return l, nil
 }
 
-// Launch is a confined call under way: its proxy endpoint, and its
-// launcher: the control socket, and what peal serves for the call.
+// Launch is a confined call under way: its doors (its proxy endpoint and
+// its model endpoint), and its launcher: the control socket, and what peal
+// serves for the call.
 type Launch struct {
 	endpoint *Endpoint
+	// doors are the call's listeners on 127.0.0.1, the proxy endpoint's
+	// first: in a network namespace, each is served on the same port
+	// there too.
+	doors []Door
 	// ctl is peal's end of the launcher's control socket; child are the
 	// launcher's files (its end), closed once it started.
 	ctl   *net.UnixConn
@@ -203,10 +236,25 @@ func (l *Launch) Close() {
 		l.closeChild()
 		l.dropRuleset()
 		l.closeServed()
-		if l.endpoint != nil {
-			l.endpoint.Close()
+		for _, d := range l.doors {
+			d.Close()
 		}
 	})
+}
+
+// withoutVars is env without the variables named.
+func withoutVars(env, names []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if foldEnvNames {
+			name = strings.ToUpper(name)
+		}
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 var errNoRules = errors.New("confine: the Landlock library made no rules although the kernel enforces files")

@@ -9,8 +9,10 @@
 // process the call starts), the supervisor that decides and makes every
 // connection of the call, the environment a call may see (FilterEnv), the
 // HTTP/CONNECT proxy through which a call reaches only its allowed hosts
-// (Proxy), and the one line that explains a failure caused by a denial
-// (Explain).
+// (Proxy), the model endpoint that holds a call's model API keys and
+// forwards only its API's requests (KeyEndpoint), both doors of the call
+// that its network namespace serves too (Door), and the one line that
+// explains a failure caused by a denial (Explain).
 //
 // What it does not own: which calls are confined and with what (package
 // policy, the agent kinds' declarations, the configuration keys); phase

@@ -64,7 +64,7 @@ func machineModes(s Support) []mode {
 }
 
 func TestUnprivileged(t *testing.T) {
-	testbin.RerunAsUser(t, "^(TestContainment|TestNoTerminal|TestSockets|TestSocketsTCPAny|TestLandlockFiles|TestLandlockNetwork|TestProbe)$")
+	testbin.RerunAsUser(t, "^(TestContainment|TestNoTerminal|TestSockets|TestSocketsTCPAny|TestLandlockFiles|TestLandlockNetwork|TestProbe|TestModelKey)$")
 }
 
 // TestProbe: the machine's start line is what the tests expect of it

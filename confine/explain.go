@@ -57,7 +57,7 @@ var writeRe = regexp.MustCompile(`(?i)cannot (?:create|touch|make|remove|move|co
 // weighs (LastRefusal).
 //
 // What the output speaks of wins: a refusal by the proxy whose host the
-// output names first, then the last denial in the output (the one closest
+// output names (or by the model endpoint whose path it names) first, then the last denial in the output (the one closest
 // to the failure).
 func Explain(p *Access, dir string, lines []string, refused []Refusal) string {
 	for i := len(refused) - 1; i >= 0; i-- {
@@ -65,9 +65,14 @@ func Explain(p *Access, dir string, lines []string, refused []Refusal) string {
 		if err != nil {
 			host = refused[i].Host
 		}
+		if _, p, ok := strings.Cut(refused[i].Request, " "); ok {
+			// A request the model endpoint refused: the output names its
+			// path (the endpoint's host is every request's).
+			host = p
+		}
 		for _, l := range lines {
 			if host != "" && strings.Contains(l, host) {
-				return RefusalLine(refused[i].Host)
+				return refused[i].Line()
 			}
 		}
 	}
@@ -86,7 +91,7 @@ func LastRefusal(refused []Refusal) string {
 	if len(refused) == 0 {
 		return ""
 	}
-	return RefusalLine(refused[len(refused)-1].Host)
+	return refused[len(refused)-1].Line()
 }
 
 func explainLine(p *Access, dir, line string) string {

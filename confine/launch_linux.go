@@ -74,11 +74,7 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 	} else {
 		cfg.Flags |= launch.Subreaper
 	}
-	var port uint16
-	if l.endpoint != nil {
-		port = l.endpoint.Port()
-	}
-	l.rules = newNetRules(pol, c.Allow, sup.NetNamespace, port)
+	l.rules = newNetRules(pol, c.Allow, sup.NetNamespace, doorPorts(l.doors)...)
 	if sup.NetNamespace {
 		cfg.Flags |= launch.Network
 		cfg.Ports = l.rules.bridged
@@ -295,12 +291,22 @@ func (l *Launch) serve(fds []int) {
 		l.mu.Lock()
 		l.listeners = append(l.listeners, ln)
 		l.mu.Unlock()
-		if l.endpoint != nil && port == l.endpoint.Port() {
-			go l.endpoint.srv.Serve(ln)
+		if d := l.door(port); d != nil {
+			d.Serve(ln)
 		} else {
 			go l.bridge(ln, port)
 		}
 	}
+}
+
+// door is the call's door on port, nil if none.
+func (l *Launch) door(port uint16) Door {
+	for _, d := range l.doors {
+		if d.Port() == port {
+			return d
+		}
+	}
+	return nil
 }
 
 // watch hears of the program's exit, or of the launcher's end.

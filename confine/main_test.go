@@ -111,6 +111,14 @@ func helper(args []string) int {
 				err = fmt.Errorf("%s", strings.ReplaceAll(err.Error(), ":"+u.Port()+":", ":PORT:"))
 			}
 		}
+	case "model":
+		// A model request to the call's model endpoint, with its
+		// placeholder, as its CLI would send it.
+		err = modelRequest(os.Getenv("BASE_URL"), "X-Api-Key", os.Getenv("KEY_VAR"))
+	case "findkey":
+		// arg: the model key, written backwards (so that the call's
+		// arguments do not hold it).
+		return findKey(reverse(arg))
 	case "udp":
 		var c net.Conn
 		if c, err = net.Dial("udp", arg); err == nil {

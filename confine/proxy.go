@@ -38,6 +38,9 @@ type Proxy struct {
 	log     *slog.Logger
 	dialer  net.Dialer
 	forward *httputil.ReverseProxy
+	// keyTransport carries the model endpoints' requests: compressed
+	// answers asked for and unpacked, so that their usage can be read.
+	keyTransport *http.Transport
 	// upstream is the proxy a request goes through (nil URL: none).
 	upstream func(*http.Request) (*url.URL, error)
 
@@ -48,12 +51,28 @@ type Proxy struct {
 
 var quiet = log.New(io.Discard, "", 0)
 
-// Refusal is one connection the proxy refused.
+// Refusal is one connection the proxy refused, or one request a call's
+// model endpoint refused (Request set).
 type Refusal struct {
 	Call   string // the call's id
-	Host   string // host:port as the call asked for it
+	Host   string // host:port as the call asked for it (a model API's host)
 	Method string // CONNECT, or the method of a plain HTTP request
-	Time   time.Time
+	// Request is the method and path of a request the model endpoint
+	// refused, and Why why.
+	Request, Why string
+	Time         time.Time
+}
+
+// Line says what was refused and what would allow it.
+func (r Refusal) Line() string {
+	if r.Request == "" {
+		return RefusalLine(r.Host)
+	}
+	to := ""
+	if r.Host != "" {
+		to = " to " + r.Host
+	}
+	return requestRefused + r.Request + to + ": " + r.Why
 }
 
 // maxRefusalsKept bounds the refusals kept per call; the count goes on.
@@ -80,6 +99,9 @@ func NewProxy(log *slog.Logger) *Proxy {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // pass the body as the server sent it
 	}
+	p.keyTransport = transport.Clone()
+	p.keyTransport.DisableCompression = false
+	p.keyTransport.ForceAttemptHTTP2 = true // the APIs speak HTTP/2; a custom dialer would turn it off
 	p.forward = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			// The request is in absolute form: it names its server.
@@ -131,6 +153,10 @@ func (p *Proxy) record(r Refusal) {
 		c.list = append(c.list, r)
 	}
 	p.mu.Unlock()
+	if r.Request != "" {
+		p.log.Warn("model endpoint refused a request", "call", r.Call, "host", r.Host, "request", r.Request, "why", r.Why)
+		return
+	}
 	p.log.Warn("proxy refused a connection", "call", r.Call, "host", r.Host, "method", r.Method)
 }
 
@@ -148,6 +174,29 @@ type Endpoint struct {
 	mu      sync.Mutex
 	closed  bool
 	tunnels map[net.Conn]struct{}
+	// own are the call's other doors (its model endpoint), by host:port:
+	// a client that sends its requests to them through the proxy (Node's
+	// and Codex's do, for loopback too) reaches them whatever the allow
+	// list says, a plain request served at once, a tunnel joined to it.
+	own map[string]http.Handler
+}
+
+// admit makes the proxy pass what the call sends to hostport, one of its
+// own doors served by h, to that door.
+func (e *Endpoint) admit(hostport string, h http.Handler) {
+	e.mu.Lock()
+	if e.own == nil {
+		e.own = map[string]http.Handler{}
+	}
+	e.own[hostport] = h
+	e.mu.Unlock()
+}
+
+// ownDoor is the handler of the call's door at hostport, nil if none.
+func (e *Endpoint) ownDoor(hostport string) http.Handler {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.own[hostport]
 }
 
 // Open starts call's endpoint on a free port of 127.0.0.1.
@@ -174,6 +223,10 @@ func (p *Proxy) OpenReached(call string, allow Allow, reached func(hostport stri
 
 // Port is the endpoint's port on 127.0.0.1.
 func (e *Endpoint) Port() uint16 { return uint16(e.ln.Addr().(*net.TCPAddr).Port) }
+
+// Serve starts serving ln (the listener of the call's network namespace)
+// as the endpoint; Close stops it.
+func (e *Endpoint) Serve(ln net.Listener) { go e.srv.Serve(ln) }
 
 // URL is the proxy URL a client is given.
 func (e *Endpoint) URL() string { return "http://127.0.0.1:" + strconv.Itoa(int(e.Port())) }
@@ -239,6 +292,15 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hostport := withPort(r.URL.Host, "80")
+	if h := e.ownDoor(hostport); h != nil {
+		// The call's own door answers the request as it would have
+		// directly: in the form it takes, without a hop.
+		in := r.Clone(r.Context())
+		in.URL = &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+		in.RequestURI, in.Host = in.URL.RequestURI(), hostport
+		h.ServeHTTP(w, in)
+		return
+	}
 	if !e.allow.Permits(hostport) {
 		e.refuse(w, r.Method, hostport)
 		return
@@ -253,11 +315,18 @@ func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "CONNECT needs host:port", http.StatusBadRequest)
 		return
 	}
-	if !e.allow.Permits(hostport) {
+	own := e.ownDoor(hostport) != nil
+	if !own && !e.allow.Permits(hostport) {
 		e.refuse(w, r.Method, hostport)
 		return
 	}
-	up, err := e.p.dial(r.Context(), hostport)
+	var up net.Conn
+	var err error
+	if own {
+		up, err = e.p.dialer.DialContext(r.Context(), "tcp", hostport)
+	} else {
+		up, err = e.p.dial(r.Context(), hostport)
+	}
 	e.upstream(hostport, err)
 	if err != nil {
 		http.Error(w, "peal's proxy could not reach "+hostport+": "+err.Error(), http.StatusBadGateway)
@@ -412,16 +481,18 @@ func RefusalLine(hostport string) string {
 // The openings of the lines that put a failure down to a refused
 // connection.
 const (
-	proxyRefused  = "peal refused the connection to "
-	directRefused = "the call was refused a direct connection to "
+	proxyRefused   = "peal refused the connection to "
+	directRefused  = "the call was refused a direct connection to "
+	requestRefused = "peal's model endpoint refused the request "
 )
 
 // RefusedConnection reports whether line, one of Explain's or
 // LastRefusal's, puts the failure down to a connection the confinement
-// refused (through the proxy or directly), which every attempt under the
-// same allow list meets again.
+// refused (through the proxy or directly) or a request the call's model
+// endpoint refused, which every attempt under the same allow list and
+// routes meets again.
 func RefusedConnection(line string) bool {
-	return strings.HasPrefix(line, proxyRefused) || strings.HasPrefix(line, directRefused)
+	return strings.HasPrefix(line, proxyRefused) || strings.HasPrefix(line, directRefused) || strings.HasPrefix(line, requestRefused)
 }
 
 // withPort adds port to hostport when it has none.

@@ -46,7 +46,8 @@ type netRules struct {
 	ports   map[uint16]bool
 	pairs   map[netip.AddrPort]bool
 	// bridged are the ports the launcher listens on in the call's
-	// network namespace, for peal to serve: the proxy's first.
+	// network namespace, for peal to serve: the call's doors first (the
+	// proxy's, the model endpoint's).
 	bridged []uint16
 	// The UNIX sockets: beneath named (confine_unix_sockets), or beneath
 	// roots (what the call writes) unless a deny entry is nearer.
@@ -57,22 +58,24 @@ type netRules struct {
 	deny     []string
 }
 
-// newNetRules are the rules of a call under pol and allow, whose proxy
-// endpoint (0: none) listens on port. A call connects directly to what its
-// access's TCP ports open (on 127.0.0.1 and ::1, or at the loopback
-// address an allow-list entry names with that port), or, without TCP
-// rules (confine_tcp = any), to any loopback address and port; in its
-// network namespace the launcher listens for peal on the proxy's port, on
-// those ports and, without TCP rules, on the ports of the allow list's
-// loopback entries.
-func newNetRules(pol Access, allow Allow, netns bool, port uint16) *netRules {
+// newNetRules are the rules of a call under pol and allow, whose doors
+// (its proxy and model endpoints) listen on doors. A call connects
+// directly to what its access's TCP ports open (on 127.0.0.1 and ::1, or
+// at the loopback address an allow-list entry names with that port), or,
+// without TCP rules (confine_tcp = any), to any loopback address and port;
+// in its network namespace the launcher listens for peal on the doors'
+// ports, on those ports and, without TCP rules, on the ports of the allow
+// list's loopback entries.
+func newNetRules(pol Access, allow Allow, netns bool, doors ...uint16) *netRules {
 	r := &netRules{netns: netns, anyPort: pol.TCP == nil, ports: map[uint16]bool{}, pairs: map[netip.AddrPort]bool{}, pol: pol}
 	add := func(p uint16) {
 		if p != 0 && !slicesContains(r.bridged, p) {
 			r.bridged = append(r.bridged, p)
 		}
 	}
-	add(port)
+	for _, p := range doors {
+		add(p)
+	}
 	if pol.TCP != nil {
 		for _, p := range pol.TCP.Connect {
 			r.ports[p] = true

@@ -22,6 +22,13 @@ import (
 // checks.
 const testKey = "sk-test-mock"
 
+// pealMock is the mock of a peal run whose agent calls are confined (the
+// default): it takes the key only from peal's model endpoint, which holds
+// it while the CLI holds a placeholder.
+func pealMock(script mockllm.Script) *mockllm.Server {
+	return mockllm.New(script, mockllm.WithKey(testKey), mockllm.ThroughPeal())
+}
+
 // agent is how the tests drive one CLI.
 type agent struct {
 	// kind is peal's agent_kind and the CLI's binary name.
@@ -135,9 +142,13 @@ func opencodeOn(protocol mockllm.Protocol) agent {
 		kind:     "opencode",
 		protocol: protocol,
 		setup: func(t *testing.T, home, url, key string, capRetries bool) []string {
+			// The key in a variable its configuration names, as a user
+			// keeps it out of the file: peal's model endpoint can then hold
+			// it.
+			keyVar := map[mockllm.Protocol]string{mockllm.Chat: "OPENAI_API_KEY", mockllm.Anthropic: "ANTHROPIC_API_KEY", mockllm.Gemini: "GEMINI_API_KEY"}[protocol]
 			auth := ""
 			if key != "" {
-				auth = fmt.Sprintf(`,"apiKey":%q`, key)
+				auth = `,"apiKey":"{env:` + keyVar + `}"`
 			}
 			cfg := fmt.Sprintf(`{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled",`+
 				`"provider":{"mock":{"npm":%q,"name":"Mock",`+
@@ -145,12 +156,16 @@ func opencodeOn(protocol mockllm.Protocol) agent {
 				`"model":"mock/mock-model","small_model":"mock/mock-model"}`, sdk[0], url+sdk[1], auth)
 			path := filepath.Join(home, ".config", "opencode", "opencode.json")
 			writeFile(t, path, cfg)
-			return []string{
+			env := []string{
 				"OPENCODE_CONFIG=" + path,
 				"OPENCODE_DISABLE_AUTOUPDATE=1",
 				"OPENCODE_DISABLE_MODELS_FETCH=1",
 				"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 			}
+			if key != "" {
+				env = append(env, keyVar+"="+key)
+			}
+			return env
 		},
 		plan:         []string{"run", "--agent", "plan"},
 		execute:      []string{"run"},

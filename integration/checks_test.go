@@ -118,7 +118,7 @@ func TestPealChecksGoTest(t *testing.T) {
 				{Contains: "PLAN-1:", Replies: []mockllm.Reply{{Text: "Writing Mul and its test.", Tool: shellRun(buggy)}, {Text: "DONE-1"}}},
 				{Contains: "TASK-1 ", Replies: []mockllm.Reply{{Text: "PLAN-1: write mul.go with Mul and mul_test.go."}}},
 			}}
-			srv := mockllm.New(script, mockllm.WithKey(testKey))
+			srv := pealMock(script)
 			t.Cleanup(srv.Close)
 			root := filepath.Dir(sb.repo)
 			plan, stateDir := filepath.Join(root, "plan.md"), filepath.Join(root, "state")
@@ -189,7 +189,7 @@ func TestPealChecksMergedBlock(t *testing.T) {
 		{Contains: "TASK-1 ", Replies: []mockllm.Reply{{Text: "PLAN-1: rename Add to Sum."}}},
 		{Contains: "TASK-2 ", Replies: []mockllm.Reply{{Text: "PLAN-2: add Double, built on Add."}}},
 	}}
-	srv := mockllm.New(script, mockllm.WithKey(testKey))
+	srv := pealMock(script)
 	t.Cleanup(srv.Close)
 	root := filepath.Dir(sb.repo)
 	plan, stateDir := filepath.Join(root, "plan.md"), filepath.Join(root, "state")

@@ -222,11 +222,17 @@ func newConfineWorld(t *testing.T, a agent, mode string, opts worldOptions, scri
 	gitIn(t, w.sb.repo, w.sb.base, "commit", "-q", "-m", "notes")
 	w.trap = newTrap(t)
 	w.side = newSideTraps(t, mark)
-	w.srv = mockllm.New(script(w), mockllm.WithKey(testKey))
+	if mode == "off" {
+		w.srv = mockllm.New(script(w), mockllm.WithKey(testKey))
+	} else {
+		w.srv = pealMock(script(w))
+	}
 	t.Cleanup(w.srv.Close)
 	u, _ := url.Parse(w.srv.URL)
 	w.apiHost = "127.0.0.1"
-	if name := loopbackName(); name != "" && !opts.loopback {
+	if name := loopbackName(); name != "" && !opts.loopback && mode == "off" {
+		// Confined, the CLI's base URL is peal's model endpoint, which
+		// sends the key in plain HTTP only to a loopback address.
 		w.apiHost, w.viaProxy = name, true
 	}
 	if opts.prepare != nil {
@@ -311,6 +317,16 @@ func (w *confineWorld) escapeScript(legit string) string {
 	// Up the line of parents: the CLI, peal (whose environment has the
 	// token), the test; root reads them all unless its capabilities go.
 	try("token in peal's environment", `p=$PPID; while [ "$p" -gt 1 ]; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep GITHUB_TOKEN; p=$(awk '{print $4}' /proc/$p/stat); done; false`)
+	// The model key: peal's model endpoint holds it, the CLI has a
+	// placeholder. Each try prints what it finds (judged by leaks); the
+	// script, which a check's variant writes into the tree, spells the key
+	// in two halves, so that it finds the key and not itself.
+	half := len(testKey) / 2
+	fmt.Fprintf(&b, "k=%s; k=\"$k\"%s\n", q(testKey[:half]), q(testKey[half:]))
+	try("model key", `env | grep -F "$k"`)
+	try("model key in the CLI's and peal's environment", `p=$PPID; while [ "$p" -gt 1 ]; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -F "$k"; p=$(awk '{print $4}' /proc/$p/stat); done; false`)
+	try("model key in /proc", `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null | grep -F "$k"; done; false`)
+	try("model key in files", `grep -rIhoF "$k" "$HOME" "$TMPDIR" . 2>/dev/null | head -3; false`)
 	b.WriteString(legit + "\n")
 	return b.String()
 }
@@ -333,7 +349,7 @@ func legitWork(file string) string {
 // the trap, a secret found outside its file.
 var escapeNames = append([]string{
 	"bashrc", "ssh key", "aws", "linked", "credentials of others", "hook", "hook via git", "git config", "git credential",
-	"main tree", "state", "logs", "listener through the proxy", "listener direct", "token",
+	"main tree", "state", "logs", "listener through the proxy", "listener direct", "token", "model key",
 }, readNames...)
 
 // escaped judges every attempt from outside: the names of those that got
@@ -392,7 +408,7 @@ func (w *confineWorld) escaped(t *testing.T, extra map[string]func() string) map
 // world. Each is named with where it was found.
 func (w *confineWorld) leaks(t *testing.T) map[string][]string {
 	t.Helper()
-	values := map[string]string{"token": w.token}
+	values := map[string]string{"token": w.token, "model key": testKey}
 	own := map[string]bool{}
 	for name, s := range w.secrets {
 		values[name] = s.marker
@@ -522,8 +538,8 @@ func (w *confineWorld) completed(t *testing.T, files ...string) {
 	if len(modelRequests(w.srv)) == 0 {
 		t.Errorf("no request reached the model's API")
 	}
-	how := "through peal's proxy (the base URL names " + w.apiHost + ", which peal does not take for loopback)"
-	if !w.viaProxy {
+	how := "through peal's model endpoint, which holds its key"
+	if !w.viaProxy && len(w.srv.Requests()) > 0 && !strings.Contains(w.srv.Requests()[0].Via, "peal") {
 		how = "through the proxy or on its port, which peal opens to the call (the base URL names 127.0.0.1)"
 	}
 	t.Logf("%s, confine = on: exit 0 in %s, every escape blocked, its state written, its API reached %s",

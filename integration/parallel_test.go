@@ -149,7 +149,7 @@ func parallelBlock(t *testing.T, a agent, fb *agent) {
 		}
 		script.Rules = append(refuse, script.Rules...)
 	}
-	srv := mockllm.New(script, mockllm.WithKey(testKey))
+	srv := pealMock(script)
 	t.Cleanup(srv.Close)
 	root := filepath.Dir(sb.repo)
 	plan, state, logFile := filepath.Join(root, "plan.md"), filepath.Join(root, "state"), filepath.Join(root, "peal.log")

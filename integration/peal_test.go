@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"peal/confine"
 	"peal/internal/testkit/mockllm"
 	"peal/internal/testkit/testbin"
+	"peal/state"
 )
 
 var (
@@ -77,8 +79,10 @@ type pealRun struct {
 
 // startPeal prepares a plan of one task, a sandbox and a mock, and the CLI's
 // configuration (with key, retries as the CLI has them by default). url,
-// when not empty, replaces the mock's address.
-func startPeal(t *testing.T, a agent, script func(repo string) mockllm.Script, key, url string) *pealRun {
+// when not empty, replaces the mock's address. The mock takes the key only
+// from peal's model endpoint (pealMock), unless opts say otherwise (a run
+// with confine = off).
+func startPeal(t *testing.T, a agent, script func(repo string) mockllm.Script, key, url string, opts ...mockllm.Option) *pealRun {
 	t.Helper()
 	bin := findCLI(t, a.kind)
 	peal := pealBin(t)
@@ -89,7 +93,12 @@ func startPeal(t *testing.T, a agent, script func(repo string) mockllm.Script, k
 	// are confined), as a real model would.
 	sc := script(sb.repo)
 	sc.Repo, sc.Workdir = sb.repo, taskFolder(filepath.Join(root, "state"))
-	srv := mockllm.New(sc, mockllm.WithKey(testKey))
+	var srv *mockllm.Server
+	if opts == nil {
+		srv = pealMock(sc)
+	} else {
+		srv = mockllm.New(sc, opts...)
+	}
 	t.Cleanup(srv.Close)
 	if url == "" {
 		url = srv.URL
@@ -177,7 +186,46 @@ func TestPealTask(t *testing.T) {
 		if !planAsked || !planPassedOn || !toolResult {
 			t.Errorf("plan prompt seen %v, plan text in the execute prompt %v, tool result returned %v\n%s", planAsked, planPassedOn, toolResult, p)
 		}
+		p.keyHeld(t)
 	})
+}
+
+// keyHeld checks that peal's model endpoint held the run's key: the start
+// line says so, every model request reached the mock with the key through
+// peal (never a placeholder), and the run record counts the requests, their
+// bytes and the tokens of their answers.
+func (p *pealRun) keyHeld(t *testing.T) {
+	t.Helper()
+	if !strings.Contains(p.result.stderr, p.kind+"'s model key (") || !strings.Contains(p.result.stderr, "held by peal's endpoint") {
+		t.Errorf("the start line does not say that peal holds %s's key\n%s", p.kind, p.result.stderr)
+	}
+	reqs := modelRequests(p.srv)
+	for i, r := range reqs {
+		if r.Key != testKey || !strings.Contains(r.Via, "peal") || confine.IsPlaceholder(r.Key) {
+			t.Errorf("model request %d reached the mock with key %q via %q", i+1, r.Key, r.Via)
+		}
+	}
+	events, _, err := state.ReadRecord(filepath.Join(p.state, state.RecordName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u state.Usage
+	for _, ev := range events {
+		if ev.Ev == state.EvUsage && ev.Usage != nil {
+			u.Requests += ev.Usage.Requests
+			u.BytesSent += ev.Usage.BytesSent
+			u.BytesReceived += ev.Usage.BytesReceived
+			u.InputTokens += ev.Usage.InputTokens
+			u.OutputTokens += ev.Usage.OutputTokens
+		}
+	}
+	// The endpoint also counts what it forwards that the mock does not
+	// record (Claude Code's HEAD / before its first request).
+	if int(u.Requests) < len(reqs) || len(reqs) == 0 || u.BytesSent == 0 || u.BytesReceived == 0 || u.InputTokens == 0 || u.OutputTokens == 0 {
+		t.Errorf("the record counts %+v for %d model requests", u, len(reqs))
+	}
+	t.Logf("%s through peal's model endpoint: %d requests (%d reached the mock), %d bytes sent, %d received, %d input and %d output tokens",
+		p.kind, u.Requests, len(reqs), u.BytesSent, u.BytesReceived, u.InputTokens, u.OutputTokens)
 }
 
 // fatal runs peal with retries allowed and checks that the failure was

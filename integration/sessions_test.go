@@ -113,7 +113,7 @@ func measureSessions(t *testing.T, a agent, mode string) sessionRun {
 			writeFile(t, filepath.Join(repo, name), content)
 		}
 		return carefulAgent(repo)
-	}, testKey, "")
+	}, testKey, "", mockllm.WithKey(testKey)) // unconfined: the CLI sends the key itself
 	srv = p.srv
 	gitIn(t, p.sb.repo, p.sb.base, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "add", "-A")
 	gitIn(t, p.sb.repo, p.sb.base, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "context")

@@ -54,7 +54,7 @@ func TestPealSparseWorktrees(t *testing.T) {
 		bin := findCLI(t, a.kind)
 		peal := pealBin(t)
 		sb := newSandbox(t, filepath.Dir(bin))
-		srv := mockllm.New(sparseScript(), mockllm.WithKey(testKey))
+		srv := pealMock(sparseScript())
 		t.Cleanup(srv.Close)
 		root := filepath.Dir(sb.repo)
 		plan, state, logFile := filepath.Join(root, "plan.md"), filepath.Join(root, "state"), filepath.Join(root, "peal.log")

@@ -98,7 +98,11 @@ func Describe(cfg *config.Config) (Description, error) {
 			continue
 		}
 		call := c.ForCall(site, k, nil)
-		d.Sections = append(d.Sections, Section{Head: name + " agent calls", Items: describeCall(call, k)})
+		items := describeCall(call, k)
+		if keys := c.keys.describe(k); keys != "" {
+			items = append(items, keys)
+		}
+		d.Sections = append(d.Sections, Section{Head: name + " agent calls", Items: items})
 	}
 	checks := c.ForCall(site, nil, nil)
 	d.Sections = append(d.Sections, Section{Head: checksLine, Items: describeCall(checks, nil)},

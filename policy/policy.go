@@ -104,6 +104,8 @@ type Rules struct {
 	gitConfigPath string
 	gitEnv        []string
 	log           *slog.Logger
+	// keys are the model keys peal's endpoint holds for the run's agents.
+	keys keyHolds
 }
 
 // Keys of the paths the run adds to a policy, as denials name them.
@@ -209,6 +211,9 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	c.base.Write = append(c.base.Write, confine.Paths(keyCaches, c.caches()...)...)
 	c.base.Write = append(c.base.Write, confine.Paths(confine.KeyWritePaths, cfg.ConfineWritePaths...)...)
 	c.base.UnixSockets = confine.Paths(confine.KeyUnixSockets, cfg.ConfineUnixSockets...)
+	if c.keys, err = newKeyHolds(cfg, c.support, m); err != nil {
+		return nil, err
+	}
 	if proxy {
 		c.proxy = confine.NewProxy(log)
 	} else {
@@ -227,6 +232,9 @@ func (c *Rules) Line() string {
 	}
 	line := fmt.Sprintf("confinement %s: %s; %s get the allowed environment and reach only their hosts, through peal's proxy",
 		c.mode, c.support, Confined)
+	if keys := c.keys.line(); keys != "" {
+		line += "; " + keys
+	}
 	if c.postRunUnconfined {
 		line += "; post_run_commands run unconfined (post_run_confined = false), with peal's whole environment"
 	}
@@ -360,7 +368,15 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	call.EnvPass = append(call.EnvPass, kind.Confine.Env...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.BaseURLs...)
 	hosts := slices.Clone(kind.Confine.Hosts)
-	for _, name := range kind.Confine.BaseURLs {
+	baseURLs := kind.Confine.BaseURLs
+	if !c.describing && !c.unenforced {
+		if call.Keys = c.keys.hold(kind); call.Keys != nil {
+			// The call's base URLs name peal's endpoint; their hosts are
+			// peal's to reach.
+			baseURLs = nil
+		}
+	}
+	for _, name := range baseURLs {
 		host, port, ok := baseURLHost(lookupEnv(env, name))
 		if !ok {
 			continue

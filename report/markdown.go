@@ -364,13 +364,38 @@ func callLine(c Call) string {
 }
 
 // usageText is what calls reported: "1200 input tokens (800 cached), 96
-// output tokens, $0.0123".
+// output tokens, $0.0123", and, for calls through peal's model endpoint,
+// ", 3 model requests (41 KiB sent, 6 KiB received)".
 func usageText(u state.Usage) string {
 	cached := ""
 	if u.CachedTokens > 0 {
 		cached = fmt.Sprintf(" (%d cached)", u.CachedTokens)
 	}
-	return fmt.Sprintf("%d input tokens%s, %d output tokens, $%.4f", u.InputTokens, cached, u.OutputTokens, u.CostUSD)
+	out := fmt.Sprintf("%d input tokens%s, %d output tokens, $%.4f", u.InputTokens, cached, u.OutputTokens, u.CostUSD)
+	if u.Requests > 0 {
+		out += fmt.Sprintf(", %d model request%s (%s sent, %s received)", u.Requests, plural(u.Requests), byteSize(u.BytesSent), byteSize(u.BytesReceived))
+	}
+	return out
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// byteSize is n bytes in the unit that suits it: "812 B", "41 KiB",
+// "3.2 MiB".
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%d KiB", (n+1<<9)>>10)
+	default:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
 }
 
 // sessionText is how a call stood to its task's agent session: "began

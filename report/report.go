@@ -901,6 +901,9 @@ func addUsage(to *state.Usage, u state.Usage) *state.Usage {
 	to.OutputTokens += u.OutputTokens
 	to.CachedTokens += u.CachedTokens
 	to.CostUSD += u.CostUSD
+	to.Requests += u.Requests
+	to.BytesSent += u.BytesSent
+	to.BytesReceived += u.BytesReceived
 	return to
 }
 

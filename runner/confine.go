@@ -95,8 +95,13 @@ func (o *recorder) Confined(call *confine.Call, dir string, task int, res phase.
 	}
 	ev := state.Event{Ev: state.EvConfined, Time: r.now().UTC(), Task: state.TaskOf(task), Call: res.CallID, Message: line, RefusedCount: count}
 	for _, ref := range refused {
-		if len(ev.Refused) < 16 && !slices.Contains(ev.Refused, ref.Host) {
-			ev.Refused = append(ev.Refused, ref.Host)
+		what := ref.Host
+		if ref.Request != "" {
+			// A request the model endpoint refused: what it asked.
+			what = ref.Request + " (" + ref.Host + ")"
+		}
+		if len(ev.Refused) < 16 && !slices.Contains(ev.Refused, what) {
+			ev.Refused = append(ev.Refused, what)
 		}
 	}
 	r.journal.Add(ev)

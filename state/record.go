@@ -136,7 +136,8 @@ type Event struct {
 	// run_end (ExitCode too); confined: the line explaining a failure
 	Message string `json:"message,omitempty"`
 	// confined (Call, Message too): the hosts the proxy refused the call,
-	// as it asked for them (at most the first 16)
+	// as it asked for them, and the requests its model endpoint refused
+	// ("METHOD /path (host:port)"), at most the first 16
 	Refused      []string `json:"refused,omitempty"`
 	RefusedCount int      `json:"refused_count,omitempty"`
 	// run_start: what the run's confinement enforces (absent: none)

@@ -594,12 +594,17 @@ type Conflict struct {
 
 // Usage is the tokens and cost that agent calls reported: InputTokens
 // count every token of the prompts, CachedTokens the part of them read from
-// the provider's cache.
+// the provider's cache. Requests, BytesSent and BytesReceived are what
+// peal's model endpoint forwarded for them (whose count of tokens, the
+// API's own, is then the one kept).
 type Usage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CachedTokens int64   `json:"cached_tokens,omitempty"`
-	CostUSD      float64 `json:"cost_usd"`
+	InputTokens   int64   `json:"input_tokens"`
+	OutputTokens  int64   `json:"output_tokens"`
+	CachedTokens  int64   `json:"cached_tokens,omitempty"`
+	CostUSD       float64 `json:"cost_usd"`
+	Requests      int64   `json:"requests,omitempty"`
+	BytesSent     int64   `json:"bytes_sent,omitempty"`
+	BytesReceived int64   `json:"bytes_received,omitempty"`
 }
 
 // RunUsage is a run's usage in all and per task.

@@ -26,6 +26,13 @@
 //	ESCAPE_TCP_ANY     set under confine_tcp = any: the program serves TCP
 //	                   and connects to its own server
 //	ESCAPE_CONFIG      peal's configuration file
+//	ESCAPE_KEY_PREFIX  the start of the model key in peal's environment,
+//	                   written backwards: the program looks for the key
+//	                   everywhere and tries the call's model endpoint
+//	                   (keys.go)
+//	ESCAPE_PEER_IN, ESCAPE_PEER_OUT
+//	                   FIFOs shared with another call running alongside,
+//	                   whose model endpoint the program tries
 package main
 
 import (
@@ -112,6 +119,7 @@ func main() {
 		escape(who+"write-other-worktree", func() error { return appendTo(filepath.Join(d, "from-another-task.txt"), "x") })
 	}
 	readTries(who, home)
+	keyTries(who)
 
 	systemEscapes(who)
 

@@ -161,7 +161,10 @@ type Request struct {
 	Path     string
 	// Key is the credential the request carried (x-api-key, a bearer
 	// token, x-goog-api-key or the key query parameter).
-	Key    string
+	Key string
+	// Via is the request's Via header: peal's model endpoint names itself
+	// there.
+	Via    string
 	Model  string
 	Stream bool
 	// UserText is the text of every user message, joined by newlines.
@@ -200,6 +203,8 @@ type Server struct {
 	seen int
 	logw io.Writer
 	key  string
+	// viaPeal: the key counts only in a request peal's endpoint forwarded.
+	viaPeal bool
 }
 
 // Option configures a Server.
@@ -214,6 +219,17 @@ func WithLog(w io.Writer) Option { return func(s *Server) { s.logw = w } }
 // for the Gemini protocol 400 with GoogleBadKey. Such requests do not use up
 // the script's First replies.
 func WithKey(key string) Option { return func(s *Server) { s.key = key } }
+
+// ThroughPeal makes the key of WithKey count only in a request that peal's
+// model endpoint forwarded (its Via header names peal): the CLI under test
+// holds a placeholder, never the key, so the key can only have come from
+// peal. A request without it is answered as one with a wrong key.
+func ThroughPeal() Option { return func(s *Server) { s.viaPeal = true } }
+
+// placeholderPrefix opens the placeholder keys peal gives its calls
+// (confine.IsPlaceholder): the mock refuses them, as the real API would,
+// and says so.
+const placeholderPrefix = "peal-placeholder-"
 
 // New starts a server on 127.0.0.1 that answers with script.
 func New(script Script, opts ...Option) *Server {
@@ -278,13 +294,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		p.writeError(w, &Failure{Status: http.StatusBadRequest, Message: "mockllm: " + err.Error()}, req.Model)
 		return
 	}
+	req.Via = r.Header.Get("Via")
 	var reply Reply
-	if s.key != "" && req.Key != s.key {
+	if s.key != "" && (req.Key != s.key || s.viaPeal && !strings.Contains(req.Via, "peal")) {
 		reply = Reply{Fail: &Failure{Status: http.StatusUnauthorized}}
 		if req.Protocol == Gemini {
 			// Google answers a wrong or missing API key with 400
 			// INVALID_ARGUMENT, not with 401.
 			reply.Fail = &Failure{Status: http.StatusBadRequest, Message: GoogleBadKey}
+		}
+		if strings.HasPrefix(req.Key, placeholderPrefix) {
+			reply.Fail.Message = "mockllm: the placeholder key peal gave a call reached the API"
 		}
 	} else {
 		reply = s.pick(&req)
