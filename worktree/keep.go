@@ -35,13 +35,16 @@ import (
 // that the next run settles a task a kill cut off the same way.
 
 // Bounds of what a mark copies of the files git ignores: an ignored file
-// (a .env, a local setting) is at most maxIgnoredFile, and all of them
-// together at most maxIgnoredTotal; an ignored folder (dependencies, a
-// build's output) is never copied. What a task does to those is what an
-// install or a build makes again.
+// (a .env, a local setting, a small build's output) is at most
+// maxIgnoredFile, and all of them together at most maxIgnoredTotal; an
+// ignored folder is copied file by file when it holds at most
+// maxIgnoredFolder entries, and not at all when it holds more (a
+// dependencies folder: what a task does to it is what an install makes
+// again). What is not copied is named in a warning, once a run.
 const (
-	maxIgnoredFile  = 4 << 20
-	maxIgnoredTotal = 64 << 20
+	maxIgnoredFile   = 4 << 20
+	maxIgnoredTotal  = 64 << 20
+	maxIgnoredFolder = 1000
 )
 
 // Mark is what the work tree held when a task began.
@@ -196,27 +199,40 @@ func (s *Set) Mark(ctx context.Context, tasks []int) (*Mark, error) {
 	return m, nil
 }
 
-// copiedIgnored are the ignored entries (as git status lists them) that a
-// mark copies: files and links within the bounds, in order. Those left
-// out are named in a warning, once per run.
+// copiedIgnored are the files and links that a mark copies of the ignored
+// entries (as git status lists them, a folder wholly ignored as one):
+// within the bounds, in order. Those left out are named in a warning, once
+// per run.
 func (s *Set) copiedIgnored(ignored []string) []string {
 	var out, over []string
 	var total int64
 	top := s.git.Top()
-	for _, p := range ignored {
-		if strings.HasSuffix(p, "/") {
-			continue // a folder: dependencies, a build's output
-		}
-		info, err := os.Lstat(filepath.Join(top, filepath.FromSlash(p)))
-		if err != nil || !(info.Mode().IsRegular() || info.Mode()&fs.ModeSymlink != 0) {
-			continue
+	take := func(p string, info fs.FileInfo) {
+		if !(info.Mode().IsRegular() || info.Mode()&fs.ModeSymlink != 0) {
+			return
 		}
 		if info.Size() > maxIgnoredFile || total+info.Size() > maxIgnoredTotal {
 			over = append(over, p)
-			continue
+			return
 		}
 		total += info.Size()
 		out = append(out, p)
+	}
+	for _, p := range ignored {
+		if !strings.HasSuffix(p, "/") {
+			if info, err := os.Lstat(filepath.Join(top, filepath.FromSlash(p))); err == nil {
+				take(p, info)
+			}
+			continue
+		}
+		files, ok := folderFiles(top, p)
+		if !ok {
+			over = append(over, p)
+			continue
+		}
+		for _, f := range files {
+			take(f.path, f.info)
+		}
 	}
 	s.keptMu.Lock()
 	defer s.keptMu.Unlock()
@@ -231,10 +247,45 @@ func (s *Set) copiedIgnored(ignored []string) []string {
 		}
 	}
 	if len(news) > 0 {
-		s.log.Warn(fmt.Sprintf("files git ignores that are larger than peal copies before a task (%d MiB each, %d MiB in all): a task that removes or replaces them leaves no copy", maxIgnoredFile>>20, maxIgnoredTotal>>20),
-			"files", gitrepo.ListPaths(news, 5))
+		s.log.Warn(fmt.Sprintf("files git ignores that peal does not copy before a task (over %d MiB each or %d MiB in all, or in a folder of more than %d entries): a task that removes or replaces them leaves no copy",
+			maxIgnoredFile>>20, maxIgnoredTotal>>20, maxIgnoredFolder), "files", gitrepo.ListPaths(news, 5))
 	}
 	return out
+}
+
+// ignoredFile is a file of an ignored folder, from the top of the tree.
+type ignoredFile struct {
+	path string
+	info fs.FileInfo
+}
+
+// folderFiles are the files and links of the ignored folder dir (slash
+// form, with its trailing /, from top), never through a link; false when it
+// holds more than maxIgnoredFolder entries.
+func folderFiles(top, dir string) ([]ignoredFile, bool) {
+	var files []ignoredFile
+	n := 0
+	err := filepath.WalkDir(filepath.Join(top, filepath.FromSlash(dir)), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // what cannot be read is not copied
+		}
+		if n++; n > maxIgnoredFolder {
+			return fs.SkipAll
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, err := filepath.Rel(top, path)
+		if err == nil {
+			files = append(files, ignoredFile{path: filepath.ToSlash(rel), info: info})
+		}
+		return nil
+	})
+	return files, err == nil && n <= maxIgnoredFolder
 }
 
 // snapshots are the trees of what the work tree holds: without what git

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ func TestSettlePutsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	repo, _ := testRepo(t)
-	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte(".env\n*.log\ndeps/\nout/\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte(".env\n*.log\ndeps/\nout/\nnode_modules/\n"), 0o644)
 	testgit.Git(t, repo, "add", ".gitignore")
 	testgit.Git(t, repo, "commit", "-q", "-m", "ignore")
 	head := testgit.Git(t, repo, "rev-parse", "HEAD")
@@ -33,6 +34,11 @@ func TestSettlePutsBack(t *testing.T) {
 	os.WriteFile(filepath.Join(repo, "big.log"), bytes.Repeat([]byte("x"), maxIgnoredFile+1), 0o644)
 	os.MkdirAll(filepath.Join(repo, "deps"), 0o755)
 	os.WriteFile(filepath.Join(repo, "deps", "lib"), []byte("lib\n"), 0o644)
+	// A folder of more entries than a mark copies: an install's.
+	os.MkdirAll(filepath.Join(repo, "node_modules"), 0o755)
+	for i := range maxIgnoredFolder {
+		os.WriteFile(filepath.Join(repo, "node_modules", fmt.Sprintf("m%d", i)), []byte("module\n"), 0o644)
+	}
 	os.WriteFile(filepath.Join(repo, "top.txt"), []byte("my edit\n"), 0o644)
 	os.WriteFile(filepath.Join(repo, "staged.txt"), []byte("staged\n"), 0o644)
 	testgit.Git(t, repo, "add", "staged.txt")
@@ -46,8 +52,8 @@ func TestSettlePutsBack(t *testing.T) {
 	if _, err := s.Mark(ctx, []int{3}); err != nil { // the warning is said once a run
 		t.Fatal(err)
 	}
-	if strings.Count(log.String(), "big.log") != 1 {
-		t.Fatalf("the ignored file over the bound is not named once:\n%s", log.String())
+	if strings.Count(log.String(), "big.log") != 1 || strings.Count(log.String(), "node_modules/") != 1 {
+		t.Fatalf("the ignored file and folder over the bounds are not named once:\n%s", log.String())
 	}
 	// The task: a commit, edits, removals, what it builds.
 	os.WriteFile(filepath.Join(repo, "a", "f.txt"), []byte("the task's\n"), 0o644)
@@ -59,6 +65,7 @@ func TestSettlePutsBack(t *testing.T) {
 	os.MkdirAll(filepath.Join(repo, "out"), 0o755)
 	os.WriteFile(filepath.Join(repo, "out", "bin"), []byte("bin\n"), 0o755)
 	os.WriteFile(filepath.Join(repo, "deps", "lib"), []byte("rebuilt\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, "node_modules", "m0"), []byte("reinstalled\n"), 0o644)
 	os.WriteFile(filepath.Join(repo, "half.txt"), []byte("half\n"), 0o644)
 
 	st, err := s.Settle(ctx, m, false, true, "the task failed", time.Now())
@@ -72,7 +79,7 @@ func TestSettlePutsBack(t *testing.T) {
 		t.Fatalf("the kept branch holds %q", got)
 	}
 	for name, want := range map[string]string{".env": "SECRET=1\n", "top.txt": "my edit\n", "staged.txt": "staged\n", "a/f.txt": "a\n",
-		"big.log": "short\n", "deps/lib": "rebuilt\n"} {
+		"big.log": "short\n", "deps/lib": "lib\n", "node_modules/m0": "reinstalled\n"} {
 		if got := fileIn(t, repo, name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}

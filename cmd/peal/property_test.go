@@ -86,6 +86,7 @@ var damages = []damage{
 // propTask is a task of the plan as the test wrote it: its text (which is
 // what peal knows it by) and the damage its first execute does.
 type propTask struct {
+	id       int // its own, whatever its number
 	text     string
 	damage   damage
 	parallel bool
@@ -100,7 +101,9 @@ type propFile struct {
 
 func propertyRound(t *testing.T, rng *rand.Rand) {
 	s := newSandbox(t, "")
-	env := append(s.env("PEAL_CONTINUE_WITH_REMAINING_TASKS="+strconv.FormatBool(rng.IntN(2) == 0)), testgit.Env...)
+	// The fake agent under a CLI's name, which runs the damage as its
+	// shell tool.
+	env := append(claudeEnv(t, s, "PEAL_CONTINUE_WITH_REMAINING_TASKS="+strconv.FormatBool(rng.IntN(2) == 0)), testgit.Env...)
 	git := func(args ...string) string { return s.git(env, args...) }
 	nonce := strconv.FormatUint(rng.Uint64(), 36)
 	write := func(rel, data string) {
@@ -147,7 +150,7 @@ func propertyRound(t *testing.T, rng *rand.Rand) {
 	var made int
 	newTask := func() *propTask {
 		made++
-		return &propTask{text: fmt.Sprintf("Write the %s note %d of %s.", words[rng.IntN(len(words))], made, nonce),
+		return &propTask{id: made, text: fmt.Sprintf("Write the %s note %d of %s.", words[rng.IntN(len(words))], made, nonce),
 			damage: damages[rng.IntN(len(damages))], parallel: commits && rng.IntN(3) == 0}
 	}
 	tasks := []*propTask{newTask(), newTask(), newTask()}
@@ -173,9 +176,21 @@ func propertyRound(t *testing.T, rng *rand.Rand) {
 		started, ran := executed(calls, tasks)
 		for _, tk := range tasks {
 			done[tk.text] = done[tk.text] || ran[tk.text]
+			if started[tk.text] && !tk.damaged && tk.damage.cmd != "" && sig == 0 {
+				// The damage ran (the test would prove nothing if the
+				// agent's tool did not run it).
+				if _, err := os.Stat(filepath.Join(s.agentDir, fmt.Sprintf("damaged-%d", tk.id))); err != nil {
+					t.Fatalf("run %d: the damage %q of task %q did not run", run, tk.damage.name, tk.text)
+				}
+			}
 			tk.damaged = tk.damaged || started[tk.text]
 		}
 		t.Logf("run %d: signal %v, exit %d; tasks %s", run, sig, code, describeTasks(tasks))
+		for _, c := range calls {
+			if c.Event == fakes.EventEnd && len(c.Denied) > 0 {
+				t.Fatalf("run %d: the agent was refused %q: the damage did not run", run, c.Denied)
+			}
+		}
 		checkNothingLeft(t, s, fakes.Starts(calls))
 		// A killed run leaves its task's work for the next run to settle:
 		// the rule holds once a run could.
@@ -399,7 +414,7 @@ func scenarioFor(t *testing.T, s *sandbox, tasks []*propTask) {
 	for i, tk := range tasks {
 		out := fakes.Outcome{WriteFiles: map[string]string{fmt.Sprintf("work-%d.txt", i+1): tk.text + "\n"}}
 		if !tk.damaged && tk.damage.cmd != "" {
-			out.Commands = [][]string{{"sh", "-c", tk.damage.cmd}}
+			out.Commands = [][]string{{"sh", "-c", fmt.Sprintf(`%s; touch "$%s/damaged-%d"`, tk.damage.cmd, fakes.AgentDirEnv, tk.id)}}
 		}
 		if !tk.damaged && tk.damage.fails {
 			out.Exit = 1
