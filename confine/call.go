@@ -81,9 +81,7 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 		}
 		l.endpoint = ep
 		cmd.Env = append(cmd.Env, ep.Env()...)
-		if pol.TCP != nil {
-			pol.TCP.Connect = append(pol.TCP.Connect, ep.Port())
-		}
+		l.serve(&pol, ep.Port(), func(ln net.Listener) error { return ep.srv.Serve(ln) })
 	}
 	if err := pol.Validate(); err != nil {
 		l.Close()
@@ -117,8 +115,12 @@ type Launch struct {
 	ruleset chan builtRuleset
 	cmd     *exec.Cmd
 	flags   uint32 // the launcher's (package launch)
-	rules   *netRules
-	sup     *supervisor
+	// served are the endpoints peal serves for the call on loopback (its
+	// proxy endpoint first), each reached inside the call's network
+	// namespace at the same port (see serve).
+	served []served
+	rules  *netRules
+	sup    *supervisor
 	// done closes when the program has exited (status, exited) or the
 	// launcher has ended.
 	done   chan struct{}
@@ -130,6 +132,28 @@ type Launch struct {
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
 	once      sync.Once
+}
+
+// served is an endpoint peal serves for one call on a port of its loopback.
+type served struct {
+	port  uint16
+	serve func(net.Listener) error
+}
+
+// serve makes an endpoint peal serves for this call, on port of 127.0.0.1
+// (by serve), reachable by the call as it is by peal: the port is opened
+// to the call's TCP rules (directly, without a network namespace), and in
+// the call's network namespace the launcher listens at the same port of
+// the namespace's 127.0.0.1 and hands the socket over, which serve then
+// serves (a socket belongs to the namespace it was made in). The variables
+// that name the endpoint are therefore the same inside and out. The call's
+// proxy endpoint is one; another endpoint of the call's own is one more
+// call of serve, before the launcher starts.
+func (l *Launch) serve(pol *Access, port uint16, serve func(net.Listener) error) {
+	l.served = append(l.served, served{port: port, serve: serve})
+	if pol.TCP != nil {
+		pol.TCP.Connect = append(pol.TCP.Connect, port)
+	}
 }
 
 // LaunchError is the launcher's word that it could not confine the

@@ -70,15 +70,15 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 		}
 	}
 	if sup.PIDNamespace {
-		cfg.Flags |= launch.Init
+		cfg.Flags |= launch.Init | launch.IPC | launch.UTS
 	} else {
 		cfg.Flags |= launch.Subreaper
 	}
-	var port uint16
-	if l.endpoint != nil {
-		port = l.endpoint.Port()
+	ports := make([]uint16, len(l.served))
+	for i, s := range l.served {
+		ports[i] = s.port
 	}
-	l.rules = newNetRules(pol, c.Allow, sup.NetNamespace, port)
+	l.rules = newNetRules(pol, c.Allow, sup.NetNamespace, ports)
 	if sup.NetNamespace {
 		cfg.Flags |= launch.Network
 		cfg.Ports = l.rules.bridged
@@ -110,13 +110,14 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 }
 
 // nsAttr makes a child start in the namespaces asked: PID (with a mount
-// namespace, for its /proc) and network; in a user namespace of its own
-// where peal is not root, mapping peal's user and group to themselves, the
-// launcher keeping the two capabilities it needs to set them up (its
+// namespace, for its /proc, and IPC and UTS ones) and network; in a user
+// namespace of its own where peal is not root, mapping peal's user and
+// group to themselves, the launcher keeping the capabilities it needs to
+// set them up, and CAP_SETPCAP to empty its program's bounding set (its
 // program gets none).
 func nsAttr(a *syscall.SysProcAttr, pid, network, user bool) {
 	if pid {
-		a.Cloneflags |= unix.CLONE_NEWPID | unix.CLONE_NEWNS
+		a.Cloneflags |= unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
 	}
 	if network {
 		a.Cloneflags |= unix.CLONE_NEWNET
@@ -128,6 +129,7 @@ func nsAttr(a *syscall.SysProcAttr, pid, network, user bool) {
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
 	a.GidMappingsEnableSetgroups = false
+	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_SETPCAP)
 	if network {
 		a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN)
 	}
@@ -225,7 +227,7 @@ func (l *Launch) Wait() error {
 		closeFDs(fds)
 		return &LaunchError{Msg: "confine: the launcher said " + strconv.Quote(string(kind)+text)}
 	}
-	l.serve(fds)
+	l.serveHanded(fds)
 	l.done = make(chan struct{})
 	go l.watch()
 	return nil
@@ -269,12 +271,22 @@ func (l *Launch) dropRuleset() {
 	l.ruleset = nil
 }
 
-// serve takes up what the launcher handed over: the seccomp listener and
-// the network namespace's listeners, in this order.
-func (l *Launch) serve(fds []int) {
+// serveHanded takes up what the launcher handed over: the seccomp
+// listener, then the network namespace's sock_diag socket and listeners,
+// in this order.
+func (l *Launch) serveHanded(fds []int) {
+	listener, diag := -1, -1
 	if l.flags&launch.Supervise != 0 && len(fds) > 0 {
-		l.sup = supervise(fds[0], l.rules, l.cmd.Process.Pid)
-		fds = fds[1:]
+		listener, fds = fds[0], fds[1:]
+	}
+	if l.flags&launch.Network != 0 && len(fds) > 0 {
+		diag, fds = fds[0], fds[1:]
+	}
+	switch {
+	case listener >= 0:
+		l.sup = supervise(listener, l.rules, l.cmd.Process.Pid, diag)
+	case diag >= 0:
+		unix.Close(diag) // nobody asks it without the supervisor
 	}
 	if l.flags&launch.Network == 0 {
 		closeFDs(fds)
@@ -295,12 +307,23 @@ func (l *Launch) serve(fds []int) {
 		l.mu.Lock()
 		l.listeners = append(l.listeners, ln)
 		l.mu.Unlock()
-		if l.endpoint != nil && port == l.endpoint.Port() {
-			go l.endpoint.srv.Serve(ln)
+		if s := l.servedAt(port); s != nil {
+			go s.serve(ln)
 		} else {
 			go l.bridge(ln, port)
 		}
 	}
+}
+
+// servedAt is the endpoint peal serves for the call at port, nil when it
+// serves none there (a port bridged to the machine's loopback).
+func (l *Launch) servedAt(port uint16) *served {
+	for i := range l.served {
+		if l.served[i].port == port {
+			return &l.served[i]
+		}
+	}
+	return nil
 }
 
 // watch hears of the program's exit, or of the launcher's end.
