@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"peal/config"
 	"peal/confine"
 	"peal/internal/safefs"
+	"peal/policy/secrets"
 )
 
 // Site is what the policy of a call needs of where it runs: the top of the
@@ -78,7 +78,8 @@ type Rules struct {
 	// (post_run_confined = false), which the start line says.
 	postRunUnconfined bool
 	// make are the cache folders made, once, before the first confined
-	// call (a run that starts no call writes nothing).
+	// call (a run that starts no call writes nothing): those whose tool is
+	// on PATH.
 	make     []string
 	makeOnce sync.Once
 	// hidden are the real paths of the folders the calls read by allow
@@ -144,8 +145,8 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
-	if cfg.ConfineNetworkNamespace {
-		sup = sup.WithNetNamespace()
+	if !cfg.ConfineNetworkNamespace {
+		sup = sup.WithoutNetNamespace()
 	}
 	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != config.TCPAny,
 		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0,
@@ -164,6 +165,13 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	}
 	c.home = m.home
 	c.base = confine.Base(c.home)
+	// The secrets where the tools' variables put them (Base has them where
+	// they lie by default).
+	for _, p := range secrets.In(c.home, c.getenv) {
+		if !slices.ContainsFunc(c.base.Deny, func(d confine.Path) bool { return d.Path == p }) {
+			c.base.Deny = append(c.base.Deny, confine.Path{Path: p, Key: confine.KeySecret})
+		}
+	}
 	c.base.Deny = append(c.base.Deny, confine.Paths(keyRootSecret, systemSecrets(m.euid)...)...)
 	c.base.Deny = append(c.base.Deny, confine.Paths(confine.KeyReadDeny, cfg.ConfineReadDeny...)...)
 	for _, name := range agent.Names() {
@@ -236,44 +244,6 @@ func (c *Rules) paths(list []string) []string {
 	return out
 }
 
-// caches are the build caches a confined call may write: where Go, npm,
-// cargo, Maven and Gradle keep what they download and build, and the
-// user's cache folder. A cache a confined call writes is one the user's
-// own builds read later: what it could plant there is what any dependency
-// it downloads could (docs/behaviour.md). The cache folder and, when Go is
-// installed, Go's module cache are made when missing: a grant of a folder
-// that does not exist grants nothing, and the tools make them on first use.
-func (c *Rules) caches() []string {
-	if c.home == "" {
-		return nil
-	}
-	cache := c.getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		cache = filepath.Join(c.home, ".cache")
-	}
-	out := []string{cache}
-	mod := c.getenv("GOMODCACHE")
-	if mod == "" {
-		gopath := c.getenv("GOPATH")
-		if gopath == "" {
-			gopath = filepath.Join(c.home, "go")
-		}
-		mod = filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "pkg", "mod")
-	}
-	c.make = []string{cache}
-	if _, err := exec.LookPath("go"); err == nil {
-		c.make = append(c.make, mod)
-	}
-	out = append(out, mod)
-	if gc := c.getenv("GOCACHE"); gc != "" {
-		out = append(out, gc)
-	}
-	for _, rel := range []string{".npm", ".cargo/registry", ".cargo/git", ".m2/repository", ".gradle/caches", ".gradle/wrapper"} {
-		out = append(out, filepath.Join(c.home, rel))
-	}
-	return out
-}
-
 // ForCall is the confinement of one call at a site: an agent call of
 // kind, or a check or worktree_setup_command when kind is nil. env is the
 // environment peal gives the call on top of what it inherits (the kind's
@@ -322,10 +292,8 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
 	}
-	if c.support.NetNamespace {
-		sup := c.support // confine_network_namespace: beyond what Probe turns on
-		call.Support = &sup
-	}
+	sup := c.support // confine_network_namespace = false: less than Probe turns on
+	call.Support = &sup
 	if kind == nil {
 		return call
 	}

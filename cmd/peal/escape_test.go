@@ -343,22 +343,23 @@ func skipWithoutLandlock(t *testing.T) {
 func TestEscapesOfASequentialTask(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
-	// "netns": on, each call in a network namespace of its own as well.
-	for _, mode := range []string{"on", "off", "netns"} {
+	// "nonetns": on, without a network namespace for each call
+	// (confine_network_namespace = false), which the start line says.
+	for _, mode := range []string{"on", "off", "nonetns"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			s := newEscapeSandbox(t, "## Task 1\nDo the work\n")
 			s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{s.bin("escape")}}}}})
 			env := s.env(mode)
-			if mode == "netns" {
-				if !confine.Probe().NetNamespaceAllowed {
-					t.Skip("this machine gives a call no network namespace")
-				}
-				env = s.env("on", "PEAL_CONFINE_NETWORK_NAMESPACE=true")
+			if mode == "nonetns" {
+				env = s.env("on", "PEAL_CONFINE_NETWORK_NAMESPACE=false")
 			}
 			r := s.run(env, "run")
-			if mode == "netns" && !strings.Contains(r.stderr, "network namespaces of its own") {
+			switch {
+			case mode == "on" && confine.Probe().NetNamespace && !strings.Contains(r.stderr, "network namespaces of its own"):
 				t.Fatalf("the start line does not name the network namespace: %s", r.stderr)
+			case mode == "nonetns" && !strings.Contains(r.stderr, "no network namespace (confine_network_namespace = false): weaker"):
+				t.Fatalf("the start line does not say the calls have no network namespace: %s", r.stderr)
 			}
 			if mode == "off" {
 				escaped, _, _, _ := s.results()
@@ -480,39 +481,58 @@ func TestEscapesOnATerminal(t *testing.T) {
 }
 
 // TestEscapesOfACheckUnderTCPAny: under confine_tcp = any, a check serves
-// TCP and reaches its own server (a test suite's), and reaches this
-// machine's loopback (the trade-off the key makes, without a network
-// namespace), while this machine's outside address, UDP, a UNIX socket
-// outside the tree and the rest stay closed.
+// TCP and reaches its own server (a test suite's), while this machine's
+// outside address, UDP, a UNIX socket outside the tree and the rest stay
+// closed. In the check's own network namespace (the default), this
+// machine's loopback stays closed too; without one
+// (confine_network_namespace = false) the check reaches it: the trade-off
+// the two keys make together.
 func TestEscapesOfACheckUnderTCPAny(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
-	s := newEscapeSandbox(t, "## Task 1\nWrite the check\n")
-	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"escape.sh": "exec " + s.bin("escape") + "\n"}}}})
-	r := s.run(s.env("on", "PEAL_CHECK_COMMANDS=sh escape.sh", "PEAL_CONFINE_TCP=any", "ESCAPE_TCP_ANY=1"), "run")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	escaped, failed, blocked, ok := s.results()
-	loopback := []string{"[check 1] connect-listener", "[check 1] tcp-to-" + s.traps[0].Addr().String()}
-	if !slices.Equal(escaped, loopback) || len(failed) > 0 || len(ok) != 11 {
-		t.Fatalf("escaped %q (want %q), failed %q, %d done", escaped, loopback, failed, len(ok))
-	}
-	for _, want := range []string{"udp", "unix-outside-tree", "raw-socket", "read-ssh-key"} {
-		if !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] "+want+":") }) {
-			t.Errorf("%s was not blocked: %q", want, blocked)
-		}
-	}
-	for _, ln := range append(s.traps[1:], s.hostSock) {
-		if pending(t, ln) {
-			t.Errorf("a connection reached %s", ln.Addr())
-		}
-	}
-	if len(s.traps) > 1 && !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] tcp-to-"+s.traps[1].Addr().String()+":") }) {
-		t.Errorf("this machine's outside address was not refused: %q", blocked)
-	}
-	if !lockFree(t, s.lock) {
-		t.Error("a daemon a call started is alive after peal exited")
+	for _, netns := range []bool{true, false} {
+		t.Run(fmt.Sprintf("network namespace %v", netns), func(t *testing.T) {
+			t.Parallel()
+			if netns && !confine.Probe().NetNamespace {
+				t.Skip("this machine gives a call no network namespace")
+			}
+			s := newEscapeSandbox(t, "## Task 1\nWrite the check\n")
+			s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"escape.sh": "exec " + s.bin("escape") + "\n"}}}})
+			r := s.run(s.env("on", "PEAL_CHECK_COMMANDS=sh escape.sh", "PEAL_CONFINE_TCP=any", "ESCAPE_TCP_ANY=1",
+				fmt.Sprintf("PEAL_CONFINE_NETWORK_NAMESPACE=%v", netns)), "run")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			escaped, failed, blocked, ok := s.results()
+			var loopback []string
+			traps := s.traps
+			if !netns {
+				loopback = []string{"[check 1] connect-listener", "[check 1] tcp-to-" + s.traps[0].Addr().String()}
+				traps = s.traps[1:]
+			}
+			if !slices.Equal(escaped, loopback) || len(failed) > 0 || len(ok) != 11 {
+				t.Fatalf("escaped %q (want %q), failed %q, %d done", escaped, loopback, failed, len(ok))
+			}
+			for _, want := range []string{"udp", "unix-outside-tree", "raw-socket", "read-ssh-key"} {
+				if !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] "+want+":") }) {
+					t.Errorf("%s was not blocked: %q", want, blocked)
+				}
+			}
+			for _, ln := range append(traps, s.hostSock) {
+				if pending(t, ln) {
+					t.Errorf("a connection reached %s", ln.Addr())
+				}
+			}
+			if netns && s.accepted.Load() != 0 {
+				t.Errorf("the listener on this machine's loopback accepted %d connections", s.accepted.Load())
+			}
+			if len(s.traps) > 1 && !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] tcp-to-"+s.traps[1].Addr().String()+":") }) {
+				t.Errorf("this machine's outside address was not refused: %q", blocked)
+			}
+			if !lockFree(t, s.lock) {
+				t.Error("a daemon a call started is alive after peal exited")
+			}
+		})
 	}
 }
 
