@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"peal/confine"
 	"peal/internal/testkit/fakes"
@@ -45,6 +44,17 @@ type escapeSandbox struct {
 	udp      net.PacketConn
 	hostSock net.Listener
 	lock     string
+	// What the last attacks reached: a git credential cache's socket in
+	// ~/.cache/git/credential (made by another program, before the
+	// run), another program's datagram socket, System V IPC and a
+	// NETLINK_USERSOCK listener, each watched from outside.
+	daemon, daemonSock string
+	daemonConns        atomic.Int64
+	dgram              *net.UnixConn
+	shmKey, msgKey     int
+	msq                uintptr
+	netlink            int
+	netlinkPort        uint32
 	// uid and gid, when set, are the unprivileged user peal runs as
 	// (asUser); programs are its copies of the test's programs.
 	uid, gid int
@@ -118,6 +128,7 @@ func newEscapeSandbox(t *testing.T, plan string) *escapeSandbox {
 	}
 	t.Cleanup(func() { s.hostSock.Close() })
 	os.Chmod(filepath.Join(sockDir, "host.sock"), 0o777)
+	s.watchDaemons(t, sockDir)
 	// Where every call may read (and write): the home folder is read by
 	// allow list.
 	s.lock = filepath.Join(s.agentDir, "daemon.lock")
@@ -158,7 +169,9 @@ func (s *escapeSandbox) env(confineMode string, extra ...string) []string {
 		"GITHUB_TOKEN="+plantedToken, "ANTHROPIC_API_KEY=sk-test-mock",
 		"ESCAPE_OUT="+s.report, "ESCAPE_LISTENER="+s.listener.Addr().String(), "ESCAPE_ALLOWED="+s.allowed,
 		"ESCAPE_STATE="+s.stateDir, "ESCAPE_MAIN="+s.repo, "ESCAPE_TRAPS="+strings.Join(traps, ","),
-		"ESCAPE_UDP="+s.udp.LocalAddr().String(), "ESCAPE_UNIX="+s.hostSock.Addr().String(), "ESCAPE_LOCK="+s.lock)
+		"ESCAPE_UDP="+s.udp.LocalAddr().String(), "ESCAPE_UNIX="+s.hostSock.Addr().String(), "ESCAPE_LOCK="+s.lock,
+		"ESCAPE_DAEMON="+s.daemonSock, "ESCAPE_DGRAM="+s.dgram.LocalAddr().String(), fmt.Sprintf("ESCAPE_IPC=%d:%d", s.shmKey, s.msgKey),
+		fmt.Sprintf("ESCAPE_NETLINK=%d", s.netlinkPort))
 	if s.uid != 0 {
 		for i, kv := range env {
 			switch {
@@ -237,6 +250,13 @@ func (s *escapeSandbox) asUser() {
 // run runs peal (as the sandbox's user, when it has one).
 func (s *escapeSandbox) run(env []string, args ...string) result {
 	s.t.Helper()
+	return s.start(env, args...)()
+}
+
+// start starts peal (as the sandbox's user, when it has one); the function
+// it returns waits for its end.
+func (s *escapeSandbox) start(env []string, args ...string) func() result {
+	s.t.Helper()
 	cmd := exec.Command(s.bin("peal"), args...)
 	cmd.Dir, cmd.Env = s.dir, env
 	if s.uid != 0 {
@@ -244,11 +264,16 @@ func (s *escapeSandbox) run(env []string, args ...string) result {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	return func() result {
+		err := cmd.Wait()
+		if _, ok := err.(*exec.ExitError); err != nil && !ok {
+			s.t.Fatal(err)
+		}
+		return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	}
 }
 
 // results are the escape program's lines, by outcome.
@@ -297,12 +322,14 @@ func (s *escapeSandbox) outside(r result) {
 			s.t.Errorf("a connection reached %s", ln.Addr())
 		}
 	}
-	s.udp.SetReadDeadline(time.Now())
-	if n, _, err := s.udp.ReadFrom(make([]byte, 64)); err == nil {
-		s.t.Errorf("a datagram of %d bytes reached the UDP listener", n)
+	if pendingDatagram(s.t, s.udp.(syscall.Conn)) {
+		s.t.Error("a datagram reached the UDP listener")
 	}
 	if !lockFree(s.t, s.lock) {
 		s.t.Error("a daemon a call started is alive after peal exited")
+	}
+	for what, got := range s.daemonsReached() {
+		s.t.Errorf("%s: %s", what, got)
 	}
 	for _, text := range []string{r.stdout, r.stderr} {
 		if strings.Contains(text, plantedToken) || strings.Contains(text, "planted\n") {
@@ -363,8 +390,16 @@ func TestEscapesOfASequentialTask(t *testing.T) {
 			}
 			if mode == "off" {
 				escaped, _, _, _ := s.results()
-				for _, want := range []string{"write-home", "read-ssh-key", "read-aws", "see-token", "token-of-peal", "connect-listener", "write-state", "plant-hook",
-					"tcp-to-" + s.traps[0].Addr().String(), "udp", "unix-outside-tree"} {
+				wants := []string{"write-home", "read-ssh-key", "read-aws", "see-token", "token-of-peal", "connect-listener", "write-state", "plant-hook",
+					"tcp-to-" + s.traps[0].Addr().String(), "udp", "unix-outside-tree",
+					"daemon-socket", "unix-raw-datagram", "sysv-ipc", "netlink-usersock", "netlink-sock-diag"}
+				if os.Geteuid() == 0 {
+					wants = append(wants, "root-capabilities")
+				}
+				if reached := s.daemonsReached(); len(reached) != 4 {
+					t.Errorf("unconfined, not every daemon was reached: %q", reached)
+				}
+				for _, want := range wants {
 					if !slices.ContainsFunc(escaped, func(e string) bool { return strings.HasSuffix(e, want) }) {
 						t.Errorf("unconfined, %s did not escape: %q", want, escaped)
 					}
