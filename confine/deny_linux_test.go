@@ -117,6 +117,17 @@ func denyHelper(what, arg string) (ok bool, err error) {
 			return true, fmt.Errorf("did %s", strings.Join(done, ", "))
 		}
 		return true, nil
+	case "netns":
+		// The network namespace it is in, and that its loopback is up.
+		ns, err := os.Readlink("/proc/self/ns/net")
+		if err != nil {
+			return true, err
+		}
+		if _, err := net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return true, err
+		}
+		fmt.Println(ns)
+		os.Exit(0)
 	case "listen":
 		// listen() on a TCP socket it never bound; the port it got (0:
 		// none) goes to the file arg, then it waits for the test, which
@@ -332,10 +343,23 @@ func tryListen(t *testing.T, c child, name string, refused bool) {
 			out, err := c.run(t, "listen", filepath.Join(dir, "port"))
 			done <- result{out, err}
 		}()
-		// Opening the FIFO waits for the call, which has written its port.
-		w, err := os.OpenFile(filepath.Join(dir, "go"), os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
+		// Opening the FIFO waits for the call, which has written its port;
+		// or the call ends first, having failed.
+		fifo := filepath.Join(dir, "go")
+		opened := make(chan *os.File, 1)
+		go func() {
+			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				opened <- w
+			}
+		}()
+		var w *os.File
+		select {
+		case w = <-opened:
+		case r := <-done:
+			if f, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0); err == nil {
+				f.Close() // lets the opener go
+			}
+			t.Fatalf("the call ended before it listened: %q (%v)", r.out, r.err)
 		}
 		b, _ := os.ReadFile(filepath.Join(dir, "port"))
 		if port := strings.TrimSpace(string(b)); port != "0" && port != "" {
@@ -378,4 +402,48 @@ func pendingDatagram(t *testing.T, c syscall.Conn) bool {
 		got = err == nil && n >= 0
 	})
 	return got
+}
+
+// TestNetnsMadeAhead: where peal is root, a call's launcher joins a network
+// namespace peal made ahead (its loopback up), and every call gets one of
+// its own, never peal's.
+func TestNetnsMadeAhead(t *testing.T) {
+	s := needLandlock(t)
+	if !s.NetNamespace || s.UserNamespace || os.Geteuid() != 0 {
+		t.Skip("peal makes network namespaces ahead as root only: " + s.String())
+	}
+	ahead, err := makeNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(ahead.Fd())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next call takes it: the only one ready, in place of those the
+	// making keeps (started by takeNetns, which sends to the queue it
+	// found).
+	if f := takeNetns(); f != nil {
+		f.Close()
+	}
+	queue := madeNetns.ready
+	madeNetns.ready = make(chan *os.File, 1)
+	madeNetns.ready <- ahead
+	defer func() { madeNetns.ready = queue }()
+	sc := newScratch(t)
+	pol := sc.access(sc.tree)
+	pol.TCP = nil // it listens on its loopback, which is up
+	c := child{call: &Call{Mode: On, Access: pol, Support: &s}, dir: sc.tree}
+	mine, _ := os.Readlink("/proc/thread-self/ns/net")
+	seen := map[string]bool{mine: true}
+	for i := range 3 {
+		got, err := c.run(t, "netns", "-")
+		if err != nil || !strings.HasPrefix(got, "net:[") || seen[got] {
+			t.Fatalf("call %d: network namespace %q (%v), seen %v", i, got, err, seen)
+		}
+		if i == 0 && got != want {
+			t.Errorf("the first call is in %s, not in the namespace made ahead (%s)", got, want)
+		}
+		seen[got] = true
+	}
 }

@@ -79,23 +79,39 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 		ports[i] = s.port
 	}
 	l.rules = newNetRules(pol, c.Allow, sup.NetNamespace, ports)
+	// A network namespace made ahead, where peal may (root).
+	var netns *os.File
 	if sup.NetNamespace {
 		cfg.Flags |= launch.Network
 		cfg.Ports = l.rules.bridged
+		if !sup.UserNamespace && os.Geteuid() == 0 {
+			if netns = takeNetns(); netns != nil {
+				cfg.Flags |= launch.JoinNetwork
+			}
+		}
 	}
 	ctl, theirs, err := controlPair()
 	if err != nil {
+		if netns != nil {
+			netns.Close()
+		}
 		return err
 	}
 	conn, err := net.FileConn(ctl)
 	ctl.Close()
 	if err != nil {
 		theirs.Close()
+		if netns != nil {
+			netns.Close()
+		}
 		return err
 	}
 	l.ctl, l.flags, l.cmd = conn.(*net.UnixConn), cfg.Flags, cmd
 	cfg.Control = 3 + len(cmd.ExtraFiles)
 	l.child = []*os.File{theirs}
+	if netns != nil {
+		l.child = append(l.child, netns) // the file after the control socket
+	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, l.child...)
 	cmd.Env = append(cmd.Env, launch.Env+"="+cfg.Encode())
 	cmd.Path = "/proc/self/exe"
@@ -105,7 +121,7 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 	// A session of its own: no terminal. (phase signals the launcher's
 	// process group, which the program is in too.)
 	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setpgid = true, false
-	nsAttr(cmd.SysProcAttr, sup.PIDNamespace, sup.NetNamespace, sup.UserNamespace)
+	nsAttr(cmd.SysProcAttr, sup.PIDNamespace, sup.NetNamespace && netns == nil, sup.UserNamespace)
 	return nil
 }
 

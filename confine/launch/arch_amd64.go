@@ -17,6 +17,7 @@ const (
 	sysCapset      = 126
 	sysRtSigaction = 13
 	sysIoctl       = 16
+	sysSetns       = 308
 )
 
 // nativeNr is the number of s on this architecture (-1: none).

@@ -16,6 +16,7 @@ const (
 	sysCapset      = 91
 	sysRtSigaction = 134
 	sysIoctl       = 29
+	sysSetns       = 268
 )
 
 // nativeNr is the number of s on this architecture (-1: none).

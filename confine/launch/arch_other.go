@@ -22,6 +22,7 @@ const (
 	sysCapset      = syscall.SYS_CAPSET
 	sysRtSigaction = syscall.SYS_RT_SIGACTION
 	sysIoctl       = syscall.SYS_IOCTL
+	sysSetns       = 0 // none joins: nothing is made ahead here
 )
 
 // nativeNr: no filter is made here.

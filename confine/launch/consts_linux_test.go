@@ -93,6 +93,7 @@ func TestConstants(t *testing.T) {
 		got, want uint64
 	}{
 		{"SYS_SECCOMP", sysSeccomp, unix.SYS_SECCOMP},
+		{"SYS_SETNS", sysSetns, unix.SYS_SETNS},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %#x, want %#x", c.name, c.got, c.want)

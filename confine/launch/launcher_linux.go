@@ -62,6 +62,16 @@ func launcher(v string) int {
 	// the main goroutine keeps its thread, and is never unlocked.
 	runtime.LockOSThread()
 	var fds []int
+	if cfg.Flags&JoinNetwork != 0 {
+		// The network namespace is the thread's: the program, forked from
+		// this thread, and the sockets made here are in it.
+		netns := ctl + 1
+		_, _, errno := syscall.RawSyscall(sysSetns, uintptr(netns), cloneNewNet, 0)
+		syscall.Close(netns)
+		if errno != 0 {
+			return fail(ExitSetup, "the launcher could not join the call's network namespace", errno)
+		}
+	}
 	if cfg.Flags&Network != 0 {
 		if err := loopbackUp(); err != nil {
 			return fail(ExitSetup, "the launcher could not bring up the loopback interface of the call's network namespace", err)
