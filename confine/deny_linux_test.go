@@ -118,15 +118,27 @@ func denyHelper(what, arg string) (ok bool, err error) {
 		}
 		return true, nil
 	case "netns":
-		// The network namespace it is in, and that its loopback is up.
+		// The network namespace it is in and, with "-", a port it listens
+		// on there (its loopback is up); with a port, whether a connection
+		// to it is refused (nothing listens there).
 		ns, err := os.Readlink("/proc/self/ns/net")
 		if err != nil {
 			return true, err
 		}
-		if _, err := net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return true, err
+		if arg == "-" {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return true, err
+			}
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			fmt.Println(ns, port)
+			os.Exit(0)
 		}
-		fmt.Println(ns)
+		if c, err := net.Dial("tcp", "127.0.0.1:"+arg); err == nil {
+			c.Close()
+			return true, errors.New("something listens on the port of the last call")
+		}
+		fmt.Println(ns, "free")
 		os.Exit(0)
 	case "listen":
 		// listen() on a TCP socket it never bound; the port it got (0:
@@ -405,8 +417,9 @@ func pendingDatagram(t *testing.T, c syscall.Conn) bool {
 }
 
 // TestNetnsMadeAhead: where peal is root, a call's launcher joins a network
-// namespace peal made ahead (its loopback up), and every call gets one of
-// its own, never peal's.
+// namespace peal made ahead (its loopback up), never peal's; once the call
+// is over, its namespace goes back to be joined by a later call, with
+// nothing of the first call left in it (the port it listened on is free).
 func TestNetnsMadeAhead(t *testing.T) {
 	s := needLandlock(t)
 	if !s.NetNamespace || s.UserNamespace || os.Geteuid() != 0 {
@@ -420,30 +433,42 @@ func TestNetnsMadeAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The next call takes it: the only one ready, in place of those the
-	// making keeps (started by takeNetns, which sends to the queue it
-	// found).
-	if f := takeNetns(); f != nil {
-		f.Close()
-	}
-	queue := madeNetns.ready
-	madeNetns.ready = make(chan *os.File, 1)
-	madeNetns.ready <- ahead
-	defer func() { madeNetns.ready = queue }()
+	// The next call takes it: the only one ready, and none made meanwhile.
+	p := madeNetns
+	p.mu.Lock()
+	saved, failed := p.ready, p.failed
+	p.ready, p.failed = []*os.File{ahead}, true
+	p.owned++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.ready, p.failed = append(p.ready, saved...), failed
+		p.mu.Unlock()
+	}()
 	sc := newScratch(t)
 	pol := sc.access(sc.tree)
 	pol.TCP = nil // it listens on its loopback, which is up
 	c := child{call: &Call{Mode: On, Access: pol, Support: &s}, dir: sc.tree}
-	mine, _ := os.Readlink("/proc/thread-self/ns/net")
-	seen := map[string]bool{mine: true}
-	for i := range 3 {
-		got, err := c.run(t, "netns", "-")
-		if err != nil || !strings.HasPrefix(got, "net:[") || seen[got] {
-			t.Fatalf("call %d: network namespace %q (%v), seen %v", i, got, err, seen)
-		}
-		if i == 0 && got != want {
-			t.Errorf("the first call is in %s, not in the namespace made ahead (%s)", got, want)
-		}
-		seen[got] = true
+	first, err := c.run(t, "netns", "-")
+	ns, port, _ := strings.Cut(first, " ")
+	if err != nil || ns != want || port == "" {
+		t.Fatalf("the first call: %q (%v), want it in %s, listening", first, err, want)
+	}
+	// The namespace comes back once the call is over.
+	p.mu.Lock()
+	for len(p.ready) == 0 {
+		p.back.Wait()
+	}
+	back := p.ready[len(p.ready)-1]
+	p.mu.Unlock()
+	if got, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(back.Fd()))); got != want {
+		t.Fatalf("%s came back, not %s", got, want)
+	}
+	second, err := c.run(t, "netns", port)
+	if err != nil || second != want+" free" {
+		t.Fatalf("the second call: %q (%v), want it in %s with the first call's port free", second, err, want)
+	}
+	if peal, _ := os.Readlink("/proc/thread-self/ns/net"); peal == want {
+		t.Fatal("the calls were in peal's network namespace")
 	}
 }

@@ -93,7 +93,7 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 	ctl, theirs, err := controlPair()
 	if err != nil {
 		if netns != nil {
-			netns.Close()
+			madeNetns.letGo(netns)
 		}
 		return err
 	}
@@ -102,17 +102,20 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 	if err != nil {
 		theirs.Close()
 		if netns != nil {
-			netns.Close()
+			madeNetns.letGo(netns)
 		}
 		return err
 	}
 	l.ctl, l.flags, l.cmd = conn.(*net.UnixConn), cfg.Flags, cmd
 	cfg.Control = 3 + len(cmd.ExtraFiles)
 	l.child = []*os.File{theirs}
-	if netns != nil {
-		l.child = append(l.child, netns) // the file after the control socket
-	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, l.child...)
+	if netns != nil {
+		// The file after the control socket; peal keeps its own, to use the
+		// namespace again once the call is over (recycleNetns).
+		cmd.ExtraFiles = append(cmd.ExtraFiles, netns)
+		l.netns = netns
+	}
 	cmd.Env = append(cmd.Env, launch.Env+"="+cfg.Encode())
 	cmd.Path = "/proc/self/exe"
 	if cmd.SysProcAttr == nil {
@@ -244,6 +247,12 @@ func (l *Launch) Wait() error {
 		return &LaunchError{Msg: "confine: the launcher said " + strconv.Quote(string(kind)+text)}
 	}
 	l.serveHanded(fds)
+	if l.netns != nil {
+		// Its end says when the namespace is empty again.
+		if fd, err := unix.PidfdOpen(l.cmd.Process.Pid, 0); err == nil {
+			l.launcherFD = fd
+		}
+	}
 	l.done = make(chan struct{})
 	go l.watch()
 	return nil
@@ -438,6 +447,10 @@ func (l *Launch) closeServed() {
 	}
 	if l.ctl != nil {
 		l.ctl.Close()
+	}
+	if l.netns != nil {
+		go recycleNetns(l.netns, l.launcherFD, l.flags&launch.Init != 0)
+		l.netns, l.launcherFD = nil, -1
 	}
 }
 

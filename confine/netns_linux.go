@@ -9,44 +9,100 @@ import (
 )
 
 // Network namespaces made ahead. Making one costs the kernel about a
-// millisecond (every network subsystem sets itself up in it), which a
-// launcher started in a new one (CLONE_NEWNET) pays in the call's start.
-// Where peal is root, it makes them beforehand instead, two at a time, each
-// with its loopback up, and a launcher joins one (setns, launch.JoinNetwork):
-// the making happens while the previous call runs. Joining takes
-// CAP_SYS_ADMIN in the namespace's user namespace, the machine's: a launcher
-// in a user namespace of its own (peal not root) makes its namespace as it
-// starts. A namespace made ahead holds nothing of any call until a launcher
-// joins it, and no two launchers get the same one.
+// millisecond (every network subsystem sets itself up in it), and ending one
+// as much again, which a launcher started in a new one (CLONE_NEWNET) pays
+// in the call's start and the machine after its end. Where peal is root, it
+// makes them beforehand instead, two at a time, each with its loopback up,
+// and a launcher joins one (setns, launch.JoinNetwork): the making happens
+// while the previous call runs. Once a call is over and nothing of it is
+// left in its namespace (its launcher, the init of its PID namespace, has
+// ended, with every process of the call; peal has closed every socket it
+// served there), the namespace goes back to be joined by a later call:
+// every socket of the call is closed, and the call could change nothing
+// else of it (no capability). Joining takes CAP_SYS_ADMIN in the
+// namespace's user namespace, the machine's: a launcher in a user
+// namespace of its own (peal not root) makes its namespace as it starts.
+// No two launchers are in one namespace at a time.
 
-// madeNetns are the namespaces made ahead, each open at a file.
-var madeNetns = struct {
-	once  sync.Once
-	ready chan *os.File
-}{ready: make(chan *os.File, 2)}
+// netnsPool are the namespaces made ahead: those ready to be joined, and
+// how many exist (ready, or joined by a call not yet over).
+type netnsPool struct {
+	mu     sync.Mutex
+	ready  []*os.File
+	owned  int
+	making bool
+	failed bool // making one failed: the launchers make their own
+	// back is told when a call's namespace is given back.
+	back sync.Cond
+}
+
+// netnsReady is how many namespaces peal keeps ready, and netnsMax how many
+// it keeps at most (a parallel block's calls at once).
+const (
+	netnsReady = 2
+	netnsMax   = 16
+)
+
+var madeNetns = func() *netnsPool {
+	p := &netnsPool{}
+	p.back.L = &p.mu
+	return p
+}()
 
 // takeNetns is a network namespace made ahead, its loopback up, for one
 // launcher to join; nil when none is ready (the launcher then makes its
-// own). The first call starts the making, which then keeps two ready.
+// own). Taking one has more made, up to netnsReady ready.
 func takeNetns() *os.File {
-	madeNetns.once.Do(func() {
-		ready := madeNetns.ready
-		go func() {
-			for {
-				f, err := makeNetns()
-				if err != nil {
-					return // the launchers make their own
-				}
-				ready <- f
-			}
-		}()
-	})
-	select {
-	case f := <-madeNetns.ready:
-		return f
-	default:
-		return nil
+	p := madeNetns
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var f *os.File
+	if n := len(p.ready); n > 0 {
+		f, p.ready = p.ready[n-1], p.ready[:n-1]
 	}
+	p.fill()
+	return f
+}
+
+// fill makes namespaces, in the background, while fewer than netnsReady
+// are ready and fewer than netnsMax exist. The caller holds p.mu.
+func (p *netnsPool) fill() {
+	if p.making || p.failed || len(p.ready) >= netnsReady || p.owned >= netnsMax {
+		return
+	}
+	p.making = true
+	p.owned++
+	go func() {
+		f, err := makeNetns()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.making = false
+		if err != nil {
+			p.owned--
+			p.failed = true
+			return
+		}
+		p.ready = append(p.ready, f)
+		p.fill()
+	}()
+}
+
+// giveBack makes a namespace ready again (a call is over, and nothing of it
+// is left there).
+func (p *netnsPool) giveBack(f *os.File) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ready = append(p.ready, f)
+	p.back.Broadcast()
+}
+
+// letGo closes a namespace that is not to be joined again.
+func (p *netnsPool) letGo(f *os.File) {
+	f.Close()
+	p.mu.Lock()
+	p.owned--
+	p.fill()
+	p.mu.Unlock()
 }
 
 // made is a namespace made ahead, or why it could not be.
@@ -111,4 +167,32 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// recycleNetns gives back the network namespace of a call that is over, to
+// be joined by a later call, once the call's launcher (pidfd launcher; -1:
+// unknown) has ended; contained tells whether its processes were in a PID
+// namespace of its own, which ends with it. Otherwise the namespace is let
+// go.
+func recycleNetns(ns *os.File, launcher int, contained bool) {
+	if launcher < 0 || !contained {
+		if launcher >= 0 {
+			unix.Close(launcher)
+		}
+		madeNetns.letGo(ns)
+		return
+	}
+	defer unix.Close(launcher)
+	for {
+		p := []unix.PollFd{{Fd: int32(launcher), Events: unix.POLLIN}}
+		_, err := unix.Poll(p, -1)
+		if err == nil {
+			break
+		}
+		if err != unix.EINTR {
+			madeNetns.letGo(ns)
+			return
+		}
+	}
+	madeNetns.giveBack(ns)
 }
