@@ -64,6 +64,19 @@ func takeNetns() *os.File {
 	return f
 }
 
+// MakeAhead starts making, in the background, the network namespaces calls
+// confined under sup will join (where peal makes them ahead: root, calls in
+// network namespaces of their own), so that the first call finds one.
+func MakeAhead(sup Support) {
+	if !sup.NetNamespace || sup.UserNamespace || os.Geteuid() != 0 {
+		return
+	}
+	p := madeNetns
+	p.mu.Lock()
+	p.fill()
+	p.mu.Unlock()
+}
+
 // fill makes namespaces, in the background, while fewer than netnsReady
 // are ready and fewer than netnsMax exist. The caller holds p.mu.
 func (p *netnsPool) fill() {

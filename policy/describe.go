@@ -43,7 +43,7 @@ func Describe(cfg *config.Config) (Description, error) {
 		// Never a policy that says a path is written and never written.
 		return Description{Lines: []string{"confine = " + string(cfg.Confine) + ": " + err.Error()}}, err
 	}
-	c, err := newRules(cfg, nil, confine.Probe(), false)
+	c, err := buildRules(cfg, nil, probing(cfg), false, thisMachine())
 	if err != nil || c == nil {
 		return Description{Off: true, Lines: []string{"confine = off: agent calls and checks run with peal's whole environment, file system and network"}}, err
 	}

@@ -111,7 +111,20 @@ const (
 // New makes the rules of a run of cfg; nil under confine = off. Under on,
 // a machine that cannot confine files is an error.
 func New(cfg *config.Config, log *slog.Logger) (*Rules, error) {
-	return On(cfg, log, confine.Probe())
+	return buildRules(cfg, log, probing(cfg), true, thisMachine())
+}
+
+// probing is what this machine enforces, found by confine.Probe as the
+// rules are made (it waits on the launcher it starts, the rules' making
+// on the file system: one goes on while the other waits); none is asked
+// under confine = off.
+func probing(cfg *config.Config) func() confine.Support {
+	if cfg.Confine == config.ConfineOff {
+		return func() confine.Support { return confine.Support{} }
+	}
+	probed := make(chan confine.Support, 1)
+	go func() { probed <- confine.Probe() }()
+	return sync.OnceValue(func() confine.Support { return <-probed })
 }
 
 // On is New on a machine whose kernel enforces sup.
@@ -141,24 +154,23 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 
 // newRulesOn is newRules on the machine m.
 func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy bool, m machine) (*Rules, error) {
+	return buildRules(cfg, log, func() confine.Support { return sup }, proxy, m)
+}
+
+// buildRules is newRulesOn on a machine whose kernel enforces what support
+// says, asked once the rules that do not depend on it are made.
+func buildRules(cfg *config.Config, log *slog.Logger, support func() confine.Support, proxy bool, m machine) (*Rules, error) {
 	mode, err := confine.ParseMode(string(cfg.Confine))
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
-	if !cfg.ConfineNetworkNamespace {
-		sup = sup.WithoutNetNamespace()
-	}
-	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != config.TCPAny,
+	c := &Rules{mode: mode, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != config.TCPAny,
 		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0,
 		gitCredentials:    cfg.ConfineGitCredentials == config.GitCredentialsAllow, sources: cfg.Sources, getenv: m.getenv}
 	for _, e := range cfg.ConfineNetworkAllow {
 		if port, ok := loopbackPort(e); ok {
 			c.loopback = append(c.loopback, port)
 		}
-	}
-	if lack := c.support.Lacks(); mode == confine.On && lack != "" {
-		return nil, fmt.Errorf("confine = on (set by %s), but this machine %s; set confine = auto to run with what it can enforce, or off",
-			config.Describe("confine", cfg.Sources), lack)
 	}
 	if c.allow, err = confine.ParseAllow(confine.KeyNetworkAllow, cfg.ConfineNetworkAllow...); err != nil {
 		return nil, err
@@ -200,8 +212,17 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	c.base.Write = append(c.base.Write, confine.Paths(keyCaches, c.caches()...)...)
 	c.base.Write = append(c.base.Write, confine.Paths(confine.KeyWritePaths, cfg.ConfineWritePaths...)...)
 	c.base.UnixSockets = confine.Paths(confine.KeyUnixSockets, cfg.ConfineUnixSockets...)
+	c.support = support()
+	if !cfg.ConfineNetworkNamespace {
+		c.support = c.support.WithoutNetNamespace()
+	}
+	if lack := c.support.Lacks(); mode == confine.On && lack != "" {
+		return nil, fmt.Errorf("confine = on (set by %s), but this machine %s; set confine = auto to run with what it can enforce, or off",
+			config.Describe("confine", cfg.Sources), lack)
+	}
 	if proxy {
 		c.proxy = confine.NewProxy(log)
+		confine.MakeAhead(c.support)
 	} else {
 		c.describing = true
 	}
