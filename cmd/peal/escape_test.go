@@ -48,13 +48,13 @@ type escapeSandbox struct {
 	// ~/.cache/git/credential (made by another program, before the
 	// run), another program's datagram socket, System V IPC and a
 	// NETLINK_USERSOCK listener, each watched from outside.
-	daemon, daemonSock string
-	daemonConns        atomic.Int64
-	dgram              *net.UnixConn
-	shmKey, msgKey     int
-	msq                uintptr
-	netlink            int
-	netlinkPort        uint32
+	daemonSock     string
+	daemonConns    atomic.Int64
+	dgram          *net.UnixConn
+	shmKey, msgKey int
+	msq            uintptr
+	netlink        int
+	netlinkPort    uint32
 	// uid and gid, when set, are the unprivileged user peal runs as
 	// (asUser); programs are its copies of the test's programs.
 	uid, gid int

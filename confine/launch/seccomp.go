@@ -339,7 +339,6 @@ func (a *asm) cond(op uint16, k uint32, jt, jf string) {
 }
 
 func (a *asm) jeq(k uint32, jt, jf string)  { a.cond(bpfJeqK, k, jt, jf) }
-func (a *asm) jge(k uint32, jt, jf string)  { a.cond(bpfJgeK, k, jt, jf) }
 func (a *asm) jset(k uint32, jt, jf string) { a.cond(bpfJsetK, k, jt, jf) }
 
 // ja jumps to label, however far.
