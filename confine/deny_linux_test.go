@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The tries of what a call starts without: the ways out the last attacks
-// found, each refused by default (every namespace the machine allows, the
+// The tries of what a call starts without: ways out that no deny list
+// names, each refused by default (every namespace the machine allows, the
 // seccomp allow list, no capability, sockets of the call's own):
 //
 //   - a UNIX socket of another program in a folder the call may write (a

@@ -90,8 +90,8 @@ func outsideIPv4() string {
 	return ""
 }
 
-// watchDaemons makes what the last attacks reached, each watched from
-// outside: a git credential cache's socket in ~/.cache/git/credential
+// watchDaemons makes the other programs a call must not reach, each
+// watched from outside: a git credential cache's socket in ~/.cache/git/credential
 // (made before the run, by a program outside it), another program's
 // datagram socket in sockDir, a System V shared memory segment and message
 // queue every user may use, and a process listening on NETLINK_USERSOCK.

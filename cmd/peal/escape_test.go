@@ -44,7 +44,7 @@ type escapeSandbox struct {
 	udp      net.PacketConn
 	hostSock net.Listener
 	lock     string
-	// What the last attacks reached: a git credential cache's socket in
+	// Other programs no call may reach: a git credential cache's socket in
 	// ~/.cache/git/credential (made by another program, before the
 	// run), another program's datagram socket, System V IPC and a
 	// NETLINK_USERSOCK listener, each watched from outside.
