@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"peal/policy/secrets"
 )
 
 // Path is one path of an access and the setting or origin that put it there,
@@ -137,23 +139,6 @@ const (
 	KeyUnixSockets = "confine_unix_sockets"
 )
 
-// Secrets are the files and folders under a home folder that hold
-// credentials. Those of the agent CLIs are not here: each kind declares its
-// own, and a call denies the other kinds'.
-var Secrets = []string{
-	".ssh", ".aws", ".gnupg", ".netrc", ".git-credentials", ".config/git/credentials", ".config/gh", ".config/hub",
-	".docker/config.json", ".config/containers/auth.json", ".kube", ".config/gcloud", ".azure", ".vault-token",
-	".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".npmrc", ".yarnrc.yml", ".gem/credentials",
-	".m2/settings.xml", ".m2/settings-security.xml", ".gradle/gradle.properties", ".pgpass", ".my.cnf",
-	".terraform.d/credentials.tfrc.json", ".config/rclone", ".password-store", ".local/share/keyrings",
-	".bash_history", ".zsh_history", ".python_history", ".node_repl_history", ".psql_history", ".mysql_history",
-	".sqlite_history", ".local/share/fish/fish_history",
-}
-
-// SystemSecrets are the secrets outside any home: the mounted secrets of
-// containers and CI runners.
-var SystemSecrets = []string{"/run/secrets", "/var/run/secrets"}
-
 // Devices are the device files every program may write and control: the
 // null, zero and random devices. The terminal devices are not among them
 // (/dev/tty, /dev/ptmx, /dev/pts): a call runs in a session of its own,
@@ -166,8 +151,9 @@ var SystemSecrets = []string{"/run/secrets", "/var/run/secrets"}
 var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 
 // Base is what every confined call starts from: it reads and runs the
-// whole file system but the secrets of home and of the system, and writes
-// the devices. The caller adds its work tree, the CLI's folders, the build
+// whole file system but the secrets of home and of the system (package
+// secrets, as they lie with no variable of the tools' set), and writes the
+// devices. The caller adds its work tree, the CLI's folders, the build
 // caches and the user's paths, and the paths to protect.
 //
 // What reading the whole file system includes: /proc. Landlock refuses a
@@ -182,12 +168,8 @@ func Base(home string) Access {
 	p := Access{
 		Read:  Paths(KeySystem, "/"),
 		Write: Paths(KeySystem, Devices...),
-		Deny:  Paths(KeySecret, SystemSecrets...),
+		Deny:  Paths(KeySecret, secrets.System...),
 	}
-	if home != "" {
-		for _, s := range Secrets {
-			p.Deny = append(p.Deny, Path{Path: filepath.Join(home, s), Key: KeySecret})
-		}
-	}
+	p.Deny = append(p.Deny, Paths(KeySecret, secrets.In(home, nil)...)...)
 	return p
 }

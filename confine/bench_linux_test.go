@@ -89,16 +89,16 @@ func BenchmarkStart(b *testing.B) {
 		name string
 		call *Call
 	}{{"plain", nil}, {"confined", &Call{Mode: On, Access: p}}}
-	if sup.NetNamespaceAllowed {
-		s := sup.WithNetNamespace()
+	if sup.NetNamespace {
+		s := sup.WithoutNetNamespace()
 		calls = append(calls, struct {
 			name string
 			call *Call
-		}{"confined-netns", &Call{Mode: On, Access: p, Support: &s}})
+		}{"confined-no-netns", &Call{Mode: On, Access: p, Support: &s}})
 	}
 	if sup.PIDNamespace {
 		s := sup
-		s.PIDNamespace, s.UserNamespace = false, false
+		s.PIDNamespace, s.IPCNamespace, s.UTSNamespace, s.NetNamespace, s.UserNamespace = false, false, false, false, false
 		calls = append(calls, struct {
 			name string
 			call *Call
@@ -210,12 +210,12 @@ func BenchmarkConnect(b *testing.B) {
 		name string
 		call *Call
 	}{{"plain", &Call{Mode: Off}}, {"confined", &Call{Mode: On, Access: p, EnvPass: []string{helperEnv}}}}
-	if sup.NetNamespaceAllowed {
-		s := sup.WithNetNamespace()
+	if sup.NetNamespace {
+		s := sup.WithoutNetNamespace()
 		calls = append(calls, struct {
 			name string
 			call *Call
-		}{"confined-netns", &Call{Mode: On, Access: p, EnvPass: []string{helperEnv}, Support: &s}})
+		}{"confined-no-netns", &Call{Mode: On, Access: p, EnvPass: []string{helperEnv}, Support: &s}})
 	}
 	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {

@@ -88,7 +88,7 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 	if tempDir != "" {
 		pol.Write = append(pol.Write, Path{Path: tempDir, Key: KeyTemp})
 	}
-	l := &Launch{}
+	l := &Launch{launcherFD: -1}
 	if c.Proxy != nil {
 		ep, err := c.Proxy.OpenReached(id, c.Allow, c.Reached)
 		if err != nil {
@@ -165,6 +165,12 @@ type Launch struct {
 	done   chan struct{}
 	status syscall.WaitStatus
 	exited bool
+
+	// netns is the network namespace made ahead that the launcher joined
+	// (nil: none), and launcherFD a pidfd of the launcher (-1: none), whose
+	// end, its PID namespace's with it, empties the namespace again.
+	netns      *os.File
+	launcherFD int
 
 	mu        sync.Mutex
 	closed    bool

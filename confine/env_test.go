@@ -64,31 +64,36 @@ func TestMode(t *testing.T) {
 }
 
 func TestSupportLine(t *testing.T) {
-	probed := Support{ABI: 7, Files: true, TCP: true, Seccomp: true, Supervise: true, PIDNamespace: true, NetNamespaceAllowed: true}
-	full := probed.WithNetNamespace()
-	user := full
+	probed := Support{ABI: 7, Files: true, TCP: true, Seccomp: true, Supervise: true,
+		PIDNamespace: true, IPCNamespace: true, UTSNamespace: true, NetNamespace: true, NetNamespaceAllowed: true}
+	user := probed
 	user.UserNamespace = true
-	fallback := Support{ABI: 4, Files: true, TCP: true, Seccomp: true, Supervise: true,
-		NamespaceWhy: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"}
-	netOnly := full
-	netOnly.PIDNamespace, netOnly.NamespaceWhy = false, "the launcher could not mount the /proc of the call's PID namespace: operation not permitted"
-	userProbed := probed
-	userProbed.UserNamespace = true
+	netOff := probed.WithoutNetNamespace()
+	why := "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+	fallback := Support{ABI: 4, Files: true, TCP: true, Seccomp: true, Supervise: true, NamespaceWhy: why}
+	netOnly := probed
+	netOnly.PIDNamespace, netOnly.IPCNamespace, netOnly.UTSNamespace = false, false, false
+	netOnly.NamespaceWhy = "the launcher could not mount the /proc of the call's PID namespace: operation not permitted"
+	noNet := probed
+	noNet.NetNamespace, noNet.NetNamespaceAllowed, noNet.NamespaceWhy = false, false, "the kernel refused it: operation not permitted"
 	old := Support{ABI: 3, Files: true, Seccomp: true, SeccompWhy: "no pidfd_getfd (Linux 5.6)", NamespaceWhy: "the kernel refused them: operation not permitted"}
-	sockets := "seccomp: no UDP, raw or packet sockets, every connect decided by peal (TCP to the allowed loopback ports, UNIX sockets in the call's tree or confine_unix_sockets)"
+	root := probed
+	root.CapsKept = "root's capabilities (peal lacks CAP_SETPCAP to drop them)"
+	const filter = "seccomp allow list: no UDP, raw, packet or datagram UNIX sockets, no netlink but NETLINK_ROUTE; no ptrace, bpf, keyrings, mounts or namespaces of its own"
+	const sockets = filter + "; every connect decided by peal: TCP to the allowed loopback ports; UNIX sockets only those the call made and confine_unix_sockets"
+	const all = "each call in PID, mount, IPC, UTS and network namespaces of its own (loopback only, peal's proxy inside)"
 	for _, c := range []struct {
 		s    Support
 		want string
 	}{
-		{probed, "files and TCP enforced by Landlock ABI 7; each call in a PID namespace of its own; " + sockets + "; no terminal"},
-		{userProbed, "files and TCP enforced by Landlock ABI 7; each call in user and PID namespaces of its own; " + sockets + "; no terminal"},
-		{full, "files and TCP enforced by Landlock ABI 7; each call in PID and network namespaces of its own (loopback only, peal's proxy inside); " + sockets + "; no terminal"},
-		{user, "files and TCP enforced by Landlock ABI 7; each call in user, PID and network namespaces of its own (loopback only, peal's proxy inside); " + sockets + "; no terminal"},
-		{fallback, "files and TCP enforced by Landlock ABI 4; a call's processes held by its launcher and peal as subreapers (no namespaces: AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)); " + sockets + "; no terminal"},
-		{netOnly, "files and TCP enforced by Landlock ABI 7; each call in a network namespace of its own (loopback only, peal's proxy inside); a call's processes held by its launcher and peal as subreapers (no PID namespace: the launcher could not mount the /proc of the call's PID namespace: operation not permitted); " + sockets + "; no terminal"},
-		{old, "files enforced by Landlock ABI 3; TCP ports not enforced (it needs Landlock ABI 4, Linux 6.7); a call's processes held by its launcher and peal as subreapers (no namespaces: the kernel refused them: operation not permitted); seccomp: no UDP, raw or packet sockets; connections not decided by peal (no pidfd_getfd (Linux 5.6)); UNIX sockets by path not confined; no terminal; a call that ignores the proxy variables connects directly to any host"},
-		{Support{ABI: 9, Files: true, TCP: true, Seccomp: true, Supervise: true, PIDNamespace: true, CapsKept: "CAP_SYS_ADMIN, CAP_NET_RAW"},
-			"files and TCP enforced by Landlock ABI 9; each call in a PID namespace of its own; " + sockets + "; no terminal; calls keep root's CAP_SYS_ADMIN, CAP_NET_RAW (peal lacks CAP_SETPCAP to drop them)"},
+		{probed, "files and TCP enforced by Landlock ABI 7; " + all + "; " + sockets + "; no capabilities; no terminal"},
+		{user, "files and TCP enforced by Landlock ABI 7; each call in user, PID, mount, IPC, UTS and network namespaces of its own (loopback only, peal's proxy inside); " + sockets + "; no capabilities; no terminal"},
+		{netOff, "files and TCP enforced by Landlock ABI 7; each call in PID, mount, IPC and UTS namespaces of its own; no network namespace (confine_network_namespace = false): weaker, a call shares this machine's network, kept to its proxy by seccomp and peal; " + sockets + "; no capabilities; no terminal"},
+		{noNet, "files and TCP enforced by Landlock ABI 7; each call in PID, mount, IPC and UTS namespaces of its own; no network namespace: the kernel refused it: operation not permitted; " + sockets + "; no capabilities; no terminal"},
+		{fallback, "files and TCP enforced by Landlock ABI 4; a call's processes held by its launcher and peal as subreapers, System V IPC refused (no namespaces: " + why + "); " + sockets + "; no capabilities; no terminal"},
+		{netOnly, "files and TCP enforced by Landlock ABI 7; each call in a network namespace of its own (loopback only, peal's proxy inside); a call's processes held by its launcher and peal as subreapers, System V IPC refused (no PID, mount, IPC or UTS namespace: the launcher could not mount the /proc of the call's PID namespace: operation not permitted); " + sockets + "; no capabilities; no terminal"},
+		{old, "files enforced by Landlock ABI 3; TCP ports not enforced (it needs Landlock ABI 4, Linux 6.7); a call's processes held by its launcher and peal as subreapers, System V IPC refused (no namespaces: the kernel refused them: operation not permitted); " + filter + "; connections not decided by peal (no pidfd_getfd (Linux 5.6)); UNIX sockets by path not confined; no capabilities; no terminal; a call that ignores the proxy variables connects directly to any host"},
+		{root, "files and TCP enforced by Landlock ABI 7; " + all + "; " + sockets + "; calls keep root's capabilities (peal lacks CAP_SETPCAP to drop them); no terminal"},
 		{supportOf(0, "files and TCP are confined on Linux only"),
 			"files not enforced: files and TCP are confined on Linux only; calls get the allowed environment and peal's proxy only; a call that ignores the proxy variables connects directly to any host"},
 	} {
@@ -101,13 +106,16 @@ func TestSupportLine(t *testing.T) {
 		want string
 	}{
 		{probed, ""},
-		{full, ""},
-		{fallback, ""},
-		{old, "cannot keep calls from connecting around peal's proxy: no pidfd_getfd (Linux 5.6); no network namespace: the kernel refused them: operation not permitted"},
+		{user, ""},
+		{netOff, ""},
+		{noNet, "cannot give calls a network namespace of their own: the kernel refused it: operation not permitted (confine_network_namespace = false runs without, weaker)"},
+		{fallback, "cannot give calls PID, mount, IPC and UTS namespaces of their own: " + why + "; it cannot give calls a network namespace of their own: " + why + " (confine_network_namespace = false runs without, weaker)"},
+		{old, "cannot give calls PID, mount, IPC and UTS namespaces of their own: the kernel refused them: operation not permitted; it cannot give calls a network namespace of their own: the kernel refused them: operation not permitted (confine_network_namespace = false runs without, weaker); it cannot keep calls from connecting around peal's proxy: no pidfd_getfd (Linux 5.6); no network namespace: the kernel refused them: operation not permitted"},
+		{root, "cannot take root's capabilities from calls: they keep root's capabilities (peal lacks CAP_SETPCAP to drop them)"},
 		{supportOf(0, "Landlock is disabled"), "cannot confine files: Landlock is disabled"},
 	} {
 		if got := c.s.Lacks(); got != c.want {
-			t.Errorf("Lacks of %+v = %q, want %q", c.s, got, c.want)
+			t.Errorf("Lacks of %+v =\n %q, want\n %q", c.s, got, c.want)
 		}
 	}
 }

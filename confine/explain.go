@@ -100,7 +100,7 @@ func explainLine(p *Access, dir, line string) string {
 	}
 	if m := unixRe.FindStringSubmatch(line); m != nil {
 		path := m[1] + m[2]
-		return fmt.Sprintf("the call was refused a connection to the UNIX socket %s: a confined call connects only to the sockets in what it may write; %s = [%q] would allow it", path, KeyUnixSockets, path)
+		return fmt.Sprintf("the call was refused a connection to the UNIX socket %s: a confined call connects only to the sockets it made; %s = [%q] would allow it", path, KeyUnixSockets, path)
 	}
 	if m := datagramRe.FindStringSubmatch(line); m != nil {
 		return fmt.Sprintf(directRefused+"%s (%s): confined calls have no UDP or raw sockets; a host name goes to peal's proxy (HTTPS_PROXY), which looks it up", m[2], strings.ToUpper(m[1]))

@@ -63,8 +63,8 @@ func TestExplain(t *testing.T) {
 		{"Error: connect EACCES 127.0.0.1:5432", "the call was refused a direct connection to 127.0.0.1:5432: confined calls connect only through peal's proxy (HTTPS_PROXY); confine_network_allow names the hosts it may reach"},
 		{"bash: /dev/tcp/example.org/80: Permission denied", "the call was refused a direct connection to example.org:80: confined calls connect only through peal's proxy (HTTPS_PROXY); confine_network_allow names the hosts it may reach"},
 		// peal's supervisor of connections and its seccomp filter.
-		{"dial unix /run/user/1000/docker.sock: connect: permission denied", "the call was refused a connection to the UNIX socket /run/user/1000/docker.sock: a confined call connects only to the sockets in what it may write; confine_unix_sockets = [\"/run/user/1000/docker.sock\"] would allow it"},
-		{"Error: connect EACCES /tmp/ssh-x/agent.1", "the call was refused a connection to the UNIX socket /tmp/ssh-x/agent.1: a confined call connects only to the sockets in what it may write; confine_unix_sockets = [\"/tmp/ssh-x/agent.1\"] would allow it"},
+		{"dial unix /run/user/1000/docker.sock: connect: permission denied", "the call was refused a connection to the UNIX socket /run/user/1000/docker.sock: a confined call connects only to the sockets it made; confine_unix_sockets = [\"/run/user/1000/docker.sock\"] would allow it"},
+		{"Error: connect EACCES /tmp/ssh-x/agent.1", "the call was refused a connection to the UNIX socket /tmp/ssh-x/agent.1: a confined call connects only to the sockets it made; confine_unix_sockets = [\"/tmp/ssh-x/agent.1\"] would allow it"},
 		{"lookup example.org on 10.0.0.1:53: dial udp 10.0.0.1:53: socket: permission denied", "the call was refused a direct connection to 10.0.0.1:53 (UDP): confined calls have no UDP or raw sockets; a host name goes to peal's proxy (HTTPS_PROXY), which looks it up"},
 		// Peal's state folder; its temporary folder is the call's own.
 		{"open /w/.peal/state.json: permission denied", "the call was refused writing /w/.peal/state.json: /w/.peal (peal's state folder) is never written by a confined call"},

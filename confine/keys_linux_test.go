@@ -118,7 +118,7 @@ func TestModelKey(t *testing.T) {
 				Point: func(base, _ map[string]string) ([]string, []string) { return []string{"BASE_URL=" + base["test"]}, nil }}
 			// The key's variable passes the filter, as a kind's declared
 			// variables do: the hold drops it all the same.
-			call := &Call{Mode: On, Access: sc.access(sc.tree), Proxy: p, Keys: hold, Support: m.sup, EnvPass: []string{"KEY_VAR"}}
+			call := &Call{Mode: m.mode, Access: sc.access(sc.tree), Proxy: p, Keys: hold, Support: m.sup, EnvPass: []string{"KEY_VAR"}}
 			c := child{call: call, dir: sc.tree, tempDir: sc.temp, env: []string{"KEY_VAR=" + realKey, "TMPDIR=" + sc.temp, "HOME=" + sc.home}}
 			if got, err := c.run(t, "model", "-"); got != "ok" {
 				t.Fatalf("the model request: %q (%v)", got, err)

@@ -70,29 +70,48 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 		}
 	}
 	if sup.PIDNamespace {
-		cfg.Flags |= launch.Init
+		cfg.Flags |= launch.Init | launch.IPC | launch.UTS
 	} else {
 		cfg.Flags |= launch.Subreaper
 	}
 	l.rules = newNetRules(pol, c.Allow, sup.NetNamespace, doorPorts(l.doors)...)
+	// A network namespace made ahead, where peal may (root).
+	var netns *os.File
 	if sup.NetNamespace {
 		cfg.Flags |= launch.Network
 		cfg.Ports = l.rules.bridged
+		if !sup.UserNamespace && os.Geteuid() == 0 {
+			if netns = takeNetns(); netns != nil {
+				cfg.Flags |= launch.JoinNetwork
+			}
+		}
 	}
 	ctl, theirs, err := controlPair()
 	if err != nil {
+		if netns != nil {
+			madeNetns.letGo(netns)
+		}
 		return err
 	}
 	conn, err := net.FileConn(ctl)
 	ctl.Close()
 	if err != nil {
 		theirs.Close()
+		if netns != nil {
+			madeNetns.letGo(netns)
+		}
 		return err
 	}
 	l.ctl, l.flags, l.cmd = conn.(*net.UnixConn), cfg.Flags, cmd
 	cfg.Control = 3 + len(cmd.ExtraFiles)
 	l.child = []*os.File{theirs}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, l.child...)
+	if netns != nil {
+		// The file after the control socket; peal keeps its own, to use the
+		// namespace again once the call is over (recycleNetns).
+		cmd.ExtraFiles = append(cmd.ExtraFiles, netns)
+		l.netns = netns
+	}
 	cmd.Env = append(cmd.Env, launch.Env+"="+cfg.Encode())
 	cmd.Path = "/proc/self/exe"
 	if cmd.SysProcAttr == nil {
@@ -101,18 +120,19 @@ func (l *Launch) launcher(cmd *exec.Cmd, c *Call, pol Access, sup Support) error
 	// A session of its own: no terminal. (phase signals the launcher's
 	// process group, which the program is in too.)
 	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setpgid = true, false
-	nsAttr(cmd.SysProcAttr, sup.PIDNamespace, sup.NetNamespace, sup.UserNamespace)
+	nsAttr(cmd.SysProcAttr, sup.PIDNamespace, sup.NetNamespace && netns == nil, sup.UserNamespace)
 	return nil
 }
 
 // nsAttr makes a child start in the namespaces asked: PID (with a mount
-// namespace, for its /proc) and network; in a user namespace of its own
-// where peal is not root, mapping peal's user and group to themselves, the
-// launcher keeping the two capabilities it needs to set them up (its
+// namespace, for its /proc, and IPC and UTS ones) and network; in a user
+// namespace of its own where peal is not root, mapping peal's user and
+// group to themselves, the launcher keeping the capabilities it needs to
+// set them up, and CAP_SETPCAP to empty its program's bounding set (its
 // program gets none).
 func nsAttr(a *syscall.SysProcAttr, pid, network, user bool) {
 	if pid {
-		a.Cloneflags |= unix.CLONE_NEWPID | unix.CLONE_NEWNS
+		a.Cloneflags |= unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
 	}
 	if network {
 		a.Cloneflags |= unix.CLONE_NEWNET
@@ -124,6 +144,7 @@ func nsAttr(a *syscall.SysProcAttr, pid, network, user bool) {
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
 	a.GidMappingsEnableSetgroups = false
+	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_SETPCAP)
 	if network {
 		a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN)
 	}
@@ -221,7 +242,13 @@ func (l *Launch) Wait() error {
 		closeFDs(fds)
 		return &LaunchError{Msg: "confine: the launcher said " + strconv.Quote(string(kind)+text)}
 	}
-	l.serve(fds)
+	l.serveHanded(fds)
+	if l.netns != nil {
+		// Its end says when the namespace is empty again.
+		if fd, err := unix.PidfdOpen(l.cmd.Process.Pid, 0); err == nil {
+			l.launcherFD = fd
+		}
+	}
 	l.done = make(chan struct{})
 	go l.watch()
 	return nil
@@ -265,12 +292,22 @@ func (l *Launch) dropRuleset() {
 	l.ruleset = nil
 }
 
-// serve takes up what the launcher handed over: the seccomp listener and
-// the network namespace's listeners, in this order.
-func (l *Launch) serve(fds []int) {
+// serveHanded takes up what the launcher handed over: the seccomp
+// listener, then the network namespace's sock_diag socket and listeners,
+// in this order.
+func (l *Launch) serveHanded(fds []int) {
+	listener, diag := -1, -1
 	if l.flags&launch.Supervise != 0 && len(fds) > 0 {
-		l.sup = supervise(fds[0], l.rules, l.cmd.Process.Pid)
-		fds = fds[1:]
+		listener, fds = fds[0], fds[1:]
+	}
+	if l.flags&launch.Network != 0 && len(fds) > 0 {
+		diag, fds = fds[0], fds[1:]
+	}
+	switch {
+	case listener >= 0:
+		l.sup = supervise(listener, l.rules, l.cmd.Process.Pid, diag)
+	case diag >= 0:
+		unix.Close(diag) // nobody asks it without the supervisor
 	}
 	if l.flags&launch.Network == 0 {
 		closeFDs(fds)
@@ -405,6 +442,10 @@ func (l *Launch) closeServed() {
 	}
 	if l.ctl != nil {
 		l.ctl.Close()
+	}
+	if l.netns != nil {
+		go recycleNetns(l.netns, l.launcherFD, l.flags&launch.Init != 0)
+		l.netns, l.launcherFD = nil, -1
 	}
 }
 

@@ -182,7 +182,7 @@ func landlockFiles(t *testing.T, m mode) {
 	if err := os.Symlink(s.home+"/.aws", s.tree+"/aws"); err != nil {
 		t.Fatal(err)
 	}
-	c := child{call: &Call{Mode: On, Access: s.access(s.tree), Support: m.sup}, dir: s.tree, tempDir: s.temp,
+	c := child{call: &Call{Mode: m.mode, Access: s.access(s.tree), Support: m.sup}, dir: s.tree, tempDir: s.temp,
 		env: []string{"GITHUB_TOKEN=ghp_secret", "AWS_SECRET_ACCESS_KEY=x", "NPM_TOKEN=x", "LANG=C.UTF-8"}}
 	// Landlock refuses a confined process the access to a process outside
 	// it: its memory and, to a process without the capabilities the

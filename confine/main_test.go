@@ -179,7 +179,10 @@ func helper(args []string) int {
 			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 		}
 	default:
-		err = fmt.Errorf("unknown action %q", what)
+		var ok bool
+		if ok, err = denyHelper(what, arg); !ok {
+			err = fmt.Errorf("unknown action %q", what)
+		}
 	}
 	if err != nil {
 		fmt.Println(err)

@@ -17,47 +17,50 @@ type Support struct {
 	TCP   bool // TCP connect and bind rules: Landlock ABI 4 (Linux 6.7)
 	// Why is why Landlock enforces nothing, when ABI is 0.
 	Why string
-	// CapsKept names the capabilities a confined call should lose and
-	// keeps (root without CAP_SETPCAP); empty when it keeps none.
+	// CapsKept says that a confined call keeps root's capabilities (root
+	// without CAP_SETPCAP cannot empty the bounding set); empty when the
+	// call holds none.
 	CapsKept string
 
-	// Seccomp: every call runs under the seccomp filter that refuses UDP,
-	// raw and packet sockets (and io_uring, and the 32-bit ABI's sockets).
+	// Seccomp: every call runs under the seccomp filter, an allow list of
+	// system calls (package launch).
 	Seccomp bool
 	// Supervise: every connect() of a call is handed to peal, which
 	// connects the call's socket itself where the access allows: TCP to
-	// the allowed loopback addresses and ports, UNIX sockets in what the
-	// call may write or in confine_unix_sockets.
+	// the allowed loopback addresses and ports, UNIX sockets the call made
+	// or that confine_unix_sockets names; so is every listen() of a call
+	// without a network namespace.
 	Supervise bool
 	// SeccompWhy is why Seccomp or Supervise is missing.
 	SeccompWhy string
 
-	// PIDNamespace: each call's launcher is the init of a PID namespace
-	// of its own, whose end ends every process the call started; without
-	// it, the launcher and peal hold the call's processes as subreapers.
-	PIDNamespace bool
+	// PIDNamespace: each call's launcher is the init of a PID namespace of
+	// its own (with a mount namespace, for its /proc), whose end ends every
+	// process the call started; without it, the launcher and peal hold the
+	// call's processes as subreapers. IPCNamespace and UTSNamespace: the
+	// call has System V IPC, POSIX message queues and a host name of its
+	// own. The three are made together.
+	PIDNamespace, IPCNamespace, UTSNamespace bool
 	// NetNamespace: each call has a network namespace of its own whose
 	// only interface is loopback, where the launcher listens for peal on
 	// the call's proxy port (and the loopback ports it may reach). Probe
-	// leaves it off: a network namespace costs about a millisecond a call
-	// (its making and its end, in the kernel; docs/benchmarks.md), and the
-	// supervisor of connections keeps a call to its proxy without one. A
-	// caller that wants it where it is allowed turns it on (Call.Support).
-	NetNamespace bool
-	// NetNamespaceAllowed: the system allows a call a network namespace.
-	NetNamespaceAllowed bool
+	// turns it on where the system allows it (NetNamespaceAllowed);
+	// NetNamespaceOff says the configuration turned it off
+	// (confine_network_namespace = false, WithoutNetNamespace).
+	NetNamespace, NetNamespaceAllowed, NetNamespaceOff bool
 	// UserNamespace: the namespaces are made in a user namespace of the
 	// call's own (peal is not root).
 	UserNamespace bool
-	// NamespaceWhy is why a PID namespace (or a network namespace) is not
-	// allowed.
+	// NamespaceWhy is why the namespaces (or the network namespace) are
+	// not allowed.
 	NamespaceWhy string
 }
 
-// WithNetNamespace is s with each call in a network namespace of its own,
-// where the system allows it.
-func (s Support) WithNetNamespace() Support {
-	s.NetNamespace = s.NetNamespaceAllowed
+// WithoutNetNamespace is s with no network namespace for the calls, as
+// confine_network_namespace = false asks: weaker (the calls share the
+// machine's loopback), which the line says.
+func (s Support) WithoutNetNamespace() Support {
+	s.NetNamespace, s.NetNamespaceOff = false, true
 	return s
 }
 
@@ -89,13 +92,15 @@ func (s Support) Parts() []string {
 	}
 	if s.launches() {
 		parts = append(parts, s.namespaces())
-		parts = append(parts, s.sockets())
+		parts = append(parts, s.syscalls()...)
+		if s.CapsKept != "" {
+			parts = append(parts, "calls keep "+s.CapsKept)
+		} else {
+			parts = append(parts, "no capabilities")
+		}
 		parts = append(parts, "no terminal")
 	} else {
 		parts = append(parts, "calls get the allowed environment and peal's proxy only")
-	}
-	if s.CapsKept != "" {
-		parts = append(parts, "calls keep root's "+s.CapsKept+" (peal lacks CAP_SETPCAP to drop them)")
 	}
 	if why := s.directPath(); why != "" {
 		parts = append(parts, "a call that ignores the proxy variables "+why)
@@ -110,7 +115,13 @@ func (s Support) namespaces() string {
 		ns = append(ns, "user")
 	}
 	if s.PIDNamespace {
-		ns = append(ns, "PID")
+		ns = append(ns, "PID", "mount")
+	}
+	if s.IPCNamespace {
+		ns = append(ns, "IPC")
+	}
+	if s.UTSNamespace {
+		ns = append(ns, "UTS")
 	}
 	if s.NetNamespace {
 		ns = append(ns, "network")
@@ -127,33 +138,47 @@ func (s Support) namespaces() string {
 		parts[0] += " (loopback only, peal's proxy inside)"
 	}
 	if !s.PIDNamespace {
-		parts = append(parts, "a call's processes held by its launcher and peal as subreapers")
-	}
-	out := strings.Join(parts, "; ")
-	if !s.PIDNamespace && s.NamespaceWhy != "" {
-		what := "PID namespace"
-		if !s.NetNamespaceAllowed {
-			what = "namespaces"
+		why := "no PID, mount, IPC or UTS namespace"
+		if !s.NetNamespace && !s.NetNamespaceOff {
+			why = "no namespaces"
 		}
-		out += " (no " + what + ": " + s.NamespaceWhy + ")"
-	}
-	return out
-}
-
-// sockets says what the seccomp filter and the supervisor enforce.
-func (s Support) sockets() string {
-	paths := ""
-	if s.ABI < unixABI {
-		paths = "; UNIX sockets by path not confined"
+		if s.NamespaceWhy != "" {
+			why += ": " + s.NamespaceWhy
+		}
+		parts = append(parts, "a call's processes held by its launcher and peal as subreapers, System V IPC refused ("+why+")")
 	}
 	switch {
-	case s.Supervise:
-		return "seccomp: no UDP, raw or packet sockets, every connect decided by peal (TCP to the allowed loopback ports, UNIX sockets in the call's tree or confine_unix_sockets)"
-	case s.Seccomp:
-		return "seccomp: no UDP, raw or packet sockets; connections not decided by peal (" + s.SeccompWhy + ")" + paths
-	default:
-		return "UDP and raw sockets not confined (" + s.SeccompWhy + ")" + paths
+	case s.NetNamespaceOff:
+		parts = append(parts, "no network namespace (confine_network_namespace = false): weaker, a call shares this machine's network, kept to its proxy by seccomp and peal")
+	case !s.NetNamespace && s.PIDNamespace:
+		why := "no network namespace"
+		if s.NamespaceWhy != "" {
+			why += ": " + s.NamespaceWhy
+		}
+		parts = append(parts, why)
 	}
+	return strings.Join(parts, "; ")
+}
+
+// syscalls says what the seccomp filter and the supervisor enforce, in
+// parts short enough for a line of their own.
+func (s Support) syscalls() []string {
+	paths := "UNIX sockets by path not confined"
+	filter := []string{"seccomp allow list: no UDP, raw, packet or datagram UNIX sockets, no netlink but NETLINK_ROUTE",
+		"no ptrace, bpf, keyrings, mounts or namespaces of its own"}
+	switch {
+	case s.Supervise:
+		return append(filter, "every connect decided by peal: TCP to the allowed loopback ports",
+			"UNIX sockets only those the call made and confine_unix_sockets")
+	case s.Seccomp:
+		filter = append(filter, "connections not decided by peal ("+s.SeccompWhy+")")
+	default:
+		filter = []string{"system calls not filtered (" + s.SeccompWhy + ")"}
+	}
+	if s.ABI < unixABI {
+		filter = append(filter, paths)
+	}
+	return filter
 }
 
 // directPath says how a call reaches hosts around the proxy, "" when it
@@ -170,19 +195,44 @@ func (s Support) directPath() string {
 
 // Lacks says what keeps confine = on from holding on this machine ("this
 // machine cannot …"), "" when nothing does: files that cannot be
-// confined, or a direct way to any host around the proxy.
+// confined, a namespace the system refuses (a network namespace only where
+// the configuration asks for one), a system-call filter it lacks, a
+// direct way to any host around the proxy, root's capabilities kept.
 func (s Support) Lacks() string {
 	if !s.Files {
-		return "cannot confine files: " + s.Why
+		return "cannot confine files: " + s.Why // on refuses: the rest would follow
+	}
+	var lacks []string
+	if !s.PIDNamespace || !s.IPCNamespace || !s.UTSNamespace {
+		lacks = append(lacks, "cannot give calls PID, mount, IPC and UTS namespaces of their own: "+s.namespaceWhy())
+	}
+	if !s.NetNamespace && !s.NetNamespaceOff {
+		lacks = append(lacks, "cannot give calls a network namespace of their own: "+s.namespaceWhy()+" (confine_network_namespace = false runs without, weaker)")
+	}
+	if !s.Seccomp {
+		lacks = append(lacks, "cannot filter the calls' system calls: "+s.SeccompWhy)
 	}
 	if s.directPath() != "" {
 		why := s.SeccompWhy
 		if s.NamespaceWhy != "" {
 			why += "; no network namespace: " + s.NamespaceWhy
 		}
-		return "cannot keep calls from connecting around peal's proxy: " + why
+		lacks = append(lacks, "cannot keep calls from connecting around peal's proxy: "+why)
 	}
-	return ""
+	if s.CapsKept != "" {
+		lacks = append(lacks, "cannot take root's capabilities from calls: they keep "+s.CapsKept)
+	}
+	if len(lacks) == 0 {
+		return ""
+	}
+	return strings.Join(lacks, "; it ")
+}
+
+func (s Support) namespaceWhy() string {
+	if s.NamespaceWhy != "" {
+		return s.NamespaceWhy
+	}
+	return "not tried"
 }
 
 // launches tells whether a confined call is started through the launcher:

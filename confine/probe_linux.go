@@ -29,7 +29,10 @@ func probe() Support {
 		s.CapsKept = keptCaps()
 	}
 	s.Seccomp, s.Supervise, s.SeccompWhy = probeSeccomp()
-	s.PIDNamespace, s.NetNamespaceAllowed, s.UserNamespace, s.NamespaceWhy = probeNamespaces()
+	var pid bool
+	pid, s.NetNamespaceAllowed, s.UserNamespace, s.NamespaceWhy = probeNamespaces()
+	s.PIDNamespace, s.IPCNamespace, s.UTSNamespace = pid, pid, pid
+	s.NetNamespace = s.NetNamespaceAllowed
 	return s
 }
 
@@ -38,7 +41,7 @@ func probe() Support {
 // notifications (Linux 5.0) and pidfd_getfd (Linux 5.6), and the right to
 // take a descendant's socket (which Yama's ptrace_scope 3 refuses).
 func probeSeccomp() (filter, supervise bool, why string) {
-	if _, err := launch.Filter(true); err != nil {
+	if _, err := launch.Filter(launch.Supervise); err != nil {
 		return false, false, err.Error()
 	}
 	if _, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
@@ -91,9 +94,9 @@ func effectiveCap(c int) bool {
 
 // probeNamespaces starts the launcher, with nothing to run, in the
 // namespaces a call would get, to learn which the system allows: PID
-// (with its mount namespace and /proc) and network together, else
-// network alone, else PID alone; as root in peal's own user namespace,
-// else in a user namespace of the call's.
+// (with its mount namespace and /proc, IPC and UTS) and network together,
+// else network alone, else PID alone; as root in peal's own user
+// namespace, else in a user namespace of the call's.
 func probeNamespaces() (pid, net, user bool, why string) {
 	users := []bool{true}
 	if os.Geteuid() == 0 {
@@ -141,7 +144,7 @@ func namespaceWhy(err error, user bool) string {
 func probeLauncher(pid, net, user bool) error {
 	cfg := launch.Config{Flags: launch.Probe}
 	if pid {
-		cfg.Flags |= launch.Init
+		cfg.Flags |= launch.Init | launch.IPC | launch.UTS
 	}
 	if net {
 		cfg.Flags |= launch.Network

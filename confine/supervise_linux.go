@@ -32,10 +32,16 @@ import (
 // Nothing is left for the kernel to read again from the call's memory, as
 // letting the system call go on would (the call's other threads could
 // change the address meanwhile). A UNIX socket's path is opened by peal
-// (O_PATH, relative to the calling thread's folder), its real path checked,
-// and the socket connected through /proc/self/fd/N, so that a link swapped
-// meanwhile cannot redirect it. TCP goes only to the allowed loopback
-// addresses and ports.
+// (O_PATH, relative to the calling thread's folder), the socket listening
+// on that very file checked to be the call's own (or the file to be in
+// confine_unix_sockets), and the socket connected through /proc/self/fd/N,
+// so that a link swapped meanwhile cannot redirect it. TCP goes only to the
+// allowed loopback addresses and ports.
+//
+// Without a network namespace of the call's own, every listen() of the
+// call comes to peal the same way: a TCP socket listens only where it is
+// bound to a loopback address (listen() on an unbound socket would pick a
+// port on every address of the machine), and peal makes it listen itself.
 
 // netRules are what a call may connect to.
 type netRules struct {
@@ -49,13 +55,11 @@ type netRules struct {
 	// network namespace, for peal to serve: the call's doors first (the
 	// proxy's, the model endpoint's).
 	bridged []uint16
-	// The UNIX sockets: beneath named (confine_unix_sockets), or beneath
-	// roots (what the call writes) unless a deny entry is nearer.
+	// The UNIX sockets besides the call's own: those beneath named
+	// (confine_unix_sockets, made real once).
 	pol      Access
 	resolved sync.Once
 	named    []string
-	roots    []string
-	deny     []string
 }
 
 // newNetRules are the rules of a call under pol and allow, whose doors
@@ -131,49 +135,28 @@ func (r *netRules) tcp(a netip.Addr, port uint16) bool {
 	return r.pairs[netip.AddrPortFrom(a, port)]
 }
 
-// unixPath tells whether a call may connect to the UNIX socket whose real
-// path is p.
-func (r *netRules) unixPath(p string) bool {
+// namedSocket tells whether the UNIX socket whose real path is p is in
+// confine_unix_sockets.
+func (r *netRules) namedSocket(p string) bool {
 	r.resolved.Do(r.resolve)
 	for _, n := range r.named {
 		if within(p, n) {
 			return true
 		}
 	}
-	best, allowed := -1, false
-	for _, root := range r.roots {
-		if within(p, root) && len(root) > best {
-			best, allowed = len(root), true
-		}
-	}
-	for _, d := range r.deny {
-		if within(p, d) && len(d) >= best {
-			best, allowed = len(d), false
-		}
-	}
-	return allowed
+	return false
 }
 
-// resolve makes the access's paths real, once, at the first UNIX
+// resolve makes confine_unix_sockets real, once, at the first UNIX
 // connection of the call.
 func (r *netRules) resolve() {
-	real := func(list []Path, skip string) []string {
-		var out []string
-		for _, e := range list {
-			if e.Key == skip {
-				continue
-			}
-			if p, err := filepath.EvalSymlinks(e.Path); err == nil {
-				out = append(out, p)
-			} else {
-				out = append(out, filepath.Clean(e.Path))
-			}
+	for _, e := range r.pol.UnixSockets {
+		if p, err := filepath.EvalSymlinks(e.Path); err == nil {
+			r.named = append(r.named, p)
+		} else {
+			r.named = append(r.named, filepath.Clean(e.Path))
 		}
-		return out
 	}
-	r.named = real(r.pol.UnixSockets, "")
-	r.roots = real(r.pol.Write, KeySystem)
-	r.deny = append(real(r.pol.Deny, ""), real(r.pol.Protect, "")...)
 }
 
 // The kernel's structures of a user notification.
@@ -203,18 +186,31 @@ type supervisor struct {
 	f        *os.File
 	rules    *netRules
 	launcher int // the call's processes are below it
+	// diag is a sock_diag socket of the call's network namespace (nil
+	// without one), which lists only the call's own sockets.
+	diag *sockDiag
 }
 
 // supervise serves the listener fd of a call (whose launcher is pid
-// launcher) under rules, until the call's processes are gone or close.
-func supervise(fd int, rules *netRules, launcher int) *supervisor {
+// launcher) under rules, until the call's processes are gone or close;
+// diag is the sock_diag socket of the call's network namespace (-1 without
+// one), which it then owns.
+func supervise(fd int, rules *netRules, launcher, diag int) *supervisor {
 	unix.SetNonblock(fd, true)
 	s := &supervisor{f: os.NewFile(uintptr(fd), "seccomp-listener"), rules: rules, launcher: launcher}
+	if diag >= 0 {
+		s.diag = &sockDiag{fd: diag}
+	}
 	go s.serve()
 	return s
 }
 
-func (s *supervisor) close() { s.f.Close() }
+func (s *supervisor) close() {
+	s.f.Close()
+	if s.diag != nil {
+		s.diag.close()
+	}
+}
 
 func (s *supervisor) serve() {
 	rc, err := s.f.SyscallConn()
@@ -250,10 +246,21 @@ func (s *supervisor) serve() {
 	}
 }
 
-// answer decides one connect() and sends its result.
+// answer decides one connect() or listen() and sends its result.
 func (s *supervisor) answer(n seccompNotif) {
 	resp := seccompResp{ID: n.ID}
-	if errno := s.connect(&n); errno != 0 {
+	var errno unix.Errno
+	switch {
+	case n.Data.Arch != launch.NativeArch:
+		errno = unix.ENOSYS
+	case n.Data.Nr == unix.SYS_CONNECT:
+		errno = s.connect(&n)
+	case n.Data.Nr == unix.SYS_LISTEN:
+		errno = s.listen(&n)
+	default:
+		errno = unix.ENOSYS
+	}
+	if errno != 0 {
 		resp.Error = -int32(errno)
 	}
 	if rc, err := s.f.SyscallConn(); err == nil {
@@ -282,11 +289,7 @@ const maxSockaddr = 128
 
 // connect does the call's connect(): the errno it returns (0: connected).
 func (s *supervisor) connect(n *seccompNotif) unix.Errno {
-	if n.Data.Arch != launch.NativeArch || n.Data.Nr != unix.SYS_CONNECT {
-		return unix.ENOSYS
-	}
 	tid := int(n.Pid)
-	sockfd := int(int32(n.Data.Args[0]))
 	size := int(uint32(n.Data.Args[2]))
 	if size > maxSockaddr || size < 0 {
 		return unix.EINVAL
@@ -304,20 +307,9 @@ func (s *supervisor) connect(n *seccompNotif) unix.Errno {
 			return unix.EACCES
 		}
 	}
-	pidfd, err := openPidfd(tid)
-	if err != nil || !s.valid(n.ID) {
-		if err == nil {
-			unix.Close(pidfd)
-		}
-		return unix.EACCES
-	}
-	sock, err := unix.PidfdGetfd(pidfd, sockfd, 0)
-	unix.Close(pidfd)
-	switch {
-	case errors.Is(err, unix.EBADF):
-		return unix.EBADF
-	case err != nil:
-		return unix.EACCES
+	sock, errno := s.take(n)
+	if errno != 0 {
+		return errno
 	}
 	defer unix.Close(sock)
 	domain, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN)
@@ -334,10 +326,67 @@ func (s *supervisor) connect(n *seccompNotif) unix.Errno {
 	case unix.AF_INET, unix.AF_INET6:
 		return s.connectInet(sock, typ, addr)
 	default:
-		// A netlink socket (the filter makes no other): its family
-		// decides where it connects, inside the machine.
+		// A NETLINK_ROUTE socket (the filter makes no other): it talks to
+		// the kernel of its network namespace.
 		return connectRaw(sock, addr)
 	}
+}
+
+// take is the socket the call named in its system call's first argument,
+// in peal's hands (the same socket): the errno to answer when it cannot
+// be had.
+func (s *supervisor) take(n *seccompNotif) (int, unix.Errno) {
+	pidfd, err := openPidfd(int(n.Pid))
+	if err != nil || !s.valid(n.ID) {
+		if err == nil {
+			unix.Close(pidfd)
+		}
+		return -1, unix.EACCES
+	}
+	sock, err := unix.PidfdGetfd(pidfd, int(int32(n.Data.Args[0])), 0)
+	unix.Close(pidfd)
+	switch {
+	case errors.Is(err, unix.EBADF):
+		return -1, unix.EBADF
+	case err != nil:
+		return -1, unix.EACCES
+	}
+	return sock, 0
+}
+
+// listen does the call's listen() (without a network namespace of its
+// own): a TCP socket listens only where it is bound to a loopback address,
+// so that no port of the machine's other addresses opens to the outside;
+// peal makes the socket listen itself (the call's other threads could
+// meanwhile put another socket at the descriptor it named).
+func (s *supervisor) listen(n *seccompNotif) unix.Errno {
+	sock, errno := s.take(n)
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(sock)
+	domain, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil {
+		return errnoOf(err)
+	}
+	if domain == unix.AF_INET || domain == unix.AF_INET6 {
+		sa, err := unix.Getsockname(sock)
+		if err != nil {
+			return errnoOf(err)
+		}
+		var a netip.Addr
+		port := 0
+		switch sa := sa.(type) {
+		case *unix.SockaddrInet4:
+			a, port = netip.AddrFrom4(sa.Addr), sa.Port
+		case *unix.SockaddrInet6:
+			a, port = netip.AddrFrom16(sa.Addr), sa.Port
+		}
+		if port == 0 || !a.Unmap().IsLoopback() {
+			return unix.EACCES
+		}
+	}
+	return errnoOf0(unix.Listen(sock, int(int32(n.Data.Args[1]))))
 }
 
 // openPidfd is a pidfd of thread tid (Linux 6.9), or of its process.
@@ -417,9 +466,9 @@ func (s *supervisor) connectInet(sock, typ int, addr []byte) unix.Errno {
 	return connectRaw(sock, addr)
 }
 
-// connectUnix connects a UNIX socket to a path in what the call may
-// write or in confine_unix_sockets, or to an abstract name of the call's
-// own.
+// connectUnix connects a UNIX socket to a path whose listener is the
+// call's own or that confine_unix_sockets names, or to an abstract name of
+// the call's own.
 func (s *supervisor) connectUnix(sock int, addr []byte, tid int) unix.Errno {
 	if len(addr) <= 2 || binary.NativeEndian.Uint16(addr) != unix.AF_UNIX {
 		return connectRaw(sock, addr)
@@ -452,7 +501,7 @@ func (s *supervisor) connectUnix(sock int, addr []byte, tid int) unix.Errno {
 	defer unix.Close(fd)
 	proc := "/proc/self/fd/" + strconv.Itoa(fd)
 	real, err := os.Readlink(proc)
-	if err != nil || !s.rules.unixPath(real) {
+	if err != nil || !s.rules.namedSocket(real) && !s.ownsFile(fd) {
 		return unix.EACCES
 	}
 	return errnoOf0(connectTo(sock, &unix.SockaddrUnix{Name: proc}))
@@ -465,6 +514,57 @@ func indexByte(b []byte, c byte) int {
 		}
 	}
 	return -1
+}
+
+// ownsFile tells whether the socket file open at fd (O_PATH) is one a
+// socket of the call listens on: one the call made (bound) and listens on
+// still, in its own network namespace, or, without one, held by a process
+// of the call. A socket of another program, even in a folder the call may
+// write (a credential daemon's in a cache), is none.
+func (s *supervisor) ownsFile(fd int) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return false
+	}
+	diag := s.diag
+	if diag == nil {
+		d, err := openSockDiag()
+		if err != nil {
+			return false
+		}
+		defer d.close()
+		diag = d
+	}
+	inodes, err := diag.listening(uint64(st.Dev), st.Ino)
+	if err != nil || len(inodes) == 0 {
+		return false
+	}
+	if s.diag != nil {
+		return true // the namespace's sockets are the call's
+	}
+	want := map[string]bool{}
+	for _, ino := range inodes {
+		want["socket:["+strconv.FormatUint(uint64(ino), 10)+"]"] = true
+	}
+	return s.holds(want)
+}
+
+// holds tells whether a process of the call holds one of the sockets
+// (their links in /proc: socket:[inode]).
+func (s *supervisor) holds(sockets map[string]bool) bool {
+	for _, pid := range launch.Descendants(s.launcher) {
+		dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if link, err := os.Readlink(dir + e.Name()); err == nil && sockets[link] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ownsAbstract tells whether a process of the call listens on the
@@ -486,22 +586,7 @@ func (s *supervisor) ownsAbstract(name []byte) bool {
 		}
 	}
 	f.Close()
-	if len(inodes) == 0 {
-		return false
-	}
-	for _, pid := range launch.Descendants(s.launcher) {
-		dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			if link, err := os.Readlink(dir + e.Name()); err == nil && inodes[link] {
-				return true
-			}
-		}
-	}
-	return false
+	return len(inodes) > 0 && s.holds(inodes)
 }
 
 // connectRaw connects sock to the address as the call wrote it (peal's

@@ -221,7 +221,7 @@ func newConfineWorld(t *testing.T, a agent, mode string, opts worldOptions, scri
 	gitIn(t, w.sb.repo, w.sb.base, "add", "notes.txt")
 	gitIn(t, w.sb.repo, w.sb.base, "commit", "-q", "-m", "notes")
 	w.trap = newTrap(t)
-	w.side = newSideTraps(t, mark)
+	w.side = newSideTraps(t, w.sb.home, mark)
 	if mode == "off" {
 		w.srv = mockllm.New(script(w), mockllm.WithKey(testKey))
 	} else {

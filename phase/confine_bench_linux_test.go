@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"peal/confine"
+	"peal/internal/testkit/fakes"
 )
 
 // benchHome makes a scratch home shaped like a developer's: 100 entries,
@@ -57,4 +58,34 @@ func BenchmarkRunConfined100(b *testing.B) {
 		}
 	}
 	reportCPU(b, before)
+}
+
+// BenchmarkTimeout1sConfined is BenchmarkTimeout1s beside the same call
+// confined (the policy of BenchmarkRunConfined100, a proxy endpoint): the
+// call must return right after its timeout either way (target 1.05 s per
+// call).
+func BenchmarkTimeout1sConfined(b *testing.B) {
+	if s := confine.Probe(); !s.Files {
+		b.Skip("this kernel enforces no Landlock rules: " + s.String())
+	}
+	home := benchHome(b)
+	for _, mode := range []string{"off", "confined"} {
+		b.Run(mode, func(b *testing.B) {
+			dir := setup(b, fakes.Outcome{Hang: true})
+			spec := agentSpec(dir, time.Second, 5*time.Second)
+			if mode == "confined" {
+				pol := confine.Base(home)
+				pol.Write = append(pol.Write, confine.Paths("work tree", dir)...)
+				pol.TCP = &confine.TCP{}
+				spec.Confine = &confine.Call{Mode: confine.On, Access: pol, Proxy: confine.NewProxy(nil), EnvPass: []string{"FAKE_*"}}
+			}
+			for b.Loop() {
+				res, err := Run(context.Background(), spec)
+				if err != nil || !res.TimedOut {
+					b.Fatal(err, res.TimedOut, res.Stderr)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/call")
+		})
+	}
 }

@@ -99,16 +99,19 @@ func TestContainedDaemon(t *testing.T) {
 		t.Skip("this kernel enforces no Landlock rules: " + s.String())
 	}
 	subreaper := s
-	subreaper.PIDNamespace, subreaper.NetNamespace, subreaper.UserNamespace = false, false, false
+	subreaper.PIDNamespace, subreaper.IPCNamespace, subreaper.UTSNamespace, subreaper.NetNamespace, subreaper.UserNamespace = false, false, false, false, false
+	// The fallback without namespaces runs under auto: on refuses it.
 	modes := []struct {
 		name string
 		sup  confine.Support
-	}{{"as found", s}}
+		mode confine.Mode
+	}{{"as found", s, confine.On}}
 	if s.PIDNamespace {
 		modes = append(modes, struct {
 			name string
 			sup  confine.Support
-		}{"subreapers", subreaper})
+			mode confine.Mode
+		}{"subreapers", subreaper, confine.Auto})
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -129,7 +132,7 @@ func TestContainedDaemon(t *testing.T) {
 			pol.Write = append(pol.Write, confine.Paths("work tree", tree)...)
 			sup := m.sup
 			spec := Spec{Phase: "execute", Argv: []string{exe, "contain-daemon", lock}, Dir: tree, Timeout: time.Minute, KillGrace: 5 * time.Second,
-				Confine: &confine.Call{Mode: confine.On, Access: pol, Support: &sup}}
+				Confine: &confine.Call{Mode: m.mode, Access: pol, Support: &sup}}
 			res, err := Run(context.Background(), spec)
 			if err != nil || res.ExitCode != 3 || res.Stdout != "daemon started\n" {
 				t.Fatalf("Run = %v, exit %d, %q %q", err, res.ExitCode, res.Stdout, res.Stderr)

@@ -68,7 +68,7 @@ func Describe(cfg *config.Config) (Description, error) {
 		// Never a policy that says a path is written and never written.
 		return failed(cfg.Confine, err), err
 	}
-	c, err := newRules(cfg, nil, confine.Probe(), false)
+	c, err := buildRules(cfg, nil, probing(cfg), false, thisMachine())
 	if err != nil || c == nil {
 		return Description{Off: true, Sections: []Section{{Head: "confine = off",
 			Items: []string{"agent calls and checks run with peal's whole environment, file system and network"}}}}, err

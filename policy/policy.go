@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"peal/config"
 	"peal/confine"
 	"peal/internal/safefs"
+	"peal/policy/secrets"
 )
 
 // Site is what the policy of a call needs of where it runs: the top of the
@@ -79,7 +79,8 @@ type Rules struct {
 	// (post_run_confined = false), which the start line says.
 	postRunUnconfined bool
 	// make are the cache folders made, once, before the first confined
-	// call (a run that starts no call writes nothing).
+	// call (a run that starts no call writes nothing): those whose tool is
+	// on PATH.
 	make     []string
 	makeOnce sync.Once
 	// hidden are the real paths of the folders the calls read by allow
@@ -122,7 +123,20 @@ const (
 // New makes the rules of a run of cfg; nil under confine = off. Under on,
 // a machine that cannot confine files is an error.
 func New(cfg *config.Config, log *slog.Logger) (*Rules, error) {
-	return On(cfg, log, confine.Probe())
+	return buildRules(cfg, log, probing(cfg), true, thisMachine())
+}
+
+// probing is what this machine enforces, found by confine.Probe as the
+// rules are made (it waits on the launcher it starts, the rules' making
+// on the file system: one goes on while the other waits); none is asked
+// under confine = off.
+func probing(cfg *config.Config) func() confine.Support {
+	if cfg.Confine == config.ConfineOff {
+		return func() confine.Support { return confine.Support{} }
+	}
+	probed := make(chan confine.Support, 1)
+	go func() { probed <- confine.Probe() }()
+	return sync.OnceValue(func() confine.Support { return <-probed })
 }
 
 // On is New on a machine whose kernel enforces sup.
@@ -152,14 +166,17 @@ func newRules(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy b
 
 // newRulesOn is newRules on the machine m.
 func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy bool, m machine) (*Rules, error) {
+	return buildRules(cfg, log, func() confine.Support { return sup }, proxy, m)
+}
+
+// buildRules is newRulesOn on a machine whose kernel enforces what support
+// says, asked once the rules that do not depend on it are made.
+func buildRules(cfg *config.Config, log *slog.Logger, support func() confine.Support, proxy bool, m machine) (*Rules, error) {
 	mode, err := confine.ParseMode(string(cfg.Confine))
 	if err != nil || mode == confine.Off {
 		return nil, err
 	}
-	if cfg.ConfineNetworkNamespace {
-		sup = sup.WithNetNamespace()
-	}
-	c := &Rules{mode: mode, support: sup, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != config.TCPAny,
+	c := &Rules{mode: mode, envPass: cfg.ConfineEnvPass, tcp: cfg.ConfineTCP != config.TCPAny,
 		postRunUnconfined: !cfg.PostRunConfined && len(cfg.PostRunCommands) > 0,
 		gitCredentials:    cfg.ConfineGitCredentials == config.GitCredentialsAllow, sources: cfg.Sources, getenv: m.getenv,
 		gitPass: cfg.ConfineGitPass, log: log}
@@ -174,15 +191,18 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 			c.loopback = append(c.loopback, port)
 		}
 	}
-	if lack := c.support.Lacks(); mode == confine.On && lack != "" {
-		return nil, fmt.Errorf("confine = on (set by %s), but this machine %s; set confine = auto to run with what it can enforce, or off",
-			config.Describe("confine", cfg.Sources), lack)
-	}
 	if c.allow, err = confine.ParseAllow(confine.KeyNetworkAllow, cfg.ConfineNetworkAllow...); err != nil {
 		return nil, err
 	}
 	c.home = m.home
 	c.base = confine.Base(c.home)
+	// The secrets where the tools' variables put them (Base has them where
+	// they lie by default).
+	for _, p := range secrets.In(c.home, c.getenv) {
+		if !slices.ContainsFunc(c.base.Deny, func(d confine.Path) bool { return d.Path == p }) {
+			c.base.Deny = append(c.base.Deny, confine.Path{Path: p, Key: confine.KeySecret})
+		}
+	}
 	c.base.Deny = append(c.base.Deny, confine.Paths(keyRootSecret, systemSecrets(m.euid)...)...)
 	c.base.Deny = append(c.base.Deny, confine.Paths(confine.KeyReadDeny, cfg.ConfineReadDeny...)...)
 	for _, name := range agent.Names() {
@@ -211,11 +231,20 @@ func newRulesOn(cfg *config.Config, log *slog.Logger, sup confine.Support, proxy
 	c.base.Write = append(c.base.Write, confine.Paths(keyCaches, c.caches()...)...)
 	c.base.Write = append(c.base.Write, confine.Paths(confine.KeyWritePaths, cfg.ConfineWritePaths...)...)
 	c.base.UnixSockets = confine.Paths(confine.KeyUnixSockets, cfg.ConfineUnixSockets...)
+	c.support = support()
+	if !cfg.ConfineNetworkNamespace {
+		c.support = c.support.WithoutNetNamespace()
+	}
+	if lack := c.support.Lacks(); mode == confine.On && lack != "" {
+		return nil, fmt.Errorf("confine = on (set by %s), but this machine %s; set confine = auto to run with what it can enforce, or off",
+			config.Describe("confine", cfg.Sources), lack)
+	}
 	if c.keys, err = newKeyHolds(cfg, c.support, m); err != nil {
 		return nil, err
 	}
 	if proxy {
 		c.proxy = confine.NewProxy(log)
+		confine.MakeAhead(c.support)
 	} else {
 		c.describing = true
 	}
@@ -257,44 +286,6 @@ func (c *Rules) paths(list []string) []string {
 		if full, ok := agent.ExpandPath(p, c.home, c.getenv); ok {
 			out = append(out, full)
 		}
-	}
-	return out
-}
-
-// caches are the build caches a confined call may write: where Go, npm,
-// cargo, Maven and Gradle keep what they download and build, and the
-// user's cache folder. A cache a confined call writes is one the user's
-// own builds read later: what it could plant there is what any dependency
-// it downloads could (docs/behaviour.md). The cache folder and, when Go is
-// installed, Go's module cache are made when missing: a grant of a folder
-// that does not exist grants nothing, and the tools make them on first use.
-func (c *Rules) caches() []string {
-	if c.home == "" {
-		return nil
-	}
-	cache := c.getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		cache = filepath.Join(c.home, ".cache")
-	}
-	out := []string{cache}
-	mod := c.getenv("GOMODCACHE")
-	if mod == "" {
-		gopath := c.getenv("GOPATH")
-		if gopath == "" {
-			gopath = filepath.Join(c.home, "go")
-		}
-		mod = filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "pkg", "mod")
-	}
-	c.make = []string{cache}
-	if _, err := exec.LookPath("go"); err == nil {
-		c.make = append(c.make, mod)
-	}
-	out = append(out, mod)
-	if gc := c.getenv("GOCACHE"); gc != "" {
-		out = append(out, gc)
-	}
-	for _, rel := range []string{".npm", ".cargo/registry", ".cargo/git", ".m2/repository", ".gradle/caches", ".gradle/wrapper"} {
-		out = append(out, filepath.Join(c.home, rel))
 	}
 	return out
 }
@@ -348,10 +339,8 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
 	}
-	if c.support.NetNamespace {
-		sup := c.support // confine_network_namespace: beyond what Probe turns on
-		call.Support = &sup
-	}
+	sup := c.support // confine_network_namespace = false: less than Probe turns on
+	call.Support = &sup
 	if kind == nil {
 		return call
 	}

@@ -136,12 +136,14 @@ func toolchains(home, path string, getenv func(string) string, hidden []string) 
 		}
 	}
 	dataHome := filepath.Join(home, ".local")
+	scanned := map[string]bool{} // the real folders whose links were looked at
 	for _, dir := range filepath.SplitList(path) {
 		if !filepath.IsAbs(dir) {
 			continue
 		}
 		dir = filepath.Clean(dir)
-		if under(realPath(dir), hidden) {
+		realDir := realPath(dir)
+		if under(realDir, hidden) {
 			out = append(out, dir)
 			if parent := filepath.Dir(dir); filepath.Base(dir) == "bin" && !slices.Contains(hidden, realPath(parent)) {
 				if parent == dataHome {
@@ -153,6 +155,12 @@ func toolchains(home, path string, getenv func(string) string, hidden []string) 
 				}
 			}
 		}
+		// A folder on PATH twice, or under two names (/bin and /usr/bin),
+		// leads to the same links.
+		if scanned[realDir] {
+			continue
+		}
+		scanned[realDir] = true
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			continue

@@ -176,7 +176,9 @@ func TestInstallFolders(t *testing.T) {
 // whose PATH is path, as a kernel that confines files has them.
 func rulesIn(t *testing.T, cfg *config.Config, home, path string) *Rules {
 	t.Helper()
-	c, err := newRulesOn(cfg, nil, confine.Support{Files: true, TCP: true, ABI: 7, Seccomp: true, Supervise: true}, false,
+	full := confine.Support{Files: true, TCP: true, ABI: 7, Seccomp: true, Supervise: true,
+		PIDNamespace: true, IPCNamespace: true, UTSNamespace: true, NetNamespace: true, NetNamespaceAllowed: true}
+	c, err := newRulesOn(cfg, nil, full, false,
 		machine{home: home, getenv: envOf("PATH=" + path), euid: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -196,14 +198,16 @@ func covered(plan confine.Plan, path string) (read, write bool) {
 }
 
 // TestCallReadsTheAllowList: in the home folder, an agent call reads its
-// kind's folders and declared files, the build caches, the toolchains of
+// kind's folders and declared files, the build caches (each its own folder,
+// never the whole cache folder), the toolchains of
 // its PATH, git's configuration, the repository, its own tree and
 // confine_read_paths, and nothing else: no other file of the home folder,
 // no other kind's folder, no secret, not peal's configuration file; a check
 // reads none of the kinds' folders.
 func TestCallReadsTheAllowList(t *testing.T) {
 	t.Parallel()
-	home := fakeHome(t, ".claude/settings.json", ".claude.json", ".codex/config.toml", ".cache/x/", "go/bin/tool",
+	home := fakeHome(t, ".claude/settings.json", ".claude.json", ".codex/config.toml", ".cache/x/", ".cache/pip/wheels/",
+		".cache/git/credential/", ".cache/huggingface/hub/", ".cache/huggingface/token", "go/bin/tool",
 		".gitconfig", ".config/git/ignore", ".config/git/credentials", ".npmrc", ".pgpass", ".bash_history", "notes.txt",
 		"shared/data.txt", "shared/.env", "state/")
 	os.WriteFile(filepath.Join(home, "peal.toml"), []byte("phase_retry_count = 1\n"), 0o644)
@@ -236,7 +240,11 @@ func TestCallReadsTheAllowList(t *testing.T) {
 			{".claude/settings.json", ofClaude, ofClaude},
 			{".claude.json", ofClaude, false},
 			{".codex/config.toml", false, false},
-			{".cache/x", true, true},
+			{".cache/x", false, false},
+			{".cache/pip/wheels", true, true},
+			{".cache/git/credential", false, false},
+			{".cache/huggingface/hub", false, false},
+			{".cache/huggingface/token", false, false},
 			{"go/bin/tool", true, false},
 			{".gitconfig", false, false},
 			{".config/git/ignore", true, false},

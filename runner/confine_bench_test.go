@@ -63,15 +63,15 @@ func BenchmarkConfinedRun(b *testing.B) {
 		return path
 	}
 	n := 0
-	cfgOf := func(b *testing.B, planPath, mode, stateDir string) *config.Config {
+	cfgOf := func(b *testing.B, planPath, mode, stateDir string, extra ...string) *config.Config {
 		if stateDir == "" {
 			n++
 			stateDir = filepath.Join(dir, fmt.Sprintf("state-%d", n))
 		}
 		planPath = planOf(b, planPath, stateDir)
-		cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
+		cfg, err := config.Load(config.Inputs{Env: append([]string{"PEAL_PLAN_PATH=" + planPath, "PEAL_REPO_PATH=" + repo,
 			"PEAL_STATE_DIR=" + stateDir, "PEAL_AGENT_CMD=" + agent, "PEAL_CONFINE=" + mode,
-			"PEAL_CONFINE_ENV_PASS=BENCH_WAIT"}})
+			"PEAL_CONFINE_ENV_PASS=BENCH_WAIT"}, extra...)})
 		if err == nil {
 			err = cfg.Validate()
 		}
@@ -88,9 +88,10 @@ func BenchmarkConfinedRun(b *testing.B) {
 		}
 		return time.Since(start), selfCPU() - cpu
 	}
-	// reset puts the work tree back as the runs found it (they change
-	// nothing, but a failed check would).
-	side := func(again bool) func(b *testing.B) {
+	// side runs the plan of 50 tasks under off and on, side by side (again:
+	// on a state folder whose tasks all run again); extra is the
+	// configuration of the confined runs besides.
+	side := func(again bool, extra ...string) func(b *testing.B) {
 		return func(b *testing.B) {
 			p := plan(50)
 			states := map[string]string{}
@@ -105,7 +106,11 @@ func BenchmarkConfinedRun(b *testing.B) {
 			runs := 0
 			for b.Loop() {
 				for i, mode := range []string{"off", "on"} {
-					cfg := cfgOf(b, p, mode, states[mode])
+					var more []string
+					if mode == "on" {
+						more = extra
+					}
+					cfg := cfgOf(b, p, mode, states[mode], more...)
 					d, _ := exec(b, cfg, 50)
 					wall[i] += d
 					if again {
@@ -121,6 +126,7 @@ func BenchmarkConfinedRun(b *testing.B) {
 		}
 	}
 	b.Run("plan50", side(false))
+	b.Run("plan50-no-netns", side(false, "PEAL_CONFINE_NETWORK_NAMESPACE=false"))
 	b.Run("plan50-again", side(true))
 	b.Run("wait6s", func(b *testing.B) {
 		p := plan(1)

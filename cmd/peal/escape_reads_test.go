@@ -20,7 +20,8 @@ const readMarker = "planted-read-secret-7f3a"
 // configuration file, another user's home folder.
 var readTries = []string{
 	"read-.config/git/credentials", "read-.npmrc", "read-.pgpass", "read-.config/containers/auth.json", "read-.m2/settings.xml",
-	"read-.gradle/gradle.properties", "read-.bash_history", "read-home-file", "list-home", "read-peal-config", "list-root",
+	"read-.gradle/gradle.properties", "read-.bash_history", "read-.cache/huggingface/token", "read-.config/go/env", "read-.cargo/config.toml",
+	"read-home-file", "list-home", "read-peal-config", "list-root",
 }
 
 // plantReads plants in the sandbox's home folder the files the read tries
@@ -37,6 +38,9 @@ func plantReads(t *testing.T, s *escapeSandbox) string {
 		".m2/settings.xml":             "<settings><servers><server><password>" + readMarker + "</password></server></servers></settings>\n",
 		".gradle/gradle.properties":    "signing.password=" + readMarker + "\n",
 		".bash_history":                "export API_TOKEN=" + readMarker + "\n",
+		".cache/huggingface/token":     "hf_" + readMarker + "\n",
+		".config/go/env":               "GOPROXY=https://user:" + readMarker + "@proxy.example\n",
+		".cargo/config.toml":           "[registries.private]\ntoken = \"" + readMarker + "\"\n",
 		".bashrc":                      "# the user's\n",
 		".gitconfig":                   "[include]\n\tpath = .gitconfig.local\n",
 		".gitconfig.local":             "[core]\n\tquotePath = false\n",

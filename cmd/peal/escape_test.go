@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"peal/confine"
 	"peal/internal/testkit/fakes"
@@ -45,6 +44,17 @@ type escapeSandbox struct {
 	udp      net.PacketConn
 	hostSock net.Listener
 	lock     string
+	// Other programs no call may reach: a git credential cache's socket in
+	// ~/.cache/git/credential (made by another program, before the
+	// run), another program's datagram socket, System V IPC and a
+	// NETLINK_USERSOCK listener, each watched from outside.
+	daemonSock     string
+	daemonConns    atomic.Int64
+	dgram          *net.UnixConn
+	shmKey, msgKey int
+	msq            uintptr
+	netlink        int
+	netlinkPort    uint32
 	// uid and gid, when set, are the unprivileged user peal runs as
 	// (asUser); programs are its copies of the test's programs.
 	uid, gid int
@@ -118,6 +128,7 @@ func newEscapeSandbox(t *testing.T, plan string) *escapeSandbox {
 	}
 	t.Cleanup(func() { s.hostSock.Close() })
 	os.Chmod(filepath.Join(sockDir, "host.sock"), 0o777)
+	s.watchDaemons(t, sockDir)
 	// Where every call may read (and write): the home folder is read by
 	// allow list.
 	s.lock = filepath.Join(s.agentDir, "daemon.lock")
@@ -158,7 +169,9 @@ func (s *escapeSandbox) env(confineMode string, extra ...string) []string {
 		"GITHUB_TOKEN="+plantedToken, "ANTHROPIC_API_KEY=sk-test-mock",
 		"ESCAPE_OUT="+s.report, "ESCAPE_LISTENER="+s.listener.Addr().String(), "ESCAPE_ALLOWED="+s.allowed,
 		"ESCAPE_STATE="+s.stateDir, "ESCAPE_MAIN="+s.repo, "ESCAPE_TRAPS="+strings.Join(traps, ","),
-		"ESCAPE_UDP="+s.udp.LocalAddr().String(), "ESCAPE_UNIX="+s.hostSock.Addr().String(), "ESCAPE_LOCK="+s.lock)
+		"ESCAPE_UDP="+s.udp.LocalAddr().String(), "ESCAPE_UNIX="+s.hostSock.Addr().String(), "ESCAPE_LOCK="+s.lock,
+		"ESCAPE_DAEMON="+s.daemonSock, "ESCAPE_DGRAM="+s.dgram.LocalAddr().String(), fmt.Sprintf("ESCAPE_IPC=%d:%d", s.shmKey, s.msgKey),
+		fmt.Sprintf("ESCAPE_NETLINK=%d", s.netlinkPort))
 	if s.uid != 0 {
 		for i, kv := range env {
 			switch {
@@ -237,6 +250,13 @@ func (s *escapeSandbox) asUser() {
 // run runs peal (as the sandbox's user, when it has one).
 func (s *escapeSandbox) run(env []string, args ...string) result {
 	s.t.Helper()
+	return s.start(env, args...)()
+}
+
+// start starts peal (as the sandbox's user, when it has one); the function
+// it returns waits for its end.
+func (s *escapeSandbox) start(env []string, args ...string) func() result {
+	s.t.Helper()
 	cmd := exec.Command(s.bin("peal"), args...)
 	cmd.Dir, cmd.Env = s.dir, env
 	if s.uid != 0 {
@@ -244,11 +264,16 @@ func (s *escapeSandbox) run(env []string, args ...string) result {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	return func() result {
+		err := cmd.Wait()
+		if _, ok := err.(*exec.ExitError); err != nil && !ok {
+			s.t.Fatal(err)
+		}
+		return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	}
 }
 
 // results are the escape program's lines, by outcome.
@@ -297,12 +322,14 @@ func (s *escapeSandbox) outside(r result) {
 			s.t.Errorf("a connection reached %s", ln.Addr())
 		}
 	}
-	s.udp.SetReadDeadline(time.Now())
-	if n, _, err := s.udp.ReadFrom(make([]byte, 64)); err == nil {
-		s.t.Errorf("a datagram of %d bytes reached the UDP listener", n)
+	if pendingDatagram(s.t, s.udp.(syscall.Conn)) {
+		s.t.Error("a datagram reached the UDP listener")
 	}
 	if !lockFree(s.t, s.lock) {
 		s.t.Error("a daemon a call started is alive after peal exited")
+	}
+	for what, got := range s.daemonsReached() {
+		s.t.Errorf("%s: %s", what, got)
 	}
 	for _, text := range []string{r.stdout, r.stderr} {
 		if strings.Contains(text, plantedToken) || strings.Contains(text, "planted\n") {
@@ -343,27 +370,36 @@ func skipWithoutLandlock(t *testing.T) {
 func TestEscapesOfASequentialTask(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
-	// "netns": on, each call in a network namespace of its own as well.
-	for _, mode := range []string{"on", "off", "netns"} {
+	// "nonetns": on, without a network namespace for each call
+	// (confine_network_namespace = false), which the start line says.
+	for _, mode := range []string{"on", "off", "nonetns"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			s := newEscapeSandbox(t, "## Task 1\nDo the work\n")
 			s.scenario(map[string][]fakes.Outcome{"execute:1": {{Commands: [][]string{{s.bin("escape")}}}}})
 			env := s.env(mode)
-			if mode == "netns" {
-				if !confine.Probe().NetNamespaceAllowed {
-					t.Skip("this machine gives a call no network namespace")
-				}
-				env = s.env("on", "PEAL_CONFINE_NETWORK_NAMESPACE=true")
+			if mode == "nonetns" {
+				env = s.env("on", "PEAL_CONFINE_NETWORK_NAMESPACE=false")
 			}
 			r := s.run(env, "run")
-			if mode == "netns" && !strings.Contains(r.stderr, "network namespaces of its own") {
+			switch {
+			case mode == "on" && confine.Probe().NetNamespace && !strings.Contains(r.stderr, "network namespaces of its own"):
 				t.Fatalf("the start line does not name the network namespace: %s", r.stderr)
+			case mode == "nonetns" && !strings.Contains(r.stderr, "no network namespace (confine_network_namespace = false): weaker"):
+				t.Fatalf("the start line does not say the calls have no network namespace: %s", r.stderr)
 			}
 			if mode == "off" {
 				escaped, _, _, _ := s.results()
-				for _, want := range []string{"write-home", "read-ssh-key", "read-aws", "see-token", "token-of-peal", "connect-listener", "write-state", "plant-hook",
-					"tcp-to-" + s.traps[0].Addr().String(), "udp", "unix-outside-tree"} {
+				wants := []string{"write-home", "read-ssh-key", "read-aws", "see-token", "token-of-peal", "connect-listener", "write-state", "plant-hook",
+					"tcp-to-" + s.traps[0].Addr().String(), "udp", "unix-outside-tree",
+					"daemon-socket", "unix-raw-datagram", "sysv-ipc", "netlink-usersock", "netlink-sock-diag"}
+				if os.Geteuid() == 0 {
+					wants = append(wants, "root-capabilities")
+				}
+				if reached := s.daemonsReached(); len(reached) != 4 {
+					t.Errorf("unconfined, not every daemon was reached: %q", reached)
+				}
+				for _, want := range wants {
 					if !slices.ContainsFunc(escaped, func(e string) bool { return strings.HasSuffix(e, want) }) {
 						t.Errorf("unconfined, %s did not escape: %q", want, escaped)
 					}
@@ -480,39 +516,58 @@ func TestEscapesOnATerminal(t *testing.T) {
 }
 
 // TestEscapesOfACheckUnderTCPAny: under confine_tcp = any, a check serves
-// TCP and reaches its own server (a test suite's), and reaches this
-// machine's loopback (the trade-off the key makes, without a network
-// namespace), while this machine's outside address, UDP, a UNIX socket
-// outside the tree and the rest stay closed.
+// TCP and reaches its own server (a test suite's), while this machine's
+// outside address, UDP, a UNIX socket outside the tree and the rest stay
+// closed. In the check's own network namespace (the default), this
+// machine's loopback stays closed too; without one
+// (confine_network_namespace = false) the check reaches it: the trade-off
+// the two keys make together.
 func TestEscapesOfACheckUnderTCPAny(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
-	s := newEscapeSandbox(t, "## Task 1\nWrite the check\n")
-	s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"escape.sh": "exec " + s.bin("escape") + "\n"}}}})
-	r := s.run(s.env("on", "PEAL_CHECK_COMMANDS=sh escape.sh", "PEAL_CONFINE_TCP=any", "ESCAPE_TCP_ANY=1"), "run")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	escaped, failed, blocked, ok := s.results()
-	loopback := []string{"[check 1] connect-listener", "[check 1] tcp-to-" + s.traps[0].Addr().String()}
-	if !slices.Equal(escaped, loopback) || len(failed) > 0 || len(ok) != 11 {
-		t.Fatalf("escaped %q (want %q), failed %q, %d done", escaped, loopback, failed, len(ok))
-	}
-	for _, want := range []string{"udp", "unix-outside-tree", "raw-socket", "read-ssh-key"} {
-		if !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] "+want+":") }) {
-			t.Errorf("%s was not blocked: %q", want, blocked)
-		}
-	}
-	for _, ln := range append(s.traps[1:], s.hostSock) {
-		if pending(t, ln) {
-			t.Errorf("a connection reached %s", ln.Addr())
-		}
-	}
-	if len(s.traps) > 1 && !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] tcp-to-"+s.traps[1].Addr().String()+":") }) {
-		t.Errorf("this machine's outside address was not refused: %q", blocked)
-	}
-	if !lockFree(t, s.lock) {
-		t.Error("a daemon a call started is alive after peal exited")
+	for _, netns := range []bool{true, false} {
+		t.Run(fmt.Sprintf("network namespace %v", netns), func(t *testing.T) {
+			t.Parallel()
+			if netns && !confine.Probe().NetNamespace {
+				t.Skip("this machine gives a call no network namespace")
+			}
+			s := newEscapeSandbox(t, "## Task 1\nWrite the check\n")
+			s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"escape.sh": "exec " + s.bin("escape") + "\n"}}}})
+			r := s.run(s.env("on", "PEAL_CHECK_COMMANDS=sh escape.sh", "PEAL_CONFINE_TCP=any", "ESCAPE_TCP_ANY=1",
+				fmt.Sprintf("PEAL_CONFINE_NETWORK_NAMESPACE=%v", netns)), "run")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			escaped, failed, blocked, ok := s.results()
+			var loopback []string
+			traps := s.traps
+			if !netns {
+				loopback = []string{"[check 1] connect-listener", "[check 1] tcp-to-" + s.traps[0].Addr().String()}
+				traps = s.traps[1:]
+			}
+			if !slices.Equal(escaped, loopback) || len(failed) > 0 || len(ok) != 11 {
+				t.Fatalf("escaped %q (want %q), failed %q, %d done", escaped, loopback, failed, len(ok))
+			}
+			for _, want := range []string{"udp", "unix-outside-tree", "raw-socket", "read-ssh-key"} {
+				if !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] "+want+":") }) {
+					t.Errorf("%s was not blocked: %q", want, blocked)
+				}
+			}
+			for _, ln := range append(traps, s.hostSock) {
+				if pending(t, ln) {
+					t.Errorf("a connection reached %s", ln.Addr())
+				}
+			}
+			if netns && s.accepted.Load() != 0 {
+				t.Errorf("the listener on this machine's loopback accepted %d connections", s.accepted.Load())
+			}
+			if len(s.traps) > 1 && !slices.ContainsFunc(blocked, func(b string) bool { return strings.HasPrefix(b, "[check 1] tcp-to-"+s.traps[1].Addr().String()+":") }) {
+				t.Errorf("this machine's outside address was not refused: %q", blocked)
+			}
+			if !lockFree(t, s.lock) {
+				t.Error("a daemon a call started is alive after peal exited")
+			}
+		})
 	}
 }
 

@@ -223,8 +223,8 @@ func TestEscapeThroughPostRunCommands(t *testing.T) {
 }
 
 // TestEscapeThroughAHook: the repository's pre-commit hook runs a program
-// kept in a cache (~/.cache, as the pre-commit framework keeps its
-// environments), which a confined call may write, and another hook is a
+// kept in a cache (the pre-commit framework's, ~/.cache/pre-commit, where it
+// keeps its environments), which a confined call may write, and another hook is a
 // script of the tree (core.hooksPath = .husky); the agent replaces both.
 // peal's commit runs them confined: the work is committed, they run without
 // the token and write nothing outside.
@@ -232,7 +232,7 @@ func TestEscapeThroughAHook(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
 	asEach(t, "## Task 1\nWork\n", func(t *testing.T, s *treeTry) {
-		cached := filepath.Join(s.dir, ".cache", "linter", "bin", "lint")
+		cached := filepath.Join(s.dir, ".cache", "pre-commit", "linter", "bin", "lint")
 		os.MkdirAll(filepath.Dir(cached), 0o755)
 		os.WriteFile(cached, []byte("#!/bin/sh\nexit 0\n"), 0o755)
 		s.commit(map[string]string{".husky/commit-msg": "#!/bin/sh\nexit 0\n"}, 0o755)

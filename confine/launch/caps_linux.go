@@ -5,42 +5,17 @@ import (
 	"unsafe"
 )
 
-// DroppedCaps are the capabilities a confined call never holds: what root
-// (a CI container, a VM's only user) could use to reach around the
-// Landlock rules. Measured on Linux 6.18, a confined process that holds
-// CAP_SYS_ADMIN or CAP_PERFMON reads /proc/<pid>/environ of processes
-// outside its rules (peal's, with the tokens it keeps from calls), which
-// Landlock refuses a process without them. The others: CAP_SYS_PTRACE
-// (other processes), CAP_DAC_READ_SEARCH (open_by_handle_at opens a file
-// without its path), CAP_MKNOD (a device node of the disk in the work tree),
-// CAP_NET_RAW and CAP_NET_ADMIN (packets around the TCP rules, the
-// firewall), and what changes the machine itself. An agent, its tools and
-// a project's tests need none of them; root keeps the rest (owning and
-// changing its files, switching users).
-var DroppedCaps = []struct {
-	N    int
-	Name string
-}{
-	{capSysAdmin, "CAP_SYS_ADMIN"},
-	{capPerfmon, "CAP_PERFMON"},
-	{capSysPtrace, "CAP_SYS_PTRACE"},
-	{capDacReadSearch, "CAP_DAC_READ_SEARCH"},
-	{capMknod, "CAP_MKNOD"},
-	{capNetRaw, "CAP_NET_RAW"},
-	{capNetAdmin, "CAP_NET_ADMIN"},
-	{capBPF, "CAP_BPF"},
-	{capSysModule, "CAP_SYS_MODULE"},
-	{capSysRawio, "CAP_SYS_RAWIO"},
-	{capSysBoot, "CAP_SYS_BOOT"},
-	{capSysTime, "CAP_SYS_TIME"},
-	{capSyslog, "CAP_SYSLOG"},
-	{capMacAdmin, "CAP_MAC_ADMIN"},
-	{capMacOverride, "CAP_MAC_OVERRIDE"},
-	{capAuditControl, "CAP_AUDIT_CONTROL"},
-	{capLinuxImmutable, "CAP_LINUX_IMMUTABLE"},
-	{capSysPacct, "CAP_SYS_PACCT"},
-	{capCheckpointRestore, "CAP_CHECKPOINT_RESTORE"},
-}
+// A confined call holds no capability: its permitted, effective,
+// inheritable and ambient sets are empty, and so is its bounding set,
+// which bounds what root gets back at execve. Root's capabilities are
+// what reach around the rules (CAP_SYS_ADMIN and CAP_PERFMON read other
+// processes' environment through /proc, CAP_DAC_READ_SEARCH opens files
+// by handle, CAP_IPC_OWNER attaches another program's shared memory,
+// CAP_FSETID, CAP_FOWNER, CAP_CHOWN and CAP_SETUID make a set-id program
+// of the user's tree, CAP_AUDIT_* reach the audit log); an agent, its
+// tools and a project's tests need none of them. A call of peal run as
+// root keeps root's user id: it owns its files and reads what root's
+// permissions let their owner read.
 
 func prctl(option int, arg2 uintptr) (uintptr, syscall.Errno) {
 	r, _, errno := syscall.RawSyscall6(sysPrctl, uintptr(option), arg2, 0, 0, 0, 0)
@@ -52,6 +27,18 @@ func prctl(option int, arg2 uintptr) (uintptr, syscall.Errno) {
 func InBoundingSet(n int) bool {
 	in, errno := prctl(prCapbsetRead, uintptr(n))
 	return errno == 0 && in == 1
+}
+
+// LastCap is the highest capability this kernel knows.
+func LastCap() int {
+	n := 0
+	for n < 63 {
+		if _, errno := prctl(prCapbsetRead, uintptr(n+1)); errno != 0 {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 type capHeader struct {
@@ -73,42 +60,24 @@ func Caps() (effective, permitted [2]uint32, err error) {
 	return [2]uint32{data[0].effective, data[1].effective}, [2]uint32{data[0].permitted, data[1].permitted}, nil
 }
 
-// dropCaps takes DroppedCaps from the calling thread, for the program it
-// will run: out of the bounding set (which bounds what root gets back at
-// execve; this needs CAP_SETPCAP), out of the effective, permitted and
-// inheritable sets (always allowed), and every ambient capability (those
-// a launcher in a user namespace was given to set the namespaces up).
+// dropCaps empties the calling thread's capability sets, for the program it
+// will run: the bounding set (this needs CAP_SETPCAP: where peal runs as
+// root without it, its capabilities stay there, which the start line
+// says), every ambient capability (those a launcher in a user namespace
+// was given to set the namespaces up), then the effective, permitted and
+// inheritable sets (always allowed).
 func dropCaps() error {
-	var mask [2]uint32
-	for _, c := range DroppedCaps {
-		if !InBoundingSet(c.N) {
+	for n := LastCap(); n >= 0; n-- {
+		if !InBoundingSet(n) {
 			continue
 		}
-		mask[c.N/32] |= 1 << (c.N % 32)
-		// Without CAP_SETPCAP this fails (EPERM): the start line names
-		// what is kept.
-		if _, errno := prctl(prCapbsetDrop, uintptr(c.N)); errno != 0 && errno != syscall.EPERM {
+		if _, errno := prctl(prCapbsetDrop, uintptr(n)); errno != 0 && errno != syscall.EPERM {
 			return errno
 		}
 	}
 	prctl(prCapAmbient, prCapAmbientClearAll) // EINVAL before Linux 4.3, which has none
 	hdr := capHeader{version: capVersion3}
 	var data [2]capData
-	if _, _, errno := syscall.RawSyscall(sysCapget, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
-		return errno
-	}
-	changed := false
-	for i := range data {
-		for _, set := range []*uint32{&data[i].effective, &data[i].permitted, &data[i].inheritable} {
-			if *set&mask[i] != 0 {
-				*set &^= mask[i]
-				changed = true
-			}
-		}
-	}
-	if !changed {
-		return nil
-	}
 	if _, _, errno := syscall.RawSyscall(sysCapset, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
 		return errno
 	}

@@ -5,8 +5,8 @@
 // of the call's PID namespace (or, without one, the subreaper of the
 // call's processes), so that nothing the program starts outlives the
 // call. It talks to peal over a socket (the control socket): the Landlock
-// ruleset peal sends it, what failed, the file descriptors peal needs (the seccomp listener, the listeners of
-// the call's network namespace), and the program's exit.
+// ruleset peal sends it, what failed, the file descriptors peal needs (the seccomp listener, the sockets
+// of the call's network namespace), and the program's exit.
 //
 // The launcher runs from this package's initialiser, before the rest of
 // peal initialises. The Go runtime initialises a package as soon as its
@@ -34,7 +34,9 @@ const (
 	// of the call's processes.
 	Subreaper
 	// Network: the launcher is in a new network namespace: it brings the
-	// loopback interface up and listens on 127.0.0.1 at each of Ports.
+	// loopback interface up, listens on 127.0.0.1 at each of Ports, and
+	// opens a sock_diag socket there, with which peal tells the call's
+	// own UNIX sockets.
 	Network
 	// Landlock: apply the Landlock ruleset peal sends (MsgRuleset)
 	// before the program starts.
@@ -46,6 +48,20 @@ const (
 	Supervise
 	// Probe: set up the namespaces, report and exit, starting nothing.
 	Probe
+	// IPC: the launcher is in a new IPC namespace (System V IPC and POSIX
+	// message queues of the call's own), which the filter then allows.
+	IPC
+	// UTS: the launcher is in a new UTS namespace (a host name of the
+	// call's own).
+	UTS
+	// JoinNetwork (with Network): the launcher is not started in a new
+	// network namespace but joins, on its main thread, the one peal made
+	// ahead for the call (its loopback up), open at the file after the
+	// control socket: making a network namespace costs the call's start
+	// about a millisecond, which peal spends while the previous call runs.
+	// (Joining takes CAP_SYS_ADMIN in the namespace's user namespace:
+	// root's, the machine's.)
+	JoinNetwork
 )
 
 // Config is what peal tells the launcher, through Env.
@@ -133,8 +149,8 @@ const (
 	MsgRuleset = 'R'
 
 	// MsgStarted: the program runs. The packet carries, in this order,
-	// the seccomp listener (with Supervise) and one listener per port
-	// (with Network).
+	// the seccomp listener (with Supervise), and, with Network, the
+	// namespace's sock_diag socket and one listener per port.
 	MsgStarted = 'S'
 	// MsgFailed: the launcher could not set up or start the program,
 	// which never ran; the text says why. The launcher then exits.

@@ -24,16 +24,16 @@ func TestConfigRoundTrip(t *testing.T) {
 }
 
 func TestFilterAssembles(t *testing.T) {
-	for _, supervise := range []bool{false, true} {
-		prog, err := Filter(supervise)
+	for _, flags := range []uint32{0, Supervise, Supervise | Network | IPC, Network | IPC} {
+		prog, err := Filter(flags)
 		if !seccompReady {
 			if err == nil {
 				t.Fatal("a filter for an architecture it does not know")
 			}
 			return
 		}
-		if err != nil || len(prog) < 20 || len(prog) > 255 {
-			t.Fatalf("Filter(%v): %d instructions, %v", supervise, len(prog), err)
+		if err != nil || len(prog) < 20 || len(prog) > bpfMaxInsns {
+			t.Fatalf("Filter(%#x): %d instructions, %v", flags, len(prog), err)
 		}
 		last := prog[len(prog)-1]
 		if last.Code != bpfRetK {

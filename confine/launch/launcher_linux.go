@@ -8,24 +8,26 @@ import (
 
 // The launcher's life: peal starts its own binary (/proc/self/exe) with
 // Env set, in a session of its own (no terminal) and, where the system
-// allows, in new PID, mount and network namespaces (and a user namespace
-// when peal is not root). Before anything else of peal initialises, it
+// allows, in new PID, mount, network, IPC and UTS namespaces (and a user
+// namespace when peal is not root). Before anything else of peal
+// initialises, it
 //
 //  1. ignores the signals peal sends the call's process group (SIGTERM,
 //     and the terminal's), which the program gets and the launcher must
 //     outlive;
-//  2. brings the namespace's loopback up and listens on the ports peal
-//     bridges in (Network), and mounts the PID namespace's /proc (Init);
+//  2. brings the namespace's loopback up, listens on the ports peal serves
+//     there and opens the namespace's sock_diag socket (Network), and
+//     mounts the PID namespace's /proc (Init);
 //  3. waits for the Landlock ruleset, which peal builds meanwhile and sends
 //     over the control socket (it starts nothing without it); on its main
-//     thread, sets no_new_privs, applies that ruleset, drops the
-//     capabilities a call never holds, installs the seccomp filter, and starts the program from that thread: the rules
+//     thread, sets no_new_privs, applies that ruleset, drops every
+//     capability, installs the seccomp filter, and starts the program from that thread: the rules
 //     are the thread's, and the program inherits them. Nothing of the call
 //     can trace the launcher (it is not dumpable and the call holds no
 //     CAP_SYS_PTRACE), nor signal it as the init of its PID namespace;
 //     without one, a call that kills its launcher ends itself, and what it
 //     started comes to peal;
-//  4. hands peal the filter's listener and the namespace's listeners;
+//  4. hands peal the filter's listener and the namespace's sockets;
 //  5. reaps every process of the call until none is left: as the init of
 //     the PID namespace (whose end makes the kernel kill every process of
 //     the namespace) or as the subreaper of the call's processes; it tells
@@ -60,10 +62,25 @@ func launcher(v string) int {
 	// the main goroutine keeps its thread, and is never unlocked.
 	runtime.LockOSThread()
 	var fds []int
+	if cfg.Flags&JoinNetwork != 0 {
+		// The network namespace is the thread's: the program, forked from
+		// this thread, and the sockets made here are in it.
+		netns := ctl + 1
+		_, _, errno := syscall.RawSyscall(sysSetns, uintptr(netns), cloneNewNet, 0)
+		syscall.Close(netns)
+		if errno != 0 {
+			return fail(ExitSetup, "the launcher could not join the call's network namespace", errno)
+		}
+	}
 	if cfg.Flags&Network != 0 {
 		if err := loopbackUp(); err != nil {
 			return fail(ExitSetup, "the launcher could not bring up the loopback interface of the call's network namespace", err)
 		}
+		diag, err := syscall.Socket(afNetlink, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
+		if err != nil {
+			return fail(ExitSetup, "the launcher could not open the sock_diag socket of the call's network namespace", err)
+		}
+		fds = append(fds, diag)
 		for _, p := range cfg.Ports {
 			fd, err := listenLoopback(p)
 			if err != nil {
@@ -160,11 +177,11 @@ func confineAndStart(cfg Config, rs ruleset, argv, env []string, files []uintptr
 	}
 	// What is kept for want of CAP_SETPCAP, the start line names.
 	if err := dropCaps(); err != nil {
-		return failed("the launcher could not drop the capabilities a call never holds", err)
+		return failed("the launcher could not drop the call's capabilities", err)
 	}
 	listener := -1
 	if cfg.Flags&Seccomp != 0 {
-		prog, err := Filter(cfg.Flags&Supervise != 0)
+		prog, err := Filter(cfg.Flags)
 		if err == nil {
 			listener, err = installFilter(prog, cfg.Flags&Supervise != 0)
 		}

@@ -33,6 +33,16 @@
 //	ESCAPE_PEER_IN, ESCAPE_PEER_OUT
 //	                   FIFOs shared with another call running alongside,
 //	                   whose model endpoint the program tries
+//	ESCAPE_DAEMON      another program's UNIX socket in a folder calls
+//	                   once wrote (a git credential cache's, in ~/.cache)
+//	ESCAPE_DGRAM       another program's datagram UNIX socket (as /dev/log)
+//	ESCAPE_IPC         "shmkey:msgkey": another program's System V shared
+//	                   memory segment and message queue
+//	ESCAPE_NETLINK     the port of a process listening on NETLINK_USERSOCK
+//	ESCAPE_LISTEN      a folder holding a FIFO "go": the program listens on
+//	                   a TCP socket it never bound, writes the port to
+//	                   "port" there, and waits for the FIFO's writer (the
+//	                   test, which connects from outside) to close it
 package main
 
 import (

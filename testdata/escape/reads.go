@@ -7,10 +7,14 @@ import (
 
 // secretFiles are files of the home folder that hold credentials, which no
 // call reads: git's second credential store, npm's, PostgreSQL's, the
-// container engines', Maven's and Gradle's settings, the shell's history.
+// container engines', Maven's and Gradle's settings, the shell's history;
+// and tokens inside folders a call may read: Hugging Face's (in the cache
+// folder), Go's settings (a password in GOPROXY; Go's settings are a
+// toolchain's), cargo's configuration (a registry's token; ~/.cargo is a
+// toolchain's).
 var secretFiles = []string{
 	".config/git/credentials", ".npmrc", ".pgpass", ".config/containers/auth.json", ".m2/settings.xml",
-	".gradle/gradle.properties", ".bash_history",
+	".gradle/gradle.properties", ".bash_history", ".cache/huggingface/token", ".config/go/env", ".cargo/config.toml",
 }
 
 // readTries are the reads a task must never make: each secret file, any
