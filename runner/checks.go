@@ -2,13 +2,7 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"peal/plan"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +10,8 @@ import (
 	"time"
 
 	"peal/check"
-	"peal/internal/safefs"
 	"peal/phase"
+	"peal/plan"
 	"peal/state"
 )
 
@@ -83,17 +77,6 @@ func (tc *checking) state() (check.Set, bool) {
 	return tc.red, tc.stale
 }
 
-// checksRecordName is the file of the state folder that names the first
-// task whose work may be in the work tree unfinished, and the checks that
-// failed before it started: on a re-run, the checks that fail beyond those
-// are that task's to fix, not failures that were there before.
-const checksRecordName = "checks.json"
-
-type checksRecord struct {
-	Task          int      `json:"task"`
-	FailingBefore []string `json:"failing_before"`
-}
-
 // make makes the run's checks (none without check_commands): each
 // runs in the folder of the run's caller, under check_timeout_sec, with
 // the ticket of its task in its environment, its whole output in
@@ -156,7 +139,7 @@ func (k *checking) start(ctx context.Context, pending []plan.Task) error {
 	}
 	k.noteLeftovers(ctx, before)
 	red := results.Failing()
-	rec, ok := k.readRecord()
+	rec, ok := state.ReadChecksNote(r.cfg.StateDir, r.now(), r.log.Warn)
 	if ok && r.store.Completed(rec.Task) {
 		k.completedOnTree(rec.Task) // a run ended between the task's save and the note's removal
 		ok = false
@@ -284,11 +267,10 @@ func (k *checking) startsOnTree(task int, red check.Set) {
 	if k.all() == nil {
 		return
 	}
-	if _, ok := k.readRecord(); ok {
+	if _, ok := state.ReadChecksNote(r.cfg.StateDir, r.now(), r.log.Warn); ok {
 		return // an earlier task's work is still unfinished there
 	}
-	rec := checksRecord{Task: task, FailingBefore: nonNilStrings(red)}
-	if err := state.WriteJSONAtomic(filepath.Join(r.cfg.StateDir, checksRecordName), rec); err != nil {
+	if err := state.WriteChecksNote(r.cfg.StateDir, state.ChecksNote{Task: task, FailingBefore: red}); err != nil {
 		r.log.Warn("could not note the task's start in the state folder; a re-run will not know its unfinished work from what failed before it",
 			"task", task, "err", err)
 	}
@@ -297,38 +279,11 @@ func (k *checking) startsOnTree(task int, red check.Set) {
 // completedOnTree drops the note of task's start once it completed.
 func (k *checking) completedOnTree(task int) {
 	r := k.r
-	if rec, ok := k.readRecord(); ok && rec.Task == task {
-		if err := os.Remove(filepath.Join(r.cfg.StateDir, checksRecordName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if rec, ok := state.ReadChecksNote(r.cfg.StateDir, r.now(), r.log.Warn); ok && rec.Task == task {
+		if err := state.RemoveChecksNote(r.cfg.StateDir); err != nil {
 			r.log.Warn("could not remove the note of a completed task", "task", task, "err", err)
 		}
 	}
-}
-
-// readRecord reads the note of an unfinished task; one that cannot
-// be read is kept aside and counts as none.
-func (k *checking) readRecord() (checksRecord, bool) {
-	r := k.r
-	var rec checksRecord
-	d, err := safefs.OpenDir(r.cfg.StateDir, false)
-	if err != nil {
-		return rec, false
-	}
-	defer d.Close()
-	d.RemoveTemps(checksRecordName)
-	data, err := d.ReadFile(checksRecordName, 1<<20)
-	if errors.Is(err, fs.ErrNotExist) {
-		return rec, false
-	}
-	if err == nil && json.Unmarshal(data, &rec) == nil {
-		slices.Sort(rec.FailingBefore)
-		return rec, true
-	}
-	if aside, kerr := d.KeepUnreadable(checksRecordName, r.now()); kerr == nil {
-		r.log.Warn("the note of an unfinished task is unreadable; kept aside, it is ignored", "file", aside)
-	} else {
-		r.log.Warn("the note of an unfinished task is unreadable and could not be moved aside", "file", d.Join(checksRecordName), "err", safefs.Reason(kerr))
-	}
-	return checksRecord{}, false
 }
 
 // final fills what the outcome says of the checks on the final tree,

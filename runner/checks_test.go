@@ -278,7 +278,7 @@ func TestRerunStartsWhereTheTaskBegan(t *testing.T) {
 	if _, err := h.run(checksEnv(statusCheck)); err == nil {
 		t.Fatal("the first run should fail")
 	}
-	if _, err := os.Stat(filepath.Join(h.stateDir, checksRecordName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(h.stateDir, state.ChecksNoteName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the note of the unfinished task outlived the work tree's putting back: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(h.repo, "status.txt")); !errors.Is(err, os.ErrNotExist) || len(keptBranches(t, h)) != 1 {
@@ -615,7 +615,7 @@ func TestCheckOutputInAgentLogs(t *testing.T) {
 func TestUncheckedMergeOfAKilledRun(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
-	scope := callScope(h.stateDir)
+	scope := state.CallScope(h.stateDir)
 	before := strings.TrimSpace(testgit.Git(t, h.repo, "rev-parse", "HEAD"))
 	wt := leaveTaskWorktree(t, h, 1)
 	os.WriteFile(filepath.Join(wt, "one.txt"), []byte("left unchecked\n"), 0o644)
@@ -680,7 +680,7 @@ func TestStaleNoteOfACompletedTask(t *testing.T) {
 	h := newHarness(t, twoTasks)
 	writeState(t, h, []int{1})
 	os.MkdirAll(h.stateDir, 0o755)
-	os.WriteFile(filepath.Join(h.stateDir, checksRecordName), []byte(`{"task":1,"failing_before":[]}`), 0o644)
+	os.WriteFile(filepath.Join(h.stateDir, state.ChecksNoteName), []byte(`{"task":1,"failing_before":[]}`), 0o644)
 	h.scenario(map[string][]fakes.Outcome{"execute:2": {breaks}, "address:2": {fail}})
 	if _, err := h.run(checksEnv(statusCheck)); err == nil {
 		t.Fatal("task 2 should fail")
@@ -688,7 +688,7 @@ func TestStaleNoteOfACompletedTask(t *testing.T) {
 	if strings.Contains(h.log.String(), "holds the unfinished work of task 1") {
 		t.Fatalf("the stale note was taken for unfinished work:\n%s", h.log.String())
 	}
-	if _, err := os.Stat(filepath.Join(h.stateDir, checksRecordName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(h.stateDir, state.ChecksNoteName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the note outlived the putting back of task 2's work: %v", err)
 	}
 }

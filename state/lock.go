@@ -1,6 +1,8 @@
 package state
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,4 +37,13 @@ func LockFolder(dir string) (release func(), err error) {
 		lock.Close()
 		d.Close()
 	}, nil
+}
+
+// CallScope is the call-id scope of runs on the state folder dir: a short
+// hash of its path, carried by every call such a run starts, so that the
+// next run on the folder finds what a dead one left running
+// (phase.SweepLeftovers).
+func CallScope(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:6])
 }
