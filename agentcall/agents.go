@@ -39,9 +39,9 @@ type Options struct {
 	Recorder Recorder
 	// Sessions are the tasks' agent sessions (nil: every call fresh).
 	Sessions *Sessions
-	// Model is the model a call of the phase for the task asks for, and
-	// the setting that chose it (nil: model, as configured).
-	Model func(task int, phaseName phase.Name) (model, key string)
+	// Attempt is the attempt of the task's ticket, whose number chooses
+	// the models of its calls (ModelFor; nil: no ticket).
+	Attempt func(task int) int
 	// TaskEnv are the variables a call of the task gets (its ticket).
 	TaskEnv func(task int) []string
 	// Prober tells whether an agent can authenticate (nil: the kind's own
@@ -133,8 +133,8 @@ func New(o Options) *Agents {
 	if o.Linger == 0 {
 		o.Linger = DefaultLinger
 	}
-	if o.Model == nil {
-		o.Model = func(int, phase.Name) (string, string) { return cfg.Model, "model" }
+	if o.Attempt == nil {
+		o.Attempt = func(int) int { return 0 }
 	}
 	if o.Prober == nil {
 		o.Prober = func(ctx context.Context, k *agent.Kind, path, dir string, env []string, prepare func(*phase.Spec)) agent.AuthStatus {

@@ -110,7 +110,7 @@ type attempt struct {
 func (a *Agents) newCall(ctx context.Context, at Site, name phase.Name, task int, failure func(phase.Result) error, prompt string) (*call, error) {
 	c := &call{ctx: ctx, a: a, at: at, name: name, task: task, log: a.log.With(phase.TaskAttr(task)), sides: map[phase.Role]*callSide{}}
 	c.cur.accounted = true
-	model, key := a.opts.Model(task, name)
+	model, key := ModelFor(a.cfg, a.opts.Attempt(task), name)
 	models := map[phase.Role]callModel{}
 	for _, s := range a.sides() {
 		req := a.Request(at.Caller.Dir, s.role, name, model, prompt)

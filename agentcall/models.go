@@ -7,6 +7,7 @@ import (
 	"peal/agent"
 	"peal/config"
 	"peal/phase"
+	"peal/tickets"
 )
 
 // callModel is the model one side of a call asks for, and the setting that
@@ -39,6 +40,39 @@ func (a *Agents) callModel(s *side, model, key string) callModel {
 		m.setting = config.Describe(key, a.cfg.Sources)
 	}
 	return m
+}
+
+// ModelFor is the model of a call of the given phase on attempt n of its
+// ticket (0: no ticket), and the key that set it (model, an escalation
+// key, or "" when no model is set: the CLI's default): the base model, or,
+// with escalation on, ticketflow's curve — the fixer from attempt 2 for
+// address; the second opinion for triage and the worker for plan and
+// execute from attempt 3. It depends on nothing else, so a dry run asks it
+// exactly as a run does.
+func ModelFor(cfg *config.Config, n int, phaseName phase.Name) (model, key string) {
+	base := func() (string, string) {
+		if cfg.Model == "" {
+			return "", ""
+		}
+		return cfg.Model, "model"
+	}
+	if n == 0 || !cfg.EscalationEnabled {
+		return base()
+	}
+	esc := tickets.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
+	var escalated *string
+	switch phaseName {
+	case phase.Address:
+		escalated, key = esc.Fixer, "escalation.fixer"
+	case phase.Triage:
+		escalated, key = esc.ReviewerSecondOpinion, "escalation.reviewer_second_opinion"
+	case phase.Plan, phase.Execute:
+		escalated, key = esc.Worker, "escalation.worker"
+	}
+	if escalated != nil && *escalated != "" {
+		return *escalated, key
+	}
+	return base()
 }
 
 // ModelError: the API of an agent does not know the model a call asked

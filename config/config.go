@@ -314,6 +314,16 @@ func (c *Config) NetworkBudget() phase.Budget {
 		time.Duration(c.NetworkRetryMaxDelaySec)*time.Second, time.Duration(c.NetworkGiveUpSec)*time.Second)
 }
 
+// Ticket is the ticket of a task whose part of the ticket id is part
+// (state.State.Ticket: it stays the task's when the task moves): the run's
+// ticket (ticket_id), else ticket_prefix and part.
+func (c *Config) Ticket(part string) string {
+	if c.TicketID != "" {
+		return c.TicketID
+	}
+	return c.TicketPrefix + "-" + part
+}
+
 // Structured reports whether agent calls ask for the CLI's event stream:
 // structured_output, or agent_session = "task", whose session ids some CLIs
 // tell only there (and whose calls' usage is counted there).

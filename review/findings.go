@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"peal/config"
+	"peal/tickets"
 )
 
 // LineRange is a span of lines, both ends included.
@@ -54,6 +55,38 @@ type Review struct {
 	// triaged and dismissed by id; Findings holds them.
 	Structured bool
 	Findings   []Finding
+}
+
+// GateCounts counts the findings reviews left by the severities of
+// ticketflow's quality gate: stet's error → Critical, warning → Major,
+// info → Minor, nitpick → Suggestions, anything else → Warnings; a review
+// that is not JSON counts as one Major.
+func GateCounts(reviews ...Review) tickets.Counts {
+	var c tickets.Counts
+	for _, rv := range reviews {
+		if !rv.Present {
+			continue
+		}
+		if !rv.Structured {
+			c.Major++
+			continue
+		}
+		for _, f := range rv.Findings {
+			switch f.Severity {
+			case "error":
+				c.Critical++
+			case "warning":
+				c.Major++
+			case "info":
+				c.Minor++
+			case "nitpick":
+				c.Suggestions++
+			default:
+				c.Warnings++
+			}
+		}
+	}
+	return c
 }
 
 // Count is the number of findings left: the structured count, or 1 for an

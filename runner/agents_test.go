@@ -16,6 +16,7 @@ import (
 	"peal/internal/testkit/fakes"
 	"peal/internal/text"
 	"peal/phase"
+	"peal/report"
 )
 
 // withSleep records the waits between attempts instead of sleeping.
@@ -428,7 +429,7 @@ func TestStructuredOutput(t *testing.T) {
 			sum.Usage.Tasks[2].CostUSD != 0.75 || sum.Usage.Tasks[1].InputTokens != 1100 {
 			t.Fatalf("summary usage %+v", sum.Usage)
 		}
-		report, _, err := Status(h.config(env...))
+		report, _, err := report.Status(h.config(env...))
 		if err != nil || report.Tasks[0].Usage == nil || report.Tasks[0].Usage.CostUSD != 0.75 {
 			t.Fatalf("status %+v, %v", report.Tasks, err)
 		}

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"peal/internal/text"
 	"peal/phase"
 )
 
@@ -21,6 +21,9 @@ func runCommand(ctx context.Context, spec phase.Spec) (phase.Result, error) {
 	}
 	return res, phase.CheckExit(res)
 }
+
+// maxLoggedOutput caps what the log shows of a post-run command's output.
+const maxLoggedOutput = 2048
 
 // postRun runs post_run_commands in the repo; each failure is a warning.
 // They run after the tasks' work came back to the work tree, and may run
@@ -58,26 +61,9 @@ func (r *run) postRun(ctx context.Context) {
 		// What the command printed is logged, as Peal did, so that a
 		// post-run `stet finish` or report is visible in the run's log.
 		for _, out := range []struct{ name, text string }{{"stdout", res.Stdout}, {"stderr", res.Stderr}} {
-			if text := strings.TrimSpace(out.text); text != "" {
-				r.log.Log(ctx, level, "post-run "+out.name, "command", command, out.name, capOutput(text))
+			if said := strings.TrimSpace(out.text); said != "" {
+				r.log.Log(ctx, level, "post-run "+out.name, "command", command, out.name, text.Cap(said, maxLoggedOutput))
 			}
 		}
 	}
-}
-
-// maxLoggedOutput caps what the log shows of a post-run command's output.
-const maxLoggedOutput = 2048
-
-// capOutput is s cut to maxLoggedOutput bytes on a character boundary, with
-// invalid UTF-8 replaced.
-func capOutput(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxLoggedOutput {
-		return s
-	}
-	cut := maxLoggedOutput
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

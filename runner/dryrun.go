@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"peal/phase"
-	"peal/plan"
 	"strings"
 
 	"peal/agent"
+	"peal/agentcall"
 	"peal/config"
+	"peal/phase"
+	"peal/plan"
 	"peal/policy"
 	"peal/prompt"
 	"peal/state"
+	"peal/tickets"
 	"peal/worktree"
 )
 
@@ -193,7 +195,7 @@ func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 		return false
 	}
 	id := d.r.tickets.id(t.Index)
-	attempt, note := d.r.tickets.peek(id)
+	attempt, note := tickets.Next(d.r.cfg.KnowledgeDir, id, d.r.tickets.esc)
 	if note != "" {
 		fmt.Fprintf(d.w, "  task %d: ticket %s: %s\n", t.Index, id, note)
 		return false
@@ -211,7 +213,7 @@ func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 // describeCall prints one agent call of a ticket's attempt: its model,
 // attempts and argv.
 func (d *dryRun) describeCall(indent string, attempt int, name phase.Name, attempts int, prompt, promptLen string) {
-	model := modelFor(d.r.cfg, attempt, name)
+	model, _ := agentcall.ModelFor(d.r.cfg, attempt, name)
 	shown := model
 	if shown == "" {
 		shown = "(agent default)"
@@ -236,7 +238,7 @@ func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 	if rv == nil {
 		return
 	}
-	attempt, _ := d.r.tickets.peek(d.r.tickets.id(tasks[0].Index))
+	attempt, _ := tickets.Next(d.r.cfg.KnowledgeDir, d.r.tickets.id(tasks[0].Index), d.r.tickets.esc)
 	review := strings.Join(rv.ReviewCommands(), "; ")
 	checks := strings.Join(rv.Checks().Commands(), "; ")
 	again := func() {

@@ -12,6 +12,7 @@ import (
 	"peal/confine"
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testgit"
+	"peal/report"
 )
 
 // keepModes are the confine settings the tests of what a run keeps of the
@@ -353,7 +354,7 @@ func TestUsersFilesKeptWhenATaskRemovesThem(t *testing.T) {
 			if err := os.RemoveAll(h.stateDir); err != nil {
 				t.Fatal(err)
 			}
-			st, _, err := Status(cfg)
+			st, _, err := report.Status(cfg)
 			if err != nil || len(st.Kept) != 1 || st.Kept[0].Ref != sum.Kept[0].Ref || len(st.Kept[0].Files) != 4 {
 				t.Fatalf("status: err %v, kept %+v", err, st.Kept)
 			}

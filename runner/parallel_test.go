@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"peal/plan"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,7 +21,7 @@ import (
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testgit"
 	"peal/phase"
-	"peal/state"
+	"peal/plan"
 	"peal/tickets"
 )
 
@@ -802,7 +802,7 @@ func TestBlockInterrupted(t *testing.T) {
 }
 
 // ticketOf is the ticket of a task in a run of cfg.
-func ticketOf(cfg *config.Config, task int) string { return ticketID(cfg, state.State{}.Ticket, task) }
+func ticketOf(cfg *config.Config, task int) string { return cfg.Ticket(strconv.Itoa(task)) }
 
 // TestSignalAfterTheLastCall: a signal that arrives while a block finishes,
 // after every call has ended, still ends the run as interrupted (never exit

@@ -86,7 +86,7 @@ func (o *recorder) taskEnd(t plan.Task, res taskResult) {
 		ev.Error = text.Snippet(res.err.Error(), 500)
 	}
 	if res.leftover != nil {
-		counts := gateCounts([]review.Review{*res.leftover})
+		counts := review.GateCounts(*res.leftover)
 		ev.Findings = &counts
 	}
 	r.journal.Add(ev)

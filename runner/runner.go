@@ -5,8 +5,6 @@ package runner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -190,9 +188,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 	r.sessions = agentcall.NewSessions(cfg.AgentSession == config.SessionTask, log, now)
 	r.agents = agentcall.New(agentcall.Options{Config: cfg, Log: log, Now: now, Sleep: s.sleep, Env: s.env, Linger: s.linger,
 		LaunchGap: s.launchGap, Recorder: r.rec, Sessions: r.sessions, CallStart: s.callStart,
-		Model: func(task int, name phase.Name) (string, string) {
-			return modelSetting(cfg, r.tickets.attempt(task), name)
-		},
+		Attempt: func(task int) int { return r.tickets.attempt(task) },
 		TaskEnv: func(task int) []string {
 			if tr := r.tickets.of(task); tr != nil {
 				return []string{"PEAL_TICKET_ID=" + tr.id}
@@ -215,7 +211,7 @@ func newRun(cfg *config.Config, log *slog.Logger, opts ...Option) *run {
 		Log: log,
 		Env: s.env,
 		// Every call carries an id scoped to the state folder (see do).
-		Scope:    callScope(cfg.StateDir),
+		Scope:    state.CallScope(cfg.StateDir),
 		Recorder: r.rec,
 	}
 	if s.observer != nil {
@@ -461,13 +457,6 @@ func (r *run) noteGit(ctx context.Context) error {
 	}
 	r.gitNoted = true
 	return nil
-}
-
-// callScope is the call-id scope of runs on a state folder: a short hash of
-// its path.
-func callScope(stateDir string) string {
-	sum := sha256.Sum256([]byte(stateDir))
-	return hex.EncodeToString(sum[:6])
 }
 
 // callSite is where the agent calls of a site run, and how they are

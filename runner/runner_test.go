@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"peal/plan"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"peal/agent"
 	"peal/config"
@@ -22,6 +20,7 @@ import (
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testbin"
 	"peal/internal/testkit/testgit"
+	"peal/plan"
 	"peal/state"
 )
 
@@ -697,18 +696,6 @@ func TestPostRunCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(marker2); err == nil {
 		t.Fatal("post-run command ran after a hard failure")
-	}
-}
-
-func TestCapOutput(t *testing.T) {
-	t.Parallel()
-	long := strings.Repeat("é", maxLoggedOutput) // two bytes each
-	got := capOutput(long)
-	if !utf8.ValidString(got) || len(got) > maxLoggedOutput+len("…") || !strings.HasSuffix(got, "é…") {
-		t.Fatalf("%d bytes, valid %v, ends %q", len(got), utf8.ValidString(got), got[len(got)-6:])
-	}
-	if got := capOutput("ok\xff"); got != "ok\uFFFD" {
-		t.Fatalf("%q", got)
 	}
 }
 

@@ -7,13 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"peal/plan"
 	"slices"
 	"strings"
 	"testing"
 
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testgit"
+	"peal/plan"
+	"peal/report"
 	"peal/worktree"
 )
 
@@ -372,7 +373,7 @@ func TestWorktreeDiskCheck(t *testing.T) {
 			var asked []string
 			disk := withDisk(func(dir string) (worktree.Space, error) {
 				asked = append(asked, dir)
-				space := worktree.Space{Free: diskReserve + uint64(tc.bytes*float64(full.Bytes)), Block: 4096}
+				space := worktree.Space{Free: worktree.Reserve + uint64(tc.bytes*float64(full.Bytes)), Block: 4096}
 				if tc.files > 0 {
 					space.Files = uint64(tc.files * float64(full.Files))
 				}
@@ -522,11 +523,14 @@ func TestWorktreeStatusSparse(t *testing.T) {
 	if _, err := h.trees("c", "a/sub", "b").Add(context.Background(), 1, testgit.Git(t, h.repo, "rev-parse", "HEAD")); err != nil {
 		t.Fatal(err)
 	}
-	ws := worktreeStatus(h.config(), 1, nil)
-	if ws == nil || !ws.Now || !slices.Equal(ws.Sparse, []string{"a/sub", "b", "c"}) {
+	st, _, err := report.Status(h.config())
+	if err != nil || len(st.Tasks) != 2 {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	if ws := st.Tasks[0].Worktree; ws == nil || !ws.Now || !slices.Equal(ws.Sparse, []string{"a/sub", "b", "c"}) {
 		t.Fatalf("status %+v", ws)
 	}
-	if ws := worktreeStatus(h.config(), 2, nil); ws != nil {
+	if ws := st.Tasks[1].Worktree; ws != nil {
 		t.Fatalf("task 2: %+v", ws)
 	}
 }

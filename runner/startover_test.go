@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"peal/internal/testkit/fakes"
+	"peal/report"
 )
 
 // TestStartOverAfterRemovingTheStateFolder: removing the state folder
@@ -70,7 +71,7 @@ func TestTasksKnownByText(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := h.config()
-			report, _, err := Status(cfg)
+			report, _, err := report.Status(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

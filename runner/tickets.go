@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"peal/phase"
-	"peal/plan"
-	"slices"
 	"sync"
 	"time"
 
 	"peal/check"
 	"peal/config"
+	"peal/plan"
 	"peal/review"
 	"peal/state"
 	"peal/tickets"
@@ -40,7 +38,8 @@ type runTickets struct {
 	// run at that point.
 	closed func(plan.Task)
 
-	store *tickets.Store // the store's tickets folder, kept open for the run
+	store *tickets.Store     // the store's tickets folder, kept open for the run
+	esc   tickets.Escalating // escalation.*
 	// part is a task's part of its ticket id (state.State.Ticket).
 	part func(task int) string
 
@@ -52,21 +51,13 @@ type runTickets struct {
 }
 
 func newTickets(cfg *config.Config, log *slog.Logger, now func() time.Time) *runTickets {
-	return &runTickets{cfg: cfg, log: log, now: now, store: tickets.NewStore(cfg.KnowledgeDir), byTask: map[int]*ticketRun{}, part: state.State{}.Ticket}
+	esc := tickets.Escalating{On: cfg.EscalationEnabled, MaxRetries: int(cfg.EscalationMaxRetries),
+		Fixer: cfg.EscalationFixer, SecondOpinion: cfg.EscalationSecondOpinion, Worker: cfg.EscalationWorker}
+	return &runTickets{cfg: cfg, log: log, now: now, store: tickets.NewStore(cfg.KnowledgeDir), esc: esc, byTask: map[int]*ticketRun{}, part: state.State{}.Ticket}
 }
 
 // id is the ticket of a task.
-func (ts *runTickets) id(task int) string { return ticketID(ts.cfg, ts.part, task) }
-
-// ticketID is the ticket of a task under cfg: the run's ticket (ticket
-// mode), else the plan's prefix and the task's part, which stays the
-// task's when it moves (state.TaskEntry.Ticket).
-func ticketID(cfg *config.Config, part func(int) string, task int) string {
-	if cfg.TicketID != "" {
-		return cfg.TicketID
-	}
-	return cfg.TicketPrefix + "-" + part(task)
-}
+func (ts *runTickets) id(task int) string { return ts.cfg.Ticket(ts.part(task)) }
 
 // of is the attempt a task's calls belong to (nil outside one).
 func (ts *runTickets) of(task int) *ticketRun {
@@ -86,87 +77,19 @@ var errSkipped = errors.New("ticket skipped")
 // max_retries, and an error that ends the run when another process holds the
 // ticket.
 func (ts *runTickets) begin(id string) (*ticketRun, error) {
-	t, err := ts.store.Open(id, ts.now(), func(w string) { ts.log.Warn(w, "ticket", id) })
-	if err != nil {
-		if errors.Is(err, tickets.ErrLocked) {
-			return nil, fmt.Errorf("ticket %s is being worked on by another peal process (its retry state is locked): wait for it or run another ticket", id)
-		}
-		return nil, fmt.Errorf("ticket %s: %w", id, err)
-	}
-	if ts.cfg.EscalationEnabled && t.Exhausted(int(ts.cfg.EscalationMaxRetries)) {
-		st := t.State()
-		t.Close()
-		ts.log.Warn("skipping ticket: its last attempt was blocked and it has used its retries",
-			"ticket", id, "retry_count", st.RetryCount, "max_retries", ts.cfg.EscalationMaxRetries)
+	t, attempt, resumed, err := ts.store.Start(id, ts.now(), ts.esc, func(w string) { ts.log.Warn(w, "ticket", id) })
+	var ex *tickets.ExhaustedError
+	switch {
+	case errors.As(err, &ex):
+		ts.log.Warn("skipping ticket: its last attempt was blocked and it has used its retries", "ticket", id, "retry_count", ex.RetryCount, "max_retries", ex.MaxRetries)
 		return nil, errSkipped
-	}
-	attempt, resumed, err := t.Begin(ts.now(), ts.escalationFor)
-	if err != nil {
-		t.Close()
+	case errors.Is(err, tickets.ErrLocked):
+		return nil, fmt.Errorf("ticket %s is being worked on by another peal process (its retry state is locked): wait for it or run another ticket", id)
+	case err != nil:
 		return nil, fmt.Errorf("ticket %s: %w", id, err)
 	}
 	ts.log.Info("ticket attempt", "ticket", id, "attempt", attempt.AttemptNumber, "trigger", attempt.Trigger, "resumed", resumed)
 	return &ticketRun{id: id, ticket: t, attempt: attempt.AttemptNumber}, nil
-}
-
-// peek reads which attempt a ticket's next run would be, without
-// locking or writing; note says why the ticket would not run.
-func (ts *runTickets) peek(id string) (int, string) {
-	st, err := tickets.Load(ts.cfg.KnowledgeDir, id)
-	if err != nil {
-		// Missing or unreadable: a run starts a fresh state.
-		return 1, ""
-	}
-	if ts.cfg.EscalationEnabled && st.Exhausted(int(ts.cfg.EscalationMaxRetries)) {
-		return 0, fmt.Sprintf("skipped: %d blocked attempts reached max_retries %d", st.RetryCount, ts.cfg.EscalationMaxRetries)
-	}
-	return st.NextAttempt(), ""
-}
-
-// escalationFor is the escalation recorded for attempt n.
-func (ts *runTickets) escalationFor(n int) tickets.Escalation {
-	if !ts.cfg.EscalationEnabled {
-		return tickets.Escalation{}
-	}
-	return tickets.ModelsFor(n, ts.cfg.EscalationFixer, ts.cfg.EscalationSecondOpinion, ts.cfg.EscalationWorker)
-}
-
-// modelFor is the model of a call of the given phase on attempt n of its
-// ticket (0: no ticket): the base model, or, with escalation on, tf's
-// curve — the fixer from attempt 2 for address; the second opinion for
-// triage and the worker for plan and execute from attempt 3. It depends on
-// nothing else, so a dry run asks it exactly as a run does.
-func modelFor(cfg *config.Config, n int, phaseName phase.Name) string {
-	model, _ := modelSetting(cfg, n, phaseName)
-	return model
-}
-
-// modelSetting is modelFor and the key that set the model: model, an
-// escalation key, or "" when no model is set (the CLI's default).
-func modelSetting(cfg *config.Config, n int, phaseName phase.Name) (model, key string) {
-	base := func() (string, string) {
-		if cfg.Model == "" {
-			return "", ""
-		}
-		return cfg.Model, "model"
-	}
-	if n == 0 || !cfg.EscalationEnabled {
-		return base()
-	}
-	esc := tickets.ModelsFor(n, cfg.EscalationFixer, cfg.EscalationSecondOpinion, cfg.EscalationWorker)
-	var escalated *string
-	switch phaseName {
-	case phase.Address:
-		escalated, key = esc.Fixer, "escalation.fixer"
-	case phase.Triage:
-		escalated, key = esc.ReviewerSecondOpinion, "escalation.reviewer_second_opinion"
-	case phase.Plan, phase.Execute:
-		escalated, key = esc.Worker, "escalation.worker"
-	}
-	if escalated != nil && *escalated != "" {
-		return *escalated, key
-	}
-	return base()
 }
 
 // attempt is the attempt number of the ticket a task's calls belong to
@@ -231,98 +154,27 @@ func (ts *runTickets) finishTask(t plan.Task, res taskResult) {
 // end ends an attempt as its work ended — not as the run is when
 // the attempt is closed: work cut short by an interruption stays in progress
 // (a signal does not cost an attempt), while work that finished is recorded
-// even if a signal came since, so that the ticket agrees with state.json.
-// Work that failed for another reason than left-over findings or failing
-// checks is an error; otherwise close-summary.md is written from the
-// left-over findings and the checks that still failed (any of which blocks
-// the ticket), and the attempt completes as that file says.
+// even if a signal came since, so that the ticket agrees with state.json
+// (tickets.Ticket.End).
 func (ts *runTickets) end(tr *ticketRun, leftovers []review.Review, checks []check.Result, failed, interrupted bool) {
-	defer tr.ticket.Close()
 	log := ts.log.With("ticket", tr.id, "attempt", tr.attempt)
-	if interrupted {
-		log.Info("attempt left in progress: its work was interrupted")
-		return
-	}
-	if failed {
-		if err := tr.ticket.Complete(ts.now(), tickets.AttemptError, nil); err != nil {
-			log.Error("could not record the attempt", "err", err)
-		}
-		log.Info("attempt ended in error")
-		return
-	}
-	counts := gateCounts(leftovers)
-	blocked := blocks(counts, ts.cfg.FailOn) || len(checks) > 0
-	if err := tr.ticket.WriteCloseSummary(blocked, counts, closeChecks(checks)...); err != nil {
-		log.Error("could not write close-summary.md", "err", err)
-		return
-	}
-	cs, err := tr.ticket.CloseStatus()
-	if err != nil {
-		log.Error("could not read close-summary.md back", "err", err)
-		return
-	}
-	status := tickets.AttemptClosed
-	if cs.Status == "blocked" {
-		status = tickets.AttemptBlocked
-	}
-	gate := &tickets.QualityGate{FailOn: slices.Clone(ts.cfg.FailOn), Counts: counts}
-	if err := tr.ticket.Complete(ts.now(), status, gate); err != nil {
-		log.Error("could not record the attempt", "err", err)
-		return
-	}
-	log.Info("attempt completed", "status", status, "critical", counts.Critical, "major", counts.Major,
-		"minor", counts.Minor, "warnings", counts.Warnings, "suggestions", counts.Suggestions, "failed_checks", len(checks))
-}
-
-// closeChecks are the failed checks as close-summary.md lists them.
-func closeChecks(checks []check.Result) []tickets.FailedCheck {
-	out := make([]tickets.FailedCheck, 0, len(checks))
+	counts := review.GateCounts(leftovers...)
+	e := tickets.Ending{Interrupted: interrupted, Failed: failed, Counts: counts, FailOn: ts.cfg.FailOn}
 	for _, c := range checks {
-		out = append(out, tickets.FailedCheck{Command: c.Command, Result: c.Outcome(), LastLine: c.LastLine()})
+		e.Checks = append(e.Checks, tickets.FailedCheck{Command: c.Command, Result: c.Outcome(), LastLine: c.LastLine()})
 	}
-	return out
-}
-
-// gateCounts counts left-over findings by the gate's severities: stet's
-// error → Critical, warning → Major, info → Minor, nitpick → Suggestions,
-// anything else → Warnings; a review that is not JSON counts as one Major.
-func gateCounts(reviews []review.Review) tickets.Counts {
-	var c tickets.Counts
-	for _, rv := range reviews {
-		if !rv.Present {
-			continue
-		}
-		if !rv.Structured {
-			c.Major++
-			continue
-		}
-		for _, f := range rv.Findings {
-			switch f.Severity {
-			case "error":
-				c.Critical++
-			case "warning":
-				c.Major++
-			case "info":
-				c.Minor++
-			case "nitpick":
-				c.Suggestions++
-			default:
-				c.Warnings++
-			}
-		}
+	status, err := tr.ticket.End(ts.now(), e)
+	switch {
+	case err != nil:
+		log.Error("could not record the attempt", "err", err)
+	case interrupted:
+		log.Info("attempt left in progress: its work was interrupted")
+	case failed:
+		log.Info("attempt ended in error")
+	default:
+		log.Info("attempt completed", "status", status, "critical", counts.Critical, "major", counts.Major,
+			"minor", counts.Minor, "warnings", counts.Warnings, "suggestions", counts.Suggestions, "failed_checks", len(checks))
 	}
-	return c
-}
-
-// blocks reports whether any count of a fail_on severity is above zero; an
-// empty fail_on is no gate.
-func blocks(c tickets.Counts, failOn []string) bool {
-	for _, sev := range failOn {
-		if c.Of(sev) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func isFindingsRemaining(err error) bool { return review.IsFindingsRemaining(err) }

@@ -81,7 +81,7 @@ func TestWorktreeBlockBothLand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope := callScope(h.stateDir)
+	scope := state.CallScope(h.stateDir)
 	// The live line of every call of a task names its worktree and branch.
 	if got, want := obs.seen(), fmt.Sprintf("execute:1 worktree task-1 on peal-%[1]s/task-1|execute:2 worktree task-2 on peal-%[1]s/task-2|"+
 		"plan:1 worktree task-1 on peal-%[1]s/task-1|plan:2 worktree task-2 on peal-%[1]s/task-2", scope); got != want {
@@ -140,7 +140,7 @@ func TestWorktreeMergeInPlanOrder(t *testing.T) {
 	if _, err := r.wait(t); err != nil {
 		t.Fatal(err)
 	}
-	scope := callScope(h.stateDir)
+	scope := state.CallScope(h.stateDir)
 	if got, want := firstParents(t, h), fmt.Sprintf("root|peal: merge task 1 (peal-%s/task-1)|peal: merge task 2 (peal-%s/task-2)", scope, scope); got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
@@ -395,7 +395,7 @@ func TestWorktreeInterrupted(t *testing.T) {
 func TestWorktreeLeftoversOfAKilledRun(t *testing.T) {
 	t.Parallel()
 	h := isolatedHarness(t, parallelPlan("pp"))
-	scope := callScope(h.stateDir)
+	scope := state.CallScope(h.stateDir)
 	root := filepath.Join(h.stateDir, worktree.Folder)
 	// Task 1 was being merged, task 2 still ran, when the run died.
 	for task, content := range map[int]string{1: "one\n", 2: "two\n"} {
@@ -462,7 +462,7 @@ func TestWorktreeLeftoversSweptDespiteASignal(t *testing.T) {
 func (h *harness) trees(sparse ...string) *worktree.Set {
 	caller := phase.Caller{Dir: h.repo, Limits: phase.Limits{Timeout: time.Minute, KillGrace: time.Second}, Env: testgit.Env}
 	log := slog.New(slog.DiscardHandler)
-	return worktree.New(gitrepo.New(caller, log, time.Minute, h.repo), log, h.stateDir, callScope(h.stateDir), sparse)
+	return worktree.New(gitrepo.New(caller, log, time.Minute, h.repo), log, h.stateDir, state.CallScope(h.stateDir), sparse)
 }
 
 // leaveTaskWorktree makes the worktree of task, on its branch, where a run

@@ -3,15 +3,13 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"peal/plan"
 	"strings"
 
 	"peal/agentcall"
 	"peal/config"
 	"peal/internal/gitrepo"
 	"peal/phase"
+	"peal/plan"
 	"peal/worktree"
 )
 
@@ -96,10 +94,6 @@ func (b *block) endLinks(ctx context.Context) {
 	}
 }
 
-// diskReserve is the space a block leaves free, beyond its worktrees, for
-// what its tasks write (builds, caches, logs).
-const diskReserve = 64 << 20
-
 // setUp readies an isolated block before its first task starts: git
 // is checked for sparse worktrees, the worktree_link paths are checked and
 // named in info/exclude, and the disk is asked how many worktrees it
@@ -114,7 +108,7 @@ func (b *block) setUp(ctx context.Context, base string) int {
 	}
 	slots := want
 	if err == nil {
-		slots, err = b.slots(ctx, base, len(b.tasks))
+		slots, err = r.trees.Fits(ctx, base, want, r.disk)
 	}
 	if err == nil && len(r.cfg.WorktreeLink) > 0 {
 		if err = r.trees.CheckLinks(ctx, r.cfg.WorktreeLink); err == nil {
@@ -128,71 +122,4 @@ func (b *block) setUp(ctx context.Context, base string) int {
 	}
 	b.diskBound = slots < want
 	return slots
-}
-
-// slots is how many tasks of a block of n run at once: max_parallel,
-// or fewer when the file system of the worktrees cannot hold that many of
-// them, leaving diskReserve free; 0, with the error to fail the block's
-// tasks with, when not even one fits. A system that does not tell its free
-// space is trusted.
-func (b *block) slots(ctx context.Context, base string, n int) (int, error) {
-	r := b.r
-	want := min(int(r.cfg.MaxParallel), n)
-	where := r.trees.Root()
-	if _, err := os.Stat(where); err != nil {
-		where = filepath.Dir(where) // the state folder: the worktrees folder is made in it
-	}
-	disk := r.disk
-	if disk == nil {
-		disk = worktree.StatDisk
-	}
-	space, err := disk(where)
-	if err != nil {
-		r.log.Debug("no disk check before the block", "worktrees", where, "err", err)
-		return want, nil
-	}
-	// stet makes no worktree of its own here: a task's review session
-	// starts at the commit its worktree starts from, where stet has
-	// nothing to check out.
-	per, err := r.trees.Size(ctx, base, space.Block)
-	if err != nil {
-		return 0, err
-	}
-	fits := 0
-	if space.Free > diskReserve {
-		fits = int(min((space.Free-diskReserve)/per.Bytes, uint64(want)))
-	}
-	if space.Files > 0 {
-		fits = min(fits, int(min(space.Files/per.Files, uint64(want))))
-	}
-	dir := filepath.Dir(r.trees.Root())
-	switch {
-	case fits == 0:
-		files := ""
-		if space.Files > 0 {
-			files = fmt.Sprintf(" and %d files", space.Files)
-		}
-		return 0, fmt.Errorf("not enough disk space for one task's worktree in %s: a worktree takes about %s in %d files and folders, and %s%s are free, of which %s stay free for the tasks' own writes; free some space, set worktree_sparse_paths, or set parallel_isolation = shared",
-			dir, byteSize(per.Bytes), per.Files, byteSize(space.Free), files, byteSize(diskReserve))
-	case fits < want:
-		r.log.Warn("not enough disk space for every task of the block at once: fewer run at a time", "at_once", fits, "would_run", want,
-			"per_task", byteSize(per.Bytes), "per_task_files", per.Files, "free", byteSize(space.Free), "free_files", space.Files, "worktrees", dir)
-	}
-	return fits, nil
-}
-
-// byteSize is n bytes for a person to read.
-func byteSize(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, suffix := float64(n)/unit, "KiB"
-	for _, s := range []string{"MiB", "GiB", "TiB"} {
-		if v < unit {
-			break
-		}
-		v, suffix = v/unit, s
-	}
-	return fmt.Sprintf("%.1f %s", v, suffix)
 }

@@ -3,12 +3,34 @@ package worktree
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
+	"peal/config"
+	"peal/internal/gitrepo"
 	"peal/internal/safefs"
+	"peal/phase"
+	"peal/state"
 )
+
+// CleanRuns is `peal clean`: what the runs on cfg's state folder keep
+// between runs in the repository, removed (Set.Clean) under the state
+// folder's lock, never while a run uses it. It starts git only.
+func CleanRuns(ctx context.Context, cfg *config.Config, log *slog.Logger) (Cleaned, error) {
+	release, err := state.LockFolder(cfg.StateDir)
+	if err != nil {
+		return Cleaned{}, err
+	}
+	defer release()
+	timeout := time.Duration(cfg.PhaseTimeoutSec) * time.Second
+	caller := phase.Caller{Dir: cfg.RepoPath, Log: log, Scope: state.CallScope(cfg.StateDir),
+		Limits: phase.Limits{Timeout: timeout, KillGrace: time.Duration(cfg.KillGraceSec) * time.Second}}
+	git := gitrepo.New(caller, log, timeout, cfg.RepoPath, cfg.StateDir, cfg.KnowledgeDir, cfg.AgentLogDir)
+	return New(git, log, cfg.StateDir, caller.Scope, cfg.WorktreeSparsePaths).Clean(ctx, filepath.Join(cfg.StateDir, "tmp"))
+}
 
 // Cleaned is what Clean did, and what it left and why, a line each.
 type Cleaned struct {

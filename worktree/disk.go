@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"peal/internal/text"
 )
 
 // Space is what a file system has free, as the system tells it (StatDisk).
@@ -21,6 +25,58 @@ type Space struct {
 // folders, and its index.
 type Size struct {
 	Bytes, Files uint64
+}
+
+// Reserve is the space the worktrees of a block leave free, beyond
+// themselves, for what their tasks write (builds, caches, logs).
+const Reserve = 64 << 20
+
+// Fits is how many worktrees made from base, up to want, the file system
+// of the worktrees holds at once, leaving Reserve free (fewer than want is
+// warned of); 0, with the error that says what to do, when not even one
+// fits. disk tells the free space (nil: StatDisk); a system that does not
+// tell its free space is trusted.
+func (s *Set) Fits(ctx context.Context, base string, want int, disk func(dir string) (Space, error)) (int, error) {
+	where := s.root
+	if _, err := os.Stat(where); err != nil {
+		where = filepath.Dir(where) // the state folder: the worktrees folder is made in it
+	}
+	if disk == nil {
+		disk = StatDisk
+	}
+	space, err := disk(where)
+	if err != nil {
+		s.log.Debug("no disk check before the block", "worktrees", where, "err", err)
+		return want, nil
+	}
+	// stet makes no worktree of its own here: a task's review session
+	// starts at the commit its worktree starts from, where stet has
+	// nothing to check out.
+	per, err := s.Size(ctx, base, space.Block)
+	if err != nil {
+		return 0, err
+	}
+	fits := 0
+	if space.Free > Reserve {
+		fits = int(min((space.Free-Reserve)/per.Bytes, uint64(want)))
+	}
+	if space.Files > 0 {
+		fits = min(fits, int(min(space.Files/per.Files, uint64(want))))
+	}
+	dir := filepath.Dir(s.root)
+	switch {
+	case fits == 0:
+		files := ""
+		if space.Files > 0 {
+			files = fmt.Sprintf(" and %d files", space.Files)
+		}
+		return 0, fmt.Errorf("not enough disk space for one task's worktree in %s: a worktree takes about %s in %d files and folders, and %s%s are free, of which %s stay free for the tasks' own writes; free some space, set worktree_sparse_paths, or set parallel_isolation = shared",
+			dir, text.Bytes(per.Bytes), per.Files, text.Bytes(space.Free), files, text.Bytes(Reserve))
+	case fits < want:
+		s.log.Warn("not enough disk space for every task of the block at once: fewer run at a time", "at_once", fits, "would_run", want,
+			"per_task", text.Bytes(per.Bytes), "per_task_files", per.Files, "free", text.Bytes(space.Free), "free_files", space.Files, "worktrees", dir)
+	}
+	return fits, nil
 }
 
 // indexEntry is about what one path takes in a worktree's index (git's

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"peal/config"
-	"peal/runner"
+	"peal/worktree"
 )
 
 // CleanCmd is `peal clean`: what the runs on a state folder keep in the
@@ -33,7 +33,7 @@ func (c *CleanCmd) Run(e *env) error {
 		return failf("%v", err)
 	}
 	warn(e, cfg.Warnings)
-	done, err := runner.Clean(e.ctx, cfg, slog.New(slog.DiscardHandler))
+	done, err := worktree.CleanRuns(e.ctx, cfg, slog.New(slog.DiscardHandler))
 	for _, r := range done.Removed {
 		fmt.Fprintf(e.stdout, "removed: %s\n", r)
 	}

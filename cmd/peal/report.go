@@ -11,7 +11,6 @@ import (
 	"peal/internal/procs"
 	"peal/internal/safefs"
 	"peal/report"
-	"peal/runner"
 	"peal/state"
 )
 
@@ -40,7 +39,7 @@ func (c *ReportCmd) Run(e *env) error {
 	if err != nil {
 		return failf("%v", err)
 	}
-	status, warnings, err := runner.Status(cfg)
+	status, warnings, err := report.Status(cfg)
 	if err != nil {
 		// A plan peal had to normalize has no tasks to read: the record
 		// still tells the run.

@@ -10,7 +10,7 @@ import (
 	"peal/check"
 	"peal/internal/procs"
 	"peal/internal/safefs"
-	"peal/runner"
+	"peal/report"
 	"peal/state"
 )
 
@@ -32,7 +32,7 @@ func (c *StatusCmd) Run(e *env) error {
 	if err != nil {
 		return failf("%v", err)
 	}
-	report, warnings, err := runner.Status(cfg)
+	view, warnings, err := report.Status(cfg)
 	if err != nil {
 		return failf("%v", err)
 	}
@@ -43,16 +43,16 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintf(e.stderr, "peal: warning: %s\n", w)
 	}
 	if c.JSON {
-		return printJSON(e.stdout, report)
+		return printJSON(e.stdout, view)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	withUsage := report.LastRun != nil && report.LastRun.Usage != nil
+	withUsage := view.LastRun != nil && view.LastRun.Usage != nil
 	header := "task\tstatus\tticket\tattempts\tretry count\tlast attempt"
 	if withUsage {
 		header += "\tlast run tokens in/out\tcost"
 	}
 	fmt.Fprintln(tw, header)
-	for _, t := range report.Tasks {
+	for _, t := range view.Tasks {
 		last := t.LastAttemptStatus
 		if last == "" {
 			last = "-"
@@ -68,12 +68,12 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	if report.Changes != "" {
-		fmt.Fprintln(e.stdout, "\n"+report.Changes)
+	if view.Changes != "" {
+		fmt.Fprintln(e.stdout, "\n"+view.Changes)
 	}
-	printWorktrees(e, report)
-	printKept(e, report.Kept)
-	printBetweenRuns(e, report)
+	printWorktrees(e, view)
+	printKept(e, view.Kept)
+	printBetweenRuns(e, view)
 	fmt.Fprintln(e.stdout)
 	last := "last run"
 	switch rec := lastRecordedRun(cfg.StateDir, cfg.PlanPath, cfg.RepoPath); {
@@ -89,7 +89,7 @@ func (c *StatusCmd) Run(e *env) error {
 		fmt.Fprintf(e.stdout, "last run: exit %d at %s: %s\n", *rec.end.ExitCode, stamp(rec.end.Time), oneLine(rec.end.Message))
 		return nil
 	}
-	if s := report.LastRun; s != nil {
+	if s := view.LastRun; s != nil {
 		fmt.Fprintf(e.stdout, "%s: exit %d at %s: %s\n", last, s.ExitCode, s.CompletedAt, lastRunText(s))
 		if u := s.Usage; u != nil {
 			fmt.Fprintf(e.stdout, "%s usage: %d input tokens, %d output tokens, $%.4f\n", last, u.InputTokens, u.OutputTokens, u.CostUSD)
@@ -131,7 +131,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 // printWorktrees says what the worktrees of parallel blocks hold, where
 // the tasks of parallel blocks work, or worked in the last run, and what
 // became of their work.
-func printWorktrees(e *env, report state.StatusReport) {
+func printWorktrees(e *env, view state.StatusReport) {
 	first := true
 	heading := func() {
 		if first {
@@ -139,15 +139,15 @@ func printWorktrees(e *env, report state.StatusReport) {
 			first = false
 		}
 	}
-	if len(report.SparsePaths) > 0 {
+	if len(view.SparsePaths) > 0 {
 		heading()
-		fmt.Fprintf(e.stdout, "  each checks out only %s, and the top-level files (worktree_sparse_paths)\n", strings.Join(report.SparsePaths, ", "))
+		fmt.Fprintf(e.stdout, "  each checks out only %s, and the top-level files (worktree_sparse_paths)\n", strings.Join(view.SparsePaths, ", "))
 	}
-	if len(report.Links) > 0 {
+	if len(view.Links) > 0 {
 		heading()
-		fmt.Fprintf(e.stdout, "  each links %s to the work tree's (worktree_link)\n", strings.Join(report.Links, ", "))
+		fmt.Fprintf(e.stdout, "  each links %s to the work tree's (worktree_link)\n", strings.Join(view.Links, ", "))
 	}
-	for _, t := range report.Tasks {
+	for _, t := range view.Tasks {
 		w := t.Worktree
 		if w == nil {
 			continue
@@ -204,12 +204,12 @@ func printKept(e *env, kept []state.Kept) {
 // printBetweenRuns says what the runs of this configuration leave that a
 // person may wonder about: the worktree they keep between runs, and how to
 // remove it; the work they leave uncommitted when nothing commits it.
-func printBetweenRuns(e *env, report state.StatusReport) {
-	if w := report.RunWorktree; w != nil {
+func printBetweenRuns(e *env, view state.StatusReport) {
+	if w := view.RunWorktree; w != nil {
 		fmt.Fprintf(e.stdout, "\nrun's worktree: %s on branch %s, kept between runs (the tasks work there where the kernel confines files); "+
 			"`peal clean` removes it and the runs' branches, as far as they hold no work of their own\n", w.Path, w.Branch)
 	}
-	if !report.Commits {
+	if !view.Commits {
 		fmt.Fprintln(e.stdout, "\ncommits: none: runs of this configuration review nothing (no stet found, no stet_commands) and commit_after_phase2 is off, "+
 			"so each task's work stays uncommitted in the work tree (git status shows it) for you to review and commit")
 	}

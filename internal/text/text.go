@@ -123,3 +123,34 @@ func Wrap(s string, n, indent int) []string {
 	}
 	return append(lines, pad+string(rest))
 }
+
+// Bytes is n bytes for a person to read: "812 B", "41.0 KiB", "1.5 GiB".
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n)/unit, "KiB"
+	for _, s := range []string{"MiB", "GiB", "TiB"} {
+		if v < unit {
+			break
+		}
+		v, suffix = v/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", v, suffix)
+}
+
+// Cap is s cut to at most n bytes on a character boundary, "…" added where
+// it was cut, and invalid UTF-8 replaced: what a log shows of an output
+// whose lines matter.
+func Cap(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -111,3 +111,30 @@ func TestWrap(t *testing.T) {
 		}
 	}
 }
+
+// TestCap: an output is cut on a character boundary, marked where it was
+// cut, and its invalid bytes replaced.
+func TestCap(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 2048) // two bytes each
+	got := Cap(long, 2048)
+	if !utf8.ValidString(got) || len(got) > 2048+len("…") || !strings.HasSuffix(got, "é…") {
+		t.Fatalf("%d bytes, valid %v, ends %q", len(got), utf8.ValidString(got), got[len(got)-6:])
+	}
+	if got := Cap("ok\xff", 2048); got != "ok\uFFFD" {
+		t.Fatalf("%q", got)
+	}
+	if got := Cap("a\nb", 3); got != "a\nb" {
+		t.Fatalf("a short output changed: %q", got)
+	}
+}
+
+// TestBytes: a size in the unit that suits it.
+func TestBytes(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 64 << 20: "64.0 MiB", 3 << 40: "3.0 TiB"} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

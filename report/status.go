@@ -1,22 +1,24 @@
-package runner
+package report
 
 import (
 	"fmt"
 	"path/filepath"
-	"peal/plan"
 	"slices"
 
 	"peal/config"
+	"peal/plan"
 	"peal/review"
 	"peal/state"
 	"peal/tickets"
 	"peal/worktree"
 )
 
-// Status reports every task of cfg's plan from the state file, the
-// retry-state store and the last run summary. It changes nothing on disk.
+// Status is `peal status`'s view of cfg's plan, which the report reads
+// too: every task from the state file, the retry-state store and the last
+// run summary, the worktrees and what peal kept for the user. It changes
+// nothing on disk and starts nothing.
 func Status(cfg *config.Config) (state.StatusReport, []string, error) {
-	tasks, _, err := readPlan(cfg)
+	tasks, _, err := plan.Read(cfg.PlanPath, cfg.NormalizePlan)
 	if err != nil {
 		return state.StatusReport{}, nil, err
 	}
@@ -47,7 +49,7 @@ func Status(cfg *config.Config) (state.StatusReport, []string, error) {
 		return report.LastRun != nil && slices.ContainsFunc(report.LastRun.TasksFailed, func(was int) bool { n, ok := changes.Now(was); return ok && n == task })
 	}
 	for _, t := range tasks {
-		ts := state.TaskStatus{Index: t.Index, Ticket: ticketID(cfg, st.Ticket, t.Index), Status: "pending"}
+		ts := state.TaskStatus{Index: t.Index, Ticket: cfg.Ticket(st.Ticket(t.Index)), Status: "pending"}
 		rs, rerr := tickets.Load(cfg.KnowledgeDir, ts.Ticket)
 		if rerr == nil {
 			ts.Attempts, ts.RetryCount, ts.LastAttemptStatus = len(rs.Attempts), rs.RetryCount, rs.LastStatus()
