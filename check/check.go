@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"peal/internal/safefs"
@@ -176,6 +177,54 @@ func (s Set) Minus(t Set) Set {
 		}
 	}
 	return out
+}
+
+// Seen is what the checks last said of a tree: the set failing on it, and
+// whether the tree may have changed since they ran (stale). Mark keeps what
+// it says at a moment, and Back returns to it, for a tree put back as it
+// was then. It is safe for concurrent use; the zero Seen knows no failure.
+type Seen struct {
+	mu        sync.Mutex
+	red       Set
+	stale     bool
+	markRed   Set
+	markStale bool
+}
+
+// Ran notes a run of the checks on the tree as it is now, which failed red.
+func (s *Seen) Ran(red Set) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.red, s.stale = red, false
+}
+
+// Changed notes that the tree may have changed since the checks ran.
+func (s *Seen) Changed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stale = true
+}
+
+// Now is what the checks last said of the tree, and whether the tree may
+// have changed since.
+func (s *Seen) Now() (red Set, stale bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.red, s.stale
+}
+
+// Mark keeps what the checks say of the tree now; Back returns to it.
+func (s *Seen) Mark() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markRed, s.markStale = s.red, s.stale
+}
+
+// Back notes that the tree is as it was at the last Mark.
+func (s *Seen) Back() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.red, s.stale = s.markRed, s.markStale
 }
 
 // Quoted names check commands on one line: `go test ./...`, `make lint`

@@ -263,3 +263,25 @@ func TestCheckOnAFullDisk(t *testing.T) {
 		t.Fatalf("results %+v", results)
 	}
 }
+
+// TestSeen: what the checks last said of a tree, stale once it may have
+// changed, and back to what it said at the mark once the tree is put back.
+func TestSeen(t *testing.T) {
+	t.Parallel()
+	var s Seen
+	same := func(step string, red Set, stale bool) {
+		t.Helper()
+		if got, st := s.Now(); !slices.Equal(got, red) || st != stale {
+			t.Fatalf("%s: %v, stale %v; want %v, stale %v", step, got, st, red, stale)
+		}
+	}
+	same("zero", nil, false)
+	s.Ran(Set{"lint"})
+	same("ran", Set{"lint"}, false)
+	s.Mark()
+	s.Ran(Set{"lint", "test"})
+	s.Changed()
+	same("changed", Set{"lint", "test"}, true)
+	s.Back()
+	same("put back", Set{"lint"}, false)
+}
