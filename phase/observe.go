@@ -15,6 +15,28 @@ type Observer interface {
 	CallStarted(CallInfo) (ended func())
 }
 
+// At is next, told with every call where it runs (a worktree and its
+// branch, say): what the call is doing (CallInfo.Detail) comes after where.
+func At(next Observer, where string) Observer { return atObserver{next: next, where: where} }
+
+type atObserver struct {
+	next  Observer
+	where string
+}
+
+func (o atObserver) CallStarted(info CallInfo) func() {
+	detail := info.Detail
+	info.Detail = func() string {
+		if detail != nil {
+			if d := detail(); d != "" {
+				return o.where + " | " + d
+			}
+		}
+		return o.where
+	}
+	return o.next.CallStarted(info)
+}
+
 // Recorder hears of each call's start and end and of how the retry loop
 // judged it, to keep a record of the run. It is given to a call beside its
 // Observer, and hears of the start before the Observer and of the end before

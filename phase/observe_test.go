@@ -69,3 +69,29 @@ func TestObserverAroundCall(t *testing.T) {
 		t.Fatalf("a call that never started was observed: %v, %+v", err, o)
 	}
 }
+
+// infoTaker keeps the CallInfo it is told.
+type infoTaker struct{ got *CallInfo }
+
+func (o infoTaker) CallStarted(info CallInfo) func() { *o.got = info; return nil }
+
+// TestAt: an observer told where a call runs shows it before what the call
+// says it is doing, and alone when the call says nothing.
+func TestAt(t *testing.T) {
+	t.Parallel()
+	var got CallInfo
+	obs := At(infoTaker{&got}, "worktree task-2 on peal/2")
+	for _, tc := range []struct {
+		detail func() string
+		want   string
+	}{
+		{nil, "worktree task-2 on peal/2"},
+		{func() string { return "" }, "worktree task-2 on peal/2"},
+		{func() string { return "hunk 3/7" }, "worktree task-2 on peal/2 | hunk 3/7"},
+	} {
+		obs.CallStarted(CallInfo{ID: "c", Detail: tc.detail})
+		if got.ID != "c" || got.Detail == nil || got.Detail() != tc.want {
+			t.Errorf("told %+v, detail %q; want %q", got, got.Detail(), tc.want)
+		}
+	}
+}
