@@ -189,26 +189,10 @@ func (a *Agents) sideOf(role phase.Role) *side {
 	return &a.primary
 }
 
-// Side is what the run shows of one of its agents.
-type Side struct {
-	Kind *agent.Kind
-	Path string
-	Role phase.Role
-}
-
-// Sides are the run's agents, primary first.
-func (a *Agents) Sides() []Side {
-	var out []Side
-	for _, s := range a.sides() {
-		out = append(out, Side{Kind: s.kind, Path: s.path, Role: s.role})
-	}
-	return out
-}
-
-// Request is what an agent call of phase name at dir asks of the agent of
+// request is what an agent call of phase name at dir asks of the agent of
 // role, for model: its argv, environment and prompt follow from it
 // (agent.Kind.Invocation).
-func (a *Agents) Request(dir string, role phase.Role, name phase.Name, model, prompt string) agent.Call {
+func (a *Agents) request(dir string, role phase.Role, name phase.Name, model, prompt string) agent.Call {
 	s := a.sideOf(role)
 	return agent.Call{Phase: name, Repo: dir, Model: s.model(model), Prompt: prompt, Structured: a.cfg.Structured(),
 		Options: agent.Options{Sandbox: a.cfg.Sandbox, Trust: a.cfg.CursorTrust, Force: a.cfg.CursorForce}, Extra: a.cfg.AgentExtraArgs}

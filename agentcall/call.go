@@ -113,7 +113,7 @@ func (a *Agents) newCall(ctx context.Context, at Site, name phase.Name, task int
 	model, key := ModelFor(a.cfg, a.opts.Attempt(task), name)
 	models := map[phase.Role]callModel{}
 	for _, s := range a.sides() {
-		req := a.Request(at.Caller.Dir, s.role, name, model, prompt)
+		req := a.request(at.Caller.Dir, s.role, name, model, prompt)
 		inv, err := s.kind.Invocation(s.path, req)
 		if err != nil {
 			return nil, err

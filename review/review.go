@@ -572,30 +572,3 @@ func (s *Session) End(ctx context.Context, completed bool) {
 		s.rv.removeMarker()
 	}
 }
-
-// Describe says in one line how Phase 3 runs (for the dry run).
-func (rv *Reviewer) Describe() string {
-	if !rv.Reviews() {
-		return "none (no stet): the project's checks alone make Phase 3"
-	}
-	if !rv.Builtin() {
-		return fmt.Sprintf("custom commands, all once at session start; each review runs %q", strings.Join(rv.custom[len(rv.custom)-1], " "))
-	}
-	return fmt.Sprintf("stet %s, one session per task (per parallel block under parallel_isolation = shared): %s before the task's first call, %s finish after its Phase 3; "+
-		"stet's state in %s, its worktrees in %s", rv.stet.path, strings.Join(rv.stet.startArgv(), " "), rv.stet.path, rv.stet.stateDir, rv.stet.worktrees)
-}
-
-// ReviewCommands are the commands of one review, as the dry run shows them
-// (none without a review).
-func (rv *Reviewer) ReviewCommands() []string {
-	if !rv.Reviews() {
-		return nil
-	}
-	if !rv.Builtin() {
-		return []string{strings.Join(rv.custom[len(rv.custom)-1], " ")}
-	}
-	return []string{
-		strings.Join(append([]string{rv.stet.path}, rv.stet.streamArgv()...), " "),
-		strings.Join(append([]string{rv.stet.path}, rv.stet.listArgv()...), " "),
-	}
-}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"peal/check"
@@ -18,63 +17,26 @@ import (
 // The project's own checks (check_commands) decide, with the review, when a
 // task is done: Phase 3 runs them after every execute and every address
 // round (package review). The run keeps what they say of the work tree: the
-// all that fail on it (red), which no task that starts on it is charged
+// checks that fail on it (red), which no task that starts on it is charged
 // with until they pass, and whether the tree changed since they last ran
 // (stale). A check that failed before a task is not that task's fault; the
 // work a task left unfinished is that task's, on a re-run too
-// (checksRecord).
+// (state.ChecksNote).
 
-// checking is the run's use of the project's checks: what it knows of the
-// all on the work tree, and when they run and whom they are charged to.
+// checking is the run's use of the project's checks: what they last said
+// of the work tree (check.Seen, marked before a task: markHome), and when
+// they run and whom they are charged to.
 type checking struct {
-	r     *run
-	mu    sync.Mutex
-	red   check.Set // failing on the work tree as it is now
-	stale bool      // the tree may have changed since the checks last ran on it
-	// atMark is what red and stale were when the work tree was last
-	// marked before a task (markHome): what they are once it is put back.
-	atMark      check.Set
-	staleAtMark bool
-}
-
-// marked notes what the checks say of the work tree as it is marked.
-func (tc *checking) marked() {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	tc.atMark, tc.staleAtMark = tc.red, tc.stale
+	r *run
+	check.Seen
 }
 
 // putBack notes that the work tree was put back as it was marked, the work
 // of task kept apart: the checks say what they said then, and no work of
 // task is left unfinished in it.
-func (tc *checking) putBack(task int) {
-	tc.mu.Lock()
-	tc.red, tc.stale = tc.atMark, tc.staleAtMark
-	tc.mu.Unlock()
-	tc.completedOnTree(task)
-}
-
-// seen notes a run of the checks on the work tree as it is now, which
-// failed the red ones.
-func (tc *checking) seen(red check.Set) {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	tc.red, tc.stale = red, false
-}
-
-// changed notes that the tree may have changed since the checks ran.
-func (tc *checking) changed() {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	tc.stale = true
-}
-
-// state is what the checks last said of the tree, and whether the tree
-// may have changed since.
-func (tc *checking) state() (check.Set, bool) {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	return tc.red, tc.stale
+func (k *checking) putBack(task int) {
+	k.Back()
+	k.completedOnTree(task)
 }
 
 // make makes the run's checks (none without check_commands): each
@@ -150,7 +112,7 @@ func (k *checking) start(ctx context.Context, pending []plan.Task) error {
 		charged = red.Minus(check.Set(rec.FailingBefore))
 		red = red.Intersect(check.Set(rec.FailingBefore))
 	}
-	k.seen(red)
+	k.Ran(red)
 	var failedNow []check.Result
 	for _, res := range results {
 		if !res.Passed() {
@@ -204,7 +166,7 @@ func (k *checking) before(ctx context.Context, t plan.Task) (check.Set, error) {
 // run again (for task, at stage).
 func (k *checking) fresh(ctx context.Context, task int, stage check.Stage) (check.Set, error) {
 	r := k.r
-	red, stale := k.state()
+	red, stale := k.Now()
 	if k.all() == nil || !stale {
 		return red, nil
 	}
@@ -217,7 +179,7 @@ func (k *checking) fresh(ctx context.Context, task int, stage check.Stage) (chec
 	if err != nil {
 		return nil, err
 	}
-	k.seen(results.Failing())
+	k.Ran(results.Failing())
 	return results.Failing(), nil
 }
 
@@ -253,9 +215,9 @@ func (k *checking) seenOf(res taskResult) {
 		return
 	}
 	if res.checks != nil {
-		k.seen(res.checks.Failing())
+		k.Ran(res.checks.Failing())
 	} else {
-		k.changed()
+		k.Changed()
 	}
 }
 

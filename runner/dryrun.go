@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
-	"peal/agent"
-	"peal/agentcall"
 	"peal/config"
 	"peal/phase"
 	"peal/plan"
@@ -38,20 +35,10 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 		fmt.Fprintf(w, "the tasks work in %s, the run's worktree: it mirrors the work tree (its HEAD, its uncommitted changes, what git ignores there linked), and each task's work comes back to the work tree as the task ends (%s)\n",
 			d.at.caller.Dir, map[bool]string{true: "its commits become the work tree's", false: "uncommitted, as an unconfined run leaves it"}[r.main.commits])
 	}
-	sides := r.agents.Sides()
-	fmt.Fprintf(w, "agent %s (%s)", cfg.AgentPath, sides[0].Kind.Name)
-	if len(sides) > 1 {
-		fmt.Fprintf(w, " (fallback on even attempts: %s (%s))", sides[1].Path, sides[1].Kind.Name)
-	}
-	fmt.Fprintln(w)
-	for _, s := range sides {
-		if s.Kind.Notes != "" {
-			fmt.Fprintf(w, "note: %s: %s\n", s.Kind.Name, s.Kind.Notes)
-		}
-	}
+	r.agents.Describe(w)
 	if len(tasks) == 0 {
 		fmt.Fprintf(w, "\nthe plan has no task heading: a run first asks the agent to normalize it (up to %d attempts):\n  %s\n"+
-			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, d.shownArgv(phase.Normalize, cfg.Model, prompt.Normalize("", text), ""))
+			"the schedule depends on that answer.\n", 1+cfg.NormalizeRetryCount, r.agents.Argv(d.at.caller.Dir, phase.Normalize, cfg.Model, prompt.Normalize("", text), ""))
 		return nil
 	}
 	all := tasks
@@ -76,7 +63,7 @@ func DryRun(cfg *config.Config, log *slog.Logger, w io.Writer) error {
 	for _, n := range r.reviewNotes {
 		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
 	}
-	d.describeReview()
+	d.at.reviewer.Describe(w)
 	desc, err := policy.Describe(cfg)
 	if err != nil {
 		return err
@@ -129,47 +116,12 @@ type dryRun struct {
 	w  io.Writer
 }
 
-// describeReview prints how Phase 3 would run: the review and the checks.
-func (d *dryRun) describeReview() {
-	if d.at.reviewer == nil {
-		fmt.Fprintln(d.w, "review: none (no stet): tasks end after execute")
-		return
-	}
-	fmt.Fprintln(d.w, "review: "+d.at.reviewer.Describe())
-	c := d.at.checks()
-	if c == nil {
-		return
-	}
-	fmt.Fprintf(d.w, "checks: in order, each through sh -c in the task's work tree (%s; a task of a parallel block: its worktree), under %s each:\n",
-		c.Dir(), c.Timeout())
-	for i, cmd := range c.Commands() {
-		fmt.Fprintf(d.w, "  %d. %s\n", i+1, cmd)
-	}
-	fmt.Fprintln(d.w, "  they run on the starting tree before the first task (what fails there is charged to no task until it passes), "+
-		"after each execute and each address round (a failing one goes to the agent in the next round's prompt), "+
-		"and on the work tree after each merge of a parallel block's task (a failure undoes the merge, as a conflict)")
-}
-
 // describeIsolated prints a block whose tasks work in worktrees of their
 // own: where each task runs, its calls there as a sequential task's, and
 // the merge back.
 func (d *dryRun) describeIsolated(tasks []plan.Task, completed map[int]bool) {
 	cfg := d.r.cfg
-	fmt.Fprintf(d.w, "  each task in a worktree of its own under %s, on a branch made from the work tree's HEAD when the block starts "+
-		"(a tree with uncommitted changes, or without a commit, runs the block in the shared tree instead)\n", d.r.trees.Root())
-	if len(cfg.WorktreeSparsePaths) > 0 {
-		fmt.Fprintf(d.w, "  each worktree checks out only %s and the top-level files (worktree_sparse_paths, git's cone mode); what a task writes elsewhere is committed with its work\n",
-			strings.Join(cfg.WorktreeSparsePaths, ", "))
-	}
-	if len(cfg.WorktreeCopy) > 0 {
-		fmt.Fprintf(d.w, "  copied into each worktree: %s\n", strings.Join(cfg.WorktreeCopy, ", "))
-	}
-	if len(cfg.WorktreeLink) > 0 {
-		fmt.Fprintf(d.w, "  linked into each worktree from the work tree, shared by the tasks and never committed: %s\n", strings.Join(cfg.WorktreeLink, ", "))
-	}
-	if cfg.WorktreeSetupCommand != "" {
-		fmt.Fprintf(d.w, "  run in each worktree before its first call: %s\n", cfg.WorktreeSetupCommand)
-	}
+	d.r.trees.Describe(d.w, "  ", cfg.WorktreeSparsePaths, cfg.WorktreeCopy, cfg.WorktreeLink, cfg.WorktreeSetupCommand)
 	for _, t := range tasks {
 		tt := d.r.trees.Of(t.Index)
 		if !completed[t.Index] {
@@ -213,12 +165,7 @@ func (d *dryRun) describeTask(t plan.Task, completed, sequential bool) bool {
 // describeCall prints one agent call of a ticket's attempt: its model,
 // attempts and argv.
 func (d *dryRun) describeCall(indent string, attempt int, name phase.Name, attempts int, prompt, promptLen string) {
-	model, _ := agentcall.ModelFor(d.r.cfg, attempt, name)
-	shown := model
-	if shown == "" {
-		shown = "(agent default)"
-	}
-	fmt.Fprintf(d.w, "%s%-8s model %s, attempts %d: %s\n", indent, name, shown, attempts, d.shownArgv(name, model, prompt, promptLen))
+	fmt.Fprintln(d.w, indent+d.r.agents.DescribeCall(d.at.caller.Dir, attempt, name, attempts, prompt, promptLen))
 }
 
 // describePhase3 prints the commit after the execute(s) of tasks and their
@@ -234,81 +181,8 @@ func (d *dryRun) describePhase3(tasks []plan.Task, indent string) {
 		}
 	}
 	commit("<first line of the plan text>")
-	rv := d.at.reviewer
-	if rv == nil {
-		return
-	}
 	attempt, _ := tickets.Next(d.r.cfg.KnowledgeDir, d.r.tickets.id(tasks[0].Index), d.r.tickets.esc)
-	review := strings.Join(rv.ReviewCommands(), "; ")
-	checks := strings.Join(rv.Checks().Commands(), "; ")
-	again := func() {
-		if rv.Reviews() {
-			fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "review", review)
-		}
-		if checks != "" {
-			fmt.Fprintf(d.w, "%s%-8s %s\n", indent, "check", checks)
-		}
-	}
-	again()
-	what := "findings remain"
-	switch {
-	case checks != "" && rv.Reviews():
-		what = "findings remain or a check fails"
-	case checks != "":
-		what = "a check fails"
-	}
-	fmt.Fprintf(d.w, "%swhile %s, up to %d rounds:\n", indent, what, d.r.cfg.MaxAddressRounds)
-	if rv.Builtin() && !d.r.cfg.StetDisableLLMTriage {
-		d.describeCall(indent, attempt, phase.Triage, rv.Phase3Attempts(), "", "<prompt: the review and the triage question>")
-	}
-	prompt := "<prompt: the review and its suggestions>"
-	switch {
-	case checks != "" && rv.Reviews():
-		prompt = "<prompt: the review, its suggestions and the failing checks' output>"
-	case checks != "":
-		prompt = "<prompt: the failing checks' output>"
-	}
-	d.describeCall(indent, attempt, phase.Address, rv.Phase3Attempts(), "", prompt)
-	commit("address round <N>")
-	again()
-}
-
-// shownArgv is the argv of a call of the primary agent as the dry run shows
-// it: the prompt as <prompt len=N> (or shown, when given), as the last
-// argument or after "<" when it goes on stdin.
-func (d *dryRun) shownArgv(name phase.Name, model, prompt, shown string) string {
-	s := d.r.agents.Sides()[0]
-	c := d.r.agents.Request(d.at.caller.Dir, s.Role, name, model, "")
-	// With agent_session = "task", a task's plan begins its session and
-	// the calls after it continue it (triage stays fresh); the id, which
-	// the run chooses or learns, shows as <session>.
-	id := ""
-	if d.r.cfg.AgentSession == config.SessionTask && s.Kind.Session != nil && name != phase.Triage {
-		for _, try := range []string{agent.NewID(), "ses_0000000000000000"} {
-			if s.Kind.Session.ValidID(try) {
-				id = try
-			}
-		}
-		c.Session, c.Resume = id, name != phase.Plan
-	}
-	inv, _ := s.Kind.Invocation(s.Path, c)
-	argv := inv.Argv
-	if id != "" {
-		for i, a := range argv {
-			argv[i] = strings.ReplaceAll(a, id, "<session>")
-		}
-	}
-	if inv.PromptInArgv() {
-		argv = argv[:len(argv)-1]
-	}
-	if shown == "" {
-		shown = fmt.Sprintf("<prompt len=%d>", len(prompt))
-	}
-	if s.Kind.PromptOnStdin {
-		return strings.Join(argv, " ") + " < " + shown
-	}
-	if len(prompt) > agent.MaxArgLen {
-		shown += " (too long for an argument: the call would fail)"
-	}
-	return strings.Join(append(argv, shown), " ")
+	d.at.reviewer.DescribeRounds(d.w, indent, commit, func(name phase.Name, attempts int, shown string) string {
+		return d.r.agents.DescribeCall(d.at.caller.Dir, attempt, name, attempts, "", shown)
+	})
 }

@@ -173,7 +173,7 @@ func (r *run) markHome(ctx context.Context, tasks []int) (*worktree.Mark, error)
 	if err != nil {
 		return nil, fmt.Errorf("noting the work tree before task %d (so that it can be put back): %w", tasks[0], err)
 	}
-	r.chk.marked()
+	r.chk.Mark()
 	return m, nil
 }
 

@@ -188,7 +188,7 @@ func (r *run) worktreeSite(tt *worktree.Tree) *site {
 	caller := r.caller
 	caller.Dir = tt.Dir
 	if r.caller.Observer != nil {
-		caller.Observer = treeObserver{next: r.caller.Observer, where: "worktree " + filepath.Base(tt.Path) + " on " + tt.Branch}
+		caller.Observer = phase.At(r.caller.Observer, "worktree "+filepath.Base(tt.Path)+" on "+tt.Branch)
 	}
 	at := &site{caller: caller, git: r.main.git.In(caller, tt.Path, tt.Dir, r.trees.Sparse()), commits: true,
 		tree: tt.Path, main: r.main.tree, linked: r.linkedPaths()}
@@ -304,16 +304,16 @@ func (b *block) checkMerged(ctx context.Context, t plan.Task, branch, before str
 		}
 		return err
 	}
-	red, _ := r.chk.state()
+	red, _ := r.chk.Now()
 	charged := results.Charged(red)
 	if len(charged) == 0 {
-		r.chk.seen(results.Failing())
+		r.chk.Ran(results.Failing())
 		return nil
 	}
 	r.log.Warn("the work tree fails the checks once the task's work is merged: the merge is undone", "task", t.Index, "checks", check.Summaries(charged, 3))
 	defer r.homeMoved()
 	if uerr := r.trees.Unmerge(ctx, t.Index, before); uerr != nil {
-		r.chk.seen(results.Failing()) // the tree stays merged
+		r.chk.Ran(results.Failing()) // the tree stays merged
 		return fmt.Errorf("the work tree fails the checks once task %d is merged (%s), and %w", t.Index, check.Summaries(charged, 3), uerr)
 	}
 	return &checksConflict{Task: t.Index, Branch: branch, Checks: charged}
@@ -415,27 +415,6 @@ func (b *block) finishIsolated(ctx context.Context, tl *tally) error {
 		}
 	}
 	return nil
-}
-
-// treeObserver tells the run's observer, with every call of a task that
-// works in a worktree, which worktree and branch: the live line shows them
-// before what the call is doing.
-type treeObserver struct {
-	next  phase.Observer
-	where string
-}
-
-func (o treeObserver) CallStarted(info phase.CallInfo) func() {
-	detail := info.Detail
-	info.Detail = func() string {
-		if detail != nil {
-			if d := detail(); d != "" {
-				return o.where + " | " + d
-			}
-		}
-		return o.where
-	}
-	return o.next.CallStarted(info)
 }
 
 // linkedPaths are the worktree_link paths in the main work tree.

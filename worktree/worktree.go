@@ -20,10 +20,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,6 +103,28 @@ func New(git *gitrepo.Repo, log *slog.Logger, stateDir, scope string, sparse []s
 	}
 	return &Set{log: log, state: state, root: filepath.Join(state, Folder), prefix: "peal-" + scope + "/", git: git, rel: rel,
 		sparse: coneOf(rel, sparse), left: -1}
+}
+
+// Describe writes, for the dry run, where the tasks of a block work: each
+// in a worktree of its own under Root, checking out sparse (as
+// worktree_sparse_paths sets it: none, the whole tree), given copies and
+// links, and setup run in it.
+func (s *Set) Describe(w io.Writer, indent string, sparse, copies, links []string, setup string) {
+	fmt.Fprintf(w, "%seach task in a worktree of its own under %s, on a branch made from the work tree's HEAD when the block starts "+
+		"(a tree with uncommitted changes, or without a commit, runs the block in the shared tree instead)\n", indent, s.root)
+	if len(sparse) > 0 {
+		fmt.Fprintf(w, "%seach worktree checks out only %s and the top-level files (worktree_sparse_paths, git's cone mode); what a task writes elsewhere is committed with its work\n",
+			indent, strings.Join(sparse, ", "))
+	}
+	if len(copies) > 0 {
+		fmt.Fprintf(w, "%scopied into each worktree: %s\n", indent, strings.Join(copies, ", "))
+	}
+	if len(links) > 0 {
+		fmt.Fprintf(w, "%slinked into each worktree from the work tree, shared by the tasks and never committed: %s\n", indent, strings.Join(links, ", "))
+	}
+	if setup != "" {
+		fmt.Fprintf(w, "%srun in each worktree before its first call: %s\n", indent, setup)
+	}
 }
 
 // Root is the folder the worktrees are made in.
