@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"peal/internal/gitrepo"
 	"peal/internal/text"
-	"peal/state"
 	"peal/worktree"
 )
 
@@ -54,7 +52,7 @@ func (r *run) atHome(ctx context.Context) (*site, error) {
 	if err := r.mirror.Use(ctx); err != nil {
 		return nil, err
 	}
-	r.home.writable = linkedWritable(r.main.tree, r.mirror.Linked)
+	r.home.writable = r.mirror.LinkedIn(r.main.tree)
 	return r.home, nil
 }
 
@@ -75,22 +73,12 @@ func (r *run) homeSite(t *worktree.Tree) *site {
 	return at
 }
 
-// linkedWritable are the entries of the work tree tree that linked (relative,
-// a folder's with a trailing /) name: the run's worktree's calls write
-// them through their links.
-func linkedWritable(tree string, linked []string) []string {
-	out := make([]string, len(linked))
-	for i, p := range linked {
-		out[i] = filepath.Join(tree, filepath.FromSlash(strings.TrimSuffix(p, "/")))
-	}
-	return out
-}
-
 // bringBack brings into the work tree what was done in the run's worktree
 // since its work last came back (the work of task, -1: of no task): after
 // each task that worked there, and at the end of the run. Work the work
-// tree cannot take is kept on a branch, which the error names, and the
-// run's worktree is made again for the next task.
+// tree cannot take is kept on a branch, which the error names
+// (worktree.Mirror.Keep), and the run's worktree is made again for the
+// next task.
 func (r *run) bringBack(ctx context.Context, task int) error {
 	if r.mirror == nil {
 		return nil
@@ -103,17 +91,9 @@ func (r *run) bringBack(ctx context.Context, task int) error {
 	}
 	// The worktree goes: peal's git no longer watches its .git file.
 	r.guard.Forget(r.mirror.Tree.Path)
-	kept, kerr := r.mirror.Keep(cctx, task, "the work tree could not take it: "+err.Error())
+	err = r.mirror.Keep(cctx, task, err)
 	r.mirror, r.home = nil, r.main
-	if kerr != nil {
-		return fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", err, kerr)
-	}
-	if be := (*worktree.BringError)(nil); errors.As(err, &be) && be.Edited {
-		// A path the person changed meanwhile: what to do next.
-		return fmt.Errorf("%w; the run's work is kept on branch %s: commit or stash your change of %s, then take the run's work with git merge %s (or run peal again)",
-			err, kept, be.Path, kept)
-	}
-	return fmt.Errorf("%w; the run's work is kept on branch %s", err, kept)
+	return err
 }
 
 // homeBack ends the work of tasks (one task, or a block sharing its work)
@@ -136,13 +116,8 @@ func (r *run) homeBack(ctx context.Context, tasks []int, res taskResult) taskRes
 		} else {
 			r.guard.Add(r.mirror.Tree.Path, r.mirror.Tree.Dir)
 		}
-		if err != nil {
-			r.log.Error("could not keep on a branch the work of a task that did not complete", "task", tasks[0], "err", err)
-		} else if kept != nil {
-			r.log.Warn(kept.Line())
-			if res.err != nil {
-				res.err = &worktree.KeptError{Err: res.err, Kept: kept}
-			}
+		if err == nil && kept != nil && res.err != nil {
+			res.err = &worktree.KeptError{Err: res.err, Kept: kept}
 		}
 		return res
 	}
@@ -178,8 +153,8 @@ func (r *run) markHome(ctx context.Context, tasks []int) (*worktree.Mark, error)
 }
 
 // settleHome ends the mark m of tasks that ended with res (see
-// worktree.Set.Settle), and says in one line what it kept: a task that
-// rewrote history failed, its refs put back.
+// worktree.Set.Settle, which says what it kept): a task that rewrote
+// history failed, its refs put back.
 func (r *run) settleHome(ctx context.Context, m *worktree.Mark, res taskResult) taskResult {
 	if m == nil || res.skipped {
 		return res
@@ -187,11 +162,6 @@ func (r *run) settleHome(ctx context.Context, m *worktree.Mark, res taskResult) 
 	cctx, cancel := r.trees.KeepContext(ctx)
 	defer cancel()
 	st, err := r.trees.Settle(cctx, m, res.completed(), !r.confined.Files(), whyKept(res), r.now())
-	for _, k := range []*state.Kept{st.Work, st.Files} {
-		if k != nil {
-			r.log.Warn(k.Line())
-		}
-	}
 	if len(st.Rewrote) > 0 {
 		res = taskResult{err: &worktree.HistoryError{Task: m.Tasks[0], What: st.Rewrote, Kept: st.Work}}
 	}

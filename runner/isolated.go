@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"peal/plan"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
 
 	"peal/check"
-	"peal/internal/gitrepo"
 	"peal/phase"
+	"peal/plan"
 	"peal/state"
 	"peal/worktree"
 )
@@ -79,7 +78,7 @@ func (b *block) runIsolated(ctx context.Context, tl *tally, base string, red che
 	<-merged
 	b.removals.Wait()
 	if len(r.cfg.WorktreeLink) > 0 {
-		b.endLinks(ctx)
+		r.trees.CloseBlock(ctx)
 	}
 	// Every worker has returned: b is no longer shared.
 	b.settleBranches(ctx)
@@ -130,29 +129,10 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 	failed := !res.completed()
 	remove := func() {
 		if failed && ran {
-			r.keepTree(ctx, tt, base, res)
+			r.trees.KeepTask(ctx, tt, base, whyKept(res), r.now())
 		}
-		cctx, cancel := r.trees.CleanupContext(ctx)
-		defer cancel()
 		r.guard.Forget(tt.Path)
-		if err := r.trees.Remove(cctx, tt); err != nil {
-			r.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Index, "worktree", tt.Path, "err", err)
-		}
-		if !failed {
-			// The branch waits for its merge (and lives until the block's
-			// removals have ended).
-			outside, err := r.trees.Outside(cctx, base, tt.Branch)
-			if err != nil {
-				r.log.Warn("could not tell whether the task wrote outside worktree_sparse_paths", "task", t.Index, "err", err)
-			}
-			if len(outside) > 0 {
-				r.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Index, "files", gitrepo.ListPaths(outside, 5))
-			}
-			return
-		}
-		if err := r.trees.DeleteBranch(cctx, tt.Branch); err != nil {
-			r.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Index, "branch", tt.Branch, "err", err)
-		}
+		r.trees.Retire(ctx, tt, base, !failed)
 	}
 	if b.diskBound {
 		// The disk holds only so many worktrees: this one is gone before
@@ -166,18 +146,6 @@ func (b *block) isolatedTask(ctx context.Context, t plan.Task, base string, red 
 	}
 	r.log.Info("task ended in its worktree, its work waits to be merged", "task", t.Index, "branch", tt.Branch)
 	return res, tt.Branch
-}
-
-// keepTree keeps on a branch the work of a task that did not complete in
-// its worktree tt, made from base, and says where in one line.
-func (r *run) keepTree(ctx context.Context, tt *worktree.Tree, base string, res taskResult) {
-	cctx, cancel := r.trees.KeepContext(ctx)
-	defer cancel()
-	if kept, err := r.trees.KeepTask(cctx, tt, base, whyKept(res), r.now()); err != nil {
-		r.log.Error("could not keep on a branch the work of a task that did not complete", "task", tt.Task, "err", err)
-	} else if kept != nil {
-		r.log.Warn(kept.Line())
-	}
 }
 
 // worktreeSite is where a task of a block works in its worktree tt: its

@@ -152,7 +152,7 @@ func (r *run) runBlock(ctx context.Context, tl *tally, tasks []plan.Task) error 
 		return err
 	}
 	if r.cfg.ParallelIsolation == config.IsolationWorktree {
-		base, why := r.worktreeBase(ctx)
+		base, why := r.trees.Base(ctx)
 		if why == "" {
 			return b.runIsolated(ctx, tl, base, red)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"peal/agentcall"
 	"peal/config"
-	"peal/internal/gitrepo"
 	"peal/phase"
 	"peal/plan"
 	"peal/worktree"
@@ -17,24 +16,6 @@ import (
 // worktree): when a block may run in worktrees, how many of its tasks run
 // at once for the disk, what a new worktree gets before the task's first
 // agent call. Package worktree makes, merges and removes them.
-
-// worktreeBase is the commit the worktrees of a block start from: the work
-// tree's HEAD, when the tree is clean. why says otherwise why the block
-// cannot be isolated.
-func (r *run) worktreeBase(ctx context.Context) (base, why string) {
-	head, err := r.main.git.Head(ctx)
-	if err != nil {
-		return "", "the repository has no commit yet"
-	}
-	changes, err := r.main.git.Changes(ctx)
-	switch {
-	case err != nil:
-		return "", err.Error()
-	case len(changes) > 0:
-		return "", fmt.Sprintf("the work tree has uncommitted changes (%s), which a worktree would not hold", gitrepo.ListPaths(changes, 3))
-	}
-	return head, ""
-}
 
 // prepareTree gives a new worktree what git does not: the worktree_copy
 // and worktree_link paths (see worktree.Set.Prepare), then
@@ -83,38 +64,14 @@ func (r *run) blockHasWorktrees(tasks []plan.Task) bool {
 	return false
 }
 
-// endLinks removes the block's section of info/exclude once its worktrees
-// are gone.
-func (b *block) endLinks(ctx context.Context) {
-	r := b.r
-	cctx, cancel := r.trees.CleanupContext(ctx)
-	defer cancel()
-	if err := r.trees.Unexclude(cctx); err != nil {
-		r.log.Warn("could not remove the worktree_link paths from info/exclude; the next run removes them", "err", err)
-	}
-}
-
-// setUp readies an isolated block before its first task starts: git
-// is checked for sparse worktrees, the worktree_link paths are checked and
-// named in info/exclude, and the disk is asked how many worktrees it
-// holds. It returns how many tasks run at once; when none can start, every
-// task fails with the reason in b.setUpErr, before any agent call.
+// setUp readies an isolated block before its first task starts
+// (worktree.Set.OpenBlock). It returns how many tasks run at once; when
+// none can start, every task fails with the reason in b.setUpErr, before
+// any agent call.
 func (b *block) setUp(ctx context.Context, base string) int {
 	r := b.r
 	want := min(int(r.cfg.MaxParallel), len(b.tasks))
-	var err error
-	if r.trees.Sparse() {
-		err = r.trees.CheckGit(ctx)
-	}
-	slots := want
-	if err == nil {
-		slots, err = r.trees.Fits(ctx, base, want, r.disk)
-	}
-	if err == nil && len(r.cfg.WorktreeLink) > 0 {
-		if err = r.trees.CheckLinks(ctx, r.cfg.WorktreeLink); err == nil {
-			err = r.trees.Exclude(ctx, r.cfg.WorktreeLink)
-		}
-	}
+	slots, err := r.trees.OpenBlock(ctx, base, want, r.cfg.WorktreeLink, r.disk)
 	if err != nil {
 		r.log.Error("no task of the block can start", "err", err)
 		b.setUpErr = err

@@ -368,21 +368,25 @@ func (s *Set) LeftMark(ctx context.Context) (*Mark, bool) {
 // outcome is to be saved as such), inPlace whether it worked in the work
 // tree itself (unconfined) rather than in the home worktree, whose work
 // the caller kept or brought already; why is how it ended, for what is
-// kept. See the comment at the top of the file. The error is of what
-// could not be put back or kept; the work tree is then as the task left
-// it.
+// kept. See the comment at the top of the file. What it kept is said in
+// a line each. The error is of what could not be put back or kept; the
+// work tree is then as the task left it.
 //
 // A task in the home worktree never wrote the work tree's files but those
 // git ignores that are linked there: putting back restores the refs and
 // the ignored files the mark copied, and leaves the rest, which is the
 // user's (changed meanwhile, or the work brought of a task that
 // completed).
-func (s *Set) Settle(ctx context.Context, m *Mark, completed, inPlace bool, why string, now time.Time) (Settled, error) {
-	var out Settled
+func (s *Set) Settle(ctx context.Context, m *Mark, completed, inPlace bool, why string, now time.Time) (out Settled, err error) {
 	defer func() {
 		s.keptMu.Lock()
 		s.marked = nil
 		s.keptMu.Unlock()
+		for _, k := range []*state.Kept{out.Work, out.Files} {
+			if k != nil {
+				s.log.Warn(k.Line())
+			}
+		}
 	}()
 	head, branch, refs, err := s.git.HeadAndRefs(ctx, peals)
 	if err != nil {
@@ -521,8 +525,28 @@ func short(id string) string { return id[:min(len(id), 8)] }
 // KeepTask keeps what task t did in its worktree, which did not complete
 // (why says how it ended), on a branch of its own: its commits since base
 // and what it left uncommitted, as one commit on top. Nothing is kept when
-// the task made nothing.
+// the task made nothing. It runs under KeepContext, and says in a line
+// where the work is kept, or why it could not be (noteKept).
 func (s *Set) KeepTask(ctx context.Context, t *Tree, base, why string, now time.Time) (*state.Kept, error) {
+	ctx, cancel := s.KeepContext(ctx)
+	defer cancel()
+	k, err := s.keepTask(ctx, t, base, why, now)
+	s.noteKept(t.Task, k, err)
+	return k, err
+}
+
+// noteKept says in a line where the work of task, which did not complete,
+// is kept (k; nil: there was none), or why it could not be kept (err).
+func (s *Set) noteKept(task int, k *state.Kept, err error) {
+	if err != nil {
+		s.log.Error("could not keep on a branch the work of a task that did not complete", "task", task, "err", err)
+	} else if k != nil {
+		s.log.Warn(k.Line())
+	}
+}
+
+// keepTask is KeepTask's work.
+func (s *Set) keepTask(ctx context.Context, t *Tree, base, why string, now time.Time) (*state.Kept, error) {
 	git := s.git.At(t.Path)
 	head, err := git.HeadOrNone(ctx)
 	if err != nil {

@@ -220,6 +220,37 @@ func (s *Set) Exclude(ctx context.Context, paths []string) error {
 	return s.writeSection(ctx, block)
 }
 
+// OpenBlock readies the worktrees of a block, made from base, before its
+// first task starts: git is checked for sparse worktrees (CheckGit), the
+// disk asked how many of want it holds at once (Fits), the links checked
+// and named in info/exclude (CheckLinks, Exclude). It returns how many
+// run at once; the error says why none can.
+func (s *Set) OpenBlock(ctx context.Context, base string, want int, links []string, disk func(dir string) (Space, error)) (int, error) {
+	if s.Sparse() {
+		if err := s.CheckGit(ctx); err != nil {
+			return 0, err
+		}
+	}
+	slots, err := s.Fits(ctx, base, want, disk)
+	if err == nil && len(links) > 0 {
+		if err = s.CheckLinks(ctx, links); err == nil {
+			err = s.Exclude(ctx, links)
+		}
+	}
+	return slots, err
+}
+
+// CloseBlock removes a block's links from info/exclude once its
+// worktrees are gone (Unexclude); what it cannot do is said in a line, and
+// the next run does it.
+func (s *Set) CloseBlock(ctx context.Context) {
+	cctx, cancel := s.CleanupContext(ctx)
+	defer cancel()
+	if err := s.Unexclude(cctx); err != nil {
+		s.log.Warn("could not remove the worktree_link paths from info/exclude; the next run removes them", "err", err)
+	}
+}
+
 // Unexclude leaves in the section of this state folder's runs in
 // info/exclude only what the home worktree links, once a block's
 // worktrees are gone (the section goes when there is nothing left).

@@ -2,9 +2,12 @@ package worktree
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"peal/internal/gitrepo"
@@ -98,6 +101,16 @@ func (m *Mirror) Use(ctx context.Context) error {
 	}
 	m.busy = true
 	return nil
+}
+
+// LinkedIn are the entries of the work tree tree that Linked names, as
+// paths of it: the home worktree's calls write them through their links.
+func (m *Mirror) LinkedIn(tree string) []string {
+	out := make([]string, len(m.Linked))
+	for i, p := range m.Linked {
+		out[i] = filepath.Join(tree, filepath.FromSlash(strings.TrimSuffix(p, "/")))
+	}
+	return out
 }
 
 // Close ends the watch of the home worktree, once the run no longer uses
@@ -194,19 +207,26 @@ func (m *Mirror) Bring(ctx context.Context) error {
 }
 
 // Keep keeps what the home worktree holds (the work of task, or of no
-// task: -1) on a branch of its own, noted with why, and removes the
-// worktree (the next OpenMirror makes it again): work the work tree could
-// not take. It returns where it is kept, as a line names it ("" when there
-// was nothing to keep): the branch, and the submodules' branches.
-func (m *Mirror) Keep(ctx context.Context, task int, why string) (string, error) {
-	k, mods, err := m.keepHome(ctx, task, why, time.Now())
+// task: -1), which the work tree could not take (refused, Bring's error),
+// on a branch of its own, and removes the worktree (the next OpenMirror
+// makes it again). The error is refused, saying where the work is kept
+// (the branch, and the submodules' branches) and, when a path the person
+// changed meanwhile was in the way, what to do next.
+func (m *Mirror) Keep(ctx context.Context, task int, refused error) error {
+	k, where, err := m.keepHome(ctx, task, "the work tree could not take it: "+refused.Error(), time.Now())
 	switch {
-	case k == nil:
-		return mods, err
-	case mods != "":
-		return k.Ref + ", and on " + mods, err
+	case err != nil:
+		return fmt.Errorf("%w; keeping the run's work on a branch failed too: %v", refused, err)
+	case k != nil && where != "":
+		where = k.Ref + ", and on " + where
+	case k != nil:
+		where = k.Ref
 	}
-	return k.Ref, err
+	if be := (*BringError)(nil); errors.As(refused, &be) && be.Edited {
+		return fmt.Errorf("%w; the run's work is kept on branch %s: commit or stash your change of %s, then take the run's work with git merge %s (or run peal again)",
+			refused, where, be.Path, where)
+	}
+	return fmt.Errorf("%w; the run's work is kept on branch %s", refused, where)
 }
 
 // KeepTask keeps what task did in the home worktree, which did not
@@ -214,7 +234,8 @@ func (m *Mirror) Keep(ctx context.Context, task int, why string) (string, error)
 // and what it left uncommitted as one commit on top), instead of bringing
 // it to the work tree, and removes the home worktree (the next Use makes
 // it again): a task's work reaches the user's branch only once it
-// completed. Nothing is kept when the task made nothing.
+// completed. Nothing is kept when the task made nothing; where it is kept,
+// or why it could not be, is said in a line.
 func (m *Mirror) KeepTask(ctx context.Context, task int, why string, now time.Time) (*state.Kept, error) {
 	if !m.busy {
 		return nil, nil
@@ -224,6 +245,7 @@ func (m *Mirror) KeepTask(ctx context.Context, task int, why string, now time.Ti
 		return nil, nil // nothing ran there since its work last came back
 	}
 	k, _, err := m.keepHome(ctx, task, why, now) // the submodules' branches are in k.Why
+	m.set.noteKept(task, k, err)
 	return k, err
 }
 

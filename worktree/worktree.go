@@ -160,6 +160,24 @@ func (s *Set) CleanupContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }
 
+// Base is the commit the worktrees of a block start from: the work tree's
+// HEAD, when the tree is clean; why says otherwise why the block cannot
+// work in worktrees.
+func (s *Set) Base(ctx context.Context) (base, why string) {
+	head, err := s.git.Head(ctx)
+	if err != nil {
+		return "", "the repository has no commit yet"
+	}
+	changes, err := s.git.Changes(ctx)
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case len(changes) > 0:
+		return "", fmt.Sprintf("the work tree has uncommitted changes (%s), which a worktree would not hold", gitrepo.ListPaths(changes, 3))
+	}
+	return head, ""
+}
+
 // Add makes the worktree of task on a new branch at base. git worktree add
 // reads the records of every other worktree, and fails on one that is being
 // made or removed ("failed to read .git/worktrees/…"), so the worktree is
@@ -293,6 +311,32 @@ func (s *Set) Remove(ctx context.Context, t *Tree) error {
 	s.prune(ctx)
 	s.mu.Unlock()
 	return removeTree(aside)
+}
+
+// Retire removes the worktree t, made from base, of a task that ended,
+// and says in a line what it could not do (the next run does it). The
+// branch of a task that completed stays for its merge, and what the task
+// wrote outside the sparse set is said; a task that did not complete has
+// its branch deleted (its work kept first: KeepTask).
+func (s *Set) Retire(ctx context.Context, t *Tree, base string, completed bool) {
+	cctx, cancel := s.CleanupContext(ctx)
+	defer cancel()
+	if err := s.Remove(cctx, t); err != nil {
+		s.log.Warn("could not remove a task's worktree; the next run removes it", "task", t.Task, "worktree", t.Path, "err", err)
+	}
+	if !completed {
+		if err := s.DeleteBranch(cctx, t.Branch); err != nil {
+			s.log.Warn("could not delete a task's branch; the next run deletes it", "task", t.Task, "branch", t.Branch, "err", err)
+		}
+		return
+	}
+	outside, err := s.Outside(cctx, base, t.Branch)
+	if err != nil {
+		s.log.Warn("could not tell whether the task wrote outside worktree_sparse_paths", "task", t.Task, "err", err)
+	}
+	if len(outside) > 0 {
+		s.log.Warn("the task wrote outside worktree_sparse_paths: those files are committed and merged with the rest of its work", "task", t.Task, "files", gitrepo.ListPaths(outside, 5))
+	}
 }
 
 // moveAside moves the worktree of t and its review folder into a new
