@@ -174,23 +174,12 @@ func (o *recorder) Usage(task int, name phase.Name, call string, u agent.Usage, 
 		Session: session, SessionID: id})
 }
 
-func (o *recorder) CallBegan(info phase.CallInfo) {
-	a := info.Attempt
-	o.run.journal.Add(state.Event{Ev: state.EvCallStart, Time: info.Started.UTC(), Task: state.TaskOf(info.Task), Call: info.ID,
-		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Counted: a.Counted, Role: a.Role, Argv: info.Argv,
-		StdoutLog: info.StdoutLog, StderrLog: info.StderrLog})
-}
-
+// CallBegan, CallEnded and AttemptJudged write a call's lines (see
+// state.CallStart).
+func (o *recorder) CallBegan(info phase.CallInfo) { o.run.journal.Add(state.CallStart(info)) }
 func (o *recorder) CallEnded(id string, res phase.Result, err error) {
-	code := res.ExitCode
-	o.run.journal.Add(state.Event{Ev: state.EvCallEnd, Time: o.run.now().UTC(), Call: id, ExitCode: &code, TimedOut: res.TimedOut,
-		Idle: res.Idle, Interrupted: err != nil, DurationMS: res.Duration.Milliseconds()})
+	o.run.journal.Add(state.CallEnd(id, res, err, o.run.now()))
 }
-
 func (o *recorder) AttemptJudged(id string, v phase.Verdict, retry bool, wait time.Duration) {
-	ev := state.Event{Ev: state.EvAttempt, Time: o.run.now().UTC(), Call: id, Class: v.Class.String(), Retry: retry, WaitMS: wait.Milliseconds()}
-	if v.Err != nil {
-		ev.Reason = text.Snippet(v.Err.Error(), 500)
-	}
-	o.run.journal.Add(ev)
+	o.run.journal.Add(state.AttemptEnd(id, v, retry, wait, o.run.now()))
 }

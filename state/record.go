@@ -10,11 +10,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"peal/phase"
 	"sync"
 	"time"
 
 	"peal/internal/safefs"
+	"peal/internal/text"
+	"peal/phase"
 	"peal/tickets"
 )
 
@@ -173,6 +174,32 @@ const (
 
 // TaskOf returns a pointer to task for an Event's Task.
 func TaskOf(task int) *int { return &task }
+
+// CallStart is the line of a call that started.
+func CallStart(info phase.CallInfo) Event {
+	a := info.Attempt
+	return Event{Ev: EvCallStart, Time: info.Started.UTC(), Task: TaskOf(info.Task), Call: info.ID,
+		Phase: info.Phase, Attempt: a.N, Of: a.Of, Allowed: a.Allowed, Network: a.Network, Counted: a.Counted, Role: a.Role, Argv: info.Argv,
+		StdoutLog: info.StdoutLog, StderrLog: info.StderrLog}
+}
+
+// CallEnd is the line of the call id that ended at now with res; err is
+// the run's error of it (an interruption).
+func CallEnd(id string, res phase.Result, err error, now time.Time) Event {
+	code := res.ExitCode
+	return Event{Ev: EvCallEnd, Time: now.UTC(), Call: id, ExitCode: &code, TimedOut: res.TimedOut,
+		Idle: res.Idle, Interrupted: err != nil, DurationMS: res.Duration.Milliseconds()}
+}
+
+// AttemptEnd is the line of how the retry loop judged the attempt of the
+// call id at now: its class, whether another attempt follows, after wait.
+func AttemptEnd(id string, v phase.Verdict, retry bool, wait time.Duration, now time.Time) Event {
+	ev := Event{Ev: EvAttempt, Time: now.UTC(), Call: id, Class: v.Class.String(), Retry: retry, WaitMS: wait.Milliseconds()}
+	if v.Err != nil {
+		ev.Reason = text.Snippet(v.Err.Error(), 500)
+	}
+	return ev
+}
 
 // Recorder appends events to the run record. Its methods are safe for
 // concurrent use; a write that fails is reported once and ends the record,
