@@ -270,6 +270,24 @@ func (c *Rules) Line() string {
 	return line
 }
 
+// LogStart logs, at the start of a run, the confinement's line (Line: a
+// warning when the kernel confines no files) and each socket a confined
+// call could still use to run what it likes on this machine.
+func (c *Rules) LogStart(log *slog.Logger) {
+	if c != nil && !c.Files() {
+		log.Warn(c.Line())
+	} else {
+		log.Info(c.Line())
+	}
+	if c == nil {
+		return
+	}
+	for _, sock := range confine.ReachableSockets() {
+		log.Warn("a confined call can connect to "+sock+", and whoever uses it runs what it likes on this machine: no confinement holds against it on this kernel (it needs Landlock ABI 9); run peal as a user who cannot use it",
+			"socket", sock)
+	}
+}
+
 // Confined names every process a run confines (docs/behaviour.md has their
 // table).
 const Confined = "agent calls, the agents' authentication check, checks, worktree_setup_command, post_run_commands, stet_commands and the repository's hooks"

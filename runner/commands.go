@@ -52,7 +52,7 @@ func (r *run) postRun(ctx context.Context) {
 		res, err := runCommand(ctx, spec)
 		level := slog.LevelInfo
 		if err != nil {
-			if line := explainDenial(r.confined, spec.Confine, spec.Dir, res); line != "" {
+			if line := r.confined.Refused(spec.Confine, spec.Dir, res, true, true).Line; line != "" {
 				err = fmt.Errorf("%w; %s", err, line)
 			}
 			r.log.Warn("post-run command failed", "command", command, "err", err)

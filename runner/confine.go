@@ -2,7 +2,6 @@ package runner
 
 import (
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"peal/agentcall"
@@ -67,67 +66,26 @@ func (r *run) siteOf(dir string) *site {
 	return r.main
 }
 
-// Confined records what the confinement refused a call that ended (its
-// result res; call its confinement, dir its folder): the connections the
-// proxy refused it, and, when it failed, the line that explains the
-// failure by the confinement, which it returns ("" when nothing points at
-// it), with whether the call's output bore it out (a denial in it, or the
-// refused host named). A refusal the output does not name is only the
-// likeliest cause of a failure that names none (a side request's refusal
-// is no cause): it is given, never for a failure that says its own cause.
-// The line is logged too.
+// Confined records and logs what the confinement refused a call that
+// ended (policy.Rules.Refused: call its confinement, dir its folder, res
+// its result) and returns the line that explains its failure by the
+// confinement ("" when nothing points at it), with whether the call's
+// output bore it out.
 func (o *recorder) Confined(call *confine.Call, dir string, task int, res phase.Result, end agentcall.End) (line string, borne bool) {
 	r := o.run
-	if r.confined == nil || call == nil || res.CallID == "" {
+	rf := r.confined.Refused(call, dir, res, end != agentcall.Succeeded, end == agentcall.Failed)
+	if rf.Count == 0 && rf.Line == "" {
 		return "", false
 	}
-	refused, count := r.confined.Proxy().Refusals(res.CallID)
-	r.confined.Proxy().Forget(res.CallID)
-	if end != agentcall.Succeeded {
-		line = confine.Explain(&call.Access, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused)
-		borne = line != ""
-	}
-	if line == "" && end == agentcall.Failed {
-		line = confine.LastRefusal(refused)
-	}
-	if count == 0 && line == "" {
-		return "", false
-	}
-	ev := state.Event{Ev: state.EvConfined, Time: r.now().UTC(), Task: state.TaskOf(task), Call: res.CallID, Message: line, RefusedCount: count}
-	for _, ref := range refused {
-		what := ref.Host
-		if ref.Request != "" {
-			// A request the model endpoint refused: what it asked.
-			what = ref.Request + " (" + ref.Host + ")"
-		}
-		if len(ev.Refused) < 16 && !slices.Contains(ev.Refused, what) {
-			ev.Refused = append(ev.Refused, what)
-		}
-	}
-	r.journal.Add(ev)
+	r.journal.Add(state.Event{Ev: state.EvConfined, Time: r.now().UTC(), Task: state.TaskOf(task), Call: res.CallID, Message: rf.Line,
+		RefusedCount: rf.Count, Refused: rf.Refused})
 	switch {
-	case borne:
-		r.log.Warn("the confinement refused what the call needed: "+line, "phase", res.Phase, "task", task, "call", res.CallID)
-	case line != "":
-		r.log.Warn("the call failed without saying why, after the confinement refused it a connection: "+line, "phase", res.Phase, "task", task, "call", res.CallID)
+	case rf.Borne:
+		r.log.Warn("the confinement refused what the call needed: "+rf.Line, "phase", res.Phase, "task", task, "call", res.CallID)
+	case rf.Line != "":
+		r.log.Warn("the call failed without saying why, after the confinement refused it a connection: "+rf.Line, "phase", res.Phase, "task", task, "call", res.CallID)
 	}
-	return line, borne
-}
-
-// explainDenial is the line that explains the failure of a command that
-// is no task's, confined by rules (a post-run command, after the run record
-// closed) by the confinement: what its output says was refused, or the
-// connection the proxy refused it; "" when nothing points at it.
-func explainDenial(rules *policy.Rules, call *confine.Call, dir string, res phase.Result) string {
-	if rules == nil || call == nil || res.CallID == "" {
-		return ""
-	}
-	refused, _ := rules.Proxy().Refusals(res.CallID)
-	rules.Proxy().Forget(res.CallID)
-	if line := confine.Explain(&call.Access, dir, strings.Split(res.Stdout+"\n"+res.Stderr, "\n"), refused); line != "" {
-		return line
-	}
-	return confine.LastRefusal(refused)
+	return rf.Line, rf.Borne
 }
 
 // guardOf is the run's watch of what git runs, as the git client and the
