@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"peal/internal/safefs"
+	"peal/internal/text"
 )
 
 // Task is one `## Task N` section of a plan.
@@ -62,6 +63,20 @@ var (
 	// tildes; headings inside one are text.
 	fence = regexp.MustCompile("^ {0,3}(`{3,}|~{3,})")
 )
+
+// Normalized are the tasks of an agent's answer to the normalize prompt
+// (prompt.Normalize): an answer that Parse refuses, or that has no task,
+// is an error, which quotes how an answer without a task starts.
+func Normalized(answer string) ([]Task, error) {
+	tasks, err := Parse(answer)
+	if err != nil {
+		return nil, fmt.Errorf("normalized plan: %w", err)
+	}
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", text.Snippet(answer, 80))
+	}
+	return tasks, nil
+}
 
 // Parse reads the tasks of a plan in ascending index order. Text before
 // the first heading is ignored; a task's body is its heading's title, if

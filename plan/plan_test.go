@@ -210,3 +210,20 @@ func TestPromptWithWhatToBuild(t *testing.T) {
 		t.Fatalf("prompt:\n%s", p)
 	}
 }
+
+// TestNormalized: an answer to the normalize prompt gives its tasks; one
+// without a task, or that is no plan, is an error that says so.
+func TestNormalized(t *testing.T) {
+	t.Parallel()
+	if tasks, err := Normalized("intro\n## Task 1\ndo it\n"); err != nil || len(tasks) != 1 || tasks[0].Body != "do it" {
+		t.Fatalf("%+v, %v", tasks, err)
+	}
+	for answer, want := range map[string]string{
+		"Sure! Here is the plan:\n- do it": `normalized plan has no ` + "`## Task N`" + ` heading; it starts "Sure! Here is the plan: - do it"`,
+		"## Task 1\nx\x00":                 "normalized plan: ",
+	} {
+		if _, err := Normalized(answer); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: %v, want %q…", answer, err, want)
+		}
+	}
+}

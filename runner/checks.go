@@ -113,12 +113,7 @@ func (k *checking) start(ctx context.Context, pending []plan.Task) error {
 		red = red.Intersect(check.Set(rec.FailingBefore))
 	}
 	k.Ran(red)
-	var failedNow []check.Result
-	for _, res := range results {
-		if !res.Passed() {
-			failedNow = append(failedNow, res)
-		}
-	}
+	failedNow := results.Charged(nil) // every failure
 	switch {
 	case len(failedNow) == 0:
 		r.log.Info("checks pass on the starting tree", "checks", len(results))
@@ -142,12 +137,7 @@ func (k *checking) noteLeftovers(ctx context.Context, before []string) {
 	if err != nil {
 		return
 	}
-	var added []string
-	for _, p := range after {
-		if !slices.Contains(before, p) {
-			added = append(added, p)
-		}
-	}
+	added := slices.DeleteFunc(after, func(p string) bool { return slices.Contains(before, p) })
 	if len(added) > 0 {
 		r.log.Warn("the checks left files in the work tree that git does not ignore; add them to .gitignore, or a task's commit takes them for its work",
 			"paths", strings.Join(added, ", "))

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"peal/plan"
 	"strings"
 	"time"
 
@@ -22,8 +21,8 @@ import (
 	"peal/internal/gitrepo"
 	"peal/internal/owndir"
 	"peal/internal/safefs"
-	"peal/internal/text"
 	"peal/phase"
+	"peal/plan"
 	"peal/policy"
 	"peal/prompt"
 	"peal/review"
@@ -337,17 +336,7 @@ func (r *run) hold(ctx context.Context) (release func(), err error) {
 	r.agentLogs = agentlog.New(cfg.AgentLogDir, r.now(), log)
 	r.agents.KeepLogs(r.agentLogs)
 	r.rec.start()
-	if r.confined != nil && !r.confined.Files() {
-		log.Warn(r.confined.Line())
-	} else {
-		log.Info(r.confined.Line())
-	}
-	if r.confined != nil {
-		for _, sock := range confine.ReachableSockets() {
-			log.Warn("a confined call can connect to "+sock+", and whoever uses it runs what it likes on this machine: no confinement holds against it on this kernel (it needs Landlock ABI 9); run peal as a user who cannot use it",
-				"socket", sock)
-		}
-	}
+	r.confined.LogStart(log)
 	return release, nil
 }
 
@@ -638,15 +627,11 @@ func (r *run) normalize(ctx context.Context, doc string) ([]plan.Task, error) {
 		if err := phase.CheckExit(res); err != nil {
 			return err
 		}
-		parsed, err := plan.Parse(res.Stdout)
-		if err != nil {
-			return fmt.Errorf("normalized plan: %w", err)
+		parsed, err := plan.Normalized(res.Stdout)
+		if err == nil {
+			tasks = parsed
 		}
-		if len(parsed) == 0 {
-			return fmt.Errorf("normalized plan has no `## Task N` heading; it starts %q", text.Snippet(res.Stdout, 80))
-		}
-		tasks = parsed
-		return nil
+		return err
 	}
 	r.log.Info("plan has no task heading, normalizing it with the agent")
 	attempts := 1 + int(r.cfg.NormalizeRetryCount)
