@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"peal/plan"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"github.com/alecthomas/kong"
 
 	"peal/internal/procs"
+	"peal/internal/safefs"
+	"peal/plan"
 	"peal/runner"
 )
 
@@ -260,11 +261,10 @@ func (c *PromptCmd) Run(e *env) error {
 		_, err := io.WriteString(e.stdout, prompt)
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(c.Output), 0o755); err != nil {
-		return &exitError{code: 1, msg: fmt.Sprintf("error: cannot create the folder of %s: %v", c.Output, err)}
-	}
-	if err := os.WriteFile(c.Output, []byte(prompt), 0o644); err != nil {
-		return &exitError{code: 1, msg: fmt.Sprintf("error: cannot write %s: %v", c.Output, err)}
+	// Atomically, its folders made, never through a link at the path; a
+	// full disk is said as such.
+	if err := safefs.WriteFile(c.Output, []byte(prompt)); err != nil {
+		return &exitError{code: 1, msg: fmt.Sprintf("error: cannot write %s: %v", c.Output, safefs.Full(err, filepath.Dir(c.Output)))}
 	}
 	return nil
 }

@@ -459,6 +459,18 @@ func TestFlagNamesMatchKeys(t *testing.T) {
 	}
 }
 
+// TestPromptOutputOnAFullDisk: peal prompt --output on a full disk says so,
+// naming the folder where room must be made.
+func TestPromptOutputOnAFullDisk(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, plan3)
+	full := testbin.FullDisk(t)
+	r := s.peal(nil, "prompt", "--output", filepath.Join(full, "prompt.md"))
+	if want := "the disk holding " + full + " is full"; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("exit %d, stderr %q; want %q", r.code, r.stderr, want)
+	}
+}
+
 func TestPromptCommand(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, plan3)
@@ -477,6 +489,22 @@ func TestPromptCommand(t *testing.T) {
 	os.WriteFile(blocker, nil, 0o644)
 	if r := s.peal(nil, "prompt", "--output", filepath.Join(blocker, "x.md")); r.code != 1 || !strings.HasPrefix(r.stderr, "peal: error:") {
 		t.Fatalf("write error: exit %d, %q", r.code, r.stderr)
+	}
+	// The file is written atomically: a link at its path is replaced, never
+	// written through.
+	target, link := filepath.Join(s.dir, "target.md"), filepath.Join(s.dir, "link.md")
+	os.WriteFile(target, []byte("keep\n"), 0o644)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.peal(nil, "prompt", "--output", link); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if data, _ := os.ReadFile(target); string(data) != "keep\n" {
+		t.Fatalf("the prompt was written through the link: %q", data)
+	}
+	if info, err := os.Lstat(link); err != nil || !info.Mode().IsRegular() {
+		t.Fatalf("the link was not replaced by the prompt: %v, %v", info, err)
 	}
 	// What to build: in the arguments, or on stdin (a pipe, a file, or
 	// "-"); a terminal is never read.
