@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"peal/internal/owndir"
+	"peal/internal/safefs"
 	"peal/internal/text"
 	"peal/internal/unidiff"
 )
@@ -303,11 +303,17 @@ func (g *Repo) CheckOutTree(ctx context.Context, tree string) error {
 	return err
 }
 
-// copyFile copies the file from to the file to (made or emptied); when
-// from does not exist, neither does to afterwards (git reads a missing
-// index as an empty one).
+// copyFile makes the file to a copy of the regular file from, put in
+// place at once (safefs.Dir.Put: never written through a link, a full disk
+// said as such); when from does not exist, neither does to afterwards (git
+// reads a missing index as an empty one).
 func copyFile(from, to string) error {
-	src, err := os.Open(from)
+	src, err := safefs.OpenDir(filepath.Dir(from), false)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	in, _, err := src.Open(filepath.Base(from))
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.Remove(to); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -317,14 +323,11 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	defer in.Close()
+	dst, err := safefs.OpenDir(filepath.Dir(to), false)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
+	defer dst.Close()
+	return dst.Put(filepath.Base(to), in, 0o666, "")
 }

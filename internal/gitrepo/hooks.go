@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"peal/internal/safefs"
 	"peal/phase"
 )
 
@@ -117,19 +118,27 @@ func (g *Repo) room(ctx context.Context, what, msg string) (*hookRoom, error) {
 		return nil, err
 	}
 	h := &hookRoom{g: g, f: f, dir: dir, what: what, msg: filepath.Join(dir, "COMMIT_EDITMSG"), index: filepath.Join(dir, "index")}
-	if err := os.WriteFile(h.msg, []byte(msg+"\n"), 0o644); err != nil {
+	if err := h.fill(msg); err != nil {
 		h.close()
-		return nil, err
-	}
-	if h.before, err = os.ReadFile(filepath.Join(f.gitDir, "index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		h.close()
-		return nil, err
-	}
-	if err := os.WriteFile(h.index, h.before, 0o644); err != nil {
-		h.close()
-		return nil, err
+		return nil, safefs.Full(err, dir)
 	}
 	return h, nil
+}
+
+// fill writes the room's message file (msg) and its copy of the index.
+func (h *hookRoom) fill(msg string) error {
+	room, err := safefs.OpenDir(h.dir, false)
+	if err != nil {
+		return err
+	}
+	defer room.Close()
+	if err := room.WriteFile(filepath.Base(h.msg), []byte(msg+"\n")); err != nil {
+		return err
+	}
+	if h.before, err = os.ReadFile(filepath.Join(h.f.gitDir, "index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return room.WriteFile(filepath.Base(h.index), h.before)
 }
 
 // close removes the room.
@@ -145,20 +154,20 @@ func (h *hookRoom) write() []string {
 
 // back makes what the hook staged in the copy of the index the work
 // tree's: the copy is written beside the work tree's index and renamed
-// over it, as git writes an index.
+// over it, as git writes an index (safefs: atomically, never through a
+// link).
 func (h *hookRoom) back() error {
 	now, err := os.ReadFile(h.index)
 	if err != nil || bytes.Equal(now, h.before) {
 		return nil // a hook that removed the copy staged nothing
 	}
-	real := filepath.Join(h.f.gitDir, "index")
-	tmp := real + ".peal-hook"
-	if err := os.WriteFile(tmp, now, 0o644); err != nil {
+	gitDir, err := safefs.OpenDir(h.f.gitDir, false)
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, real); err != nil {
-		os.Remove(tmp)
-		return err
+	defer gitDir.Close()
+	if err := gitDir.WriteFile("index", now); err != nil {
+		return safefs.Full(err, h.f.gitDir)
 	}
 	h.before = now
 	return nil

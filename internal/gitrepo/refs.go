@@ -178,15 +178,7 @@ func (g *Repo) RestoreIndex(ctx context.Context, from string) error {
 		}
 		return nil
 	}
-	tmp := own + ".peal-restore"
-	if err := copyFile(from, tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, own); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return copyFile(from, own)
 }
 
 // KeepTree is a tree that holds only paths of tree from, as from holds

@@ -451,8 +451,9 @@ func (d *Dir) Remove(name string) error { return d.named(d.root.Remove(name), na
 // perm (less the umask) holding what r reads, or, when link is set, with a
 // symbolic link to link: the new entry is made under a temporary name and
 // renamed over name, so that name is the old entry or the new one, never a
-// part of it. It is not synced: it is for files a program writes as git
-// checks them out, not for peal's own records.
+// part of it; a full disk is said as such (FullError). It is not synced:
+// it is for files a program writes as git checks them out (or git's own
+// index), not for peal's own records.
 func (d *Dir) Put(name string, r io.Reader, perm fs.FileMode, link string) error {
 	var tmp string
 	if link != "" {
@@ -470,7 +471,7 @@ func (d *Dir) Put(name string, r io.Reader, perm fs.FileMode, link string) error
 	} else {
 		f, name2, err := d.createTempMode(TempPrefix(name), perm)
 		if err != nil {
-			return err
+			return Full(err, d.Path())
 		}
 		tmp = name2
 		_, err = io.Copy(f, r)
@@ -479,7 +480,7 @@ func (d *Dir) Put(name string, r io.Reader, perm fs.FileMode, link string) error
 		}
 		if err != nil {
 			d.root.Remove(tmp)
-			return d.named(err, tmp)
+			return Full(d.named(err, tmp), d.Path())
 		}
 	}
 	if err := d.root.Rename(tmp, name); err != nil {
