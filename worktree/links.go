@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,14 +87,22 @@ func linkPath(repo, rel, dir string) error {
 // copyPath copies the file or folder rel of the work tree repo to the same
 // place under dst, refusing links, even in a folder of rel, and special
 // files (a named pipe would block the copy; a link could reach outside the
-// repository).
+// repository). In dst the folders on the way are made refusing a link
+// among them, and each file is put in place whole, replacing whatever is
+// there, never written through a link (safefs.Dir.Put): a link the
+// worktree checked out cannot take the copy outside it.
 func copyPath(repo, rel, dst string) error {
 	d, name, err := openParent(repo, rel, false)
 	if err != nil {
 		return copyError(err)
 	}
 	defer d.Close()
-	return copyEntry(d, name, filepath.Join(dst, rel))
+	out, _, err := openParent(dst, rel, true)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	return copyEntry(d, name, out)
 }
 
 // openParent opens the folder of root that holds rel (made on the way when
@@ -118,8 +125,9 @@ func openParent(root, rel string, create bool) (*safefs.Dir, string, error) {
 	return d, parts[len(parts)-1], nil
 }
 
-// copyEntry copies the entry name of d, a file or a folder, to dst.
-func copyEntry(d *safefs.Dir, name, dst string) error {
+// copyEntry copies the entry name of d, a file or a folder, to the entry
+// of the same name in out.
+func copyEntry(d *safefs.Dir, name string, out *safefs.Dir) error {
 	info, err := d.Lstat(name)
 	if err != nil {
 		return copyError(err)
@@ -130,9 +138,11 @@ func copyEntry(d *safefs.Dir, name, dst string) error {
 			return copyError(err)
 		}
 		defer sub.Close()
-		if err := os.MkdirAll(dst, info.Mode().Perm()|0o700); err != nil {
+		to, err := out.Sub(name, true)
+		if err != nil {
 			return err
 		}
+		defer to.Close()
 		// The names are read by path; each entry is then reached through
 		// sub, which refuses a link.
 		entries, err := os.ReadDir(sub.Path())
@@ -140,7 +150,7 @@ func copyEntry(d *safefs.Dir, name, dst string) error {
 			return err
 		}
 		for _, e := range entries {
-			if err := copyEntry(sub, e.Name(), filepath.Join(dst, e.Name())); err != nil {
+			if err := copyEntry(sub, e.Name(), to); err != nil {
 				return err
 			}
 		}
@@ -151,18 +161,7 @@ func copyEntry(d *safefs.Dir, name, dst string) error {
 		return copyError(err)
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close() // the copy's error is the one to tell
-		return err
-	}
-	return out.Close()
+	return out.Put(name, in, info.Mode().Perm(), "")
 }
 
 // copyError words an error of copyPath for the user.
@@ -320,9 +319,6 @@ func (s *Set) rewriteExclude(ctx context.Context, section []string) error {
 	if text == "" {
 		// The file held the section only: it was made for it.
 		return os.Remove(file)
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
 	}
 	return safefs.WriteFile(file, []byte(text))
 }

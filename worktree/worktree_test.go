@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"peal/internal/gitrepo"
+	"peal/internal/safefs"
 	"peal/internal/testkit/testbin"
 	"peal/internal/testkit/testgit"
 	"peal/phase"
@@ -307,5 +308,40 @@ func TestAddThatFailsLeavesNothing(t *testing.T) {
 	}
 	if _, err := os.Lstat(treePath(s.state, 1)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the worktree's folder: %v, want it gone", err)
+	}
+}
+
+// A copy (worktree_copy) lands inside the worktree only: a link the
+// worktree holds where the copy goes, or among the folders on its way, is
+// replaced or refused, never written through.
+func TestCopyPathNeverThroughALink(t *testing.T) {
+	t.Parallel()
+	repo, wt, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(repo, "conf"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".env"), []byte("KEY=1\n"), 0o600)
+	os.WriteFile(filepath.Join(repo, "conf", "local.toml"), []byte("x = 1\n"), 0o644)
+	victim := filepath.Join(outside, "victim")
+	os.WriteFile(victim, []byte("mine\n"), 0o644)
+	os.Symlink(victim, filepath.Join(wt, ".env"))
+	os.Symlink(outside, filepath.Join(wt, "conf"))
+	if err := copyPath(repo, ".env", wt); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileIn(t, wt, ".env"); got != "KEY=1\n" {
+		t.Fatalf("the copy: %q", got)
+	}
+	if info, _ := os.Lstat(filepath.Join(wt, ".env")); !info.Mode().IsRegular() {
+		t.Fatalf("the link at the copy's place stayed: %v", info.Mode())
+	}
+	err := copyPath(repo, filepath.Join("conf", "local.toml"), wt)
+	var nr *safefs.NotRegularError
+	if !errors.As(err, &nr) {
+		t.Fatalf("a link among the folders: err %v", err)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != "mine\n" {
+		t.Fatalf("written through a link: %q", got)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Fatalf("a copy landed outside the worktree: %v", entries)
 	}
 }
