@@ -279,17 +279,17 @@ if [ "$1" = diff ]; then
 fi
 exec %s %s "$@"
 `, shQuote(top), shQuote(worktrees), shQuote(gitDir), shQuote(common), shQuote(real), shArgs(gitrepo.SafeArgs()))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	d, err := safefs.OpenDir(dir, true)
+	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "git")
-	if now, err := safefs.ReadFile(path, 1<<16); err == nil && string(now) == script {
+	defer d.Close()
+	if now, err := d.ReadFile("git", 1<<16); err == nil && string(now) == script {
 		return dir, nil
 	}
-	if err := safefs.WriteFile(path, []byte(script)); err != nil {
-		return "", err
-	}
-	return dir, os.Chmod(path, 0o755)
+	// Put in place whole and executable at once: stet never finds half a
+	// script, or one it may not run.
+	return dir, d.Put("git", strings.NewReader(script), 0o755, "")
 }
 
 // shArgs quotes each of args for sh, space-separated.

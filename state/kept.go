@@ -74,9 +74,6 @@ func NoteKept(dir string, k Kept) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	sum := sha256.Sum256([]byte(k.Ref))
 	at, err := time.Parse(time.RFC3339, k.At)
 	if err != nil {

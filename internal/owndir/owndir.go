@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+
+	"peal/internal/safefs"
 )
 
 // Ignore is the content of the .gitignore peal writes: every file of the
@@ -48,7 +50,7 @@ func Make(dir string) error {
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, ".gitignore"), []byte(Ignore), 0o644); err != nil {
+	if err := safefs.WriteFile(filepath.Join(tmp, ".gitignore"), []byte(Ignore)); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
