@@ -35,6 +35,18 @@ func (r *run) worktreeBase(ctx context.Context) (base, why string) {
 	case len(changes) > 0:
 		return "", fmt.Sprintf("the work tree has uncommitted changes (%s), which a worktree would not hold", gitrepo.ListPaths(changes, 3))
 	}
+	// A task's own worktree would hold a submodule as an empty folder, where
+	// its work would be lost: the block works where the submodules are.
+	switch subs, err := r.main.git.Submodules(ctx); {
+	case err != nil:
+		return "", err.Error()
+	case len(subs) > 0:
+		paths := make([]string, len(subs))
+		for i, s := range subs {
+			paths[i] = s.Path
+		}
+		return "", fmt.Sprintf("the work tree has submodules checked out (%s), which a worktree of a task's own would hold empty", gitrepo.ListPaths(paths, 3))
+	}
 	return head, ""
 }
 
