@@ -335,7 +335,7 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	if c.tcp {
 		pol.TCP = &confine.TCP{Connect: slices.Clone(c.loopback)}
 	}
-	call := &confine.Call{Mode: c.mode, Access: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: slices.Clone(c.envPass), Env: slices.Clone(c.gitEnv)}
+	call := &confine.Call{Mode: c.mode, Access: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: append(cacheVars(), c.envPass...), Env: slices.Clone(c.gitEnv)}
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
 	}
