@@ -89,6 +89,20 @@ func (c *Rules) caches() []string {
 	return out
 }
 
+// cacheVars are the variables that move the caches of the table (and Go's
+// module cache): a confined call keeps them, so that its tools use the
+// folders the policy grants, not the defaults beside them, which it may
+// not write. They name folders, never a secret.
+func cacheVars() []string {
+	vars := []string{"GOMODCACHE", "GOPATH"}
+	for _, e := range caches {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(e.path, "${"), ":-"); ok && strings.HasPrefix(e.path, "${") && !slices.Contains(vars, name) {
+			vars = append(vars, name)
+		}
+	}
+	return vars
+}
+
 // goModCache is Go's module cache: $GOMODCACHE, else the first folder of
 // $GOPATH (or ~/go) with pkg/mod.
 func (c *Rules) goModCache() string {

@@ -379,3 +379,51 @@ func TestRepositoryCredential(t *testing.T) {
 		t.Errorf("unenforced: %v", err)
 	}
 }
+
+// TestCacheVariablesPass: a variable that moves a cache (GOCACHE,
+// PIP_CACHE_DIR) reaches a confined call, so that its tool writes the
+// folder the policy grants, not the default beside it, which it may not
+// write; a variable of the same tool that may hold a secret (GOPROXY, a
+// URL with a password) does not.
+func TestCacheVariablesPass(t *testing.T) {
+	t.Parallel()
+	home := fakeHome(t, "caches/go/", "caches/pip/")
+	repo := filepath.Join(home, "repo")
+	os.MkdirAll(repo, 0o755)
+	testgit.Init(t, repo)
+	os.WriteFile(filepath.Join(home, "plan.md"), []byte("## Task 1\nA\n"), 0o644)
+	cfg, err := config.Load(config.Inputs{Env: []string{"PEAL_PLAN_PATH=" + filepath.Join(home, "plan.md"), "PEAL_REPO_PATH=" + repo,
+		"PEAL_STATE_DIR=" + filepath.Join(home, "state"), "PEAL_CONFINE=on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peal := []string{"PATH=/usr/bin", "GOCACHE=" + filepath.Join(home, "caches/go"), "PIP_CACHE_DIR=" + filepath.Join(home, "caches/pip"),
+		"GOPROXY=https://u:secret@proxy.example", "GITHUB_TOKEN=t"}
+	full := confine.Support{Files: true, TCP: true, ABI: 7, Seccomp: true, Supervise: true,
+		PIDNamespace: true, IPCNamespace: true, UTSNamespace: true, NetNamespace: true, NetNamespaceAllowed: true}
+	c, err := newRulesOn(cfg, nil, full, false, machine{home: home, getenv: envOf(peal...), euid: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := c.ForCall(Site{Tree: repo}, nil, nil)
+	plan, err := confine.Expand(call.Access, confine.OS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := call.Environ(peal)
+	for _, name := range []string{"GOCACHE", "PIP_CACHE_DIR"} {
+		i := slices.IndexFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+		if i < 0 {
+			t.Errorf("%s does not reach the call: %q", name, env)
+			continue
+		}
+		if _, write := covered(plan, strings.TrimPrefix(env[i], name+"=")); !write {
+			t.Errorf("the call may not write %s", env[i])
+		}
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOPROXY=") || strings.HasPrefix(kv, "GITHUB_TOKEN=") {
+			t.Errorf("%s reaches the call", kv)
+		}
+	}
+}

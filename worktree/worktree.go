@@ -161,8 +161,8 @@ func (s *Set) CleanupContext(ctx context.Context) (context.Context, context.Canc
 }
 
 // Base is the commit the worktrees of a block start from: the work tree's
-// HEAD, when the tree is clean; why says otherwise why the block cannot
-// work in worktrees.
+// HEAD, when the tree is clean and has no submodule checked out; why says
+// otherwise why the block cannot work in worktrees.
 func (s *Set) Base(ctx context.Context) (base, why string) {
 	head, err := s.git.Head(ctx)
 	if err != nil {
@@ -174,6 +174,18 @@ func (s *Set) Base(ctx context.Context) (base, why string) {
 		return "", err.Error()
 	case len(changes) > 0:
 		return "", fmt.Sprintf("the work tree has uncommitted changes (%s), which a worktree would not hold", gitrepo.ListPaths(changes, 3))
+	}
+	// A task's own worktree would hold a submodule as an empty folder, where
+	// its work would be lost: the block works where the submodules are.
+	switch subs, err := s.git.Submodules(ctx); {
+	case err != nil:
+		return "", err.Error()
+	case len(subs) > 0:
+		paths := make([]string, len(subs))
+		for i, sub := range subs {
+			paths[i] = sub.Path
+		}
+		return "", fmt.Sprintf("the work tree has submodules checked out (%s), which a worktree of a task's own would hold empty", gitrepo.ListPaths(paths, 3))
 	}
 	return head, ""
 }

@@ -193,3 +193,32 @@ func TestSubmoduleMovedByTheUser(t *testing.T) {
 		t.Errorf("lib moved to %s", got)
 	}
 }
+
+// TestSubmodulesInAParallelBlock: a task's own worktree would hold the
+// submodules empty, so a parallel block on a repository with submodules
+// checked out works where they are (the work tree, or the run's worktree
+// when confined), says so, and both tasks' work in the submodule comes back.
+func TestSubmodulesInAParallelBlock(t *testing.T) {
+	t.Parallel()
+	s := newSandbox(t, "## Task 1 (parallel)\nOne\n## Task 2 (parallel)\nTwo\n")
+	submoduleRepo(t, s)
+	// A clean work tree, as a block's own worktrees need.
+	testgit.Git(t, filepath.Join(s.repo, "lib"), "checkout", "-q", ".")
+	testgit.Git(t, filepath.Join(s.repo, "lib", "inner"), "checkout", "-q", ".")
+	s.scenario(map[string][]fakes.Outcome{
+		"execute:1": {{Commands: [][]string{{"sh", "-c", `echo one > lib/one.txt`}}}},
+		"execute:2": {{Commands: [][]string{{"sh", "-c", `echo two > lib/inner/two.txt`}}}}})
+	env := append(claudeEnv(t, s, "PEAL_MAX_PARALLEL=2"), testgit.Env...)
+	r := s.peal(env, "run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "the work tree has submodules checked out (lib)") {
+		t.Errorf("no line said why the block shares a tree:\n%s", r.stderr)
+	}
+	for name, want := range map[string]string{"lib/one.txt": "one\n", "lib/inner/two.txt": "two\n"} {
+		if got := fileIn(t, s.repo, name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+}
