@@ -2,7 +2,8 @@
 // run record (state.RecordName), the state file, the run summary, the
 // retry-state store and the agent logs. It renders it as a GitHub Markdown
 // summary and a one-file HTML timeline; the Report itself, encoded, is the
-// JSON document. It reads only; it starts nothing.
+// JSON document. It builds too `peal status`'s view of a plan's tasks
+// (Status), which the report reads. It reads only; it starts nothing.
 package report
 
 import (

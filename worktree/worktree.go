@@ -12,8 +12,9 @@
 // the work tree marked before a task and settled after it, so that only a
 // task that completed moves the user's branch, and only forward, and no
 // file of the user's goes without a copy. It knows nothing of plans or
-// agents: when worktrees are made, how many at once and what a conflict or
-// a failure does to a task are the runner's policy.
+// agents: when worktrees are made, how many at once (within what the disk
+// holds: Fits) and what a conflict or a failure does to a task are the
+// runner's policy.
 package worktree
 
 import (

@@ -52,6 +52,10 @@ func Make(dir string) error {
 	}
 	if err := safefs.WriteFile(filepath.Join(tmp, ".gitignore"), []byte(Ignore)); err != nil {
 		os.RemoveAll(tmp)
+		if full := (*safefs.FullError)(nil); errors.As(err, &full) {
+			// The folder asked for is the one to name, not its temporary.
+			return &safefs.FullError{Dir: abs, Err: full.Err}
+		}
 		return err
 	}
 	if err := os.Rename(tmp, top); err != nil {

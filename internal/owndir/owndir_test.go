@@ -1,11 +1,15 @@
 package owndir_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"peal/internal/owndir"
+	"peal/internal/safefs"
+	"peal/internal/testkit/testbin"
 	"peal/internal/testkit/testgit"
 )
 
@@ -39,5 +43,22 @@ func TestMake(t *testing.T) {
 	}
 	if got := testgit.Git(t, repo, "status", "--porcelain", "--untracked-files=all"); got != "?? mine/notes.txt" {
 		t.Fatalf("git status shows %q, want only the user's file", got)
+	}
+}
+
+// TestMakeOnAFullDisk: a folder that cannot get its .gitignore for want of
+// space is not made, and the error names the folder asked for, as a full
+// disk.
+func TestMakeOnAFullDisk(t *testing.T) {
+	t.Parallel()
+	full := testbin.FullDisk(t)
+	dir := filepath.Join(full, "state")
+	err := owndir.Make(dir)
+	var fe *safefs.FullError
+	if !errors.As(err, &fe) || fe.Dir != dir {
+		t.Fatalf("err %v, want the disk holding %s full", err, dir)
+	}
+	if entries, _ := os.ReadDir(full); slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.IsDir() }) {
+		t.Fatalf("a folder was left on the full disk: %v", entries)
 	}
 }
