@@ -14,6 +14,12 @@ import (
 type Path struct {
 	Path string
 	Key  string
+	// Data, in a Write grant, keeps the call to data beneath it: files,
+	// folders and links, never a named pipe or a socket (nor a device,
+	// which no grant makes). The ignored folders of the work tree a call
+	// writes through links are granted so: nothing of its making there is
+	// anything but data once it is over.
+	Data bool
 }
 
 // Paths tags each path with key.

@@ -69,7 +69,7 @@ func machineModes(s Support) []mode {
 }
 
 func TestUnprivileged(t *testing.T) {
-	testbin.RerunAsUser(t, "^(TestContainment|TestNoTerminal|TestSockets|TestSocketsTCPAny|TestDefaultDeny|TestLandlockFiles|TestLandlockNetwork|TestProbe|TestModelKey)$")
+	testbin.RerunAsUser(t, "^(TestContainment|TestNoTerminal|TestSockets|TestSocketsTCPAny|TestDefaultDeny|TestLandlockFiles|TestLandlockNetwork|TestProbe|TestModelKey|TestDataOnly)$")
 }
 
 // TestProbe: the machine's start line is what the tests expect of it

@@ -13,6 +13,7 @@ type Rule struct {
 	Path  string
 	Write bool // create, change, remove and rename beneath it (and read); else read and run
 	Dir   bool // a folder: the rule covers everything beneath it
+	Data  bool // with Write: no named pipe or socket made beneath it (Path.Data)
 }
 
 // Plan is an access expanded into the rules that enforce it.
@@ -83,7 +84,7 @@ func check(p Access, t Tree) (*expander, error) {
 // order of the access.
 func (e *expander) plan() Plan {
 	for _, w := range e.grants {
-		e.walk(w.path, w.dir, w.write, w.excl)
+		e.walk(w.path, w.dir, w.write, w.data, w.excl)
 	}
 	plan := Plan{Missing: e.missing, Narrowed: e.narrowed, Unlisted: e.unlisted}
 	for _, r := range e.rules {
@@ -121,9 +122,9 @@ type expander struct {
 
 // checked is a grant checked, to be walked.
 type checked struct {
-	path       string
-	dir, write bool
-	excl       []string
+	path             string
+	dir, write, data bool
+	excl             []string
 }
 
 func (e *expander) grant(g Path, write bool, deny, protect []bound) error {
@@ -154,13 +155,13 @@ func (e *expander) grant(g Path, write bool, deny, protect []bound) error {
 			excl = append(excl, p.path)
 		}
 	}
-	e.grants = append(e.grants, checked{real, typ.IsDir(), write, excl})
+	e.grants = append(e.grants, checked{real, typ.IsDir(), write, write && g.Data, excl})
 	return nil
 }
 
 // walk grants path, or, when paths to keep out (excl) lie beneath it, each
 // of its entries but those, down to them. Links are never granted.
-func (e *expander) walk(path string, dir, write bool, excl []string) {
+func (e *expander) walk(path string, dir, write, data bool, excl []string) {
 	// The paths kept out, by the entry of path they lie in.
 	var inner map[string][]string
 	for _, x := range excl {
@@ -175,7 +176,7 @@ func (e *expander) walk(path string, dir, write bool, excl []string) {
 		inner[name] = append(inner[name], x)
 	}
 	if !dir || inner == nil {
-		e.add(Rule{Path: path, Write: write, Dir: dir})
+		e.add(Rule{Path: path, Write: write, Dir: dir, Data: data})
 		return
 	}
 	e.narrowed = append(e.narrowed, path)
@@ -194,16 +195,19 @@ func (e *expander) walk(path string, dir, write bool, excl []string) {
 			continue // the entry itself is kept out
 		}
 		if !ok {
-			e.add(Rule{Path: p, Write: write, Dir: ent.Type.IsDir()})
+			e.add(Rule{Path: p, Write: write, Dir: ent.Type.IsDir(), Data: data})
 			continue
 		}
-		e.walk(p, ent.Type.IsDir(), write, xs)
+		e.walk(p, ent.Type.IsDir(), write, data, xs)
 	}
 }
 
 func (e *expander) add(r Rule) {
 	if old, ok := e.rules[r.Path]; ok {
+		// The wider grant wins: a full write over data only.
+		full := r.Write && !r.Data || old.Write && !old.Data
 		r.Write = r.Write || old.Write
+		r.Data = r.Write && !full
 	}
 	e.rules[r.Path] = r
 }

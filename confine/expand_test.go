@@ -164,9 +164,9 @@ func TestExpand(t *testing.T) {
 		{name: "a write grant beneath a protected folder is honoured",
 			access: func(p *Access) {
 				p.Write = Paths("work tree", "/work/repo")
-				p.Write = append(p.Write, Path{"/work/repo/.peal/tmp/call-1", KeyTemp})
+				p.Write = append(p.Write, Path{Path: "/work/repo/.peal/tmp/call-1", Key: KeyTemp})
 				p.Protect = Paths(KeyGit, "/work/repo/.git")
-				p.Protect = append(p.Protect, Path{"/work/repo/.peal", "peal's state folder"})
+				p.Protect = append(p.Protect, Path{Path: "/work/repo/.peal", Key: "peal's state folder"})
 			},
 			want:     []string{"w /work/repo/.peal/tmp/call-1/", "w /work/repo/README", "w /work/repo/src/"},
 			narrowed: []string{"/work/repo"}},

@@ -11,12 +11,12 @@ import (
 func explainAccess() *Access {
 	p := Base("/home/u")
 	p.Write = append(p.Write, Paths("work tree", "/w")...)
-	p.Write = append(p.Write, Path{"/w/.peal/tmp/call-1", KeyTemp})
+	p.Write = append(p.Write, Path{Path: "/w/.peal/tmp/call-1", Key: KeyTemp})
 	p.Protect = append(p.Protect, Paths(KeyGit, "/w/.git")...)
-	p.Protect = append(p.Protect, Path{"/w/.peal", "peal's state folder"})
-	p.Deny = append(p.Deny, Path{"/home/u/.codex/auth.json", KeyReadDeny})
-	p.Hide = append(p.Hide, Path{"/home/u", "the home folder"})
-	p.Read = append(p.Read, Path{"/home/u/go", "toolchains"})
+	p.Protect = append(p.Protect, Path{Path: "/w/.peal", Key: "peal's state folder"})
+	p.Deny = append(p.Deny, Path{Path: "/home/u/.codex/auth.json", Key: KeyReadDeny})
+	p.Hide = append(p.Hide, Path{Path: "/home/u", Key: "the home folder"})
+	p.Read = append(p.Read, Path{Path: "/home/u/go", Key: "toolchains"})
 	p.TCP = &TCP{}
 	return &p
 }

@@ -463,7 +463,7 @@ func rulesOf(plan Plan, tcp *TCP, sup Support) (landlock.Config, []landlock.Rule
 		writeDir &^= ll.AccessFSRefer
 		cfg.HandledAccessFS &^= ll.AccessFSRefer
 	}
-	var groups [4][]string // write dir, write file, read dir, read file
+	var groups [5][]string // write dir, write file, read dir, read file, write dir as data
 	for _, r := range plan.Rules {
 		i := 0
 		if !r.Write {
@@ -471,6 +471,8 @@ func rulesOf(plan Plan, tcp *TCP, sup Support) (landlock.Config, []landlock.Rule
 		}
 		if !r.Dir {
 			i++
+		} else if r.Write && r.Data {
+			i = 4
 		}
 		groups[i] = append(groups[i], r.Path)
 	}
@@ -478,7 +480,8 @@ func rulesOf(plan Plan, tcp *TCP, sup Support) (landlock.Config, []landlock.Rule
 	// (it cannot be granted more than it had): another process may remove
 	// files in a narrowed folder (/tmp) at any time.
 	var rules []landlock.Rule
-	for i, access := range []landlock.AccessFSSet{writeDir, writeFileRights, readDirRights, readFileRights} {
+	dataDir := writeDir &^ (ll.AccessFSMakeFifo | ll.AccessFSMakeSock)
+	for i, access := range []landlock.AccessFSSet{writeDir, writeFileRights, readDirRights, readFileRights, dataDir} {
 		if len(groups[i]) > 0 {
 			rules = append(rules, landlock.PathAccess(access, groups[i]...).IgnoreIfMissing())
 		}

@@ -481,3 +481,41 @@ func TestLaunchWaitsForRuleset(t *testing.T) {
 		})
 	}
 }
+
+// TestDataOnly: a folder granted as data (Path.Data: the work tree's
+// ignored folders a call writes through links) takes files and folders but
+// no named pipe or socket, which the call's own tree takes; and no mode a
+// call sets anywhere has a set-user-ID or set-group-ID bit where the
+// machine filters system calls. Unconfined, all of it is made: the test
+// can fail.
+func TestDataOnly(t *testing.T) {
+	for _, m := range landlockModes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			s := newScratch(t)
+			acc := s.access(s.tree)
+			acc.Write = append(acc.Write, Path{Path: s.outside, Key: "ignored", Data: true})
+			c := child{call: &Call{Mode: m.mode, Access: acc, Support: m.sup}, dir: s.tree, tempDir: s.temp}
+			setID := "ok"
+			if m.sup.Seccomp {
+				setID = "exit status 1: chmod: changing permissions of '" + s.tree + "/sh': Operation not permitted"
+			}
+			c.try(t, []attempt{
+				{"a file in the data folder", []string{"run", "echo x > " + s.outside + "/file && mkdir " + s.outside + "/d"}, "ok"},
+				{"a named pipe in its tree", []string{"run", "mkfifo " + s.tree + "/fifo"}, "ok"},
+				{"a named pipe in the data folder", []string{"run", "mkfifo " + s.outside + "/fifo"},
+					"exit status 1: mkfifo: cannot create fifo '" + s.outside + "/fifo': Permission denied"},
+				{"a set-uid file", []string{"run", "cp /bin/sh " + s.tree + "/sh && chmod 4755 " + s.tree + "/sh"}, setID},
+			})
+			if m.sup.Seccomp {
+				if info, err := os.Stat(s.tree + "/sh"); err != nil || info.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					t.Errorf("the copy: %v %v", info, err)
+				}
+			}
+			open := child{call: &Call{Mode: Off}, dir: s.tree}
+			open.try(t, []attempt{
+				{"unconfined makes a named pipe there", []string{"run", "mkfifo " + s.outside + "/fifo2"}, "ok"},
+				{"unconfined makes a set-uid file", []string{"run", "cp /bin/sh " + s.tree + "/sh2 && chmod 4755 " + s.tree + "/sh2"}, "ok"},
+			})
+		})
+	}
+}

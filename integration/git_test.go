@@ -36,7 +36,7 @@ func TestPealConfinedNestedRepository(t *testing.T) {
 		}
 		last := r.stderr[strings.LastIndex(strings.TrimRight(r.stderr, "\n"), "\n")+1:]
 		if r.code != 1 || !strings.Contains(last, "a git repository that a call made (sub/, with its own .git)") ||
-			!strings.Contains(last, "the run's work is kept on branch peal-kept/home-") {
+			!strings.Contains(last, "its work is kept on branch peal-kept/task-1-") {
 			t.Fatalf("last line %q\n%s", last, w)
 		}
 		kept := strings.Fields(gitIn(t, w.sb.repo, w.sb.base, "for-each-ref", "--format=%(refname:short)", "refs/heads/peal-kept/"))

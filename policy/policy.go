@@ -331,7 +331,9 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 			}
 		}
 	}
-	pol.Write = append(pol.Write, confine.Paths(keyIgnored, at.Writable...)...)
+	for _, p := range realWithin(at.Writable, at.Main) {
+		pol.Write = append(pol.Write, confine.Path{Path: p, Key: keyIgnored, Data: true})
+	}
 	if c.tcp {
 		pol.TCP = &confine.TCP{Connect: slices.Clone(c.loopback)}
 	}
@@ -464,4 +466,25 @@ func (c *Rules) AsUnenforced() {
 	if c != nil {
 		c.support, c.unenforced = confine.Support{Why: "as if the kernel confined no files"}, true
 	}
+}
+
+// realWithin are the paths of entries that are what they say: each one's
+// real path is itself, within the real tree. An entry of the work tree
+// that is a link (or lies beneath one) is left out: a grant follows links,
+// and a link a call left ignored in the work tree would grant where it
+// points (a folder outside, the repository's hooks).
+func realWithin(paths []string, tree string) []string {
+	top, err := filepath.EvalSymlinks(tree)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || real != filepath.Join(top, strings.TrimPrefix(p, tree)) || !safefs.Within(real, top) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 	"os"
 	"os/user"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"peal/confine"
 	"peal/internal/gitrepo"
 	"peal/internal/testkit/fakes"
 	"peal/internal/testkit/testgit"
@@ -420,25 +420,92 @@ func fileText(t *testing.T, path string) string {
 }
 
 // TestEscapeThroughASetUIDShell: the agent copies /bin/sh into an ignored
-// build/ and makes it set-uid: what comes back from a call is data only,
-// so the work tree never holds it; the task fails with one line naming it
-// and the branch its work is kept on.
+// build/ and makes it set-uid, in a folder it makes (which comes back from
+// its worktree) and in one the work tree had (which it writes through a
+// link, and where it makes a named pipe too): no file of the work tree is
+// ever set-uid or set-gid, nor a named pipe. Where the
+// machine filters system calls, the chmod is refused in the call and the
+// copy comes back as the data it is; without the filter, the work that
+// would bring a set-uid file back fails its task in one line naming it and
+// the branch its work is kept on.
 func TestEscapeThroughASetUIDShell(t *testing.T) {
 	t.Parallel()
 	skipWithoutLandlock(t)
-	asEach(t, "## Task 1\nWork\n", func(t *testing.T, s *treeTry) {
-		s.commit(map[string]string{".gitignore": "build/\n"}, 0o644)
-		s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"work.txt": "work\n"},
-			Commands: [][]string{{"sh", "-c", "mkdir -p build && cp /bin/sh build/sh && chmod 4755 build/sh"}}}}})
+	filtered := confine.Probe().Seccomp
+	for _, had := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a folder it made", true: "a folder of the work tree"}[had], func(t *testing.T) {
+			t.Parallel()
+			asEach(t, "## Task 1\nWork\n", func(t *testing.T, s *treeTry) {
+				s.commit(map[string]string{".gitignore": "build/\n"}, 0o644)
+				if had {
+					os.MkdirAll(filepath.Join(s.repo, "build"), 0o755)
+					os.WriteFile(filepath.Join(s.repo, "build", "out.txt"), []byte("out\n"), 0o644)
+				}
+				cmd := "mkdir -p build && cp /bin/sh build/sh && chmod 4755 build/sh; " +
+					"cp /bin/sh build/sg && chmod 2755 build/sg; touch build/made && chmod u+s build/made"
+				if had {
+					// Where it writes through a link, no named pipe either
+					// (one in its own tree fails its task as it comes back).
+					cmd += "; mkfifo build/ff"
+				}
+				s.scenario(map[string][]fakes.Outcome{"execute:1": {{WriteFiles: map[string]string{"work.txt": "work\n"},
+					Commands: [][]string{{"sh", "-c", cmd}}}}})
+				s.own()
+				r := s.run(append(s.env("on", "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_AGENT_CMD="+filepath.Join(s.dir, "bin", "claude")), testgit.Env...), "run")
+				last := lastLine(r.stderr)
+				switch {
+				case filtered && r.code != 0:
+					t.Fatalf("exit %d, last line %q", r.code, last)
+				case !filtered && !had && (r.code != 1 || !strings.Contains(last, "the work tree cannot take the change of build/") ||
+					!strings.Contains(last, "kept on branch peal-kept/task-1-")):
+					t.Fatalf("exit %d, last line %q", r.code, last)
+				}
+				filepath.WalkDir(s.repo, func(p string, d fs.DirEntry, err error) error {
+					if err != nil || d.IsDir() {
+						return nil
+					}
+					if info, err := d.Info(); err == nil && (info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 || info.Mode()&fs.ModeNamedPipe != 0) {
+						t.Errorf("%s is %s in the work tree", p, info.Mode())
+					}
+					return nil
+				})
+				s.outside(r)
+			})
+		})
+	}
+}
+
+// TestEscapeThroughAnIgnoredLink: a task leaves, ignored, a link to a
+// folder outside the repository (and one in a folder of its own); the
+// next task writes through them. A link is never a grant: the folder
+// outside stays as it was, and so does the repository's .git/hooks, which
+// a third link names.
+func TestEscapeThroughAnIgnoredLink(t *testing.T) {
+	t.Parallel()
+	skipWithoutLandlock(t)
+	asEach(t, "## Task 1\nLinks\n## Task 2\nThrough them\n", func(t *testing.T, s *treeTry) {
+		outside := filepath.Join(s.dir, "outside")
+		os.MkdirAll(outside, 0o777)
+		hooks := filepath.Join(s.repo, ".git", "hooks")
+		s.commit(map[string]string{".gitignore": "zz\nsub/lnk\nhk\n"}, 0o644)
+		s.scenario(map[string][]fakes.Outcome{
+			"execute:1": {{WriteFiles: map[string]string{"one.txt": "one\n"}, Commands: [][]string{{"sh", "-c",
+				"ln -s " + outside + " zz && mkdir -p sub && ln -s " + outside + " sub/lnk && ln -s " + hooks + " hk"}}}},
+			"execute:2": {{WriteFiles: map[string]string{"two.txt": "two\n"}, Commands: [][]string{{"sh", "-c",
+				"echo out > zz/o1; echo out > sub/lnk/o2; printf '#!/bin/sh\\ntouch " + filepath.Join(s.dir, "ran") + "\\n' > hk/pre-commit; chmod 755 hk/pre-commit; true"}}}}})
 		s.own()
 		r := s.run(append(s.env("on", "PEAL_COMMIT_AFTER_PHASE2=true", "PEAL_AGENT_CMD="+filepath.Join(s.dir, "bin", "claude")), testgit.Env...), "run")
-		last := lastLine(r.stderr)
-		if r.code != 1 || !strings.Contains(last, "the work tree cannot take the change of build/sh: it is set-uid") ||
-			!strings.Contains(last, "kept on branch peal-kept/task-1-") {
-			t.Fatalf("exit %d, last line %q", r.code, last)
+		if r.code != 0 {
+			t.Fatalf("exit %d, last line %q", r.code, lastLine(r.stderr))
 		}
-		if _, err := os.Lstat(filepath.Join(s.repo, "build")); !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("build/ reached the work tree: %v", err)
+		if got := fileText(t, filepath.Join(s.repo, "two.txt")); got != "two\n" {
+			t.Errorf("task 2's own work: %q", got)
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+			t.Errorf("the folder outside was written: %v", entries)
+		}
+		if _, err := os.Lstat(filepath.Join(hooks, "pre-commit")); err == nil {
+			t.Error("a hook was planted through a link")
 		}
 		s.outside(r)
 	})

@@ -46,6 +46,7 @@ const (
 	enosys                   = 38
 	eprotonosupport          = 93
 	cloneNewTime             = 0x80
+	setIDBits                = 0o6000 // S_ISUID | S_ISGID
 	cloneNewNS               = 0x20000
 	cloneNewCgroup           = 0x2000000
 	cloneNewUTS              = 0x4000000

@@ -38,6 +38,7 @@ func TestConstants(t *testing.T) {
 		{"BPF_JMP|BPF_JA", bpfJa, unix.BPF_JMP | unix.BPF_JA},
 		{"BPF_MAXINSNS", bpfMaxInsns, unix.BPF_MAXINSNS},
 		{"AF_UNIX", afUnix, unix.AF_UNIX},
+		{"S_ISUID|S_ISGID", setIDBits, unix.S_ISUID | unix.S_ISGID},
 		{"AF_INET", afInet, unix.AF_INET},
 		{"AF_INET6", afInet6, unix.AF_INET6},
 		{"AF_NETLINK", afNetlink, unix.AF_NETLINK},

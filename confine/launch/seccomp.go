@@ -47,6 +47,12 @@ import (
 //     keyctl, add_key, request_key, bpf, perf_event_open, userfaultfd,
 //     fanotify, open_by_handle_at, the kernel's modules, kexec, the clock,
 //     swap, reboot, quotas, syslog.
+//   - A set-user-ID or set-group-ID bit in a mode: refused (EPERM) in
+//     chmod(), fchmod(), fchmodat(), fchmodat2(), open(), openat(), creat(),
+//     mknod() and mknodat(), so that no file a call made runs with its
+//     owner's rights once the call is over (a file it writes in a folder
+//     of the user's stays there as it left it). openat2(), whose mode is in
+//     memory, gets ENOSYS, on which programs fall back to openat().
 //   - io_uring: refused (ENOSYS, on which programs fall back to plain
 //     system calls): its operations open and connect sockets without
 //     system calls.
@@ -70,6 +76,9 @@ const (
 	sysClone              // no namespace flag
 	sysUnshare            // no namespace flag
 	sysIPC                // in the call's IPC namespace only
+	sysMode1              // no set-user-ID or set-group-ID bit in the mode, the second argument
+	sysMode2              // … the third
+	sysMode3              // … the fourth
 )
 
 // syscallRule is one system call of the filter.
@@ -187,6 +196,15 @@ func Filter(flags uint32) ([]SockFilter, error) {
 	a.ld(offArg(0))
 	a.jset(unshareNamespaces, "eperm", "allow")
 
+	// A file's mode never gets a set-user-ID or set-group-ID bit: the
+	// file would run with its owner's rights (root's, where peal runs as
+	// root) for anyone, once the call is over.
+	for i, l := range []string{"mode1", "mode2", "mode3"} {
+		a.label(l)
+		a.ld(offArg(i + 1))
+		a.jset(setIDBits, "eperm", "allow")
+	}
+
 	a.label("allow")
 	a.ret(retAllow)
 	a.label("eacces")
@@ -270,6 +288,12 @@ func labelOf(r sysRule, flags uint32) string {
 			return "allow"
 		}
 		return "eperm"
+	case sysMode1:
+		return "mode1"
+	case sysMode2:
+		return "mode2"
+	case sysMode3:
+		return "mode3"
 	}
 	return "enosys"
 }
