@@ -172,7 +172,7 @@ func (h keyHolds) describe(kind *agent.Kind) string {
 	if !ok {
 		return ""
 	}
-	return "its " + h.said(kind.Name, kh, "them", "them")
+	return "its " + h.said(kind.Name, kh, "the calls", "them")
 }
 
 // said says what is held of kind's login and what its calls get, after

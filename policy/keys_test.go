@@ -118,7 +118,7 @@ func TestKeyHoldOnlyConfined(t *testing.T) {
 			t.Errorf("%s: a hold", name)
 		}
 	}
-	if line := desc.keys.describe(k); !strings.Contains(line, "its model key (ANTHROPIC_API_KEY) held by peal's endpoint, which forwards to 127.0.0.1:4321, them given a placeholder") {
+	if line := desc.keys.describe(k); !strings.Contains(line, "its model key (ANTHROPIC_API_KEY) held by peal's endpoint, which forwards to 127.0.0.1:4321, the calls given a placeholder") {
 		t.Errorf("description: %q", line)
 	}
 }
