@@ -99,8 +99,10 @@ func init() {
 						How: "cloud credentials, the user's to pass (`confine_env_pass`)"},
 					{Name: "`/login` (a subscription, `~/.claude/.credentials.json`)", How: "kept in its folder, which its calls read"},
 				},
+				Vars: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
 				Hold: envKeys{api: AnthropicAPI, keyVars: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"},
-					unheld: []string{"CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"}, baseVar: "ANTHROPIC_BASE_URL"}.hold,
+					unheld: []string{"CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+					reach:  map[string][]string{"CLAUDE_CODE_OAUTH_TOKEN": {"CLAUDE_CODE_OAUTH_TOKEN"}}, baseVar: "ANTHROPIC_BASE_URL"}.hold,
 			},
 			Notes: "measured with 2.1.197: it writes its sessions, plans and shell snapshots in ~/.claude (without it, its Bash tool fails " +
 				"with `EACCES: permission denied, mkdir '~/.claude'` and the call still exits 0). ~/.claude.json, a file directly in the home " +

@@ -3,6 +3,7 @@ package agent
 import (
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -71,11 +72,13 @@ func init() {
 			Keys: Keys{
 				Logins: []Login{
 					{Name: "`CODEX_API_KEY` (OpenAI's API; `OPENAI_API_KEY`, which `codex exec` does not send, is held too)", Held: true,
-						How: "`-c openai_base_url=…` names peal's endpoint (the `openai_base_url` of `config.toml` is its upstream), which sends the key in `Authorization: Bearer`"},
-					{Name: "the `env_key` of a provider of `~/.codex/config.toml` (`model_provider`)", Held: true,
-						How: "`-c model_providers.<id>.base_url=…` names peal's endpoint; the provider's `base_url` is its upstream"},
+						How: "`-c openai_base_url=…` names peal's endpoint (the `openai_base_url` of `config.toml` is its upstream, if on `api.openai.com` or a host `confine_network_allow` names), which sends the key in `Authorization: Bearer`"},
+					{Name: "the `env_key` of a provider of `~/.codex/config.toml` (`model_provider`): `CODEX_API_KEY`, `OPENAI_API_KEY` or a variable `confine_env_pass` passes", Held: true,
+						How: "`-c model_providers.<id>.base_url=…` names peal's endpoint; the provider's `base_url` is its upstream, if on a host `confine_network_allow` names"},
+					{Name: "`OPENAI_API_KEY` without `CODEX_API_KEY`", How: "kept from its calls: `codex exec` does not send it with its built-in provider"},
 					{Name: "`codex login` (ChatGPT, or a key saved in `~/.codex/auth.json`)", How: "kept in its folder, which its calls read"},
 				},
+				Vars: codexKeyVars,
 				Hold: codexKeys,
 			},
 			Notes: "measured with 0.171.0: it writes ~/.codex (its SQLite databases, `sessions/…/rollout-*.jsonl`, `skills/.system`, " +
@@ -193,10 +196,19 @@ var codexSession = &Session{
 	},
 }
 
+// codexKeyVars are the variables of Codex's keys. `codex exec` sends
+// CODEX_API_KEY; OPENAI_API_KEY only where a provider's env_key names it
+// (measured with 0.171.0: with OPENAI_API_KEY alone, its requests carry no
+// key).
+var codexKeyVars = []string{"CODEX_API_KEY", "OPENAI_API_KEY"}
+
 // codexKeys is Codex's hold: the key of the provider its configuration
 // picks (the built-in openai one: CODEX_API_KEY; another: its env_key),
-// read from the user's ~/.codex/config.toml before any call (a call may
-// write that folder).
+// read from ~/.codex/config.toml before any call. Its calls write that
+// folder, so a file an earlier run's call rewrote may be what peal reads:
+// the base URL it names is where the key goes only on the API's own host
+// or a host confine_network_allow names, and an env_key is read only when
+// it names a key variable of Codex's or one confine_env_pass passes.
 func codexKeys(m Machine) Hold {
 	var cfg struct {
 		Provider  string `toml:"model_provider"`
@@ -206,7 +218,9 @@ func codexKeys(m Machine) Hold {
 			EnvKey  string `toml:"env_key"`
 		} `toml:"model_providers"`
 	}
+	file := "~/.codex/config.toml"
 	if path, ok := ExpandPath("${CODEX_HOME:-~/.codex}/config.toml", m.Home, m.Getenv); ok {
+		file = path
 		if data, err := m.ReadFile(path); err == nil {
 			if err := toml.Unmarshal(data, &cfg); err != nil {
 				return Hold{Why: "peal cannot read " + path + ": " + err.Error()}
@@ -219,32 +233,47 @@ func codexKeys(m Machine) Hold {
 	}
 	set := func(key, value string) string { return key + "=" + strconv.Quote(value) }
 	if p, ok := cfg.Providers[id]; ok && id != "openai" {
+		login := "provider " + id
 		if p.EnvKey == "" {
-			return Hold{Login: "provider " + id, Why: "its provider " + id + " names no env_key: no key to hold"}
+			return Hold{Login: login, Why: "its provider " + id + " names no env_key: no key to hold"}
+		}
+		if !m.keyVar(p.EnvKey, codexKeyVars) {
+			return Hold{Login: p.EnvKey + " (" + login + ")", Withheld: true,
+				Why: p.EnvKey + ", the env_key of its provider " + id + " in " + file + ", is neither one of " + strings.Join(codexKeyVars, ", ") +
+					" nor passed by confine_env_pass, so peal neither reads nor sends it: name it on confine_env_pass if that key is the provider's"}
 		}
 		keys := setVars(m, p.EnvKey)
 		if len(keys) == 0 {
-			return Hold{Login: "provider " + id, Why: p.EnvKey + ", the env_key of its provider " + id + ", is not set"}
+			return Hold{Login: login, Why: p.EnvKey + ", the env_key of its provider " + id + ", is not set"}
 		}
-		a, err := OpenAIAPI.held(OpenAIAPI.Name, p.BaseURL, "/v1", keys)
+		login = p.EnvKey + " (" + login + ")"
+		upstream, err := m.upstream(OpenAIAPI, "the base_url of its provider "+id+" in "+file, p.BaseURL, "/v1")
 		if err != nil {
-			return Hold{Login: "provider " + id, Why: "the base_url of its provider " + id + ": " + err.Error()}
+			return Hold{Login: login, Withheld: true, Why: err.Error()}
+		}
+		a, err := OpenAIAPI.held(OpenAIAPI.Name, upstream, "/v1", keys)
+		if err != nil {
+			return Hold{Login: login, Withheld: true, Why: "the base_url of its provider " + id + ": " + err.Error()}
 		}
 		key := "model_providers." + tomlKey(id) + ".base_url"
-		return Hold{Login: p.EnvKey + " (provider " + id + ")", APIs: []confine.HeldAPI{a}, Point: func(base, _ map[string]string) ([]string, []string) {
+		return Hold{Login: login, APIs: []confine.HeldAPI{a}, Point: func(base, _ map[string]string) ([]string, []string) {
 			return nil, []string{"-c", set(key, base[OpenAIAPI.Name])}
 		}}
 	}
 	if id != "openai" {
 		return Hold{Login: "provider " + id, Why: "its provider " + id + " is not one of its configuration's: a local model, no key to hold"}
 	}
-	keys := setVars(m, "CODEX_API_KEY", "OPENAI_API_KEY")
+	keys := setVars(m, codexKeyVars...)
 	if keys["CODEX_API_KEY"] == "" {
 		return Hold{Why: "CODEX_API_KEY is not set: codex exec logs in with what `codex login` keeps in its folder"}
 	}
-	a, err := OpenAIAPI.held(OpenAIAPI.Name, cfg.OpenAIURL, "/v1", keys)
+	upstream, err := m.upstream(OpenAIAPI, "openai_base_url in "+file, cfg.OpenAIURL, "/v1")
 	if err != nil {
-		return Hold{Login: loginOf(keys), Why: "openai_base_url: " + err.Error()}
+		return Hold{Login: loginOf(keys), Withheld: true, Why: err.Error()}
+	}
+	a, err := OpenAIAPI.held(OpenAIAPI.Name, upstream, "/v1", keys)
+	if err != nil {
+		return Hold{Login: loginOf(keys), Withheld: true, Why: "openai_base_url: " + err.Error()}
 	}
 	return Hold{Login: loginOf(keys), APIs: []confine.HeldAPI{a}, Point: func(base, _ map[string]string) ([]string, []string) {
 		return nil, []string{"-c", set("openai_base_url", base[OpenAIAPI.Name])}

@@ -49,7 +49,7 @@ func init() {
 				"${XDG_CONFIG_HOME:-~/.config}/cursor/auth.json"},
 			Hosts: []string{"*.cursor.sh", "*.cursorapi.com"},
 			Env:   []string{"CURSOR_API_KEY", "CURSOR_AUTH_TOKEN", "CURSOR_CONFIG_DIR", "XDG_CONFIG_HOME", "NO_OPEN_BROWSER"},
-			Keys: Keys{Logins: []Login{
+			Keys: Keys{Vars: []string{"CURSOR_API_KEY", "CURSOR_AUTH_TOKEN"}, Logins: []Login{
 				{Name: "`CURSOR_API_KEY`, `CURSOR_AUTH_TOKEN`", How: "in the call's environment: the Cursor CLI takes no other base URL for its API (none documented), so peal cannot stand in front of it"},
 				{Name: "`agent login` (`~/.cursor/cli-config.json`)", How: "kept in its folder, which its calls read"},
 			}},

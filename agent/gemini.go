@@ -77,6 +77,7 @@ func init() {
 					{Name: "Login with Google (`GOOGLE_GENAI_USE_GCA`, or chosen in `~/.gemini/settings.json`)", How: "kept in its folder (`oauth_creds.json`), which its calls read"},
 					{Name: "a key the CLI saved, or one in `~/.gemini/.env`", How: "kept in its folder, which its calls read"},
 				},
+				Vars: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"},
 				Hold: geminiKeys,
 			},
 			Notes: "measured with 0.61.0: it writes ~/.gemini (projects.json through a renamed temporary file, installation_id, " +
@@ -225,5 +226,5 @@ func geminiKeys(m Machine) Hold {
 		}
 	}
 	return envKeys{api: GoogleAPI, keyVars: []string{"GEMINI_API_KEY"}, unheld: []string{"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"},
-		baseVar: "GOOGLE_GEMINI_BASE_URL"}.hold(m)
+		reach: map[string][]string{"GOOGLE_GENAI_USE_VERTEXAI": {"GOOGLE_API_KEY"}}, baseVar: "GOOGLE_GEMINI_BASE_URL"}.hold(m)
 }

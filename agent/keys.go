@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -18,12 +19,20 @@ type Keys struct {
 	// Logins are the ways the CLI authenticates, as docs/agents.md's table
 	// shows them.
 	Logins []Login
+	// Vars are the variables of its Confine.Env that carry a model key or
+	// a login's token. A call gets none of them from peal's environment
+	// but the placeholders of those peal holds, or, where nothing is
+	// held, those of the login its CLI then uses (Hold.Reach); and those
+	// confine_env_pass names.
+	Vars []string
 	// Hold is what peal's endpoint holds for the kind's calls on machine
-	// m; nil: nothing, ever. It reads peal's environment and the user's
-	// own configuration of the CLI (m.ReadFile), once, before a run's first
-	// call: never the work tree's configuration, and never a file after a
-	// call may have written it, so that no call can choose where peal
-	// sends the key.
+	// m; nil: nothing, ever, and every variable of Vars set is in the
+	// calls' reach. It reads peal's environment and the user's own
+	// configuration of the CLI (m.ReadFile), once, before a run's first
+	// call, never the work tree's. A file it reads may still be one an
+	// earlier run's call wrote (a CLI's folder is the call's to write):
+	// what it takes from a file never decides where a key goes, nor which
+	// variable is one (Machine.upstream, Machine.keyVar).
 	Hold func(m Machine) Hold
 }
 
@@ -38,11 +47,18 @@ type Login struct {
 }
 
 // Machine is what a kind's Hold reads: the home folder, peal's
-// environment and the user's files.
+// environment and the user's files; and what the user chose in peal's
+// configuration.
 type Machine struct {
 	Home     string
 	Getenv   func(string) string
 	ReadFile func(path string) ([]byte, error)
+	// Named tells whether confine_network_allow names host:port itself
+	// (not through a wildcard); nil: it names none.
+	Named func(hostport string) bool
+	// Passed tells whether confine_env_pass passes a variable to the
+	// calls; nil: it passes none.
+	Passed func(name string) bool
 }
 
 // Hold is what peal's endpoint holds for a kind's calls: the APIs, each
@@ -54,6 +70,14 @@ type Hold struct {
 	APIs  []confine.HeldAPI
 	Point func(base, placeholder map[string]string) (env, args []string)
 	Why   string
+	// Reach are the variables of Keys.Vars the calls get in clear when
+	// nothing is held: those of the login the CLI then uses.
+	Reach []string
+	// Withheld: the login is a key of peal's environment that peal will
+	// not send where the CLI's configuration would have it go (Why says
+	// why and what to set), so its calls get neither the key nor a
+	// placeholder.
+	Withheld bool
 }
 
 // Held reports whether anything is held.
@@ -75,6 +99,46 @@ func (api *API) held(name, upstream, basePath string, keys map[string]string) (c
 		return confine.HeldAPI{}, err
 	}
 	return h, nil
+}
+
+// upstream is the base URL a held key of api goes to when the CLI reads
+// it from raw, a value of what (a file a call may have written, named in
+// the error): the API's own host, one of own (hosts the kind declares for
+// that provider), or a host confine_network_allow names; "" is the API's
+// own address (root plus basePath). A base URL elsewhere is an error:
+// peal neither holds nor passes that key.
+func (m Machine) upstream(api *API, what, raw, basePath string, own ...string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("its base URL %q (%s) cannot be read", raw, what)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	hostport := net.JoinHostPort(u.Hostname(), port)
+	for _, r := range append([]string{api.Root}, own...) {
+		if o, err := url.Parse(r); err == nil && u.Scheme == "https" && o.Scheme == "https" && strings.EqualFold(hostport, net.JoinHostPort(o.Hostname(), "443")) {
+			return raw, nil
+		}
+	}
+	if m.Named != nil && m.Named(hostport) {
+		return raw, nil
+	}
+	return "", fmt.Errorf("its base URL names %s (%s), which is neither the %s API's own host nor named on confine_network_allow, "+
+		"so peal neither holds nor passes the key (a call may write that file): name %s on confine_network_allow if that host is yours",
+		hostport, what, api.Name, hostport)
+}
+
+// keyVar tells whether peal may read name, a variable a CLI's
+// configuration file names as a key's: one of the kind's key variables
+// (vars), or one confine_env_pass passes to the calls anyway. Any other
+// variable of peal's environment is neither read nor sent.
+func (m Machine) keyVar(name string, vars []string) bool {
+	return slices.Contains(vars, name) || m.Passed != nil && m.Passed(name)
 }
 
 // setVars are those of names set in m's environment, with their values.
@@ -102,9 +166,12 @@ func truthy(v string) bool {
 // unheld, another login's switch or credential, is set: the one login
 // the CLI would then use is not a key peal can hold.
 type envKeys struct {
-	api      *API
-	keyVars  []string
-	unheld   []string
+	api     *API
+	keyVars []string
+	unheld  []string
+	// reach are the variables each login of unheld uses, which its calls
+	// then get.
+	reach    map[string][]string
 	baseVar  string
 	basePath string
 }
@@ -112,16 +179,18 @@ type envKeys struct {
 func (k envKeys) hold(m Machine) Hold {
 	for _, v := range k.unheld {
 		if truthy(m.Getenv(v)) {
-			return Hold{Login: v, Why: v + " is set: a login whose credential its CLI uses beyond the model API"}
+			return Hold{Login: v, Why: v + " is set: a login whose credential its CLI uses beyond the model API", Reach: k.reach[v]}
 		}
 	}
 	keys := setVars(m, k.keyVars...)
 	if len(keys) == 0 {
 		return Hold{Why: "none of " + strings.Join(k.keyVars, ", ") + " is set: the CLI's login, if any, is kept in its own folder"}
 	}
+	// The base URL comes from peal's environment: the user's.
 	a, err := k.api.held(k.api.Name, m.Getenv(k.baseVar), k.basePath, keys)
 	if err != nil {
-		return Hold{Login: loginOf(keys), Why: k.baseVar + ": " + err.Error()}
+		return Hold{Login: loginOf(keys), Withheld: true,
+			Why: k.baseVar + ": " + err.Error() + "; set confine_key_proxy = off to hand the key to the calls"}
 	}
 	return Hold{Login: loginOf(keys), APIs: []confine.HeldAPI{a}, Point: func(base, _ map[string]string) ([]string, []string) {
 		return []string{k.baseVar + "=" + base[k.api.Name]}, nil

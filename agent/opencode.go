@@ -57,11 +57,12 @@ func init() {
 			Keys: Keys{
 				Logins: []Login{
 					{Name: "a built-in provider's variable (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `GOOGLE_GENERATIVE_AI_API_KEY` or `GEMINI_API_KEY`, `OPENROUTER_API_KEY`)", Held: true,
-						How: "`OPENCODE_CONFIG_CONTENT` gives the provider peal's endpoint as its `baseURL` and the placeholder as its `apiKey`; its `baseURL` (or `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`) is the upstream"},
-					{Name: "a provider of its configuration whose `apiKey` is `{env:VAR}` (`npm` one of " + opencodeSDKNames() + ")", Held: true,
-						How: "the same; the provider's `baseURL` is the upstream"},
+						How: "`OPENCODE_CONFIG_CONTENT` gives the provider peal's endpoint as its `baseURL` and the placeholder as its `apiKey`; its `baseURL` (or `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`) is the upstream, one of its files' only on the API's own host or a host `confine_network_allow` names"},
+					{Name: "a provider of its configuration whose `apiKey` is `{env:VAR}` (`npm` one of " + opencodeSDKNames() + "; `VAR` a built-in provider's variable or one `confine_env_pass` passes)", Held: true,
+						How: "the same; the provider's `baseURL` is the upstream, if on a host `confine_network_allow` names (or given in `OPENCODE_CONFIG_CONTENT`)"},
 					{Name: "a key written in its configuration, or saved by `opencode auth login` (`~/.local/share/opencode/auth.json`)", How: "kept in its files, which its calls read"},
 				},
+				Vars: opencodeKeyVars,
 				Hold: opencodeKeys,
 			},
 			Notes: "measured with 1.18.33: it writes ~/.local/share/opencode (its database, log and a git folder per project under " +
@@ -224,9 +225,19 @@ type opencodeProvider struct {
 	} `json:"options"`
 }
 
+// opencodeKeyVars are the variables of the keys of opencode's built-in
+// providers.
+var opencodeKeyVars = []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY"}
+
 // opencodeKeys is opencode's hold: every provider whose key is in a
 // variable peal can hold, read from the user's configuration (its global
-// files and OPENCODE_CONFIG, never the work tree's) before any call.
+// files and OPENCODE_CONFIG, never the work tree's) before any call. What
+// a file says is taken as a call may have written it (OPENCODE_CONFIG may
+// name one in the tree): a baseURL it gives is where a key goes only on
+// the API's own host or a host confine_network_allow names, and a
+// "{env:VAR}" is read only for a key variable of opencode's built-in
+// providers or one confine_env_pass passes. OPENCODE_CONFIG_CONTENT, in
+// peal's environment, is the user's.
 func opencodeKeys(m Machine) Hold {
 	providers := map[string]*opencodeProvider{}
 	var files []string
@@ -238,6 +249,9 @@ func opencodeKeys(m Machine) Hold {
 	if p := m.Getenv("OPENCODE_CONFIG"); p != "" {
 		files = append(files, p)
 	}
+	// from: the file each provider's baseURL was last given by ("": peal's
+	// environment).
+	from := map[string]string{}
 	read := func(what string, data []byte) string {
 		var c struct {
 			Provider map[string]json.RawMessage `json:"provider"`
@@ -251,7 +265,12 @@ func opencodeKeys(m Machine) Hold {
 				p = &opencodeProvider{}
 				providers[id] = p
 			}
+			var own opencodeProvider
+			json.Unmarshal(raw, &own)
 			json.Unmarshal(raw, p) // the fields set here replace the earlier files'
+			if own.Options.BaseURL != nil {
+				from[id] = what
+			}
 		}
 		return ""
 	}
@@ -267,18 +286,33 @@ func opencodeKeys(m Machine) Hold {
 		if why := read("OPENCODE_CONFIG_CONTENT", []byte(c)); why != "" {
 			return Hold{Why: why}
 		}
+		for id, what := range from {
+			if what == "OPENCODE_CONFIG_CONTENT" {
+				from[id] = "" // the user's, as the rest of peal's environment
+			}
+		}
 		json.Unmarshal(stripJSONComments([]byte(c)), &content)
 	}
 	var apis []confine.HeldAPI
 	apiKeyOf := map[string]string{} // provider → the variable of its apiKey
-	var logins []string
-	hold := func(id, sdk, upstream, keyVar string, keys map[string]string) {
+	var logins, refused []string
+	// hold holds provider id's keys, sent to upstream (from: the file that
+	// gave it, "" for peal's environment or the provider's own address).
+	hold := func(id, sdk, upstream, from, keyVar string, keys map[string]string, own ...string) {
 		s, ok := opencodeSDKs[sdk]
 		if !ok || !providerID.MatchString(id) {
 			return
 		}
+		if from != "" {
+			var err error
+			if upstream, err = m.upstream(s.api, "the baseURL of its provider "+id+" in "+from, upstream, s.basePath, own...); err != nil {
+				refused = append(refused, "provider "+id+": "+err.Error())
+				return
+			}
+		}
 		a, err := s.api.held(id, upstream, s.basePath, keys)
 		if err != nil {
+			refused = append(refused, "provider "+id+": "+err.Error())
 			return
 		}
 		apis = append(apis, a)
@@ -294,20 +328,27 @@ func opencodeKeys(m Machine) Hold {
 		if ref == nil {
 			continue // a key written in the configuration stays in reach
 		}
+		if !m.keyVar(ref[1], opencodeKeyVars) {
+			refused = append(refused, "provider "+id+": its apiKey names "+ref[1]+", neither a key variable of opencode's built-in providers nor passed by "+
+				"confine_env_pass, so peal neither reads nor sends it: name it on confine_env_pass if that key is the provider's")
+			continue
+		}
 		keys := setVars(m, ref[1])
 		if len(keys) == 0 {
 			continue
 		}
-		sdk, upstream := p.NPM, ""
+		sdk, upstream, source := p.NPM, "", ""
+		var own []string
 		for _, b := range opencodeBuiltins {
 			if b.id == id {
 				sdk, upstream = nonEmpty(sdk, b.sdk), nonEmpty(m.Getenv(b.baseVar), b.upstream)
+				own = append(own, b.upstream)
 			}
 		}
 		if p.Options.BaseURL != nil {
-			upstream = *p.Options.BaseURL
+			upstream, source = *p.Options.BaseURL, from[id]
 		}
-		hold(id, sdk, upstream, ref[1], keys)
+		hold(id, sdk, upstream, source, ref[1], keys, own...)
 	}
 	for _, b := range opencodeBuiltins {
 		if p := providers[b.id]; p != nil && p.Options.APIKey != nil {
@@ -317,12 +358,12 @@ func opencodeKeys(m Machine) Hold {
 		if len(keys) == 0 {
 			continue
 		}
-		upstream := b.upstream
+		upstream, source := b.upstream, ""
 		if b.baseVar != "" && m.Getenv(b.baseVar) != "" {
 			upstream = m.Getenv(b.baseVar)
 		}
 		if p := providers[b.id]; p != nil && p.Options.BaseURL != nil {
-			upstream = *p.Options.BaseURL
+			upstream, source = *p.Options.BaseURL, from[b.id]
 		}
 		first := ""
 		for _, v := range b.vars {
@@ -331,12 +372,15 @@ func opencodeKeys(m Machine) Hold {
 				break
 			}
 		}
-		hold(b.id, b.sdk, upstream, first, keys)
+		hold(b.id, b.sdk, upstream, source, first, keys, b.upstream)
 	}
 	if len(apis) == 0 {
+		if len(refused) > 0 {
+			return Hold{Withheld: true, Why: strings.Join(refused, "; ")}
+		}
 		return Hold{Why: "no provider's key is in a variable peal can hold: a key in its configuration, or saved by `opencode auth login`, is kept in its files"}
 	}
-	return Hold{Login: "providers " + strings.Join(logins, ", "), APIs: apis, Point: func(base, placeholder map[string]string) ([]string, []string) {
+	return Hold{Login: "providers " + strings.Join(logins, ", "), APIs: apis, Why: strings.Join(refused, "; "), Point: func(base, placeholder map[string]string) ([]string, []string) {
 		cfg := map[string]any{}
 		maps.Copy(cfg, content)
 		prov, _ := cfg["provider"].(map[string]any)

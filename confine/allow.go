@@ -92,6 +92,22 @@ func (a Allow) Permits(hostport string) bool {
 	return false
 }
 
+// Names tells whether an entry names hostport's host itself, not through
+// a wildcard, with its port or with none: a host the user chose by name.
+func (a Allow) Names(hostport string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	host = normHost(host)
+	for _, e := range a.entries {
+		if !e.wildcard && e.host == host && (e.port == "" || e.port == port) {
+			return true
+		}
+	}
+	return false
+}
+
 // Len is the number of entries.
 func (a Allow) Len() int { return len(a.entries) }
 

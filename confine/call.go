@@ -42,8 +42,13 @@ type Call struct {
 	// Keys, when set (with a Proxy), are the model keys the call's model
 	// endpoint holds: the call gets a placeholder in each key variable
 	// (whatever it inherited there is dropped) and the endpoint's base
-	// URLs, and never the keys.
+	// URLs, and never the keys. Reached then hears of the endpoint's
+	// forwards to the model API, not of the proxy's tunnels: those go to
+	// the CLI's other hosts, whose failures say nothing of its API.
 	Keys *KeyHold
+	// Withhold are variables the call never gets, whatever EnvPass says
+	// and whoever adds them: model keys peal neither holds nor passes.
+	Withhold []string
 	// Support, when set, is what the call may use of what this machine
 	// enforces, in Probe's place: less than Probe finds (a test of a
 	// fallback), never more.
@@ -63,7 +68,7 @@ func (c *Call) Environ(env []string) []string {
 	if c.Mode == Off {
 		return append(env, c.Env...)
 	}
-	return append(FilterEnv(env, c.EnvPass), c.Env...)
+	return append(withoutVars(FilterEnv(env, c.EnvPass), c.Withhold), c.Env...)
 }
 
 // Prepare makes cmd, not started yet, start confined: with the proxy's
@@ -88,9 +93,14 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 	if tempDir != "" {
 		pol.Write = append(pol.Write, Path{Path: tempDir, Key: KeyTemp})
 	}
+	cmd.Env = withoutVars(cmd.Env, c.Withhold)
 	l := &Launch{launcherFD: -1}
 	if c.Proxy != nil {
-		ep, err := c.Proxy.OpenReached(id, c.Allow, c.Reached)
+		tunnels := c.Reached
+		if c.Keys != nil {
+			tunnels = nil // its model endpoint tells of its API
+		}
+		ep, err := c.Proxy.OpenReached(id, c.Allow, tunnels)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +113,7 @@ func (c *Call) Prepare(cmd *exec.Cmd, id, tempDir string) (*Launch, error) {
 			l.Close()
 			return nil, errors.New("confine: a call's model endpoint needs the run's proxy")
 		}
-		ke, err := c.Proxy.OpenKeys(id, c.Keys)
+		ke, err := c.Proxy.OpenKeysReached(id, c.Keys, c.Reached)
 		if err != nil {
 			l.Close()
 			return nil, err

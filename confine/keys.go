@@ -267,6 +267,9 @@ type KeyEndpoint struct {
 	byVar map[string]string
 	// secrets are the real keys, to mask should an API echo one.
 	secrets []string
+	// reached hears of each forward to an API: answered (err nil), or not
+	// made for want of a connection (Call.Reached); nil: none.
+	reached func(hostport string, err error)
 }
 
 // heldDoor is one API at the endpoint: the path its requests start with.
@@ -279,6 +282,14 @@ type heldDoor struct {
 // holding hold's keys; its upstream connections go the way the proxy's do
 // (through the proxy of peal's environment where that names one).
 func (p *Proxy) OpenKeys(call string, hold *KeyHold) (*KeyEndpoint, error) {
+	return p.OpenKeysReached(call, hold, nil)
+}
+
+// OpenKeysReached is OpenKeys, with reached told of each forward to an
+// API: answered, or not for want of a connection (nil: none). Where peal
+// holds the key, the endpoint is the call's way to its API, as a tunnel
+// through the proxy is where the call holds it.
+func (p *Proxy) OpenKeysReached(call string, hold *KeyHold, reached func(hostport string, err error)) (*KeyEndpoint, error) {
 	if err := hold.Check(); err != nil {
 		return nil, err
 	}
@@ -286,7 +297,7 @@ func (p *Proxy) OpenKeys(call string, hold *KeyHold) (*KeyEndpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("confine: model endpoint: %w", err)
 	}
-	e := &KeyEndpoint{p: p, call: call, hold: hold, ln: ln, real: map[string]string{}, byVar: map[string]string{}}
+	e := &KeyEndpoint{p: p, call: call, hold: hold, ln: ln, real: map[string]string{}, byVar: map[string]string{}, reached: reached}
 	for _, v := range hold.Vars() {
 		ph := newPlaceholder()
 		e.byVar[v] = ph
@@ -527,6 +538,7 @@ func (e *KeyEndpoint) rewrite(pr *httputil.ProxyRequest) {
 // short) so that a key an API would echo is masked.
 func (e *KeyEndpoint) meter(resp *http.Response) error {
 	api := target(resp.Request.Context()).api
+	e.tell(api, nil)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
@@ -572,6 +584,7 @@ func (e *KeyEndpoint) failed(w http.ResponseWriter, r *http.Request, err error) 
 	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
 		e.hold.Count.add(func(u *KeyUsage) { u.Unreachable++ })
 		e.hold.Count.unreachable(why)
+		e.tell(t.api, err)
 		if conn, _, herr := http.NewResponseController(w).Hijack(); herr == nil {
 			if tc, ok := conn.(*net.TCPConn); ok {
 				tc.SetLinger(0) // a reset, as a refused connection is
@@ -581,6 +594,18 @@ func (e *KeyEndpoint) failed(w http.ResponseWriter, r *http.Request, err error) 
 		}
 	}
 	http.Error(w, why, http.StatusBadGateway)
+}
+
+// tell tells reached how a forward to api fared.
+func (e *KeyEndpoint) tell(api *HeldAPI, err error) {
+	if e.reached != nil {
+		e.reached(api.hostport(), err)
+	}
+}
+
+// hostport is the host and port of a's upstream.
+func (a *HeldAPI) hostport() string {
+	return withPort(a.Upstream.Host, map[string]string{"http": "80", "https": "443"}[a.Upstream.Scheme])
 }
 
 // maxErrorBody caps what is read of a failed answer.
@@ -599,7 +624,7 @@ func (e *KeyEndpoint) mask(s string) string {
 func (e *KeyEndpoint) refuse(w http.ResponseWriter, r *http.Request, api *HeldAPI, why string) {
 	host := ""
 	if api != nil {
-		host = withPort(api.Upstream.Host, map[string]string{"http": "80", "https": "443"}[api.Upstream.Scheme])
+		host = api.hostport()
 	}
 	ref := Refusal{Call: e.call, Host: host, Method: r.Method, Request: r.Method + " " + cleanText(r.URL.Path, 200), Why: why, Time: time.Now()}
 	e.p.record(ref)

@@ -561,3 +561,91 @@ func TestProxyReachesOwnModelEndpoint(t *testing.T) {
 		t.Errorf("another call's proxy: CONNECT %s", oresp.Status)
 	}
 }
+
+// TestPrepareWithholds: the variables a call's policy withholds reach it
+// neither through the filter (EnvPass names them) nor from what peal adds,
+// held or not; the others pass.
+func TestPrepareWithholds(t *testing.T) {
+	t.Parallel()
+	p, _, _ := openProxy(t)
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	for _, keys := range []*KeyHold{nil, {APIs: []HeldAPI{testAPI(t, "test", up, "", "")}, Count: &KeyCount{}}} {
+		c := &Call{Mode: Auto, Proxy: p, Keys: keys, Access: Access{TCP: &TCP{}}, Support: &Support{Why: "a test"},
+			EnvPass: []string{"OPENAI_*", "CODEX_API_KEY"}, Withhold: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}}
+		inherited := c.Environ([]string{"PATH=/bin", "OPENAI_API_KEY=sk-o", "OPENAI_ORGANIZATION=org", "CODEX_API_KEY=sk-c"})
+		if want := []string{"PATH=/bin", "OPENAI_ORGANIZATION=org"}; !slices.Equal(inherited, want) {
+			t.Errorf("held %v: inherited %q, want %q", keys != nil, inherited, want)
+		}
+		cmd := exec.Command("/bin/true")
+		cmd.Env = append(inherited, "CODEX_API_KEY=sk-added")
+		l, err := c.Prepare(cmd, "c1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		if env := strings.Join(cmd.Env, "\n"); strings.Contains(env, "sk-") || !strings.Contains(env, "OPENAI_ORGANIZATION=org") {
+			t.Errorf("held %v: the call's environment %q", keys != nil, cmd.Env)
+		}
+	}
+}
+
+// TestHeldCallReached: where peal holds a call's key, what the call's
+// watch hears of is its model endpoint's way to the API (a forward
+// answered, a forward that found nothing listening), not the proxy's
+// tunnels to its other hosts, whose failure says nothing of the API; where
+// the call holds its key, it hears of the tunnels.
+func TestHeldCallReached(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	gone := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	gone.Close() // nothing listens there any more
+	closed := strings.TrimPrefix(gone.URL, "http://")
+	allow, _ := ParseAllow(KeyNetworkAllow, closed)
+	p, _, _ := openProxy(t)
+	for _, held := range []bool{true, false} {
+		var mu sync.Mutex
+		var heard []string
+		c := &Call{Mode: Auto, Proxy: p, Allow: allow, Support: &Support{Why: "a test"},
+			Reached: func(hostport string, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				heard = append(heard, fmt.Sprintf("%s %v", hostport, err != nil))
+			}}
+		if held {
+			c.Keys = &KeyHold{APIs: []HeldAPI{testAPI(t, "api", up, "", ""), testAPI(t, "down", gone, "", "")}, Count: &KeyCount{}}
+		}
+		cmd := exec.Command("/bin/true")
+		cmd.Env = []string{}
+		l, err := c.Prepare(cmd, "c1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A side host of the CLI's, through the proxy: nothing listens.
+		if _, _, resp := dialConnect(t, l.Endpoint(), closed, ""); resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("held %v: CONNECT %s: %s", held, closed, resp.Status)
+		}
+		want := []string{closed + " true"}
+		if held {
+			var kp *KeyEndpoint
+			for _, d := range l.doors {
+				if k, ok := d.(*KeyEndpoint); ok {
+					kp = k
+				}
+			}
+			for _, name := range []string{"api", "down"} {
+				req, _ := http.NewRequest("POST", kp.Bases()[name]+"/v1/messages", strings.NewReader("{}"))
+				req.Header.Set("X-Api-Key", placeholderOf(t, kp, "KEY_VAR"))
+				if resp, err := http.DefaultTransport.RoundTrip(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+			want = []string{strings.TrimPrefix(up.URL, "http://") + " false", closed + " true"}
+		}
+		l.Close()
+		mu.Lock()
+		if !slices.Equal(heard, want) {
+			t.Errorf("held %v: heard %q, want %q", held, heard, want)
+		}
+		mu.Unlock()
+	}
+}

@@ -376,6 +376,7 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	call.Access.Read = append(call.Access.Read, confine.Paths(keyAgentInstall, c.agents...)...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.Env...)
 	call.EnvPass = append(call.EnvPass, kind.Confine.BaseURLs...)
+	call.Withhold = c.keys.withholds(kind)
 	hosts := slices.Clone(kind.Confine.Hosts)
 	baseURLs := kind.Confine.BaseURLs
 	if !c.describing && !c.unenforced {

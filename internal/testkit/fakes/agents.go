@@ -20,8 +20,10 @@ type CLI struct {
 	// Names are the program names the fake answers to as this CLI.
 	Names []string
 	// Sub is a subcommand every call starts with ("exec", "run"); "" for
-	// none.
-	Sub string
+	// none. Root are the options with a value the CLI takes before it
+	// (codex's -c); several of one are kept one a line.
+	Sub  string
+	Root []string
 	// Values and Bools are the options the CLI accepts, with and without a
 	// value. Anything else starting with '-' is a usage error: Usage is the
 	// CLI's message (on stderr) and exit code for it.
@@ -89,6 +91,14 @@ func (c *CLI) Parse(argv []string) (Args, *Failure) {
 	usage := func(arg string) (Args, *Failure) {
 		text, code := c.Usage(arg)
 		return a, &Failure{Stderr: true, Text: text, Exit: code}
+	}
+	for len(argv) > 1 && slices.Contains(c.Root, argv[0]) {
+		v := argv[1]
+		if prev, ok := a.Opts[argv[0]]; ok {
+			v = prev + "\n" + v
+		}
+		a.Opts[argv[0]] = v
+		argv = argv[2:]
 	}
 	if c.Sub != "" {
 		if len(argv) == 0 || argv[0] != c.Sub {
@@ -284,8 +294,11 @@ var CLIs = map[string]*CLI{
 		},
 	},
 	"codex": {
-		Names:  []string{"codex"},
-		Sub:    "exec",
+		Names: []string{"codex"},
+		Sub:   "exec",
+		// -c key=value sets a value of its configuration (peal's model
+		// endpoint as a provider's base URL).
+		Root:   []string{"-c"},
 		Values: []string{"-C", "-s", "-m"},
 		Bools:  []string{"--skip-git-repo-check", "--json", "--dangerously-bypass-approvals-and-sandbox"},
 		Usage: func(a string) (string, int) {
