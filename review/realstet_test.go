@@ -159,12 +159,14 @@ func TestRealStet(t *testing.T) {
 		}
 		r := e.peal()
 		e.want(r, 0)
-		for _, want := range []string{"a review session was left open", "resuming the review of an unfinished task"} {
+		// The cut-off task's work is kept on a branch of its own, never on
+		// the user's, and the task runs again from where the user was.
+		for _, want := range []string{"a review session was left open", "task 1's work is kept on branch peal-kept/task-1-"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Fatalf("the second run's log lacks %q:\n%s", want, r.stderr)
 			}
 		}
-		// The second run reviewed the work committed before the crash and fixed it.
+		// The second run did the task again, reviewed it and fixed it.
 		if got := e.keys(); got != "plan:1 execute:1 plan:1 execute:1 triage:1 address:1" {
 			t.Fatalf("agent calls %q", got)
 		}
