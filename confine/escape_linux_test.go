@@ -399,6 +399,13 @@ func trySockets(t *testing.T, m mode) {
 	// machine's outside address, UDP, and a UNIX socket outside the tree.
 	var traps []net.Listener
 	trap := func(addr string) net.Listener {
+		// A later call's proxy may get the port of an earlier one, whose
+		// trap is still listening: that trap serves.
+		for _, ln := range traps {
+			if ln.Addr().String() == addr {
+				return ln
+			}
+		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			t.Fatalf("listen %s: %v", addr, err)
