@@ -80,36 +80,32 @@ func (c *Rules) caches() []string {
 			c.make = append(c.make, p)
 		}
 	}
-	add(c.goModCache(), []string{"go"})
+	// The variables that move a cache are those its path is read from: a
+	// confined call keeps them (c.cacheVars), so that its tools use the
+	// folders granted, not the defaults beside them, which it may not
+	// write. They name folders, never a secret.
+	getenv := func(name string) string {
+		if !slices.Contains(c.cacheVars, name) {
+			c.cacheVars = append(c.cacheVars, name)
+		}
+		return c.getenv(name)
+	}
+	add(c.goModCache(getenv), []string{"go"})
 	for _, e := range caches {
-		if p, ok := secrets.Expand(e.path, c.home, c.getenv); ok {
+		if p, ok := secrets.Expand(e.path, c.home, getenv); ok {
 			add(p, e.tools)
 		}
 	}
 	return out
 }
 
-// cacheVars are the variables that move the caches of the table (and Go's
-// module cache): a confined call keeps them, so that its tools use the
-// folders the policy grants, not the defaults beside them, which it may
-// not write. They name folders, never a secret.
-func cacheVars() []string {
-	vars := []string{"GOMODCACHE", "GOPATH"}
-	for _, e := range caches {
-		if name, _, ok := strings.Cut(strings.TrimPrefix(e.path, "${"), ":-"); ok && strings.HasPrefix(e.path, "${") && !slices.Contains(vars, name) {
-			vars = append(vars, name)
-		}
-	}
-	return vars
-}
-
 // goModCache is Go's module cache: $GOMODCACHE, else the first folder of
 // $GOPATH (or ~/go) with pkg/mod.
-func (c *Rules) goModCache() string {
-	if mod := c.getenv("GOMODCACHE"); filepath.IsAbs(mod) {
+func (c *Rules) goModCache(getenv func(string) string) string {
+	if mod := getenv("GOMODCACHE"); filepath.IsAbs(mod) {
 		return mod
 	}
-	gopath := strings.Split(c.getenv("GOPATH"), string(os.PathListSeparator))[0]
+	gopath := strings.Split(getenv("GOPATH"), string(os.PathListSeparator))[0]
 	if !filepath.IsAbs(gopath) {
 		gopath = filepath.Join(c.home, "go")
 	}

@@ -64,6 +64,9 @@ type Rules struct {
 	base    confine.Access
 	allow   confine.Allow // confine_network_allow
 	envPass []string      // confine_env_pass
+	// cacheVars are the variables the caches' paths were read from
+	// (caches), which the calls keep.
+	cacheVars []string
 	// tcp: the kernel's TCP rules apply (confine_tcp = proxy); loopback
 	// are the loopback ports confine_network_allow names, open to a call
 	// directly.
@@ -355,7 +358,7 @@ func (c *Rules) ForCall(at Site, kind *agent.Kind, env []string) *confine.Call {
 	if c.tcp {
 		pol.TCP = &confine.TCP{Connect: slices.Clone(c.loopback)}
 	}
-	call := &confine.Call{Mode: c.mode, Access: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: append(cacheVars(), c.envPass...), Env: slices.Clone(c.gitEnv)}
+	call := &confine.Call{Mode: c.mode, Access: pol, Proxy: c.proxy, Allow: c.allow, EnvPass: append(slices.Clone(c.cacheVars), c.envPass...), Env: slices.Clone(c.gitEnv)}
 	if c.unenforced {
 		call.Mode = confine.Off // no rules, as where the kernel has none
 	}
@@ -486,23 +489,15 @@ func (c *Rules) AsUnenforced() {
 	}
 }
 
-// realWithin are the paths of entries that are what they say: each one's
-// real path is itself, within the real tree. An entry of the work tree
-// that is a link (or lies beneath one) is left out: a grant follows links,
-// and a link a call left ignored in the work tree would grant where it
-// points (a folder outside, the repository's hooks).
+// realWithin are the paths (of entries of tree) that are what they say:
+// each one's real path is itself beneath the real tree. An entry that is a
+// link, or lies beneath one, is left out: a grant follows links, and a link
+// a call left ignored in the work tree would grant where it points (a
+// folder outside, the repository's hooks).
 func realWithin(paths []string, tree string) []string {
-	top, err := filepath.EvalSymlinks(tree)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, p := range paths {
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil || real != filepath.Join(top, strings.TrimPrefix(p, tree)) || !safefs.Within(real, top) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
+	top := realPath(tree)
+	return slices.DeleteFunc(slices.Clone(paths), func(p string) bool {
+		rel, err := filepath.Rel(tree, p)
+		return err != nil || !filepath.IsLocal(rel) || realPath(p) != filepath.Join(top, rel)
+	})
 }

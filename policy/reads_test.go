@@ -427,3 +427,22 @@ func TestCacheVariablesPass(t *testing.T) {
 		}
 	}
 }
+
+// TestRealWithin: an ignored entry is granted only as itself: not when it
+// is a link (to a folder outside, or inside the tree), nor when it lies
+// beneath one.
+func TestRealWithin(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	tree, outside := filepath.Join(root, "tree"), filepath.Join(root, "outside")
+	for _, d := range []string{tree + "/build", tree + "/sub", outside} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.Symlink(outside, tree+"/zz")
+	os.Symlink(tree+"/build", tree+"/alias")
+	os.Symlink(outside, tree+"/sub/lnk")
+	got := realWithin([]string{tree + "/build", tree + "/zz", tree + "/alias", tree + "/sub/lnk", tree + "/zz/inner", tree + "/missing", outside}, tree)
+	if want := []string{tree + "/build", tree + "/missing"}; !slices.Equal(got, want) {
+		t.Errorf("granted %q, want %q", got, want)
+	}
+}
